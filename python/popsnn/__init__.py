@@ -1,0 +1,13 @@
+"""popsnn: sparse spiking neural network training for Graphcore IPUs.
+
+The network description uses snnTorch's names (Leaky, Synaptic, RLeaky,
+surrogate.fast_sigmoid, ...); the dense NumPy reference in `popsnn.reference`
+is the oracle every engine is checked against.
+"""
+from . import sparse, surrogate
+from .layers import Leaky, Linear, RLeaky, Sequential, Synaptic
+
+__version__ = "0.1.0"
+
+__all__ = ["Leaky", "Linear", "RLeaky", "Sequential", "Synaptic", "sparse", "surrogate",
+           "__version__"]

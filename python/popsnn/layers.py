@@ -1,0 +1,174 @@
+"""The network description: snnTorch's names, popsnn's checks.
+
+A network is a `Sequential` of (Linear, neuron) pairs, e.g.
+
+    net = popsnn.Sequential(popsnn.Linear(784, 1000), popsnn.Leaky(beta=0.9),
+                            popsnn.Linear(1000, 10), popsnn.Leaky(beta=0.9))
+
+The description holds no weights: `net.init_params(seed)` makes them, as a
+list with one dict of NumPy arrays per (Linear, neuron) pair. Every engine
+(the dense NumPy reference, the cpu / ipu-model runtime, the IPU) takes the
+same description and the same parameter layout:
+
+    "weight"            [out, in]    PyTorch's nn.Linear layout
+    "bias"              [out]        (absent when Linear(bias=False))
+    "recurrent_weight"  [out, out]   RLeaky(all_to_all=True), V; [out] when one-to-one
+    "recurrent_bias"    [out]        RLeaky(all_to_all=True) only, b_V
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+import numpy as np
+
+from . import surrogate as _surrogate
+from ._checks import finite_real, one_of, positive_int, unit_interval
+from .sparse import SparseRule
+
+RESET_MECHANISMS = ("subtract", "zero", "none")
+
+
+@dataclass(frozen=True)
+class Linear:
+    """A dense layer `I = x @ weight.T + bias`, initialised like PyTorch's nn.Linear."""
+
+    in_features: int
+    out_features: int
+    bias: bool = True
+
+    def __post_init__(self):
+        positive_int("in_features", self.in_features)
+        positive_int("out_features", self.out_features)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Neuron:
+    threshold: float = 1.0
+    reset_mechanism: str = "subtract"
+    surrogate: _surrogate.Surrogate = field(default_factory=_surrogate.fast_sigmoid)
+    sparse: Optional[SparseRule] = None
+
+    def _check_common(self):
+        finite_real("threshold", self.threshold)
+        if self.threshold <= 0:
+            raise ValueError(f"threshold must be > 0, got {self.threshold}")
+        one_of("reset_mechanism", self.reset_mechanism, RESET_MECHANISMS)
+        object.__setattr__(self, "surrogate", _surrogate.get(self.surrogate))
+        if self.sparse is not None and not isinstance(self.sparse, SparseRule):
+            raise TypeError(f"sparse must be None, popsnn.sparse.window(b_th) or "
+                            f"popsnn.sparse.one_sided(theta_grad), got {self.sparse!r}")
+        if self.sparse is not None and self.sparse.kind == "one_sided" \
+                and self.sparse.value >= self.threshold:
+            raise ValueError(f"one_sided theta_grad must be below the threshold "
+                             f"({self.threshold}), got {self.sparse.value}; e.g. 0.9 * threshold")
+
+
+@dataclass(frozen=True)
+class Leaky(_Neuron):
+    """LIF neuron: U[t] = beta*U[t-1] + I[t] - R[t]*threshold (reset 'subtract')."""
+
+    beta: float
+
+    def __post_init__(self):
+        object.__setattr__(self, "beta", unit_interval("beta", self.beta))
+        self._check_common()
+
+
+@dataclass(frozen=True)
+class Synaptic(_Neuron):
+    """Current-based LIF: J[t] = alpha*J[t-1] + I[t]; U[t] = beta*U[t-1] + J[t] - R[t]*threshold."""
+
+    alpha: float
+    beta: float
+
+    def __post_init__(self):
+        object.__setattr__(self, "alpha", unit_interval("alpha", self.alpha))
+        object.__setattr__(self, "beta", unit_interval("beta", self.beta))
+        self._check_common()
+
+
+@dataclass(frozen=True)
+class RLeaky(_Neuron):
+    """Recurrent LIF: U[t] = beta*U[t-1] + I[t] + V(S[t-1]) - R[t]*threshold.
+
+    all_to_all=True: V is an N x N linear map with bias; False: one weight per neuron.
+    """
+
+    beta: float
+    all_to_all: bool = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "beta", unit_interval("beta", self.beta))
+        if not isinstance(self.all_to_all, bool):
+            raise TypeError(f"all_to_all must be True or False, got {self.all_to_all!r}")
+        self._check_common()
+
+
+Neuron = Union[Leaky, Synaptic, RLeaky]
+NEURON_TYPES = (Leaky, Synaptic, RLeaky)
+
+
+class Sequential:
+    """A stack of (Linear, neuron) pairs; the last pair is the output layer."""
+
+    def __init__(self, *layers):
+        if len(layers) == 1 and isinstance(layers[0], (list, tuple)):
+            layers = tuple(layers[0])
+        if not layers or len(layers) % 2:
+            raise ValueError(f"Sequential needs (Linear, neuron) pairs, got {len(layers)} "
+                             f"layer(s); e.g. Sequential(Linear(784, 10), Leaky(beta=0.9))")
+        pairs = []
+        for i in range(0, len(layers), 2):
+            lin, neuron = layers[i], layers[i + 1]
+            if not isinstance(lin, Linear):
+                raise TypeError(f"layer {i} must be popsnn.Linear, got {type(lin).__name__}")
+            if not isinstance(neuron, NEURON_TYPES):
+                raise TypeError(f"layer {i + 1} must be Leaky, Synaptic or RLeaky, "
+                                f"got {type(neuron).__name__}")
+            if pairs and pairs[-1][0].out_features != lin.in_features:
+                raise ValueError(f"layer {i} Linear.in_features={lin.in_features} does not match "
+                                 f"the previous Linear.out_features={pairs[-1][0].out_features}")
+            pairs.append((lin, neuron))
+        self.pairs: tuple = tuple(pairs)
+
+    @property
+    def layers(self) -> tuple:
+        return tuple(x for pair in self.pairs for x in pair)
+
+    @property
+    def num_inputs(self) -> int:
+        return self.pairs[0][0].in_features
+
+    @property
+    def num_outputs(self) -> int:
+        return self.pairs[-1][0].out_features
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def __repr__(self) -> str:
+        inner = ",\n  ".join(repr(x) for x in self.layers)
+        return f"Sequential(\n  {inner})"
+
+    def init_params(self, seed: Union[int, np.random.Generator, None] = 0,
+                    dtype=np.float32) -> list:
+        """Fresh parameters, uniform in +-1/sqrt(fan_in) as PyTorch's nn.Linear."""
+        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        params = []
+        for lin, neuron in self.pairs:
+            bound = 1.0 / np.sqrt(lin.in_features)
+            p = {"weight": rng.uniform(-bound, bound, (lin.out_features, lin.in_features))}
+            if lin.bias:
+                p["bias"] = rng.uniform(-bound, bound, lin.out_features)
+            if isinstance(neuron, RLeaky):
+                n = lin.out_features
+                if neuron.all_to_all:
+                    rb = 1.0 / np.sqrt(n)
+                    p["recurrent_weight"] = rng.uniform(-rb, rb, (n, n))
+                    p["recurrent_bias"] = rng.uniform(-rb, rb, n)
+                else:
+                    # snnTorch's default one-to-one V is 1.0 for every neuron.
+                    p["recurrent_weight"] = np.ones(n)
+            params.append({k: v.astype(dtype) for k, v in p.items()})
+        return params
