@@ -1,0 +1,224 @@
+"""Checkpoints: one `.npz` file (no pickle) holding the weights, the optimiser state, and a JSON
+document with the epoch, the RNG state, the network description and the run's config.
+
+Files are written atomically (temp file in the same folder, fsync, `os.replace`), so a crash or a
+failed save never leaves a half-written checkpoint in place of the previous one. Loading checks
+the file and, when given the network it is meant for, the layer shapes; any problem raises
+`CheckpointError` saying what is wrong and what to do.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from . import layers as _layers
+from . import sparse as _sparse
+from . import surrogate as _surrogate
+
+FORMAT = "popsnn-checkpoint"
+VERSION = 1
+_META_KEY = "__meta__"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read or does not fit the network it is loaded into."""
+
+
+# --------------------------------------------------------------------------------------------
+# The network description as JSON
+
+
+def network_to_dict(net: _layers.Sequential) -> list:
+    """The network description as JSON-able data (inverse: `network_from_dict`)."""
+    out = []
+    for lin, neuron in net.pairs:
+        out.append({"type": "Linear", "in_features": lin.in_features,
+                    "out_features": lin.out_features, "bias": lin.bias})
+        d = {"type": type(neuron).__name__, "threshold": neuron.threshold,
+             "reset_mechanism": neuron.reset_mechanism,
+             "surrogate": {"name": neuron.surrogate.name, "param": neuron.surrogate.param},
+             "sparse": None if neuron.sparse is None else
+             {"kind": neuron.sparse.kind, "value": neuron.sparse.value}}
+        if isinstance(neuron, _layers.Synaptic):
+            d["alpha"] = neuron.alpha
+        d["beta"] = neuron.beta
+        if isinstance(neuron, _layers.RLeaky):
+            d["all_to_all"] = neuron.all_to_all
+        out.append(d)
+    return out
+
+
+def network_from_dict(layers: list) -> _layers.Sequential:
+    built = []
+    for d in layers:
+        d = dict(d)
+        kind = d.pop("type")
+        if kind == "Linear":
+            built.append(_layers.Linear(**d))
+            continue
+        cls = {"Leaky": _layers.Leaky, "Synaptic": _layers.Synaptic,
+               "RLeaky": _layers.RLeaky}.get(kind)
+        if cls is None:
+            raise CheckpointError(f"unknown layer type {kind!r} in the network description")
+        s = d.pop("surrogate")
+        d["surrogate"] = _surrogate.Surrogate(s["name"], s["param"])
+        rule = d.pop("sparse")
+        d["sparse"] = None if rule is None else _sparse.SparseRule(rule["kind"], rule["value"])
+        built.append(cls(**d))
+    return _layers.Sequential(*built)
+
+
+# --------------------------------------------------------------------------------------------
+# Nested state (lists, dicts, arrays, scalars) <-> flat arrays + a JSON skeleton
+
+
+def _flatten(obj, prefix: str, arrays: dict):
+    """JSON skeleton of `obj`; each array is replaced by {"__array__": key} and stored."""
+    if isinstance(obj, np.ndarray):
+        key = f"{prefix}"
+        arrays[key] = obj
+        return {"__array__": key}
+    if isinstance(obj, dict):
+        if not all(isinstance(k, str) for k in obj):
+            raise TypeError(f"checkpoint state at {prefix!r}: dict keys must be strings")
+        return {"__dict__": {k: _flatten(v, f"{prefix}/{k}", arrays) for k, v in obj.items()}}
+    if isinstance(obj, (list, tuple)):
+        return {"__list__": [_flatten(v, f"{prefix}/{i}", arrays) for i, v in enumerate(obj)]}
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    raise TypeError(f"checkpoint state at {prefix!r}: cannot store {type(obj).__name__}; "
+                    f"use arrays, numbers, strings, lists and dicts")
+
+
+def _unflatten(skeleton, arrays):
+    if isinstance(skeleton, dict):
+        if "__array__" in skeleton:
+            return np.array(arrays[skeleton["__array__"]])
+        if "__dict__" in skeleton:
+            return {k: _unflatten(v, arrays) for k, v in skeleton["__dict__"].items()}
+        if "__list__" in skeleton:
+            return [_unflatten(v, arrays) for v in skeleton["__list__"]]
+    return skeleton
+
+
+# --------------------------------------------------------------------------------------------
+# Save and load
+
+
+def save(path, *, net: _layers.Sequential, params: list, optimizer_state: Optional[dict] = None,
+         epoch: int = 0, rng_state: Optional[dict] = None, config: Optional[dict] = None,
+         history: Optional[Any] = None) -> Path:
+    """Write a checkpoint atomically to `path` (a `.npz` file) and return its path."""
+    path = Path(path)
+    arrays: dict = {}
+    meta = {
+        "format": FORMAT, "version": VERSION, "epoch": int(epoch),
+        "network": network_to_dict(net),
+        "params": _flatten([dict(p) for p in params], "params", arrays),
+        "optimizer": _flatten(optimizer_state, "optimizer", arrays),
+        "rng_state": _flatten(rng_state, "rng", arrays),
+        "config": _flatten(config, "config", arrays),
+        "history": _flatten(history, "history", arrays),
+    }
+    arrays[_META_KEY] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    # The rename itself is durable only once the folder entry is synced.
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:
+        pass  # not every file system lets a folder be fsynced; the data is already safe
+    return path
+
+
+class Checkpoint(dict):
+    """What `load` returns: keys `epoch`, `network` (a Sequential), `params`,
+    `optimizer_state`, `rng_state`, `config`, `history`."""
+
+
+def load(path, net: Optional[_layers.Sequential] = None) -> Checkpoint:
+    """Read a checkpoint; with `net`, also check it was made for a network of that shape."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist; pass the .npz file written by "
+                              f"a previous run (<output>/checkpoint.npz)")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        meta = json.loads(arrays.pop(_META_KEY).tobytes().decode())
+    except (zipfile.BadZipFile, ValueError, KeyError, OSError, EOFError,
+            UnicodeDecodeError) as err:
+        raise CheckpointError(f"checkpoint {path} is damaged or not a popsnn checkpoint "
+                              f"({type(err).__name__}: {err}); resume from another checkpoint "
+                              f"or start a fresh run") from None
+    if meta.get("format") != FORMAT or meta.get("version") != VERSION:
+        raise CheckpointError(f"{path} is not a popsnn checkpoint of version {VERSION} "
+                              f"(format {meta.get('format')!r}, version {meta.get('version')!r})")
+    try:
+        ckpt = Checkpoint(
+            epoch=int(meta["epoch"]),
+            network=network_from_dict(meta["network"]),
+            params=_unflatten(meta["params"], arrays),
+            optimizer_state=_unflatten(meta["optimizer"], arrays),
+            rng_state=_unflatten(meta["rng_state"], arrays),
+            config=_unflatten(meta["config"], arrays),
+            history=_unflatten(meta["history"], arrays),
+        )
+    except (KeyError, TypeError, ValueError) as err:
+        raise CheckpointError(f"checkpoint {path} is incomplete ({err}); resume from another "
+                              f"checkpoint or start a fresh run") from None
+    check_matches(ckpt, net, path)
+    return ckpt
+
+
+def _shapes(net: _layers.Sequential) -> list:
+    return [(type(n).__name__, lin.in_features, lin.out_features) for lin, n in net.pairs]
+
+
+def check_matches(ckpt: Checkpoint, net: Optional[_layers.Sequential], path="checkpoint"):
+    """Raise CheckpointError when the checkpoint's network or weights do not fit `net`."""
+    if net is not None and _shapes(ckpt["network"]) != _shapes(net):
+        raise CheckpointError(
+            f"checkpoint {path} is for the network {_describe(ckpt['network'])} but this run "
+            f"builds {_describe(net)}; use the same --hidden and --neuron as the run that "
+            f"wrote it, or start a fresh run without --resume")
+    reference = ckpt["network"].init_params(0)
+    if len(ckpt["params"]) != len(reference):
+        raise CheckpointError(f"checkpoint {path} has weights for {len(ckpt['params'])} layers "
+                              f"but its network has {len(reference)}")
+    for i, (got, want) in enumerate(zip(ckpt["params"], reference)):
+        for key, value in want.items():
+            if key not in got or got[key].shape != value.shape:
+                shape = got[key].shape if key in got else "nothing"
+                raise CheckpointError(f"checkpoint {path}: layer {i} {key} is {shape}, "
+                                      f"expected {value.shape}; the file is damaged")
+
+
+def _describe(net: _layers.Sequential) -> str:
+    sizes = [net.num_inputs] + [lin.out_features for lin, _ in net.pairs]
+    kinds = sorted({type(n).__name__ for _, n in net.pairs})
+    return "-".join(str(s) for s in sizes) + f" ({'/'.join(kinds)})"

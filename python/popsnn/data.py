@@ -1,0 +1,386 @@
+"""Data sets for training: MNIST-style IDX images and neuromorphic event recordings.
+
+Two kinds of data set, one interface (`len`, `labels`, `num_classes`, `num_inputs`,
+`inputs(indices)`):
+
+- `ImageDataset`: static images; `inputs` gives `[B, N]` pixels scaled to [0, 1]. The training
+  loop feeds them as direct current (the same every step) or through an encoder.
+- `EventDataset`: spike events per sample; `inputs` bins them into a `[T, B, N]` 0/1 tensor.
+
+Loaders: `load_mnist` (embedded copy, or a folder of IDX files, gzipped or not),
+`load_fashion_mnist`, `load_idx_folder`, `load_shd` (HDF5), `load_nmnist` (40-bit binary events).
+`batches` walks a data set in (optionally shuffled) minibatches; the last partial batch is kept.
+"""
+from __future__ import annotations
+
+import gzip
+import lzma
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Optional, Sequence
+
+import numpy as np
+
+from ._checks import positive_int, positive_real
+
+EMBEDDED_MNIST = Path(__file__).resolve().parent / "datasets" / "mnist"
+# Where SPEC section 5 says real data installs on these machines.
+FASHION_MNIST_SYSTEM = Path("/usr/share/datasets/fashion-mnist")
+
+_IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"),
+               0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
+
+
+class DataError(ValueError):
+    """Data that cannot be used as given; the message says what to do."""
+
+
+# --------------------------------------------------------------------------------------------
+# Data sets
+
+
+@dataclass
+class ImageDataset:
+    """Static samples: `images` [S, ...] (uint8 0..255 or float in [0, 1]), `labels` [S]."""
+
+    images: np.ndarray
+    labels: np.ndarray
+    num_classes: int
+    name: str = "images"
+
+    def __post_init__(self):
+        self.labels = _check_labels(self.name, self.labels, self.num_classes)
+        if len(self.images) != len(self.labels):
+            raise DataError(f"{self.name}: {len(self.images)} images but {len(self.labels)} "
+                            f"labels; the image and label files must come from the same split")
+
+    num_steps = None  # static: the same input at every step
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def num_inputs(self) -> int:
+        return int(np.prod(self.images.shape[1:]))
+
+    @property
+    def image_shape(self) -> tuple:
+        return tuple(self.images.shape[1:])
+
+    def inputs(self, indices) -> np.ndarray:
+        """Pixels of the samples `indices`, flattened to [B, N], float32 in [0, 1]."""
+        x = self.images[indices].reshape(len(indices), -1)
+        if x.dtype == np.uint8:
+            return x.astype(np.float32) / np.float32(255.0)
+        return x.astype(np.float32, copy=False)
+
+    def take(self, count: Optional[int]) -> "ImageDataset":
+        """The first `count` samples (all of them when None)."""
+        if count is None:
+            return self
+        count = _check_limit(count, len(self))
+        return ImageDataset(self.images[:count], self.labels[:count], self.num_classes, self.name)
+
+
+@dataclass
+class EventDataset:
+    """Spike events, stored flat: sample i owns `times[offsets[i]:offsets[i+1]]` (seconds)
+    and the same slice of `units` (input channel ids in [0, num_inputs))."""
+
+    times: np.ndarray
+    units: np.ndarray
+    offsets: np.ndarray
+    labels: np.ndarray
+    num_classes: int
+    num_inputs: int
+    num_steps: int
+    max_time: float
+    name: str = "events"
+    dropped_events: int = field(default=0)
+
+    def __post_init__(self):
+        self.labels = _check_labels(self.name, self.labels, self.num_classes)
+        positive_int("num_steps", self.num_steps)
+        positive_real("max_time", self.max_time)
+        if len(self.offsets) != len(self.labels) + 1:
+            raise DataError(f"{self.name}: {len(self.offsets) - 1} recordings but "
+                            f"{len(self.labels)} labels")
+        if len(self.units) and (self.units.min() < 0 or self.units.max() >= self.num_inputs):
+            raise DataError(f"{self.name}: input channel ids must lie in [0, {self.num_inputs}), "
+                            f"got {int(self.units.min())}..{int(self.units.max())}; "
+                            f"pass num_inputs= large enough for the recording")
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def inputs(self, indices) -> np.ndarray:
+        """Spikes of the samples `indices` as a [T, B, N] float32 tensor of 0/1: an input spikes
+        in a time bin if it has at least one event there."""
+        indices = np.asarray(indices)
+        out = np.zeros((self.num_steps, len(indices), self.num_inputs), np.float32)
+        for b, i in enumerate(indices):
+            lo, hi = self.offsets[i], self.offsets[i + 1]
+            t = self.times[lo:hi]
+            keep = t < self.max_time  # events after max_time were counted in dropped_events
+            bins = np.minimum((t[keep] / self.max_time * self.num_steps).astype(np.int64),
+                              self.num_steps - 1)
+            out[bins, b, self.units[lo:hi][keep]] = 1.0
+        return out
+
+    def take(self, count: Optional[int]) -> "EventDataset":
+        if count is None:
+            return self
+        count = _check_limit(count, len(self))
+        end = self.offsets[count]
+        return EventDataset(self.times[:end], self.units[:end], self.offsets[:count + 1],
+                            self.labels[:count], self.num_classes, self.num_inputs,
+                            self.num_steps, self.max_time, self.name)
+
+
+def _check_labels(name: str, labels, num_classes: int) -> np.ndarray:
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or labels.dtype.kind not in "iu":
+        raise DataError(f"{name}: labels must be a 1-D array of integers, got shape "
+                        f"{labels.shape} dtype {labels.dtype}")
+    positive_int("num_classes", num_classes)
+    if len(labels) and (labels.min() < 0 or labels.max() >= num_classes):
+        raise DataError(f"{name}: labels must lie in [0, {num_classes}), got "
+                        f"{int(labels.min())}..{int(labels.max())}; check the label file or "
+                        f"give the network as many outputs as there are classes")
+    return labels.astype(np.int64, copy=False)
+
+
+def _check_limit(count, size: int) -> int:
+    count = positive_int("limit", count)
+    return min(count, size)
+
+
+# --------------------------------------------------------------------------------------------
+# Batching
+
+
+def batches(dataset, batch_size: int, *, shuffle: bool = False,
+            rng: Optional[np.random.Generator] = None) -> Iterator[tuple]:
+    """Yield `(x, y)` minibatches over the whole data set. The last batch holds the remainder
+    (smaller than `batch_size`), so every sample is trained on or evaluated exactly once."""
+    batch_size = positive_int("batch_size", batch_size)
+    order = np.arange(len(dataset))
+    if shuffle:
+        if rng is None:
+            raise ValueError("batches(shuffle=True) needs rng=np.random.default_rng(seed), "
+                             "so that the order is reproducible")
+        order = rng.permutation(len(dataset))
+    for start in range(0, len(order), batch_size):
+        idx = order[start:start + batch_size]
+        yield dataset.inputs(idx), dataset.labels[idx]
+
+
+def num_batches(dataset, batch_size: int) -> int:
+    return -(-len(dataset) // batch_size)
+
+
+# --------------------------------------------------------------------------------------------
+# IDX files (MNIST, Fashion-MNIST)
+
+
+def _open_maybe_compressed(path: Path):
+    with open(path, "rb") as f:
+        head = f.read(6)
+    if head[:2] == b"\x1f\x8b":
+        return gzip.open(path, "rb")
+    if head == b"\xfd7zXZ\x00":
+        return lzma.open(path, "rb")
+    return open(path, "rb")
+
+
+def load_idx(path) -> np.ndarray:
+    """Read one IDX file (gzip, xz or plain) into an array of its stored shape and type."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"IDX file {path} does not exist")
+    try:
+        with _open_maybe_compressed(path) as f:
+            raw = f.read()
+    except (OSError, EOFError, lzma.LZMAError) as err:
+        raise DataError(f"{path}: cannot decompress ({err}); the file is damaged, fetch it "
+                        f"again") from None
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
+        raise DataError(f"{path} is not an IDX file (bad magic number {raw[:4].hex()}); "
+                        f"expected MNIST-style files such as train-images-idx3-ubyte[.gz]")
+    dtype = np.dtype(_IDX_DTYPES[raw[2]])
+    ndim = raw[3]
+    header = 4 + 4 * ndim
+    shape = tuple(int(v) for v in np.frombuffer(raw[4:header], ">u4"))
+    expected = header + int(np.prod(shape)) * dtype.itemsize
+    if len(raw) != expected:
+        raise DataError(f"{path}: header says shape {shape} ({expected} bytes) but the file has "
+                        f"{len(raw)} bytes; the file is truncated or damaged, fetch it again")
+    return np.frombuffer(raw, dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
+
+
+def _find_idx(folder: Path, split: str, kind: str) -> Path:
+    """The file of `split` ("train" or "test") and `kind` ("images" or "labels") in `folder`,
+    accepting the usual spellings (train-images-idx3-ubyte, t10k-..., train-images.idx3-ubyte,
+    with or without .gz)."""
+    prefixes = ("train",) if split == "train" else ("t10k", "test")
+    found = []
+    for p in sorted(folder.iterdir()):
+        name = p.name.lower()
+        if p.is_file() and name.startswith(prefixes) and kind in name and "idx" in name:
+            found.append(p)
+    if not found:
+        listing = ", ".join(sorted(p.name for p in folder.iterdir())[:10]) or "nothing"
+        raise FileNotFoundError(
+            f"no {split} {kind} IDX file in {folder} (it holds: {listing}); expected e.g. "
+            f"{'train' if split == 'train' else 't10k'}-{kind}-idx{3 if kind == 'images' else 1}"
+            f"-ubyte[.gz]. For MNIST run `make data` or omit --data to use the embedded copy")
+    # Prefer the uncompressed file when both are there (faster to read).
+    found.sort(key=lambda p: p.suffix == ".gz")
+    return found[0]
+
+
+def load_idx_folder(folder, name: Optional[str] = None,
+                    num_classes: int = 10) -> tuple[ImageDataset, ImageDataset]:
+    """(train, test) image data sets from a folder of IDX files."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"data folder {folder} does not exist; pass --data with a folder "
+                                f"of IDX files (train-images-idx3-ubyte[.gz], ...)")
+    name = name or folder.name
+    out = []
+    for split in ("train", "test"):
+        images = load_idx(_find_idx(folder, split, "images"))
+        labels = load_idx(_find_idx(folder, split, "labels"))
+        if images.ndim < 2 or labels.ndim != 1:
+            raise DataError(f"{folder}: {split} images must be [S, H, W] and labels [S], got "
+                            f"{images.shape} and {labels.shape}")
+        out.append(ImageDataset(images, labels, num_classes, f"{name}/{split}"))
+    if out[0].image_shape != out[1].image_shape:
+        raise DataError(f"{folder}: train images are {out[0].image_shape} but test images are "
+                        f"{out[1].image_shape}; both splits must have the same image size")
+    return out[0], out[1]
+
+
+def load_mnist(path=None) -> tuple[ImageDataset, ImageDataset]:
+    """MNIST (train 60,000, test 10,000) from a folder of IDX files, or the copy embedded in
+    popsnn when `path` is None (works offline)."""
+    return load_idx_folder(EMBEDDED_MNIST if path is None else path, name="mnist")
+
+
+def load_fashion_mnist(path=None) -> tuple[ImageDataset, ImageDataset]:
+    """Fashion-MNIST from a folder of IDX files, by default where Debian's
+    `dataset-fashion-mnist` package installs it."""
+    folder = Path(path) if path is not None else FASHION_MNIST_SYSTEM
+    if path is None and not folder.is_dir():
+        raise FileNotFoundError(f"Fashion-MNIST is not installed at {folder}: run "
+                                f"`apt-get install dataset-fashion-mnist`, or pass the folder "
+                                f"of its IDX files")
+    return load_idx_folder(folder, name="fashion-mnist")
+
+
+# --------------------------------------------------------------------------------------------
+# Event data: SHD (HDF5) and N-MNIST (binary)
+
+
+def _events_dataset(times_list, units_list, labels, *, num_classes, num_inputs, num_steps,
+                    max_time, name) -> EventDataset:
+    lengths = np.array([len(t) for t in times_list], np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    times = np.concatenate(times_list).astype(np.float64) if len(times_list) else np.zeros(0)
+    units = np.concatenate(units_list).astype(np.int64) if len(units_list) else np.zeros(0, int)
+    if np.any(times < 0):
+        raise DataError(f"{name}: event times must be >= 0")
+    if max_time is None:
+        # Cover every event of the data set so nothing is lost to the binning.
+        max_time = float(np.nextafter(times.max(), np.inf)) if len(times) else 1.0
+    dropped = int(np.count_nonzero(times >= max_time))
+    return EventDataset(times, units, offsets, np.asarray(labels), num_classes, num_inputs,
+                        num_steps, max_time, name, dropped)
+
+
+def load_shd(path, *, num_steps: int = 100, max_time: Optional[float] = 1.4,
+             num_inputs: int = 700, num_classes: Optional[int] = None) -> EventDataset:
+    """The Spiking Heidelberg Digits (or SSC) from one HDF5 file with `spikes/times` (seconds),
+    `spikes/units` and `labels`. Events at or after `max_time` seconds are dropped (counted in
+    `dropped_events`); `max_time=None` covers the longest recording."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"SHD file {path} does not exist; download shd_train.h5 / "
+                                f"shd_test.h5 (gunzipped) and pass its path")
+    try:
+        import h5py
+    except ImportError:
+        raise ImportError("reading SHD needs h5py: pip install h5py") from None
+    try:
+        with h5py.File(path, "r") as f:
+            for key in ("spikes/times", "spikes/units", "labels"):
+                if key not in f:
+                    raise DataError(f"{path} has no dataset '{key}'; an SHD file holds "
+                                    f"spikes/times, spikes/units and labels")
+            times = [np.asarray(t, np.float64) for t in f["spikes/times"]]
+            units = [np.asarray(u, np.int64) for u in f["spikes/units"]]
+            labels = np.asarray(f["labels"]).astype(np.int64)
+    except OSError as err:
+        raise DataError(f"{path} is not a readable HDF5 file ({err})") from None
+    if num_classes is None:
+        num_classes = int(labels.max()) + 1 if len(labels) else 1
+    return _events_dataset(times, units, labels, num_classes=num_classes,
+                           num_inputs=num_inputs, num_steps=num_steps, max_time=max_time,
+                           name=path.stem)
+
+
+NMNIST_SIZE = 34  # the ATIS sensor crop of N-MNIST is 34 x 34 pixels
+
+
+def read_nmnist_events(path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(x, y, polarity, timestamp in microseconds) of one N-MNIST .bin file: 40 bits per event,
+    byte 0 = x, byte 1 = y, byte 2 bit 7 = polarity, then a 23-bit timestamp."""
+    raw = np.fromfile(path, np.uint8)
+    if raw.size % 5:
+        raise DataError(f"{path}: {raw.size} bytes is not a whole number of 5-byte N-MNIST "
+                        f"events; the file is truncated or not an N-MNIST recording")
+    ev = raw.reshape(-1, 5).astype(np.int64)
+    x, y = ev[:, 0], ev[:, 1]
+    polarity = ev[:, 2] >> 7
+    timestamp = ((ev[:, 2] & 0x7F) << 16) | (ev[:, 3] << 8) | ev[:, 4]
+    return x, y, polarity, timestamp
+
+
+def load_nmnist(folder, *, num_steps: int = 30, max_time: Optional[float] = None,
+                size: int = NMNIST_SIZE) -> EventDataset:
+    """N-MNIST recordings from a folder with one subfolder per digit (`0/`..`9/`, *.bin files),
+    e.g. the `Train/` or `Test/` folder of the published set. Input channel =
+    polarity*size*size + y*size + x (2 x 34 x 34 = 2,312 inputs); times in seconds."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"N-MNIST folder {folder} does not exist")
+    times, units, labels = [], [], []
+    for digit in range(10):
+        for f in sorted((folder / str(digit)).glob("*.bin")):
+            x, y, p, t = read_nmnist_events(f)
+            if len(x) and (x.max() >= size or y.max() >= size):
+                raise DataError(f"{f}: pixel ({int(x.max())}, {int(y.max())}) outside the "
+                                f"{size}x{size} sensor; pass size= of the recording")
+            times.append(t * 1e-6)
+            units.append(p * size * size + y * size + x)
+            labels.append(digit)
+    if not labels:
+        raise FileNotFoundError(f"no N-MNIST recordings in {folder}: expected subfolders 0..9 "
+                                f"holding .bin files (the Train/ or Test/ folder of N-MNIST)")
+    return _events_dataset(times, units, labels, num_classes=10, num_inputs=2 * size * size,
+                           num_steps=num_steps, max_time=max_time, name=folder.name)
+
+
+# --------------------------------------------------------------------------------------------
+# Named data sets (the CLI's --dataset)
+
+DATASETS = ("mnist", "fashion-mnist")
+
+
+def load_named(name: str, path=None) -> tuple[ImageDataset, ImageDataset]:
+    if name == "mnist":
+        return load_mnist(path)
+    if name == "fashion-mnist":
+        return load_fashion_mnist(path)
+    raise ValueError(f"dataset must be one of {list(DATASETS)}, got {name!r}")
