@@ -4,10 +4,11 @@ The network description uses snnTorch's names (Leaky, Synaptic, RLeaky,
 surrogate.fast_sigmoid, ...); the dense NumPy reference in `popsnn.reference`
 is the oracle every engine is checked against.
 """
-from . import sparse, surrogate
+from . import encoders, losses, optim, reference, sparse, surrogate
 from .layers import Leaky, Linear, RLeaky, Sequential, Synaptic
 
 __version__ = "0.1.0"
 
-__all__ = ["Leaky", "Linear", "RLeaky", "Sequential", "Synaptic", "sparse", "surrogate",
+__all__ = ["Leaky", "Linear", "RLeaky", "Sequential", "Synaptic", "encoders", "losses", "optim",
+           "reference", "sparse", "surrogate",
            "__version__"]

@@ -1,0 +1,385 @@
+"""The dense NumPy reference: forward pass and hand-written BPTT (SPEC section 1).
+
+This is the oracle every popsnn engine is checked against, and the dense
+baseline of the benchmarks. Pure NumPy, no autograd: every gradient path is
+written out below, so it can be read against the contract.
+
+Conventions
+-----------
+* Time-major: inputs, spikes, membranes and currents are `[T, B, N]`.
+* The dtype of the parameters (float32 or float64, the same for all of them)
+  is the dtype of the whole computation; the input is cast to it.
+* `x` is either `[T, B, N_in]` (one tensor per step, e.g. spikes) or
+  `[B, N_in]` (direct current: the same input at every step; `num_steps` is
+  then required). With direct current the first layer's `W x + b` and its
+  weight gradient `sum_t dI[t]^T x` are computed once, not T times.
+* Initial state is zero. The reset of step t is decided by the previous
+  membrane, `R[t] = H(U[t-1] - threshold)`, and is a constant in BPTT (as
+  snnTorch, which detaches it). `H(x) = x > 0`. The membrane a layer reports
+  is the pre-reset one: the subtraction for a spike at t lands at t + 1.
+* Zero reset: Leaky `U = beta*(1-R)*U_prev + I`; Synaptic
+  `U = (1-R)*(beta*U_prev + J)` with J never reset; RLeaky
+  `U = (1-R)*(beta*U_prev + I + V S_prev + b_V)`. The RLeaky form is
+  snnTorch's (it zeroes the whole update, input included); SPEC does not
+  spell RLeaky's zero reset out, so snnTorch decides.
+* Backward: `dS/dU` is the layer's surrogate at `U - threshold`, multiplied by
+  the layer's sparse-rule mask when it has one (entries off the mask carry
+  exactly zero). The recurrent path of RLeaky carries gradient through
+  S[t-1] (not detached, as snnTorch).
+
+Parameters follow `layers.py`: one dict per (Linear, neuron) pair with
+"weight" [out, in], "bias" [out] (unless Linear(bias=False)),
+"recurrent_weight" [out, out] (all-to-all) or [out] (one-to-one) and
+"recurrent_bias" [out] (all-to-all only) for RLeaky.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+import numpy as np
+
+from ._checks import finite_array, positive_int
+from .layers import Leaky, RLeaky, Sequential, Synaptic
+
+__all__ = ["Record", "forward", "loss_and_grad", "backward", "check_params", "check_input",
+           "param_shapes"]
+
+
+@dataclass
+class Record:
+    """What a forward pass recorded, one entry per (Linear, neuron) pair.
+
+    spikes[l], membranes[l]: [T, B, N_l] (membranes are the pre-reset U that
+    snnTorch returns); currents[l]: the synaptic current J [T, B, N_l] for a
+    Synaptic layer, None otherwise; grad_masks[l]: [T, B, N_l] bool, the
+    entries whose surrogate gradient the backward uses (all True without a
+    sparse rule).
+    """
+
+    spikes: List[np.ndarray]
+    membranes: List[np.ndarray]
+    currents: List[Optional[np.ndarray]]
+    grad_masks: List[np.ndarray]
+    num_steps: int = 0
+    direct_input: bool = False
+    # The cast input, kept for the backward's weight gradient of layer 0.
+    _input: Optional[np.ndarray] = field(default=None, repr=False)
+
+
+# --------------------------------------------------------------------------- checks
+
+def param_shapes(net: Sequential) -> list:
+    """The expected {name: shape} of every layer's parameters, in order."""
+    _check_net(net)
+    shapes = []
+    for lin, neuron in net.pairs:
+        s = {"weight": (lin.out_features, lin.in_features)}
+        if lin.bias:
+            s["bias"] = (lin.out_features,)
+        if isinstance(neuron, RLeaky):
+            n = lin.out_features
+            if neuron.all_to_all:
+                s["recurrent_weight"] = (n, n)
+                s["recurrent_bias"] = (n,)
+            else:
+                s["recurrent_weight"] = (n,)
+        shapes.append(s)
+    return shapes
+
+
+def _check_net(net):
+    if not isinstance(net, Sequential):
+        raise TypeError(f"net must be a popsnn.Sequential, got {type(net).__name__}; "
+                        f"e.g. Sequential(Linear(784, 10), Leaky(beta=0.9))")
+
+
+def check_params(net: Sequential, params, name: str = "params") -> np.dtype:
+    """Check `params` against `net` (structure, shapes, dtype, finiteness); return the dtype."""
+    shapes = param_shapes(net)
+    if not isinstance(params, (list, tuple)):
+        raise TypeError(f"{name} must be a list with one dict of arrays per (Linear, neuron) "
+                        f"pair, got {type(params).__name__}; make one with net.init_params()")
+    if len(params) != len(shapes):
+        raise ValueError(f"{name} has {len(params)} layer dict(s), the net has {len(shapes)} "
+                         f"(Linear, neuron) pair(s); make matching ones with net.init_params()")
+    dtype = None
+    for l, (p, expect) in enumerate(zip(params, shapes)):
+        if not isinstance(p, dict):
+            raise TypeError(f"{name}[{l}] must be a dict of arrays, got {type(p).__name__}")
+        if set(p) != set(expect):
+            raise ValueError(f"{name}[{l}] has keys {sorted(p)}, expected {sorted(expect)} "
+                             f"for layer {l} of the net")
+        for key, shape in expect.items():
+            a = p[key]
+            if not isinstance(a, np.ndarray):
+                raise TypeError(f"{name}[{l}][{key!r}] must be a NumPy array, "
+                                f"got {type(a).__name__}")
+            if a.shape != shape:
+                raise ValueError(f"{name}[{l}][{key!r}] has shape {a.shape}, expected {shape}")
+            if a.dtype not in (np.float32, np.float64):
+                raise TypeError(f"{name}[{l}][{key!r}] has dtype {a.dtype}, expected float32 "
+                                f"or float64")
+            if dtype is None:
+                dtype = a.dtype
+            elif a.dtype != dtype:
+                raise TypeError(f"{name}[{l}][{key!r}] has dtype {a.dtype} but earlier "
+                                f"parameters are {dtype}; use one dtype for all parameters")
+            finite_array(f"{name}[{l}][{key!r}]", a)
+    return np.dtype(dtype)
+
+
+def check_input(net: Sequential, x, num_steps=None, dtype=np.float32):
+    """Check and cast the input; return (x, num_steps, direct) with x in `dtype`.
+
+    x is [T, B, N_in] (num_steps None or equal to T) or [B, N_in] direct
+    current (num_steps required).
+    """
+    _check_net(net)
+    if isinstance(x, (list, tuple)):
+        x = np.asarray(x)
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"x must be a NumPy array, [T, B, {net.num_inputs}] or "
+                        f"[B, {net.num_inputs}], got {type(x).__name__}")
+    if x.dtype.kind not in "biuf":
+        raise TypeError(f"x must hold real numbers, got dtype {x.dtype}")
+    if num_steps is not None:
+        num_steps = positive_int("num_steps", num_steps)
+    n_in = net.num_inputs
+    if x.ndim == 3:
+        if x.shape[2] != n_in:
+            raise ValueError(f"x has shape {x.shape}: its last axis is {x.shape[2]}, the net "
+                             f"takes {n_in} inputs; expected [T, B, {n_in}]")
+        if num_steps is not None and num_steps != x.shape[0]:
+            raise ValueError(f"num_steps={num_steps} but x has {x.shape[0]} time steps "
+                             f"(shape {x.shape}); pass num_steps=None for [T, B, N] input")
+        direct = False
+        num_steps = x.shape[0]
+    elif x.ndim == 2:
+        if x.shape[1] != n_in:
+            raise ValueError(f"x has shape {x.shape}: its last axis is {x.shape[1]}, the net "
+                             f"takes {n_in} inputs; expected [B, {n_in}]")
+        if num_steps is None:
+            raise ValueError(f"num_steps is required for direct-current input x of shape "
+                             f"{x.shape} ([B, N_in], the same input at every step); pass "
+                             f"num_steps=T, or give x as [T, B, N_in]")
+        direct = True
+    else:
+        raise ValueError(f"x must be [T, B, {n_in}] or [B, {n_in}], got shape {x.shape}")
+    if 0 in x.shape:
+        raise ValueError(f"x has an empty axis, shape {x.shape}; expected at least one step "
+                         f"and one sample")
+    x = finite_array("x", np.asarray(x, dtype=dtype))
+    return x, num_steps, direct
+
+
+# --------------------------------------------------------------------------- forward
+
+def _heaviside(x: np.ndarray) -> np.ndarray:
+    return (x > 0).astype(x.dtype)
+
+
+def forward(net: Sequential, params, x, num_steps=None) -> Record:
+    """Run the net on x; return a Record of spikes, membranes, currents and grad masks."""
+    dtype = check_params(net, params)
+    x, num_steps, direct = check_input(net, x, num_steps, dtype)
+    return _simulate(net, params, x, num_steps, direct)
+
+
+def _simulate(net, params, x, num_steps, direct, spike_fns=None) -> Record:
+    """The forward pass proper, on checked arguments.
+
+    Layer l's spikes are `spike_fns[l](U - threshold)`. That is H except in the
+    gradient tests, which swap in smooth functions whose derivative is the
+    surrogate, so that finite differences can check the backward. The reset
+    always uses H, as the contract says.
+    """
+    T = num_steps
+    dtype = x.dtype
+    rec = Record([], [], [], [], num_steps=T, direct_input=direct, _input=x)
+    layer_in = x
+    for l, ((lin, neuron), p) in enumerate(zip(net.pairs, params)):
+        w = p["weight"]
+        if direct and l == 0:
+            current = layer_in @ w.T           # [B, N]: W x once for all steps
+            if "bias" in p:
+                current = current + p["bias"]
+            inputs = (current for _ in range(T))
+            batch = layer_in.shape[0]
+        else:
+            batch = layer_in.shape[1]
+            flat = layer_in.reshape(T * batch, -1) @ w.T
+            if "bias" in p:
+                flat += p["bias"]
+            inputs = iter(flat.reshape(T, batch, -1))
+        n = lin.out_features
+        theta = dtype.type(neuron.threshold)
+        beta = dtype.type(neuron.beta)
+        mode = neuron.reset_mechanism
+        U = np.empty((T, batch, n), dtype)
+        S = np.empty((T, batch, n), dtype)
+        J = np.empty((T, batch, n), dtype) if isinstance(neuron, Synaptic) else None
+        u_prev = np.zeros((batch, n), dtype)
+        s_prev = np.zeros((batch, n), dtype)
+        j_prev = np.zeros((batch, n), dtype)
+        if isinstance(neuron, Synaptic):
+            alpha = dtype.type(neuron.alpha)
+        if isinstance(neuron, RLeaky):
+            v = p["recurrent_weight"]
+            b_v = p.get("recurrent_bias")
+        spike_fn = _heaviside if spike_fns is None else spike_fns[l]
+        for t, i_t in enumerate(inputs):
+            reset = (u_prev > theta).astype(dtype)
+            if isinstance(neuron, Leaky):
+                if mode == "zero":
+                    u = beta * (1 - reset) * u_prev + i_t
+                else:
+                    u = beta * u_prev + i_t
+            elif isinstance(neuron, Synaptic):
+                j_prev = alpha * j_prev + i_t
+                J[t] = j_prev
+                u = beta * u_prev + j_prev
+                if mode == "zero":
+                    u = (1 - reset) * u
+            else:  # RLeaky
+                if neuron.all_to_all:
+                    u = beta * u_prev + i_t + (s_prev @ v.T + b_v)
+                else:
+                    u = beta * u_prev + i_t + s_prev * v
+                if mode == "zero":
+                    u = (1 - reset) * u
+            if mode == "subtract":
+                u = u - reset * theta
+            s = spike_fn(u - theta)
+            U[t], S[t] = u, s
+            u_prev, s_prev = u, s
+        rec.spikes.append(S)
+        rec.membranes.append(U)
+        rec.currents.append(J)
+        if neuron.sparse is None:
+            rec.grad_masks.append(np.ones(U.shape, dtype=bool))
+        else:
+            rec.grad_masks.append(neuron.sparse.mask(U, theta))
+        layer_in = S
+    return rec
+
+
+# --------------------------------------------------------------------------- backward
+
+def backward(net: Sequential, params, rec: Record, d_spikes, d_membranes=None) -> list:
+    """BPTT by hand: gradients (same structure as params) from dL/dS and dL/dU of the
+    output layer ([T, B, N_out] each; d_membranes may be None)."""
+    dtype = check_params(net, params)
+    shape = rec.spikes[-1].shape
+    for name, g in (("d_spikes", d_spikes), ("d_membranes", d_membranes)):
+        if g is not None and np.shape(g) != shape:
+            raise ValueError(f"{name} has shape {np.shape(g)}, expected the output layer's "
+                             f"{shape} [T, B, N_out]")
+    d_spikes = np.asarray(d_spikes, dtype)
+    if d_membranes is not None:
+        d_membranes = np.asarray(d_membranes, dtype)
+    return _backward(net, params, rec, d_spikes, d_membranes)
+
+
+def _backward(net, params, rec, g_spikes, g_membranes):
+    T = rec.num_steps
+    grads = [None] * len(net)
+    for l in reversed(range(len(net))):
+        lin, neuron = net.pairs[l]
+        p = params[l]
+        U = rec.membranes[l]
+        dtype = U.dtype
+        theta = dtype.type(neuron.threshold)
+        beta = dtype.type(neuron.beta)
+        zero_reset = neuron.reset_mechanism == "zero"
+        # dS/dU, zero wherever the sparse rule says so.
+        dsdu = neuron.surrogate.grad(U - theta)
+        if neuron.sparse is not None:
+            dsdu = dsdu * rec.grad_masks[l]
+        if zero_reset:
+            keep = np.ones_like(U)             # keep[t] = 1 - R[t], R[t] = H(U[t-1] - theta)
+            keep[1:] = U[:-1] <= theta
+        g = {}
+        # dI[t] = dL/dI[t], the gradient of the layer's synaptic input.
+        if isinstance(neuron, Leaky):
+            dU = dsdu * g_spikes
+            if g_membranes is not None:
+                dU += g_membranes
+            # dU[t] += dU[t+1] * dU[t+1]/dU[t]; that factor is beta, or beta*(1-R[t+1]).
+            for t in range(T - 2, -1, -1):
+                carry = beta * dU[t + 1]
+                dU[t] += carry * keep[t + 1] if zero_reset else carry
+            d_input = dU
+        elif isinstance(neuron, Synaptic):
+            alpha = dtype.type(neuron.alpha)
+            dU = dsdu * g_spikes
+            if g_membranes is not None:
+                dU += g_membranes
+            for t in range(T - 2, -1, -1):
+                carry = beta * dU[t + 1]
+                dU[t] += carry * keep[t + 1] if zero_reset else carry
+            # U[t] depends on J[t] with factor 1, or (1-R[t]) under zero reset.
+            dJ = dU * keep if zero_reset else dU.copy()
+            for t in range(T - 2, -1, -1):
+                dJ[t] += alpha * dJ[t + 1]
+            d_input = dJ
+        else:  # RLeaky
+            v = p["recurrent_weight"]
+            g_s = g_spikes
+            d_base = np.empty_like(U)          # dL/d(beta U[t-1] + I[t] + V S[t-1] + b_V)
+            next_base = np.zeros(U.shape[1:], dtype)
+            for t in range(T - 1, -1, -1):
+                # S[t] feeds U[t+1] through V: not detached.
+                rec_grad = next_base @ v if neuron.all_to_all else next_base * v
+                du = dsdu[t] * (g_s[t] + rec_grad) + beta * next_base
+                if g_membranes is not None:
+                    du += g_membranes[t]
+                next_base = du * keep[t] if zero_reset else du
+                d_base[t] = next_base
+            S = rec.spikes[l]
+            flat_base = d_base[1:].reshape(-1, d_base.shape[-1])
+            flat_prev = S[:-1].reshape(-1, S.shape[-1])
+            if neuron.all_to_all:
+                g["recurrent_weight"] = flat_base.T @ flat_prev
+                g["recurrent_bias"] = d_base.sum(axis=(0, 1))   # b_V enters every step
+            else:
+                g["recurrent_weight"] = (flat_base * flat_prev).sum(axis=0)
+            d_input = d_base
+        layer_in = rec._input if l == 0 else rec.spikes[l - 1]
+        n = d_input.shape[-1]
+        if rec.direct_input and l == 0:
+            g["weight"] = d_input.sum(axis=0).T @ layer_in   # sum_t dI[t]^T x, once
+        else:
+            g["weight"] = d_input.reshape(-1, n).T @ layer_in.reshape(-1, layer_in.shape[-1])
+        if "bias" in p:
+            g["bias"] = d_input.sum(axis=(0, 1))
+        grads[l] = {k: g[k] for k in p}         # params' key order
+        if l > 0:
+            g_spikes = (d_input.reshape(-1, n) @ p["weight"]).reshape(
+                T, d_input.shape[1], -1)
+            g_membranes = None
+    return grads
+
+
+def loss_and_grad(net: Sequential, params, x, y, loss, num_steps=None):
+    """Forward, loss and full BPTT: returns (loss value as a float, grads, record).
+
+    `loss` is a popsnn.losses loss object or its name ("ce_count", ...);
+    `grads` has the structure of `params`.
+    """
+    from . import losses as _losses
+    loss = _losses.get(loss) if isinstance(loss, str) else loss
+    if not isinstance(loss, _losses.Loss):
+        raise TypeError(f"loss must be a popsnn.losses loss or its name (one of "
+                        f"{_losses.NAMES}), got {loss!r}")
+    rec = forward(net, params, x, num_steps)
+    value, d_spikes, d_membranes = _loss_terms(loss, rec, y)
+    grads = _backward(net, params, rec, d_spikes, d_membranes)
+    return value, grads, rec
+
+
+def _loss_terms(loss, rec, y):
+    spikes, membranes = rec.spikes[-1], rec.membranes[-1]
+    value = loss(spikes, membranes, y)
+    d_spikes, d_membranes = loss.backward(spikes, membranes, y)
+    return value, d_spikes, d_membranes

@@ -1,0 +1,231 @@
+"""The reference against snnTorch itself: same net, same weights, float64, to 1e-6.
+
+Spikes, membranes (and synaptic currents), loss values and every gradient are
+compared for Leaky / Synaptic / RLeaky (all-to-all and one-to-one) x reset
+modes x surrogates x losses (population codes included), on sequence and
+direct-current input.
+
+Two adaptations make snnTorch run in float64; neither changes its semantics:
+* snnTorch's surrogate autograd Functions return `(x > 0).float()`, float32
+  even for float64 input, which would round every gradient through a spike to
+  float32. We subclass each one so its own forward's output is cast back to
+  the input dtype (values are 0/1, exact); the backward is snnTorch's own.
+* snntorch.functional and spikegen build some tensors with a module-level
+  `dtype = torch.float`; we point that at float64 for the test, and make
+  float64 torch's default dtype so beta, threshold and internal zeros are
+  float64 too (a float32 beta of 0.9 is not 0.9).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from popsnn import Leaky, RLeaky, Synaptic, losses, reference
+from _reference_nets import (LOSS_CASES, MODELS, NUM_CLASSES_POP, RESETS, SURROGATES,
+                             active_params, mixed_net, sequence_input, targets, two_layer_net)
+
+torch = pytest.importorskip("torch", reason="the snnTorch cross-check needs torch "
+                                            "(pip install '.[crosscheck]')")
+snn = pytest.importorskip("snntorch", reason="the snnTorch cross-check needs snntorch "
+                                             "(pip install '.[crosscheck]')")
+import snntorch.functional as SF  # noqa: E402
+import snntorch.functional.loss as snn_loss  # noqa: E402
+import snntorch.spikegen as snn_spikegen  # noqa: E402
+import snntorch.surrogate as snn_surrogate  # noqa: E402
+
+TOL = 1e-6
+T_LONG = 8
+
+
+@pytest.fixture(autouse=True)
+def float64_torch(monkeypatch):
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    monkeypatch.setattr(snn_loss, "dtype", torch.float64)
+    monkeypatch.setattr(snn_spikegen, "dtype", torch.float64)
+    yield
+    torch.set_default_dtype(before)
+
+
+def _same_dtype(function_class):
+    """snnTorch's surrogate Function with its forward's output in the input's dtype."""
+
+    class SameDtype(function_class):
+        @staticmethod
+        def forward(ctx, input_, *args):
+            return function_class.forward(ctx, input_, *args).to(input_.dtype)
+
+    return SameDtype
+
+
+_FUNCTIONS = {"fast_sigmoid": _same_dtype(snn_surrogate.FastSigmoid),
+              "atan": _same_dtype(snn_surrogate.ATan),
+              "sigmoid": _same_dtype(snn_surrogate.Sigmoid),
+              "straight_through": _same_dtype(snn_surrogate.StraightThroughEstimator)}
+
+
+def torch_spike_grad(sur):
+    fn = _FUNCTIONS[sur.name]
+    if sur.name == "straight_through":
+        return lambda x: fn.apply(x)
+    return lambda x: fn.apply(x, sur.param)
+
+
+def _t(a):
+    return torch.tensor(np.asarray(a), dtype=torch.float64)
+
+
+class TorchTwin:
+    """The popsnn net rebuilt from snnTorch layers with the same parameters."""
+
+    def __init__(self, net, params):
+        self.net = net
+        self.linears, self.neurons, self.tensors = [], [], []
+        for (lin, neuron), p in zip(net.pairs, params):
+            fc = torch.nn.Linear(lin.in_features, lin.out_features, bias=lin.bias)
+            named = {"weight": fc.weight}
+            if lin.bias:
+                named["bias"] = fc.bias
+            kw = dict(threshold=_t(neuron.threshold), reset_mechanism=neuron.reset_mechanism,
+                      spike_grad=torch_spike_grad(neuron.surrogate))
+            if isinstance(neuron, Leaky):
+                cell = snn.Leaky(beta=_t(neuron.beta), **kw)
+            elif isinstance(neuron, Synaptic):
+                cell = snn.Synaptic(alpha=_t(neuron.alpha), beta=_t(neuron.beta), **kw)
+            elif neuron.all_to_all:
+                cell = snn.RLeaky(beta=_t(neuron.beta), linear_features=lin.out_features, **kw)
+                named["recurrent_weight"] = cell.recurrent.weight
+                named["recurrent_bias"] = cell.recurrent.bias
+            else:
+                cell = snn.RLeaky(beta=_t(neuron.beta), V=_t(p["recurrent_weight"]),
+                                  all_to_all=False, **kw)
+                named["recurrent_weight"] = cell.V
+            cell.to(torch.float64)
+            with torch.no_grad():
+                for key, tensor in named.items():
+                    tensor.copy_(_t(p[key]))
+            self.linears.append(fc)
+            self.neurons.append(cell)
+            self.tensors.append(named)
+
+    def run(self, x, num_steps):
+        x = _t(x)
+        T = num_steps
+        out = {"spikes": [[] for _ in self.neurons], "membranes": [[] for _ in self.neurons],
+               "currents": [[] for _ in self.neurons]}
+        for t in range(T):
+            inp = x if x.dim() == 2 else x[t]
+            for l, (fc, cell) in enumerate(zip(self.linears, self.neurons)):
+                res = cell(fc(inp))
+                spk, mem = res[0], res[-1]
+                out["spikes"][l].append(spk)
+                out["membranes"][l].append(mem)
+                if isinstance(cell, snn.Synaptic):
+                    out["currents"][l].append(res[1])
+                inp = spk
+        return {k: [torch.stack(v) if v else None for v in lists] for k, lists in out.items()}
+
+
+def torch_loss(loss, num_steps):
+    if loss.name == "ce_count":
+        return SF.ce_count_loss(population_code=loss.population_code,
+                                num_classes=loss.num_classes or False)
+    if loss.name == "ce_rate":
+        return SF.ce_rate_loss()
+    if loss.name == "mse_count":
+        return SF.mse_count_loss(correct_rate=loss.correct_rate,
+                                 incorrect_rate=loss.incorrect_rate,
+                                 population_code=loss.population_code,
+                                 num_classes=loss.num_classes or False)
+    if loss.name == "mse_membrane":
+        return SF.mse_membrane_loss(on_target=loss.on_target, off_target=loss.off_target)
+    if loss.name == "ce_max_membrane":
+        return SF.ce_max_membrane_loss()
+    raise ValueError(loss.name)
+
+
+def crosscheck(net, loss, seed=0, direct=False, steps=T_LONG):
+    params = active_params(net, seed)
+    x = sequence_input(seed + 10, steps=steps)
+    if direct:
+        x = x[0]
+    y = targets(seed + 20, num_classes=loss.num_classes or net.num_outputs)
+    value, grads, rec = reference.loss_and_grad(net, params, x, y, loss, num_steps=steps)
+
+    twin = TorchTwin(net, params)
+    out = twin.run(x, steps)
+    torch_value = torch_loss(loss, steps)(
+        out["spikes" if loss.uses == "spikes" else "membranes"][-1], torch.as_tensor(y))
+    torch_value.sum().backward()
+
+    for l in range(len(net)):
+        np.testing.assert_array_equal(rec.spikes[l], out["spikes"][l].detach().numpy(),
+                                      err_msg=f"spikes of layer {l}")
+        np.testing.assert_allclose(rec.membranes[l], out["membranes"][l].detach().numpy(),
+                                   rtol=0, atol=TOL, err_msg=f"membranes of layer {l}")
+        if rec.currents[l] is not None:
+            np.testing.assert_allclose(rec.currents[l], out["currents"][l].detach().numpy(),
+                                       rtol=0, atol=TOL, err_msg=f"currents of layer {l}")
+    assert abs(value - float(torch_value.detach().sum())) < TOL
+    for l, named in enumerate(twin.tensors):
+        assert sorted(named) == sorted(grads[l])
+        for key, tensor in named.items():
+            np.testing.assert_allclose(grads[l][key], tensor.grad.numpy(), rtol=TOL, atol=TOL,
+                                       err_msg=f"gradient of layer {l} {key}")
+    # The comparison is only worth something if the net fired.
+    assert all(0 < s.mean() < 1 for s in rec.spikes[:-1])
+    return rec
+
+
+@pytest.mark.parametrize("loss_name", sorted(LOSS_CASES))
+@pytest.mark.parametrize("reset", RESETS)
+@pytest.mark.parametrize("model", MODELS)
+def test_models_resets_losses_match_snntorch(model, reset, loss_name):
+    sur = SURROGATES[(MODELS.index(model) + 2 * RESETS.index(reset)) % len(SURROGATES)]
+    crosscheck(two_layer_net(model, reset, sur), LOSS_CASES[loss_name]())
+
+
+@pytest.mark.parametrize("loss_name", ["ce_count", "mse_membrane"])
+@pytest.mark.parametrize("sur", SURROGATES)
+@pytest.mark.parametrize("model", MODELS)
+def test_surrogates_match_snntorch(model, sur, loss_name):
+    crosscheck(two_layer_net(model, "subtract", sur), LOSS_CASES[loss_name](), seed=3)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_direct_current_matches_snntorch(model):
+    crosscheck(two_layer_net(model, "zero", "fast_sigmoid"), LOSS_CASES["mse_count"](),
+               direct=True)
+
+
+def test_mixed_three_layer_net_matches_snntorch():
+    crosscheck(mixed_net("atan"), losses.ce_rate_loss(), steps=12)
+
+
+def test_population_code_with_wide_output_matches_snntorch():
+    net = two_layer_net("leaky", "subtract", "atan", n_out=3 * NUM_CLASSES_POP * 2)
+    for loss in (losses.ce_count_loss(population_code=True, num_classes=4),
+                 losses.mse_count_loss(0.7, 0.1, population_code=True, num_classes=3)):
+        crosscheck(net, loss, seed=5)
+
+
+def test_accuracy_matches_snntorch():
+    rng = np.random.default_rng(0)
+    spikes = (rng.random((5, 64, 6)) < 0.3).astype(np.float64)
+    y = rng.integers(0, 6, 64)
+    assert losses.accuracy(spikes, y) == pytest.approx(
+        SF.accuracy_rate(torch.tensor(spikes), torch.tensor(y)))
+    y3 = rng.integers(0, 3, 64)
+    assert losses.accuracy(spikes, y3, num_classes=3) == pytest.approx(
+        SF.accuracy_rate(torch.tensor(spikes), torch.tensor(y3), population_code=True,
+                         num_classes=3))
+
+
+def test_latency_matches_snntorch_with_clip():
+    from popsnn import encoders
+    x = np.random.default_rng(1).random((16, 20))
+    x[0, :4] = [0.0, 0.005, 0.0099, 1.0]
+    ours = encoders.latency(x, 25, tau=5.0, threshold=0.01)
+    theirs = snn_spikegen.latency(torch.tensor(x), num_steps=25, tau=5.0, threshold=0.01,
+                                  clip=True, bypass=True).numpy()
+    np.testing.assert_array_equal(ours, theirs)
