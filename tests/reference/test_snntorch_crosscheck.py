@@ -229,3 +229,17 @@ def test_latency_matches_snntorch_with_clip():
     theirs = snn_spikegen.latency(torch.tensor(x), num_steps=25, tau=5.0, threshold=0.01,
                                   clip=True, bypass=True).numpy()
     np.testing.assert_array_equal(ours, theirs)
+
+
+def test_mse_membrane_negative_off_target_is_a_documented_difference():
+    """snnTorch builds the target as clamp(one_hot * on, min=off), so an off target below 0
+    becomes 0; popsnn uses the off target as given. Pin both behaviours."""
+    mem = np.random.default_rng(2).normal(size=(4, 3, 5))
+    y = np.array([0, 4, 2])
+    theirs = float(SF.mse_membrane_loss(on_target=1.0, off_target=-0.5)(
+        torch.tensor(mem), torch.tensor(y)).sum())
+    assert theirs == pytest.approx(losses.mse_membrane_loss(1.0, 0.0)(None, mem, y), abs=TOL)
+    ours = losses.mse_membrane_loss(1.0, -0.5)(None, mem, y)
+    target = np.full((3, 5), -0.5)
+    target[np.arange(3), y] = 1.0
+    assert ours == pytest.approx(((mem - target) ** 2).mean(), rel=1e-14)
