@@ -27,7 +27,7 @@ import numpy as np
 from ._checks import finite_real
 
 __all__ = ["Loss", "ce_count_loss", "ce_rate_loss", "mse_count_loss", "mse_membrane_loss",
-           "ce_max_membrane_loss", "accuracy", "get", "NAMES"]
+           "ce_max_membrane_loss", "accuracy", "get", "NAMES", "class_counts", "check_targets"]
 
 
 def _check_outputs(name, array) -> np.ndarray:
