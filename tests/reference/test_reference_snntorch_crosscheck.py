@@ -243,3 +243,31 @@ def test_mse_membrane_negative_off_target_is_a_documented_difference():
     target = np.full((3, 5), -0.5)
     target[np.arange(3), y] = 1.0
     assert ours == pytest.approx(((mem - target) ** 2).mean(), rel=1e-14)
+
+
+def _masked(function_class, rule, threshold):
+    """snnTorch's surrogate Function with its gradient multiplied by a sparse rule's mask:
+    what a user would write in snnTorch to get popsnn's sparse backward."""
+    base = _same_dtype(function_class)
+
+    class Masked(base):
+        @staticmethod
+        def backward(ctx, grad_output):
+            (input_,) = ctx.saved_tensors
+            grads = function_class.backward(ctx, grad_output)
+            mask = torch.from_numpy(rule.mask((input_ + threshold).numpy(), threshold))
+            return (grads[0] * mask,) + tuple(grads[1:])
+
+    return Masked
+
+
+@pytest.mark.parametrize("rule_name", ["window", "one_sided"])
+@pytest.mark.parametrize("model", MODELS)
+def test_sparse_rules_match_snntorch_with_a_masked_surrogate(model, rule_name, monkeypatch):
+    from popsnn import sparse
+    rule = sparse.window(0.3) if rule_name == "window" else sparse.one_sided(0.8)
+    masked = _masked(snn_surrogate.FastSigmoid, rule, 1.0)
+    monkeypatch.setitem(_FUNCTIONS, "fast_sigmoid", masked)
+    rec = crosscheck(two_layer_net(model, "subtract", "fast_sigmoid", rule),
+                     LOSS_CASES["ce_count"](), seed=1)
+    assert all(0 < m.mean() < 1 for m in rec.grad_masks)
