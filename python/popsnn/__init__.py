@@ -6,9 +6,10 @@ is the oracle every engine is checked against.
 """
 from . import encoders, losses, optim, reference, sparse, surrogate
 from .layers import Leaky, Linear, RLeaky, Sequential, Synaptic
+from .model import Model
 
 __version__ = "0.1.0"
 
 __all__ = ["Leaky", "Linear", "RLeaky", "Sequential", "Synaptic", "encoders", "losses", "optim",
-           "reference", "sparse", "surrogate",
+           "reference", "sparse", "surrogate", "Model",
            "__version__"]

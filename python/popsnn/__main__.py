@@ -16,7 +16,20 @@ def main(argv=None) -> int:
     parser.add_argument("--cmakedir", action="store_true",
                         help="print the CMake package folder for find_package(popsnn CONFIG)")
     parser.add_argument("--version", action="store_true", help="print the version")
-    args = parser.parse_args(argv)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    train_parser = commands.add_parser("train", help="train a network (default: seed 000's "
+                                       "DSNN 784-1000-10 on MNIST)")
+    from .train import add_arguments
+    add_arguments(train_parser)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        valid = train_parser if args.command == "train" else parser
+        flags = sorted(o for a in valid._actions for o in a.option_strings if o.startswith("--"))
+        named = [u for u in unknown if u.startswith("-")] or unknown
+        valid.error(f"unknown option(s) {' '.join(named)}; valid options: {', '.join(flags)}")
+    if args.command == "train":
+        from .train import run_cli
+        return run_cli(args)
     if args.cmakedir:
         path = cmake_dir()
         if not (path / "popsnnConfig.cmake").is_file():

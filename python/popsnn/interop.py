@@ -1,0 +1,225 @@
+"""snnTorch interop: a PyTorch `nn.Sequential` of `nn.Linear` and `snn.Leaky` / `snn.Synaptic` /
+`snn.RLeaky` layers to a popsnn network and its parameters, and back.
+
+    net, params = popsnn.interop.from_snntorch(torch_model)
+    torch_model = popsnn.interop.to_snntorch(net, params)
+    spikes = popsnn.interop.run_snntorch(torch_model, x, num_steps=25)   # [T, B, C] NumPy
+
+Weights and neuron parameters (beta, alpha, threshold, reset mechanism, surrogate, recurrent
+weights) are copied. Anything popsnn cannot express the same way (other layer types, per-neuron
+beta, inhibition, graded spikes, immediate reset `reset_delay=False`, an unknown surrogate)
+raises `InteropError` naming the layer and the setting, rather than converting approximately.
+torch and snntorch are imported only when these functions are called.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from . import layers as _layers
+from . import surrogate as _surrogate
+from .reference import check_input, check_params
+
+
+class InteropError(ValueError):
+    """A model that cannot be converted exactly; the message names the layer and the fix."""
+
+
+def _import_torch():
+    try:
+        import snntorch
+        import torch
+    except ImportError:
+        raise ImportError("snnTorch interop needs torch and snntorch: "
+                          "pip install 'popsnn[crosscheck]'") from None
+    return torch, snntorch
+
+
+# snnTorch's surrogate factories return closures named "<factory>.<locals>.inner"; their
+# one parameter is the closure's free variable of that name.
+_SURROGATE_PARAMS = {"fast_sigmoid": "slope", "atan": "alpha", "sigmoid": "slope"}
+
+
+def _surrogate_from_torch(fn, where: str) -> _surrogate.Surrogate:
+    factory = getattr(fn, "__qualname__", "").split(".")[0]
+    if factory == "straight_through_estimator":
+        return _surrogate.straight_through()
+    if factory in _SURROGATE_PARAMS:
+        names = fn.__code__.co_freevars
+        cells = dict(zip(names, (c.cell_contents for c in fn.__closure__ or ())))
+        param = cells.get(_SURROGATE_PARAMS[factory])
+        if param is not None:
+            return getattr(_surrogate, factory)(float(param))
+    raise InteropError(f"{where}: surrogate {getattr(fn, '__qualname__', fn)!r} has no popsnn "
+                       f"equivalent; use snntorch.surrogate.fast_sigmoid, atan, sigmoid or "
+                       f"straight_through_estimator")
+
+
+def _surrogate_to_torch(sur: _surrogate.Surrogate):
+    _, snntorch = _import_torch()
+    s = snntorch.surrogate
+    if sur.name == "fast_sigmoid":
+        return s.fast_sigmoid(slope=sur.param)
+    if sur.name == "atan":
+        return s.atan(alpha=sur.param)
+    if sur.name == "sigmoid":
+        return s.sigmoid(slope=sur.param)
+    return s.straight_through_estimator()
+
+
+def _scalar(layer, name: str, where: str) -> float:
+    value = getattr(layer, name)
+    array = value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
+    if array.size != 1:
+        raise InteropError(f"{where}: {name} has {array.size} values (one per neuron); popsnn "
+                           f"takes one {name} per layer: give the layer a single value")
+    return float(array.reshape(()))
+
+
+def _numpy(tensor, dtype) -> np.ndarray:
+    return tensor.detach().cpu().numpy().astype(dtype)
+
+
+def _neuron_from_torch(layer, where: str):
+    torch, snntorch = _import_torch()
+    for flag, meaning in (("inhibition", "inhibition=True"), ("state_quant", "state_quant")):
+        if getattr(layer, flag, False):
+            raise InteropError(f"{where}: {meaning} is not supported by popsnn; build the layer "
+                               f"without it")
+    if not getattr(layer, "reset_delay", True):
+        raise InteropError(f"{where}: reset_delay=False (immediate reset) is not popsnn's "
+                           f"semantics, which apply the reset one step later as snnTorch's "
+                           f"default; build the layer with reset_delay=True")
+    if _scalar(layer, "graded_spikes_factor", where) != 1.0:
+        raise InteropError(f"{where}: graded spikes (graded_spikes_factor != 1) are not "
+                           f"supported; use graded_spikes_factor=1")
+    if getattr(layer, "surrogate_disable", False):
+        raise InteropError(f"{where}: surrogate_disable=True has no popsnn equivalent")
+    common = dict(threshold=_scalar(layer, "threshold", where),
+                  reset_mechanism=layer.reset_mechanism,
+                  surrogate=_surrogate_from_torch(layer.spike_grad, where))
+    beta = _scalar(layer, "beta", where)
+    try:
+        if isinstance(layer, snntorch.RLeaky):
+            return _layers.RLeaky(beta=beta, all_to_all=bool(layer.all_to_all), **common)
+        if isinstance(layer, snntorch.Synaptic):
+            return _layers.Synaptic(alpha=_scalar(layer, "alpha", where), beta=beta, **common)
+        return _layers.Leaky(beta=beta, **common)
+    except ValueError as err:
+        raise InteropError(f"{where}: {err}") from None
+
+
+def from_snntorch(model, dtype=np.float32) -> tuple:
+    """(popsnn.Sequential, params) from an `nn.Sequential` of alternating `nn.Linear` and
+    snnTorch Leaky / Synaptic / RLeaky layers (a leading `nn.Flatten` is allowed)."""
+    torch, snntorch = _import_torch()
+    supported = (snntorch.Leaky, snntorch.Synaptic, snntorch.RLeaky)
+    modules = list(model.children()) if isinstance(model, torch.nn.Sequential) else None
+    if modules is None:
+        raise InteropError(f"expected a torch.nn.Sequential, got {type(model).__name__}; put "
+                           f"the layers in nn.Sequential(nn.Linear, snn.Leaky, ...)")
+    if modules and isinstance(modules[0], torch.nn.Flatten):
+        modules = modules[1:]  # popsnn takes [B, N] input already flat
+    layers, params = [], []
+    for i, m in enumerate(modules):
+        where = f"layer {i} ({type(m).__name__})"
+        expect_linear = i % 2 == 0
+        if expect_linear:
+            if type(m) is not torch.nn.Linear:
+                raise InteropError(f"{where}: expected nn.Linear here (popsnn networks "
+                                   f"alternate nn.Linear and a spiking neuron); supported "
+                                   f"layers: nn.Linear, snn.Leaky, snn.Synaptic, snn.RLeaky")
+            layers.append(_layers.Linear(m.in_features, m.out_features, bias=m.bias is not None))
+            p = {"weight": _numpy(m.weight, dtype)}
+            if m.bias is not None:
+                p["bias"] = _numpy(m.bias, dtype)
+            params.append(p)
+            continue
+        if type(m) not in supported:
+            raise InteropError(f"{where}: expected snn.Leaky, snn.Synaptic or snn.RLeaky after "
+                               f"nn.Linear; {type(m).__name__} is not supported by popsnn")
+        neuron = _neuron_from_torch(m, where)
+        layers.append(neuron)
+        if isinstance(neuron, _layers.RLeaky):
+            n = layers[-2].out_features
+            if neuron.all_to_all:
+                rec = m.recurrent
+                if type(rec) is not torch.nn.Linear or rec.in_features != n:
+                    raise InteropError(f"{where}: all-to-all RLeaky needs "
+                                       f"linear_features={n} (a Linear recurrence)")
+                params[-1]["recurrent_weight"] = _numpy(rec.weight, dtype)
+                params[-1]["recurrent_bias"] = (_numpy(rec.bias, dtype) if rec.bias is not None
+                                                else np.zeros(n, dtype))
+            else:
+                v = m.V.detach().cpu().numpy().astype(dtype)
+                params[-1]["recurrent_weight"] = np.broadcast_to(v, (n,)).copy()
+    if len(layers) % 2 or not layers:
+        raise InteropError(f"the model must end with a spiking neuron after its last "
+                           f"nn.Linear (got {len(modules)} layer(s))")
+    net = _layers.Sequential(*layers)
+    check_params(net, params)
+    return net, params
+
+
+def to_snntorch(net: _layers.Sequential, params):
+    """An `nn.Sequential` with snnTorch layers (init_hidden=True; the last one output=True)
+    computing the same as `net` with `params`, in the parameters' dtype."""
+    torch, snntorch = _import_torch()
+    dtype = check_params(net, params)
+    tdtype = torch.float64 if dtype == np.float64 else torch.float32
+    modules = []
+    for i, ((lin, neuron), p) in enumerate(zip(net.pairs, params)):
+        linear = torch.nn.Linear(lin.in_features, lin.out_features, bias=lin.bias, dtype=tdtype)
+        with torch.no_grad():
+            linear.weight.copy_(torch.from_numpy(p["weight"]))
+            if lin.bias:
+                linear.bias.copy_(torch.from_numpy(p["bias"]))
+        if neuron.sparse is not None:
+            raise InteropError(f"layer {2 * i + 1}: snnTorch has no sparse-backward rule; set "
+                               f"sparse=None before converting")
+        common = dict(threshold=neuron.threshold, reset_mechanism=neuron.reset_mechanism,
+                      spike_grad=_surrogate_to_torch(neuron.surrogate), init_hidden=True,
+                      output=i == len(net.pairs) - 1)
+        if isinstance(neuron, _layers.RLeaky):
+            n = lin.out_features
+            if neuron.all_to_all:
+                cell = snntorch.RLeaky(beta=neuron.beta, linear_features=n, all_to_all=True,
+                                       **common)
+                cell.recurrent = cell.recurrent.to(tdtype)
+                with torch.no_grad():
+                    cell.recurrent.weight.copy_(torch.from_numpy(p["recurrent_weight"]))
+                    cell.recurrent.bias.copy_(torch.from_numpy(p["recurrent_bias"]))
+            else:
+                cell = snntorch.RLeaky(beta=neuron.beta, all_to_all=False,
+                                       V=torch.from_numpy(p["recurrent_weight"].copy()),
+                                       **common)
+        elif isinstance(neuron, _layers.Synaptic):
+            cell = snntorch.Synaptic(alpha=neuron.alpha, beta=neuron.beta, **common)
+        else:
+            cell = snntorch.Leaky(beta=neuron.beta, **common)
+        modules += [linear, cell.to(tdtype)]
+    return torch.nn.Sequential(*modules)
+
+
+def run_snntorch(model, x, num_steps: Optional[int] = None) -> np.ndarray:
+    """Output spikes [T, B, C] (NumPy) of an snnTorch `nn.Sequential` for popsnn-style input:
+    `x` [T, B, N] or [B, N] direct current with `num_steps`. States start at zero."""
+    torch, snntorch = _import_torch()
+    net, _ = from_snntorch(model)  # also checks the model is one popsnn can express
+    x, num_steps, direct = check_input(net, x, num_steps, np.float64)
+    dtype = next(model.parameters()).dtype
+    modules = [m for m in model.children() if not isinstance(m, torch.nn.Flatten)]
+    for m in modules:
+        if hasattr(m, "reset_mem"):
+            m.reset_mem()
+    out = []
+    with torch.no_grad():
+        for t in range(num_steps):
+            h = torch.as_tensor(x if direct else x[t], dtype=dtype)
+            for m in modules:
+                h = m(h.to(dtype))  # snnTorch emits float32 spikes whatever the model dtype
+                if isinstance(h, tuple):
+                    h = h[0]  # (spikes, [current,] membrane): the next layer takes spikes
+            out.append(h.cpu().numpy())
+    return np.stack(out)

@@ -1,0 +1,447 @@
+"""The training loop behind `popsnn train`: data, network, epochs, evaluation, checkpoints,
+metrics and pictures.
+
+    from popsnn import train
+    result = train.fit(train.Config(epochs=3, limit_train=1000), output="runs/quick")
+
+`Config` holds every option; `load_config` reads a TOML file. The defaults are seed 000's
+network: DSNN 784-1000-10, Leaky beta = 0.9, 25 steps, direct input, ce_count loss, Adam,
+batch 128, on MNIST (the copy embedded in popsnn), on the fastest available device.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from . import checkpoint as _checkpoint
+from . import data as _data
+from . import encoders as _encoders
+from . import layers as _layers
+from . import losses as _losses
+from . import optim as _optim
+from . import sparse as _sparse
+from . import surrogate as _surrogate
+from ._checks import positive_int
+from .model import DEVICES, Model
+
+NEURONS = ("leaky", "synaptic", "rleaky")
+ENCODINGS = ("direct", "rate", "latency")
+CHECKPOINT_NAME = "checkpoint.npz"
+METRICS_NAME = "metrics.json"
+PROBE_SAMPLES = 64  # test samples whose spikes are recorded for rasters and activity
+
+
+class ConfigError(ValueError):
+    """An option that does not exist or has a value it cannot take."""
+
+
+@dataclass
+class Config:
+    """Every option of a training run (the CLI's flags and the TOML file's keys)."""
+
+    dataset: str = "mnist"               # mnist | fashion-mnist
+    data: Optional[str] = None           # folder of IDX files; None: the default location
+    hidden: list = field(default_factory=lambda: [1000])
+    neuron: str = "leaky"                # leaky | synaptic | rleaky
+    beta: float = 0.9
+    alpha: float = 0.8                   # Synaptic only
+    threshold: float = 1.0
+    surrogate: str = "fast_sigmoid"
+    sparse: str = "none"                 # none | window:B_TH | one_sided:THETA_GRAD
+    encoding: str = "direct"             # direct | rate | latency
+    loss: str = "ce_count"
+    optimizer: str = "adam"              # adam | adamw | sgd
+    lr: float = 5e-4
+    batch_size: int = 128
+    num_steps: int = 25
+    epochs: int = 1
+    device: str = "auto"                 # auto | reference | cpu | ipu-model | ipu
+    seed: int = 0
+    limit_train: Optional[int] = None
+    limit_test: Optional[int] = None
+    output: str = "runs/popsnn"
+    plots: bool = True
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> "Config":
+        if isinstance(self.hidden, (int, str)):
+            self.hidden = _parse_hidden(self.hidden)
+        if not isinstance(self.hidden, (list, tuple)):
+            raise ConfigError(f"hidden must be a list of layer widths such as [1000] or "
+                              f"\"500,500\", got {self.hidden!r}")
+        self.hidden = [positive_int("hidden", h) for h in self.hidden]
+        _choice("dataset", self.dataset, _data.DATASETS)
+        _choice("neuron", self.neuron, NEURONS)
+        _choice("encoding", self.encoding, ENCODINGS)
+        _choice("device", self.device, ("auto",) + DEVICES)
+        _choice("loss", self.loss, _losses.NAMES)
+        _choice("optimizer", self.optimizer, _optim.NAMES)
+        for name in ("batch_size", "num_steps", "epochs"):
+            setattr(self, name, positive_int(name, getattr(self, name)))
+        for name in ("limit_train", "limit_test"):
+            if getattr(self, name) is not None:
+                setattr(self, name, positive_int(name, getattr(self, name)))
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
+            raise ConfigError(f"seed must be an integer >= 0, got {self.seed!r}")
+        try:
+            self.network(784, 10)  # checks beta, alpha, threshold, surrogate, sparse
+            self.make_optimizer()
+        except (ValueError, TypeError) as err:
+            raise ConfigError(str(err)) from None
+        return self
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def sparse_rule(self) -> Optional[_sparse.SparseRule]:
+        text = str(self.sparse).strip().lower()
+        if text in ("none", "", "off"):
+            return None
+        kind, _, value = text.partition(":")
+        if kind not in ("window", "one_sided") or not value:
+            raise ConfigError(f"sparse must be 'none', 'window:B_TH' or 'one_sided:THETA_GRAD' "
+                              f"(e.g. window:0.5), got {self.sparse!r}")
+        try:
+            number = float(value)
+        except ValueError:
+            raise ConfigError(f"sparse {self.sparse!r}: {value!r} is not a number") from None
+        return _sparse.window(number) if kind == "window" else _sparse.one_sided(number)
+
+    def network(self, num_inputs: int, num_outputs: int) -> _layers.Sequential:
+        common = dict(threshold=self.threshold, surrogate=_surrogate.get(self.surrogate),
+                      sparse=self.sparse_rule())
+        sizes = [num_inputs] + list(self.hidden) + [num_outputs]
+        layers = []
+        for n_in, n_out in zip(sizes[:-1], sizes[1:]):
+            layers.append(_layers.Linear(n_in, n_out))
+            if self.neuron == "leaky":
+                layers.append(_layers.Leaky(beta=self.beta, **common))
+            elif self.neuron == "synaptic":
+                layers.append(_layers.Synaptic(alpha=self.alpha, beta=self.beta, **common))
+            else:
+                layers.append(_layers.RLeaky(beta=self.beta, **common))
+        return _layers.Sequential(*layers)
+
+    def make_optimizer(self) -> _optim.Optimizer:
+        return _optim.get(self.optimizer, lr=self.lr)
+
+
+FIELDS = tuple(f.name for f in dataclasses.fields(Config))
+
+
+def _choice(name, value, choices):
+    if value not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+
+
+def _parse_hidden(value) -> list:
+    if isinstance(value, int):
+        return [value]
+    text = value.strip()
+    if text in ("", "none"):
+        return []
+    try:
+        return [int(v) for v in text.replace(" ", "").split(",")]
+    except ValueError:
+        raise ConfigError(f"hidden must be comma-separated layer widths such as 1000 or "
+                          f"500,500, got {value!r}") from None
+
+
+def make_config(file=None, **overrides) -> Config:
+    """Defaults, then the TOML `file`, then `overrides` (None values are ignored)."""
+    values = {}
+    if file is not None:
+        values.update(load_config(file))
+    unknown = sorted(set(overrides) - set(FIELDS))
+    if unknown:
+        raise ConfigError(f"unknown option(s) {', '.join(unknown)}; valid options: "
+                          f"{', '.join(FIELDS)}")
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return Config(**values)
+
+
+def load_config(path) -> dict:
+    """Options from a TOML file (keys as in `Config`, '-' or '_' alike); unknown keys fail."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        try:
+            import tomli as tomllib
+        except ImportError:
+            raise ConfigError("reading a TOML config needs Python >= 3.11 or "
+                              "`pip install tomli`") from None
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"config file {path} is not valid TOML: {err}") from None
+    raw = raw.get("train", raw)  # accept a [train] table or top-level keys
+    values = {str(k).replace("-", "_"): v for k, v in raw.items()}
+    unknown = sorted(set(values) - set(FIELDS))
+    if unknown:
+        raise ConfigError(f"config file {path}: unknown option(s) {', '.join(unknown)}; valid "
+                          f"options: {', '.join(FIELDS)}")
+    return values
+
+
+# --------------------------------------------------------------------------------------------
+# The loop
+
+
+def _encode(x, config: Config, rng: np.random.Generator):
+    """Images [B, N] to what the model takes: direct current stays [B, N] (the engines exploit
+    a constant input); rate and latency give [T, B, N] spikes. Event data is already [T,B,N]."""
+    if x.ndim == 3 or config.encoding == "direct":
+        return x
+    if config.encoding == "rate":
+        return _encoders.rate(x, config.num_steps, rng=rng)
+    return _encoders.latency(x, config.num_steps)
+
+
+def evaluate(model: Model, dataset, config: Config, rng=None) -> dict:
+    """Loss (for spike-based losses) and accuracy over a whole data set."""
+    rng = rng if rng is not None else np.random.default_rng(config.seed)
+    correct, loss_sum, count = 0.0, 0.0, 0
+    for x, y in _data.batches(dataset, config.batch_size):
+        out = model.infer(_encode(x, config, rng))
+        correct += model.accuracy(out, y) * len(y)
+        if model.loss.uses == "spikes":
+            loss_sum += model.loss(out, None, y) * len(y)
+        count += len(y)
+    return {"accuracy": correct / count,
+            "loss": loss_sum / count if model.loss.uses == "spikes" else None}
+
+
+def _check_fits(net: _layers.Sequential, dataset, num_classes: int):
+    if dataset.num_inputs != net.num_inputs:
+        shape = getattr(dataset, "image_shape", (dataset.num_inputs,))
+        raise _data.DataError(
+            f"{dataset.name} has {dataset.num_inputs} inputs per sample "
+            f"({'x'.join(map(str, shape))}) but the network takes {net.num_inputs}; "
+            f"images must all have the network's input size (28x28 for the default network)")
+    if dataset.num_classes > num_classes:
+        raise _data.DataError(f"{dataset.name} has {dataset.num_classes} classes but the "
+                              f"network has {num_classes} outputs")
+
+
+def fit(config: Optional[Config] = None, *, output=None, resume=None, progress: bool = True,
+        train_set=None, test_set=None, log=print) -> dict:
+    """Train as `config` says; write checkpoints, metrics and pictures under `output`
+    (default `config.output`). `resume`: a checkpoint to continue from (its epoch count is
+    kept; training goes on until `config.epochs` epochs in all). `train_set` / `test_set`
+    replace the configured data set (any `popsnn.data` data set). Returns the metrics dict
+    that is also written to `<output>/metrics.json`."""
+    from tqdm import tqdm
+
+    config = Config() if config is None else config.validate()
+    out_dir = Path(output if output is not None else config.output)
+    wall_start = time.perf_counter()
+
+    if train_set is None or test_set is None:
+        train_set, test_set = _data.load_named(config.dataset, config.data)
+    train_set = train_set.take(config.limit_train)
+    test_set = test_set.take(config.limit_test)
+    num_classes = train_set.num_classes
+    net = config.network(train_set.num_inputs, num_classes)
+    _check_fits(net, train_set, num_classes)
+    _check_fits(net, test_set, num_classes)
+    if train_set.num_steps is not None:
+        config.num_steps = train_set.num_steps  # event data sets fix the number of steps
+
+    model = Model(net, loss=_losses.get(config.loss), optimizer=config.make_optimizer(),
+                  device=config.device, num_steps=config.num_steps,
+                  batch_size=config.batch_size, seed=config.seed)
+    rng = np.random.default_rng(config.seed)
+    history = {"epoch": [], "train_loss": [], "train_accuracy": [], "test_loss": [],
+               "test_accuracy": [], "train_images_per_s": [], "activity": [], "step_loss": []}
+    first_epoch = 0
+    if resume is not None:
+        ckpt = _checkpoint.load(resume, net)
+        model.set_params(ckpt["params"])
+        if ckpt["optimizer_state"] is not None:
+            model.load_optimizer_state(ckpt["optimizer_state"])
+        rng.bit_generator.state = ckpt["rng_state"]
+        history = ckpt["history"]
+        first_epoch = ckpt["epoch"]
+        log(f"popsnn: resumed from {resume} after epoch {first_epoch}")
+
+    probe_x = test_set.inputs(np.arange(min(PROBE_SAMPLES, len(test_set))))
+    probe_x = _encode(probe_x, config, np.random.default_rng(config.seed))
+    train_seconds = 0.0
+    trained_samples = 0
+    for epoch in range(first_epoch + 1, config.epochs + 1):
+        losses, correct, seen, epoch_seconds = [], 0.0, 0, 0.0
+        bar = tqdm(total=len(train_set), unit="img", desc=f"epoch {epoch}/{config.epochs}",
+                   disable=not progress, file=sys.stderr, leave=True, dynamic_ncols=True)
+        for x, y in _data.batches(train_set, config.batch_size, shuffle=True, rng=rng):
+            x = _encode(x, config, rng)
+            start = time.perf_counter()
+            loss, out = model.train_step(x, y)
+            epoch_seconds += time.perf_counter() - start
+            losses.append(loss)
+            correct += model.accuracy(out, y) * len(y)
+            seen += len(y)
+            bar.update(len(y))
+            bar.set_postfix({"img/s": f"{seen / epoch_seconds:.0f}", "loss": f"{loss:.4f}",
+                             "acc": f"{100 * correct / seen:.2f}%"}, refresh=False)
+        bar.close()
+        train_seconds += epoch_seconds
+        trained_samples += seen
+        test = evaluate(model, test_set, config)
+        rec = model.record(probe_x)
+        history["epoch"].append(epoch)
+        history["train_loss"].append(float(np.mean(losses)))
+        history["train_accuracy"].append(correct / seen)
+        history["test_loss"].append(test["loss"])
+        history["test_accuracy"].append(test["accuracy"])
+        history["train_images_per_s"].append(seen / epoch_seconds)
+        history["activity"].append([float(s.mean()) for s in rec.spikes])
+        history["step_loss"].extend(losses)
+        log(f"epoch {epoch}: train loss {history['train_loss'][-1]:.4f}, train accuracy "
+            f"{100 * correct / seen:.2f}%, test accuracy {100 * test['accuracy']:.2f}%, "
+            f"{seen / epoch_seconds:.0f} images/s on {model.device}")
+        _checkpoint.save(out_dir / CHECKPOINT_NAME, net=net, params=model.get_params(),
+                         optimizer_state=model.optimizer_state(), epoch=epoch,
+                         rng_state=rng.bit_generator.state, config=config.to_dict(),
+                         history=history)
+
+    wall = time.perf_counter() - wall_start
+    summary = {
+        "device": model.device,
+        "epochs": len(history["epoch"]),
+        "train_samples": len(train_set), "test_samples": len(test_set),
+        "train_accuracy": history["train_accuracy"][-1] if history["epoch"] else None,
+        "test_accuracy": history["test_accuracy"][-1] if history["epoch"] else None,
+        # Training throughput of this session: forward + backward + update, data loading and
+        # evaluation excluded.
+        "train_images_per_s": trained_samples / train_seconds if train_seconds else None,
+        "wall_seconds": wall,
+        "network": "-".join(str(n) for n in [net.num_inputs] + [l.out_features
+                                                                 for l, _ in net.pairs]),
+        "neuron": config.neuron, "num_steps": config.num_steps,
+        "batch_size": config.batch_size,
+    }
+    metrics = {"config": config.to_dict(), "summary": summary, "history": history,
+               "profile": _jsonable(model.profile())}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _write_json(out_dir / METRICS_NAME, metrics)
+    if config.plots and history["epoch"]:
+        from . import plots
+        plots.plot_curves(history, out_dir / "curves.png")
+        plots.plot_activity(history, out_dir / "activity.png")
+        plots.plot_raster(model.record(probe_x[:, :1] if probe_x.ndim == 3 else probe_x[:1])
+                          .spikes, out_dir / "raster.png",
+                          title=f"Spike raster, test sample 0 (label "
+                                f"{int(test_set.labels[0])}), after epoch {epoch_label(history)}")
+    log(summary_table(summary))
+    return metrics
+
+
+def epoch_label(history) -> int:
+    return history["epoch"][-1] if history["epoch"] else 0
+
+
+def summary_table(summary: dict) -> str:
+    def pct(v):
+        return "-" if v is None else f"{100 * v:.2f}%"
+    rows = [("device", summary["device"]),
+            ("network", f"{summary['network']} ({summary['neuron']}, T={summary['num_steps']}, "
+                        f"batch {summary['batch_size']})"),
+            ("epochs", str(summary["epochs"])),
+            ("train samples / test samples",
+             f"{summary['train_samples']} / {summary['test_samples']}"),
+            ("train accuracy (last epoch)", pct(summary["train_accuracy"])),
+            ("test accuracy", pct(summary["test_accuracy"])),
+            ("training images/s", "-" if summary["train_images_per_s"] is None
+             else f"{summary['train_images_per_s']:.1f}"),
+            ("wall time", f"{summary['wall_seconds']:.1f} s")]
+    width = max(len(k) for k, _ in rows)
+    line = "-" * (width + 3 + max(len(v) for _, v in rows))
+    return "\n".join([line] + [f"{k:<{width}} | {v}" for k, v in rows] + [line])
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
+
+
+def _write_json(path: Path, obj):
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(_jsonable(obj), indent=2))
+    tmp.replace(path)
+
+
+# --------------------------------------------------------------------------------------------
+# Command line: `popsnn train`
+
+_FLAG_HELP = {
+    "dataset": "data set: mnist (embedded copy) or fashion-mnist", "data":
+    "folder of IDX files (train-images-idx3-ubyte[.gz], ...) instead of the default copy",
+    "hidden": "hidden layer widths, comma-separated (default 1000)",
+    "neuron": "neuron model: leaky, synaptic or rleaky", "beta": "membrane decay beta",
+    "alpha": "synaptic current decay alpha (synaptic only)", "threshold": "firing threshold",
+    "surrogate": "surrogate gradient: fast_sigmoid, atan, sigmoid or straight_through",
+    "sparse": "sparse backward rule: none, window:B_TH or one_sided:THETA_GRAD",
+    "encoding": "input encoding: direct (current), rate or latency", "loss": "loss function",
+    "optimizer": "adam, adamw or sgd", "lr": "learning rate", "batch_size": "minibatch size",
+    "num_steps": "time steps per sample", "epochs": "epochs (in all, when resuming)",
+    "device": "auto, reference, cpu, ipu-model or ipu", "seed": "seed of init and shuffling",
+    "limit_train": "use only the first N training samples",
+    "limit_test": "use only the first N test samples",
+    "output": "folder for checkpoint.npz, metrics.json and the PNG pictures",
+}
+_FLAG_TYPES = {"beta": float, "alpha": float, "threshold": float, "lr": float,
+               "batch_size": int, "num_steps": int, "epochs": int, "seed": int,
+               "limit_train": int, "limit_test": int}
+
+
+def add_arguments(parser) -> None:
+    """The flags of `popsnn train`: one per Config field (default: the config file's value,
+    else Config's default)."""
+    parser.add_argument("--config", metavar="FILE", help="TOML file of options (flags win)")
+    for name in FIELDS:
+        if name == "plots":
+            continue
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(flag, dest=name, type=_FLAG_TYPES.get(name, str), default=None,
+                            help=_FLAG_HELP.get(name))
+    parser.add_argument("--steps", dest="num_steps", type=int, default=None,
+                        help="same as --num-steps")
+    parser.add_argument("--no-plots", dest="plots", action="store_const", const=False,
+                        default=None, help="do not draw the PNG pictures")
+    parser.add_argument("--resume", nargs="?", const="", default=None, metavar="CHECKPOINT",
+                        help="continue from a checkpoint (default: <output>/checkpoint.npz)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run_cli(args) -> int:
+    overrides = {name: getattr(args, name) for name in FIELDS}
+    try:
+        config = make_config(args.config, **overrides)
+        resume = None
+        if args.resume is not None:
+            resume = args.resume or str(Path(config.output) / CHECKPOINT_NAME)
+        fit(config, resume=resume, progress=not args.no_progress)
+    except (ConfigError, _data.DataError, _checkpoint.CheckpointError, FileNotFoundError,
+            ValueError, TypeError, ImportError, RuntimeError) as err:
+        print(f"popsnn train: error: {err}", file=sys.stderr)
+        return 2
+    return 0
