@@ -46,7 +46,8 @@ class Linear:
 class _Neuron:
     threshold: float = 1.0
     reset_mechanism: str = "subtract"
-    surrogate: _surrogate.Surrogate = field(default_factory=_surrogate.fast_sigmoid)
+    # snnTorch's default, so the same network means the same gradients in both libraries.
+    surrogate: _surrogate.Surrogate = field(default_factory=_surrogate.atan)
     sparse: Optional[SparseRule] = None
 
     def _check_common(self):
