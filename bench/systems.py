@@ -1,0 +1,151 @@
+"""The systems a benchmark compares, each as a factory of one training step.
+
+Every factory takes the same workload (network, batch, labels, steps, input
+mode) and returns a zero-argument callable that performs one full training
+step on it: forward over all steps, loss, backward and optimiser update. The
+step is what gets timed; set-up (graph compilation, tensor allocation) is not.
+"""
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+
+import popsnn
+from popsnn import losses, optim, reference
+
+
+@dataclass
+class Workload:
+    """One benchmark configuration, shared by every system that runs it."""
+
+    net: popsnn.Sequential
+    x: np.ndarray              # [B, N] direct current, or [T, B, N] one tensor per step
+    y: np.ndarray              # [B] integer labels
+    num_steps: int
+    loss: losses.Loss
+    lr: float = 5e-4
+    seed: int = 0
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.y.shape[0])
+
+    @property
+    def direct(self) -> bool:
+        return self.x.ndim == 2
+
+    def fresh_params(self):
+        return self.net.init_params(self.seed, dtype=np.float32)
+
+
+Step = Callable[[], None]
+
+
+def numpy_reference(work: Workload, hoist: bool = True) -> Step:
+    """The dense NumPy reference. With `hoist`, a direct input's W x and its weight gradient are
+    computed once per minibatch; without, the input is fed as T identical tensors (what a
+    framework that does not know the input is constant does)."""
+    params = work.fresh_params()
+    opt = optim.Adam(lr=work.lr)
+    x = work.x
+    if work.direct and not hoist:
+        x = np.broadcast_to(x, (work.num_steps, *x.shape)).copy()
+
+    def step():
+        _, grads, _ = reference.loss_and_grad(work.net, params, x, work.y, work.loss,
+                                              num_steps=work.num_steps)
+        opt.step(params, grads)
+    return step
+
+
+def snntorch_available() -> Optional[str]:
+    """None if snnTorch can run here, else the reason it cannot."""
+    for mod in ("torch", "snntorch"):
+        if importlib.util.find_spec(mod) is None:
+            return f"{mod} is not installed (pip install 'popsnn[crosscheck]')"
+    return None
+
+
+def snntorch(work: Workload) -> Step:
+    """The same network and step in snnTorch on the CPU (float32, PyTorch's own threads),
+    written as snnTorch's tutorials do: explicit state, one Python loop over the steps."""
+    import snntorch as snn
+    import snntorch.functional as SF
+    from snntorch import surrogate
+    import torch
+    from torch import nn
+
+    torch.manual_seed(work.seed)
+    linears, neurons = nn.ModuleList(), nn.ModuleList()
+    for lin, neuron in work.net.pairs:
+        common = dict(threshold=neuron.threshold, reset_mechanism=neuron.reset_mechanism,
+                      spike_grad=surrogate.fast_sigmoid(slope=25))
+        linears.append(nn.Linear(lin.in_features, lin.out_features))
+        if isinstance(neuron, popsnn.Leaky):
+            neurons.append(snn.Leaky(beta=neuron.beta, **common))
+        elif isinstance(neuron, popsnn.Synaptic):
+            neurons.append(snn.Synaptic(alpha=neuron.alpha, beta=neuron.beta, **common))
+        else:
+            neurons.append(snn.RLeaky(beta=neuron.beta, all_to_all=neuron.all_to_all,
+                                      linear_features=lin.out_features, **common))
+    params = list(linears.parameters()) + list(neurons.parameters())
+    opt = torch.optim.Adam(params, lr=work.lr)
+    loss_fn = SF.ce_count_loss()
+    x = torch.from_numpy(np.ascontiguousarray(work.x, dtype=np.float32))
+    y = torch.from_numpy(work.y.astype(np.int64))
+
+    def forward():
+        states = []
+        for n in neurons:
+            if isinstance(n, snn.Synaptic):
+                states.append(n.init_synaptic())
+            elif isinstance(n, snn.RLeaky):
+                states.append(n.init_rleaky())
+            else:
+                states.append((n.init_leaky(),))
+        out = []
+        for t in range(work.num_steps):
+            h = x if work.direct else x[t]
+            for i, (fc, n) in enumerate(zip(linears, neurons)):
+                cur = fc(h)
+                if isinstance(n, snn.Synaptic):
+                    h, syn, mem = n(cur, *states[i])
+                    states[i] = (syn, mem)
+                elif isinstance(n, snn.RLeaky):
+                    h, mem = n(cur, *states[i])
+                    states[i] = (h, mem)
+                else:
+                    h, mem = n(cur, *states[i])
+                    states[i] = (mem,)
+            out.append(h)
+        return torch.stack(out)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(forward(), y)
+        loss.backward()
+        opt.step()
+    return step
+
+
+def engine_available(device: str = "cpu") -> Optional[str]:
+    """None if popsnn's engine can run on `device` here, else the reason it cannot."""
+    try:
+        from popsnn import engine  # noqa: F401
+    except ImportError as err:
+        return f"popsnn's engine is not built in this installation ({err})"
+    return None
+
+
+def popsnn_engine(work: Workload, device: str = "cpu", **device_options) -> Step:
+    """popsnn's sparse engine on the Poplar-compatible CPU runtime (or an IPU geometry)."""
+    model = popsnn.Model(work.net, loss=work.loss, optimizer=optim.Adam(lr=work.lr),
+                         device=device, num_steps=work.num_steps, batch_size=work.batch_size,
+                         seed=work.seed, **device_options)
+
+    def step():
+        model.train_step(work.x, work.y)
+    return step
