@@ -1,0 +1,87 @@
+// popsnn's Poplar-compatible runtime: control programs (poplar::program).
+#pragma once
+#include <cstddef>
+#include <initializer_list>
+#include <memory>
+#include <string>
+
+#include "poplar/ArrayRef.hpp"
+#include "poplar/DataStream.hpp"
+#include "poplar/DebugContext.hpp"
+#include "poplar/GraphElements.hpp"
+#include "poplar/SyncType.hpp"
+#include "poplar/Tensor.hpp"
+
+namespace poplar {
+namespace detail { struct ProgramNode; }
+
+namespace program {
+
+class Program {
+public:
+  Program();
+  bool isEmpty() const;
+  // popsnn internal.
+  const std::shared_ptr<detail::ProgramNode> &node() const { return node_; }
+
+protected:
+  explicit Program(std::shared_ptr<detail::ProgramNode> node) : node_(std::move(node)) {}
+  std::shared_ptr<detail::ProgramNode> node_;
+};
+
+// Runs its programs in order. Copies of a Sequence share its list.
+class Sequence : public Program {
+public:
+  Sequence(const DebugContext &dc = {});
+  Sequence(std::initializer_list<Program> programs, const DebugContext &dc = {});
+  void add(const Program &p);
+};
+
+// One bulk-synchronous compute phase: every vertex of the compute set, then a sync.
+class Execute : public Program {
+public:
+  explicit Execute(ComputeSet cs, const DebugContext &dc = {});
+};
+
+// Tensor to tensor (the exchange phase when tiles differ), stream to tensor, tensor to stream.
+class Copy : public Program {
+public:
+  Copy(const Tensor &src, const Tensor &dst, bool dontOutline = false, const DebugContext &dc = {});
+  Copy(const DataStream &stream, const Tensor &dst, bool optimiseMemory = false,
+       const DebugContext &dc = {});
+  Copy(const Tensor &src, const DataStream &stream, bool optimiseMemory = false,
+       const DebugContext &dc = {});
+};
+
+class Repeat : public Program {
+public:
+  Repeat(unsigned count, const Program &body, const DebugContext &dc = {});
+};
+
+// Runs `cond`, then `body` while the one-element `predicate` is non-zero (True)
+// or zero (False), re-running `cond` before each test.
+class RepeatWhileTrue : public Program {
+public:
+  RepeatWhileTrue(const Program &cond, const Tensor &predicate, const Program &body,
+                  const DebugContext &dc = {});
+};
+class RepeatWhileFalse : public Program {
+public:
+  RepeatWhileFalse(const Program &cond, const Tensor &predicate, const Program &body,
+                   const DebugContext &dc = {});
+};
+
+// Runs `trueBody` if the one-element `predicate` is non-zero, else `falseBody`.
+class If : public Program {
+public:
+  If(const Tensor &predicate, const Program &trueBody, const Program &falseBody,
+     const DebugContext &dc = {});
+};
+
+class Sync : public Program {
+public:
+  explicit Sync(SyncType type, const DebugContext &dc = {});
+};
+
+} // namespace program
+} // namespace poplar

@@ -1,0 +1,21 @@
+// Internal: loading codelet objects and compiling codelet sources.
+#pragma once
+#include <string>
+
+#include "poplar/detail/CodeletABI.hpp"
+
+namespace poplar {
+namespace detail {
+
+// dlopen()s a codelet object (.gp) once per process and returns its table.
+const popsnn_codelet_table *loadCodeletObject(const std::string &path);
+
+// Compiles a codelet source with the host compiler (cached by content hash)
+// and returns the path of the resulting object.
+std::string compileCodeletSource(const std::string &path, const std::string &flags);
+
+// The folder compiled codelets are cached in.
+std::string codeletCacheDir();
+
+} // namespace detail
+} // namespace poplar
