@@ -1,12 +1,317 @@
 // popsnn._native: the thin binding of the host library. Everything heavy
 // happens in C++; Python sees NumPy arrays in and out.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
+#include "popsnn/Network.hpp"
 #include "popsnn/version.hpp"
 
 namespace py = pybind11;
 
+namespace {
+
+using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>;
+using IntArray = py::array_t<int, py::array::c_style | py::array::forcecast>;
+
+template <typename T> T get(const py::dict &d, const char *key, T fallback) {
+  return d.contains(key) ? d[key].cast<T>() : fallback;
+}
+
+template <typename E>
+E choose(const std::string &what, const std::string &value,
+         std::initializer_list<std::pair<const char *, E>> options) {
+  std::string names;
+  for (const auto &o : options) {
+    if (value == o.first)
+      return o.second;
+    names += std::string(names.empty() ? "" : ", ") + "'" + o.first + "'";
+  }
+  throw std::invalid_argument(what + " must be one of " + names + ", got '" + value + "'");
+}
+
+popsnn::NetworkSpec specFromDict(const py::dict &d) {
+  using namespace popsnn;
+  NetworkSpec spec;
+  for (auto item : d["layers"].cast<py::list>()) {
+    py::dict l = item.cast<py::dict>();
+    LayerSpec s;
+    s.inputs = l["inputs"].cast<unsigned>();
+    s.outputs = l["outputs"].cast<unsigned>();
+    s.bias = get<bool>(l, "bias", true);
+    s.neuron = choose<NeuronType>("neuron", l["neuron"].cast<std::string>(),
+                                  {{"Leaky", NeuronType::Leaky},
+                                   {"Synaptic", NeuronType::Synaptic},
+                                   {"RLeaky", NeuronType::RLeaky}});
+    s.allToAll = get<bool>(l, "all_to_all", true);
+    s.beta = get<float>(l, "beta", 0.9f);
+    s.alpha = get<float>(l, "alpha", 0.0f);
+    s.threshold = get<float>(l, "threshold", 1.0f);
+    s.reset = choose<ResetMechanism>("reset_mechanism", get<std::string>(l, "reset", "subtract"),
+                                     {{"subtract", ResetMechanism::Subtract},
+                                      {"zero", ResetMechanism::Zero},
+                                      {"none", ResetMechanism::None}});
+    s.surrogate = choose<SurrogateKind>(
+        "surrogate", get<std::string>(l, "surrogate", "fast_sigmoid"),
+        {{"fast_sigmoid", SurrogateKind::FastSigmoid},
+         {"atan", SurrogateKind::Atan},
+         {"sigmoid", SurrogateKind::Sigmoid},
+         {"straight_through", SurrogateKind::StraightThrough}});
+    s.surrogateParam = get<float>(l, "surrogate_param", 25.0f);
+    s.sparseRule = choose<SparseRule>("sparse rule", get<std::string>(l, "sparse", "none"),
+                                      {{"none", SparseRule::None},
+                                       {"window", SparseRule::Window},
+                                       {"one_sided", SparseRule::OneSided}});
+    s.sparseValue = get<float>(l, "sparse_value", 0.0f);
+    spec.layers.push_back(s);
+  }
+  py::dict loss = d["loss"].cast<py::dict>();
+  spec.loss.kind = choose<LossKind>("loss", loss["name"].cast<std::string>(),
+                                    {{"ce_count", LossKind::CeCount},
+                                     {"ce_rate", LossKind::CeRate},
+                                     {"mse_count", LossKind::MseCount},
+                                     {"mse_membrane", LossKind::MseMembrane},
+                                     {"ce_max_membrane", LossKind::CeMaxMembrane}});
+  spec.loss.numClasses = get<unsigned>(loss, "num_classes", 0u);
+  spec.loss.correctRate = get<float>(loss, "correct_rate", 1.0f);
+  spec.loss.incorrectRate = get<float>(loss, "incorrect_rate", 0.0f);
+  spec.loss.onTarget = get<float>(loss, "on_target", 1.0f);
+  spec.loss.offTarget = get<float>(loss, "off_target", 0.0f);
+  py::dict opt = d["optimizer"].cast<py::dict>();
+  spec.optimizer.kind = choose<OptimizerKind>("optimizer", opt["name"].cast<std::string>(),
+                                              {{"sgd", OptimizerKind::SGD},
+                                               {"adam", OptimizerKind::Adam},
+                                               {"adamw", OptimizerKind::AdamW}});
+  spec.optimizer.lr = get<double>(opt, "lr", 1e-3);
+  spec.optimizer.momentum = get<double>(opt, "momentum", 0.0);
+  spec.optimizer.dampening = get<double>(opt, "dampening", 0.0);
+  spec.optimizer.nesterov = get<bool>(opt, "nesterov", false);
+  spec.optimizer.weightDecay = get<double>(opt, "weight_decay", 0.0);
+  spec.optimizer.beta1 = get<double>(opt, "beta1", 0.9);
+  spec.optimizer.beta2 = get<double>(opt, "beta2", 0.999);
+  spec.optimizer.eps = get<double>(opt, "eps", 1e-8);
+  spec.batchSize = d["batch_size"].cast<unsigned>();
+  spec.numSteps = d["num_steps"].cast<unsigned>();
+  spec.input = choose<InputMode>("input", get<std::string>(d, "input", "direct"),
+                                 {{"direct", InputMode::Direct}, {"per_step", InputMode::PerStep}});
+  spec.maxActivity = get<float>(d, "max_activity", 1.0f);
+  return spec;
+}
+
+const char *kParamNames[4] = {"weight", "bias", "recurrent_weight", "recurrent_bias"};
+
+std::vector<float> *member(popsnn::LayerParams &p, int i) {
+  switch (i) {
+  case 0:
+    return &p.weight;
+  case 1:
+    return &p.bias;
+  case 2:
+    return &p.recurrentWeight;
+  default:
+    return &p.recurrentBias;
+  }
+}
+
+// Layer parameters <-> a dict of arrays in PyTorch's layout.
+py::dict toDict(const popsnn::NetworkSpec &spec, unsigned l, popsnn::LayerParams &p) {
+  const auto &s = spec.layers[l];
+  py::dict out;
+  for (int i = 0; i < 4; ++i) {
+    std::vector<float> &v = *member(p, i);
+    if (v.empty())
+      continue;
+    std::vector<py::ssize_t> shape;
+    if (i == 0)
+      shape = {py::ssize_t(s.outputs), py::ssize_t(s.inputs)};
+    else if (i == 2 && s.allToAll)
+      shape = {py::ssize_t(s.outputs), py::ssize_t(s.outputs)};
+    else
+      shape = {py::ssize_t(s.outputs)};
+    py::array_t<float> a(shape);
+    std::copy(v.begin(), v.end(), a.mutable_data());
+    out[kParamNames[i]] = a;
+  }
+  return out;
+}
+
+popsnn::LayerParams fromDict(const py::dict &d) {
+  popsnn::LayerParams p;
+  for (int i = 0; i < 4; ++i) {
+    if (!d.contains(kParamNames[i]))
+      continue;
+    FloatArray a = d[kParamNames[i]].cast<FloatArray>();
+    member(p, i)->assign(a.data(), a.data() + a.size());
+  }
+  return p;
+}
+
+py::list paramsToList(const popsnn::NetworkSpec &spec, std::vector<popsnn::LayerParams> &ps) {
+  py::list out;
+  for (unsigned l = 0; l < ps.size(); ++l)
+    out.append(toDict(spec, l, ps[l]));
+  return out;
+}
+
+std::vector<popsnn::LayerParams> paramsFromList(const py::list &list) {
+  std::vector<popsnn::LayerParams> out;
+  for (auto item : list)
+    out.push_back(fromDict(item.cast<py::dict>()));
+  return out;
+}
+
+void checkSize(const char *name, std::size_t got, std::size_t expected, const std::string &shape) {
+  if (got != expected)
+    throw std::invalid_argument(std::string(name) + " has " + std::to_string(got) +
+                                " elements, the compiled network expects " +
+                                std::to_string(expected) + " (" + shape + ")");
+}
+
+struct PyNetwork {
+  std::unique_ptr<popsnn::Network> net;
+
+  std::size_t inputSize() const {
+    const auto &s = net->spec();
+    return std::size_t(s.input == popsnn::InputMode::Direct ? 1 : s.numSteps) * s.batchSize *
+           s.layers[0].inputs;
+  }
+  py::array_t<float> newSpikes() const {
+    const auto &s = net->spec();
+    return py::array_t<float>({py::ssize_t(s.numSteps), py::ssize_t(s.batchSize),
+                               py::ssize_t(s.layers.back().outputs)});
+  }
+  void checkInputs(const FloatArray &x, const IntArray *labels) const {
+    checkSize("x", x.size(), inputSize(), "the padded batch");
+    if (labels)
+      checkSize("labels", labels->size(), net->spec().batchSize, "one per sample");
+  }
+};
+
+} // namespace
+
 PYBIND11_MODULE(_native, m) {
   m.doc() = "popsnn native extension (host graph builder and Poplar-compatible runtime)";
   m.def("version", &popsnn::version, "Version of the C++ host library.");
+
+  static py::exception<popsnn::SpikeBufferOverflow> overflowError(m, "SpikeBufferOverflow",
+                                                                  PyExc_RuntimeError);
+  static py::exception<popsnn::NetworkDoesNotFit> fitError(m, "NetworkDoesNotFit",
+                                                           PyExc_MemoryError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p)
+        std::rethrow_exception(p);
+    } catch (const popsnn::SpikeBufferOverflow &e) {
+      // The numbers travel as attributes, so callers can act on them.
+      py::object cls = overflowError;
+      py::object value = cls(py::str(e.what()));
+      value.attr("layer") = e.layer;
+      value.attr("step") = e.step;
+      value.attr("needed") = e.needed;
+      value.attr("capacity") = e.capacity;
+      PyErr_SetObject(overflowError.ptr(), value.ptr());
+    } catch (const popsnn::NetworkDoesNotFit &e) {
+      py::set_error(fitError, e.what());
+    }
+  });
+
+  py::class_<PyNetwork>(m, "Network", "A spiking network compiled into one Poplar engine.")
+      .def(py::init([](const py::dict &spec, const py::dict &device, const std::string &overflow) {
+             popsnn::DeviceSpec dev;
+             dev.type = get<std::string>(device, "type", "cpu");
+             dev.numIPUs = get<unsigned>(device, "num_ipus", 1u);
+             dev.tilesPerIPU = get<unsigned>(device, "tiles_per_ipu", 0u);
+             dev.memoryBytesPerTile = get<unsigned>(device, "memory_bytes_per_tile", 0u);
+             dev.codeletsPath = get<std::string>(device, "codelets", "");
+             auto policy = choose<popsnn::OverflowPolicy>(
+                 "on_overflow", overflow,
+                 {{"error", popsnn::OverflowPolicy::Error}, {"grow", popsnn::OverflowPolicy::Grow}});
+             popsnn::NetworkSpec s = specFromDict(spec);
+             PyNetwork n;
+             py::gil_scoped_release release;
+             n.net = std::make_unique<popsnn::Network>(s, dev, policy);
+             return n;
+           }),
+           py::arg("spec"), py::arg("device"), py::arg("on_overflow") = "error")
+      .def(
+          "train_step",
+          [](PyNetwork &self, FloatArray x, IntArray labels, unsigned valid) {
+            self.checkInputs(x, &labels);
+            auto spikes = self.newSpikes();
+            float *out = spikes.mutable_data();
+            float loss;
+            {
+              py::gil_scoped_release release;
+              loss = self.net->trainStep(x.data(), labels.data(), valid, out);
+            }
+            return py::make_tuple(loss, spikes);
+          },
+          "x, labels, valid -> (loss, output spikes [T, B, C])")
+      .def(
+          "loss_and_grad",
+          [](PyNetwork &self, FloatArray x, IntArray labels, unsigned valid) {
+            self.checkInputs(x, &labels);
+            auto spikes = self.newSpikes();
+            float *out = spikes.mutable_data();
+            std::vector<popsnn::LayerParams> grads;
+            float loss;
+            {
+              py::gil_scoped_release release;
+              loss = self.net->lossAndGrad(x.data(), labels.data(), valid, grads, out);
+            }
+            return py::make_tuple(loss, paramsToList(self.net->spec(), grads), spikes);
+          },
+          "x, labels, valid -> (loss, grads, output spikes)")
+      .def("infer",
+           [](PyNetwork &self, FloatArray x) {
+             self.checkInputs(x, nullptr);
+             auto spikes = self.newSpikes();
+             float *out = spikes.mutable_data();
+             {
+               py::gil_scoped_release release;
+               self.net->infer(x.data(), out);
+             }
+             return spikes;
+           })
+      .def("get_params",
+           [](PyNetwork &self) {
+             std::vector<popsnn::LayerParams> ps;
+             {
+               py::gil_scoped_release release;
+               ps = self.net->getParams();
+             }
+             return paramsToList(self.net->spec(), ps);
+           })
+      .def("set_params",
+           [](PyNetwork &self, const py::list &params) {
+             auto ps = paramsFromList(params);
+             py::gil_scoped_release release;
+             self.net->setParams(ps);
+           })
+      .def("get_optimizer_state",
+           [](PyNetwork &self) {
+             popsnn::OptimizerState st;
+             {
+               py::gil_scoped_release release;
+               st = self.net->getOptimizerState();
+             }
+             py::list first, second;
+             for (unsigned l = 0; l < st.layers.size(); ++l) {
+               first.append(toDict(self.net->spec(), l, st.layers[l].first));
+               second.append(toDict(self.net->spec(), l, st.layers[l].second));
+             }
+             return py::make_tuple(st.steps, first, second);
+           })
+      .def("set_optimizer_state",
+           [](PyNetwork &self, unsigned steps, const py::list &first, const py::list &second) {
+             popsnn::OptimizerState st;
+             st.steps = steps;
+             auto f = paramsFromList(first), s = paramsFromList(second);
+             for (std::size_t l = 0; l < f.size(); ++l)
+               st.layers.push_back({f[l], l < s.size() ? s[l] : popsnn::LayerParams{}});
+             py::gil_scoped_release release;
+             self.net->setOptimizerState(st);
+           })
+      .def("profile", [](PyNetwork &self) { return self.net->profileEstimate(); })
+      .def("layout", [](PyNetwork &self) { return self.net->layout(); });
 }

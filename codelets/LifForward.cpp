@@ -1,0 +1,280 @@
+// Forward vertices: one shard (a contiguous block of a layer's output neurons)
+// on one tile, one time step, every sample of the batch.
+#include <poplar/Vertex.hpp>
+
+#include <cmath>
+
+#include "VertexEnums.hpp"
+
+using namespace poplar;
+using namespace popsnn::codes;
+
+namespace {
+
+inline float surrogateGrad(unsigned kind, float param, float x) {
+  switch (kind) {
+  case FAST_SIGMOID: {
+    const float d = 1.0f + param * std::fabs(x);
+    return 1.0f / (d * d);
+  }
+  case ATAN: {
+    const float z = 3.14159265358979323846f * param * x / 2.0f;
+    return (param / 2.0f) / (1.0f + z * z);
+  }
+  case SIGMOID: {
+    const float s = 0.5f * (1.0f + std::tanh(0.5f * param * x));
+    return param * s * (1.0f - s);
+  }
+  default:
+    return 1.0f;
+  }
+}
+
+inline bool carriesGradient(unsigned rule, float ruleValue, float u, float threshold) {
+  if (rule == RULE_WINDOW)
+    return std::fabs(u - threshold) < ruleValue;
+  if (rule == RULE_ONE_SIDED)
+    return u >= ruleValue;
+  return true;
+}
+
+} // namespace
+
+// I = x.W + b for direct-current input, once per minibatch (x is the same every step).
+// Zero inputs are skipped: image data is mostly zeros.
+class DirectCurrent : public Vertex {
+public:
+  Input<Vector<float>> x;       // [B, nIn]
+  Input<Vector<float>> weights; // [nIn, n] (transposed: one contiguous row per input)
+  Input<Vector<float>> bias;    // [n]
+  Output<Vector<float>> current; // [B, n]
+  unsigned batch;
+  unsigned numInputs;
+  unsigned numNeurons;
+
+  bool compute() {
+    const unsigned n = numNeurons;
+    for (unsigned b = 0; b < batch; ++b) {
+      float *out = &current[b * n];
+      for (unsigned j = 0; j < n; ++j)
+        out[j] = 0.0f;
+      const float *xb = &x[b * numInputs];
+      for (unsigned i = 0; i < numInputs; ++i) {
+        const float xi = xb[i];
+        if (xi == 0.0f)
+          continue;
+        const float *row = &weights[i * n];
+        for (unsigned j = 0; j < n; ++j)
+          out[j] += xi * row[j];
+      }
+      for (unsigned j = 0; j < n; ++j)
+        out[j] += bias[j];
+    }
+    return true;
+  }
+};
+
+// One LIF step of a shard: synaptic input, membrane update, spike decision,
+// surrogate trace, and the shard's spike-id buffer (spikes, then gradient
+// candidates) for every sample.
+class LifForward : public Vertex {
+public:
+  InOut<unsigned> step;           // device-side step counter, wraps at numSteps
+  Input<Vector<float>> current;   // INPUT_DIRECT: [B, n] (bias included)
+  Input<Vector<float>> denseIn;   // INPUT_DENSE_STEPS: [T, B, nIn]
+  Input<Vector<int>> inIds;       // INPUT_SPIKE_IDS: [numSrc, B, inStride] of the previous layer
+  Input<Vector<float>> weights;   // [nIn, n]
+  Input<Vector<float>> bias;      // [n]
+  Input<Vector<int>> recIds;      // RLEAKY_ALL_TO_ALL: own layer's buffers of step t-1 [numOwn, B, stride]
+  Input<Vector<float>> recWeights; // all-to-all: [N, n]; one-to-one: [n]
+  Input<Vector<float>> recBias;   // all-to-all: [n]
+  InOut<Vector<float>> mem;       // U [B, n]
+  InOut<Vector<float>> syn;       // J [B, n] (Synaptic)
+  InOut<Vector<float>> prevSpikes; // S[t-1] [B, n]
+  InOut<Vector<float>> scratch;   // [2n]
+  InOut<Vector<float>> surrTrace; // masked surrogate dS/dU [T, B, n]
+  InOut<Vector<int>> idTrace;     // own buffers [T, B, stride]
+  Output<Vector<int>> outIds;     // own buffers of this step [B, stride] (exchanged)
+  InOut<Vector<float>> recSpikes; // output layer: S [T, B, n]
+  InOut<Vector<float>> recMem;    // output layer: U [T, B, n]
+  InOut<Vector<unsigned>> overflow; // [OVERFLOW_FIELDS]
+
+  unsigned batch;
+  unsigned numNeurons;
+  unsigned numSteps;
+  unsigned numInputs;
+  unsigned numSrc;
+  unsigned inStride;
+  unsigned numOwn;
+  unsigned stride;
+  unsigned offset;
+  unsigned capacity;
+  unsigned neuron;
+  unsigned reset;
+  unsigned surrogate;
+  unsigned rule;
+  unsigned inputMode;
+  unsigned record;
+  float beta;
+  float alpha;
+  float threshold;
+  float surrogateParam;
+  float ruleValue;
+
+  bool compute() {
+    const unsigned t = *step;
+    const unsigned n = numNeurons;
+    if (t == 0) {
+      for (unsigned k = 0; k < OVERFLOW_FIELDS; ++k)
+        overflow[k] = 0;
+      for (unsigned k = 0; k < batch * n; ++k) {
+        mem[k] = 0.0f;
+        prevSpikes[k] = 0.0f;
+      }
+      if (neuron == SYNAPTIC)
+        for (unsigned k = 0; k < batch * n; ++k)
+          syn[k] = 0.0f;
+    }
+    for (unsigned b = 0; b < batch; ++b) {
+      // Synaptic input I[t] into scratch.
+      float *in = &scratch[0];
+      if (inputMode == INPUT_DIRECT) {
+        for (unsigned j = 0; j < n; ++j)
+          in[j] = current[b * n + j];
+      } else {
+        for (unsigned j = 0; j < n; ++j)
+          in[j] = 0.0f;
+        if (inputMode == INPUT_DENSE_STEPS) {
+          const float *xb = &denseIn[(t * batch + b) * numInputs];
+          for (unsigned i = 0; i < numInputs; ++i) {
+            const float xi = xb[i];
+            if (xi == 0.0f)
+              continue;
+            const float *row = &weights[i * n];
+            for (unsigned j = 0; j < n; ++j)
+              in[j] += xi * row[j];
+          }
+        } else {
+          for (unsigned s = 0; s < numSrc; ++s) {
+            const int *buf = &inIds[(s * batch + b) * inStride];
+            const int spikes = buf[0];
+            for (int k = 0; k < spikes; ++k) {
+              const float *row = &weights[unsigned(buf[BUFFER_HEADER + k]) * n];
+              for (unsigned j = 0; j < n; ++j)
+                in[j] += row[j];
+            }
+          }
+        }
+        for (unsigned j = 0; j < n; ++j)
+          in[j] += bias[j];
+      }
+      float *u = &mem[b * n];
+      float *prev = &prevSpikes[b * n];
+      // RLeaky's recurrent term V.S[t-1] (+ b_V), kept apart to add in the reference's order.
+      float *rec = &scratch[n];
+      if (neuron == RLEAKY_ALL_TO_ALL) {
+        // V.S[t-1] + b_V, summed over the spikes of every shard of this layer.
+        for (unsigned j = 0; j < n; ++j)
+          rec[j] = 0.0f;
+        if (t > 0)
+          for (unsigned s = 0; s < numOwn; ++s) {
+            const int *buf = &recIds[(s * batch + b) * stride];
+            for (int k = 0; k < buf[0]; ++k) {
+              const float *row = &recWeights[unsigned(buf[BUFFER_HEADER + k]) * n];
+              for (unsigned j = 0; j < n; ++j)
+                rec[j] += row[j];
+            }
+          }
+        for (unsigned j = 0; j < n; ++j)
+          rec[j] = rec[j] + recBias[j];
+      } else if (neuron == RLEAKY_ONE_TO_ONE) {
+        for (unsigned j = 0; j < n; ++j)
+          rec[j] = prev[j] * recWeights[j];
+      }
+      const bool recurrent = neuron == RLEAKY_ALL_TO_ALL || neuron == RLEAKY_ONE_TO_ONE;
+      // Membrane update; the reset R[t] = S[t-1] is decided by the previous step.
+      if (neuron == SYNAPTIC) {
+        float *jsyn = &syn[b * n];
+        for (unsigned j = 0; j < n; ++j) {
+          jsyn[j] = alpha * jsyn[j] + in[j];
+          if (reset == RESET_SUBTRACT)
+            u[j] = beta * u[j] + jsyn[j] - prev[j] * threshold;
+          else if (reset == RESET_ZERO)
+            u[j] = (1.0f - prev[j]) * (beta * u[j] + jsyn[j]);
+          else
+            u[j] = beta * u[j] + jsyn[j];
+        }
+      } else if (recurrent) {
+        // snnTorch's RLeaky zero reset zeroes the whole update, input included.
+        for (unsigned j = 0; j < n; ++j) {
+          const float base = beta * u[j] + in[j] + rec[j];
+          if (reset == RESET_SUBTRACT)
+            u[j] = base - prev[j] * threshold;
+          else if (reset == RESET_ZERO)
+            u[j] = (1.0f - prev[j]) * base;
+          else
+            u[j] = base;
+        }
+      } else {
+        for (unsigned j = 0; j < n; ++j) {
+          if (reset == RESET_SUBTRACT)
+            u[j] = beta * u[j] + in[j] - prev[j] * threshold;
+          else if (reset == RESET_ZERO)
+            u[j] = beta * (1.0f - prev[j]) * u[j] + in[j];
+          else
+            u[j] = beta * u[j] + in[j];
+        }
+      }
+      // Spikes, masked surrogate, and the id buffer: spikes first, then candidates.
+      float *sg = &surrTrace[(t * batch + b) * n];
+      int *buf = &outIds[b * stride];
+      unsigned spikes = 0, needed = 0;
+      for (unsigned j = 0; j < n; ++j) {
+        const bool spike = u[j] > threshold;
+        prev[j] = spike ? 1.0f : 0.0f;
+        sg[j] = carriesGradient(rule, ruleValue, u[j], threshold)
+                    ? surrogateGrad(surrogate, surrogateParam, u[j] - threshold)
+                    : 0.0f;
+        if (spike) {
+          if (needed < capacity)
+            buf[BUFFER_HEADER + needed] = int(offset + j);
+          ++needed;
+        }
+      }
+      spikes = needed;
+      if (rule != RULE_NONE) {
+        for (unsigned j = 0; j < n; ++j) {
+          if (prev[j] == 0.0f && sg[j] != 0.0f) {
+            if (needed < capacity)
+              buf[BUFFER_HEADER + needed] = int(offset + j);
+            ++needed;
+          }
+        }
+      }
+      if (needed > capacity) {
+        // Never truncate silently: the host reads these and refuses the result.
+        if (overflow[OVERFLOWED] == 0)
+          overflow[FIRST_STEP] = t + 1;
+        overflow[OVERFLOWED] += 1;
+        if (needed > overflow[MOST_NEEDED])
+          overflow[MOST_NEEDED] = needed;
+      }
+      buf[0] = int(spikes < capacity ? spikes : capacity);
+      buf[1] = int(needed < capacity ? needed : capacity);
+      int *traced = &idTrace[(t * batch + b) * stride];
+      const unsigned used = BUFFER_HEADER + unsigned(buf[1]);
+      for (unsigned k = 0; k < used; ++k)
+        traced[k] = buf[k];
+      if (record) {
+        float *rs = &recSpikes[(t * batch + b) * n];
+        float *rm = &recMem[(t * batch + b) * n];
+        for (unsigned j = 0; j < n; ++j) {
+          rs[j] = prev[j];
+          rm[j] = u[j];
+        }
+      }
+    }
+    *step = (t + 1 == numSteps) ? 0 : t + 1;
+    return true;
+  }
+};

@@ -1,0 +1,30 @@
+// Codes shared by popsnn's vertices and the host graph builder. Plain C++ with
+// no dependencies: popc compiles it for the IPU, the builder includes it on the
+// host, so the two can never disagree on what a code means.
+#pragma once
+
+namespace popsnn {
+namespace codes {
+
+enum Neuron : unsigned { LEAKY = 0, SYNAPTIC = 1, RLEAKY_ALL_TO_ALL = 2, RLEAKY_ONE_TO_ONE = 3 };
+enum Reset : unsigned { RESET_SUBTRACT = 0, RESET_ZERO = 1, RESET_NONE = 2 };
+enum Surrogate : unsigned { FAST_SIGMOID = 0, ATAN = 1, SIGMOID = 2, STRAIGHT_THROUGH = 3 };
+enum Rule : unsigned { RULE_NONE = 0, RULE_WINDOW = 1, RULE_ONE_SIDED = 2 };
+// Where a layer's synaptic input comes from.
+enum InputSource : unsigned {
+  INPUT_DIRECT = 0,      // x [B, N_in] the same every step: x.W computed once per minibatch
+  INPUT_DENSE_STEPS = 1, // x [T, B, N_in], one tensor per step: zeros skipped
+  INPUT_SPIKE_IDS = 2,   // the previous layer's spike-id buffers
+};
+enum Loss : unsigned {
+  CE_COUNT = 0, CE_RATE = 1, MSE_COUNT = 2, MSE_MEMBRANE = 3, CE_MAX_MEMBRANE = 4
+};
+
+// A spike buffer per (step, sample, shard): [spike count, spike + candidate count, ids...].
+constexpr unsigned BUFFER_HEADER = 2;
+// overflow[OVERFLOWED] buffers that overflowed; overflow[FIRST_STEP] = first such step + 1;
+// overflow[MOST_NEEDED] = largest number of entries a buffer needed.
+enum OverflowField : unsigned { OVERFLOWED = 0, FIRST_STEP = 1, MOST_NEEDED = 2, OVERFLOW_FIELDS = 3 };
+
+} // namespace codes
+} // namespace popsnn

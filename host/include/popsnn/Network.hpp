@@ -1,0 +1,80 @@
+// popsnn::Network: a spiking network compiled into one Poplar graph and engine,
+// trainable and runnable from C++ without Python.
+//
+//   popsnn::NetworkSpec spec;           // layers, loss, optimiser, batch, steps
+//   popsnn::Network net(spec, popsnn::DeviceSpec{"cpu"});
+//   net.setParams(params);              // PyTorch layout
+//   float loss = net.trainStep(x, labels, batch, spikes);
+//   net.infer(x, batch, spikes);        // spikes [T, B, C]
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "popsnn/NetworkSpec.hpp"
+
+namespace popsnn {
+
+// A spike buffer could not hold a step's spikes and gradient candidates.
+class SpikeBufferOverflow : public std::runtime_error {
+public:
+  SpikeBufferOverflow(const std::string &what, unsigned layer, unsigned step, unsigned needed,
+                      unsigned capacity)
+      : std::runtime_error(what), layer(layer), step(step), needed(needed), capacity(capacity) {}
+  unsigned layer, step, needed, capacity;
+};
+
+// The network does not fit the device's memory per tile.
+class NetworkDoesNotFit : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class OverflowPolicy {
+  Error, // throw SpikeBufferOverflow before anything is updated
+  Grow,  // recompile with buffers large enough and redo the step
+};
+
+class Network {
+public:
+  Network(const NetworkSpec &spec, const DeviceSpec &device,
+          OverflowPolicy onOverflow = OverflowPolicy::Error);
+  ~Network();
+  Network(const Network &) = delete;
+  Network &operator=(const Network &) = delete;
+
+  const NetworkSpec &spec() const;
+
+  // x: [B, N_in] (InputMode::Direct) or [T, B, N_in] (PerStep), float32, row-major.
+  // labels: [B]. Only the first `validSamples` samples count (a last, partial batch):
+  // the loss is their mean and the others get zero gradient. outSpikes (optional):
+  // [T, B, C] output spikes. Returns the loss.
+  float trainStep(const float *x, const int *labels, unsigned validSamples,
+                  float *outSpikes = nullptr);
+  // Loss and gradients (PyTorch layout) without updating anything.
+  float lossAndGrad(const float *x, const int *labels, unsigned validSamples,
+                    std::vector<LayerParams> &grads, float *outSpikes = nullptr);
+  void infer(const float *x, float *outSpikes);
+
+  std::vector<LayerParams> getParams();
+  void setParams(const std::vector<LayerParams> &params);
+  OptimizerState getOptimizerState();
+  void setOptimizerState(const OptimizerState &state);
+
+  // The runtime's cycle/byte estimates of the runs so far and the graph's memory.
+  // Every figure is an ESTIMATE of the IPU cost model, never measured on an IPU.
+  std::map<std::string, double> profileEstimate() const;
+  // The graph's layout: tiles used, shards per layer, buffer capacities.
+  std::map<std::string, double> layout() const;
+
+  class Impl;
+
+private:
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace popsnn

@@ -1,0 +1,106 @@
+// popsnn's network description on the C++ side: what the graph builder turns
+// into a Poplar graph. Mirrors python/popsnn/layers.py, losses.py and optim.py.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace popsnn {
+
+enum class NeuronType { Leaky, Synaptic, RLeaky };
+enum class ResetMechanism { Subtract, Zero, None };
+enum class SurrogateKind { FastSigmoid, Atan, Sigmoid, StraightThrough };
+// Which (t, b, j) entries carry gradient (SPEC section 1): all, |U - threshold| < value,
+// or U >= value.
+enum class SparseRule { None, Window, OneSided };
+enum class LossKind { CeCount, CeRate, MseCount, MseMembrane, CeMaxMembrane };
+enum class OptimizerKind { SGD, Adam, AdamW };
+// Direct: x [B, N_in] fed as current at every step. PerStep: x [T, B, N_in] (e.g. spikes).
+enum class InputMode { Direct, PerStep };
+
+// One (Linear, neuron) pair.
+struct LayerSpec {
+  unsigned inputs = 0;
+  unsigned outputs = 0;
+  bool bias = true;
+  NeuronType neuron = NeuronType::Leaky;
+  bool allToAll = true; // RLeaky: V is [N, N] with a bias (true) or one weight per neuron
+  float beta = 0.9f;
+  float alpha = 0.8f; // Synaptic
+  float threshold = 1.0f;
+  ResetMechanism reset = ResetMechanism::Subtract;
+  SurrogateKind surrogate = SurrogateKind::FastSigmoid;
+  float surrogateParam = 25.0f;
+  SparseRule sparseRule = SparseRule::None;
+  float sparseValue = 0.0f; // b_th (Window) or theta_grad (OneSided)
+};
+
+struct LossSpec {
+  LossKind kind = LossKind::CeCount;
+  unsigned numClasses = 0; // 0: one class per output neuron; fewer: a population code
+  float correctRate = 1.0f;   // mse_count
+  float incorrectRate = 0.0f; // mse_count
+  float onTarget = 1.0f;      // mse_membrane
+  float offTarget = 0.0f;     // mse_membrane
+};
+
+struct OptimizerSpec {
+  OptimizerKind kind = OptimizerKind::SGD;
+  double lr = 1e-3;
+  double momentum = 0.0;  // SGD
+  double dampening = 0.0; // SGD
+  bool nesterov = false;  // SGD
+  double weightDecay = 0.0;
+  double beta1 = 0.9; // Adam, AdamW
+  double beta2 = 0.999;
+  double eps = 1e-8;
+};
+
+struct NetworkSpec {
+  std::vector<LayerSpec> layers;
+  LossSpec loss;
+  OptimizerSpec optimizer;
+  unsigned batchSize = 1;
+  unsigned numSteps = 1;
+  InputMode input = InputMode::Direct;
+  // Spike-buffer capacity per (step, sample, shard), as a fraction of the shard's
+  // neurons: spikes plus gradient candidates beyond it are an overflow (an error,
+  // or a recompile with larger buffers; never a silent truncation).
+  float maxActivity = 1.0f;
+
+  // Throws std::invalid_argument naming the offending field, value and fix.
+  void validate() const;
+};
+
+// Where the network runs: "cpu" (tiles = this machine's hardware threads, or
+// $POPSNN_CPU_TILES), "ipu-model" (IPU geometry and memory enforced, cycle
+// estimates on) or "ipu" (hardware, through poplar::DeviceManager).
+struct DeviceSpec {
+  std::string type = "cpu";
+  unsigned numIPUs = 1;
+  unsigned tilesPerIPU = 0;        // 0: the device's default (1,472 for ipu-model)
+  unsigned memoryBytesPerTile = 0; // 0: the device's default (624 KiB for ipu-model)
+  // The codelet object built with the package (popsnn_codelets.gp); empty: $POPSNN_CODELETS.
+  std::string codeletsPath;
+};
+
+// Parameters of one layer in PyTorch's layout (weight [out, in] row-major).
+struct LayerParams {
+  std::vector<float> weight;
+  std::vector<float> bias;            // [out] (empty without a bias)
+  std::vector<float> recurrentWeight; // RLeaky: [out, out] or [out]
+  std::vector<float> recurrentBias;   // RLeaky all-to-all: [out]
+};
+
+// Optimiser state of one layer, same layout as LayerParams (PyTorch's names:
+// SGD momentum_buffer in `first`; Adam exp_avg in `first`, exp_avg_sq in `second`).
+struct LayerOptimizerState {
+  LayerParams first;
+  LayerParams second;
+};
+struct OptimizerState {
+  unsigned steps = 0; // optimiser steps taken
+  std::vector<LayerOptimizerState> layers;
+};
+
+} // namespace popsnn

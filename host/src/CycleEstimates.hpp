@@ -1,0 +1,28 @@
+// Cycle estimates of popsnn's vertices, one function per vertex name in one
+// table (the house style of Graphcore's libraries). They are ESTIMATES of a
+// single IPU worker's cycles, for the cost model; nothing here was measured on
+// an IPU.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace popsnn {
+
+// The sizes a vertex instance works on. `active` is the expected number of
+// entries per (sample, step) in a sparse input or candidate list (the buffer
+// capacity: an upper bound).
+struct VertexWork {
+  unsigned batch = 0;
+  unsigned neurons = 0; // the shard's neurons
+  unsigned inputs = 0;  // fan-in
+  unsigned steps = 0;
+  unsigned activeInputs = 0;
+  unsigned activeCandidates = 0;
+  unsigned elements = 0; // optimiser steps and the loss: elements touched
+};
+
+// Throws std::logic_error for a vertex without an estimator.
+std::uint64_t estimateCycles(const std::string &vertex, const VertexWork &work);
+
+} // namespace popsnn

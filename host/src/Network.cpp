@@ -1,0 +1,1172 @@
+// The graph builder: a NetworkSpec -> one Poplar graph, its programs and its
+// engine. Ordinary Poplar user code (only Poplar's public API), so the same
+// source builds against Graphcore's SDK.
+//
+// Mapping (SPEC section 2): every layer is sharded by output neuron over the
+// tiles; a shard keeps its neurons' whole fan-in (weight columns, stored
+// transposed as [in, shard] so one input's row is contiguous), optimiser state
+// and traces. Only spike-id buffers, dL/dS partials, the batch and the output
+// records cross tiles.
+//
+// Programs: 0 forward (input, T steps in a Repeat, gather of the output
+// records), 1 loss + backward + optimiser, 2 loss + backward (gradients only).
+// Vertices keep device-side step counters, so one compute set per layer serves
+// every step.
+#include "popsnn/Network.hpp"
+
+#include <poplar/DeviceManager.hpp>
+#include <poplar/Engine.hpp>
+#include <poplar/Graph.hpp>
+#include <poplar/IPUModel.hpp>
+#include <poplar/Program.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "CycleEstimates.hpp"
+#include "VertexEnums.hpp"
+
+namespace popsnn {
+
+using namespace poplar;
+using namespace poplar::program;
+
+namespace {
+
+std::string str(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+[[noreturn]] void invalid(const std::string &what) { throw std::invalid_argument(what); }
+
+unsigned ceilDiv(unsigned a, unsigned b) { return (a + b - 1) / b; }
+
+} // namespace
+
+void NetworkSpec::validate() const {
+  if (layers.empty())
+    invalid("NetworkSpec.layers is empty; give at least one layer");
+  if (batchSize == 0)
+    invalid("NetworkSpec.batchSize must be >= 1, got 0");
+  if (numSteps == 0)
+    invalid("NetworkSpec.numSteps must be >= 1, got 0");
+  if (!(maxActivity > 0.0f && maxActivity <= 1.0f))
+    invalid("NetworkSpec.maxActivity must lie in (0, 1], got " + str(maxActivity));
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    const LayerSpec &s = layers[l];
+    const std::string at = "layer " + std::to_string(l) + ": ";
+    if (s.inputs == 0 || s.outputs == 0)
+      invalid(at + "inputs and outputs must be >= 1, got " + std::to_string(s.inputs) + " and " +
+              std::to_string(s.outputs));
+    if (l > 0 && s.inputs != layers[l - 1].outputs)
+      invalid(at + "inputs=" + std::to_string(s.inputs) + " does not match the previous layer's " +
+              "outputs=" + std::to_string(layers[l - 1].outputs));
+    if (!(s.beta >= 0.0f && s.beta <= 1.0f))
+      invalid(at + "beta must lie in [0, 1], got " + str(s.beta));
+    if (!(s.alpha >= 0.0f && s.alpha <= 1.0f))
+      invalid(at + "alpha must lie in [0, 1], got " + str(s.alpha));
+    if (!(s.threshold > 0.0f) || !std::isfinite(s.threshold))
+      invalid(at + "threshold must be a finite number > 0, got " + str(s.threshold));
+    if (s.sparseRule == SparseRule::Window && !(s.sparseValue > 0.0f))
+      invalid(at + "the window rule's b_th must be > 0, got " + str(s.sparseValue));
+    if (s.sparseRule == SparseRule::OneSided && !(s.sparseValue < s.threshold))
+      invalid(at + "the one-sided rule's theta_grad must be below the threshold " +
+              str(s.threshold) + ", got " + str(s.sparseValue));
+  }
+  const unsigned C = layers.back().outputs;
+  const unsigned K = loss.numClasses ? loss.numClasses : C;
+  if (C % K)
+    invalid("loss.numClasses=" + std::to_string(K) + " does not divide the " + std::to_string(C) +
+            " outputs; a population code needs a multiple of the number of classes");
+  if (K != C && (loss.kind == LossKind::CeRate || loss.kind == LossKind::MseMembrane ||
+                 loss.kind == LossKind::CeMaxMembrane))
+    invalid("this loss has no population code: numClasses must equal the " + std::to_string(C) +
+            " outputs, got " + std::to_string(K));
+}
+
+// ---------------------------------------------------------------------------
+
+namespace {
+
+struct Shard {
+  unsigned tile = 0, first = 0, size = 0, capacity = 0;
+  // Parameters, their gradients and optimiser state: index P_WEIGHT.. below.
+  Tensor param[4], grad[4], opt1[4], opt2[4], optCount[4];
+  Tensor mem, syn, prevSpikes, fwdScratch, surrTrace, idTrace, outIds, overflow;
+  Tensor stepForward, stepPublish, stepBackward;
+  Tensor xLocal, current, currentGradSum;
+  Tensor inRecv, recRecv, prevIds, recEpsOut, recEpsRecv;
+  Tensor gradMem, gradSyn, epsOut, epsRecv, bwdScratch;
+  Tensor recSpikes, recMem, lossGradS, lossGradU;
+};
+enum ParamIndex { P_WEIGHT = 0, P_BIAS = 1, P_REC_WEIGHT = 2, P_REC_BIAS = 3 };
+
+struct Layer {
+  LayerSpec spec;
+  unsigned index = 0, shardSize = 0, stride = 0, inputMode = 0;
+  bool a2a = false, o2o = false, isOutput = false;
+  std::vector<Shard> shards;
+  bool hasParam(unsigned p) const {
+    return p == P_WEIGHT || (p == P_BIAS && spec.bias) || (p == P_REC_WEIGHT && (a2a || o2o)) ||
+           (p == P_REC_BIAS && a2a);
+  }
+};
+
+unsigned neuronCode(const LayerSpec &s) {
+  if (s.neuron == NeuronType::Synaptic)
+    return codes::SYNAPTIC;
+  if (s.neuron == NeuronType::RLeaky)
+    return s.allToAll ? codes::RLEAKY_ALL_TO_ALL : codes::RLEAKY_ONE_TO_ONE;
+  return codes::LEAKY;
+}
+
+const char *layerKind(const LayerSpec &s) {
+  switch (s.neuron) {
+  case NeuronType::Synaptic:
+    return "Synaptic";
+  case NeuronType::RLeaky:
+    return "RLeaky";
+  default:
+    return "Leaky";
+  }
+}
+
+} // namespace
+
+class Network::Impl {
+public:
+  Impl(const NetworkSpec &s, const DeviceSpec &d, OverflowPolicy p)
+      : spec(s), deviceSpec(d), policy(p) {
+    spec.validate();
+    build();
+  }
+
+  NetworkSpec spec;
+  DeviceSpec deviceSpec;
+  OverflowPolicy policy;
+
+  Device device;
+  std::unique_ptr<Graph> graph;
+  std::unique_ptr<Engine> engine;
+  std::vector<Layer> layers;
+  unsigned numTiles = 0, numOutputs = 0, numClasses = 0, outShardSize = 0;
+  std::uint64_t optimizerSteps = 0;
+  // Bytes of popsnn's tensors per tile and layer, for the does-not-fit error.
+  std::vector<std::vector<std::uint64_t>> tileLayerBytes;
+
+  Tensor xHost, labels, sampleWeights, lossValue, gatheredS, gatheredU, gradS, gradU, lossScratch;
+
+  // -- building ---------------------------------------------------------------
+
+  Device makeDevice() {
+    const std::string &type = deviceSpec.type;
+    if (type == "cpu")
+      return Device::createCPUDevice();
+    if (type == "ipu-model") {
+      IPUModel model("ipu2");
+      model.numIPUs = deviceSpec.numIPUs;
+      if (deviceSpec.tilesPerIPU)
+        model.tilesPerIPU = deviceSpec.tilesPerIPU;
+      if (deviceSpec.memoryBytesPerTile)
+        model.memoryBytesPerTile = deviceSpec.memoryBytesPerTile;
+      return model.createDevice();
+    }
+    if (type == "ipu") {
+      auto manager = DeviceManager::createDeviceManager();
+      for (auto &candidate : manager.getDevices(TargetType::IPU, deviceSpec.numIPUs)) {
+        if (candidate.attach())
+          return std::move(candidate);
+      }
+      throw std::runtime_error("device 'ipu': no IPU with " + std::to_string(deviceSpec.numIPUs) +
+                               " IPU(s) could be attached on this machine; use device "
+                               "'ipu-model' (IPU geometry on the CPU) or 'cpu'");
+    }
+    invalid("device type must be 'cpu', 'ipu-model' or 'ipu', got '" + type + "'");
+  }
+
+  std::string codeletsPath() const {
+    if (!deviceSpec.codeletsPath.empty())
+      return deviceSpec.codeletsPath;
+    if (const char *env = std::getenv("POPSNN_CODELETS"))
+      return env;
+    throw std::runtime_error("popsnn: no codelet object given: set DeviceSpec.codeletsPath to "
+                             "the installed popsnn_codelets.gp (CMake: ${POPSNN_CODELETS}) or "
+                             "the POPSNN_CODELETS environment variable");
+  }
+
+  Tensor var(const Type &type, std::size_t n, unsigned tile, const std::string &name,
+             int layer = -1) {
+    Tensor t = graph->addVariable(type, {n}, name);
+    graph->setTileMapping(t, tile);
+    if (layer >= 0)
+      tileLayerBytes[tile][layer] += n * type.sizeInBytes();
+    return t;
+  }
+  Tensor zeros(const Type &type, std::size_t n, unsigned tile, const std::string &name,
+               int layer = -1) {
+    Tensor t = var(type, n, tile, name, layer);
+    if (type == FLOAT)
+      graph->setInitialValue(t, 0.0f);
+    else if (type == INT)
+      graph->setInitialValue(t, 0);
+    else
+      graph->setInitialValue(t, 0u);
+    return t;
+  }
+
+  // Unused fields of a general vertex are connected to a 1-element placeholder.
+  std::map<std::pair<unsigned, std::string>, Tensor> dummies;
+  unsigned dummyCount = 0;
+  Tensor dummyIn(const Type &type, unsigned tile) {
+    auto key = std::make_pair(tile, type.toString());
+    auto it = dummies.find(key);
+    if (it != dummies.end())
+      return it->second;
+    Tensor t = zeros(type, 1, tile, "unused");
+    dummies[key] = t;
+    return t;
+  }
+  Tensor dummyOut(const Type &type, unsigned tile) {
+    return zeros(type, 1, tile, "unused_out" + std::to_string(dummyCount++));
+  }
+  static Tensor orElse(const Tensor &t, const Tensor &fallback) { return t.valid() ? t : fallback; }
+
+  void plan() {
+    const Target &target = device.getTarget();
+    numTiles = target.getNumTiles();
+    const unsigned L = spec.layers.size();
+    tileLayerBytes.assign(numTiles, std::vector<std::uint64_t>(L + 1, 0));
+    layers.clear();
+    for (unsigned l = 0; l < L; ++l) {
+      Layer layer;
+      layer.spec = spec.layers[l];
+      layer.index = l;
+      layer.a2a = layer.spec.neuron == NeuronType::RLeaky && layer.spec.allToAll;
+      layer.o2o = layer.spec.neuron == NeuronType::RLeaky && !layer.spec.allToAll;
+      layer.isOutput = l + 1 == L;
+      layer.inputMode = l > 0 ? codes::INPUT_SPIKE_IDS
+                        : spec.input == InputMode::Direct ? codes::INPUT_DIRECT
+                                                          : codes::INPUT_DENSE_STEPS;
+      const unsigned N = layer.spec.outputs;
+      // Spread every layer over all tiles: layers run one after the other, so
+      // each phase gets the whole machine.
+      layer.shardSize = ceilDiv(N, std::min(N, numTiles));
+      const unsigned numShards = ceilDiv(N, layer.shardSize);
+      unsigned maxCapacity = 1;
+      for (unsigned k = 0; k < numShards; ++k) {
+        Shard sh;
+        sh.tile = k;
+        sh.first = k * layer.shardSize;
+        sh.size = std::min(layer.shardSize, N - sh.first);
+        sh.capacity = std::min<unsigned>(
+            sh.size, std::max(1u, unsigned(std::ceil(double(spec.maxActivity) * sh.size))));
+        maxCapacity = std::max(maxCapacity, sh.capacity);
+        layer.shards.push_back(sh);
+      }
+      layer.stride = codes::BUFFER_HEADER + maxCapacity;
+      layers.push_back(std::move(layer));
+    }
+    numOutputs = spec.layers.back().outputs;
+    numClasses = spec.loss.numClasses ? spec.loss.numClasses : numOutputs;
+    outShardSize = layers.back().shardSize;
+  }
+
+  void checkMemory() {
+    const Target &target = device.getTarget();
+    if (!target.checksMemory())
+      return;
+    const std::uint64_t available = target.getBytesPerTile();
+    for (unsigned tile = 0; tile < numTiles; ++tile) {
+      std::uint64_t total = 0;
+      unsigned worst = 0;
+      for (unsigned l = 0; l < tileLayerBytes[tile].size(); ++l) {
+        total += tileLayerBytes[tile][l];
+        if (tileLayerBytes[tile][l] > tileLayerBytes[tile][worst])
+          worst = l;
+      }
+      if (total > available) {
+        std::ostringstream msg;
+        msg << "the network does not fit: tile " << tile << " needs " << total
+            << " bytes for popsnn's tensors but has " << available << " bytes; ";
+        if (worst < layers.size())
+          msg << "layer " << worst << " (" << layerKind(layers[worst].spec) << ", "
+              << layers[worst].spec.inputs << " -> " << layers[worst].spec.outputs
+              << " neurons, " << layers[worst].shardSize << " per tile) takes "
+              << tileLayerBytes[tile][worst] << " of them";
+        else
+          msg << "the loss and the output records take " << tileLayerBytes[tile][worst];
+        msg << ". Fix: more tiles (tiles_per_ipu, num_ipus: " << numTiles
+            << " now), a smaller batch (" << spec.batchSize << ") or fewer steps ("
+            << spec.numSteps << "), or a lower max_activity (" << spec.maxActivity << ")";
+        throw NetworkDoesNotFit(msg.str());
+      }
+    }
+  }
+
+  void setEstimate(VertexRef v, const std::string &name, const VertexWork &w) {
+    graph->setPerfEstimate(v, estimateCycles(name, w));
+  }
+
+  template <typename T> void setField(VertexRef v, const char *field, T value) {
+    graph->setInitialValue(v[field], value);
+  }
+
+  void createShardTensors(Layer &layer) {
+    const unsigned B = spec.batchSize, T = spec.numSteps;
+    const unsigned l = layer.index;
+    const unsigned nIn = layer.spec.inputs, N = layer.spec.outputs;
+    const std::string base = "layer" + std::to_string(l) + "/shard";
+    for (unsigned k = 0; k < layer.shards.size(); ++k) {
+      Shard &sh = layer.shards[k];
+      const unsigned n = sh.size, tile = sh.tile;
+      const std::string name = base + std::to_string(k) + "/";
+      const int L = int(l);
+      auto paramSize = [&](unsigned p) -> std::size_t {
+        switch (p) {
+        case P_WEIGHT:
+          return std::size_t(nIn) * n;
+        case P_REC_WEIGHT:
+          return layer.a2a ? std::size_t(N) * n : n;
+        default:
+          return n;
+        }
+      };
+      const char *pname[4] = {"weight", "bias", "recurrent_weight", "recurrent_bias"};
+      for (unsigned p = 0; p < 4; ++p) {
+        // The bias always exists on the device (zero and never updated without one).
+        if (!layer.hasParam(p) && p != P_BIAS)
+          continue;
+        sh.param[p] = zeros(FLOAT, paramSize(p), tile, name + pname[p], L);
+        sh.grad[p] = zeros(FLOAT, paramSize(p), tile, name + "grad_" + pname[p], L);
+        if (!layer.hasParam(p))
+          continue;
+        const OptimizerSpec &o = spec.optimizer;
+        const bool sgd = o.kind == OptimizerKind::SGD;
+        if (!sgd || o.momentum != 0.0)
+          sh.opt1[p] = zeros(FLOAT, paramSize(p), tile, name + "opt1_" + pname[p], L);
+        if (!sgd)
+          sh.opt2[p] = zeros(FLOAT, paramSize(p), tile, name + "opt2_" + pname[p], L);
+        sh.optCount[p] = zeros(UNSIGNED_INT, 1, tile, name + "count_" + pname[p], L);
+      }
+      sh.mem = zeros(FLOAT, B * n, tile, name + "mem", L);
+      if (layer.spec.neuron == NeuronType::Synaptic) {
+        sh.syn = zeros(FLOAT, B * n, tile, name + "syn", L);
+        sh.gradSyn = zeros(FLOAT, B * n, tile, name + "grad_syn", L);
+      }
+      sh.prevSpikes = zeros(FLOAT, B * n, tile, name + "prev_spikes", L);
+      sh.fwdScratch = zeros(FLOAT, 2 * n, tile, name + "fwd_scratch", L);
+      sh.bwdScratch = zeros(FLOAT, 2 * n, tile, name + "bwd_scratch", L);
+      sh.surrTrace = zeros(FLOAT, std::size_t(T) * B * n, tile, name + "surrogate_trace", L);
+      sh.idTrace = zeros(INT, std::size_t(T) * B * layer.stride, tile, name + "id_trace", L);
+      sh.outIds = zeros(INT, B * layer.stride, tile, name + "ids", L);
+      sh.overflow = zeros(UNSIGNED_INT, codes::OVERFLOW_FIELDS, tile, name + "overflow", L);
+      sh.stepForward = zeros(UNSIGNED_INT, 1, tile, name + "step_forward", L);
+      sh.stepPublish = zeros(UNSIGNED_INT, 1, tile, name + "step_publish", L);
+      sh.stepBackward = zeros(UNSIGNED_INT, 1, tile, name + "step_backward", L);
+      sh.gradMem = zeros(FLOAT, B * n, tile, name + "grad_mem", L);
+      if (layer.inputMode == codes::INPUT_DIRECT) {
+        sh.xLocal = zeros(FLOAT, std::size_t(B) * nIn, tile, name + "x", L);
+        sh.current = zeros(FLOAT, B * n, tile, name + "current", L);
+        sh.currentGradSum = zeros(FLOAT, B * n, tile, name + "current_grad_sum", L);
+      } else if (layer.inputMode == codes::INPUT_DENSE_STEPS) {
+        sh.xLocal = zeros(FLOAT, std::size_t(T) * B * nIn, tile, name + "x", L);
+      } else {
+        const Layer &prev = layers[l - 1];
+        sh.inRecv = zeros(INT, prev.shards.size() * B * prev.stride, tile, name + "in_ids", L);
+        sh.epsOut = zeros(FLOAT, std::size_t(B) * nIn, tile, name + "eps_out", L);
+      }
+      if (layer.a2a) {
+        sh.recRecv = zeros(INT, layer.shards.size() * B * layer.stride, tile, name + "rec_ids", L);
+        sh.prevIds = zeros(INT, B * layer.stride, tile, name + "prev_ids", L);
+        sh.recEpsOut = zeros(FLOAT, std::size_t(B) * N, tile, name + "rec_eps_out", L);
+        sh.recEpsRecv = zeros(FLOAT, layer.shards.size() * B * n, tile, name + "rec_eps_in", L);
+      }
+      if (!layer.isOutput) {
+        const Layer &next = layers[l + 1];
+        sh.epsRecv = zeros(FLOAT, next.shards.size() * B * n, tile, name + "eps_in", L);
+      } else {
+        sh.recSpikes = zeros(FLOAT, std::size_t(T) * B * n, tile, name + "out_spikes", L);
+        sh.recMem = zeros(FLOAT, std::size_t(T) * B * n, tile, name + "out_mem", L);
+        sh.lossGradS = zeros(FLOAT, std::size_t(T) * B * n, tile, name + "loss_grad_spikes", L);
+        sh.lossGradU = zeros(FLOAT, std::size_t(T) * B * n, tile, name + "loss_grad_mem", L);
+      }
+    }
+  }
+
+  // Copy programs made of many contiguous pieces, as one exchange phase.
+  struct CopyList {
+    std::vector<Tensor> src, dst;
+    void add(const Tensor &s, const Tensor &d) {
+      src.push_back(s);
+      dst.push_back(d);
+    }
+    Program program() const {
+      if (src.empty())
+        return Sequence();
+      return Copy(concat(src), concat(dst));
+    }
+  };
+
+  // Shard s of `from`'s id buffers into every shard of `to` (slot s of a [S, B, stride] block).
+  CopyList idCopies(const Layer &from, const Layer &to, bool intoRecurrent, bool previous) {
+    CopyList c;
+    const unsigned B = spec.batchSize, slot = B * from.stride;
+    for (const Shard &dst : to.shards)
+      for (unsigned s = 0; s < from.shards.size(); ++s) {
+        const Tensor &src = previous ? from.shards[s].prevIds : from.shards[s].outIds;
+        const Tensor &into = intoRecurrent ? dst.recRecv : dst.inRecv;
+        c.add(src, into.slice(s * slot, (s + 1) * slot));
+      }
+    return c;
+  }
+
+  // Shard-major dL/dS partials of every shard of `from` into the shards of `to`.
+  CopyList epsCopies(const Layer &from, const Layer &to, bool recurrent) {
+    CopyList c;
+    const unsigned B = spec.batchSize;
+    for (unsigned s = 0; s < from.shards.size(); ++s) {
+      const Tensor &src = recurrent ? from.shards[s].recEpsOut : from.shards[s].epsOut;
+      for (const Shard &dst : to.shards) {
+        const Tensor &into = recurrent ? dst.recEpsRecv : dst.epsRecv;
+        c.add(src.slice(B * dst.first, B * (dst.first + dst.size)),
+              into.slice(s * B * dst.size, (s + 1) * B * dst.size));
+      }
+    }
+    return c;
+  }
+
+  void build() {
+    device = makeDevice();
+    graph = std::make_unique<Graph>(device.getTarget());
+    const std::string codelets = codeletsPath();
+    graph->addCodelets(StringRef(codelets));
+    plan();
+    const unsigned B = spec.batchSize, T = spec.numSteps;
+    const unsigned L = layers.size();
+    for (auto &layer : layers)
+      createShardTensors(layer);
+
+    // Host-facing tensors and the loss, on tile 0.
+    const unsigned nIn0 = spec.layers[0].inputs;
+    const std::size_t xSize =
+        std::size_t(spec.input == InputMode::Direct ? 1 : T) * B * nIn0;
+    const int lossTag = int(L);
+    xHost = zeros(FLOAT, xSize, 0, "x", lossTag);
+    labels = zeros(INT, B, 0, "labels", lossTag);
+    sampleWeights = zeros(FLOAT, B, 0, "sample_weights", lossTag);
+    lossValue = zeros(FLOAT, 1, 0, "loss", lossTag);
+    const std::size_t outSize = std::size_t(T) * B * numOutputs;
+    gatheredS = zeros(FLOAT, outSize, 0, "gathered_spikes", lossTag);
+    gatheredU = zeros(FLOAT, outSize, 0, "gathered_mem", lossTag);
+    gradS = zeros(FLOAT, outSize, 0, "loss_grad_spikes", lossTag);
+    gradU = zeros(FLOAT, outSize, 0, "loss_grad_mem", lossTag);
+    lossScratch = zeros(FLOAT, 2 * numOutputs, 0, "loss_scratch", lossTag);
+    checkMemory();
+
+    graph->createHostWrite("x", xHost);
+    graph->createHostWrite("labels", labels);
+    graph->createHostWrite("sample_weights", sampleWeights);
+    graph->createHostRead("loss", lossValue);
+    graph->createHostRead("spikes", gatheredS);
+
+    // ---- compute sets
+    ComputeSet csDirect = graph->addComputeSet("direct_current");
+    ComputeSet csDirectGrad = graph->addComputeSet("direct_weight_grad");
+    ComputeSet csPublish = graph->addComputeSet("publish_ids");
+    ComputeSet csLoss = graph->addComputeSet("loss");
+    ComputeSet csOptim = graph->addComputeSet("optimiser");
+    std::vector<ComputeSet> csForward, csBackward;
+    bool anyPublish = false;
+    for (auto &layer : layers) {
+      const std::string tag = "layer" + std::to_string(layer.index);
+      csForward.push_back(graph->addComputeSet(tag + "/forward"));
+      csBackward.push_back(graph->addComputeSet(tag + "/backward"));
+      addLayerVertices(layer, csDirect, csForward.back(), csPublish, csBackward.back(),
+                       csDirectGrad, csOptim, anyPublish);
+    }
+    addLossVertex(csLoss);
+
+    // ---- exchanges
+    CopyList xCopy;
+    for (const Shard &sh : layers[0].shards)
+      xCopy.add(xHost, sh.xLocal);
+    std::vector<Program> forwardIds(L), selfIds(L), previousIds(L), epsBack(L), recEpsBack(L);
+    for (unsigned l = 0; l < L; ++l) {
+      if (l + 1 < L)
+        forwardIds[l] = idCopies(layers[l], layers[l + 1], false, false).program();
+      if (layers[l].a2a) {
+        selfIds[l] = idCopies(layers[l], layers[l], true, false).program();
+        previousIds[l] = idCopies(layers[l], layers[l], true, true).program();
+        recEpsBack[l] = epsCopies(layers[l], layers[l], true).program();
+      }
+      if (l > 0)
+        epsBack[l] = epsCopies(layers[l], layers[l - 1], false).program();
+    }
+    CopyList gather, scatterGrad;
+    for (const Shard &sh : layers.back().shards) {
+      const std::size_t lo = std::size_t(T) * B * sh.first, hi = lo + std::size_t(T) * B * sh.size;
+      gather.add(sh.recSpikes, gatheredS.slice(lo, hi));
+      gather.add(sh.recMem, gatheredU.slice(lo, hi));
+      scatterGrad.add(gradS.slice(lo, hi), sh.lossGradS);
+      scatterGrad.add(gradU.slice(lo, hi), sh.lossGradU);
+    }
+
+    // ---- programs
+    Sequence forwardStep;
+    for (unsigned l = 0; l < L; ++l) {
+      forwardStep.add(Execute(csForward[l]));
+      if (l + 1 < L)
+        forwardStep.add(forwardIds[l]);
+      if (layers[l].a2a)
+        forwardStep.add(selfIds[l]);
+    }
+    Sequence forward;
+    forward.add(xCopy.program());
+    if (spec.input == InputMode::Direct)
+      forward.add(Execute(csDirect));
+    forward.add(Repeat(T, forwardStep));
+    forward.add(gather.program());
+
+    Sequence backwardStep;
+    if (anyPublish) {
+      backwardStep.add(Execute(csPublish));
+      for (unsigned l = 0; l < L; ++l) {
+        if (l + 1 < L)
+          backwardStep.add(forwardIds[l]);
+        if (layers[l].a2a)
+          backwardStep.add(previousIds[l]);
+      }
+    }
+    for (unsigned l = L; l-- > 0;) {
+      backwardStep.add(Execute(csBackward[l]));
+      if (l > 0)
+        backwardStep.add(epsBack[l]);
+      if (layers[l].a2a)
+        backwardStep.add(recEpsBack[l]);
+    }
+    Sequence backward;
+    backward.add(Execute(csLoss));
+    backward.add(scatterGrad.program());
+    backward.add(Repeat(T, backwardStep));
+    if (spec.input == InputMode::Direct)
+      backward.add(Execute(csDirectGrad));
+    Sequence train{backward, Execute(csOptim)};
+
+    // ---- host access to parameters, gradients, optimiser state, overflow counters
+    for (auto &layer : layers)
+      for (unsigned k = 0; k < layer.shards.size(); ++k) {
+        Shard &sh = layer.shards[k];
+        const std::string id = std::to_string(layer.index) + "/" + std::to_string(k);
+        graph->createHostRead("overflow" + id, sh.overflow);
+        for (unsigned p = 0; p < 4; ++p) {
+          if (!layer.hasParam(p))
+            continue;
+          const std::string pid = id + "/" + std::to_string(p);
+          graph->createHostRead("param_r" + pid, sh.param[p]);
+          graph->createHostWrite("param_w" + pid, sh.param[p]);
+          graph->createHostRead("grad" + pid, sh.grad[p]);
+          if (sh.opt1[p].valid()) {
+            graph->createHostRead("opt1_r" + pid, sh.opt1[p]);
+            graph->createHostWrite("opt1_w" + pid, sh.opt1[p]);
+          }
+          if (sh.opt2[p].valid()) {
+            graph->createHostRead("opt2_r" + pid, sh.opt2[p]);
+            graph->createHostWrite("opt2_w" + pid, sh.opt2[p]);
+          }
+          graph->createHostRead("count_r" + pid, sh.optCount[p]);
+          graph->createHostWrite("count_w" + pid, sh.optCount[p]);
+        }
+      }
+
+    engine = std::make_unique<Engine>(*graph, std::vector<Program>{forward, train, backward});
+    engine->load(device);
+  }
+
+  void addLayerVertices(Layer &layer, ComputeSet csDirect, ComputeSet csForward,
+                        ComputeSet csPublish, ComputeSet csBackward, ComputeSet csDirectGrad,
+                        ComputeSet csOptim, bool &anyPublish) {
+    const unsigned B = spec.batchSize, T = spec.numSteps;
+    const unsigned l = layer.index, L = layers.size();
+    const LayerSpec &s = layer.spec;
+    const unsigned nIn = s.inputs;
+    const Layer *prev = l > 0 ? &layers[l - 1] : nullptr;
+    const Layer *next = l + 1 < L ? &layers[l + 1] : nullptr;
+    const unsigned numSrc = prev ? prev->shards.size() : 0;
+    const unsigned inStride = prev ? prev->stride : 0;
+    const unsigned numOwn = layer.shards.size();
+    const unsigned surrogate = unsigned(s.surrogate); // enum orders match codes::Surrogate
+    const unsigned rule = unsigned(s.sparseRule);     // and codes::Rule
+    const unsigned reset = unsigned(s.reset);         // and codes::Reset
+    const unsigned prevCap = prev ? prev->stride - codes::BUFFER_HEADER : 0;
+    const unsigned ownCap = layer.stride - codes::BUFFER_HEADER;
+    const bool publishes = next != nullptr || layer.a2a;
+    anyPublish = anyPublish || publishes;
+
+    for (Shard &sh : layer.shards) {
+      const unsigned tile = sh.tile, n = sh.size;
+      const Tensor fIn = dummyIn(FLOAT, tile), iIn = dummyIn(INT, tile);
+      VertexWork work;
+      work.batch = B;
+      work.neurons = n;
+      work.inputs = nIn;
+      work.steps = T;
+      work.activeInputs = layer.inputMode == codes::INPUT_SPIKE_IDS ? numSrc * prevCap
+                          : layer.inputMode == codes::INPUT_DENSE_STEPS ? nIn
+                                                                        : 0;
+      work.activeCandidates = sh.capacity + (layer.a2a ? numOwn * ownCap : 0);
+
+      if (layer.inputMode == codes::INPUT_DIRECT) {
+        VertexRef v = graph->addVertex(csDirect, "DirectCurrent");
+        graph->connect(v["x"], sh.xLocal);
+        graph->connect(v["weights"], sh.param[P_WEIGHT]);
+        graph->connect(v["bias"], sh.param[P_BIAS]);
+        graph->connect(v["current"], sh.current);
+        setField(v, "batch", B);
+        setField(v, "numInputs", nIn);
+        setField(v, "numNeurons", n);
+        graph->setTileMapping(v, tile);
+        setEstimate(v, "DirectCurrent", work);
+
+        VertexRef g = graph->addVertex(csDirectGrad, "DirectWeightGrad");
+        graph->connect(g["x"], sh.xLocal);
+        graph->connect(g["currentGradSum"], sh.currentGradSum);
+        graph->connect(g["gradWeights"], sh.grad[P_WEIGHT]);
+        setField(g, "batch", B);
+        setField(g, "numInputs", nIn);
+        setField(g, "numNeurons", n);
+        graph->setTileMapping(g, tile);
+        setEstimate(g, "DirectWeightGrad", work);
+      }
+
+      // Forward.
+      {
+        VertexRef v = graph->addVertex(csForward, "LifForward");
+        graph->connect(v["step"], sh.stepForward[0]);
+        graph->connect(v["current"], orElse(sh.current, fIn));
+        graph->connect(v["denseIn"],
+                       layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : fIn);
+        graph->connect(v["inIds"], orElse(sh.inRecv, iIn));
+        graph->connect(v["weights"], sh.param[P_WEIGHT]);
+        graph->connect(v["bias"], sh.param[P_BIAS]);
+        graph->connect(v["recIds"], orElse(sh.recRecv, iIn));
+        graph->connect(v["recWeights"], orElse(sh.param[P_REC_WEIGHT], fIn));
+        graph->connect(v["recBias"], orElse(sh.param[P_REC_BIAS], fIn));
+        graph->connect(v["mem"], sh.mem);
+        graph->connect(v["syn"], orElse(sh.syn, dummyOut(FLOAT, tile)));
+        graph->connect(v["prevSpikes"], sh.prevSpikes);
+        graph->connect(v["scratch"], sh.fwdScratch);
+        graph->connect(v["surrTrace"], sh.surrTrace);
+        graph->connect(v["idTrace"], sh.idTrace);
+        graph->connect(v["outIds"], sh.outIds);
+        graph->connect(v["recSpikes"], orElse(sh.recSpikes, dummyOut(FLOAT, tile)));
+        graph->connect(v["recMem"], orElse(sh.recMem, dummyOut(FLOAT, tile)));
+        graph->connect(v["overflow"], sh.overflow);
+        setField(v, "batch", B);
+        setField(v, "numNeurons", n);
+        setField(v, "numSteps", T);
+        setField(v, "numInputs", nIn);
+        setField(v, "numSrc", numSrc);
+        setField(v, "inStride", inStride);
+        setField(v, "numOwn", numOwn);
+        setField(v, "stride", layer.stride);
+        setField(v, "offset", sh.first);
+        setField(v, "capacity", sh.capacity);
+        setField(v, "neuron", neuronCode(s));
+        setField(v, "reset", reset);
+        setField(v, "surrogate", surrogate);
+        setField(v, "rule", rule);
+        setField(v, "inputMode", layer.inputMode);
+        setField(v, "record", unsigned(layer.isOutput));
+        setField(v, "beta", s.beta);
+        setField(v, "alpha", s.alpha);
+        setField(v, "threshold", s.threshold);
+        setField(v, "surrogateParam", s.surrogateParam);
+        setField(v, "ruleValue", s.sparseValue);
+        graph->setTileMapping(v, tile);
+        setEstimate(v, "LifForward", work);
+      }
+
+      if (publishes) {
+        VertexRef v = graph->addVertex(csPublish, "PublishIds");
+        graph->connect(v["step"], sh.stepPublish[0]);
+        graph->connect(v["idTrace"], sh.idTrace);
+        graph->connect(v["outIds"], sh.outIds);
+        graph->connect(v["prevIds"], orElse(sh.prevIds, dummyOut(INT, tile)));
+        setField(v, "batch", B);
+        setField(v, "numSteps", T);
+        setField(v, "stride", layer.stride);
+        setField(v, "publishPrevious", unsigned(layer.a2a));
+        graph->setTileMapping(v, tile);
+        setEstimate(v, "PublishIds", work);
+      }
+
+      // Backward.
+      {
+        VertexRef v = graph->addVertex(csBackward, "LifBackward");
+        graph->connect(v["step"], sh.stepBackward[0]);
+        graph->connect(v["lossGradSpikes"], orElse(sh.lossGradS, fIn));
+        graph->connect(v["lossGradMem"], orElse(sh.lossGradU, fIn));
+        graph->connect(v["epsIn"], orElse(sh.epsRecv, fIn));
+        graph->connect(v["recEpsIn"], orElse(sh.recEpsRecv, fIn));
+        graph->connect(v["surrTrace"], sh.surrTrace);
+        graph->connect(v["idTrace"], sh.idTrace);
+        graph->connect(v["inIds"], orElse(sh.inRecv, iIn));
+        graph->connect(v["denseIn"],
+                       layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : fIn);
+        graph->connect(v["recIds"], orElse(sh.recRecv, iIn));
+        graph->connect(v["weights"], sh.param[P_WEIGHT]);
+        graph->connect(v["recWeights"], orElse(sh.param[P_REC_WEIGHT], fIn));
+        graph->connect(v["gradMem"], sh.gradMem);
+        graph->connect(v["gradSyn"], orElse(sh.gradSyn, dummyOut(FLOAT, tile)));
+        graph->connect(v["gradWeights"], sh.grad[P_WEIGHT]);
+        graph->connect(v["gradBias"], sh.grad[P_BIAS]);
+        graph->connect(v["gradRecWeights"],
+                       orElse(sh.grad[P_REC_WEIGHT], dummyOut(FLOAT, tile)));
+        graph->connect(v["gradRecBias"], orElse(sh.grad[P_REC_BIAS], dummyOut(FLOAT, tile)));
+        graph->connect(v["currentGradSum"], orElse(sh.currentGradSum, dummyOut(FLOAT, tile)));
+        graph->connect(v["epsOut"], orElse(sh.epsOut, dummyOut(FLOAT, tile)));
+        graph->connect(v["recEpsOut"], orElse(sh.recEpsOut, dummyOut(FLOAT, tile)));
+        graph->connect(v["scratch"], sh.bwdScratch);
+        setField(v, "batch", B);
+        setField(v, "numNeurons", n);
+        setField(v, "numSteps", T);
+        setField(v, "numInputs", nIn);
+        setField(v, "numSrc", numSrc);
+        setField(v, "inStride", inStride);
+        setField(v, "numDst", next ? unsigned(next->shards.size()) : 0u);
+        setField(v, "numOwn", numOwn);
+        setField(v, "stride", layer.stride);
+        setField(v, "offset", sh.first);
+        setField(v, "neuron", neuronCode(s));
+        setField(v, "reset", reset);
+        setField(v, "inputMode", layer.inputMode);
+        setField(v, "isOutput", unsigned(layer.isOutput));
+        setField(v, "prevDense", unsigned(prev && prev->spec.sparseRule == SparseRule::None));
+        setField(v, "ownDense", unsigned(s.sparseRule == SparseRule::None));
+        setField(v, "prevShardSize", prev ? prev->shardSize : 1u);
+        setField(v, "prevLayerSize", prev ? prev->spec.outputs : 0u);
+        setField(v, "ownShardSize", layer.shardSize);
+        setField(v, "ownLayerSize", s.outputs);
+        setField(v, "beta", s.beta);
+        setField(v, "alpha", s.alpha);
+        graph->setTileMapping(v, tile);
+        VertexWork bw = work;
+        bw.activeCandidates = (prev ? (prev->spec.sparseRule == SparseRule::None
+                                           ? prev->spec.outputs
+                                           : numSrc * prevCap)
+                                    : 0) +
+                              (layer.a2a ? s.outputs : 0);
+        setEstimate(v, "LifBackward", bw);
+      }
+
+      // Optimiser.
+      const OptimizerSpec &o = spec.optimizer;
+      for (unsigned p = 0; p < 4; ++p) {
+        if (!layer.hasParam(p))
+          continue;
+        VertexWork ow;
+        ow.elements = sh.param[p].numElements();
+        if (o.kind == OptimizerKind::SGD) {
+          VertexRef v = graph->addVertex(csOptim, "SgdStep");
+          graph->connect(v["param"], sh.param[p]);
+          graph->connect(v["grad"], sh.grad[p]);
+          graph->connect(v["momentumBuffer"], orElse(sh.opt1[p], dummyOut(FLOAT, tile)));
+          graph->connect(v["count"], sh.optCount[p][0]);
+          setField(v, "lr", float(o.lr));
+          setField(v, "momentum", float(o.momentum));
+          setField(v, "oneMinusDampening", float(1.0 - o.dampening));
+          setField(v, "weightDecay", float(o.weightDecay));
+          setField(v, "nesterov", unsigned(o.nesterov));
+          graph->setTileMapping(v, tile);
+          setEstimate(v, "SgdStep", ow);
+        } else {
+          VertexRef v = graph->addVertex(csOptim, "AdamStep");
+          graph->connect(v["param"], sh.param[p]);
+          graph->connect(v["grad"], sh.grad[p]);
+          graph->connect(v["expAvg"], sh.opt1[p]);
+          graph->connect(v["expAvgSq"], sh.opt2[p]);
+          graph->connect(v["count"], sh.optCount[p][0]);
+          setField(v, "lr", float(o.lr));
+          setField(v, "beta1", float(o.beta1));
+          setField(v, "beta2", float(o.beta2));
+          setField(v, "oneMinusBeta1", float(1.0 - o.beta1));
+          setField(v, "oneMinusBeta2", float(1.0 - o.beta2));
+          setField(v, "eps", float(o.eps));
+          setField(v, "weightDecay", float(o.weightDecay));
+          setField(v, "decoupled", unsigned(o.kind == OptimizerKind::AdamW));
+          graph->setTileMapping(v, tile);
+          setEstimate(v, "AdamStep", ow);
+        }
+      }
+    }
+  }
+
+  void addLossVertex(ComputeSet cs) {
+    const unsigned B = spec.batchSize, T = spec.numSteps;
+    const LossSpec &ls = spec.loss;
+    VertexRef v = graph->addVertex(cs, "OutputLoss");
+    graph->connect(v["spikes"], gatheredS);
+    graph->connect(v["membranes"], gatheredU);
+    graph->connect(v["labels"], labels);
+    graph->connect(v["sampleWeights"], sampleWeights);
+    graph->connect(v["gradSpikes"], gradS);
+    graph->connect(v["gradMembranes"], gradU);
+    graph->connect(v["loss"], lossValue[0]);
+    graph->connect(v["scratch"], lossScratch);
+    float on = ls.onTarget, off = ls.offTarget;
+    if (ls.kind == LossKind::MseCount) {
+      // Target spike counts as popsnn.losses.mse_count_loss (snnTorch): int() truncation,
+      // times the population per class.
+      const double perClass = numClasses != numOutputs ? double(numOutputs) / numClasses : 1.0;
+      on = float(int(T * double(ls.correctRate) * perClass));
+      off = float(int(T * double(ls.incorrectRate) * perClass));
+    }
+    setField(v, "kind", unsigned(ls.kind)); // LossKind's order matches codes::Loss
+    setField(v, "numSteps", T);
+    setField(v, "batch", B);
+    setField(v, "numOutputs", numOutputs);
+    setField(v, "numClasses", numClasses);
+    setField(v, "shardSize", outShardSize);
+    setField(v, "onTarget", on);
+    setField(v, "offTarget", off);
+    graph->setTileMapping(v, 0);
+    VertexWork w;
+    w.batch = B;
+    w.neurons = numOutputs;
+    w.elements = T * B * numOutputs;
+    setEstimate(v, "OutputLoss", w);
+  }
+
+  // -- running ----------------------------------------------------------------
+
+  void writeInputs(const float *x, const int *labelsIn, unsigned valid) {
+    const unsigned B = spec.batchSize;
+    if (valid == 0 || valid > B)
+      invalid("validSamples must lie in [1, " + std::to_string(B) + "], got " +
+              std::to_string(valid));
+    engine->writeTensor("x", x, x + xHost.numElements());
+    if (labelsIn) {
+      std::vector<int> lab(B, 0);
+      std::vector<float> w(B, 0.0f);
+      for (unsigned b = 0; b < valid; ++b) {
+        if (labelsIn[b] < 0 || unsigned(labelsIn[b]) >= numClasses)
+          invalid("label " + std::to_string(labelsIn[b]) + " of sample " + std::to_string(b) +
+                  " is outside [0, " + std::to_string(numClasses) + ")");
+        lab[b] = labelsIn[b];
+        w[b] = 1.0f / float(valid);
+      }
+      engine->writeTensor("labels", lab.data(), lab.data() + B);
+      engine->writeTensor("sample_weights", w.data(), w.data() + B);
+    }
+  }
+
+  // Throws SpikeBufferOverflow (policy Error) or returns true after growing the
+  // buffers (policy Grow: the caller redoes the step).
+  bool checkOverflow() {
+    struct Worst {
+      unsigned layer = 0, step = 0, needed = 0, capacity = 0, count = 0;
+    } worst;
+    bool overflowed = false;
+    std::vector<unsigned> neededFraction(layers.size(), 0);
+    double grow = spec.maxActivity;
+    for (auto &layer : layers)
+      for (unsigned k = 0; k < layer.shards.size(); ++k) {
+        unsigned o[codes::OVERFLOW_FIELDS];
+        engine->readTensor("overflow" + std::to_string(layer.index) + "/" + std::to_string(k), o,
+                           o + codes::OVERFLOW_FIELDS);
+        if (o[codes::OVERFLOWED] == 0)
+          continue;
+        const Shard &sh = layer.shards[k];
+        if (!overflowed || o[codes::MOST_NEEDED] > worst.needed) {
+          worst = {layer.index, o[codes::FIRST_STEP] - 1, o[codes::MOST_NEEDED], sh.capacity,
+                   o[codes::OVERFLOWED]};
+        }
+        overflowed = true;
+        grow = std::max(grow, double(o[codes::MOST_NEEDED]) / sh.size);
+      }
+    if (!overflowed)
+      return false;
+    if (policy == OverflowPolicy::Error) {
+      std::ostringstream msg;
+      msg << "spike buffer overflow in layer " << worst.layer << " at step " << worst.step
+          << ": a buffer needed " << worst.needed << " entries (spikes + gradient candidates) "
+          << "but holds " << worst.capacity << " (" << worst.count
+          << " buffer(s) of that shard overflowed); nothing was updated. Raise max_activity "
+          << "(now " << spec.maxActivity << ", up to 1.0) or pass on_overflow='grow' to grow "
+          << "the buffers and recompile";
+      throw SpikeBufferOverflow(msg.str(), worst.layer, worst.step, worst.needed, worst.capacity);
+    }
+    // Grow with headroom, so that a slowly rising activity does not recompile every step.
+    const float newActivity = float(std::min(1.0, grow * 1.25));
+    auto params = readParams();
+    auto state = readOptimizerState();
+    spec.maxActivity = std::max(newActivity, spec.maxActivity);
+    engine.reset();
+    graph.reset();
+    dummies.clear();
+    build();
+    writeParams(params);
+    writeOptimizerState(state);
+    return true;
+  }
+
+  void runForward(const float *x, const int *labelsIn, unsigned valid) {
+    for (;;) {
+      writeInputs(x, labelsIn, valid);
+      engine->run(0);
+      if (!checkOverflow())
+        return;
+    }
+  }
+
+  void readSpikes(float *out) {
+    const unsigned B = spec.batchSize, T = spec.numSteps, C = numOutputs;
+    std::vector<float> shardMajor(std::size_t(T) * B * C);
+    engine->readTensor("spikes", shardMajor.data(), shardMajor.data() + shardMajor.size());
+    for (const Shard &sh : layers.back().shards) {
+      const float *src = shardMajor.data() + std::size_t(T) * B * sh.first;
+      for (unsigned t = 0; t < T; ++t)
+        for (unsigned b = 0; b < B; ++b)
+          for (unsigned j = 0; j < sh.size; ++j)
+            out[(std::size_t(t) * B + b) * C + sh.first + j] =
+                src[(std::size_t(t) * B + b) * sh.size + j];
+    }
+  }
+
+  float readLoss() {
+    float v = 0;
+    engine->readTensor("loss", &v, &v + 1);
+    return v;
+  }
+
+  // Device layout <-> PyTorch layout.
+  std::size_t hostSize(const Layer &layer, unsigned p) const {
+    const unsigned N = layer.spec.outputs;
+    if (p == P_WEIGHT)
+      return std::size_t(N) * layer.spec.inputs;
+    if (p == P_REC_WEIGHT && layer.a2a)
+      return std::size_t(N) * N;
+    return N;
+  }
+  bool isMatrix(const Layer &layer, unsigned p) const {
+    return p == P_WEIGHT || (p == P_REC_WEIGHT && layer.a2a);
+  }
+
+  void readParam(const std::string &prefix, const Layer &layer, unsigned p,
+                 std::vector<float> &out) {
+    out.assign(hostSize(layer, p), 0.0f);
+    const unsigned N = layer.spec.outputs;
+    const unsigned rows = p == P_WEIGHT ? layer.spec.inputs : N; // device rows of a matrix
+    for (unsigned k = 0; k < layer.shards.size(); ++k) {
+      const Shard &sh = layer.shards[k];
+      std::vector<float> buf(isMatrix(layer, p) ? std::size_t(rows) * sh.size : sh.size);
+      engine->readTensor(prefix + std::to_string(layer.index) + "/" + std::to_string(k) + "/" +
+                             std::to_string(p),
+                         buf.data(), buf.data() + buf.size());
+      if (isMatrix(layer, p)) {
+        for (unsigned i = 0; i < rows; ++i)
+          for (unsigned j = 0; j < sh.size; ++j)
+            out[std::size_t(sh.first + j) * rows + i] = buf[std::size_t(i) * sh.size + j];
+      } else {
+        std::copy(buf.begin(), buf.end(), out.begin() + sh.first);
+      }
+    }
+  }
+
+  void writeParam(const std::string &prefix, const Layer &layer, unsigned p,
+                  const std::vector<float> &in, const char *what) {
+    if (in.size() != hostSize(layer, p))
+      invalid(std::string(what) + " of layer " + std::to_string(layer.index) + " has " +
+              std::to_string(in.size()) + " values, expected " +
+              std::to_string(hostSize(layer, p)));
+    const unsigned N = layer.spec.outputs;
+    const unsigned rows = p == P_WEIGHT ? layer.spec.inputs : N;
+    for (unsigned k = 0; k < layer.shards.size(); ++k) {
+      const Shard &sh = layer.shards[k];
+      std::vector<float> buf(isMatrix(layer, p) ? std::size_t(rows) * sh.size : sh.size);
+      if (isMatrix(layer, p)) {
+        for (unsigned i = 0; i < rows; ++i)
+          for (unsigned j = 0; j < sh.size; ++j)
+            buf[std::size_t(i) * sh.size + j] = in[std::size_t(sh.first + j) * rows + i];
+      } else {
+        std::copy(in.begin() + sh.first, in.begin() + sh.first + sh.size, buf.begin());
+      }
+      engine->writeTensor(prefix + std::to_string(layer.index) + "/" + std::to_string(k) + "/" +
+                              std::to_string(p),
+                          buf.data(), buf.data() + buf.size());
+    }
+  }
+
+  static std::vector<float> &member(LayerParams &lp, unsigned p) {
+    switch (p) {
+    case P_WEIGHT:
+      return lp.weight;
+    case P_BIAS:
+      return lp.bias;
+    case P_REC_WEIGHT:
+      return lp.recurrentWeight;
+    default:
+      return lp.recurrentBias;
+    }
+  }
+  static const char *memberName(unsigned p) {
+    static const char *names[4] = {"weight", "bias", "recurrent_weight", "recurrent_bias"};
+    return names[p];
+  }
+
+  std::vector<LayerParams> readParams(const std::string &prefix = "param_r") {
+    std::vector<LayerParams> out(layers.size());
+    for (auto &layer : layers)
+      for (unsigned p = 0; p < 4; ++p)
+        if (layer.hasParam(p))
+          readParam(prefix, layer, p, member(out[layer.index], p));
+    return out;
+  }
+
+  void writeParams(const std::vector<LayerParams> &params) {
+    if (params.size() != layers.size())
+      invalid("params has " + std::to_string(params.size()) + " layer(s), the network has " +
+              std::to_string(layers.size()));
+    for (auto &layer : layers)
+      for (unsigned p = 0; p < 4; ++p) {
+        auto &values = member(const_cast<LayerParams &>(params[layer.index]), p);
+        if (layer.hasParam(p))
+          writeParam("param_w", layer, p, values, memberName(p));
+        else if (!values.empty())
+          invalid(std::string(memberName(p)) + " given for layer " +
+                  std::to_string(layer.index) + ", which has none");
+      }
+  }
+
+  OptimizerState readOptimizerState() {
+    OptimizerState st;
+    st.layers.resize(layers.size());
+    for (auto &layer : layers)
+      for (unsigned p = 0; p < 4; ++p) {
+        if (!layer.hasParam(p))
+          continue;
+        const Shard &sh = layer.shards[0];
+        unsigned count = 0;
+        engine->readTensor("count_r" + std::to_string(layer.index) + "/0/" + std::to_string(p),
+                           &count, &count + 1);
+        st.steps = count;
+        if (sh.opt1[p].valid())
+          readParam("opt1_r", layer, p, member(st.layers[layer.index].first, p));
+        if (sh.opt2[p].valid())
+          readParam("opt2_r", layer, p, member(st.layers[layer.index].second, p));
+      }
+    return st;
+  }
+
+  void writeOptimizerState(const OptimizerState &st) {
+    if (st.layers.size() != layers.size())
+      invalid("optimiser state has " + std::to_string(st.layers.size()) +
+              " layer(s), the network has " + std::to_string(layers.size()));
+    for (auto &layer : layers)
+      for (unsigned p = 0; p < 4; ++p) {
+        if (!layer.hasParam(p))
+          continue;
+        const Shard &sh0 = layer.shards[0];
+        auto &first = member(const_cast<LayerParams &>(st.layers[layer.index].first), p);
+        auto &second = member(const_cast<LayerParams &>(st.layers[layer.index].second), p);
+        if (sh0.opt1[p].valid()) {
+          if (first.empty())
+            writeParam("opt1_w", layer, p, std::vector<float>(hostSize(layer, p), 0.0f), "");
+          else
+            writeParam("opt1_w", layer, p, first, "optimiser state");
+        }
+        if (sh0.opt2[p].valid()) {
+          if (second.empty())
+            writeParam("opt2_w", layer, p, std::vector<float>(hostSize(layer, p), 0.0f), "");
+          else
+            writeParam("opt2_w", layer, p, second, "optimiser state");
+        }
+        for (unsigned k = 0; k < layer.shards.size(); ++k) {
+          const unsigned count = st.steps;
+          engine->writeTensor("count_w" + std::to_string(layer.index) + "/" + std::to_string(k) +
+                                  "/" + std::to_string(p),
+                              &count, &count + 1);
+        }
+      }
+  }
+};
+
+// ---------------------------------------------------------------------------
+
+Network::Network(const NetworkSpec &spec, const DeviceSpec &device, OverflowPolicy onOverflow)
+    : impl_(std::make_unique<Impl>(spec, device, onOverflow)) {}
+
+Network::~Network() = default;
+
+const NetworkSpec &Network::spec() const { return impl_->spec; }
+
+float Network::trainStep(const float *x, const int *labels, unsigned validSamples,
+                         float *outSpikes) {
+  if (!labels)
+    invalid("trainStep needs labels");
+  impl_->runForward(x, labels, validSamples);
+  impl_->engine->run(1);
+  if (outSpikes)
+    impl_->readSpikes(outSpikes);
+  return impl_->readLoss();
+}
+
+float Network::lossAndGrad(const float *x, const int *labels, unsigned validSamples,
+                           std::vector<LayerParams> &grads, float *outSpikes) {
+  if (!labels)
+    invalid("lossAndGrad needs labels");
+  impl_->runForward(x, labels, validSamples);
+  impl_->engine->run(2);
+  grads = impl_->readParams("grad");
+  if (outSpikes)
+    impl_->readSpikes(outSpikes);
+  return impl_->readLoss();
+}
+
+void Network::infer(const float *x, float *outSpikes) {
+  impl_->runForward(x, nullptr, impl_->spec.batchSize);
+  if (outSpikes)
+    impl_->readSpikes(outSpikes);
+}
+
+std::vector<LayerParams> Network::getParams() { return impl_->readParams(); }
+void Network::setParams(const std::vector<LayerParams> &params) { impl_->writeParams(params); }
+OptimizerState Network::getOptimizerState() { return impl_->readOptimizerState(); }
+void Network::setOptimizerState(const OptimizerState &state) {
+  impl_->writeOptimizerState(state);
+}
+
+std::map<std::string, double> Network::profileEstimate() const {
+  const ProfileEstimate p = impl_->engine->getProfileEstimate();
+  return {{"estimate_total_cycles", double(p.totalCycles)},
+          {"estimate_compute_cycles", double(p.computeCycles)},
+          {"estimate_exchange_cycles", double(p.exchangeCycles)},
+          {"estimate_sync_cycles", double(p.syncCycles)},
+          {"estimate_seconds", p.estimatedSeconds()},
+          {"estimate_exchange_bytes_within_ipu", double(p.exchangeBytesWithinIPU)},
+          {"estimate_exchange_bytes_between_ipus", double(p.exchangeBytesBetweenIPUs)},
+          {"estimate_host_bytes", double(p.hostBytes)},
+          {"estimate_syncs", double(p.syncs)},
+          {"runs", double(p.runs)},
+          {"max_tile_bytes", double(p.maxTileBytes())},
+          {"tile_clock_hz", p.tileClockFrequency}};
+}
+
+std::map<std::string, double> Network::layout() const {
+  std::map<std::string, double> out;
+  out["tiles"] = impl_->numTiles;
+  out["max_activity"] = impl_->spec.maxActivity;
+  for (const auto &layer : impl_->layers) {
+    const std::string l = "layer" + std::to_string(layer.index) + "_";
+    out[l + "shards"] = layer.shards.size();
+    out[l + "shard_size"] = layer.shardSize;
+    out[l + "buffer_capacity"] = layer.stride - codes::BUFFER_HEADER;
+  }
+  return out;
+}
+
+} // namespace popsnn

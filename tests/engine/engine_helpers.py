@@ -1,0 +1,68 @@
+"""Shared helpers of the engine tests: build a backend, run the float32 reference.
+
+Tolerances. The engine computes in float32 and so does the reference it is
+compared with (float32 parameters make `popsnn.reference` run in float32), so
+both make the same spike decisions except where a membrane lands within a few
+float32 ulps of the threshold; the fixed seeds below avoid that, and spikes
+must match exactly. Gradients and losses differ only in the order of float32
+sums (matrix products vs. per-tile loops): relative errors of order 1e-6 of
+the largest entry. We allow 1e-4 of each array's largest entry, far below any
+real mistake (a missing or doubled term moves entries by O(1) of the scale).
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+import popsnn
+from popsnn import losses, optim, reference
+from popsnn.engine import EngineBackend
+
+
+def make_input(net, batch, steps, direct, seed=0, scale=1.5, density=0.5):
+    rng = np.random.default_rng(seed)
+    shape = (batch, net.num_inputs) if direct else (steps, batch, net.num_inputs)
+    if direct:
+        x = rng.uniform(0, scale, shape) * (rng.random(shape) < density)
+    else:
+        x = (rng.random(shape) < density * 0.5).astype(np.float32)
+    y = rng.integers(0, 10_000, batch)
+    return x.astype(np.float32), y
+
+
+def labels_for(loss, net, raw):
+    k = loss.num_classes if loss.population_code else net.num_outputs
+    return (raw % k).astype(np.int64)
+
+
+def assert_close(actual, expected, what, rel=1e-4):
+    actual = np.asarray(actual, np.float64)
+    expected = np.asarray(expected, np.float64)
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    scale = max(np.max(np.abs(expected)), 1e-30)
+    err = np.max(np.abs(actual - expected)) if actual.size else 0.0
+    assert err <= rel * scale + 1e-12, \
+        f"{what}: max error {err:.3g} exceeds {rel:g} x scale {scale:.3g}"
+
+
+def assert_grads_close(grads, ref_grads, rel=1e-4):
+    assert len(grads) == len(ref_grads)
+    for l, (g, r) in enumerate(zip(grads, ref_grads)):
+        assert set(g) == set(r), f"layer {l}: keys {sorted(g)} != {sorted(r)}"
+        for key in r:
+            assert_close(g[key], r[key], f"grad layer {l} {key}", rel)
+
+
+def engine_and_reference(net, loss, x, y, *, batch, steps, device="cpu", optimizer=None,
+                         seed=0, **options):
+    """(engine loss, engine grads, engine spikes, reference (value, grads, record))."""
+    params = net.init_params(seed)
+    optimizer = optimizer or optim.SGD(lr=0.1)
+    backend = EngineBackend(net, params, loss, optimizer, num_steps=steps, batch_size=batch,
+                            device=device, **options)
+    value, grads = backend.loss_and_grad(x, y)
+    spikes = backend.infer(x)
+    ref = reference.loss_and_grad(net, params, x, y, loss,
+                                  num_steps=steps if x.ndim == 2 else None)
+    return backend, value, grads, spikes, ref
