@@ -11,17 +11,7 @@ using namespace popsnn::codes;
 
 namespace {
 
-// Position of neuron i, sample b in a buffer laid out shard by shard
-// ([shard][B][shard size]), so each destination shard's block is contiguous.
-inline unsigned shardMajor(unsigned i, unsigned b, unsigned batch, unsigned shardSize,
-                           unsigned layerSize) {
-  const unsigned d = i / shardSize;
-  const unsigned first = d * shardSize;
-  const unsigned size = layerSize - first < shardSize ? layerSize - first : shardSize;
-  return batch * first + b * size + (i - first);
-}
-
-inline float dot(const float *a, const float *b, unsigned n) {
+inline float dot(const float *__restrict a, const float *__restrict b, unsigned n) {
   float s = 0.0f;
   for (unsigned j = 0; j < n; ++j)
     s += a[j] * b[j];
@@ -93,6 +83,10 @@ public:
   Output<Vector<float>> epsOut;     // to the previous layer [B * N_prev], shard-major
   Output<Vector<float>> recEpsOut;  // all-to-all: to this layer for step t-1 [B * N], shard-major
   InOut<Vector<float>> scratch;     // [2n]
+  // Dense partials (a previous layer without a sparse rule) run faster from weights laid
+  // out by neuron: [n, nIn] (and [n, N] for V), rebuilt at the first backward step.
+  InOut<Vector<float>> weightsByNeuron;
+  InOut<Vector<float>> recWeightsByNeuron;
 
   unsigned batch;
   unsigned numNeurons;
@@ -118,17 +112,24 @@ public:
   float alpha;
 
   bool compute() {
+    // Float members copied to locals (see LifForward).
+    const float beta = this->beta, alpha = this->alpha;
     const unsigned t = numSteps - 1 - *step;
     const unsigned n = numNeurons;
     const unsigned bn = batch * n;
     if (t + 1 == numSteps) {
+      if (inputMode == INPUT_SPIKE_IDS && prevDense)
+        transpose(&weights[0], numInputs, &weightsByNeuron[0]);
+      if (neuron == RLEAKY_ALL_TO_ALL && ownDense)
+        transpose(&recWeights[0], ownLayerSize, &recWeightsByNeuron[0]);
       for (unsigned k = 0; k < bn; ++k)
         gradMem[k] = 0.0f;
       if (neuron == SYNAPTIC)
         for (unsigned k = 0; k < bn; ++k)
           gradSyn[k] = 0.0f;
-      for (unsigned k = 0; k < gradWeights.size(); ++k)
-        gradWeights[k] = 0.0f;
+      if (inputMode != INPUT_DIRECT) // DirectWeightGrad writes it whole
+        for (unsigned k = 0; k < gradWeights.size(); ++k)
+          gradWeights[k] = 0.0f;
       for (unsigned k = 0; k < n; ++k)
         gradBias[k] = 0.0f;
       if (neuron == RLEAKY_ALL_TO_ALL || neuron == RLEAKY_ONE_TO_ONE) {
@@ -141,29 +142,30 @@ public:
         for (unsigned k = 0; k < bn; ++k)
           currentGradSum[k] = 0.0f;
     }
-    float *eps = &scratch[0];
-    float *keep = &scratch[n];
+    float *__restrict eps = &scratch[0];
+    float *__restrict keep = &scratch[n];
     for (unsigned b = 0; b < batch; ++b) {
-      float *gU = &gradMem[b * n];
-      const float *sg = &surrTrace[(t * batch + b) * n];
+      float *__restrict gU = &gradMem[b * n];
+      const float *__restrict sg = &surrTrace[(t * batch + b) * n];
       const int *own = &idTrace[(t * batch + b) * stride];
       // dL/dS[t]: from the loss or the next layer, plus the recurrent path.
       if (isOutput) {
-        const float *g = &lossGradSpikes[(t * batch + b) * n];
+        const float *__restrict g = &lossGradSpikes[(t * batch + b) * n];
         for (unsigned j = 0; j < n; ++j)
           eps[j] = g[j];
       } else {
+        const float *__restrict g0 = &epsIn[b * n];
         for (unsigned j = 0; j < n; ++j)
-          eps[j] = epsIn[b * n + j];
+          eps[j] = g0[j];
         for (unsigned d = 1; d < numDst; ++d) {
-          const float *g = &epsIn[(d * batch + b) * n];
+          const float *__restrict g = &epsIn[(d * batch + b) * n];
           for (unsigned j = 0; j < n; ++j)
             eps[j] += g[j];
         }
       }
       if (neuron == RLEAKY_ALL_TO_ALL && t + 1 < numSteps) {
         for (unsigned o = 0; o < numOwn; ++o) {
-          const float *g = &recEpsIn[(o * batch + b) * n];
+          const float *__restrict g = &recEpsIn[(o * batch + b) * n];
           for (unsigned j = 0; j < n; ++j)
             eps[j] += g[j];
         }
@@ -180,16 +182,17 @@ public:
       // dL/dU[t] = surrogate * dL/dS[t] (+ a membrane loss) + leak * dL/dU[t+1].
       // Entries off the sparse rule have surrogate exactly 0 and never read eps,
       // which is only written for gradient candidates.
-      const float *gMem = isOutput ? &lossGradMem[(t * batch + b) * n] : nullptr;
-      for (unsigned j = 0; j < n; ++j) {
-        float g = sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f;
-        if (gMem)
-          g += gMem[j];
-        gU[j] = g + beta * gU[j];
+      const float *__restrict gMem = isOutput ? &lossGradMem[(t * batch + b) * n] : nullptr;
+      if (gMem) {
+        for (unsigned j = 0; j < n; ++j)
+          gU[j] = ((sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + gMem[j]) + beta * gU[j];
+      } else {
+        for (unsigned j = 0; j < n; ++j)
+          gU[j] = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + beta * gU[j];
       }
-      float *dI = eps; // eps is spent: reuse its storage for dL/dI[t]
+      float *__restrict dI = eps; // eps is spent: reuse its storage for dL/dI[t]
       if (neuron == SYNAPTIC) {
-        float *gJ = &gradSyn[b * n];
+        float *__restrict gJ = &gradSyn[b * n];
         if (reset == RESET_ZERO) {
           // U[t] = (1 - S[t-1]) (beta U[t-1] + J[t]): the reset also gates J's path.
           for (unsigned j = 0; j < n; ++j)
@@ -220,20 +223,21 @@ public:
         for (unsigned j = 0; j < n; ++j)
           dI[j] = gU[j];
       }
+      float *__restrict gb = &gradBias[0];
       for (unsigned j = 0; j < n; ++j)
-        gradBias[j] += dI[j];
+        gb[j] += dI[j];
       // Weight gradient: sparse in the input.
       if (inputMode == INPUT_DIRECT) {
-        float *acc = &currentGradSum[b * n];
+        float *__restrict acc = &currentGradSum[b * n];
         for (unsigned j = 0; j < n; ++j)
           acc[j] += dI[j];
       } else if (inputMode == INPUT_DENSE_STEPS) {
-        const float *xb = &denseIn[(t * batch + b) * numInputs];
+        const float *__restrict xb = &denseIn[(t * batch + b) * numInputs];
         for (unsigned i = 0; i < numInputs; ++i) {
           const float xi = xb[i];
           if (xi == 0.0f)
             continue;
-          float *row = &gradWeights[i * n];
+          float *__restrict row = &gradWeights[i * n];
           for (unsigned j = 0; j < n; ++j)
             row[j] += xi * dI[j];
         }
@@ -241,54 +245,31 @@ public:
         for (unsigned s = 0; s < numSrc; ++s) {
           const int *buf = &inIds[(s * batch + b) * inStride];
           for (int k = 0; k < buf[0]; ++k) {
-            float *row = &gradWeights[unsigned(buf[BUFFER_HEADER + k]) * n];
+            float *__restrict row = &gradWeights[unsigned(buf[BUFFER_HEADER + k]) * n];
             for (unsigned j = 0; j < n; ++j)
               row[j] += dI[j];
           }
         }
         // dL/dS of the previous layer at t, only where it can carry gradient.
-        if (prevDense) {
-          for (unsigned i = 0; i < numInputs; ++i)
-            epsOut[shardMajor(i, b, batch, prevShardSize, prevLayerSize)] =
-                dot(&weights[i * n], dI, n);
-        } else {
-          for (unsigned s = 0; s < numSrc; ++s) {
-            const int *buf = &inIds[(s * batch + b) * inStride];
-            for (int k = 0; k < buf[1]; ++k) {
-              const unsigned i = unsigned(buf[BUFFER_HEADER + k]);
-              epsOut[shardMajor(i, b, batch, prevShardSize, prevLayerSize)] =
-                  dot(&weights[i * n], dI, n);
-            }
-          }
-        }
+        partials(inIds, numSrc, inStride, prevDense, prevShardSize, prevLayerSize, b, dI,
+                 &weights[0], &weightsByNeuron[0], &epsOut[0]);
       }
       if (neuron == RLEAKY_ALL_TO_ALL) {
+        float *__restrict gvb = &gradRecBias[0];
         for (unsigned j = 0; j < n; ++j)
-          gradRecBias[j] += dI[j];
+          gvb[j] += dI[j];
         if (t > 0) {
           for (unsigned o = 0; o < numOwn; ++o) {
             const int *buf = &recIds[(o * batch + b) * stride];
             for (int k = 0; k < buf[0]; ++k) {
-              float *row = &gradRecWeights[unsigned(buf[BUFFER_HEADER + k]) * n];
+              float *__restrict row = &gradRecWeights[unsigned(buf[BUFFER_HEADER + k]) * n];
               for (unsigned j = 0; j < n; ++j)
                 row[j] += dI[j];
             }
           }
           // dL/dS[t-1] of this layer through V, for the candidates of step t-1.
-          if (ownDense) {
-            for (unsigned i = 0; i < ownLayerSize; ++i)
-              recEpsOut[shardMajor(i, b, batch, ownShardSize, ownLayerSize)] =
-                  dot(&recWeights[i * n], dI, n);
-          } else {
-            for (unsigned o = 0; o < numOwn; ++o) {
-              const int *buf = &recIds[(o * batch + b) * stride];
-              for (int k = 0; k < buf[1]; ++k) {
-                const unsigned i = unsigned(buf[BUFFER_HEADER + k]);
-                recEpsOut[shardMajor(i, b, batch, ownShardSize, ownLayerSize)] =
-                    dot(&recWeights[i * n], dI, n);
-              }
-            }
-          }
+          partials(recIds, numOwn, stride, ownDense, ownShardSize, ownLayerSize, b, dI,
+                   &recWeights[0], &recWeightsByNeuron[0], &recEpsOut[0]);
         }
       } else if (neuron == RLEAKY_ONE_TO_ONE && t > 0) {
         const int *prevOwn = &idTrace[((t - 1) * batch + b) * stride];
@@ -300,6 +281,47 @@ public:
     }
     *step = (*step + 1 == numSteps) ? 0 : *step + 1;
     return true;
+  }
+
+private:
+  // [rows, n] -> [n, rows].
+  void transpose(const float *__restrict w, unsigned rows, float *__restrict byNeuron) const {
+    const unsigned n = numNeurons;
+    for (unsigned i = 0; i < rows; ++i)
+      for (unsigned j = 0; j < n; ++j)
+        byNeuron[j * rows + i] = w[i * n + j];
+  }
+
+  // out[i] = W[i, :] . dI for the neurons i of a layer (all of them when `dense`, else
+  // the ids its buffers list), written shard-major for the exchange back to their tiles.
+  // A buffer of shard s lists only ids of shard s, so its block is known without search.
+  void partials(const Input<Vector<int>> &ids, unsigned numShards, unsigned idStride,
+                unsigned dense, unsigned shardSize, unsigned layerSize, unsigned b,
+                const float *__restrict dI, const float *__restrict w,
+                const float *__restrict byNeuron, float *__restrict out) const {
+    const unsigned n = numNeurons;
+    for (unsigned s = 0; s < numShards; ++s) {
+      const unsigned first = s * shardSize;
+      const unsigned size = layerSize - first < shardSize ? layerSize - first : shardSize;
+      float *__restrict block = out + batch * first + b * size;
+      if (dense) {
+        // Every entry: one contiguous multiply-add pass per neuron of this shard.
+        for (unsigned i = 0; i < size; ++i)
+          block[i] = 0.0f;
+        for (unsigned j = 0; j < n; ++j) {
+          const float g = dI[j];
+          const float *__restrict row = byNeuron + j * layerSize + first;
+          for (unsigned i = 0; i < size; ++i)
+            block[i] += g * row[i];
+        }
+      } else {
+        const int *buf = &ids[(s * batch + b) * idStride];
+        for (int k = 0; k < buf[1]; ++k) {
+          const unsigned i = unsigned(buf[BUFFER_HEADER + k]);
+          block[i - first] = dot(w + i * n, dI, n);
+        }
+      }
+    }
   }
 };
 
@@ -318,12 +340,12 @@ public:
     for (unsigned k = 0; k < numInputs * n; ++k)
       gradWeights[k] = 0.0f;
     for (unsigned b = 0; b < batch; ++b) {
-      const float *g = &currentGradSum[b * n];
+      const float *__restrict g = &currentGradSum[b * n];
       for (unsigned i = 0; i < numInputs; ++i) {
         const float xi = x[b * numInputs + i];
         if (xi == 0.0f)
           continue;
-        float *row = &gradWeights[i * n];
+        float *__restrict row = &gradWeights[i * n];
         for (unsigned j = 0; j < n; ++j)
           row[j] += xi * g[j];
       }

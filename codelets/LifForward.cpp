@@ -11,31 +11,34 @@ using namespace popsnn::codes;
 
 namespace {
 
-inline float surrogateGrad(unsigned kind, float param, float x) {
+// dS/dU at x = U - threshold for a row of membranes, one loop per surrogate.
+inline void surrogateRow(unsigned kind, float param, float threshold, const float *__restrict u,
+                         float *__restrict sg, unsigned n) {
   switch (kind) {
-  case FAST_SIGMOID: {
-    const float d = 1.0f + param * std::fabs(x);
-    return 1.0f / (d * d);
-  }
+  case FAST_SIGMOID:
+    for (unsigned j = 0; j < n; ++j) {
+      const float d = 1.0f + param * std::fabs(u[j] - threshold);
+      sg[j] = 1.0f / (d * d);
+    }
+    break;
   case ATAN: {
-    const float z = 3.14159265358979323846f * param * x / 2.0f;
-    return (param / 2.0f) / (1.0f + z * z);
+    const float scale = 3.14159265358979323846f * param;
+    for (unsigned j = 0; j < n; ++j) {
+      const float z = scale * (u[j] - threshold) / 2.0f;
+      sg[j] = (param / 2.0f) / (1.0f + z * z);
+    }
+    break;
   }
-  case SIGMOID: {
-    const float s = 0.5f * (1.0f + std::tanh(0.5f * param * x));
-    return param * s * (1.0f - s);
-  }
+  case SIGMOID:
+    for (unsigned j = 0; j < n; ++j) {
+      const float s = 0.5f * (1.0f + std::tanh(0.5f * param * (u[j] - threshold)));
+      sg[j] = param * s * (1.0f - s);
+    }
+    break;
   default:
-    return 1.0f;
+    for (unsigned j = 0; j < n; ++j)
+      sg[j] = 1.0f;
   }
-}
-
-inline bool carriesGradient(unsigned rule, float ruleValue, float u, float threshold) {
-  if (rule == RULE_WINDOW)
-    return std::fabs(u - threshold) < ruleValue;
-  if (rule == RULE_ONE_SIDED)
-    return u >= ruleValue;
-  return true;
 }
 
 } // namespace
@@ -55,15 +58,15 @@ public:
   bool compute() {
     const unsigned n = numNeurons;
     for (unsigned b = 0; b < batch; ++b) {
-      float *out = &current[b * n];
+      float *__restrict out = &current[b * n];
       for (unsigned j = 0; j < n; ++j)
         out[j] = 0.0f;
-      const float *xb = &x[b * numInputs];
+      const float *__restrict xb = &x[b * numInputs];
       for (unsigned i = 0; i < numInputs; ++i) {
         const float xi = xb[i];
         if (xi == 0.0f)
           continue;
-        const float *row = &weights[i * n];
+        const float *__restrict row = &weights[i * n];
         for (unsigned j = 0; j < n; ++j)
           out[j] += xi * row[j];
       }
@@ -122,6 +125,10 @@ public:
   float ruleValue;
 
   bool compute() {
+    // Float members copied to locals: stores through float pointers could alias them,
+    // which would force reloads and block vectorisation.
+    const float beta = this->beta, alpha = this->alpha, threshold = this->threshold;
+    const float surrogateParam = this->surrogateParam, ruleValue = this->ruleValue;
     const unsigned t = *step;
     const unsigned n = numNeurons;
     if (t == 0) {
@@ -137,41 +144,41 @@ public:
     }
     for (unsigned b = 0; b < batch; ++b) {
       // Synaptic input I[t] into scratch.
-      float *in = &scratch[0];
+      const float *in = &scratch[0]; // may alias acc below: not restrict
       if (inputMode == INPUT_DIRECT) {
-        for (unsigned j = 0; j < n; ++j)
-          in[j] = current[b * n + j];
+        in = &current[b * n];
       } else {
+        float *__restrict acc = &scratch[0];
         for (unsigned j = 0; j < n; ++j)
-          in[j] = 0.0f;
+          acc[j] = 0.0f;
         if (inputMode == INPUT_DENSE_STEPS) {
-          const float *xb = &denseIn[(t * batch + b) * numInputs];
+          const float *__restrict xb = &denseIn[(t * batch + b) * numInputs];
           for (unsigned i = 0; i < numInputs; ++i) {
             const float xi = xb[i];
             if (xi == 0.0f)
               continue;
-            const float *row = &weights[i * n];
+            const float *__restrict row = &weights[i * n];
             for (unsigned j = 0; j < n; ++j)
-              in[j] += xi * row[j];
+              acc[j] += xi * row[j];
           }
         } else {
           for (unsigned s = 0; s < numSrc; ++s) {
             const int *buf = &inIds[(s * batch + b) * inStride];
             const int spikes = buf[0];
             for (int k = 0; k < spikes; ++k) {
-              const float *row = &weights[unsigned(buf[BUFFER_HEADER + k]) * n];
+              const float *__restrict row = &weights[unsigned(buf[BUFFER_HEADER + k]) * n];
               for (unsigned j = 0; j < n; ++j)
-                in[j] += row[j];
+                acc[j] += row[j];
             }
           }
         }
         for (unsigned j = 0; j < n; ++j)
-          in[j] += bias[j];
+          acc[j] += bias[j];
       }
-      float *u = &mem[b * n];
-      float *prev = &prevSpikes[b * n];
+      float *__restrict u = &mem[b * n];
+      float *__restrict prev = &prevSpikes[b * n];
       // RLeaky's recurrent term V.S[t-1] (+ b_V), kept apart to add in the reference's order.
-      float *rec = &scratch[n];
+      float *__restrict rec = &scratch[n];
       if (neuron == RLEAKY_ALL_TO_ALL) {
         // V.S[t-1] + b_V, summed over the spikes of every shard of this layer.
         for (unsigned j = 0; j < n; ++j)
@@ -180,7 +187,7 @@ public:
           for (unsigned s = 0; s < numOwn; ++s) {
             const int *buf = &recIds[(s * batch + b) * stride];
             for (int k = 0; k < buf[0]; ++k) {
-              const float *row = &recWeights[unsigned(buf[BUFFER_HEADER + k]) * n];
+              const float *__restrict row = &recWeights[unsigned(buf[BUFFER_HEADER + k]) * n];
               for (unsigned j = 0; j < n; ++j)
                 rec[j] += row[j];
             }
@@ -193,52 +200,74 @@ public:
       }
       const bool recurrent = neuron == RLEAKY_ALL_TO_ALL || neuron == RLEAKY_ONE_TO_ONE;
       // Membrane update; the reset R[t] = S[t-1] is decided by the previous step.
+      // One branch-free loop per (model, reset), so that the compiler vectorises it.
       if (neuron == SYNAPTIC) {
-        float *jsyn = &syn[b * n];
-        for (unsigned j = 0; j < n; ++j) {
+        float *__restrict jsyn = &syn[b * n];
+        for (unsigned j = 0; j < n; ++j)
           jsyn[j] = alpha * jsyn[j] + in[j];
-          if (reset == RESET_SUBTRACT)
+        if (reset == RESET_SUBTRACT)
+          for (unsigned j = 0; j < n; ++j)
             u[j] = beta * u[j] + jsyn[j] - prev[j] * threshold;
-          else if (reset == RESET_ZERO)
+        else if (reset == RESET_ZERO)
+          for (unsigned j = 0; j < n; ++j)
             u[j] = (1.0f - prev[j]) * (beta * u[j] + jsyn[j]);
-          else
+        else
+          for (unsigned j = 0; j < n; ++j)
             u[j] = beta * u[j] + jsyn[j];
-        }
       } else if (recurrent) {
         // snnTorch's RLeaky zero reset zeroes the whole update, input included.
-        for (unsigned j = 0; j < n; ++j) {
-          const float base = beta * u[j] + in[j] + rec[j];
-          if (reset == RESET_SUBTRACT)
-            u[j] = base - prev[j] * threshold;
-          else if (reset == RESET_ZERO)
-            u[j] = (1.0f - prev[j]) * base;
-          else
-            u[j] = base;
-        }
+        if (reset == RESET_SUBTRACT)
+          for (unsigned j = 0; j < n; ++j)
+            u[j] = beta * u[j] + in[j] + rec[j] - prev[j] * threshold;
+        else if (reset == RESET_ZERO)
+          for (unsigned j = 0; j < n; ++j)
+            u[j] = (1.0f - prev[j]) * (beta * u[j] + in[j] + rec[j]);
+        else
+          for (unsigned j = 0; j < n; ++j)
+            u[j] = beta * u[j] + in[j] + rec[j];
       } else {
-        for (unsigned j = 0; j < n; ++j) {
-          if (reset == RESET_SUBTRACT)
+        if (reset == RESET_SUBTRACT)
+          for (unsigned j = 0; j < n; ++j)
             u[j] = beta * u[j] + in[j] - prev[j] * threshold;
-          else if (reset == RESET_ZERO)
+        else if (reset == RESET_ZERO)
+          for (unsigned j = 0; j < n; ++j)
             u[j] = beta * (1.0f - prev[j]) * u[j] + in[j];
-          else
+        else
+          for (unsigned j = 0; j < n; ++j)
             u[j] = beta * u[j] + in[j];
-        }
       }
-      // Spikes, masked surrogate, and the id buffer: spikes first, then candidates.
-      float *sg = &surrTrace[(t * batch + b) * n];
+      // Masked surrogate dS/dU, kept for the backward.
+      float *__restrict sg = &surrTrace[(t * batch + b) * n];
+      surrogateRow(surrogate, surrogateParam, threshold, u, sg, n);
+      if (rule == RULE_WINDOW) {
+        for (unsigned j = 0; j < n; ++j)
+          sg[j] = std::fabs(u[j] - threshold) < ruleValue ? sg[j] : 0.0f;
+      } else if (rule == RULE_ONE_SIDED) {
+        for (unsigned j = 0; j < n; ++j)
+          sg[j] = u[j] >= ruleValue ? sg[j] : 0.0f;
+      }
+      // Spikes and the id buffer: spikes first, then gradient candidates.
       int *buf = &outIds[b * stride];
       unsigned spikes = 0, needed = 0;
-      for (unsigned j = 0; j < n; ++j) {
-        const bool spike = u[j] > threshold;
-        prev[j] = spike ? 1.0f : 0.0f;
-        sg[j] = carriesGradient(rule, ruleValue, u[j], threshold)
-                    ? surrogateGrad(surrogate, surrogateParam, u[j] - threshold)
-                    : 0.0f;
-        if (spike) {
-          if (needed < capacity)
-            buf[BUFFER_HEADER + needed] = int(offset + j);
-          ++needed;
+      // Spikes are rare: decide a block of 16 neurons with one vectorised count, and
+      // only look for ids in the blocks that spiked.
+      int *__restrict ids = buf + BUFFER_HEADER;
+      for (unsigned j0 = 0; j0 < n; j0 += 16) {
+        const unsigned end = j0 + 16 < n ? j0 + 16 : n;
+        unsigned count = 0;
+        for (unsigned j = j0; j < end; ++j) {
+          const bool spike = u[j] > threshold;
+          prev[j] = spike ? 1.0f : 0.0f;
+          count += spike ? 1u : 0u;
+        }
+        if (count == 0)
+          continue;
+        for (unsigned j = j0; j < end; ++j) {
+          if (prev[j] != 0.0f) {
+            if (needed < capacity)
+              ids[needed] = int(offset + j);
+            ++needed;
+          }
         }
       }
       spikes = needed;
@@ -266,8 +295,8 @@ public:
       for (unsigned k = 0; k < used; ++k)
         traced[k] = buf[k];
       if (record) {
-        float *rs = &recSpikes[(t * batch + b) * n];
-        float *rm = &recMem[(t * batch + b) * n];
+        float *__restrict rs = &recSpikes[(t * batch + b) * n];
+        float *__restrict rm = &recMem[(t * batch + b) * n];
         for (unsigned j = 0; j < n; ++j) {
           rs[j] = prev[j];
           rm[j] = u[j];

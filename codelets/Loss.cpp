@@ -62,7 +62,7 @@ public:
       gradMembranes[k] = 0.0f;
     }
     float total = 0.0f;
-    float *z = &scratch[0];
+    float *__restrict z = &scratch[0];
     for (unsigned b = 0; b < batch; ++b) {
       const float w = sampleWeights[b];
       if (w == 0.0f)
@@ -108,7 +108,7 @@ public:
           }
         }
       } else { // CE_MAX_MEMBRANE: the gradient goes to the first step at the maximum
-        float *firstMax = &scratch[C];
+        float *__restrict firstMax = &scratch[C];
         for (unsigned c = 0; c < C; ++c) {
           unsigned best = 0;
           for (unsigned t = 1; t < T; ++t)

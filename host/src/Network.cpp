@@ -100,7 +100,7 @@ struct Shard {
   Tensor stepForward, stepPublish, stepBackward;
   Tensor xLocal, current, currentGradSum;
   Tensor inRecv, recRecv, prevIds, recEpsOut, recEpsRecv;
-  Tensor gradMem, gradSyn, epsOut, epsRecv, bwdScratch;
+  Tensor gradMem, gradSyn, epsOut, epsRecv, bwdScratch, weightsByNeuron, recWeightsByNeuron;
   Tensor recSpikes, recMem, lossGradS, lossGradU;
 };
 enum ParamIndex { P_WEIGHT = 0, P_BIAS = 1, P_REC_WEIGHT = 2, P_REC_BIAS = 3 };
@@ -267,7 +267,8 @@ public:
         maxCapacity = std::max(maxCapacity, sh.capacity);
         layer.shards.push_back(sh);
       }
-      layer.stride = codes::BUFFER_HEADER + maxCapacity;
+      // One spare slot past the largest capacity: LifForward appends without branching.
+      layer.stride = codes::BUFFER_HEADER + maxCapacity + 1;
       layers.push_back(std::move(layer));
     }
     numOutputs = spec.layers.back().outputs;
@@ -378,12 +379,17 @@ public:
         const Layer &prev = layers[l - 1];
         sh.inRecv = zeros(INT, prev.shards.size() * B * prev.stride, tile, name + "in_ids", L);
         sh.epsOut = zeros(FLOAT, std::size_t(B) * nIn, tile, name + "eps_out", L);
+        if (prev.spec.sparseRule == SparseRule::None)
+          sh.weightsByNeuron = zeros(FLOAT, std::size_t(nIn) * n, tile, name + "w_by_neuron", L);
       }
       if (layer.a2a) {
         sh.recRecv = zeros(INT, layer.shards.size() * B * layer.stride, tile, name + "rec_ids", L);
         sh.prevIds = zeros(INT, B * layer.stride, tile, name + "prev_ids", L);
         sh.recEpsOut = zeros(FLOAT, std::size_t(B) * N, tile, name + "rec_eps_out", L);
         sh.recEpsRecv = zeros(FLOAT, layer.shards.size() * B * n, tile, name + "rec_eps_in", L);
+        if (layer.spec.sparseRule == SparseRule::None)
+          sh.recWeightsByNeuron =
+              zeros(FLOAT, std::size_t(N) * n, tile, name + "v_by_neuron", L);
       }
       if (!layer.isOutput) {
         const Layer &next = layers[l + 1];
@@ -601,8 +607,8 @@ public:
     const unsigned surrogate = unsigned(s.surrogate); // enum orders match codes::Surrogate
     const unsigned rule = unsigned(s.sparseRule);     // and codes::Rule
     const unsigned reset = unsigned(s.reset);         // and codes::Reset
-    const unsigned prevCap = prev ? prev->stride - codes::BUFFER_HEADER : 0;
-    const unsigned ownCap = layer.stride - codes::BUFFER_HEADER;
+    const unsigned prevCap = prev ? prev->stride - codes::BUFFER_HEADER - 1 : 0;
+    const unsigned ownCap = layer.stride - codes::BUFFER_HEADER - 1;
     const bool publishes = next != nullptr || layer.a2a;
     anyPublish = anyPublish || publishes;
 
@@ -731,6 +737,9 @@ public:
         graph->connect(v["epsOut"], orElse(sh.epsOut, dummyOut(FLOAT, tile)));
         graph->connect(v["recEpsOut"], orElse(sh.recEpsOut, dummyOut(FLOAT, tile)));
         graph->connect(v["scratch"], sh.bwdScratch);
+        graph->connect(v["weightsByNeuron"], orElse(sh.weightsByNeuron, dummyOut(FLOAT, tile)));
+        graph->connect(v["recWeightsByNeuron"],
+                       orElse(sh.recWeightsByNeuron, dummyOut(FLOAT, tile)));
         setField(v, "batch", B);
         setField(v, "numNeurons", n);
         setField(v, "numSteps", T);
@@ -1164,7 +1173,7 @@ std::map<std::string, double> Network::layout() const {
     const std::string l = "layer" + std::to_string(layer.index) + "_";
     out[l + "shards"] = layer.shards.size();
     out[l + "shard_size"] = layer.shardSize;
-    out[l + "buffer_capacity"] = layer.stride - codes::BUFFER_HEADER;
+    out[l + "buffer_capacity"] = layer.stride - codes::BUFFER_HEADER - 1;
   }
   return out;
 }
