@@ -642,7 +642,7 @@ void EngineImpl::execute(const Step &s) {
 using detail::EngineImpl;
 
 Engine::Engine(const Graph &graph, const program::Program &prog, const OptionFlags &, ProgressFunc)
-    : impl_(std::make_unique<EngineImpl>(graph, ArrayRef<program::Program>(prog))) {}
+    : impl_(std::make_unique<EngineImpl>(graph, ArrayRef<program::Program>(&prog, 1))) {}
 
 Engine::Engine(const Graph &graph, ArrayRef<program::Program> progs, const OptionFlags &, ProgressFunc)
     : impl_(std::make_unique<EngineImpl>(graph, progs)) {}

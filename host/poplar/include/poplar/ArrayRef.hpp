@@ -17,7 +17,6 @@ public:
 
   ArrayRef() = default;
   ArrayRef(const T *data, std::size_t size) : data_(data), size_(size) {}
-  ArrayRef(const T &single) : data_(&single), size_(1) {}
   ArrayRef(const std::vector<T> &v) : data_(v.data()), size_(v.size()) {}
   template <std::size_t N>
   ArrayRef(const std::array<T, N> &a) : data_(a.data()), size_(N) {}
