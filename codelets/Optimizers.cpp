@@ -54,10 +54,16 @@ public:
 
   bool compute() {
     const unsigned step = *count + 1;
+#ifdef __IPU__
+    // The IPU has no double: bias corrections in float (1 - beta^t loses digits early on).
+    using Real = float;
+#else
     // Bias corrections in double as PyTorch computes them (Python floats).
-    const double stepSize = double(lr) / (1.0 - std::pow(double(beta1), double(step)));
-    const float correction2 = float(std::sqrt(1.0 - std::pow(double(beta2), double(step))));
-    const float decay = float(1.0 - double(lr) * double(weightDecay));
+    using Real = double;
+#endif
+    const Real stepSize = Real(lr) / (Real(1) - std::pow(Real(beta1), Real(step)));
+    const float correction2 = float(std::sqrt(Real(1) - std::pow(Real(beta2), Real(step))));
+    const float decay = float(Real(1) - Real(lr) * Real(weightDecay));
     for (unsigned k = 0; k < param.size(); ++k) {
       float g = grad[k];
       if (weightDecay != 0.0f) {

@@ -203,7 +203,7 @@ public:
     Tensor t = graph->addVariable(type, {n}, name);
     graph->setTileMapping(t, tile);
     if (layer >= 0)
-      tileLayerBytes[tile][layer] += n * type.sizeInBytes();
+      tileLayerBytes[tile][layer] += n * graph->getTarget().getTypeSize(type);
     return t;
   }
   Tensor zeros(const Type &type, std::size_t n, unsigned tile, const std::string &name,
@@ -278,7 +278,7 @@ public:
 
   void checkMemory() {
     const Target &target = device.getTarget();
-    if (!target.checksMemory())
+    if (target.getTargetType() == TargetType::CPU) // no memory limit per tile
       return;
     const std::uint64_t available = target.getBytesPerTile();
     for (unsigned tile = 0; tile < numTiles; ++tile) {
@@ -1150,6 +1150,11 @@ void Network::setOptimizerState(const OptimizerState &state) {
 }
 
 std::map<std::string, double> Network::profileEstimate() const {
+#ifdef POPSNN_USE_POPLAR_SDK
+  // Graphcore's SDK reports through its profiler (POPLAR_ENGINE_OPTIONS, PopVision).
+  return {};
+#else
+  // popsnn runtime extension: the cost model's totals.
   const ProfileEstimate p = impl_->engine->getProfileEstimate();
   return {{"estimate_total_cycles", double(p.totalCycles)},
           {"estimate_compute_cycles", double(p.computeCycles)},
@@ -1163,6 +1168,7 @@ std::map<std::string, double> Network::profileEstimate() const {
           {"runs", double(p.runs)},
           {"max_tile_bytes", double(p.maxTileBytes())},
           {"tile_clock_hz", p.tileClockFrequency}};
+#endif
 }
 
 std::map<std::string, double> Network::layout() const {
