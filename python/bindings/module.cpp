@@ -73,8 +73,8 @@ popsnn::NetworkSpec specFromDict(const py::dict &d) {
                                      {"mse_membrane", LossKind::MseMembrane},
                                      {"ce_max_membrane", LossKind::CeMaxMembrane}});
   spec.loss.numClasses = get<unsigned>(loss, "num_classes", 0u);
-  spec.loss.correctRate = get<float>(loss, "correct_rate", 1.0f);
-  spec.loss.incorrectRate = get<float>(loss, "incorrect_rate", 0.0f);
+  spec.loss.correctRate = get<double>(loss, "correct_rate", 1.0);
+  spec.loss.incorrectRate = get<double>(loss, "incorrect_rate", 0.0);
   spec.loss.onTarget = get<float>(loss, "on_target", 1.0f);
   spec.loss.offTarget = get<float>(loss, "off_target", 0.0f);
   py::dict opt = d["optimizer"].cast<py::dict>();

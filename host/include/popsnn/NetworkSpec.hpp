@@ -38,8 +38,8 @@ struct LayerSpec {
 struct LossSpec {
   LossKind kind = LossKind::CeCount;
   unsigned numClasses = 0; // 0: one class per output neuron; fewer: a population code
-  float correctRate = 1.0f;   // mse_count
-  float incorrectRate = 0.0f; // mse_count
+  double correctRate = 1.0;   // mse_count (double: int(T * rate) must truncate as Python does)
+  double incorrectRate = 0.0; // mse_count
   float onTarget = 1.0f;      // mse_membrane
   float offTarget = 0.0f;     // mse_membrane
 };
