@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import gzip
 import lzma
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, Optional
 
 import numpy as np
 
@@ -174,10 +173,6 @@ def batches(dataset, batch_size: int, *, shuffle: bool = False,
     for start in range(0, len(order), batch_size):
         idx = order[start:start + batch_size]
         yield dataset.inputs(idx), dataset.labels[idx]
-
-
-def num_batches(dataset, batch_size: int) -> int:
-    return -(-len(dataset) // batch_size)
 
 
 # --------------------------------------------------------------------------------------------

@@ -32,13 +32,15 @@ def plot_curves(history: dict, path) -> Path:
         ax_loss.plot(x, step_loss, lw=0.6, alpha=0.5, label="per minibatch")
     if len(epochs):
         ax_loss.plot(epochs, history["train_loss"], "o-", label="epoch mean (train)")
-        if history.get("test_loss"):
+        test_loss = history.get("test_loss") or []
+        if test_loss and all(v is not None for v in test_loss):  # None: membrane losses
             ax_loss.plot(epochs, history["test_loss"], "s--", label="test")
         ax_acc.plot(epochs, 100 * np.asarray(history["train_accuracy"]), "o-", label="train")
         ax_acc.plot(epochs, 100 * np.asarray(history["test_accuracy"]), "s-", label="test")
     ax_loss.set(xlabel="epoch", ylabel="loss", title="Loss")
     ax_acc.set(xlabel="epoch", ylabel="accuracy (%)", title="Accuracy")
     for ax in (ax_loss, ax_acc):
+        _integer_epochs(ax)
         ax.grid(alpha=0.3)
         ax.legend()
     fig.tight_layout()
@@ -77,9 +79,15 @@ def plot_activity(history: dict, path) -> Path:
         ax.legend()
     ax.set(xlabel="epoch", ylabel="mean firing rate (% of neuron-steps)",
            title="Activity per layer")
+    _integer_epochs(ax)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return _save(fig, path)
+
+
+def _integer_epochs(ax):
+    from matplotlib.ticker import MaxNLocator
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _save(fig, path) -> Path:

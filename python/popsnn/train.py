@@ -6,7 +6,7 @@ metrics and pictures.
 
 `Config` holds every option; `load_config` reads a TOML file. The defaults are seed 000's
 network: DSNN 784-1000-10, Leaky beta = 0.9, 25 steps, direct input, ce_count loss, Adam,
-batch 128, on MNIST (the copy embedded in popsnn), on the fastest available device.
+batch 128, 5 epochs, on MNIST (the copy embedded in popsnn), on the fastest available device.
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ class Config:
     lr: float = 5e-4
     batch_size: int = 128
     num_steps: int = 25
-    epochs: int = 1
+    epochs: int = 5                      # 5 reach >= 97.5% test accuracy on MNIST
     device: str = "auto"                 # auto | reference | cpu | ipu-model | ipu
     seed: int = 0
     limit_train: Optional[int] = None

@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import pytest
+from test_data_loaders import make_idx_folder  # pytest puts this folder on sys.path
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -61,3 +62,15 @@ def test_bad_input_is_a_clear_error(tmp_path, args, message):
 def test_cmakedir_still_works():
     r = popsnn_cli("--version")
     assert r.returncode == 0 and r.stdout.strip()
+
+
+def test_data_flag_reads_a_folder_of_gzipped_idx_files(tmp_path):
+    make_idx_folder(tmp_path / "idx", n_train=20, n_test=10, compress=True)
+    r = popsnn_cli("train", "--data", str(tmp_path / "idx"), "--device", "reference",
+                   "--hidden", "8", "--num-steps", "3", "--epochs", "1", "--no-progress",
+                   "--no-plots",
+                   "--output", str(tmp_path / "run"))
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((tmp_path / "run" / "metrics.json").read_text())["summary"]
+    assert (summary["train_samples"], summary["test_samples"]) == (20, 10)
+    assert not (tmp_path / "run" / "curves.png").exists()

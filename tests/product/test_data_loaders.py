@@ -156,3 +156,11 @@ def test_nmnist_events_decode_and_bin(tmp_path):
     (tmp_path / "3" / "bad.bin").write_bytes(raw[:-2])
     with pytest.raises(data.DataError, match="5-byte"):
         data.load_nmnist(tmp_path)
+
+
+@pytest.mark.skipif(not data.FASHION_MNIST_SYSTEM.is_dir(),
+                    reason="Debian package dataset-fashion-mnist not installed")
+def test_fashion_mnist_from_the_debian_package():
+    train, test = data.load_fashion_mnist()
+    assert (len(train), len(test)) == (60000, 10000) and train.image_shape == (28, 28)
+    assert set(np.unique(train.labels)) == set(range(10))

@@ -36,7 +36,7 @@ def test_config_file_then_flags(tmp_path):
                     'sparse = "window:0.5"\n')
     c = train.make_config(path, lr=0.002, epochs=None)
     assert c.hidden == [300, 200] and c.neuron == "synaptic" and c.batch_size == 32
-    assert c.lr == 0.002 and c.epochs == 1
+    assert c.lr == 0.002 and c.epochs == 5
     net = c.network(784, 10)
     assert net.pairs[0][1].sparse.kind == "window" and net.pairs[0][1].alpha == 0.8
 
