@@ -291,3 +291,20 @@ def test_compiled_codelets_are_cached_by_content(runtime_cases, tmp_path):
     assert objects[0].stat().st_mtime_ns == stamp  # loaded, not rebuilt
     # The vertex-side headers travel inside the runtime and land in the cache.
     assert list(cache.glob("include-*/poplar/Vertex.hpp"))
+
+
+@pytest.mark.parametrize("device", ["cpu", "ipu16"])
+def test_remaining_calls(runtime_cases, device):
+    r = runtime_cases("misc", device)
+    n = NUM_TILES[device]
+    # LINEAR spreads 2 * (n + 1) elements in contiguous blocks over all tiles.
+    total = 2 * (n + 1)
+    assert r["linearPerTile"] == [total * (k + 1) // n - total * k // n for k in range(n)]
+    assert r["cloneSameMapping"] is True
+    assert r["intervalMapping"] == [0, 1, 4, 5, 102, 103]  # tile * 100 + element
+    assert r["streamed"] == [7, 5, 8]  # index({1, 0}), slices, concat of views
+    assert (r["loops"], r["countdown"]) == ([0], [2])
+    assert (r["runsBeforeReset"], r["runsAfterReset"]) == (1, 0)
+    assert "no handle 'too-late'" in r["lateHandle"]
+    assert (r["directTiles"], r["directType"], r["flag"]) == (16, "IPU", "2")
+    assert "invalid_option" in r["missingCpuTiles"] and "POPSNN_CPU_TILES='lots'" in r["missingCpuTiles"]

@@ -382,8 +382,12 @@ void EngineImpl::checkMemory() {
   std::vector<std::vector<std::pair<std::uint64_t, unsigned>>> byTile(target.getNumTiles());
   for (unsigned vi = 0; vi < g.vars.size(); ++vi) {
     const auto &v = g.vars[vi];
+    // Walk runs of equal tiles: variables are mostly mapped in long blocks.
     std::map<std::int32_t, std::uint64_t> perTile;
-    for (auto t : v.tile) perTile[t] += v.type.sizeInBytes();
+    for (std::size_t i = 0, j; i < v.tile.size(); i = j) {
+      for (j = i + 1; j < v.tile.size() && v.tile[j] == v.tile[i];) ++j;
+      perTile[v.tile[i]] += (j - i) * v.type.sizeInBytes();
+    }
     for (const auto &kv : perTile) {
       std::uint64_t b = (kv.second + 7) / 8 * 8;
       tileBytes[static_cast<std::size_t>(kv.first)] += b;

@@ -861,6 +861,80 @@ void caseParallel(Ctx &c) {
   c.out.num("elements", got.size());
 }
 
+// The remaining calls: clone, LINEAR mapping, mapping by intervals, constants
+// from pointers, slices/index, codelet lists, RepeatWhileFalse, stream callbacks
+// by index, profile reset, targets made directly, option flags.
+void caseMisc(Ctx &c) {
+  Graph graph(c.device.getTarget());
+  graph.addCodelets(std::vector<std::string>{c.codelets});
+  const unsigned n = c.tiles();
+  Tensor lin = graph.addVariable(FLOAT, {2, n + 1}, VariableMappingMethod::LINEAR, "lin");
+  std::vector<std::size_t> perTile;
+  for (const auto &iv : graph.getTileMapping(lin)) {
+    std::size_t k = 0;
+    for (const auto &i : iv) k += i.size();
+    perTile.push_back(k);
+  }
+  c.out.list("linearPerTile", perTile);
+  Tensor twin = graph.clone(lin, "twin");
+  c.out.boolean("cloneSameMapping", graph.getTileMapping(twin) == graph.getTileMapping(lin));
+  Tensor byIntervals = graph.addVariable(INT, {6}, "byIntervals");
+  graph.setTileMapping(byIntervals, Graph::TileToTensorMapping{{{0, 2}, {4, 6}}, {{2, 4}}});
+  std::vector<unsigned> tileOf;
+  auto m = graph.getTileMapping(byIntervals);
+  for (std::size_t t = 0; t < m.size(); ++t)
+    for (const auto &i : m[t])
+      for (std::size_t e = i.begin(); e < i.end(); ++e) tileOf.push_back(unsigned(t) * 100 + unsigned(e));
+  c.out.list("intervalMapping", tileOf);
+  const int raw[4] = {5, 6, 7, 8};
+  Tensor fromPtr = graph.addConstant(INT, {2, 2}, raw, "fromPtr");
+  graph.setTileMapping(fromPtr, 0);
+  Tensor picked = fromPtr.index({1, 0}).reshape({1});
+  auto pieces = fromPtr.flatten().slices({Interval(0, 1), Interval(2, 4)});
+  Tensor countdown = graph.addVariable(INT, {}, "countdown");
+  Tensor positive = graph.addVariable(BOOL, {}, "positive");
+  Tensor loops = graph.addVariable(INT, {1}, "loops");
+  for (const Tensor &t : {countdown, positive, loops}) graph.setTileMapping(t, 0);
+  graph.setInitialValue(countdown, 3);
+  ComputeSet down = graph.addComputeSet("down");
+  graph.setTileMapping(graph.addVertex(down, "CountDown", {{"n", countdown}, {"positive", positive}}), 0);
+  ComputeSet inc = graph.addComputeSet("inc");
+  graph.setTileMapping(graph.addVertex(inc, "Increment", {{"v", loops}}), 0);
+  DataStream out = graph.addDeviceToHostFIFO("out", INT, 3);
+  Tensor three = concat({picked, pieces[0], pieces[1].slice(1, 2)});
+  // RepeatWhileFalse runs cond, then the body while the predicate is zero:
+  // countdown 3 -> 2 makes `positive` true at once, so the body never runs.
+  graph.createHostRead("loops", loops);
+  graph.createHostRead("countdown", countdown);
+  Engine engine(graph, Sequence({RepeatWhileFalse(Execute(down), positive, Execute(inc)),
+                                 Copy(three, out)}),
+                OptionFlags{{"debug.instrument", "false"}});
+  engine.load(c.device);
+  std::vector<int> got;
+  engine.connectStreamToCallback("out", 0, [&](void *p) {
+    got.assign(static_cast<int *>(p), static_cast<int *>(p) + 3);
+  });
+  graph.createHostRead("too-late", loops); // after the Engine: not part of it
+  engine.run();
+  c.out.list("streamed", got);
+  c.out.list("loops", read<int>(engine, "loops", 1));
+  c.out.list("countdown", read<int>(engine, "countdown", 1));
+  c.out.num("runsBeforeReset", engine.getProfileEstimate().runs);
+  engine.resetExecutionProfile();
+  c.out.num("runsAfterReset", engine.getProfileEstimate().runs);
+  c.out.str("lateHandle", errorJson([&] {
+              int x;
+              engine.readTensor("too-late", &x, &x + 1);
+            }));
+  Target direct = Target::createIPUTarget(2, 8, "ipu2");
+  c.out.num("directTiles", direct.getNumTiles());
+  c.out.str("directType", toString(direct.getTargetType()));
+  OptionFlags flags{{"a", "1"}};
+  flags.set("b", "2");
+  c.out.str("flag", flags.at("b").str());
+  c.out.str("missingCpuTiles", errorJson([&] { setenv("POPSNN_CPU_TILES", "lots", 1); Device::createCPUDevice(); }));
+}
+
 // The same vertices from a prebuilt .gp object (popsnn_add_codelets).
 void caseGp(Ctx &c) { caseVertices(c, c.gp); }
 
@@ -895,6 +969,7 @@ int main(int argc, char **argv) {
       {"locality", caseLocality},
       {"errors", caseErrors},
       {"parallel", caseParallel},
+      {"misc", caseMisc},
   };
   auto it = cases.find(name);
   if (it == cases.end()) {
