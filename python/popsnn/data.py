@@ -370,12 +370,31 @@ def load_nmnist(folder, *, num_steps: int = 30, max_time: Optional[float] = None
 # --------------------------------------------------------------------------------------------
 # Named data sets (the CLI's --dataset)
 
-DATASETS = ("mnist", "fashion-mnist")
+DATASETS = ("mnist", "fashion-mnist", "shd", "nmnist")
 
 
-def load_named(name: str, path=None) -> tuple[ImageDataset, ImageDataset]:
+def load_named(name: str, path=None, num_steps: int = 25) -> tuple:
+    """(train, test) of a named data set. `path`: the folder holding it (optional for MNIST
+    and Fashion-MNIST); SHD wants shd_train.h5 and shd_test.h5 in it, N-MNIST its Train/ and
+    Test/ folders. `num_steps`: time bins for the event data sets."""
     if name == "mnist":
         return load_mnist(path)
     if name == "fashion-mnist":
         return load_fashion_mnist(path)
-    raise ValueError(f"dataset must be one of {list(DATASETS)}, got {name!r}")
+    if name not in DATASETS:
+        raise ValueError(f"dataset must be one of {list(DATASETS)}, got {name!r}")
+    if path is None:
+        raise FileNotFoundError(f"{name} is not shipped with popsnn: pass --data with the folder "
+                                f"that holds it ({_EVENT_LAYOUT[name]})")
+    folder = Path(path)
+    if name == "shd":
+        train = load_shd(folder / "shd_train.h5", num_steps=num_steps)
+        test = load_shd(folder / "shd_test.h5", num_steps=num_steps,
+                        num_classes=train.num_classes)
+        return train, test
+    return (load_nmnist(folder / "Train", num_steps=num_steps),
+            load_nmnist(folder / "Test", num_steps=num_steps))
+
+
+_EVENT_LAYOUT = {"shd": "shd_train.h5 and shd_test.h5, gunzipped",
+                 "nmnist": "the Train/ and Test/ folders of N-MNIST"}

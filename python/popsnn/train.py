@@ -46,7 +46,7 @@ class ConfigError(ValueError):
 class Config:
     """Every option of a training run (the CLI's flags and the TOML file's keys)."""
 
-    dataset: str = "mnist"               # mnist | fashion-mnist
+    dataset: str = "mnist"               # mnist | fashion-mnist | shd | nmnist
     data: Optional[str] = None           # folder of IDX files; None: the default location
     hidden: list = field(default_factory=lambda: [1000])
     neuron: str = "leaky"                # leaky | synaptic | rleaky
@@ -249,7 +249,7 @@ def fit(config: Optional[Config] = None, *, output=None, resume=None, progress: 
     wall_start = time.perf_counter()
 
     if train_set is None or test_set is None:
-        train_set, test_set = _data.load_named(config.dataset, config.data)
+        train_set, test_set = _data.load_named(config.dataset, config.data, config.num_steps)
     train_set = train_set.take(config.limit_train)
     test_set = test_set.take(config.limit_test)
     num_classes = train_set.num_classes
@@ -393,8 +393,9 @@ def _write_json(path: Path, obj):
 # Command line: `popsnn train`
 
 _FLAG_HELP = {
-    "dataset": "data set: mnist (embedded copy) or fashion-mnist", "data":
-    "folder of IDX files (train-images-idx3-ubyte[.gz], ...) instead of the default copy",
+    "dataset": "data set: mnist (embedded copy), fashion-mnist, shd or nmnist",
+    "data": "folder of the data set: IDX files (train-images-idx3-ubyte[.gz], ...) for "
+            "(fashion-)mnist, shd_train.h5 + shd_test.h5 for shd, Train/ + Test/ for nmnist",
     "hidden": "hidden layer widths, comma-separated (default 1000)",
     "neuron": "neuron model: leaky, synaptic or rleaky", "beta": "membrane decay beta",
     "alpha": "synaptic current decay alpha (synaptic only)", "threshold": "firing threshold",

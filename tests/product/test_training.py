@@ -126,3 +126,27 @@ def test_event_data_trains_with_its_own_time_steps(tmp_path):
                   train_set=ds, test_set=ds, progress=False, log=lambda *_: None)
     assert m["summary"]["num_steps"] == 6
     assert m["summary"]["test_accuracy"] >= 0.9
+
+
+def write_shd(path, labels, rng):
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(path, "w") as f:
+        times = f.create_dataset("spikes/times", (len(labels),), dtype=h5py.vlen_dtype(np.float32))
+        units = f.create_dataset("spikes/units", (len(labels),), dtype=h5py.vlen_dtype(np.uint16))
+        for i, y in enumerate(labels):  # class y fires on channels 100*y .. 100*y + 49
+            times[i] = np.sort(rng.random(40) * 1.3).astype(np.float32)
+            units[i] = (rng.integers(0, 50, 40) + 100 * y).astype(np.uint16)
+        f.create_dataset("labels", data=np.asarray(labels, np.uint8))
+
+
+def test_shd_folder_trains_from_the_config(tmp_path):
+    rng = np.random.default_rng(0)
+    write_shd(tmp_path / "shd_train.h5", np.arange(48) % 3, rng)
+    write_shd(tmp_path / "shd_test.h5", np.arange(12) % 3, rng)
+    config = quick_config(tmp_path / "run", dataset="shd", data=str(tmp_path), num_steps=7,
+                          hidden=[16], epochs=3, batch_size=8, lr=2e-2)
+    m = train.fit(config, progress=False, log=lambda *_: None)
+    assert m["summary"]["network"] == "700-16-3" and m["summary"]["num_steps"] == 7
+    assert m["summary"]["test_accuracy"] > 0.6  # chance is 1/3
+    with pytest.raises(FileNotFoundError, match="pass --data with the folder"):
+        train.fit(quick_config(tmp_path / "run", dataset="nmnist"), progress=False)
