@@ -467,10 +467,15 @@ Step EngineImpl::compile(const ProgramNode &n) {
       addSeg(s.segs, address(dr[j].var, dj), address(sr[i].var, si), len * sz);
       const auto &st = g.vars[sr[i].var].tile;
       const auto &dt = g.vars[dr[j].var].tile;
+      std::int32_t lastA = -1, lastB = -1;
       for (std::size_t k = 0; k < len; ++k) {
         std::int32_t a = st[si + k], b = dt[dj + k];
-        tiles.insert(a);
-        tiles.insert(b);
+        if (a != lastA || b != lastB) {
+          tiles.insert(a);
+          tiles.insert(b);
+          lastA = a;
+          lastB = b;
+        }
         if (a == b) {
           onTile[static_cast<std::size_t>(a)] += sz;
           p.onTileCopyBytes += sz;
@@ -522,7 +527,9 @@ Step EngineImpl::compile(const ProgramNode &n) {
     p.syncs = 1;
     std::set<std::int32_t> tiles;
     for (const auto &r : t.regions())
-      for (std::size_t e = r.begin; e < r.end; ++e) tiles.insert(g.vars[r.var].tile[e]);
+      for (std::size_t e = r.begin; e < r.end; ++e)
+        if (e == r.begin || g.vars[r.var].tile[e] != g.vars[r.var].tile[e - 1])
+          tiles.insert(g.vars[r.var].tile[e]);
     p.tilesUsed = tiles.size();
     break;
   }
