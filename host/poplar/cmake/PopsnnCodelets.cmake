@@ -23,7 +23,10 @@ function(popsnn_add_codelets target)
   endforeach()
   get_filename_component(_name "${ARG_OUTPUT}" NAME_WE)
 
-  if(POPSNN_USE_POPLAR_SDK OR TARGET popsnn::popc)
+  # popsnn::poplar is an INTERFACE target over Graphcore's SDK when popsnn was
+  # configured with POPSNN_USE_POPLAR_SDK=ON: then popc makes the .gp.
+  get_target_property(_poplar_type popsnn::poplar TYPE)
+  if(_poplar_type STREQUAL "INTERFACE_LIBRARY")
     if(NOT POPC_EXECUTABLE)
       find_program(POPC_EXECUTABLE popc REQUIRED)
     endif()
