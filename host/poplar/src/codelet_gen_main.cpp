@@ -3,6 +3,9 @@
 // compiles with them into a .gp codelet object.
 //   popsnn_codelet_gen -o <glue-prefix> <codelet.cpp>...
 // writes <glue-prefix>_part<i>.cpp per source and <glue-prefix>.cpp (the table).
+#include <unistd.h>
+
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -20,9 +23,15 @@ bool writeIfChanged(const std::string &path, const std::string &text) {
     old << in.rdbuf();
     if (old.str() == text) return true;
   }
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  return static_cast<bool>(out);
+  // Through a temporary and rename(): make may run this command twice at once
+  // for its several outputs, and a compiler must never read a half-written file.
+  std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << text;
+    if (!out) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
 }
 
 } // namespace
