@@ -1,7 +1,7 @@
 // Backward vertices: BPTT for one shard, one step (t = T-1 .. 0), every sample.
 // The reset carries no gradient (SPEC section 1). Sparse work: weight gradients
-// visit only the input ids that spiked; the gradient sent to a previous layer is
-// computed only for its gradient candidates (all entries when it has no rule).
+// visit only the input ids that spiked; dL/dS is computed only for the entries
+// whose (masked) surrogate is non-zero (all entries when the layer has no rule).
 #include <poplar/Vertex.hpp>
 
 #include "VertexEnums.hpp"
@@ -18,54 +18,34 @@ inline float dot(const float *__restrict a, const float *__restrict b, unsigned 
   return s;
 }
 
-} // namespace
-
-// Puts the shard's id buffers of step t (for the next layer) and, for
-// all-to-all RLeaky, of step t-1 (for its own recurrence) back on the exchange.
-class PublishIds : public Vertex {
-public:
-  InOut<unsigned> step;      // counts 0..T-1; t = T-1-step
-  Input<Vector<int>> idTrace; // [T, B, stride]
-  Output<Vector<int>> outIds; // [B, stride]
-  Output<Vector<int>> prevIds; // [B, stride] (or a 1-element dummy)
-  unsigned batch;
-  unsigned numSteps;
-  unsigned stride;
-  unsigned publishPrevious;
-
-  bool compute() {
-    const unsigned t = numSteps - 1 - *step;
-    for (unsigned b = 0; b < batch; ++b) {
-      const int *src = &idTrace[(t * batch + b) * stride];
-      int *dst = &outIds[b * stride];
-      const unsigned used = BUFFER_HEADER + unsigned(src[1]);
-      for (unsigned k = 0; k < used; ++k)
-        dst[k] = src[k];
-      if (publishPrevious) {
-        int *pdst = &prevIds[b * stride];
-        if (t == 0) {
-          pdst[0] = 0;
-          pdst[1] = 0;
-        } else {
-          const int *psrc = &idTrace[((t - 1) * batch + b) * stride];
-          const unsigned pused = BUFFER_HEADER + unsigned(psrc[1]);
-          for (unsigned k = 0; k < pused; ++k)
-            pdst[k] = psrc[k];
-        }
-      }
-    }
-    *step = (*step + 1 == numSteps) ? 0 : *step + 1;
-    return true;
+// Copies an id buffer (header and used entries), or writes an empty one.
+inline void copyBuffer(const int *src, int *dst) {
+  if (!src) {
+    dst[0] = 0;
+    dst[1] = 0;
+    return;
   }
-};
+  const unsigned used = BUFFER_HEADER + unsigned(src[1]);
+  for (unsigned k = 0; k < used; ++k)
+    dst[k] = src[k];
+}
+
+} // namespace
 
 class LifBackward : public Vertex {
 public:
   InOut<unsigned> step;             // counts 0..T-1; t = T-1-step
   Input<Vector<float>> lossGradSpikes; // output layer: dL/dS [T, B, n]
   Input<Vector<float>> lossGradMem;    // output layer: dL/dU [T, B, n] (membrane losses)
-  Input<Vector<float>> epsIn;       // hidden layer: dL/dS partials [numDst, B, n]
-  Input<Vector<float>> recEpsIn;    // all-to-all: dL/dS[t] partials from step t+1 [numOwn, B, n]
+  // dL/dS of this layer comes from the dL/dI of the layers it feeds: their shards' dL/dI
+  // ([B, n_k] blocks, one per shard k) and this tile's copy of their weights on its
+  // neurons ([n, n_k] blocks), so only the small dL/dI crosses tiles.
+  Input<Vector<float>> nextGrad;     // next layer's dL/dI[t], blocks [B, n_k]
+  Input<Vector<float>> nextWeights;  // next layer's W on this shard's neurons, blocks [n, n_k]
+  InOut<Vector<float>> nextWeightsT; // dense: nextWeights by downstream neuron [N_next, n]
+  Input<Vector<float>> ownGrad;      // all-to-all: this layer's dL/dI[t+1], blocks [B, n_k]
+  Input<Vector<float>> ownWeights;   // all-to-all: V on this shard's neurons, blocks [n, n_k]
+  InOut<Vector<float>> ownWeightsT;  // all-to-all, dense: [N, n]
   Input<Vector<float>> surrTrace;   // [T, B, n]
   Input<Vector<int>> idTrace;       // own buffers [T, B, stride]
   Input<Vector<int>> inIds;         // INPUT_SPIKE_IDS: previous layer's buffers of step t
@@ -80,13 +60,13 @@ public:
   InOut<Vector<float>> gradRecWeights; // like recWeights
   InOut<Vector<float>> gradRecBias; // [n]
   InOut<Vector<float>> currentGradSum; // INPUT_DIRECT: sum_t dL/dI [B, n]
-  Output<Vector<float>> epsOut;     // to the previous layer [B * N_prev], shard-major
-  Output<Vector<float>> recEpsOut;  // all-to-all: to this layer for step t-1 [B * N], shard-major
+  Output<Vector<float>> gradOut;    // dL/dI[t] [B, n], for the previous layer and the recurrence
+  // For the next backward step, this shard's id buffers of step t-1 (for the layer it
+  // feeds) and, all-to-all, of step t-2 (for its own recurrence). The forward leaves
+  // those of steps T-1 and T-2 there for the first backward step.
+  Output<Vector<int>> outIds;       // [B, stride]
+  Output<Vector<int>> prevIds;      // [B, stride]
   InOut<Vector<float>> scratch;     // [2n]
-  // Dense partials (a previous layer without a sparse rule) run faster from weights laid
-  // out by neuron: [n, nIn] (and [n, N] for V), rebuilt at the first backward step.
-  InOut<Vector<float>> weightsByNeuron;
-  InOut<Vector<float>> recWeightsByNeuron;
 
   unsigned batch;
   unsigned numNeurons;
@@ -94,7 +74,6 @@ public:
   unsigned numInputs;
   unsigned numSrc;
   unsigned inStride;
-  unsigned numDst;
   unsigned numOwn;
   unsigned stride;
   unsigned offset;
@@ -102,10 +81,11 @@ public:
   unsigned reset;
   unsigned inputMode;
   unsigned isOutput;
-  unsigned prevDense;
-  unsigned ownDense;
-  unsigned prevShardSize;
-  unsigned prevLayerSize;
+  unsigned dense;          // no sparse rule on this layer: every entry carries gradient
+  unsigned publishGrad;    // gradOut is read by another layer or the recurrence
+  unsigned publishIds;     // outIds (and prevIds) are read by another layer or the recurrence
+  unsigned nextShardSize;
+  unsigned nextLayerSize;
   unsigned ownShardSize;
   unsigned ownLayerSize;
   float beta;
@@ -118,10 +98,10 @@ public:
     const unsigned n = numNeurons;
     const unsigned bn = batch * n;
     if (t + 1 == numSteps) {
-      if (inputMode == INPUT_SPIKE_IDS && prevDense)
-        transpose(&weights[0], numInputs, &weightsByNeuron[0]);
-      if (neuron == RLEAKY_ALL_TO_ALL && ownDense)
-        transpose(&recWeights[0], ownLayerSize, &recWeightsByNeuron[0]);
+      if (!isOutput && dense)
+        transposeFanout(&nextWeights[0], nextShardSize, nextLayerSize, &nextWeightsT[0]);
+      if (neuron == RLEAKY_ALL_TO_ALL && dense)
+        transposeFanout(&ownWeights[0], ownShardSize, ownLayerSize, &ownWeightsT[0]);
       for (unsigned k = 0; k < bn; ++k)
         gradMem[k] = 0.0f;
       if (neuron == SYNAPTIC)
@@ -154,21 +134,14 @@ public:
         for (unsigned j = 0; j < n; ++j)
           eps[j] = g[j];
       } else {
-        const float *__restrict g0 = &epsIn[b * n];
         for (unsigned j = 0; j < n; ++j)
-          eps[j] = g0[j];
-        for (unsigned d = 1; d < numDst; ++d) {
-          const float *__restrict g = &epsIn[(d * batch + b) * n];
-          for (unsigned j = 0; j < n; ++j)
-            eps[j] += g[j];
-        }
+          eps[j] = 0.0f;
+        fromFanout(eps, sg, &nextWeights[0], &nextWeightsT[0], &nextGrad[0], nextShardSize,
+                   nextLayerSize, b);
       }
       if (neuron == RLEAKY_ALL_TO_ALL && t + 1 < numSteps) {
-        for (unsigned o = 0; o < numOwn; ++o) {
-          const float *__restrict g = &recEpsIn[(o * batch + b) * n];
-          for (unsigned j = 0; j < n; ++j)
-            eps[j] += g[j];
-        }
+        fromFanout(eps, sg, &ownWeights[0], &ownWeightsT[0], &ownGrad[0], ownShardSize,
+                   ownLayerSize, b);
       } else if (neuron == RLEAKY_ONE_TO_ONE) {
         for (unsigned j = 0; j < n; ++j)
           eps[j] += recWeights[j] * gU[j];
@@ -180,8 +153,7 @@ public:
         for (int k = 0; k < own[0]; ++k)
           gU[unsigned(own[BUFFER_HEADER + k]) - offset] = 0.0f;
       // dL/dU[t] = surrogate * dL/dS[t] (+ a membrane loss) + leak * dL/dU[t+1].
-      // Entries off the sparse rule have surrogate exactly 0 and never read eps,
-      // which is only written for gradient candidates.
+      // Entries off the sparse rule have surrogate exactly 0: eps is not computed there.
       const float *__restrict gMem = isOutput ? &lossGradMem[(t * batch + b) * n] : nullptr;
       if (gMem) {
         for (unsigned j = 0; j < n; ++j)
@@ -223,6 +195,11 @@ public:
         for (unsigned j = 0; j < n; ++j)
           dI[j] = gU[j];
       }
+      if (publishGrad) {
+        float *__restrict out = &gradOut[b * n];
+        for (unsigned j = 0; j < n; ++j)
+          out[j] = dI[j];
+      }
       float *__restrict gb = &gradBias[0];
       for (unsigned j = 0; j < n; ++j)
         gb[j] += dI[j];
@@ -250,9 +227,6 @@ public:
               row[j] += dI[j];
           }
         }
-        // dL/dS of the previous layer at t, only where it can carry gradient.
-        partials(inIds, numSrc, inStride, prevDense, prevShardSize, prevLayerSize, b, dI,
-                 &weights[0], &weightsByNeuron[0], &epsOut[0]);
       }
       if (neuron == RLEAKY_ALL_TO_ALL) {
         float *__restrict gvb = &gradRecBias[0];
@@ -267,9 +241,6 @@ public:
                 row[j] += dI[j];
             }
           }
-          // dL/dS[t-1] of this layer through V, for the candidates of step t-1.
-          partials(recIds, numOwn, stride, ownDense, ownShardSize, ownLayerSize, b, dI,
-                   &recWeights[0], &recWeightsByNeuron[0], &recEpsOut[0]);
         }
       } else if (neuron == RLEAKY_ONE_TO_ONE && t > 0) {
         const int *prevOwn = &idTrace[((t - 1) * batch + b) * stride];
@@ -279,48 +250,74 @@ public:
         }
       }
     }
+    if (publishIds) {
+      for (unsigned b = 0; b < batch; ++b) {
+        copyBuffer(t >= 1 ? &idTrace[((t - 1) * batch + b) * stride] : nullptr,
+                   &outIds[b * stride]);
+        if (neuron == RLEAKY_ALL_TO_ALL)
+          copyBuffer(t >= 2 ? &idTrace[((t - 2) * batch + b) * stride] : nullptr,
+                     &prevIds[b * stride]);
+      }
+    }
     *step = (*step + 1 == numSteps) ? 0 : *step + 1;
     return true;
   }
 
 private:
-  // [rows, n] -> [n, rows].
-  void transpose(const float *__restrict w, unsigned rows, float *__restrict byNeuron) const {
+  // Fan-out blocks [n, n_k] (one per downstream shard k) -> [N_down, n].
+  void transposeFanout(const float *__restrict fanout, unsigned shardSize, unsigned layerSize,
+                       float *__restrict byDownstream) const {
     const unsigned n = numNeurons;
-    for (unsigned i = 0; i < rows; ++i)
-      for (unsigned j = 0; j < n; ++j)
-        byNeuron[j * rows + i] = w[i * n + j];
+    for (unsigned first = 0; first < layerSize; first += shardSize) {
+      const unsigned size = layerSize - first < shardSize ? layerSize - first : shardSize;
+      const float *__restrict block = fanout + n * first;
+      for (unsigned i = 0; i < n; ++i)
+        for (unsigned k = 0; k < size; ++k)
+          byDownstream[(first + k) * n + i] = block[i * size + k];
+    }
   }
 
-  // out[i] = W[i, :] . dI for the neurons i of a layer (all of them when `dense`, else
-  // the ids its buffers list), written shard-major for the exchange back to their tiles.
-  // A buffer of shard s lists only ids of shard s, so its block is known without search.
-  void partials(const Input<Vector<int>> &ids, unsigned numShards, unsigned idStride,
-                unsigned dense, unsigned shardSize, unsigned layerSize, unsigned b,
-                const float *__restrict dI, const float *__restrict w,
-                const float *__restrict byNeuron, float *__restrict out) const {
+  // eps[j] += sum_k W_down[k, j] * dL/dI_down[b, k] over a downstream layer's neurons k.
+  // Dense: one multiply-add pass over this shard per downstream neuron (zero dL/dI skipped).
+  // Sparse rule: only where the surrogate is non-zero, one dot per such entry.
+  void fromFanout(float *__restrict eps, const float *__restrict sg, const float *fanout,
+                  const float *byDownstream, const float *grads, unsigned shardSize,
+                  unsigned layerSize, unsigned b) const {
     const unsigned n = numNeurons;
-    for (unsigned s = 0; s < numShards; ++s) {
-      const unsigned first = s * shardSize;
-      const unsigned size = layerSize - first < shardSize ? layerSize - first : shardSize;
-      float *__restrict block = out + batch * first + b * size;
-      if (dense) {
-        // Every entry: one contiguous multiply-add pass per neuron of this shard.
-        for (unsigned i = 0; i < size; ++i)
-          block[i] = 0.0f;
-        for (unsigned j = 0; j < n; ++j) {
-          const float g = dI[j];
-          const float *__restrict row = byNeuron + j * layerSize + first;
-          for (unsigned i = 0; i < size; ++i)
-            block[i] += g * row[i];
+    if (dense) {
+      for (unsigned first = 0; first < layerSize; first += shardSize) {
+        const unsigned size = layerSize - first < shardSize ? layerSize - first : shardSize;
+        const float *__restrict g = grads + batch * first + b * size;
+        const float *__restrict rows = byDownstream + first * n;
+        unsigned k = 0;
+        // Four downstream neurons per pass: one load and store of eps for four rows.
+        for (; k + 4 <= size; k += 4) {
+          const float g0 = g[k], g1 = g[k + 1], g2 = g[k + 2], g3 = g[k + 3];
+          const float *__restrict r0 = rows + k * n;
+          const float *__restrict r1 = r0 + n;
+          const float *__restrict r2 = r1 + n;
+          const float *__restrict r3 = r2 + n;
+          for (unsigned j = 0; j < n; ++j)
+            eps[j] += g0 * r0[j] + g1 * r1[j] + g2 * r2[j] + g3 * r3[j];
         }
-      } else {
-        const int *buf = &ids[(s * batch + b) * idStride];
-        for (int k = 0; k < buf[1]; ++k) {
-          const unsigned i = unsigned(buf[BUFFER_HEADER + k]);
-          block[i - first] = dot(w + i * n, dI, n);
+        for (; k < size; ++k) {
+          const float gk = g[k];
+          const float *__restrict row = rows + k * n;
+          for (unsigned j = 0; j < n; ++j)
+            eps[j] += gk * row[j];
         }
       }
+      return;
+    }
+    for (unsigned j = 0; j < n; ++j) {
+      if (sg[j] == 0.0f)
+        continue;
+      float sum = 0.0f;
+      for (unsigned first = 0; first < layerSize; first += shardSize) {
+        const unsigned size = layerSize - first < shardSize ? layerSize - first : shardSize;
+        sum += dot(fanout + n * first + j * size, grads + batch * first + b * size, size);
+      }
+      eps[j] += sum;
     }
   }
 };

@@ -98,6 +98,7 @@ public:
   InOut<Vector<float>> surrTrace; // masked surrogate dS/dU [T, B, n]
   InOut<Vector<int>> idTrace;     // own buffers [T, B, stride]
   Output<Vector<int>> outIds;     // own buffers of this step [B, stride] (exchanged)
+  Output<Vector<int>> prevIds;    // all-to-all: own buffers of step t-1 [B, stride] (backward)
   InOut<Vector<float>> recSpikes; // output layer: S [T, B, n]
   InOut<Vector<float>> recMem;    // output layer: U [T, B, n]
   InOut<Vector<unsigned>> overflow; // [OVERFLOW_FIELDS]
@@ -129,6 +130,8 @@ public:
     // which would force reloads and block vectorisation.
     const float beta = this->beta, alpha = this->alpha, threshold = this->threshold;
     const float surrogateParam = this->surrogateParam, ruleValue = this->ruleValue;
+    // Likewise the unsigned members that int stores (the id buffers) could alias.
+    const unsigned capacity = this->capacity, offset = this->offset;
     const unsigned t = *step;
     const unsigned n = numNeurons;
     if (t == 0) {
@@ -249,25 +252,23 @@ public:
       // Spikes and the id buffer: spikes first, then gradient candidates.
       int *buf = &outIds[b * stride];
       unsigned spikes = 0, needed = 0;
-      // Spikes are rare: decide a block of 16 neurons with one vectorised count, and
-      // only look for ids in the blocks that spiked.
+      // Spikes are rare: decide 32 neurons at a time into a bit mask, then visit only the
+      // set bits.
       int *__restrict ids = buf + BUFFER_HEADER;
-      for (unsigned j0 = 0; j0 < n; j0 += 16) {
-        const unsigned end = j0 + 16 < n ? j0 + 16 : n;
-        unsigned count = 0;
+      for (unsigned j0 = 0; j0 < n; j0 += 32) {
+        const unsigned end = j0 + 32 < n ? j0 + 32 : n;
+        unsigned mask = 0;
         for (unsigned j = j0; j < end; ++j) {
           const bool spike = u[j] > threshold;
           prev[j] = spike ? 1.0f : 0.0f;
-          count += spike ? 1u : 0u;
+          mask |= unsigned(spike) << (j - j0);
         }
-        if (count == 0)
-          continue;
-        for (unsigned j = j0; j < end; ++j) {
-          if (prev[j] != 0.0f) {
-            if (needed < capacity)
-              ids[needed] = int(offset + j);
-            ++needed;
-          }
+        while (mask) {
+          const unsigned j = j0 + unsigned(__builtin_ctz(mask));
+          mask &= mask - 1;
+          if (needed < capacity)
+            ids[needed] = int(offset + j);
+          ++needed;
         }
       }
       spikes = needed;
@@ -290,6 +291,19 @@ public:
       }
       buf[0] = int(spikes < capacity ? spikes : capacity);
       buf[1] = int(needed < capacity ? needed : capacity);
+      if (neuron == RLEAKY_ALL_TO_ALL) {
+        // Leaves step T-2's buffers for the first backward step (see LifBackward).
+        int *pdst = &prevIds[b * stride];
+        if (t == 0) {
+          pdst[0] = 0;
+          pdst[1] = 0;
+        } else {
+          const int *psrc = &idTrace[((t - 1) * batch + b) * stride];
+          const unsigned pused = BUFFER_HEADER + unsigned(psrc[1]);
+          for (unsigned k = 0; k < pused; ++k)
+            pdst[k] = psrc[k];
+        }
+      }
       int *traced = &idTrace[(t * batch + b) * stride];
       const unsigned used = BUFFER_HEADER + unsigned(buf[1]);
       for (unsigned k = 0; k < used; ++k)

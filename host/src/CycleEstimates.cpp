@@ -31,10 +31,6 @@ const std::map<std::string, Estimator> &table() {
                     (std::uint64_t(w.activeInputs) * vectorPass(w.neurons) + 16ull * w.neurons +
                      2ull * w.activeCandidates);
        }},
-      {"PublishIds",
-       [](const VertexWork &w) {
-         return kVertexOverhead + std::uint64_t(w.batch) * (4 + w.activeCandidates);
-       }},
       {"LifBackward",
        [](const VertexWork &w) {
          return kVertexOverhead +

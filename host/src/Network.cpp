@@ -97,10 +97,12 @@ struct Shard {
   // Parameters, their gradients and optimiser state: index P_WEIGHT.. below.
   Tensor param[4], grad[4], opt1[4], opt2[4], optCount[4];
   Tensor mem, syn, prevSpikes, fwdScratch, surrTrace, idTrace, outIds, overflow;
-  Tensor stepForward, stepPublish, stepBackward;
+  Tensor stepForward, stepBackward;
   Tensor xLocal, current, currentGradSum;
-  Tensor inRecv, recRecv, prevIds, recEpsOut, recEpsRecv;
-  Tensor gradMem, gradSyn, epsOut, epsRecv, bwdScratch, weightsByNeuron, recWeightsByNeuron;
+  Tensor inRecv, recRecv, prevIds;
+  Tensor gradMem, gradSyn, bwdScratch, gradOut;
+  // Copies of the weights of the layer this shard feeds (and of V), on this shard's neurons.
+  Tensor nextGrad, nextWeights, nextWeightsT, ownGrad, ownWeights, ownWeightsT;
   Tensor recSpikes, recMem, lossGradS, lossGradU;
 };
 enum ParamIndex { P_WEIGHT = 0, P_BIAS = 1, P_REC_WEIGHT = 2, P_REC_BIAS = 3 };
@@ -366,7 +368,6 @@ public:
       sh.outIds = zeros(INT, B * layer.stride, tile, name + "ids", L);
       sh.overflow = zeros(UNSIGNED_INT, codes::OVERFLOW_FIELDS, tile, name + "overflow", L);
       sh.stepForward = zeros(UNSIGNED_INT, 1, tile, name + "step_forward", L);
-      sh.stepPublish = zeros(UNSIGNED_INT, 1, tile, name + "step_publish", L);
       sh.stepBackward = zeros(UNSIGNED_INT, 1, tile, name + "step_backward", L);
       sh.gradMem = zeros(FLOAT, B * n, tile, name + "grad_mem", L);
       if (layer.inputMode == codes::INPUT_DIRECT) {
@@ -378,22 +379,24 @@ public:
       } else {
         const Layer &prev = layers[l - 1];
         sh.inRecv = zeros(INT, prev.shards.size() * B * prev.stride, tile, name + "in_ids", L);
-        sh.epsOut = zeros(FLOAT, std::size_t(B) * nIn, tile, name + "eps_out", L);
-        if (prev.spec.sparseRule == SparseRule::None)
-          sh.weightsByNeuron = zeros(FLOAT, std::size_t(nIn) * n, tile, name + "w_by_neuron", L);
       }
+      const bool dense = layer.spec.sparseRule == SparseRule::None;
+      if (l > 0 || layer.a2a)
+        sh.gradOut = zeros(FLOAT, std::size_t(B) * n, tile, name + "grad_out", L);
       if (layer.a2a) {
         sh.recRecv = zeros(INT, layer.shards.size() * B * layer.stride, tile, name + "rec_ids", L);
         sh.prevIds = zeros(INT, B * layer.stride, tile, name + "prev_ids", L);
-        sh.recEpsOut = zeros(FLOAT, std::size_t(B) * N, tile, name + "rec_eps_out", L);
-        sh.recEpsRecv = zeros(FLOAT, layer.shards.size() * B * n, tile, name + "rec_eps_in", L);
-        if (layer.spec.sparseRule == SparseRule::None)
-          sh.recWeightsByNeuron =
-              zeros(FLOAT, std::size_t(N) * n, tile, name + "v_by_neuron", L);
+        sh.ownGrad = zeros(FLOAT, std::size_t(B) * N, tile, name + "own_grad", L);
+        sh.ownWeights = zeros(FLOAT, std::size_t(n) * N, tile, name + "own_weights", L);
+        if (dense)
+          sh.ownWeightsT = zeros(FLOAT, std::size_t(n) * N, tile, name + "own_weights_t", L);
       }
       if (!layer.isOutput) {
-        const Layer &next = layers[l + 1];
-        sh.epsRecv = zeros(FLOAT, next.shards.size() * B * n, tile, name + "eps_in", L);
+        const unsigned nextN = layers[l + 1].spec.outputs;
+        sh.nextGrad = zeros(FLOAT, std::size_t(B) * nextN, tile, name + "next_grad", L);
+        sh.nextWeights = zeros(FLOAT, std::size_t(n) * nextN, tile, name + "next_weights", L);
+        if (dense)
+          sh.nextWeightsT = zeros(FLOAT, std::size_t(n) * nextN, tile, name + "next_weights_t", L);
       } else {
         sh.recSpikes = zeros(FLOAT, std::size_t(T) * B * n, tile, name + "out_spikes", L);
         sh.recMem = zeros(FLOAT, std::size_t(T) * B * n, tile, name + "out_mem", L);
@@ -430,16 +433,30 @@ public:
     return c;
   }
 
-  // Shard-major dL/dS partials of every shard of `from` into the shards of `to`.
-  CopyList epsCopies(const Layer &from, const Layer &to, bool recurrent) {
+  // Every shard's dL/dI[t] into block k of `to`'s shards' nextGrad (or ownGrad).
+  CopyList gradCopies(const Layer &from, const Layer &to, bool recurrent) {
     CopyList c;
     const unsigned B = spec.batchSize;
-    for (unsigned s = 0; s < from.shards.size(); ++s) {
-      const Tensor &src = recurrent ? from.shards[s].recEpsOut : from.shards[s].epsOut;
+    for (const Shard &src : from.shards)
       for (const Shard &dst : to.shards) {
-        const Tensor &into = recurrent ? dst.recEpsRecv : dst.epsRecv;
-        c.add(src.slice(B * dst.first, B * (dst.first + dst.size)),
-              into.slice(s * B * dst.size, (s + 1) * B * dst.size));
+        const Tensor &into = recurrent ? dst.ownGrad : dst.nextGrad;
+        c.add(src.gradOut, into.slice(B * src.first, B * (src.first + src.size)));
+      }
+    return c;
+  }
+
+  // The rows of `from`'s weights (or V) that belong to each shard of `to`, into that
+  // shard's fan-out copy: [n_d, n_k] blocks, contiguous on both sides.
+  CopyList fanoutCopies(const Layer &from, const Layer &to, bool recurrent) {
+    CopyList c;
+    for (const Shard &src : from.shards) {
+      const Tensor &w = recurrent ? src.param[P_REC_WEIGHT] : src.param[P_WEIGHT];
+      for (const Shard &dst : to.shards) {
+        const Tensor &into = recurrent ? dst.ownWeights : dst.nextWeights;
+        c.add(w.slice(std::size_t(dst.first) * src.size,
+                      std::size_t(dst.first + dst.size) * src.size),
+              into.slice(std::size_t(dst.size) * src.first,
+                         std::size_t(dst.size) * (src.first + src.size)));
       }
     }
     return c;
@@ -482,17 +499,15 @@ public:
     // ---- compute sets
     ComputeSet csDirect = graph->addComputeSet("direct_current");
     ComputeSet csDirectGrad = graph->addComputeSet("direct_weight_grad");
-    ComputeSet csPublish = graph->addComputeSet("publish_ids");
     ComputeSet csLoss = graph->addComputeSet("loss");
     ComputeSet csOptim = graph->addComputeSet("optimiser");
     std::vector<ComputeSet> csForward, csBackward;
-    bool anyPublish = false;
     for (auto &layer : layers) {
       const std::string tag = "layer" + std::to_string(layer.index);
       csForward.push_back(graph->addComputeSet(tag + "/forward"));
       csBackward.push_back(graph->addComputeSet(tag + "/backward"));
-      addLayerVertices(layer, csDirect, csForward.back(), csPublish, csBackward.back(),
-                       csDirectGrad, csOptim, anyPublish);
+      addLayerVertices(layer, csDirect, csForward.back(), csBackward.back(), csDirectGrad,
+                       csOptim);
     }
     addLossVertex(csLoss);
 
@@ -500,17 +515,17 @@ public:
     CopyList xCopy;
     for (const Shard &sh : layers[0].shards)
       xCopy.add(xHost, sh.xLocal);
-    std::vector<Program> forwardIds(L), selfIds(L), previousIds(L), epsBack(L), recEpsBack(L);
+    CopyList fanout;
     for (unsigned l = 0; l < L; ++l) {
-      if (l + 1 < L)
-        forwardIds[l] = idCopies(layers[l], layers[l + 1], false, false).program();
-      if (layers[l].a2a) {
-        selfIds[l] = idCopies(layers[l], layers[l], true, false).program();
-        previousIds[l] = idCopies(layers[l], layers[l], true, true).program();
-        recEpsBack[l] = epsCopies(layers[l], layers[l], true).program();
-      }
+      std::vector<CopyList> parts;
+      if (layers[l].a2a)
+        parts.push_back(fanoutCopies(layers[l], layers[l], true));
       if (l > 0)
-        epsBack[l] = epsCopies(layers[l], layers[l - 1], false).program();
+        parts.push_back(fanoutCopies(layers[l], layers[l - 1], false));
+      for (auto &c : parts) {
+        fanout.src.insert(fanout.src.end(), c.src.begin(), c.src.end());
+        fanout.dst.insert(fanout.dst.end(), c.dst.begin(), c.dst.end());
+      }
     }
     CopyList gather, scatterGrad;
     for (const Shard &sh : layers.back().shards) {
@@ -521,14 +536,24 @@ public:
       scatterGrad.add(gradU.slice(lo, hi), sh.lossGradU);
     }
 
-    // ---- programs
+    // ---- programs: one exchange phase after each compute phase, its copies merged.
+    auto merged = [](std::vector<CopyList> lists) {
+      CopyList all;
+      for (auto &c : lists) {
+        all.src.insert(all.src.end(), c.src.begin(), c.src.end());
+        all.dst.insert(all.dst.end(), c.dst.begin(), c.dst.end());
+      }
+      return all.program();
+    };
     Sequence forwardStep;
     for (unsigned l = 0; l < L; ++l) {
       forwardStep.add(Execute(csForward[l]));
+      std::vector<CopyList> out;
       if (l + 1 < L)
-        forwardStep.add(forwardIds[l]);
+        out.push_back(idCopies(layers[l], layers[l + 1], false, false));
       if (layers[l].a2a)
-        forwardStep.add(selfIds[l]);
+        out.push_back(idCopies(layers[l], layers[l], true, false));
+      forwardStep.add(merged(out));
     }
     Sequence forward;
     forward.add(xCopy.program());
@@ -537,24 +562,31 @@ public:
     forward.add(Repeat(T, forwardStep));
     forward.add(gather.program());
 
+    // Each backward step starts with the id buffers its layers need (step t for the layer
+    // fed, t-1 for a recurrence), left by the previous step's vertices or the forward.
     Sequence backwardStep;
-    if (anyPublish) {
-      backwardStep.add(Execute(csPublish));
+    {
+      std::vector<CopyList> ids;
       for (unsigned l = 0; l < L; ++l) {
         if (l + 1 < L)
-          backwardStep.add(forwardIds[l]);
+          ids.push_back(idCopies(layers[l], layers[l + 1], false, false));
         if (layers[l].a2a)
-          backwardStep.add(previousIds[l]);
+          ids.push_back(idCopies(layers[l], layers[l], true, true));
       }
+      backwardStep.add(merged(ids));
     }
     for (unsigned l = L; l-- > 0;) {
       backwardStep.add(Execute(csBackward[l]));
+      std::vector<CopyList> grads;
       if (l > 0)
-        backwardStep.add(epsBack[l]);
+        grads.push_back(gradCopies(layers[l], layers[l - 1], false));
       if (layers[l].a2a)
-        backwardStep.add(recEpsBack[l]);
+        grads.push_back(gradCopies(layers[l], layers[l], true));
+      backwardStep.add(merged(grads));
     }
     Sequence backward;
+    // The weights the forward used, onto the tiles that need them for dL/dS.
+    backward.add(fanout.program());
     backward.add(Execute(csLoss));
     backward.add(scatterGrad.program());
     backward.add(Repeat(T, backwardStep));
@@ -593,8 +625,7 @@ public:
   }
 
   void addLayerVertices(Layer &layer, ComputeSet csDirect, ComputeSet csForward,
-                        ComputeSet csPublish, ComputeSet csBackward, ComputeSet csDirectGrad,
-                        ComputeSet csOptim, bool &anyPublish) {
+                        ComputeSet csBackward, ComputeSet csDirectGrad, ComputeSet csOptim) {
     const unsigned B = spec.batchSize, T = spec.numSteps;
     const unsigned l = layer.index, L = layers.size();
     const LayerSpec &s = layer.spec;
@@ -610,7 +641,6 @@ public:
     const unsigned prevCap = prev ? prev->stride - codes::BUFFER_HEADER - 1 : 0;
     const unsigned ownCap = layer.stride - codes::BUFFER_HEADER - 1;
     const bool publishes = next != nullptr || layer.a2a;
-    anyPublish = anyPublish || publishes;
 
     for (Shard &sh : layer.shards) {
       const unsigned tile = sh.tile, n = sh.size;
@@ -668,6 +698,7 @@ public:
         graph->connect(v["surrTrace"], sh.surrTrace);
         graph->connect(v["idTrace"], sh.idTrace);
         graph->connect(v["outIds"], sh.outIds);
+        graph->connect(v["prevIds"], orElse(sh.prevIds, dummyOut(INT, tile)));
         graph->connect(v["recSpikes"], orElse(sh.recSpikes, dummyOut(FLOAT, tile)));
         graph->connect(v["recMem"], orElse(sh.recMem, dummyOut(FLOAT, tile)));
         graph->connect(v["overflow"], sh.overflow);
@@ -696,28 +727,18 @@ public:
         setEstimate(v, "LifForward", work);
       }
 
-      if (publishes) {
-        VertexRef v = graph->addVertex(csPublish, "PublishIds");
-        graph->connect(v["step"], sh.stepPublish[0]);
-        graph->connect(v["idTrace"], sh.idTrace);
-        graph->connect(v["outIds"], sh.outIds);
-        graph->connect(v["prevIds"], orElse(sh.prevIds, dummyOut(INT, tile)));
-        setField(v, "batch", B);
-        setField(v, "numSteps", T);
-        setField(v, "stride", layer.stride);
-        setField(v, "publishPrevious", unsigned(layer.a2a));
-        graph->setTileMapping(v, tile);
-        setEstimate(v, "PublishIds", work);
-      }
-
       // Backward.
       {
         VertexRef v = graph->addVertex(csBackward, "LifBackward");
         graph->connect(v["step"], sh.stepBackward[0]);
         graph->connect(v["lossGradSpikes"], orElse(sh.lossGradS, fIn));
         graph->connect(v["lossGradMem"], orElse(sh.lossGradU, fIn));
-        graph->connect(v["epsIn"], orElse(sh.epsRecv, fIn));
-        graph->connect(v["recEpsIn"], orElse(sh.recEpsRecv, fIn));
+        graph->connect(v["nextGrad"], orElse(sh.nextGrad, fIn));
+        graph->connect(v["nextWeights"], orElse(sh.nextWeights, fIn));
+        graph->connect(v["nextWeightsT"], orElse(sh.nextWeightsT, dummyOut(FLOAT, tile)));
+        graph->connect(v["ownGrad"], orElse(sh.ownGrad, fIn));
+        graph->connect(v["ownWeights"], orElse(sh.ownWeights, fIn));
+        graph->connect(v["ownWeightsT"], orElse(sh.ownWeightsT, dummyOut(FLOAT, tile)));
         graph->connect(v["surrTrace"], sh.surrTrace);
         graph->connect(v["idTrace"], sh.idTrace);
         graph->connect(v["inIds"], orElse(sh.inRecv, iIn));
@@ -734,19 +755,16 @@ public:
                        orElse(sh.grad[P_REC_WEIGHT], dummyOut(FLOAT, tile)));
         graph->connect(v["gradRecBias"], orElse(sh.grad[P_REC_BIAS], dummyOut(FLOAT, tile)));
         graph->connect(v["currentGradSum"], orElse(sh.currentGradSum, dummyOut(FLOAT, tile)));
-        graph->connect(v["epsOut"], orElse(sh.epsOut, dummyOut(FLOAT, tile)));
-        graph->connect(v["recEpsOut"], orElse(sh.recEpsOut, dummyOut(FLOAT, tile)));
+        graph->connect(v["gradOut"], orElse(sh.gradOut, dummyOut(FLOAT, tile)));
+        graph->connect(v["outIds"], publishes ? sh.outIds : dummyOut(INT, tile));
+        graph->connect(v["prevIds"], orElse(sh.prevIds, dummyOut(INT, tile)));
         graph->connect(v["scratch"], sh.bwdScratch);
-        graph->connect(v["weightsByNeuron"], orElse(sh.weightsByNeuron, dummyOut(FLOAT, tile)));
-        graph->connect(v["recWeightsByNeuron"],
-                       orElse(sh.recWeightsByNeuron, dummyOut(FLOAT, tile)));
         setField(v, "batch", B);
         setField(v, "numNeurons", n);
         setField(v, "numSteps", T);
         setField(v, "numInputs", nIn);
         setField(v, "numSrc", numSrc);
         setField(v, "inStride", inStride);
-        setField(v, "numDst", next ? unsigned(next->shards.size()) : 0u);
         setField(v, "numOwn", numOwn);
         setField(v, "stride", layer.stride);
         setField(v, "offset", sh.first);
@@ -754,21 +772,21 @@ public:
         setField(v, "reset", reset);
         setField(v, "inputMode", layer.inputMode);
         setField(v, "isOutput", unsigned(layer.isOutput));
-        setField(v, "prevDense", unsigned(prev && prev->spec.sparseRule == SparseRule::None));
-        setField(v, "ownDense", unsigned(s.sparseRule == SparseRule::None));
-        setField(v, "prevShardSize", prev ? prev->shardSize : 1u);
-        setField(v, "prevLayerSize", prev ? prev->spec.outputs : 0u);
+        setField(v, "dense", unsigned(s.sparseRule == SparseRule::None));
+        setField(v, "publishGrad", unsigned(sh.gradOut.valid()));
+        setField(v, "publishIds", unsigned(publishes));
+        setField(v, "nextShardSize", next ? next->shardSize : 1u);
+        setField(v, "nextLayerSize", next ? next->spec.outputs : 0u);
         setField(v, "ownShardSize", layer.shardSize);
         setField(v, "ownLayerSize", s.outputs);
         setField(v, "beta", s.beta);
         setField(v, "alpha", s.alpha);
         graph->setTileMapping(v, tile);
         VertexWork bw = work;
-        bw.activeCandidates = (prev ? (prev->spec.sparseRule == SparseRule::None
-                                           ? prev->spec.outputs
-                                           : numSrc * prevCap)
-                                    : 0) +
-                              (layer.a2a ? s.outputs : 0);
+        // dL/dS entries computed: all of the shard without a rule, else its candidates.
+        const unsigned candidates = s.sparseRule == SparseRule::None ? n : sh.capacity;
+        bw.activeCandidates = (next ? candidates * next->spec.outputs / std::max(1u, n) : 0) +
+                              (layer.a2a ? candidates * s.outputs / std::max(1u, n) : 0);
         setEstimate(v, "LifBackward", bw);
       }
 
