@@ -98,6 +98,7 @@ def test_copies_between_tiles_and_views(runtime_cases, device):
     assert r["dst"] == src.ravel().tolist()
     assert r["local"] == src[0].tolist()
     assert r["cols"] == src.T.ravel().tolist()
+    assert r["bigWrong"] == 0 and r["bigExchangeBytes"] == n * 65536 * 4
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -88,6 +88,7 @@ struct Step {
   int profile = -1;
   CompiledComputeSet *cs = nullptr;
   std::vector<Seg> segs;
+  std::vector<std::pair<std::size_t, std::size_t>> copyChunks; // segs ranges run in parallel
   std::vector<std::pair<char *, std::size_t>> runs; // stream copies: tensor runs in order
   std::size_t bytes = 0;
   std::string stream;
@@ -152,6 +153,7 @@ public:
   CompiledComputeSet &compileComputeSet(unsigned cs);
   void checkMemory();
   Step compile(const ProgramNode &n);
+  void splitForThreads(Step &s, const ProgramNode &n);
   void execute(const Step &s);
   void runComputeSet(CompiledComputeSet &cs);
   std::string tensorName(const Tensor &t) const { return describeTensor(g, t); }
@@ -413,6 +415,36 @@ void EngineImpl::checkMemory() {
   }
 }
 
+// A large copy between different variables is split into byte-balanced chunks
+// that the pool's threads copy at once; copies within a variable may overlap
+// and stay one sequential memmove.
+void EngineImpl::splitForThreads(Step &s, const ProgramNode &n) {
+  constexpr std::size_t kParallelBytes = 1 << 19;
+  std::size_t total = 0;
+  for (const auto &seg : s.segs) total += seg.bytes;
+  const std::size_t threads = poolThreads();
+  if (threads < 2 || total < kParallelBytes) return;
+  std::set<unsigned> srcVars;
+  for (const auto &r : n.src.regions()) srcVars.insert(r.var);
+  for (const auto &r : n.dst.regions())
+    if (srcVars.count(r.var)) return;
+  const std::size_t pieces = threads * 4, target = (total + pieces - 1) / pieces;
+  std::vector<Seg> split;
+  for (const auto &seg : s.segs)
+    for (std::size_t off = 0; off < seg.bytes; off += target)
+      split.push_back({seg.dst + off, seg.src + off, std::min(target, seg.bytes - off)});
+  s.segs = std::move(split);
+  std::size_t begin = 0, acc = 0;
+  for (std::size_t i = 0; i < s.segs.size(); ++i) {
+    acc += s.segs[i].bytes;
+    if (acc >= target || i + 1 == s.segs.size()) {
+      s.copyChunks.emplace_back(begin, i + 1);
+      begin = i + 1;
+      acc = 0;
+    }
+  }
+}
+
 Step EngineImpl::compile(const ProgramNode &n) {
   Step s;
   s.kind = n.kind;
@@ -493,6 +525,7 @@ Step EngineImpl::compile(const ProgramNode &n) {
       if (si == sr[i].end && ++i < sr.size()) si = sr[i].begin;
       if (dj == dr[j].end && ++j < dr.size()) dj = dr[j].begin;
     }
+    splitForThreads(s, n);
     std::uint64_t maxTile = 0, maxOnTile = 0;
     for (std::size_t t = 0; t < sent.size(); ++t) {
       maxTile = std::max({maxTile, sent[t], recv[t]});
@@ -548,6 +581,12 @@ Step EngineImpl::compile(const ProgramNode &n) {
 }
 
 namespace {
+
+void runCopyChunk(void *ctx, std::size_t c) {
+  const Step &s = *static_cast<const Step *>(ctx);
+  for (std::size_t i = s.copyChunks[c].first; i < s.copyChunks[c].second; ++i)
+    std::memcpy(s.segs[i].dst, s.segs[i].src, s.segs[i].bytes);
+}
 
 struct ChunkContext {
   CompiledComputeSet *cs;
@@ -606,6 +645,10 @@ void EngineImpl::execute(const Step &s) {
     runComputeSet(*s.cs);
     break;
   case ProgramNode::Copy:
+    if (!s.copyChunks.empty()) {
+      parallelFor(s.copyChunks.size(), &runCopyChunk, const_cast<Step *>(&s));
+      break;
+    }
     for (const auto &seg : s.segs) std::memmove(seg.dst, seg.src, seg.bytes);
     break;
   case ProgramNode::StreamToTensor:

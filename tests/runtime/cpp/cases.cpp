@@ -321,6 +321,32 @@ void caseCopies(Ctx &c) {
   c.out.list("local", read<float>(engine, "local", 4));
   c.out.list("cols", read<float>(engine, "cols", n * 4));
   c.out.num("tiles", n);
+
+  // A copy large enough (n x 256 KiB) to be split over the pool's threads.
+  Graph big(c.device.getTarget());
+  const std::size_t row = 65536;
+  Tensor a = big.addVariable(FLOAT, {n, row}, "a");
+  Tensor b = big.addVariable(FLOAT, {n, row}, "b");
+  for (unsigned t = 0; t < n; ++t) {
+    big.setTileMapping(a[t], t);
+    big.setTileMapping(b[t], (t + 1) % n);
+  }
+  big.createHostWrite("a", a);
+  big.createHostRead("b", b);
+  Engine bigEngine(big, Copy(a.reverse(0), b));
+  bigEngine.load(c.device);
+  std::vector<float> in(n * row), out(n * row);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = float(i % 1000003);
+  bigEngine.writeTensor("a", in.data(), in.data() + in.size());
+  bigEngine.run();
+  bigEngine.readTensor("b", out.data(), out.data() + out.size());
+  std::size_t wrong = 0;
+  for (std::size_t r = 0; r < n; ++r)
+    for (std::size_t k = 0; k < row; ++k) wrong += out[r * row + k] != in[(n - 1 - r) * row + k];
+  c.out.num("bigWrong", wrong);
+  c.out.num("bigExchangeBytes", bigEngine.getProfileEstimate().steps[0].exchangeBytesWithinIPU +
+                                    bigEngine.getProfileEstimate().steps[0].exchangeBytesBetweenIPUs +
+                                    bigEngine.getProfileEstimate().steps[0].onTileCopyBytes);
 }
 
 void caseStreams(Ctx &c) {
