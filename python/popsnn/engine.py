@@ -106,7 +106,13 @@ class EngineBackend:
         self.device = device
         self.on_overflow = one_of("on_overflow", device_options.get("on_overflow", "error"),
                                   ("error", "grow"))
-        self.max_activity = float(device_options.get("max_activity", 1.0))
+        self.max_activity = device_options.get("max_activity", 1.0)
+        if isinstance(self.max_activity, bool) or not isinstance(self.max_activity, (int, float)) \
+                or not 0 < self.max_activity <= 1:
+            raise ValueError(f"max_activity must be a number in (0, 1] (the spike-buffer "
+                             f"capacity as a fraction of a tile's neurons), got "
+                             f"{self.max_activity!r}")
+        self.max_activity = float(self.max_activity)
         self._device = {"type": device, "codelets": str(codelets_path())}
         for key in ("num_ipus", "tiles_per_ipu", "memory_bytes_per_tile"):
             if key in device_options:

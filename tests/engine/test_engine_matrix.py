@@ -163,3 +163,24 @@ def test_params_round_trip_and_bad_params_are_refused():
     bad[0]["weight"] = bad[0]["weight"][:, :4]
     with pytest.raises(ValueError, match="weight"):
         backend.set_params(bad)
+
+
+def test_bad_options_and_inputs_are_refused_with_the_fix():
+    net = popsnn.Sequential(popsnn.Linear(6, 5), popsnn.Leaky(beta=0.9),
+                            popsnn.Linear(5, 3), popsnn.Leaky(beta=0.9))
+    params = net.init_params(0)
+    make = lambda **kw: EngineBackend(net, params, losses.ce_count_loss(), optim.SGD(lr=0.1),
+                                      num_steps=4, batch_size=2, **kw)
+    with pytest.raises(ValueError, match="max_activity must be a number in"):
+        make(device="cpu", max_activity=1.5)
+    with pytest.raises(ValueError, match="unknown device option"):
+        make(device="cpu", tiles=4)
+    with pytest.raises(ValueError, match="ipu-model"):
+        make(device="cpu", tiles_per_ipu=4)
+    with pytest.raises(ValueError, match="on_overflow"):
+        make(device="cpu", on_overflow="truncate")
+    backend = make(device="cpu")
+    with pytest.raises(ValueError, match="last axis"):
+        backend.infer(np.zeros((2, 7), np.float32))
+    with pytest.raises(ValueError, match=r"targets must lie in \[0, 3\)"):
+        backend.loss_and_grad(np.zeros((2, 6), np.float32), np.array([0, 3]))
