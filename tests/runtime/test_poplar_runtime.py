@@ -309,3 +309,12 @@ def test_remaining_calls(runtime_cases, device):
     assert "no handle 'too-late'" in r["lateHandle"]
     assert (r["directTiles"], r["directType"], r["flag"]) == (16, "IPU", "2")
     assert "invalid_option" in r["missingCpuTiles"] and "POPSNN_CPU_TILES='lots'" in r["missingCpuTiles"]
+
+
+def test_scanner_reads_unusual_codelet_shapes(runtime_cases):
+    codelets = runtime_cases.codelets.parent / "ScannerCases.cpp"
+    r = runtime_cases("scanner", "ipu4", str(codelets))
+    assert r["fo"] == [3 * 0.5 * 11, 3 * 0.5 * 22, 3 * 0.5 * 33]
+    assert r["io"] == [2 * 2, 2 * 4]
+    assert r["ho"] == [10]
+    assert "graph_connection_error" in r["arrayField"] and "field 'table'" in r["arrayField"]

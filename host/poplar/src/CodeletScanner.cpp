@@ -335,7 +335,11 @@ private:
       }
       if (s == "=") sawAssign = true;
       if (s == "(") {
-        if (!sawAssign) hasParen = true;
+        // alignas(16), __attribute__((...)), decltype(x): part of a type, not a call.
+        static const std::set<std::string> typeWords = {"alignas", "__attribute__", "decltype",
+                                                        "sizeof", "alignof"};
+        const bool typePart = !stmt.empty() && typeWords.count(text(stmt.back()));
+        if (!sawAssign && !typePart) hasParen = true;
         stmt.push_back(i);
         i = matching(i, "(", ")") + 1;
         continue;
@@ -382,11 +386,16 @@ private:
     int angle = 0;
     std::vector<std::size_t> cur;
     auto take = [&]() {
-      // Name: the last word before '=', '{', '[' or ':' (bit-field).
+      // Name: the last word before '=', '{' or '['. Bit-fields have no address,
+      // so no field can point at them: they are skipped.
       std::string name;
       for (std::size_t k : cur) {
         const std::string &w = text(k);
-        if (w == "=" || w == "{" || w == "[" || w == ":") break;
+        if (w == ":") {
+          cur.clear();
+          return;
+        }
+        if (w == "=" || w == "{" || w == "[") break;
         if (t_[k].word() && !std::isdigit((unsigned char)w[0])) name = w;
       }
       static const std::set<std::string> keywords = {"const", "volatile", "mutable",

@@ -961,6 +961,35 @@ void caseMisc(Ctx &c) {
   c.out.str("missingCpuTiles", errorJson([&] { setenv("POPSNN_CPU_TILES", "lots", 1); Device::createCPUDevice(); }));
 }
 
+// ScannerCases.cpp (the `extra` argument): unusual but valid codelet shapes.
+void caseScanner(Ctx &c) {
+  Graph graph(c.device.getTarget());
+  graph.addCodelets(c.extra);
+  Tensor fa = graph.addConstant<float>(FLOAT, {3}, {1, 2, 3}, "fa");
+  Tensor fb = graph.addConstant<float>(FLOAT, {3}, {10, 20, 30}, "fb");
+  Tensor fo = graph.addVariable(FLOAT, {3}, "fo");
+  Tensor ia = graph.addConstant<int>(INT, {2}, {1, 2}, "ia");
+  Tensor io = graph.addVariable(INT, {2}, "io");
+  Tensor ho = graph.addVariable(INT, {1}, "ho");
+  for (const Tensor &t : {fa, fb, fo, ia, io, ho}) graph.setTileMapping(t, 0);
+  ComputeSet cs = graph.addComputeSet("scan");
+  VertexRef f = graph.addVertex(cs, "outer::inner::Repeat<float, 3>", {{"a", fa}, {"b", fb}, {"out", fo}});
+  graph.setInitialValue(f["scale"], 0.5f);
+  VertexRef i = graph.addVertex(cs, "outer::inner::Repeat<int,2>", {{"a", ia}, {"b", ia}, {"out", io}});
+  VertexRef h = graph.addVertex(cs, "Hidden", {{"out", ho[0]}});
+  for (const VertexRef &v : {f, i, h}) graph.setTileMapping(v, 0);
+  c.out.str("arrayField", errorJson([&] { graph.setInitialValue(f["table"], 1.0f); }));
+  graph.createHostRead("fo", fo);
+  graph.createHostRead("io", io);
+  graph.createHostRead("ho", ho);
+  Engine engine(graph, Execute(cs));
+  engine.load(c.device);
+  engine.run();
+  c.out.list("fo", read<float>(engine, "fo", 3));
+  c.out.list("io", read<int>(engine, "io", 2));
+  c.out.list("ho", read<int>(engine, "ho", 1));
+}
+
 // The same vertices from a prebuilt .gp object (popsnn_add_codelets).
 void caseGp(Ctx &c) { caseVertices(c, c.gp); }
 
@@ -996,6 +1025,7 @@ int main(int argc, char **argv) {
       {"errors", caseErrors},
       {"parallel", caseParallel},
       {"misc", caseMisc},
+      {"scanner", caseScanner},
   };
   auto it = cases.find(name);
   if (it == cases.end()) {
