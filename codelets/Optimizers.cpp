@@ -19,17 +19,25 @@ public:
   unsigned nesterov;
 
   bool compute() {
+    // Members as locals and restrict pointers: the loop vectorises.
     const bool first = *count == 0;
-    for (unsigned k = 0; k < param.size(); ++k) {
-      float g = grad[k];
+    const float lr = this->lr, momentum = this->momentum, weightDecay = this->weightDecay;
+    const float oneMinusDampening = this->oneMinusDampening;
+    const bool nesterov = this->nesterov != 0;
+    float *__restrict p = &param[0];
+    const float *__restrict g0 = &grad[0];
+    float *__restrict buf = momentum != 0.0f ? &momentumBuffer[0] : nullptr;
+    const unsigned size = param.size();
+    for (unsigned k = 0; k < size; ++k) {
+      float g = g0[k];
       if (weightDecay != 0.0f)
-        g = g + weightDecay * param[k];
-      if (momentum != 0.0f) {
-        float buf = first ? g : momentumBuffer[k] * momentum + oneMinusDampening * g;
-        momentumBuffer[k] = buf;
-        g = nesterov ? g + momentum * buf : buf;
+        g = g + weightDecay * p[k];
+      if (buf) {
+        const float b = first ? g : buf[k] * momentum + oneMinusDampening * g;
+        buf[k] = b;
+        g = nesterov ? g + momentum * b : b;
       }
-      param[k] -= lr * g;
+      p[k] -= lr * g;
     }
     *count = *count + 1;
     return true;
@@ -64,20 +72,30 @@ public:
     const Real stepSize = Real(lr) / (Real(1) - std::pow(Real(beta1), Real(step)));
     const float correction2 = float(std::sqrt(Real(1) - std::pow(Real(beta2), Real(step))));
     const float decay = float(Real(1) - Real(lr) * Real(weightDecay));
-    for (unsigned k = 0; k < param.size(); ++k) {
-      float g = grad[k];
+    // Members as locals and restrict pointers: the loop vectorises.
+    const float step_size = float(stepSize), eps = this->eps, weightDecay = this->weightDecay;
+    const float beta2 = this->beta2;
+    const float oneMinusBeta1 = this->oneMinusBeta1, oneMinusBeta2 = this->oneMinusBeta2;
+    const bool decoupled = this->decoupled != 0;
+    float *__restrict p = &param[0];
+    const float *__restrict g0 = &grad[0];
+    float *__restrict m0 = &expAvg[0];
+    float *__restrict v0 = &expAvgSq[0];
+    const unsigned size = param.size();
+    for (unsigned k = 0; k < size; ++k) {
+      float g = g0[k];
       if (weightDecay != 0.0f) {
         if (decoupled)
-          param[k] *= decay;
+          p[k] *= decay;
         else
-          g = g + weightDecay * param[k];
+          g = g + weightDecay * p[k];
       }
-      const float m = expAvg[k] + oneMinusBeta1 * (g - expAvg[k]);
-      const float v = expAvgSq[k] * beta2 + oneMinusBeta2 * g * g;
-      expAvg[k] = m;
-      expAvgSq[k] = v;
+      const float m = m0[k] + oneMinusBeta1 * (g - m0[k]);
+      const float v = v0[k] * beta2 + oneMinusBeta2 * g * g;
+      m0[k] = m;
+      v0[k] = v;
       const float denom = std::sqrt(v) / correction2 + eps;
-      param[k] -= float(stepSize) * (m / denom);
+      p[k] -= step_size * (m / denom);
     }
     *count = step;
     return true;
