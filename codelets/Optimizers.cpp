@@ -82,14 +82,13 @@ public:
     float *__restrict m0 = &expAvg[0];
     float *__restrict v0 = &expAvgSq[0];
     const unsigned size = param.size();
+    // Weight decay first, in its own pass, so the main loop has no branch.
+    const bool coupledDecay = weightDecay != 0.0f && !decoupled;
+    if (weightDecay != 0.0f && decoupled)
+      for (unsigned k = 0; k < size; ++k)
+        p[k] *= decay;
     for (unsigned k = 0; k < size; ++k) {
-      float g = g0[k];
-      if (weightDecay != 0.0f) {
-        if (decoupled)
-          p[k] *= decay;
-        else
-          g = g + weightDecay * p[k];
-      }
+      const float g = coupledDecay ? g0[k] + weightDecay * p[k] : g0[k];
       const float m = m0[k] + oneMinusBeta1 * (g - m0[k]);
       const float v = v0[k] * beta2 + oneMinusBeta2 * g * g;
       m0[k] = m;
