@@ -184,3 +184,10 @@ def test_bad_options_and_inputs_are_refused_with_the_fix():
         backend.infer(np.zeros((2, 7), np.float32))
     with pytest.raises(ValueError, match=r"targets must lie in \[0, 3\)"):
         backend.loss_and_grad(np.zeros((2, 6), np.float32), np.array([0, 3]))
+
+
+def test_ipu_device_without_hardware_says_what_to_use_instead():
+    net = popsnn.Sequential(popsnn.Linear(3, 2), popsnn.Leaky(beta=0.9))
+    with pytest.raises(RuntimeError, match="no IPU.*'ipu-model'.*'cpu'"):
+        EngineBackend(net, net.init_params(0), losses.ce_count_loss(), optim.SGD(lr=0.1),
+                      num_steps=2, batch_size=1, device="ipu")
