@@ -259,6 +259,8 @@ ERRORS = {
     "gp_missing": ("graph_program_compilation_error", ["does not exist"]),
     "bad_extension": ("graph_program_compilation_error", ["'.txt'"]),
     "virtual_range": ("invalid_tile_mapping", ["createVirtualGraph(1, 5)"]),
+    "copy_into_constant": ("control_program_error", ["'k' is a constant"]),
+    "output_to_constant": ("graph_connection_error", ["field 'v' writes to constant 'k'"]),
 }
 
 

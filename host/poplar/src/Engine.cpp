@@ -292,6 +292,9 @@ CompiledComputeSet &EngineImpl::compileComputeSet(unsigned csId) {
       // with gather/scatter copies around the compute set, as Poplar rearranges.
       auto bind = [&](const Tensor &t, RawSpan &span) {
         for (const auto &r : t.regions()) {
+          if (fd.access != kFieldInput && g.vars[r.var].isConstant)
+            throw graph_connection_error(where + " writes to constant '" + g.vars[r.var].name +
+                                         "'; connect a variable, or make the field an Input");
           const auto &tiles = g.vars[r.var].tile;
           for (std::size_t e = r.begin; e < r.end; ++e)
             if (tiles[e] != tile)
@@ -484,6 +487,10 @@ Step EngineImpl::compile(const ProgramNode &n) {
   case ProgramNode::Copy: {
     if (n.src.graphId() != g.id || n.dst.graphId() != g.id)
       throw control_program_error("Copy: a tensor belongs to another graph");
+    for (const auto &r : n.dst.regions())
+      if (g.vars[r.var].isConstant)
+        throw control_program_error("Copy: the destination '" + g.vars[r.var].name +
+                                    "' is a constant; copy into a variable");
     s.profile = addProfile(label("Copy(" + tensorName(n.src) + " -> " + tensorName(n.dst) + ")"),
                            "exchange");
     auto &p = profile[static_cast<std::size_t>(s.profile)];

@@ -835,6 +835,23 @@ void caseErrors(Ctx &c) {
     Graph g(target);
     g.addCodelets("codelets.txt");
   };
+  cases["copy_into_constant"] = [&] {
+    Graph g(target);
+    Tensor k = g.addConstant<float>(FLOAT, {2}, {1, 2}, "k");
+    Tensor v = g.addVariable(FLOAT, {2}, "v");
+    g.setTileMapping(k, 0);
+    g.setTileMapping(v, 0);
+    Engine e(g, Copy(v, k));
+  };
+  cases["output_to_constant"] = [&] {
+    Graph g(target);
+    graphWith(g);
+    ComputeSet cs = g.addComputeSet("cs");
+    Tensor k = g.addConstant<int>(INT, {2}, {1, 2}, "k");
+    g.setTileMapping(k, 0);
+    g.setTileMapping(g.addVertex(cs, "Increment", {{"v", k}}), 0);
+    Engine e(g, Execute(cs));
+  };
   cases["virtual_range"] = [&] {
     Graph g(target);
     g.createVirtualGraph(1, target.getNumTiles() + 1);
