@@ -155,7 +155,7 @@ public:
   std::unique_ptr<Graph> graph;
   std::unique_ptr<Engine> engine;
   std::vector<Layer> layers;
-  unsigned numTiles = 0, numOutputs = 0, numClasses = 0, outShardSize = 0;
+  unsigned numTiles = 0, numOutputs = 0, numClasses = 0, outShardSize = 0, lossTile = 0;
   std::uint64_t optimizerSteps = 0;
   // Bytes of popsnn's tensors per tile and layer, for the does-not-fit error.
   std::vector<std::vector<std::uint64_t>> tileLayerBytes;
@@ -237,7 +237,7 @@ public:
   }
   static Tensor orElse(const Tensor &t, const Tensor &fallback) { return t.valid() ? t : fallback; }
 
-  void plan() {
+  void plan(unsigned spread) {
     const Target &target = device.getTarget();
     numTiles = target.getNumTiles();
     const unsigned L = spec.layers.size();
@@ -254,9 +254,9 @@ public:
                         : spec.input == InputMode::Direct ? codes::INPUT_DIRECT
                                                           : codes::INPUT_DENSE_STEPS;
       const unsigned N = layer.spec.outputs;
-      // Spread every layer over all tiles: layers run one after the other, so
-      // each phase gets the whole machine.
-      layer.shardSize = ceilDiv(N, std::min(N, numTiles));
+      // Spread every layer over all tiles (spread = 1): layers run one after the other,
+      // so each phase gets the whole machine.
+      layer.shardSize = ceilDiv(N, std::max(1u, std::min(N, numTiles) / spread));
       const unsigned numShards = ceilDiv(N, layer.shardSize);
       unsigned maxCapacity = 1;
       for (unsigned k = 0; k < numShards; ++k) {
@@ -462,32 +462,57 @@ public:
     return c;
   }
 
+  // Spread every layer over as many tiles as it has neurons (up to all of them); if that
+  // does not fit, halve the tiles per layer until it does: a receiving tile holds the id
+  // buffers of every shard of the previous layer, so many tiny shards cost memory too.
   void build() {
     device = makeDevice();
+    std::string firstError;
+    for (unsigned spread = 1;; spread *= 2) {
+      try {
+        buildGraph(spread);
+        return;
+      } catch (const NetworkDoesNotFit &e) {
+        if (firstError.empty())
+          firstError = e.what();
+        bool fewest = true;
+        for (const auto &layer : layers)
+          fewest = fewest && layer.shards.size() == 1;
+        if (fewest)
+          throw NetworkDoesNotFit(firstError + " (fewer, larger shards per layer do not fit "
+                                               "either)");
+      }
+    }
+  }
+
+  void buildGraph(unsigned spread) {
+    engine.reset();
+    dummies.clear();
     graph = std::make_unique<Graph>(device.getTarget());
     const std::string codelets = codeletsPath();
     graph->addCodelets(StringRef(codelets));
-    plan();
+    plan(spread);
     const unsigned B = spec.batchSize, T = spec.numSteps;
     const unsigned L = layers.size();
     for (auto &layer : layers)
       createShardTensors(layer);
 
-    // Host-facing tensors and the loss, on tile 0.
+    // Host-facing tensors and the loss on the last tile, the one with the fewest shards.
+    lossTile = numTiles - 1;
     const unsigned nIn0 = spec.layers[0].inputs;
     const std::size_t xSize =
         std::size_t(spec.input == InputMode::Direct ? 1 : T) * B * nIn0;
     const int lossTag = int(L);
-    xHost = zeros(FLOAT, xSize, 0, "x", lossTag);
-    labels = zeros(INT, B, 0, "labels", lossTag);
-    sampleWeights = zeros(FLOAT, B, 0, "sample_weights", lossTag);
-    lossValue = zeros(FLOAT, 1, 0, "loss", lossTag);
+    xHost = zeros(FLOAT, xSize, lossTile, "x", lossTag);
+    labels = zeros(INT, B, lossTile, "labels", lossTag);
+    sampleWeights = zeros(FLOAT, B, lossTile, "sample_weights", lossTag);
+    lossValue = zeros(FLOAT, 1, lossTile, "loss", lossTag);
     const std::size_t outSize = std::size_t(T) * B * numOutputs;
-    gatheredS = zeros(FLOAT, outSize, 0, "gathered_spikes", lossTag);
-    gatheredU = zeros(FLOAT, outSize, 0, "gathered_mem", lossTag);
-    gradS = zeros(FLOAT, outSize, 0, "loss_grad_spikes", lossTag);
-    gradU = zeros(FLOAT, outSize, 0, "loss_grad_mem", lossTag);
-    lossScratch = zeros(FLOAT, 2 * numOutputs, 0, "loss_scratch", lossTag);
+    gatheredS = zeros(FLOAT, outSize, lossTile, "gathered_spikes", lossTag);
+    gatheredU = zeros(FLOAT, outSize, lossTile, "gathered_mem", lossTag);
+    gradS = zeros(FLOAT, outSize, lossTile, "loss_grad_spikes", lossTag);
+    gradU = zeros(FLOAT, outSize, lossTile, "loss_grad_mem", lossTag);
+    lossScratch = zeros(FLOAT, 2 * numOutputs, lossTile, "loss_scratch", lossTag);
     checkMemory();
 
     graph->createHostWrite("x", xHost);
@@ -860,7 +885,7 @@ public:
     setField(v, "shardSize", outShardSize);
     setField(v, "onTarget", on);
     setField(v, "offTarget", off);
-    graph->setTileMapping(v, 0);
+    graph->setTileMapping(v, lossTile);
     VertexWork w;
     w.batch = B;
     w.neurons = numOutputs;
