@@ -282,8 +282,12 @@ def fit(config: Optional[Config] = None, *, output=None, resume=None, progress: 
     trained_samples = 0
     for epoch in range(first_epoch + 1, config.epochs + 1):
         losses, correct, seen, epoch_seconds = [], 0.0, 0, 0.0
+        # The postfix's img/s counts train-step time only (tqdm's own rate would add data
+        # loading), the same figure as the summary's.
         bar = tqdm(total=len(train_set), unit="img", desc=f"epoch {epoch}/{config.epochs}",
-                   disable=not progress, file=sys.stderr, leave=True, dynamic_ncols=True)
+                   disable=not progress, file=sys.stderr, leave=True, dynamic_ncols=True,
+                   bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
+                              "[{elapsed}<{remaining}{postfix}]")
         for x, y in _data.batches(train_set, config.batch_size, shuffle=True, rng=rng):
             x = _encode(x, config, rng)
             start = time.perf_counter()
