@@ -503,7 +503,20 @@ public:
     const std::size_t xSize =
         std::size_t(spec.input == InputMode::Direct ? 1 : T) * B * nIn0;
     const int lossTag = int(L);
-    xHost = zeros(FLOAT, xSize, lossTile, "x", lossTag);
+    // The batch lands spread over all tiles, so that its broadcast to the first layer's
+    // tiles is sent by many tiles, not queued behind one.
+    xHost = graph->addVariable(FLOAT, {xSize}, "x");
+    {
+      const std::size_t chunk = (xSize + numTiles - 1) / numTiles;
+      Graph::TileToTensorMapping mapping(numTiles);
+      for (unsigned tile = 0; tile < numTiles && tile * chunk < xSize; ++tile) {
+        const std::size_t end = std::min(xSize, (tile + 1) * chunk);
+        mapping[tile].push_back(Interval(tile * chunk, end));
+        tileLayerBytes[tile][lossTag] += (end - tile * chunk) * sizeof(float);
+      }
+      graph->setTileMapping(xHost, mapping);
+      graph->setInitialValue(xHost, 0.0f);
+    }
     labels = zeros(INT, B, lossTile, "labels", lossTag);
     sampleWeights = zeros(FLOAT, B, lossTile, "sample_weights", lossTag);
     lossValue = zeros(FLOAT, 1, lossTile, "loss", lossTag);
@@ -1212,6 +1225,12 @@ std::map<std::string, double> Network::profileEstimate() const {
           {"max_tile_bytes", double(p.maxTileBytes())},
           {"tile_clock_hz", p.tileClockFrequency}};
 #endif
+}
+
+std::string Network::profileSummary() const {
+  std::ostringstream out;
+  impl_->engine->printProfileSummary(out);
+  return out.str();
 }
 
 std::map<std::string, double> Network::layout() const {

@@ -313,5 +313,6 @@ PYBIND11_MODULE(_native, m) {
              self.net->setOptimizerState(st);
            })
       .def("profile", [](PyNetwork &self) { return self.net->profileEstimate(); })
+      .def("profile_summary", [](PyNetwork &self) { return self.net->profileSummary(); })
       .def("layout", [](PyNetwork &self) { return self.net->layout(); });
 }

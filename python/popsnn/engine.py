@@ -253,4 +253,5 @@ class EngineBackend:
                "train_seconds": self._seconds}
         out.update(self._engine.layout())
         out.update(self._engine.profile())
+        out["estimate_summary"] = self._engine.profile_summary()
         return out

@@ -68,6 +68,8 @@ public:
   // The runtime's cycle/byte estimates of the runs so far and the graph's memory.
   // Every figure is an ESTIMATE of the IPU cost model, never measured on an IPU.
   std::map<std::string, double> profileEstimate() const;
+  // The same as text, phase by phase (the engine's printProfileSummary).
+  std::string profileSummary() const;
   // The graph's layout: tiles used, shards per layer, buffer capacities.
   std::map<std::string, double> layout() const;
 
