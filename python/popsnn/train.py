@@ -349,6 +349,8 @@ def fit(config: Optional[Config] = None, *, output=None, resume=None, progress: 
                           title=f"Spike raster, test sample 0 (label "
                                 f"{int(test_set.labels[0])}), after epoch {epoch_label(history)}")
     log(summary_table(summary))
+    written = sorted(p.name for p in out_dir.iterdir() if p.suffix in (".npz", ".json", ".png"))
+    log(f"written to {out_dir}: {', '.join(written)}")
     return metrics
 
 
