@@ -5,8 +5,13 @@
 // Mapping (SPEC section 2): every layer is sharded by output neuron over the
 // tiles; a shard keeps its neurons' whole fan-in (weight columns, stored
 // transposed as [in, shard] so one input's row is contiguous), optimiser state
-// and traces. Only spike-id buffers, dL/dS partials, the batch and the output
-// records cross tiles.
+// and traces (the masked surrogate [T, B, n] and its id buffers [T, B, stride]).
+// Crossing tiles: the batch, spike-id buffers (forward; and again in the
+// backward, for the sparse weight gradients), each shard's dL/dI[t] [B, n]
+// (backward), the output records, and once per backward pass a copy of each
+// layer's weights onto the tiles of the layer feeding it ("fan-out"), from
+// which those tiles compute their own dL/dS -- only where their surrogate is
+// non-zero when a sparse rule is on.
 //
 // Programs: 0 forward (input, T steps in a Repeat, gather of the output
 // records), 1 loss + backward + optimiser, 2 loss + backward (gradients only).
