@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iomanip>
+#include <iostream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -96,6 +97,7 @@ struct Step {
   const char *predicate = nullptr;
   Type predicateType;
   bool whileTrue = true;
+  Tensor printed;
 };
 
 std::string humanBytes(std::uint64_t b) {
@@ -156,6 +158,8 @@ public:
   void splitForThreads(Step &s, const ProgramNode &n);
   void execute(const Step &s);
   void runComputeSet(CompiledComputeSet &cs);
+  void print(const Step &s);
+  std::ostream *printStream = nullptr;
   std::string tensorName(const Tensor &t) const { return describeTensor(g, t); }
   std::string vertexName(unsigned id) const {
     const VertexInfo &v = g.vertices[id];
@@ -573,6 +577,12 @@ Step EngineImpl::compile(const ProgramNode &n) {
     p.tilesUsed = tiles.size();
     break;
   }
+  case ProgramNode::Print: {
+    if (n.src.graphId() != g.id) throw control_program_error("PrintTensor: the tensor belongs to another graph");
+    s.stream = n.name.empty() ? tensorName(n.src) : n.name;
+    s.printed = n.src;
+    break;
+  }
   case ProgramNode::Sync: {
     s.profile = addProfile(label(n.sync == SyncType::INTERNAL ? "Sync(internal)" : "Sync(global)"), "sync");
     profile[static_cast<std::size_t>(s.profile)].syncs = 1;
@@ -695,7 +705,37 @@ void EngineImpl::execute(const Step &s) {
   }
   case ProgramNode::Sync:
     break;
+  case ProgramNode::Print:
+    print(s);
+    break;
   }
+}
+
+void EngineImpl::print(const Step &s) {
+  const Tensor &t = s.printed;
+  const auto shape = t.shape();
+  std::vector<double> values;
+  values.reserve(t.numElements());
+  for (const auto &r : t.regions())
+    for (std::size_t e = r.begin; e < r.end; ++e)
+      values.push_back(loadAs(g.vars[r.var].type, address(r.var, e)));
+  std::ostringstream os;
+  os << s.stream << ": ";
+  // Nested braces by shape: open a brace where an index starts a dimension.
+  std::vector<std::size_t> strides(shape.size(), 1);
+  for (std::size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    for (std::size_t d = 0; d < shape.size(); ++d)
+      if (i % (strides[d] * shape[d]) == 0) os << "{";
+    os << values[i];
+    std::size_t closes = 0;
+    for (std::size_t d = 0; d < shape.size(); ++d)
+      if ((i + 1) % (strides[d] * shape[d]) == 0) ++closes;
+    for (std::size_t k = 0; k < closes; ++k) os << "}";
+    if (i + 1 < values.size()) os << ",";
+  }
+  os << "\n";
+  (printStream ? *printStream : std::cout) << os.str();
 }
 
 } // namespace detail
@@ -727,6 +767,8 @@ void Engine::load(const Device &device) {
                        " tiles; build the graph with device.getTarget()");
   impl_->loaded = true;
 }
+
+void Engine::setPrintStream(std::ostream &stream) { impl_->printStream = &stream; }
 
 void Engine::run(unsigned prog, const std::string &) {
   if (!impl_->loaded)

@@ -128,5 +128,19 @@ Sync::Sync(SyncType type, const DebugContext &dc) : Program(makeNode(ProgramNode
   node_->sync = type;
 }
 
+PrintTensor::PrintTensor(const Tensor &t, const DebugContext &dc) : PrintTensor("", t, dc) {}
+
+PrintTensor::PrintTensor(StringRef title, const Tensor &t, const DebugContext &dc)
+    : Program(makeNode(ProgramNode::Print, dc)) {
+  if (!t.valid()) throw control_program_error("PrintTensor: the tensor is empty (default-constructed)");
+  node_->src = t;
+  node_->name = title.str();
+}
+
+WriteUndef::WriteUndef(const Tensor &t, const DebugContext &dc)
+    : Program(makeNode(ProgramNode::Sequence, dc)) {
+  if (!t.valid()) throw control_program_error("WriteUndef: the tensor is empty (default-constructed)");
+}
+
 } // namespace program
 } // namespace poplar

@@ -13,7 +13,7 @@ namespace poplar {
 namespace detail {
 
 struct ProgramNode {
-  enum Kind { Sequence, Execute, Copy, StreamToTensor, TensorToStream, Repeat, RepeatWhile, If, Sync };
+  enum Kind { Sequence, Execute, Copy, StreamToTensor, TensorToStream, Repeat, RepeatWhile, If, Sync, Print };
   Kind kind = Sequence;
   std::string name;
   std::vector<std::shared_ptr<ProgramNode>> children; // Sequence; Repeat: body; RepeatWhile: cond, body; If: then, else

@@ -950,7 +950,8 @@ void caseMisc(Ctx &c) {
   graph.createHostRead("loops", loops);
   graph.createHostRead("countdown", countdown);
   Engine engine(graph, Sequence({RepeatWhileFalse(Execute(down), positive, Execute(inc)),
-                                 Copy(three, out)}),
+                                 Copy(three, out), PrintTensor("fromPtr", fromPtr),
+                                 PrintTensor(countdown), WriteUndef(loops)}),
                 OptionFlags{{"debug.instrument", "false"}});
   engine.load(c.device);
   std::vector<int> got;
@@ -958,7 +959,10 @@ void caseMisc(Ctx &c) {
     got.assign(static_cast<int *>(p), static_cast<int *>(p) + 3);
   });
   graph.createHostRead("too-late", loops); // after the Engine: not part of it
+  std::ostringstream printed;
+  engine.setPrintStream(printed);
   engine.run();
+  c.out.str("printed", printed.str());
   c.out.list("streamed", got);
   c.out.list("loops", read<int>(engine, "loops", 1));
   c.out.list("countdown", read<int>(engine, "countdown", 1));

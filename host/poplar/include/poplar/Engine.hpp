@@ -99,6 +99,9 @@ public:
   void readTensor(StringRef handle, void *buf);
   void writeTensor(StringRef handle, const void *buf);
 
+  // Where PrintTensor programs write (std::cout by default).
+  void setPrintStream(std::ostream &stream);
+
   // Cycle, byte and sync counts of the runs so far, labelled as estimates.
   void printProfileSummary(std::ostream &out, const OptionFlags &opts = {}) const;
   void resetExecutionProfile();

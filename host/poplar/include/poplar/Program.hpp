@@ -9,6 +9,7 @@
 #include "poplar/DataStream.hpp"
 #include "poplar/DebugContext.hpp"
 #include "poplar/GraphElements.hpp"
+#include "poplar/StringRef.hpp"
 #include "poplar/SyncType.hpp"
 #include "poplar/Tensor.hpp"
 
@@ -81,6 +82,20 @@ public:
 class Sync : public Program {
 public:
   explicit Sync(SyncType type, const DebugContext &dc = {});
+};
+
+// Prints "title: {...}" (the tensor's values, nested by its shape) to the
+// engine's print stream (std::cout unless Engine::setPrintStream).
+class PrintTensor : public Program {
+public:
+  explicit PrintTensor(const Tensor &t, const DebugContext &dc = {});
+  PrintTensor(StringRef title, const Tensor &t, const DebugContext &dc = {});
+};
+
+// Marks a tensor's contents as undefined; the runtime has nothing to do.
+class WriteUndef : public Program {
+public:
+  explicit WriteUndef(const Tensor &t, const DebugContext &dc = {});
 };
 
 } // namespace program
