@@ -125,6 +125,7 @@ def test_virtual_graphs_offset_tiles(runtime_cases, device):
     assert r["virtualTiles"] == n - n // 2
     assert r["deviceTiles"] == [n // 2 + 1]
     assert r["virtualTilesUsed"] == [1]
+    assert (r["vertexTileVirtual"], r["vertexTileDevice"]) == (1, n // 2 + 1)
     assert r["v"] == [1, 1]
     assert "invalid_tile_mapping" in r["outOfRange"]
 
@@ -260,6 +261,7 @@ ERRORS = {
     "bad_extension": ("graph_program_compilation_error", ["'.txt'"]),
     "virtual_range": ("invalid_tile_mapping", ["createVirtualGraph(1, 5)"]),
     "copy_into_constant": ("control_program_error", ["'k' is a constant"]),
+    "stream_into_constant": ("control_program_error", ["stream 'in' writes to constant 'k'"]),
     "output_to_constant": ("graph_connection_error", ["field 'v' writes to constant 'k'"]),
 }
 

@@ -555,6 +555,11 @@ Step EngineImpl::compile(const ProgramNode &n) {
     const Tensor &t = in ? n.dst : n.src;
     if (t.graphId() != g.id) throw control_program_error("Copy: the tensor belongs to another graph");
     s.stream = n.stream.handle();
+    if (in)
+      for (const auto &r : t.regions())
+        if (g.vars[r.var].isConstant)
+          throw control_program_error("Copy: stream '" + s.stream + "' writes to constant '" +
+                                      g.vars[r.var].name + "'; copy into a variable");
     if (!g.streams.count(s.stream))
       throw stream_connection_error("Copy: stream '" + s.stream + "' does not belong to this graph");
     s.conn = &streams[s.stream];

@@ -309,6 +309,14 @@ Graph::TileToTensorMapping Graph::getTileMapping(const Tensor &t, bool requireCo
   return m;
 }
 
+unsigned Graph::getTileMapping(VertexRef v) const {
+  const VertexInfo &info = vertexOf(*state_, v, "getTileMapping");
+  if (info.tile < 0)
+    throw invalid_tile_mapping("getTileMapping: " + vertexLabel(*state_, v.getId()) +
+                               " has no tile yet; call setTileMapping(vertex, tile)");
+  return static_cast<unsigned>(info.tile) - target_.getTileOffset();
+}
+
 ComputeSet Graph::addComputeSet(const DebugContext &dc) {
   GraphState &g = *state_;
   unsigned id = static_cast<unsigned>(g.computeSets.size());

@@ -452,6 +452,8 @@ void caseVirtualGraph(Ctx &c) {
   ComputeSet cs = upper.addComputeSet("inc");
   VertexRef inc = upper.addVertex(cs, "Increment", {{"v", v}});
   upper.setTileMapping(inc, 1);
+  c.out.num("vertexTileVirtual", upper.getTileMapping(inc));
+  c.out.num("vertexTileDevice", graph.getTileMapping(inc));
   auto m = graph.getTileMapping(v);
   std::vector<unsigned> tiles;
   for (unsigned t = 0; t < m.size(); ++t)
@@ -851,6 +853,12 @@ void caseErrors(Ctx &c) {
     g.setTileMapping(k, 0);
     g.setTileMapping(g.addVertex(cs, "Increment", {{"v", k}}), 0);
     Engine e(g, Execute(cs));
+  };
+  cases["stream_into_constant"] = [&] {
+    Graph g(target);
+    Tensor k = g.addConstant<float>(FLOAT, {2}, {1, 2}, "k");
+    g.setTileMapping(k, 0);
+    Engine e(g, Copy(g.addHostToDeviceFIFO("in", FLOAT, 2), k));
   };
   cases["virtual_range"] = [&] {
     Graph g(target);

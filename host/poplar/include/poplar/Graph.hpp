@@ -94,6 +94,7 @@ public:
   void setTileMapping(const Tensor &t, const TileToTensorMapping &mapping);
   void setTileMapping(VertexRef v, unsigned tile);
   TileToTensorMapping getTileMapping(const Tensor &t, bool requireComplete = true) const;
+  unsigned getTileMapping(VertexRef v) const;
 
   // Compute.
   ComputeSet addComputeSet(const DebugContext &dc = {});
