@@ -18,18 +18,6 @@ inline float dot(const float *__restrict a, const float *__restrict b, unsigned 
   return s;
 }
 
-// Copies an id buffer (header and used entries), or writes an empty one.
-inline void copyBuffer(const int *src, int *dst) {
-  if (!src) {
-    dst[0] = 0;
-    dst[1] = 0;
-    return;
-  }
-  const unsigned used = BUFFER_HEADER + unsigned(src[1]);
-  for (unsigned k = 0; k < used; ++k)
-    dst[k] = src[k];
-}
-
 } // namespace
 
 class LifBackward : public Vertex {
@@ -40,7 +28,7 @@ public:
   // dL/dS of this layer comes from the dL/dI of the layers it feeds: their shards' dL/dI
   // ([B, n_k] blocks, one per shard k) and this tile's copy of their weights on its
   // neurons ([n, n_k] blocks), so only the small dL/dI crosses tiles.
-  Input<Vector<float>> nextGrad;     // next layer's dL/dI[t], blocks [B, n_k]
+  Input<Vector<float>> nextGrad;     // next layer's dL/dI, blocks [T, B, n_k]
   Input<Vector<float>> nextWeights;  // next layer's W on this shard's neurons, blocks [n, n_k]
   InOut<Vector<float>> nextWeightsT; // dense: nextWeights by downstream neuron [N_next, n]
   Input<Vector<float>> ownGrad;      // all-to-all: this layer's dL/dI[t+1], blocks [B, n_k]
@@ -48,9 +36,9 @@ public:
   InOut<Vector<float>> ownWeightsT;  // all-to-all, dense: [N, n]
   Input<Vector<float>> surrTrace;   // [T, B, n]
   Input<Vector<int>> idTrace;       // own buffers [T, B, stride]
-  Input<Vector<int>> inIds;         // INPUT_SPIKE_IDS: previous layer's buffers of step t
+  Input<Vector<int>> inIds;         // INPUT_SPIKE_IDS: previous layer's traces [numSrc, T, B, inStride]
   Input<Vector<float>> denseIn;     // INPUT_DENSE_STEPS: [T, B, nIn]
-  Input<Vector<int>> recIds;        // all-to-all: own layer's buffers of step t-1 [numOwn, B, stride]
+  Input<Vector<int>> recIds;        // all-to-all: own layer's traces [numOwn, T, B, stride]
   Input<Vector<float>> weights;     // [nIn, n]
   Input<Vector<float>> recWeights;  // all-to-all [N, n]; one-to-one [n]
   InOut<Vector<float>> gradMem;     // dL/dU[t+1] carried [B, n]
@@ -60,12 +48,8 @@ public:
   InOut<Vector<float>> gradRecWeights; // like recWeights
   InOut<Vector<float>> gradRecBias; // [n]
   InOut<Vector<float>> currentGradSum; // INPUT_DIRECT: sum_t dL/dI [B, n]
-  Output<Vector<float>> gradOut;    // dL/dI[t] [B, n], for the previous layer and the recurrence
-  // For the next backward step, this shard's id buffers of step t-1 (for the layer it
-  // feeds) and, all-to-all, of step t-2 (for its own recurrence). The forward leaves
-  // those of steps T-1 and T-2 there for the first backward step.
-  Output<Vector<int>> outIds;       // [B, stride]
-  Output<Vector<int>> prevIds;      // [B, stride]
+  Output<Vector<float>> gradOut;    // dL/dI [T, B, n], for the previous layer
+  Output<Vector<float>> gradStep;   // all-to-all: dL/dI[t] [B, n], for the recurrence
   InOut<Vector<float>> scratch;     // [2n]
 
   unsigned batch;
@@ -83,7 +67,7 @@ public:
   unsigned isOutput;
   unsigned dense;          // no sparse rule on this layer: every entry carries gradient
   unsigned publishGrad;    // gradOut is read by another layer or the recurrence
-  unsigned publishIds;     // outIds (and prevIds) are read by another layer or the recurrence
+  unsigned stepsPerCall;   // T (layer-major schedule) or 1 (all-to-all recurrence)
   unsigned nextShardSize;
   unsigned nextLayerSize;
   unsigned ownShardSize;
@@ -92,9 +76,15 @@ public:
   float alpha;
 
   bool compute() {
+    for (unsigned call = 0; call < stepsPerCall; ++call)
+      step1(numSteps - 1 - *step);
+    return true;
+  }
+
+private:
+  void step1(unsigned t) {
     // Float members copied to locals (see LifForward).
     const float beta = this->beta, alpha = this->alpha;
-    const unsigned t = numSteps - 1 - *step;
     const unsigned n = numNeurons;
     const unsigned bn = batch * n;
     if (t + 1 == numSteps) {
@@ -137,11 +127,11 @@ public:
         for (unsigned j = 0; j < n; ++j)
           eps[j] = 0.0f;
         fromFanout(eps, sg, &nextWeights[0], &nextWeightsT[0], &nextGrad[0], nextShardSize,
-                   nextLayerSize, b);
+                   nextLayerSize, t * batch + b, numSteps * batch);
       }
       if (neuron == RLEAKY_ALL_TO_ALL && t + 1 < numSteps) {
         fromFanout(eps, sg, &ownWeights[0], &ownWeightsT[0], &ownGrad[0], ownShardSize,
-                   ownLayerSize, b);
+                   ownLayerSize, b, batch);
       } else if (neuron == RLEAKY_ONE_TO_ONE) {
         for (unsigned j = 0; j < n; ++j)
           eps[j] += recWeights[j] * gU[j];
@@ -196,7 +186,12 @@ public:
           dI[j] = gU[j];
       }
       if (publishGrad) {
-        float *__restrict out = &gradOut[b * n];
+        float *__restrict out = &gradOut[(t * batch + b) * n];
+        for (unsigned j = 0; j < n; ++j)
+          out[j] = dI[j];
+      }
+      if (neuron == RLEAKY_ALL_TO_ALL) {
+        float *__restrict out = &gradStep[b * n];
         for (unsigned j = 0; j < n; ++j)
           out[j] = dI[j];
       }
@@ -220,7 +215,7 @@ public:
         }
       } else {
         for (unsigned s = 0; s < numSrc; ++s) {
-          const int *buf = &inIds[(s * batch + b) * inStride];
+          const int *buf = &inIds[((s * numSteps + t) * batch + b) * inStride];
           for (int k = 0; k < buf[0]; ++k) {
             float *__restrict row = &gradWeights[unsigned(buf[BUFFER_HEADER + k]) * n];
             for (unsigned j = 0; j < n; ++j)
@@ -234,7 +229,7 @@ public:
           gvb[j] += dI[j];
         if (t > 0) {
           for (unsigned o = 0; o < numOwn; ++o) {
-            const int *buf = &recIds[(o * batch + b) * stride];
+            const int *buf = &recIds[((o * numSteps + t - 1) * batch + b) * stride];
             for (int k = 0; k < buf[0]; ++k) {
               float *__restrict row = &gradRecWeights[unsigned(buf[BUFFER_HEADER + k]) * n];
               for (unsigned j = 0; j < n; ++j)
@@ -250,20 +245,9 @@ public:
         }
       }
     }
-    if (publishIds) {
-      for (unsigned b = 0; b < batch; ++b) {
-        copyBuffer(t >= 1 ? &idTrace[((t - 1) * batch + b) * stride] : nullptr,
-                   &outIds[b * stride]);
-        if (neuron == RLEAKY_ALL_TO_ALL)
-          copyBuffer(t >= 2 ? &idTrace[((t - 2) * batch + b) * stride] : nullptr,
-                     &prevIds[b * stride]);
-      }
-    }
     *step = (*step + 1 == numSteps) ? 0 : *step + 1;
-    return true;
   }
 
-private:
   // Fan-out blocks [n, n_k] (one per downstream shard k) -> [N_down, n].
   void transposeFanout(const float *__restrict fanout, unsigned shardSize, unsigned layerSize,
                        float *__restrict byDownstream) const {
@@ -280,14 +264,16 @@ private:
   // eps[j] += sum_k W_down[k, j] * dL/dI_down[b, k] over a downstream layer's neurons k.
   // Dense: one multiply-add pass over this shard per downstream neuron (zero dL/dI skipped).
   // Sparse rule: only where the surrogate is non-zero, one dot per such entry.
+  // `grads` holds one block per downstream shard k at rowsPerBlock * first_k, [rows, n_k];
+  // `row` picks the (step, sample) or sample row within each block.
   void fromFanout(float *__restrict eps, const float *__restrict sg, const float *fanout,
                   const float *byDownstream, const float *grads, unsigned shardSize,
-                  unsigned layerSize, unsigned b) const {
+                  unsigned layerSize, unsigned row, unsigned rowsPerBlock) const {
     const unsigned n = numNeurons;
     if (dense) {
       for (unsigned first = 0; first < layerSize; first += shardSize) {
         const unsigned size = layerSize - first < shardSize ? layerSize - first : shardSize;
-        const float *__restrict g = grads + batch * first + b * size;
+        const float *__restrict g = grads + rowsPerBlock * first + row * size;
         const float *__restrict rows = byDownstream + first * n;
         unsigned k = 0;
         // Four downstream neurons per pass: one load and store of eps for four rows.
@@ -315,7 +301,8 @@ private:
       float sum = 0.0f;
       for (unsigned first = 0; first < layerSize; first += shardSize) {
         const unsigned size = layerSize - first < shardSize ? layerSize - first : shardSize;
-        sum += dot(fanout + n * first + j * size, grads + batch * first + b * size, size);
+        sum += dot(fanout + n * first + j * size, grads + rowsPerBlock * first + row * size,
+                   size);
       }
       eps[j] += sum;
     }

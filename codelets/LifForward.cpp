@@ -85,7 +85,7 @@ public:
   InOut<unsigned> step;           // device-side step counter, wraps at numSteps
   Input<Vector<float>> current;   // INPUT_DIRECT: [B, n] (bias included)
   Input<Vector<float>> denseIn;   // INPUT_DENSE_STEPS: [T, B, nIn]
-  Input<Vector<int>> inIds;       // INPUT_SPIKE_IDS: [numSrc, B, inStride] of the previous layer
+  Input<Vector<int>> inIds;       // INPUT_SPIKE_IDS: previous layer's traces [numSrc, T, B, inStride]
   Input<Vector<float>> weights;   // [nIn, n]
   Input<Vector<float>> bias;      // [n]
   Input<Vector<int>> recIds;      // RLEAKY_ALL_TO_ALL: own layer's buffers of step t-1 [numOwn, B, stride]
@@ -97,8 +97,7 @@ public:
   InOut<Vector<float>> scratch;   // [2n]
   InOut<Vector<float>> surrTrace; // masked surrogate dS/dU [T, B, n]
   InOut<Vector<int>> idTrace;     // own buffers [T, B, stride]
-  Output<Vector<int>> outIds;     // own buffers of this step [B, stride] (exchanged)
-  Output<Vector<int>> prevIds;    // all-to-all: own buffers of step t-1 [B, stride] (backward)
+  Output<Vector<int>> outIds;     // all-to-all: own buffers of this step [B, stride] (exchanged)
   InOut<Vector<float>> recSpikes; // output layer: S [T, B, n]
   InOut<Vector<float>> recMem;    // output layer: U [T, B, n]
   InOut<Vector<unsigned>> overflow; // [OVERFLOW_FIELDS]
@@ -119,6 +118,7 @@ public:
   unsigned rule;
   unsigned inputMode;
   unsigned record;
+  unsigned stepsPerCall;
   float beta;
   float alpha;
   float threshold;
@@ -132,7 +132,16 @@ public:
     const float surrogateParam = this->surrogateParam, ruleValue = this->ruleValue;
     // Likewise the unsigned members that int stores (the id buffers) could alias.
     const unsigned capacity = this->capacity, offset = this->offset;
-    const unsigned t = *step;
+    // All steps in one call (a layer-major schedule), or one (an all-to-all recurrence
+    // needs every shard's spikes of step t-1 before step t).
+    for (unsigned call = 0; call < stepsPerCall; ++call)
+      step1(*step, beta, alpha, threshold, surrogateParam, ruleValue, capacity, offset);
+    return true;
+  }
+
+private:
+  void step1(unsigned t, float beta, float alpha, float threshold, float surrogateParam,
+             float ruleValue, unsigned capacity, unsigned offset) {
     const unsigned n = numNeurons;
     if (t == 0) {
       for (unsigned k = 0; k < OVERFLOW_FIELDS; ++k)
@@ -166,7 +175,7 @@ public:
           }
         } else {
           for (unsigned s = 0; s < numSrc; ++s) {
-            const int *buf = &inIds[(s * batch + b) * inStride];
+            const int *buf = &inIds[((s * numSteps + t) * batch + b) * inStride];
             const int spikes = buf[0];
             for (int k = 0; k < spikes; ++k) {
               const float *__restrict row = &weights[unsigned(buf[BUFFER_HEADER + k]) * n];
@@ -250,7 +259,7 @@ public:
           sg[j] = u[j] >= ruleValue ? sg[j] : 0.0f;
       }
       // Spikes and the id buffer: spikes first, then gradient candidates.
-      int *buf = &outIds[b * stride];
+      int *buf = &idTrace[(t * batch + b) * stride];
       unsigned spikes = 0, needed = 0;
       // Spikes are rare: decide 32 neurons at a time into a bit mask, then visit only the
       // set bits.
@@ -292,22 +301,11 @@ public:
       buf[0] = int(spikes < capacity ? spikes : capacity);
       buf[1] = int(needed < capacity ? needed : capacity);
       if (neuron == RLEAKY_ALL_TO_ALL) {
-        // Leaves step T-2's buffers for the first backward step (see LifBackward).
-        int *pdst = &prevIds[b * stride];
-        if (t == 0) {
-          pdst[0] = 0;
-          pdst[1] = 0;
-        } else {
-          const int *psrc = &idTrace[((t - 1) * batch + b) * stride];
-          const unsigned pused = BUFFER_HEADER + unsigned(psrc[1]);
-          for (unsigned k = 0; k < pused; ++k)
-            pdst[k] = psrc[k];
-        }
+        int *out = &outIds[b * stride];
+        const unsigned used = BUFFER_HEADER + unsigned(buf[1]);
+        for (unsigned k = 0; k < used; ++k)
+          out[k] = buf[k];
       }
-      int *traced = &idTrace[(t * batch + b) * stride];
-      const unsigned used = BUFFER_HEADER + unsigned(buf[1]);
-      for (unsigned k = 0; k < used; ++k)
-        traced[k] = buf[k];
       if (record) {
         float *__restrict rs = &recSpikes[(t * batch + b) * n];
         float *__restrict rm = &recMem[(t * batch + b) * n];
@@ -318,6 +316,5 @@ public:
       }
     }
     *step = (t + 1 == numSteps) ? 0 : t + 1;
-    return true;
   }
 };

@@ -27,14 +27,14 @@ const std::map<std::string, Estimator> &table() {
       {"LifForward",
        [](const VertexWork &w) {
          return kVertexOverhead +
-                std::uint64_t(w.batch) *
+                std::uint64_t(w.stepsPerCall) * w.batch *
                     (std::uint64_t(w.activeInputs) * vectorPass(w.neurons) + 16ull * w.neurons +
                      2ull * w.activeCandidates);
        }},
       {"LifBackward",
        [](const VertexWork &w) {
          return kVertexOverhead +
-                std::uint64_t(w.batch) *
+                std::uint64_t(w.stepsPerCall) * w.batch *
                     (std::uint64_t(w.activeInputs) * vectorPass(w.neurons) +
                      std::uint64_t(w.activeCandidates) * (6 + vectorPass(w.neurons)) +
                      12ull * w.neurons);

@@ -20,6 +20,7 @@ struct VertexWork {
   unsigned activeInputs = 0;
   unsigned activeCandidates = 0;
   unsigned elements = 0; // optimiser steps and the loss: elements touched
+  unsigned stepsPerCall = 1; // time steps one execution of the vertex covers
 };
 
 // Throws std::logic_error for a vertex without an estimator.

@@ -13,10 +13,13 @@
 // which those tiles compute their own dL/dS -- only where their surrogate is
 // non-zero when a sparse rule is on.
 //
-// Programs: 0 forward (input, T steps in a Repeat, gather of the output
-// records), 1 loss + backward + optimiser, 2 loss + backward (gradients only).
-// Vertices keep device-side step counters, so one compute set per layer serves
-// every step.
+// Programs: 0 forward, 1 loss + backward + optimiser, 2 loss + backward
+// (gradients only). Layer-major: one layer's T steps run in one compute phase
+// (its vertices loop over the steps with device-side step counters), then its
+// whole id trace (forward) or dL/dI (backward) goes to the next layer in one
+// exchange -- a handful of fat phases per training step. A layer with an
+// all-to-all recurrence needs every shard's spikes of step t-1 before step t:
+// it runs its steps one per phase in a Repeat, with an exchange in between.
 #include "popsnn/Network.hpp"
 
 #include <poplar/DeviceManager.hpp>
@@ -101,11 +104,13 @@ struct Shard {
   unsigned tile = 0, first = 0, size = 0, capacity = 0;
   // Parameters, their gradients and optimiser state: index P_WEIGHT.. below.
   Tensor param[4], grad[4], opt1[4], opt2[4], optCount[4];
-  Tensor mem, syn, prevSpikes, fwdScratch, surrTrace, idTrace, outIds, overflow;
+  Tensor mem, syn, prevSpikes, fwdScratch, surrTrace, idTrace, outIds, overflow;  // outIds: a2a
   Tensor stepForward, stepBackward;
   Tensor xLocal, current, currentGradSum;
-  Tensor inRecv, recRecv, prevIds;
-  Tensor gradMem, gradSyn, bwdScratch, gradOut;
+  // inRecv: the previous layer's traces; recRecv: own ids of step t-1 (a2a forward);
+  // ownTraces: own traces (a2a backward).
+  Tensor inRecv, recRecv, ownTraces;
+  Tensor gradMem, gradSyn, bwdScratch, gradOut, gradStep;
   // Copies of the weights of the layer this shard feeds (and of V), on this shard's neurons.
   Tensor nextGrad, nextWeights, nextWeightsT, ownGrad, ownWeights, ownWeightsT;
   Tensor recSpikes, recMem, lossGradS, lossGradU;
@@ -370,7 +375,8 @@ public:
       sh.bwdScratch = zeros(FLOAT, 2 * n, tile, name + "bwd_scratch", L);
       sh.surrTrace = zeros(FLOAT, std::size_t(T) * B * n, tile, name + "surrogate_trace", L);
       sh.idTrace = zeros(INT, std::size_t(T) * B * layer.stride, tile, name + "id_trace", L);
-      sh.outIds = zeros(INT, B * layer.stride, tile, name + "ids", L);
+      if (layer.a2a)
+        sh.outIds = zeros(INT, B * layer.stride, tile, name + "ids", L);
       sh.overflow = zeros(UNSIGNED_INT, codes::OVERFLOW_FIELDS, tile, name + "overflow", L);
       sh.stepForward = zeros(UNSIGNED_INT, 1, tile, name + "step_forward", L);
       sh.stepBackward = zeros(UNSIGNED_INT, 1, tile, name + "step_backward", L);
@@ -383,14 +389,16 @@ public:
         sh.xLocal = zeros(FLOAT, std::size_t(T) * B * nIn, tile, name + "x", L);
       } else {
         const Layer &prev = layers[l - 1];
-        sh.inRecv = zeros(INT, prev.shards.size() * B * prev.stride, tile, name + "in_ids", L);
+        sh.inRecv = zeros(INT, prev.shards.size() * T * B * prev.stride, tile, name + "in_ids", L);
       }
       const bool dense = layer.spec.sparseRule == SparseRule::None;
-      if (l > 0 || layer.a2a)
-        sh.gradOut = zeros(FLOAT, std::size_t(B) * n, tile, name + "grad_out", L);
+      if (l > 0)
+        sh.gradOut = zeros(FLOAT, std::size_t(T) * B * n, tile, name + "grad_out", L);
       if (layer.a2a) {
         sh.recRecv = zeros(INT, layer.shards.size() * B * layer.stride, tile, name + "rec_ids", L);
-        sh.prevIds = zeros(INT, B * layer.stride, tile, name + "prev_ids", L);
+        sh.ownTraces =
+            zeros(INT, layer.shards.size() * T * B * layer.stride, tile, name + "own_ids", L);
+        sh.gradStep = zeros(FLOAT, std::size_t(B) * n, tile, name + "grad_step", L);
         sh.ownGrad = zeros(FLOAT, std::size_t(B) * N, tile, name + "own_grad", L);
         sh.ownWeights = zeros(FLOAT, std::size_t(n) * N, tile, name + "own_weights", L);
         if (dense)
@@ -398,7 +406,7 @@ public:
       }
       if (!layer.isOutput) {
         const unsigned nextN = layers[l + 1].spec.outputs;
-        sh.nextGrad = zeros(FLOAT, std::size_t(B) * nextN, tile, name + "next_grad", L);
+        sh.nextGrad = zeros(FLOAT, std::size_t(T) * B * nextN, tile, name + "next_grad", L);
         sh.nextWeights = zeros(FLOAT, std::size_t(n) * nextN, tile, name + "next_weights", L);
         if (dense)
           sh.nextWeightsT = zeros(FLOAT, std::size_t(n) * nextN, tile, name + "next_weights_t", L);
@@ -425,27 +433,31 @@ public:
     }
   };
 
-  // Shard s of `from`'s id buffers into every shard of `to` (slot s of a [S, B, stride] block).
-  CopyList idCopies(const Layer &from, const Layer &to, bool intoRecurrent, bool previous) {
+  // Every shard of `from`: its whole id trace into slot s of `to`'s shards' inRecv (or
+  // ownTraces), or (recurrentStep) its buffers of this step into slot s of recRecv.
+  CopyList idCopies(const Layer &from, const Layer &to, bool recurrentStep, bool ownTraces) {
     CopyList c;
-    const unsigned B = spec.batchSize, slot = B * from.stride;
+    const unsigned B = spec.batchSize, T = spec.numSteps;
+    const std::size_t slot = std::size_t(recurrentStep ? 1 : T) * B * from.stride;
     for (const Shard &dst : to.shards)
       for (unsigned s = 0; s < from.shards.size(); ++s) {
-        const Tensor &src = previous ? from.shards[s].prevIds : from.shards[s].outIds;
-        const Tensor &into = intoRecurrent ? dst.recRecv : dst.inRecv;
+        const Tensor &src = recurrentStep ? from.shards[s].outIds : from.shards[s].idTrace;
+        const Tensor &into = recurrentStep ? dst.recRecv : ownTraces ? dst.ownTraces : dst.inRecv;
         c.add(src, into.slice(s * slot, (s + 1) * slot));
       }
     return c;
   }
 
-  // Every shard's dL/dI[t] into block k of `to`'s shards' nextGrad (or ownGrad).
-  CopyList gradCopies(const Layer &from, const Layer &to, bool recurrent) {
+  // Every shard's dL/dI into block k of `to`'s shards' nextGrad ([T, B, n_k], whole
+  // backward pass), or of ownGrad ([B, n_k], this step: the recurrence).
+  CopyList gradCopies(const Layer &from, const Layer &to, bool recurrentStep) {
     CopyList c;
-    const unsigned B = spec.batchSize;
+    const std::size_t rows = std::size_t(recurrentStep ? 1 : spec.numSteps) * spec.batchSize;
     for (const Shard &src : from.shards)
       for (const Shard &dst : to.shards) {
-        const Tensor &into = recurrent ? dst.ownGrad : dst.nextGrad;
-        c.add(src.gradOut, into.slice(B * src.first, B * (src.first + src.size)));
+        const Tensor &into = recurrentStep ? dst.ownGrad : dst.nextGrad;
+        c.add(recurrentStep ? src.gradStep : src.gradOut,
+              into.slice(rows * src.first, rows * (src.first + src.size)));
       }
     return c;
   }
@@ -588,51 +600,41 @@ public:
       }
       return all.program();
     };
-    Sequence forwardStep;
-    for (unsigned l = 0; l < L; ++l) {
-      forwardStep.add(Execute(csForward[l]));
-      std::vector<CopyList> out;
-      if (l + 1 < L)
-        out.push_back(idCopies(layers[l], layers[l + 1], false, false));
-      if (layers[l].a2a)
-        out.push_back(idCopies(layers[l], layers[l], true, false));
-      forwardStep.add(merged(out));
-    }
     Sequence forward;
     forward.add(xCopy.program());
     if (spec.input == InputMode::Direct)
       forward.add(Execute(csDirect));
-    forward.add(Repeat(T, forwardStep));
+    for (unsigned l = 0; l < L; ++l) {
+      if (layers[l].a2a) {
+        forward.add(Repeat(T, Sequence{Execute(csForward[l]),
+                                       idCopies(layers[l], layers[l], true, false).program()}));
+      } else {
+        forward.add(Execute(csForward[l]));
+      }
+      std::vector<CopyList> out;
+      if (l + 1 < L)
+        out.push_back(idCopies(layers[l], layers[l + 1], false, false));
+      if (layers[l].a2a)
+        out.push_back(idCopies(layers[l], layers[l], false, true));
+      forward.add(merged(out));
+    }
     forward.add(gather.program());
 
-    // Each backward step starts with the id buffers its layers need (step t for the layer
-    // fed, t-1 for a recurrence), left by the previous step's vertices or the forward.
-    Sequence backwardStep;
-    {
-      std::vector<CopyList> ids;
-      for (unsigned l = 0; l < L; ++l) {
-        if (l + 1 < L)
-          ids.push_back(idCopies(layers[l], layers[l + 1], false, false));
-        if (layers[l].a2a)
-          ids.push_back(idCopies(layers[l], layers[l], true, true));
-      }
-      backwardStep.add(merged(ids));
-    }
-    for (unsigned l = L; l-- > 0;) {
-      backwardStep.add(Execute(csBackward[l]));
-      std::vector<CopyList> grads;
-      if (l > 0)
-        grads.push_back(gradCopies(layers[l], layers[l - 1], false));
-      if (layers[l].a2a)
-        grads.push_back(gradCopies(layers[l], layers[l], true));
-      backwardStep.add(merged(grads));
-    }
     Sequence backward;
     // The weights the forward used, onto the tiles that need them for dL/dS.
     backward.add(fanout.program());
     backward.add(Execute(csLoss));
     backward.add(scatterGrad.program());
-    backward.add(Repeat(T, backwardStep));
+    for (unsigned l = L; l-- > 0;) {
+      if (layers[l].a2a) {
+        backward.add(Repeat(T, Sequence{Execute(csBackward[l]),
+                                        gradCopies(layers[l], layers[l], true).program()}));
+      } else {
+        backward.add(Execute(csBackward[l]));
+      }
+      if (l > 0)
+        backward.add(gradCopies(layers[l], layers[l - 1], false).program());
+    }
     if (spec.input == InputMode::Direct)
       backward.add(Execute(csDirectGrad));
     Sequence train{backward, Execute(csOptim)};
@@ -683,7 +685,6 @@ public:
     const unsigned reset = unsigned(s.reset);         // and codes::Reset
     const unsigned prevCap = prev ? prev->stride - codes::BUFFER_HEADER - 1 : 0;
     const unsigned ownCap = layer.stride - codes::BUFFER_HEADER - 1;
-    const bool publishes = next != nullptr || layer.a2a;
 
     for (Shard &sh : layer.shards) {
       const unsigned tile = sh.tile, n = sh.size;
@@ -697,6 +698,7 @@ public:
                           : layer.inputMode == codes::INPUT_DENSE_STEPS ? nIn
                                                                         : 0;
       work.activeCandidates = sh.capacity + (layer.a2a ? numOwn * ownCap : 0);
+      work.stepsPerCall = layer.a2a ? 1u : T;
 
       if (layer.inputMode == codes::INPUT_DIRECT) {
         VertexRef v = graph->addVertex(csDirect, "DirectCurrent");
@@ -740,8 +742,7 @@ public:
         graph->connect(v["scratch"], sh.fwdScratch);
         graph->connect(v["surrTrace"], sh.surrTrace);
         graph->connect(v["idTrace"], sh.idTrace);
-        graph->connect(v["outIds"], sh.outIds);
-        graph->connect(v["prevIds"], orElse(sh.prevIds, dummyOut(INT, tile)));
+        graph->connect(v["outIds"], orElse(sh.outIds, dummyOut(INT, tile)));
         graph->connect(v["recSpikes"], orElse(sh.recSpikes, dummyOut(FLOAT, tile)));
         graph->connect(v["recMem"], orElse(sh.recMem, dummyOut(FLOAT, tile)));
         graph->connect(v["overflow"], sh.overflow);
@@ -761,6 +762,7 @@ public:
         setField(v, "rule", rule);
         setField(v, "inputMode", layer.inputMode);
         setField(v, "record", unsigned(layer.isOutput));
+        setField(v, "stepsPerCall", layer.a2a ? 1u : T);
         setField(v, "beta", s.beta);
         setField(v, "alpha", s.alpha);
         setField(v, "threshold", s.threshold);
@@ -787,7 +789,7 @@ public:
         graph->connect(v["inIds"], orElse(sh.inRecv, iIn));
         graph->connect(v["denseIn"],
                        layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : fIn);
-        graph->connect(v["recIds"], orElse(sh.recRecv, iIn));
+        graph->connect(v["recIds"], orElse(sh.ownTraces, iIn));
         graph->connect(v["weights"], sh.param[P_WEIGHT]);
         graph->connect(v["recWeights"], orElse(sh.param[P_REC_WEIGHT], fIn));
         graph->connect(v["gradMem"], sh.gradMem);
@@ -799,8 +801,7 @@ public:
         graph->connect(v["gradRecBias"], orElse(sh.grad[P_REC_BIAS], dummyOut(FLOAT, tile)));
         graph->connect(v["currentGradSum"], orElse(sh.currentGradSum, dummyOut(FLOAT, tile)));
         graph->connect(v["gradOut"], orElse(sh.gradOut, dummyOut(FLOAT, tile)));
-        graph->connect(v["outIds"], publishes ? sh.outIds : dummyOut(INT, tile));
-        graph->connect(v["prevIds"], orElse(sh.prevIds, dummyOut(INT, tile)));
+        graph->connect(v["gradStep"], orElse(sh.gradStep, dummyOut(FLOAT, tile)));
         graph->connect(v["scratch"], sh.bwdScratch);
         setField(v, "batch", B);
         setField(v, "numNeurons", n);
@@ -817,7 +818,7 @@ public:
         setField(v, "isOutput", unsigned(layer.isOutput));
         setField(v, "dense", unsigned(s.sparseRule == SparseRule::None));
         setField(v, "publishGrad", unsigned(sh.gradOut.valid()));
-        setField(v, "publishIds", unsigned(publishes));
+        setField(v, "stepsPerCall", layer.a2a ? 1u : T);
         setField(v, "nextShardSize", next ? next->shardSize : 1u);
         setField(v, "nextLayerSize", next ? next->spec.outputs : 0u);
         setField(v, "ownShardSize", layer.shardSize);

@@ -95,7 +95,8 @@ def test_network_that_does_not_fit_names_the_layer_and_the_fix():
     net = popsnn.Sequential(popsnn.Linear(784, 64), popsnn.Leaky(beta=0.9),
                             popsnn.Linear(64, 10), popsnn.Leaky(beta=0.9))
     with pytest.raises(NetworkDoesNotFit,
-                       match=r"needs \d+ bytes.*has 65536.*layer 0 .*784 -> 64.*more tiles"):
+                       match=r"needs \d+ bytes.*has 65536.*layer \d \(Leaky, \d+ -> \d+ neurons"
+                             r".*takes \d+.*Fix: more tiles"):
         EngineBackend(net, net.init_params(0), losses.ce_count_loss(), optim.SGD(lr=0.1),
                       num_steps=25, batch_size=128, device="ipu-model", num_ipus=1,
                       tiles_per_ipu=4, memory_bytes_per_tile=64 * 1024)
