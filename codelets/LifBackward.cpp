@@ -18,6 +18,18 @@ inline float dot(const float *__restrict a, const float *__restrict b, unsigned 
   return s;
 }
 
+// Copies an id buffer (header and used entries), or writes an empty one.
+inline void copyBuffer(const int *src, int *dst) {
+  if (!src) {
+    dst[0] = 0;
+    dst[1] = 0;
+    return;
+  }
+  const unsigned used = BUFFER_HEADER + unsigned(src[1]);
+  for (unsigned k = 0; k < used; ++k)
+    dst[k] = src[k];
+}
+
 } // namespace
 
 class LifBackward : public Vertex {
@@ -28,7 +40,7 @@ public:
   // dL/dS of this layer comes from the dL/dI of the layers it feeds: their shards' dL/dI
   // ([B, n_k] blocks, one per shard k) and this tile's copy of their weights on its
   // neurons ([n, n_k] blocks), so only the small dL/dI crosses tiles.
-  Input<Vector<float>> nextGrad;     // next layer's dL/dI, blocks [T, B, n_k]
+  Input<Vector<float>> nextGrad;     // next layer's dL/dI, blocks [T, B, n_k] ([B, n_k] step-major)
   Input<Vector<float>> nextWeights;  // next layer's W on this shard's neurons, blocks [n, n_k]
   InOut<Vector<float>> nextWeightsT; // dense: nextWeights by downstream neuron [N_next, n]
   Input<Vector<float>> ownGrad;      // all-to-all: this layer's dL/dI[t+1], blocks [B, n_k]
@@ -36,9 +48,12 @@ public:
   InOut<Vector<float>> ownWeightsT;  // all-to-all, dense: [N, n]
   Input<Vector<float>> surrTrace;   // [T, B, n]
   Input<Vector<int>> idTrace;       // own buffers [T, B, stride]
-  Input<Vector<int>> inIds;         // INPUT_SPIKE_IDS: previous layer's traces [numSrc, T, B, inStride]
+  Input<Vector<int>> inIds;         // INPUT_SPIKE_IDS: as LifForward's
+
   Input<Vector<float>> denseIn;     // INPUT_DENSE_STEPS: [T, B, nIn]
-  Input<Vector<int>> recIds;        // all-to-all: own layer's traces [numOwn, T, B, stride]
+  // All-to-all: own layer's buffers, [numOwn, T, B, stride] (layer-major: whole traces)
+  // or [numOwn, B, stride] (step-major: step t-1's).
+  Input<Vector<int>> recIds;
   Input<Vector<float>> weights;     // [nIn, n]
   Input<Vector<float>> recWeights;  // all-to-all [N, n]; one-to-one [n]
   InOut<Vector<float>> gradMem;     // dL/dU[t+1] carried [B, n]
@@ -48,8 +63,13 @@ public:
   InOut<Vector<float>> gradRecWeights; // like recWeights
   InOut<Vector<float>> gradRecBias; // [n]
   InOut<Vector<float>> currentGradSum; // INPUT_DIRECT: sum_t dL/dI [B, n]
-  Output<Vector<float>> gradOut;    // dL/dI [T, B, n], for the previous layer
+  Output<Vector<float>> gradOut;    // dL/dI [T, B, n] ([B, n] step-major), for the previous layer
   Output<Vector<float>> gradStep;   // all-to-all: dL/dI[t] [B, n], for the recurrence
+  // Step-major: for the next backward step, this shard's buffers of step t-1 (for the layer
+  // it feeds) and, all-to-all, of step t-2 (its recurrence). The forward leaves those of
+  // steps T-1 and T-2 there for the first backward step.
+  Output<Vector<int>> outIds;       // [B, stride]
+  Output<Vector<int>> prevIds;      // [B, stride]
   InOut<Vector<float>> scratch;     // [2n]
 
   unsigned batch;
@@ -67,7 +87,9 @@ public:
   unsigned isOutput;
   unsigned dense;          // no sparse rule on this layer: every entry carries gradient
   unsigned publishGrad;    // gradOut is read by another layer or the recurrence
-  unsigned stepsPerCall;   // T (layer-major schedule) or 1 (all-to-all recurrence)
+  unsigned stepsPerCall;   // T (layer-major schedule) or 1 (all-to-all recurrence, step-major)
+  unsigned stepMajor;      // schedule: 0 layer-major, 1 step-major (see the graph builder)
+  unsigned publishIds;     // step-major: write outIds for the layer this one feeds
   unsigned nextShardSize;
   unsigned nextLayerSize;
   unsigned ownShardSize;
@@ -127,7 +149,8 @@ private:
         for (unsigned j = 0; j < n; ++j)
           eps[j] = 0.0f;
         fromFanout(eps, sg, &nextWeights[0], &nextWeightsT[0], &nextGrad[0], nextShardSize,
-                   nextLayerSize, t * batch + b, numSteps * batch);
+                   nextLayerSize, stepMajor ? b : t * batch + b,
+                   stepMajor ? batch : numSteps * batch);
       }
       if (neuron == RLEAKY_ALL_TO_ALL && t + 1 < numSteps) {
         fromFanout(eps, sg, &ownWeights[0], &ownWeightsT[0], &ownGrad[0], ownShardSize,
@@ -186,7 +209,7 @@ private:
           dI[j] = gU[j];
       }
       if (publishGrad) {
-        float *__restrict out = &gradOut[(t * batch + b) * n];
+        float *__restrict out = &gradOut[((stepMajor ? 0 : t * batch) + b) * n];
         for (unsigned j = 0; j < n; ++j)
           out[j] = dI[j];
       }
@@ -215,7 +238,8 @@ private:
         }
       } else {
         for (unsigned s = 0; s < numSrc; ++s) {
-          const int *buf = &inIds[((s * numSteps + t) * batch + b) * inStride];
+          const int *buf =
+              &inIds[((stepMajor ? s : s * numSteps + t) * batch + b) * inStride];
           for (int k = 0; k < buf[0]; ++k) {
             float *__restrict row = &gradWeights[unsigned(buf[BUFFER_HEADER + k]) * n];
             for (unsigned j = 0; j < n; ++j)
@@ -229,7 +253,8 @@ private:
           gvb[j] += dI[j];
         if (t > 0) {
           for (unsigned o = 0; o < numOwn; ++o) {
-            const int *buf = &recIds[((o * numSteps + t - 1) * batch + b) * stride];
+            const int *buf =
+                &recIds[((stepMajor ? o : o * numSteps + t - 1) * batch + b) * stride];
             for (int k = 0; k < buf[0]; ++k) {
               float *__restrict row = &gradRecWeights[unsigned(buf[BUFFER_HEADER + k]) * n];
               for (unsigned j = 0; j < n; ++j)
@@ -243,6 +268,16 @@ private:
           const unsigned j = unsigned(prevOwn[BUFFER_HEADER + k]) - offset;
           gradRecWeights[j] += dI[j];
         }
+      }
+    }
+    if (stepMajor) {
+      for (unsigned b = 0; b < batch; ++b) {
+        if (publishIds)
+          copyBuffer(t >= 1 ? &idTrace[((t - 1) * batch + b) * stride] : nullptr,
+                     &outIds[b * stride]);
+        if (neuron == RLEAKY_ALL_TO_ALL)
+          copyBuffer(t >= 2 ? &idTrace[((t - 2) * batch + b) * stride] : nullptr,
+                     &prevIds[b * stride]);
       }
     }
     *step = (*step + 1 == numSteps) ? 0 : *step + 1;

@@ -41,6 +41,18 @@ inline void surrogateRow(unsigned kind, float param, float threshold, const floa
   }
 }
 
+// Copies an id buffer (header and used entries), or writes an empty one.
+inline void copyBuffer(const int *src, int *dst) {
+  if (!src) {
+    dst[0] = 0;
+    dst[1] = 0;
+    return;
+  }
+  const unsigned used = BUFFER_HEADER + unsigned(src[1]);
+  for (unsigned k = 0; k < used; ++k)
+    dst[k] = src[k];
+}
+
 } // namespace
 
 // I = x.W + b for direct-current input, once per minibatch (x is the same every step).
@@ -85,7 +97,9 @@ public:
   InOut<unsigned> step;           // device-side step counter, wraps at numSteps
   Input<Vector<float>> current;   // INPUT_DIRECT: [B, n] (bias included)
   Input<Vector<float>> denseIn;   // INPUT_DENSE_STEPS: [T, B, nIn]
-  Input<Vector<int>> inIds;       // INPUT_SPIKE_IDS: previous layer's traces [numSrc, T, B, inStride]
+  // INPUT_SPIKE_IDS: the previous layer's buffers, [numSrc, T, B, inStride] (layer-major
+  // schedule: its whole traces) or [numSrc, B, inStride] (step-major: this step's).
+  Input<Vector<int>> inIds;
   Input<Vector<float>> weights;   // [nIn, n]
   Input<Vector<float>> bias;      // [n]
   Input<Vector<int>> recIds;      // RLEAKY_ALL_TO_ALL: own layer's buffers of step t-1 [numOwn, B, stride]
@@ -97,7 +111,8 @@ public:
   InOut<Vector<float>> scratch;   // [2n]
   InOut<Vector<float>> surrTrace; // masked surrogate dS/dU [T, B, n]
   InOut<Vector<int>> idTrace;     // own buffers [T, B, stride]
-  Output<Vector<int>> outIds;     // all-to-all: own buffers of this step [B, stride] (exchanged)
+  Output<Vector<int>> outIds;     // own buffers of this step [B, stride], when exchanged per step
+  Output<Vector<int>> prevIds;    // step-major all-to-all: step t-1's, for the first backward step
   InOut<Vector<float>> recSpikes; // output layer: S [T, B, n]
   InOut<Vector<float>> recMem;    // output layer: U [T, B, n]
   InOut<Vector<unsigned>> overflow; // [OVERFLOW_FIELDS]
@@ -119,6 +134,8 @@ public:
   unsigned inputMode;
   unsigned record;
   unsigned stepsPerCall;
+  unsigned stepMajor;   // schedule: 0 layer-major, 1 step-major (see the graph builder)
+  unsigned publishStep; // write outIds every step
   float beta;
   float alpha;
   float threshold;
@@ -175,7 +192,8 @@ private:
           }
         } else {
           for (unsigned s = 0; s < numSrc; ++s) {
-            const int *buf = &inIds[((s * numSteps + t) * batch + b) * inStride];
+            const int *buf =
+                &inIds[((stepMajor ? s : s * numSteps + t) * batch + b) * inStride];
             const int spikes = buf[0];
             for (int k = 0; k < spikes; ++k) {
               const float *__restrict row = &weights[unsigned(buf[BUFFER_HEADER + k]) * n];
@@ -300,12 +318,11 @@ private:
       }
       buf[0] = int(spikes < capacity ? spikes : capacity);
       buf[1] = int(needed < capacity ? needed : capacity);
-      if (neuron == RLEAKY_ALL_TO_ALL) {
-        int *out = &outIds[b * stride];
-        const unsigned used = BUFFER_HEADER + unsigned(buf[1]);
-        for (unsigned k = 0; k < used; ++k)
-          out[k] = buf[k];
-      }
+      if (publishStep)
+        copyBuffer(buf, &outIds[b * stride]);
+      if (stepMajor && neuron == RLEAKY_ALL_TO_ALL)
+        copyBuffer(t > 0 ? &idTrace[((t - 1) * batch + b) * stride] : nullptr,
+                   &prevIds[b * stride]);
       if (record) {
         float *__restrict rs = &recSpikes[(t * batch + b) * n];
         float *__restrict rm = &recMem[(t * batch + b) * n];

@@ -109,7 +109,7 @@ struct Shard {
   Tensor xLocal, current, currentGradSum;
   // inRecv: the previous layer's traces; recRecv: own ids of step t-1 (a2a forward);
   // ownTraces: own traces (a2a backward).
-  Tensor inRecv, recRecv, ownTraces;
+  Tensor inRecv, recRecv, ownTraces, prevIds; // prevIds: step-major a2a
   Tensor gradMem, gradSyn, bwdScratch, gradOut, gradStep;
   // Copies of the weights of the layer this shard feeds (and of V), on this shard's neurons.
   Tensor nextGrad, nextWeights, nextWeightsT, ownGrad, ownWeights, ownWeightsT;
@@ -167,6 +167,7 @@ public:
   std::vector<Layer> layers;
   unsigned numTiles = 0, numOutputs = 0, numClasses = 0, outShardSize = 0, lossTile = 0;
   std::uint64_t optimizerSteps = 0;
+  bool stepMajor = false; // the schedule build() settled on
   // Bytes of popsnn's tensors per tile and layer, for the does-not-fit error.
   std::vector<std::vector<std::uint64_t>> tileLayerBytes;
 
@@ -375,8 +376,11 @@ public:
       sh.bwdScratch = zeros(FLOAT, 2 * n, tile, name + "bwd_scratch", L);
       sh.surrTrace = zeros(FLOAT, std::size_t(T) * B * n, tile, name + "surrogate_trace", L);
       sh.idTrace = zeros(INT, std::size_t(T) * B * layer.stride, tile, name + "id_trace", L);
-      if (layer.a2a)
+      const bool feedsNext = l + 1 < layers.size();
+      if (layer.a2a || (stepMajor && feedsNext))
         sh.outIds = zeros(INT, B * layer.stride, tile, name + "ids", L);
+      if (layer.a2a && stepMajor)
+        sh.prevIds = zeros(INT, B * layer.stride, tile, name + "prev_ids", L);
       sh.overflow = zeros(UNSIGNED_INT, codes::OVERFLOW_FIELDS, tile, name + "overflow", L);
       sh.stepForward = zeros(UNSIGNED_INT, 1, tile, name + "step_forward", L);
       sh.stepBackward = zeros(UNSIGNED_INT, 1, tile, name + "step_backward", L);
@@ -389,15 +393,18 @@ public:
         sh.xLocal = zeros(FLOAT, std::size_t(T) * B * nIn, tile, name + "x", L);
       } else {
         const Layer &prev = layers[l - 1];
-        sh.inRecv = zeros(INT, prev.shards.size() * T * B * prev.stride, tile, name + "in_ids", L);
+        sh.inRecv = zeros(INT, prev.shards.size() * (stepMajor ? 1 : T) * B * prev.stride, tile,
+                          name + "in_ids", L);
       }
       const bool dense = layer.spec.sparseRule == SparseRule::None;
       if (l > 0)
-        sh.gradOut = zeros(FLOAT, std::size_t(T) * B * n, tile, name + "grad_out", L);
+        sh.gradOut =
+            zeros(FLOAT, std::size_t(stepMajor ? 1 : T) * B * n, tile, name + "grad_out", L);
       if (layer.a2a) {
         sh.recRecv = zeros(INT, layer.shards.size() * B * layer.stride, tile, name + "rec_ids", L);
-        sh.ownTraces =
-            zeros(INT, layer.shards.size() * T * B * layer.stride, tile, name + "own_ids", L);
+        if (!stepMajor)
+          sh.ownTraces =
+              zeros(INT, layer.shards.size() * T * B * layer.stride, tile, name + "own_ids", L);
         sh.gradStep = zeros(FLOAT, std::size_t(B) * n, tile, name + "grad_step", L);
         sh.ownGrad = zeros(FLOAT, std::size_t(B) * N, tile, name + "own_grad", L);
         sh.ownWeights = zeros(FLOAT, std::size_t(n) * N, tile, name + "own_weights", L);
@@ -406,7 +413,8 @@ public:
       }
       if (!layer.isOutput) {
         const unsigned nextN = layers[l + 1].spec.outputs;
-        sh.nextGrad = zeros(FLOAT, std::size_t(T) * B * nextN, tile, name + "next_grad", L);
+        sh.nextGrad = zeros(FLOAT, std::size_t(stepMajor ? 1 : T) * B * nextN, tile,
+                            name + "next_grad", L);
         sh.nextWeights = zeros(FLOAT, std::size_t(n) * nextN, tile, name + "next_weights", L);
         if (dense)
           sh.nextWeightsT = zeros(FLOAT, std::size_t(n) * nextN, tile, name + "next_weights_t", L);
@@ -435,15 +443,20 @@ public:
 
   // Every shard of `from`: its whole id trace into slot s of `to`'s shards' inRecv (or
   // ownTraces), or (recurrentStep) its buffers of this step into slot s of recRecv.
-  CopyList idCopies(const Layer &from, const Layer &to, bool recurrentStep, bool ownTraces) {
+  // Step-major, `recurrentStep` and `previous` pick this step's buffers (outIds) or the
+  // previous step's (prevIds) into recRecv.
+  CopyList idCopies(const Layer &from, const Layer &to, bool recurrentStep, bool ownTraces,
+                    bool previous = false) {
     CopyList c;
     const unsigned B = spec.batchSize, T = spec.numSteps;
-    const std::size_t slot = std::size_t(recurrentStep ? 1 : T) * B * from.stride;
+    const bool oneStep = recurrentStep || stepMajor;
+    const std::size_t slot = std::size_t(oneStep ? 1 : T) * B * from.stride;
     for (const Shard &dst : to.shards)
       for (unsigned s = 0; s < from.shards.size(); ++s) {
-        const Tensor &src = recurrentStep ? from.shards[s].outIds : from.shards[s].idTrace;
+        const Shard &src = from.shards[s];
+        const Tensor &data = previous ? src.prevIds : oneStep ? src.outIds : src.idTrace;
         const Tensor &into = recurrentStep ? dst.recRecv : ownTraces ? dst.ownTraces : dst.inRecv;
-        c.add(src, into.slice(s * slot, (s + 1) * slot));
+        c.add(data, into.slice(s * slot, (s + 1) * slot));
       }
     return c;
   }
@@ -452,7 +465,8 @@ public:
   // backward pass), or of ownGrad ([B, n_k], this step: the recurrence).
   CopyList gradCopies(const Layer &from, const Layer &to, bool recurrentStep) {
     CopyList c;
-    const std::size_t rows = std::size_t(recurrentStep ? 1 : spec.numSteps) * spec.batchSize;
+    const std::size_t rows =
+        std::size_t(recurrentStep || stepMajor ? 1 : spec.numSteps) * spec.batchSize;
     for (const Shard &src : from.shards)
       for (const Shard &dst : to.shards) {
         const Tensor &into = recurrentStep ? dst.ownGrad : dst.nextGrad;
@@ -479,27 +493,35 @@ public:
     return c;
   }
 
-  // Spread every layer over as many tiles as it has neurons (up to all of them); if that
-  // does not fit, halve the tiles per layer until it does: a receiving tile holds the id
-  // buffers of every shard of the previous layer, so many tiny shards cost memory too.
+  // Schedules, fastest first. Layer-major: a layer runs all T steps, then sends its whole
+  // trace on; few, fat phases, but a tile holds T steps of its input layer's id buffers.
+  // Step-major (SPEC's "per step t, per layer"): a BSP round per layer and step; tiles hold
+  // one step of their inputs and the backward re-sends each step's ids.
+  // Within a schedule: spread every layer over as many tiles as it has neurons (up to all);
+  // if that does not fit, halve the tiles per layer until it does (a receiving tile holds
+  // the buffers of every shard of the previous layer, so tiny shards cost memory too).
   void build() {
     device = makeDevice();
-    std::string firstError;
-    for (unsigned spread = 1;; spread *= 2) {
-      try {
-        buildGraph(spread);
-        return;
-      } catch (const NetworkDoesNotFit &e) {
-        if (firstError.empty())
-          firstError = e.what();
-        bool fewest = true;
-        for (const auto &layer : layers)
-          fewest = fewest && layer.shards.size() == 1;
-        if (fewest)
-          throw NetworkDoesNotFit(firstError + " (fewer, larger shards per layer do not fit "
-                                               "either)");
+    std::string stepMajorError;
+    for (bool major : {false, true}) {
+      for (unsigned spread = 1;; spread *= 2) {
+        try {
+          stepMajor = major;
+          buildGraph(spread);
+          return;
+        } catch (const NetworkDoesNotFit &e) {
+          if (major && stepMajorError.empty())
+            stepMajorError = e.what();
+          bool fewest = true;
+          for (const auto &layer : layers)
+            fewest = fewest && layer.shards.size() == 1;
+          if (fewest)
+            break;
+        }
       }
     }
+    throw NetworkDoesNotFit(stepMajorError + " (with a step-major schedule; fewer, larger "
+                                             "shards per layer do not fit either)");
   }
 
   void buildGraph(unsigned spread) {
@@ -604,19 +626,33 @@ public:
     forward.add(xCopy.program());
     if (spec.input == InputMode::Direct)
       forward.add(Execute(csDirect));
-    for (unsigned l = 0; l < L; ++l) {
-      if (layers[l].a2a) {
-        forward.add(Repeat(T, Sequence{Execute(csForward[l]),
-                                       idCopies(layers[l], layers[l], true, false).program()}));
-      } else {
-        forward.add(Execute(csForward[l]));
+    if (stepMajor) {
+      Sequence oneStep;
+      for (unsigned l = 0; l < L; ++l) {
+        oneStep.add(Execute(csForward[l]));
+        std::vector<CopyList> out;
+        if (l + 1 < L)
+          out.push_back(idCopies(layers[l], layers[l + 1], false, false));
+        if (layers[l].a2a)
+          out.push_back(idCopies(layers[l], layers[l], true, false));
+        oneStep.add(merged(out));
       }
-      std::vector<CopyList> out;
-      if (l + 1 < L)
-        out.push_back(idCopies(layers[l], layers[l + 1], false, false));
-      if (layers[l].a2a)
-        out.push_back(idCopies(layers[l], layers[l], false, true));
-      forward.add(merged(out));
+      forward.add(Repeat(T, oneStep));
+    } else {
+      for (unsigned l = 0; l < L; ++l) {
+        if (layers[l].a2a) {
+          forward.add(Repeat(T, Sequence{Execute(csForward[l]),
+                                         idCopies(layers[l], layers[l], true, false).program()}));
+        } else {
+          forward.add(Execute(csForward[l]));
+        }
+        std::vector<CopyList> out;
+        if (l + 1 < L)
+          out.push_back(idCopies(layers[l], layers[l + 1], false, false));
+        if (layers[l].a2a)
+          out.push_back(idCopies(layers[l], layers[l], false, true));
+        forward.add(merged(out));
+      }
     }
     forward.add(gather.program());
 
@@ -625,15 +661,39 @@ public:
     backward.add(fanout.program());
     backward.add(Execute(csLoss));
     backward.add(scatterGrad.program());
-    for (unsigned l = L; l-- > 0;) {
-      if (layers[l].a2a) {
-        backward.add(Repeat(T, Sequence{Execute(csBackward[l]),
-                                        gradCopies(layers[l], layers[l], true).program()}));
-      } else {
-        backward.add(Execute(csBackward[l]));
+    if (stepMajor) {
+      // Each step starts with the id buffers its layers need (step t for the layer fed,
+      // t-1 for a recurrence), left there by the previous step's vertices or the forward.
+      Sequence oneStep;
+      std::vector<CopyList> ids;
+      for (unsigned l = 0; l < L; ++l) {
+        if (l + 1 < L)
+          ids.push_back(idCopies(layers[l], layers[l + 1], false, false));
+        if (layers[l].a2a)
+          ids.push_back(idCopies(layers[l], layers[l], true, false, true));
       }
-      if (l > 0)
-        backward.add(gradCopies(layers[l], layers[l - 1], false).program());
+      oneStep.add(merged(ids));
+      for (unsigned l = L; l-- > 0;) {
+        oneStep.add(Execute(csBackward[l]));
+        std::vector<CopyList> grads;
+        if (l > 0)
+          grads.push_back(gradCopies(layers[l], layers[l - 1], false));
+        if (layers[l].a2a)
+          grads.push_back(gradCopies(layers[l], layers[l], true));
+        oneStep.add(merged(grads));
+      }
+      backward.add(Repeat(T, oneStep));
+    } else {
+      for (unsigned l = L; l-- > 0;) {
+        if (layers[l].a2a) {
+          backward.add(Repeat(T, Sequence{Execute(csBackward[l]),
+                                          gradCopies(layers[l], layers[l], true).program()}));
+        } else {
+          backward.add(Execute(csBackward[l]));
+        }
+        if (l > 0)
+          backward.add(gradCopies(layers[l], layers[l - 1], false).program());
+      }
     }
     if (spec.input == InputMode::Direct)
       backward.add(Execute(csDirectGrad));
@@ -698,7 +758,7 @@ public:
                           : layer.inputMode == codes::INPUT_DENSE_STEPS ? nIn
                                                                         : 0;
       work.activeCandidates = sh.capacity + (layer.a2a ? numOwn * ownCap : 0);
-      work.stepsPerCall = layer.a2a ? 1u : T;
+      work.stepsPerCall = layer.a2a || stepMajor ? 1u : T;
 
       if (layer.inputMode == codes::INPUT_DIRECT) {
         VertexRef v = graph->addVertex(csDirect, "DirectCurrent");
@@ -743,6 +803,7 @@ public:
         graph->connect(v["surrTrace"], sh.surrTrace);
         graph->connect(v["idTrace"], sh.idTrace);
         graph->connect(v["outIds"], orElse(sh.outIds, dummyOut(INT, tile)));
+        graph->connect(v["prevIds"], orElse(sh.prevIds, dummyOut(INT, tile)));
         graph->connect(v["recSpikes"], orElse(sh.recSpikes, dummyOut(FLOAT, tile)));
         graph->connect(v["recMem"], orElse(sh.recMem, dummyOut(FLOAT, tile)));
         graph->connect(v["overflow"], sh.overflow);
@@ -762,7 +823,9 @@ public:
         setField(v, "rule", rule);
         setField(v, "inputMode", layer.inputMode);
         setField(v, "record", unsigned(layer.isOutput));
-        setField(v, "stepsPerCall", layer.a2a ? 1u : T);
+        setField(v, "stepsPerCall", layer.a2a || stepMajor ? 1u : T);
+        setField(v, "stepMajor", unsigned(stepMajor));
+        setField(v, "publishStep", unsigned(sh.outIds.valid()));
         setField(v, "beta", s.beta);
         setField(v, "alpha", s.alpha);
         setField(v, "threshold", s.threshold);
@@ -789,7 +852,7 @@ public:
         graph->connect(v["inIds"], orElse(sh.inRecv, iIn));
         graph->connect(v["denseIn"],
                        layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : fIn);
-        graph->connect(v["recIds"], orElse(sh.ownTraces, iIn));
+        graph->connect(v["recIds"], orElse(stepMajor ? sh.recRecv : sh.ownTraces, iIn));
         graph->connect(v["weights"], sh.param[P_WEIGHT]);
         graph->connect(v["recWeights"], orElse(sh.param[P_REC_WEIGHT], fIn));
         graph->connect(v["gradMem"], sh.gradMem);
@@ -802,6 +865,9 @@ public:
         graph->connect(v["currentGradSum"], orElse(sh.currentGradSum, dummyOut(FLOAT, tile)));
         graph->connect(v["gradOut"], orElse(sh.gradOut, dummyOut(FLOAT, tile)));
         graph->connect(v["gradStep"], orElse(sh.gradStep, dummyOut(FLOAT, tile)));
+        // Step-major: the backward re-sends each step's ids (through the forward's buffers).
+        graph->connect(v["outIds"], stepMajor && next ? sh.outIds : dummyOut(INT, tile));
+        graph->connect(v["prevIds"], orElse(sh.prevIds, dummyOut(INT, tile)));
         graph->connect(v["scratch"], sh.bwdScratch);
         setField(v, "batch", B);
         setField(v, "numNeurons", n);
@@ -818,7 +884,9 @@ public:
         setField(v, "isOutput", unsigned(layer.isOutput));
         setField(v, "dense", unsigned(s.sparseRule == SparseRule::None));
         setField(v, "publishGrad", unsigned(sh.gradOut.valid()));
-        setField(v, "stepsPerCall", layer.a2a ? 1u : T);
+        setField(v, "stepsPerCall", layer.a2a || stepMajor ? 1u : T);
+        setField(v, "stepMajor", unsigned(stepMajor));
+        setField(v, "publishIds", unsigned(stepMajor && next != nullptr));
         setField(v, "nextShardSize", next ? next->shardSize : 1u);
         setField(v, "nextLayerSize", next ? next->spec.outputs : 0u);
         setField(v, "ownShardSize", layer.shardSize);
@@ -1243,6 +1311,7 @@ std::map<std::string, double> Network::layout() const {
   std::map<std::string, double> out;
   out["tiles"] = impl_->numTiles;
   out["max_activity"] = impl_->spec.maxActivity;
+  out["step_major"] = impl_->stepMajor; // schedule: 1 step-major, 0 layer-major
   for (const auto &layer : impl_->layers) {
     const std::string l = "layer" + std::to_string(layer.index) + "_";
     out[l + "shards"] = layer.shards.size();

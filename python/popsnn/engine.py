@@ -6,6 +6,16 @@ cycle estimates) or "ipu" (hardware through Graphcore's SDK).
 The protocol is `popsnn.model.ReferenceBackend`'s; results equal the dense
 NumPy reference (`popsnn.reference`) computed in float32, spikes identical.
 
+How it runs (host/src/Network.cpp has the details): every layer is sharded by
+output neuron over the tiles; per step a shard writes its spike ids (then, with
+a sparse rule, its gradient candidates) into a fixed-capacity buffer; the next
+layer sums the weight rows of the received ids. The backward computes dL/dS
+only where the masked surrogate is non-zero, from the downstream layer's dL/dI
+and a per-tile copy of its weights, and weight gradients only for inputs that
+spiked. Schedule: layer-major (each layer's T steps in one compute phase) when
+it fits the tiles' memory, else step-major (one phase per layer and step);
+`profile()["step_major"]` says which.
+
 Device options: `num_ipus`, `tiles_per_ipu`, `memory_bytes_per_tile`
 (ipu-model geometry), `max_activity` (spike-buffer capacity as a fraction of a
 shard's neurons, default 1.0: never overflows), `on_overflow` ("error",

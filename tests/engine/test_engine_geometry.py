@@ -23,6 +23,9 @@ def big_net(rule=None):
 GEOMETRIES = {
     "1x16": dict(num_ipus=1, tiles_per_ipu=16),
     "2x8": dict(num_ipus=2, tiles_per_ipu=8),
+    # 32 KiB per tile: the layer-major schedule (T steps of input buffers per tile) does
+    # not fit, the step-major one does.
+    "2x8-32KiB": dict(num_ipus=2, tiles_per_ipu=8, memory_bytes_per_tile=32 * 1024),
 }
 
 
@@ -39,6 +42,7 @@ def test_sharded_network_equals_the_reference(geometry, direct):
                             batch_size=BATCH, device="ipu-model", **GEOMETRIES[geometry])
     layout = backend.profile()
     assert layout["tiles"] == 16
+    assert layout["step_major"] == (1 if "KiB" in geometry else 0)
     # Every layer spans several tiles (and so both IPUs of the 2 x 8 geometry).
     assert all(layout[f"layer{l}_shards"] >= 10 for l in range(3))
     value, grads = backend.loss_and_grad(x, y)
@@ -50,7 +54,7 @@ def test_sharded_network_equals_the_reference(geometry, direct):
     assert_grads_close(grads, ref_grads)
     profile = backend.profile()
     assert profile["estimate_total_cycles"] > 0
-    if geometry == "2x8":
+    if geometry.startswith("2x8"):
         assert profile["estimate_exchange_bytes_between_ipus"] > 0
 
 
