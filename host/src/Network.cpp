@@ -27,6 +27,7 @@
 #include <poplar/Graph.hpp>
 #include <poplar/IPUModel.hpp>
 #include <poplar/Program.hpp>
+#include <poplar/exceptions.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -725,7 +726,15 @@ public:
         }
       }
 
-    engine = std::make_unique<Engine>(*graph, std::vector<Program>{forward, train, backward});
+    try {
+      engine = std::make_unique<Engine>(*graph, std::vector<Program>{forward, train, backward});
+    } catch (const graph_memory_allocation_error &e) {
+      // Vertex state and exchange buffers come on top of the tensors checkMemory() counts.
+      throw NetworkDoesNotFit(std::string("the network does not fit: ") + e.what() +
+                              ". Fix: more tiles (tiles_per_ipu, num_ipus), a smaller batch (" +
+                              std::to_string(spec.batchSize) + ") or fewer steps (" +
+                              std::to_string(spec.numSteps) + "), or a lower max_activity");
+    }
     engine->load(device);
   }
 
@@ -1302,9 +1311,13 @@ std::map<std::string, double> Network::profileEstimate() const {
 }
 
 std::string Network::profileSummary() const {
+#ifdef POPSNN_USE_POPLAR_SDK
+  return "Graphcore's SDK: profile with POPLAR_ENGINE_OPTIONS and PopVision";
+#else
   std::ostringstream out;
   impl_->engine->printProfileSummary(out);
   return out.str();
+#endif
 }
 
 std::map<std::string, double> Network::layout() const {
