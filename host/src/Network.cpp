@@ -281,8 +281,7 @@ public:
         maxCapacity = std::max(maxCapacity, sh.capacity);
         layer.shards.push_back(sh);
       }
-      // One spare slot past the largest capacity: LifForward appends without branching.
-      layer.stride = codes::BUFFER_HEADER + maxCapacity + 1;
+      layer.stride = codes::BUFFER_HEADER + maxCapacity;
       layers.push_back(std::move(layer));
     }
     numOutputs = spec.layers.back().outputs;
@@ -752,8 +751,8 @@ public:
     const unsigned surrogate = unsigned(s.surrogate); // enum orders match codes::Surrogate
     const unsigned rule = unsigned(s.sparseRule);     // and codes::Rule
     const unsigned reset = unsigned(s.reset);         // and codes::Reset
-    const unsigned prevCap = prev ? prev->stride - codes::BUFFER_HEADER - 1 : 0;
-    const unsigned ownCap = layer.stride - codes::BUFFER_HEADER - 1;
+    const unsigned prevCap = prev ? prev->stride - codes::BUFFER_HEADER : 0;
+    const unsigned ownCap = layer.stride - codes::BUFFER_HEADER;
 
     for (Shard &sh : layer.shards) {
       const unsigned tile = sh.tile, n = sh.size;
@@ -1329,7 +1328,7 @@ std::map<std::string, double> Network::layout() const {
     const std::string l = "layer" + std::to_string(layer.index) + "_";
     out[l + "shards"] = layer.shards.size();
     out[l + "shard_size"] = layer.shardSize;
-    out[l + "buffer_capacity"] = layer.stride - codes::BUFFER_HEADER - 1;
+    out[l + "buffer_capacity"] = layer.stride - codes::BUFFER_HEADER;
   }
   return out;
 }
