@@ -1,160 +1,87 @@
 """popsnn's benchmarks: the papers' experiments on this machine, side by side in one run.
 
-    python bench/run.py dsnn [--quick]        seed 000's DSNN 784-1000-10, T=25, B=128, Adam
-    python bench/run.py batch                 throughput over batch 8..128
-    python bench/run.py width                 throughput over hidden width 250..8000
-    python bench/run.py neurons               Leaky / Synaptic / RLeaky
-    python bench/run.py rate                  rate-coded input (nothing to hoist)
+    python bench/run.py dsnn [--quick]   seed 000's DSNN 784-1000-10, T=25, B=128, Adam, ce_count
+    python bench/run.py batch            throughput over batch 8..128
+    python bench/run.py width            throughput over hidden width 250..8000
+    python bench/run.py neurons          Leaky / Synaptic / RLeaky
+    python bench/run.py rate             rate-coded input (nothing to hoist)
+    python bench/run.py population       1 step, 500 outputs pooled over 10 classes (seed 000 V)
+    python bench/run.py sparse           seed 003: backward time, trace memory, gradient error,
+                                         activity and accuracy over B_th
+    python bench/run.py ipu              DSNN on the Mk2 geometry: runtime ESTIMATE of images/s
+    python bench/run.py report           plots (PNG) and the README table from saved results
 
-Every experiment times each system on the same workload (one training step: forward over
-all steps, loss, backward, update), reports min / median / max images/s over repeats and
-ratios against popsnn, describes the machine, prints one JSON line per configuration and
-writes them to bench/results/<experiment>.json. Systems that cannot run here are reported
-with the reason, never left out silently. These are CPU measurements on this machine; no
-figure here is an IPU measurement.
+Throughput experiments time each system on the same workload (one training step: forward over
+all steps, loss, backward, update), interleaved round by round, and report median images/s with
+[min, max] over the repeats and popsnn's ratios to the others. Every row carries the machine
+(with its load average at the start). Systems that cannot run are reported with the reason.
+These are CPU measurements on this machine; the `ipu` experiment's figures are estimates from
+popsnn's IPU cost model, never measurements on an IPU.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 
-import numpy as np
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import experiments as ex  # noqa: E402
 
-import popsnn  # noqa: E402
-from popsnn import encoders, losses  # noqa: E402
-import systems  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def machine() -> dict:
-    """What the numbers were measured on."""
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    info = {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            "numpy": np.__version__, "popsnn": popsnn.__version__, "platform": platform.platform()}
-    for mod in ("torch", "snntorch"):
-        try:
-            info[mod] = __import__(mod).__version__
-        except ImportError:
-            info[mod] = None
-    return info
+RESULTS = HERE / "results"
+NOTE = "CPU measurements on this machine, not an IPU"
+EXPERIMENTS = ("dsnn", "batch", "width", "neurons", "rate", "population", "sparse", "ipu")
 
 
-def mnist_images(n: int, seed: int = 0):
-    """n real MNIST images scaled to [0, 1] and their labels, from popsnn's data loaders;
-    the activity of a spiking network depends on its input, so synthetic noise would lie."""
-    from popsnn import data
-    train, _ = data.load_mnist()
-    rng = np.random.default_rng(seed)
-    idx = rng.choice(len(train.labels), size=n, replace=False)
-    return train.inputs(idx), train.labels[idx].astype(np.int64)
-
-
-def time_step(step, repeats: int, warmup: int = 1) -> dict:
-    for _ in range(warmup):
-        step()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    return {"min_s": min(times), "median_s": statistics.median(times), "max_s": max(times),
-            "repeats": repeats}
-
-
-def measure(work: systems.Workload, repeats: int, include=("popsnn", "snntorch", "numpy_hoisted",
-                                                          "numpy_per_step")) -> dict:
-    """images/s of every system on one workload, plus popsnn's ratio to each."""
-    runners = {
-        "popsnn": (systems.engine_available, lambda: systems.popsnn_engine(work)),
-        "snntorch": (systems.snntorch_available, lambda: systems.snntorch(work)),
-        "numpy_hoisted": (lambda: None if work.direct else "input is not direct current",
-                          lambda: systems.numpy_reference(work, hoist=True)),
-        "numpy_per_step": (lambda: None, lambda: systems.numpy_reference(work, hoist=False)),
-    }
-    row = {}
-    for name in include:
-        available, make = runners[name]
-        reason = available()
-        if reason is not None:
-            row[f"{name}_images_per_s"] = None
-            row[f"{name}_skipped"] = reason
-            continue
-        t = time_step(make(), repeats)
-        b = work.batch_size
-        row[f"{name}_images_per_s"] = b / t["median_s"]
-        row[f"{name}_images_per_s_min_max"] = [b / t["max_s"], b / t["min_s"]]
-    ours = row.get("popsnn_images_per_s")
-    for name in include:
-        other = row.get(f"{name}_images_per_s")
-        if name != "popsnn" and ours and other:
-            row[f"popsnn_over_{name}"] = ours / other
-    return row
-
-
-def dsnn(hidden=1000, batch=128, steps=25, neuron=None, rate_coded=False, seed=0):
-    neuron = neuron or popsnn.Leaky(beta=0.9)
-    net = popsnn.Sequential(popsnn.Linear(784, hidden), neuron,
-                            popsnn.Linear(hidden, 10), type(neuron)(**_neuron_kwargs(neuron)))
-    x, y = mnist_images(batch, seed)
-    if rate_coded:
-        x = encoders.rate(x, steps, rng=np.random.default_rng(seed)).astype(np.float32)
-    return systems.Workload(net=net, x=x, y=y, num_steps=steps, loss=losses.ce_count_loss(),
-                            seed=seed)
-
-
-def _neuron_kwargs(neuron):
-    from dataclasses import fields
-    return {f.name: getattr(neuron, f.name) for f in fields(neuron)}
-
-
-def experiments(args):
-    """(experiment name, list of (config dict, workload factory))."""
-    if args.experiment == "dsnn":
-        return [({"hidden": 1000, "batch": 128, "steps": 25}, lambda: dsnn())]
-    if args.experiment == "batch":
-        return [({"batch": b}, lambda b=b: dsnn(batch=b)) for b in (8, 16, 32, 64, 128)]
-    if args.experiment == "width":
-        return [({"hidden": h}, lambda h=h: dsnn(hidden=h)) for h in (250, 500, 1000, 2000,
-                                                                      4000, 8000)]
-    if args.experiment == "neurons":
-        models = {"Leaky": popsnn.Leaky(beta=0.9), "Synaptic": popsnn.Synaptic(alpha=0.8, beta=0.9),
-                  "RLeaky": popsnn.RLeaky(beta=0.9)}
-        return [({"neuron": k}, lambda n=n: dsnn(neuron=n)) for k, n in models.items()]
-    if args.experiment == "rate":
-        return [({"input": "rate"}, lambda: dsnn(rate_coded=True))]
-    raise SystemExit(f"unknown experiment {args.experiment!r}")
+def run_experiment(name: str, quick: bool, repeats: int) -> list:
+    """The rows of one experiment; --quick shrinks the sweeps (and seed 003's setting) for a
+    check that the code runs, not for the figures."""
+    if name == "dsnn":
+        return ex.exp_dsnn(repeats)
+    if name == "batch":
+        return ex.exp_batch(repeats, batches=(8, 32, 128) if quick else (8, 16, 32, 64, 128))
+    if name == "width":
+        return ex.exp_width(repeats, widths=(250, 1000, 4000) if quick else
+                            (250, 500, 1000, 2000, 4000, 8000))
+    if name == "neurons":
+        return ex.exp_neurons(repeats)
+    if name == "rate":
+        return ex.exp_rate(repeats)
+    if name == "population":
+        return ex.exp_population(repeats, train_steps=20 if quick else 200,
+                                 test_images=500 if quick else 2000)
+    if name == "sparse":
+        if quick:
+            return ex.exp_sparse(b_ths=(0.05, 0.2, 0.5), hidden=200, steps=25, batch=64,
+                                 repeats=repeats, train_steps=30, test_images=500)
+        return ex.exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100,
+                             batch=256, repeats=repeats, train_steps=150, test_images=2000)
+    if name == "ipu":
+        return ex.exp_ipu()
+    raise SystemExit(f"unknown experiment {name!r}")
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("experiment", choices=["dsnn", "batch", "width", "neurons", "rate"])
-    parser.add_argument("--quick", action="store_true", help="3 repeats instead of 10")
+    parser.add_argument("experiment", choices=EXPERIMENTS + ("report",))
+    parser.add_argument("--quick", action="store_true",
+                        help="3 repeats (unless --repeats) and smaller sweeps")
     parser.add_argument("--repeats", type=int, default=None)
-    parser.add_argument("--no-save", action="store_true", help="print only, write no JSON file")
+    parser.add_argument("--no-save", action="store_true", help="print only, write no file")
     args = parser.parse_args(argv)
-    repeats = args.repeats or (3 if args.quick else 10)
+    if args.experiment == "report":
+        import report
+        report.write_all(RESULTS, HERE / "README.md")
+        return 0
+    repeats = args.repeats or (3 if args.quick else 5)
+    env = ex.machine()
     rows = []
-    env = machine()
-    for config, make in experiments(args):
-        row = {"experiment": args.experiment, **config, **measure(make(), repeats),
-               "machine": env, "note": "CPU measurements on this machine, not an IPU"}
+    for row in run_experiment(args.experiment, args.quick, repeats):
+        row = {**row, "quick": args.quick, "machine": env,
+               "note": row.get("note", NOTE)}
         print(json.dumps(row), flush=True)
         rows.append(row)
     if not args.no_save:

@@ -81,8 +81,9 @@ def snntorch(work: Workload) -> Step:
     torch.manual_seed(work.seed)
     linears, neurons = nn.ModuleList(), nn.ModuleList()
     for lin, neuron in work.net.pairs:
+        # The same surrogate as popsnn's layer, so both libraries do the same arithmetic.
         common = dict(threshold=neuron.threshold, reset_mechanism=neuron.reset_mechanism,
-                      spike_grad=surrogate.fast_sigmoid(slope=25))
+                      spike_grad=_snntorch_surrogate(surrogate, neuron.surrogate))
         linears.append(nn.Linear(lin.in_features, lin.out_features))
         if isinstance(neuron, popsnn.Leaky):
             neurons.append(snn.Leaky(beta=neuron.beta, **common))
@@ -93,7 +94,10 @@ def snntorch(work: Workload) -> Step:
                                       linear_features=lin.out_features, **common))
     params = list(linears.parameters()) + list(neurons.parameters())
     opt = torch.optim.Adam(params, lr=work.lr)
-    loss_fn = SF.ce_count_loss()
+    if work.loss.name != "ce_count":
+        raise ValueError(f"the snnTorch system implements ce_count only, got {work.loss.name}")
+    loss_fn = SF.ce_count_loss(population_code=work.loss.population_code,
+                               num_classes=work.loss.num_classes or False)
     x = torch.from_numpy(np.ascontiguousarray(work.x, dtype=np.float32))
     y = torch.from_numpy(work.y.astype(np.int64))
 
@@ -131,6 +135,16 @@ def snntorch(work: Workload) -> Step:
     return step
 
 
+def _snntorch_surrogate(module, s):
+    if s.name == "atan":
+        return module.atan(alpha=s.param)
+    if s.name == "fast_sigmoid":
+        return module.fast_sigmoid(slope=s.param)
+    if s.name == "sigmoid":
+        return module.sigmoid(slope=s.param)
+    return module.straight_through_estimator()
+
+
 def engine_available(device: str = "cpu") -> Optional[str]:
     """None if popsnn's engine can run on `device` here, else the reason it cannot."""
     try:
@@ -149,3 +163,17 @@ def popsnn_engine(work: Workload, device: str = "cpu", **device_options) -> Step
     def step():
         model.train_step(work.x, work.y)
     return step
+
+
+def popsnn_phases(work: Workload, device: str = "cpu", **device_options) -> dict:
+    """One engine model and three steps on it: "train" (forward, loss, backward, update),
+    "grad" (forward, loss, backward, gradients read back) and "infer" (forward only).
+    The engine times no phase by itself, so the backward is estimated by the caller as
+    grad - infer (wall clock, includes the loss and the gradient read-back)."""
+    model = popsnn.Model(work.net, loss=work.loss, optimizer=optim.Adam(lr=work.lr),
+                         device=device, num_steps=work.num_steps, batch_size=work.batch_size,
+                         seed=work.seed, **device_options)
+    return {"model": model,
+            "train": lambda: model.train_step(work.x, work.y),
+            "grad": lambda: model.loss_and_grad(work.x, work.y),
+            "infer": lambda: model.infer(work.x)}

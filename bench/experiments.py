@@ -1,0 +1,485 @@
+"""The benchmark experiments as functions: each takes its configuration and returns a list of
+result rows (plain dicts, JSON-ready). `run.py` is the command line around them; the smoke test
+calls them with the tiniest configurations.
+
+Throughput (seed 000): one training step (forward over all steps, loss, backward, update) of
+each system on the same workload, timed in the same run, reported as images/s and as ratios.
+Sparse backward (seed 003): popsnn's engine with and without `sparse.window(b_th)` on every
+hidden layer, interleaved timings, gradient error against the dense gradient, active fraction,
+accuracy after a short training run. IPU (seed 000 on an Mk2): the runtime's cost-model
+ESTIMATE, never a measurement on an IPU.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import re
+import statistics
+import time
+from dataclasses import fields
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+import popsnn
+from popsnn import data, encoders, losses, optim, reference, sparse, surrogate
+
+import systems
+
+# Seed 000's measured Mk2 figures (SPEC section 4), shown beside our estimates.
+SEED000_IPU_DSNN_IMAGES_PER_S = 46_297
+SEED000_IPU_POPULATION_IMAGES_PER_S = 145_000
+SYSTEMS = ("popsnn", "snntorch", "numpy_hoisted", "numpy_per_step")
+
+
+# --------------------------------------------------------------------------- machine, timing
+
+def machine() -> dict:
+    """What the numbers were measured on, including how busy it was."""
+    cpu = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info = {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "numpy": np.__version__, "popsnn": popsnn.__version__,
+            "platform": platform.platform()}
+    try:
+        info["load_average_1_5_15"] = list(os.getloadavg())
+    except OSError:
+        info["load_average_1_5_15"] = None
+    for mod in ("torch", "snntorch"):
+        try:
+            info[mod] = __import__(mod).__version__
+        except ImportError:
+            info[mod] = None
+    return info
+
+
+def time_calls(fns: dict, repeats: int, warmup: int = 1) -> dict:
+    """Seconds per call of every callable in `fns`, interleaved round by round so that a
+    load spike on this shared machine hits every system alike rather than one of them."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t0)
+    return {k: {"min_s": min(v), "median_s": statistics.median(v), "max_s": max(v),
+                "repeats": repeats} for k, v in times.items()}
+
+
+# --------------------------------------------------------------------------- data
+
+_CACHE: dict = {}
+
+
+def _dataset(name: str):
+    if name not in _CACHE:
+        _CACHE[name] = data.load_mnist() if name == "mnist" else data.load_fashion_mnist()
+    return _CACHE[name]
+
+
+def images(n: int, seed: int = 0, split: str = "train", dataset: str = "mnist"):
+    """n real images in [0, 1] and their labels; a spiking network's activity (hence the
+    engine's work) depends on its input, so synthetic noise would misstate it."""
+    train, test = _dataset(dataset)
+    ds = train if split == "train" else test
+    rng = np.random.default_rng(seed)
+    idx = rng.choice(len(ds.labels), size=n, replace=False)
+    return ds.inputs(idx).astype(np.float32), ds.labels[idx].astype(np.int64)
+
+
+# --------------------------------------------------------------------------- throughput
+
+def _copy_neuron(neuron, **changes):
+    kw = {f.name: getattr(neuron, f.name) for f in fields(neuron)}
+    kw.update(changes)
+    return type(neuron)(**kw)
+
+
+def dsnn_workload(hidden=1000, batch=128, steps=25, neuron=None, rate_coded=False,
+                  outputs=10, population=False, seed=0) -> systems.Workload:
+    """Seed 000's DSNN 784-hidden-outputs on MNIST, Adam, ce_count (population-coded over 10
+    classes when `population`)."""
+    neuron = neuron or popsnn.Leaky(beta=0.9)
+    net = popsnn.Sequential(popsnn.Linear(784, hidden), neuron,
+                            popsnn.Linear(hidden, outputs), _copy_neuron(neuron))
+    x, y = images(batch, seed)
+    if rate_coded:
+        x = encoders.rate(x, steps, rng=np.random.default_rng(seed)).astype(np.float32)
+    loss = (losses.ce_count_loss(population_code=True, num_classes=10) if population
+            else losses.ce_count_loss())
+    return systems.Workload(net=net, x=x, y=y, num_steps=steps, loss=loss, seed=seed)
+
+
+def measure(work: systems.Workload, repeats: int, include=SYSTEMS) -> dict:
+    """images/s (median, and [min, max] over repeats) of every system on one workload, plus
+    popsnn's ratio to each; a system that cannot run says why instead of vanishing."""
+    makers = {
+        "popsnn": (systems.engine_available, lambda: systems.popsnn_engine(work)),
+        "snntorch": (systems.snntorch_available, lambda: systems.snntorch(work)),
+        "numpy_hoisted": (lambda: None if work.direct else
+                          "input is not direct current: nothing to hoist",
+                          lambda: systems.numpy_reference(work, hoist=True)),
+        "numpy_per_step": (lambda: None, lambda: systems.numpy_reference(work, hoist=False)),
+    }
+    row, steps = {}, {}
+    for name in include:
+        available, make = makers[name]
+        reason = available()
+        if reason is None:
+            steps[name] = make()
+        else:
+            row[f"{name}_images_per_s"] = None
+            row[f"{name}_skipped"] = reason
+    b = work.batch_size
+    for name, t in time_calls(steps, repeats).items():
+        row[f"{name}_images_per_s"] = b / t["median_s"]
+        row[f"{name}_images_per_s_min_max"] = [b / t["max_s"], b / t["min_s"]]
+    ours = row.get("popsnn_images_per_s")
+    for name in include:
+        other = row.get(f"{name}_images_per_s")
+        if name != "popsnn" and ours and other:
+            row[f"popsnn_over_{name}"] = ours / other
+    return row
+
+
+def throughput(configs, repeats: int, experiment: str, include=SYSTEMS) -> list:
+    """One row per config dict (keyword arguments of dsnn_workload)."""
+    rows = []
+    for cfg in configs:
+        work = dsnn_workload(**cfg)
+        shown = {k: (type(v).__name__ if isinstance(v, popsnn.layers._Neuron) else v)
+                 for k, v in cfg.items()}
+        rows.append({"experiment": experiment, **shown, "repeats": repeats,
+                     **measure(work, repeats, include)})
+    return rows
+
+
+def exp_dsnn(repeats=3, hidden=1000, batch=128, steps=25):
+    return throughput([dict(hidden=hidden, batch=batch, steps=steps)], repeats, "dsnn")
+
+
+def exp_batch(repeats=3, batches=(8, 16, 32, 64, 128), hidden=1000, steps=25):
+    return throughput([dict(hidden=hidden, batch=b, steps=steps) for b in batches], repeats,
+                      "batch")
+
+
+def exp_width(repeats=3, widths=(250, 500, 1000, 2000, 4000, 8000), batch=128, steps=25):
+    return throughput([dict(hidden=h, batch=batch, steps=steps) for h in widths], repeats,
+                      "width")
+
+
+def neuron_models():
+    return {"Leaky": popsnn.Leaky(beta=0.9), "Synaptic": popsnn.Synaptic(alpha=0.8, beta=0.9),
+            "RLeaky": popsnn.RLeaky(beta=0.9)}
+
+
+def exp_neurons(repeats=3, hidden=1000, batch=128, steps=25, names=("Leaky", "Synaptic",
+                                                                     "RLeaky")):
+    models = neuron_models()
+    return throughput([dict(hidden=hidden, batch=batch, steps=steps, neuron=models[n])
+                       for n in names], repeats, "neurons")
+
+
+def exp_rate(repeats=3, hidden=1000, batch=128, steps=25):
+    """Rate-coded input: a new [B, 784] spike tensor every step, so no system can hoist the
+    first layer's W x; the hoisted NumPy column says so instead of a figure."""
+    return throughput([dict(hidden=hidden, batch=batch, steps=steps, rate_coded=True)],
+                      repeats, "rate")
+
+
+def exp_population(repeats=3, hidden=1000, batch=128, outputs=500, train_steps=0,
+                   test_images=1000, seed=0, include=SYSTEMS):
+    """Seed 000 section V: one time step, `outputs` output neurons pooled over 10 classes,
+    beside the 10-output 25-step baseline; throughput of every system and, with
+    train_steps > 0, popsnn's test accuracy after that many training minibatches (a short run:
+    the paper trained 5 epochs on CIFAR-10; here MNIST)."""
+    configs = [dict(hidden=hidden, batch=batch, steps=25, outputs=10, population=False),
+               dict(hidden=hidden, batch=batch, steps=1, outputs=outputs, population=True)]
+    rows = throughput(configs, repeats, "population", include)
+    if train_steps:
+        for row, cfg in zip(rows, configs):
+            row.update(_short_training(dsnn_workload(seed=seed, **cfg), train_steps,
+                                       test_images, "mnist", seed, rate=False))
+    return rows
+
+
+def _short_training(work: systems.Workload, train_steps: int, test_images: int,
+                    dataset: str, seed: int, rate: bool, latency: bool = False) -> dict:
+    """Train popsnn's engine (cpu device) for `train_steps` minibatches drawn from the training
+    set, then the test accuracy on `test_images` test images."""
+    model = popsnn.Model(work.net, loss=work.loss, optimizer=optim.Adam(lr=work.lr),
+                         device="cpu", num_steps=work.num_steps, batch_size=work.batch_size,
+                         seed=work.seed)
+    return _train_and_test(model, work, train_steps, test_images, dataset, seed, rate, latency)
+
+
+def _encode(x, steps, rate, latency, rng):
+    if latency:
+        return encoders.latency(x, steps).astype(np.float32)
+    if rate:
+        return encoders.rate(x, steps, rng=rng).astype(np.float32)
+    return x
+
+
+def _train_and_test(model, work, train_steps, test_images, dataset, seed, rate, latency):
+    train, test = _dataset(dataset)
+    rng = np.random.default_rng(seed + 1)
+    b, steps = work.batch_size, work.num_steps
+    t0 = time.perf_counter()
+    losses_seen = []
+    for _ in range(train_steps):
+        idx = rng.choice(len(train.labels), size=b, replace=False)
+        x = _encode(train.inputs(idx).astype(np.float32), steps, rate, latency, rng)
+        value, _ = model.train_step(x, train.labels[idx])
+        losses_seen.append(value)
+    train_s = time.perf_counter() - t0
+    correct = 0
+    n = min(test_images, len(test.labels))
+    for start in range(0, n, b):
+        idx = np.arange(start, min(start + b, n))
+        x = _encode(test.inputs(idx).astype(np.float32), steps, rate, latency, rng)
+        out = model.infer(x)
+        if isinstance(model.loss, losses.ce_max_membrane_loss):
+            # The readout never spikes: the class is the output with the highest membrane peak.
+            rec = model.record(x)
+            pred = rec.membranes[-1].max(axis=0).argmax(axis=1)
+        else:
+            pred = losses.class_counts(out, model.num_classes).argmax(axis=1)
+        correct += int((pred == test.labels[idx]).sum())
+    return {"train_steps": train_steps, "train_images": train_steps * b,
+            "train_seconds": train_s, "first_loss": losses_seen[0] if losses_seen else None,
+            "last_loss": losses_seen[-1] if losses_seen else None,
+            "test_images": n, "test_accuracy": correct / n if n else None}
+
+
+# --------------------------------------------------------------------------- sparse backward
+
+def _profile_rows(summary: str) -> list:
+    """(name, execs, cycles per exec) of every program step in the engine's profile summary
+    table. The engine exposes its per-phase ESTIMATES only as this text (see the README)."""
+    rows = []
+    for line in summary.splitlines():
+        tok = line.split()
+        if len(tok) >= 9 and tok[-8] in ("compute", "exchange") and tok[-7].isdigit():
+            name = line[:line.rfind(tok[-8])].strip()
+            rows.append((name, int(tok[-7]), float(tok[-6])))
+    return rows
+
+
+def backward_estimate_cycles(model) -> Optional[float]:
+    """The runtime's cost-model ESTIMATE of backward cycles per train step (rows of the
+    backward phase: layer backward, weight gradients and their exchanges), or None."""
+    prof = model.profile()
+    steps = prof.get("train_steps") or 0
+    rows = _profile_rows(prof.get("estimate_summary", ""))
+    if not steps or not rows:
+        return None
+    total = sum(e * c for name, e, c in rows
+                if "backward" in name or "weight_grad" in name or "grad_out" in name)
+    return total / steps
+
+
+def sparse_net(hidden: int, rule, beta: float = 0.95, slope: float = 100.0):
+    """Seed 003's network: two spiking hidden layers of `hidden` neurons and a readout that
+    never fires (no reset, threshold far away), fast-sigmoid surrogate; `rule` on every
+    hidden layer."""
+    def lif():
+        return popsnn.Leaky(beta=beta, surrogate=surrogate.fast_sigmoid(slope), sparse=rule)
+    return popsnn.Sequential(popsnn.Linear(784, hidden), lif(), popsnn.Linear(hidden, hidden),
+                             lif(), popsnn.Linear(hidden, 10),
+                             popsnn.Leaky(beta=beta, reset_mechanism="none", threshold=1e6))
+
+
+def _grad_error(dense, approx, suffix="") -> dict:
+    """Cosine similarity and relative norm error of two gradients (lists of param dicts),
+    all parameters flattened into one vector."""
+    a = np.concatenate([g.ravel() for layer in dense for g in layer.values()]).astype(np.float64)
+    b = np.concatenate([g.ravel() for layer in approx for g in layer.values()]).astype(
+        np.float64)
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    cos = float(a @ b / (na * nb)) if na and nb else float("nan")
+    return {f"grad_cosine{suffix}": cos,
+            f"grad_rel_norm_error{suffix}": float(np.linalg.norm(a - b) / na) if na
+            else float("nan")}
+
+
+def trace_bytes(active_fraction: float, hidden: int, steps: int, batch: int,
+                layers: int = 2) -> dict:
+    """What the hidden layers' BPTT trace needs. Dense: one float32 per (t, b, j). Sparse
+    (seed 003's idea): only the active entries, each a float32 value and an int32 index, plus
+    one int32 offset per (t, b). Computed from the measured active fraction: the engine today
+    allocates the dense trace whatever the rule (see the README)."""
+    entries = layers * steps * batch * hidden
+    dense = 4 * entries
+    sparse_b = 8 * active_fraction * entries + 4 * layers * (steps * batch + 1)
+    return {"trace_bytes_dense": dense, "trace_bytes_sparse": sparse_b,
+            "trace_memory_saved_pct": 100.0 * (1 - sparse_b / dense)}
+
+
+def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=256,
+               repeats=3, train_steps=100, test_images=2000, dataset="fashion-mnist",
+               seed=0):
+    """Seed 003 on this machine: F-MNIST latency-coded (one spike per pixel at most, as the
+    paper), 784-h-h-10, ce on the readout's peak membrane, Adam.
+
+    Per setting (dense, then each b_th): the engine's wall-clock train / loss-and-gradient /
+    forward times, interleaved; backward = (loss and gradient) - forward, derived because the
+    engine times no phase; its cost-model ESTIMATE of backward cycles; the active fraction of
+    (t, b, j) entries in the hidden layers and the gradient error against the dense gradient
+    (dense NumPy reference, on weights trained densely first, and at initialisation); the trace
+    memory a sparse trace would need; and the test accuracy after `train_steps` minibatches
+    from scratch."""
+    train, _ = _dataset(dataset)
+    x0, y0 = images(batch, seed, "train", dataset)
+    x = encoders.latency(x0, steps).astype(np.float32)
+    settings = [None] + [float(b) for b in b_ths]
+
+    # Accuracy first: the densely trained weights are where the gradients get compared.
+    rows, trained = [], None
+    for b_th in settings:
+        rule = None if b_th is None else sparse.window(b_th)
+        net = sparse_net(hidden, rule)
+        work = systems.Workload(net=net, x=x, y=y0, num_steps=steps,
+                                loss=losses.ce_max_membrane_loss(), lr=2e-3, seed=seed)
+        row = {"experiment": "sparse", "b_th": b_th, "hidden": hidden, "steps": steps,
+               "batch": batch, "dataset": dataset, "encoding": "latency",
+               "repeats": repeats}
+        if train_steps:
+            model = popsnn.Model(net, loss=work.loss, optimizer=optim.Adam(lr=work.lr),
+                                 device="cpu", num_steps=steps, batch_size=batch, seed=seed)
+            row.update(_train_and_test(model, work, train_steps, test_images, dataset, seed,
+                                       rate=False, latency=True))
+            if b_th is None:
+                trained = model.get_params()
+        rows.append(row)
+    params = trained if trained is not None else sparse_net(hidden, None).init_params(
+        seed, dtype=np.float32)
+
+    # Gradient error and activity, with the dense reference on the same weights and batch;
+    # also at initialisation, where activity is lowest and a training run starts.
+    dense_net = sparse_net(hidden, None)
+    _, dense_grads, _ = reference.loss_and_grad(dense_net, params, x, y0,
+                                                losses.ce_max_membrane_loss())
+    init = dense_net.init_params(seed, dtype=np.float32)
+    _, dense_init, _ = reference.loss_and_grad(dense_net, init, x, y0,
+                                               losses.ce_max_membrane_loss())
+    for row in rows:
+        rule = None if row["b_th"] is None else sparse.window(row["b_th"])
+        net = sparse_net(hidden, rule)
+        _, grads, rec = reference.loss_and_grad(net, params, x, y0,
+                                                losses.ce_max_membrane_loss())
+        active = [float(m.mean()) for m in rec.grad_masks[:2]]
+        row["active_fraction_per_layer"] = active
+        row["active_fraction"] = float(np.mean(active))
+        row["hidden_spike_rate"] = float(np.mean([s.mean() for s in rec.spikes[:2]]))
+        row.update(_grad_error(dense_grads, grads))
+        # The readout has no rule and its gradient is exact, and it dominates the norm: the
+        # hidden layers' own error is the one that says what the rule costs.
+        row.update(_grad_error(dense_grads[:2], grads[:2], "_hidden"))
+        _, grads0, rec0 = reference.loss_and_grad(net, init, x, y0,
+                                                  losses.ce_max_membrane_loss())
+        row.update(_grad_error(dense_init[:2], grads0[:2], "_hidden_at_init"))
+        row["active_fraction_at_init"] = float(np.mean([m.mean() for m in rec0.grad_masks[:2]]))
+        tb = trace_bytes(row["active_fraction"], hidden, steps, batch)
+        if row["b_th"] is None:   # dense: every entry is stored, nothing saved
+            tb.update(trace_bytes_sparse=None, trace_memory_saved_pct=0.0)
+        row.update(tb)
+
+    # Speed: one engine model per setting on the same weights, all timed round by round.
+    fns, models = {}, {}
+    for row in rows:
+        rule = None if row["b_th"] is None else sparse.window(row["b_th"])
+        key = "dense" if rule is None else f"b{row['b_th']}"
+        m = popsnn.Model(sparse_net(hidden, rule), loss=losses.ce_max_membrane_loss(),
+                         optimizer=optim.Adam(lr=2e-3), device="cpu", num_steps=steps,
+                         batch_size=batch, seed=seed, params=params)
+        models[key] = m
+        fns[key + "/grad"] = lambda m=m: m.loss_and_grad(x, y0)
+        fns[key + "/infer"] = lambda m=m: m.infer(x)
+    t = time_calls(fns, repeats)
+    for row in rows:
+        key = "dense" if row["b_th"] is None else f"b{row['b_th']}"
+        grad_s, infer_s = t[key + "/grad"]["median_s"], t[key + "/infer"]["median_s"]
+        row["forward_s"] = infer_s
+        row["loss_and_grad_s"] = grad_s
+        row["backward_s_derived"] = max(grad_s - infer_s, 0.0)
+        est_model = popsnn.Model(sparse_net(hidden, None if row["b_th"] is None
+                                            else sparse.window(row["b_th"])),
+                                 loss=losses.ce_max_membrane_loss(),
+                                 optimizer=optim.Adam(lr=2e-3), device="cpu", num_steps=steps,
+                                 batch_size=batch, seed=seed, params=params)
+        est_model.train_step(x, y0)
+        row["backward_estimate_cycles"] = backward_estimate_cycles(est_model)
+    dense = rows[0]
+    for row in rows:
+        if dense["backward_s_derived"] and row["backward_s_derived"]:
+            row["backward_speedup"] = dense["backward_s_derived"] / row["backward_s_derived"]
+        else:
+            row["backward_speedup"] = None
+        if dense["backward_estimate_cycles"] and row["backward_estimate_cycles"]:
+            row["backward_speedup_estimate"] = (dense["backward_estimate_cycles"]
+                                                / row["backward_estimate_cycles"])
+        if dense.get("test_accuracy") is not None and row.get("test_accuracy") is not None:
+            row["accuracy_change"] = row["test_accuracy"] - dense["test_accuracy"]
+    return rows
+
+
+# --------------------------------------------------------------------------- IPU estimate
+
+def exp_ipu(batches=(128, 64, 32, 16, 8, 4, 2, 1), steps_run=2, hidden=1000, population=True,
+            tiles_per_ipu=None):
+    """The DSNN (and the one-step, 500-output population code) on the runtime's Mk2
+    geometry (device="ipu-model", 1 IPU x 1,472 tiles x 624 KiB unless told otherwise): the
+    largest batch of `batches` that fits, and the runtime's cost-model ESTIMATE of images/s
+    there. ESTIMATES, never measurements on an IPU; seed 000's measured figures beside them."""
+    from popsnn import engine
+    rows = []
+    configs = [("dsnn", dict(hidden=hidden, steps=25), SEED000_IPU_DSNN_IMAGES_PER_S)]
+    if population:
+        configs.append(("population", dict(hidden=hidden, steps=1, outputs=500,
+                                           population=True),
+                        SEED000_IPU_POPULATION_IMAGES_PER_S))
+    opts = {} if tiles_per_ipu is None else {"tiles_per_ipu": tiles_per_ipu}
+    for name, cfg, paper in configs:
+        row = {"experiment": "ipu", "network": name, **cfg,
+               "seed000_measured_mk2_images_per_s": paper,
+               "note": "estimate from popsnn's IPU cost model on the ipu-model device, not "
+                       "measured on an IPU"}
+        refused = {}
+        for b in batches:
+            work = dsnn_workload(batch=b, **cfg)
+            try:
+                model = popsnn.Model(work.net, loss=work.loss, optimizer=optim.Adam(lr=work.lr),
+                                     device="ipu-model", num_steps=work.num_steps,
+                                     batch_size=b, seed=work.seed, **opts)
+            except engine.NetworkDoesNotFit as err:
+                refused[b] = str(err).split(" Fix:")[0]
+                continue
+            t0 = time.perf_counter()
+            for _ in range(steps_run):
+                model.train_step(work.x, work.y)
+            wall = (time.perf_counter() - t0) / steps_run
+            prof = model.profile()
+            est_s = prof["estimate_seconds"] / prof["train_steps"]
+            row.update({"batch": b, "tiles": prof.get("tiles"),
+                        "estimate_seconds_per_step": est_s,
+                        "estimate_images_per_s": b / est_s,
+                        "estimate_over_seed000_measured": b / est_s / paper,
+                        "estimate_max_tile_bytes": prof.get("max_tile_bytes"),
+                        "simulation_wall_s_per_step": wall})
+            break
+        row["batches_refused"] = refused
+        if "batch" not in row:
+            row["estimate_images_per_s"] = None
+        rows.append(row)
+    return rows

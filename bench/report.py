@@ -1,0 +1,277 @@
+"""Plots (PNG) and the README's results tables from the JSON files in bench/results/.
+
+`python bench/run.py report` calls write_all(); each part is skipped when its JSON is missing.
+The goals (the issue's): DSNN at batch 128 >= 15x snnTorch and >= 2x hoisted dense NumPy;
+sparse backward >= 50x faster than dense with >= 80% less trace memory at a B_th where the
+accuracy is unchanged (here: within ACCURACY_TOLERANCE of the dense run's).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+ACCURACY_TOLERANCE = 0.01   # one point: about the standard error of 2,000 test images
+LABELS = {"popsnn": "popsnn engine (cpu device)", "snntorch": "snnTorch (CPU)",
+          "numpy_hoisted": "dense NumPy, W x hoisted", "numpy_per_step": "dense NumPy, per step"}
+
+
+def load(results: Path) -> dict:
+    out = {}
+    for f in sorted(results.glob("*.json")):
+        try:
+            out[f.stem] = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def _f(v, fmt="{:,.0f}"):
+    return "n/a" if v is None else fmt.format(v)
+
+
+# --------------------------------------------------------------------------- tables
+
+def throughput_table(rows, key_cols) -> str:
+    head = key_cols + ["popsnn img/s", "snnTorch img/s", "NumPy hoisted img/s",
+                       "NumPy per-step img/s", "popsnn / snnTorch", "popsnn / NumPy hoisted"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [str(r.get(k)) for k in key_cols]
+        cells += [_f(r.get(f"{s}_images_per_s")) for s in LABELS]
+        cells += [_f(r.get("popsnn_over_snntorch"), "{:.1f}x"),
+                  _f(r.get("popsnn_over_numpy_hoisted"), "{:.2f}x")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def sparse_table(rows) -> str:
+    head = ["B_th", "active (t,b,j) %", "grad cosine (hidden)", "grad rel. error (hidden)",
+            "active % at init", "grad cosine at init (hidden)",
+            "backward ms (derived)", "backward speed-up", "est. speed-up (cost model)",
+            "trace saved % (computed)", "test accuracy"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        lines.append("| " + " | ".join([
+            "dense" if r["b_th"] is None else f"{r['b_th']:g}",
+            _f(100 * r["active_fraction"], "{:.2f}"),
+            _f(r.get("grad_cosine_hidden"), "{:.4f}"),
+            _f(r.get("grad_rel_norm_error_hidden"), "{:.3f}"),
+            _f(100 * r["active_fraction_at_init"] if "active_fraction_at_init" in r else None,
+               "{:.2f}"),
+            _f(r.get("grad_cosine_hidden_at_init"), "{:.4f}"),
+            _f(1e3 * r["backward_s_derived"], "{:.1f}"),
+            _f(r.get("backward_speedup"), "{:.2f}x"),
+            _f(r.get("backward_speedup_estimate"), "{:.2f}x"),
+            _f(r.get("trace_memory_saved_pct"), "{:.1f}"),
+            _f(r.get("test_accuracy"), "{:.3f}")]) + " |")
+    return "\n".join(lines)
+
+
+def ipu_table(rows) -> str:
+    head = ["network", "largest batch that fits", "ESTIMATED images/s (cost model)",
+            "seed 000 measured on Mk2", "estimate / measured", "batches refused"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        refused = ", ".join(r.get("batches_refused", {})) or "none"
+        lines.append("| " + " | ".join([
+            r["network"], str(r.get("batch", "none")),
+            _f(r.get("estimate_images_per_s")) + (" (estimate)" if r.get("batch") else ""),
+            _f(r["seed000_measured_mk2_images_per_s"]),
+            _f(r.get("estimate_over_seed000_measured"), "{:.2f}"), refused]) + " |")
+    return "\n".join(lines)
+
+
+def goals(res: dict) -> str:
+    lines = ["| goal | measured | met? |", "|---|---|---|"]
+    d = (res.get("dsnn") or [None])[0]
+    if d:
+        for key, target, what in (("popsnn_over_snntorch", 15, "snnTorch"),
+                                  ("popsnn_over_numpy_hoisted", 2, "hoisted dense NumPy")):
+            v = d.get(key)
+            lines.append(f"| DSNN B=128: popsnn >= {target}x {what} | {_f(v, '{:.2f}x')} | "
+                         f"{'yes' if v and v >= target else 'no'} |")
+    sp = res.get("sparse")
+    if sp:
+        dense = sp[0]
+        ok = [r for r in sp[1:] if r.get("accuracy_change") is not None
+              and r["accuracy_change"] >= -ACCURACY_TOLERANCE]
+        best = max(ok, key=lambda r: r.get("backward_speedup") or 0, default=None)
+        if best is None:
+            lines.append("| sparse backward >= 50x, >= 80% less trace memory, accuracy "
+                         "unchanged | no B_th kept the accuracy within "
+                         f"{100 * ACCURACY_TOLERANCE:.0f} point of dense "
+                         f"({_f(dense.get('test_accuracy'), '{:.3f}')}) | no |")
+        else:
+            sp_ok = (best.get("backward_speedup") or 0) >= 50
+            mem_ok = (best.get("trace_memory_saved_pct") or 0) >= 80
+            lines.append(
+                f"| sparse backward >= 50x, >= 80% less trace memory, accuracy unchanged | "
+                f"B_th={best['b_th']:g}: {_f(best.get('backward_speedup'), '{:.2f}x')} "
+                f"(wall clock, derived), {_f(best.get('trace_memory_saved_pct'), '{:.1f}')}% "
+                f"(computed, not allocated), accuracy {best['test_accuracy']:.3f} vs dense "
+                f"{dense['test_accuracy']:.3f} | {'yes' if sp_ok and mem_ok else 'no'} |")
+    return "\n".join(lines)
+
+
+def tables(res: dict) -> str:
+    parts = []
+    any_row = next((rows[0] for rows in res.values() if rows), None)
+    if any_row:
+        m = any_row["machine"]
+        parts.append(f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, NumPy "
+                     f"{m['numpy']}, torch {m.get('torch')}, snnTorch {m.get('snntorch')}, "
+                     f"popsnn {m['popsnn']}; load average at the start of the first experiment "
+                     f"{m.get('load_average_1_5_15')}.")
+    quick = sorted({k for k, rows in res.items() for r in rows if r.get("quick")})
+    if quick:
+        parts.append(f"Taken with --quick (smaller settings): {', '.join(quick)}.")
+    parts.append("### Goals\n\n" + goals(res))
+    titles = {"dsnn": ("DSNN 784-1000-10, T=25, B=128, Adam, ce_count", ["hidden", "batch"]),
+              "batch": ("Batch sweep (DSNN, T=25)", ["batch"]),
+              "width": ("Hidden-width sweep (B=128, T=25)", ["hidden"]),
+              "neurons": ("Neuron models (DSNN, B=128, T=25)", ["neuron"]),
+              "rate": ("Rate-coded input (new spikes every step: nothing to hoist)",
+                       ["hidden", "batch"]),
+              "population": ("Population code (seed 000 V): 25 steps x 10 outputs vs 1 step x "
+                             "500 outputs", ["steps", "outputs"])}
+    for name, (title, keys) in titles.items():
+        if res.get(name):
+            text = f"### {title}\n\n" + throughput_table(res[name], keys)
+            if name == "population" and any("test_accuracy" in r for r in res[name]):
+                text += "\n\nShort training (popsnn engine, cpu device, MNIST): " + "; ".join(
+                    f"{r['steps']} step(s) x {r['outputs']} outputs: test accuracy "
+                    f"{r['test_accuracy']:.3f} on {r['test_images']} images after "
+                    f"{r['train_steps']} minibatches of {r['batch']}" for r in res[name])
+                text += "."
+            parts.append(text)
+    if res.get("sparse"):
+        r0 = res["sparse"][0]
+        parts.append(
+            f"### Sparse backward (seed 003 setting, scaled): 784-{r0['hidden']}-{r0['hidden']}"
+            f"-10, T={r0['steps']}, B={r0['batch']}, {r0['dataset']} {r0['encoding']}-coded\n\n"
+            + sparse_table(res["sparse"])
+            + f"\n\nAccuracy: {r0.get('train_steps')} minibatches of {r0['batch']} from "
+              f"scratch per row, tested on {r0.get('test_images')} test images.")
+    if res.get("ipu"):
+        parts.append("### DSNN on the IPU Mk2 geometry (device='ipu-model'): ESTIMATES from "
+                     "popsnn's cost model, not measurements on an IPU\n\n"
+                     + ipu_table(res["ipu"]))
+    return "\n\n".join(parts) + "\n"
+
+
+# --------------------------------------------------------------------------- plots
+
+def plots(res: dict, results: Path) -> list:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    written = []
+
+    def sweep(name, key, xlabel, logx):
+        rows = res.get(name)
+        if not rows:
+            return
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for s, label in LABELS.items():
+            pts = [(r[key], r[f"{s}_images_per_s"]) for r in rows
+                   if r.get(f"{s}_images_per_s")]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label=label)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("training images/s (median)")
+        ax.set_yscale("log")
+        if logx:
+            ax.set_xscale("log", base=2)
+        ax.set_title(f"{name}: measured on this CPU (not an IPU)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = results / f"{name}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+
+    sweep("batch", "batch", "batch size", True)
+    sweep("width", "hidden", "hidden neurons", True)
+    for name, key in (("neurons", "neuron"), ("population", "outputs")):
+        rows = res.get(name)
+        if not rows:
+            continue
+        fig, ax = plt.subplots(figsize=(6, 4))
+        width = 0.2
+        for i, (s, label) in enumerate(LABELS.items()):
+            vals = [r.get(f"{s}_images_per_s") or 0 for r in rows]
+            ax.bar([j + i * width for j in range(len(rows))], vals, width, label=label)
+        ax.set_xticks([j + 1.5 * width for j in range(len(rows))])
+        ax.set_xticklabels([str(r[key]) if name == "neurons"
+                            else f"T={r['steps']}, {r['outputs']} out" for r in rows])
+        ax.set_yscale("log")
+        ax.set_ylabel("training images/s (median)")
+        ax.set_title(f"{name}: measured on this CPU (not an IPU)")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = results / f"{name}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+    rows = res.get("sparse")
+    if rows:
+        sp = [r for r in rows if r["b_th"] is not None]
+        b = [r["b_th"] for r in sp]
+        dense = rows[0]
+        fig, axes = plt.subplots(2, 2, figsize=(9, 7))
+        ax = axes[0][0]
+        ax.plot(b, [r.get("backward_speedup") or 0 for r in sp], "o-",
+                label="wall clock (grad - forward), derived")
+        ax.plot(b, [r.get("backward_speedup_estimate") or 0 for r in sp], "s--",
+                label="cost-model estimate")
+        ax.axhline(50, color="grey", ls=":", label="goal 50x")
+        ax.set_yscale("log")
+        ax.set_ylabel("backward speed-up over dense")
+        ax.legend(fontsize=7)
+        ax = axes[0][1]
+        ax.plot(b, [r["trace_memory_saved_pct"] for r in sp], "o-")
+        ax.axhline(80, color="grey", ls=":", label="goal 80%")
+        ax.set_ylabel("trace memory saved % (computed)")
+        ax.legend(fontsize=7)
+        ax = axes[1][0]
+        ax.plot(b, [100 * r["active_fraction"] for r in sp], "o-", label="active entries")
+        ax.plot(b, [100 * (1 - r["grad_cosine_hidden"]) for r in sp], "s--",
+                label="100 x (1 - grad cosine), hidden")
+        ax.set_yscale("log")
+        ax.set_xlabel("B_th")
+        ax.set_ylabel("%")
+        ax.legend(fontsize=7)
+        ax = axes[1][1]
+        if dense.get("test_accuracy") is not None:
+            ax.plot(b, [r["test_accuracy"] for r in sp], "o-", label="window(B_th)")
+            ax.axhline(dense["test_accuracy"], color="k", ls="--", label="dense")
+            ax.set_ylabel(f"test accuracy after {dense['train_steps']} minibatches")
+            ax.legend(fontsize=7)
+        ax.set_xlabel("B_th")
+        fig.suptitle(f"Sparse backward over B_th: 784-{dense['hidden']}-{dense['hidden']}-10, "
+                     f"T={dense['steps']}, B={dense['batch']} (this CPU, not an IPU)",
+                     fontsize=9)
+        fig.tight_layout()
+        path = results / "sparse.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def write_all(results: Path, readme: Path) -> None:
+    res = load(results)
+    for p in plots(res, results):
+        print(f"wrote {p}")
+    text = tables(res)
+    (results / "tables.md").write_text(text)
+    print(f"wrote {results / 'tables.md'}")
+    if readme.exists():
+        doc = readme.read_text()
+        if BEGIN in doc and END in doc:
+            head, rest = doc.split(BEGIN, 1)
+            tail = rest.split(END, 1)[1]
+            readme.write_text(head + BEGIN + "\n" + text + END + tail)
+            print(f"updated the results section of {readme}")

@@ -1,0 +1,151 @@
+"""Smoke test of bench/: every experiment function runs its tiniest configuration in-process
+and returns rows of the right shape with sane, self-consistent numbers. No timing is
+asserted (the machine is shared); this only keeps the benchmark code from rotting."""
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+
+ex = pytest.importorskip("experiments")
+systems = pytest.importorskip("systems")
+report = pytest.importorskip("report")
+
+needs_engine = pytest.mark.skipif(systems.engine_available() is not None,
+                                  reason="popsnn's engine is not built")
+TINY = dict(hidden=16, batch=4, steps=2)
+
+
+def check_throughput(row, include=ex.SYSTEMS):
+    json.dumps(row)   # JSON-ready
+    for s in include:
+        v = row[f"{s}_images_per_s"]
+        if v is None:
+            assert row[f"{s}_skipped"]
+            continue
+        lo, hi = row[f"{s}_images_per_s_min_max"]
+        assert 0 < lo <= v <= hi and math.isfinite(hi)
+        if s != "popsnn" and row.get("popsnn_images_per_s"):
+            assert row[f"popsnn_over_{s}"] == pytest.approx(row["popsnn_images_per_s"] / v)
+
+
+def test_machine_described():
+    m = ex.machine()
+    assert m["cores"] >= 1 and m["numpy"] and m["popsnn"]
+
+
+def test_time_calls_interleaves_and_orders():
+    calls = []
+    t = ex.time_calls({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
+                      repeats=2, warmup=1)
+    assert calls == ["a", "b", "a", "b", "a", "b"]
+    for v in t.values():
+        assert 0 <= v["min_s"] <= v["median_s"] <= v["max_s"] and v["repeats"] == 2
+
+
+@needs_engine
+def test_dsnn_batch_width():
+    (row,) = ex.exp_dsnn(repeats=1, **TINY)
+    check_throughput(row)
+    assert row["experiment"] == "dsnn" and row["batch"] == 4
+    rows = ex.exp_batch(repeats=1, batches=(2, 4), hidden=16, steps=2)
+    assert [r["batch"] for r in rows] == [2, 4]
+    for r in rows:
+        check_throughput(r)
+    rows = ex.exp_width(repeats=1, widths=(8, 16), batch=4, steps=2)
+    assert [r["hidden"] for r in rows] == [8, 16]
+
+
+@needs_engine
+def test_neurons_and_rate():
+    rows = ex.exp_neurons(repeats=1, **TINY)
+    assert [r["neuron"] for r in rows] == ["Leaky", "Synaptic", "RLeaky"]
+    for r in rows:
+        check_throughput(r)
+    (rate,) = ex.exp_rate(repeats=1, **TINY)
+    check_throughput(rate)
+    assert rate["numpy_hoisted_images_per_s"] is None and "hoist" in rate["numpy_hoisted_skipped"]
+
+
+@needs_engine
+def test_population():
+    rows = ex.exp_population(repeats=1, hidden=16, batch=4, outputs=20, train_steps=2,
+                             test_images=8, include=("popsnn", "numpy_hoisted"))
+    assert [(r["steps"], r["outputs"]) for r in rows] == [(25, 10), (1, 20)]
+    for r in rows:
+        check_throughput(r, ("popsnn", "numpy_hoisted"))
+        assert 0 <= r["test_accuracy"] <= 1 and r["train_images"] == 8
+
+
+@needs_engine
+def test_sparse():
+    rows = ex.exp_sparse(b_ths=(0.2,), hidden=8, steps=4, batch=8, repeats=1, train_steps=2,
+                         test_images=16)
+    dense, sp = rows
+    assert dense["b_th"] is None and sp["b_th"] == 0.2
+    assert dense["active_fraction"] == 1.0 and dense["grad_cosine"] == pytest.approx(1.0)
+    assert 0 <= sp["active_fraction"] <= 1 and -1 - 1e-9 <= sp["grad_cosine_hidden"] <= 1 + 1e-9
+    assert sp["grad_rel_norm_error_hidden"] >= 0
+    expect = ex.trace_bytes(sp["active_fraction"], 8, 4, 8)
+    assert sp["trace_memory_saved_pct"] == pytest.approx(expect["trace_memory_saved_pct"])
+    assert dense["trace_memory_saved_pct"] == 0.0
+    for r in rows:
+        assert r["backward_s_derived"] >= 0 and r["forward_s"] > 0
+        assert 0 <= r["test_accuracy"] <= 1
+    assert dense["backward_speedup"] == pytest.approx(1.0)
+    json.dumps(rows)
+
+
+@needs_engine
+def test_ipu_estimate_is_labelled():
+    rows = ex.exp_ipu(batches=(4,), hidden=16, tiles_per_ipu=32, steps_run=1)
+    for r in rows:
+        assert "estimate" in r["note"] and "not measured" in r["note"]
+        if r["estimate_images_per_s"] is not None:
+            assert r["estimate_images_per_s"] == pytest.approx(
+                r["batch"] / r["estimate_seconds_per_step"])
+        else:
+            assert r["batches_refused"]
+
+
+def test_profile_table_parser():
+    text = ("Program step    kind    execs cycles/exec    compute   exchange   exch bytes "
+            "inter-IPU B     host B\n"
+            "Execute(layer1/backward)                      compute       25       46890      "
+            "46740          0            0           0          0\n"
+            "Copy('a', 'b')  exchange        1       18966       6272      12544       100352  "
+            "         0          0\n")
+    assert ex._profile_rows(text) == [("Execute(layer1/backward)", 25, 46890.0),
+                                      ("Copy('a', 'b')", 1, 18966.0)]
+
+
+def test_report_from_synthetic_results(tmp_path):
+    m = ex.machine()
+    row = {"experiment": "dsnn", "hidden": 16, "batch": 4, "machine": m, "quick": True,
+           "popsnn_images_per_s": 30.0, "snntorch_images_per_s": 1.0,
+           "numpy_hoisted_images_per_s": 10.0, "numpy_per_step_images_per_s": 5.0,
+           "popsnn_over_snntorch": 30.0, "popsnn_over_numpy_hoisted": 3.0}
+    sparse = [dict(b_th=None, hidden=8, steps=4, batch=8, dataset="fashion-mnist",
+                   encoding="latency", active_fraction=1.0, backward_s_derived=0.01,
+                   backward_speedup=1.0, trace_memory_saved_pct=0.0, test_accuracy=0.5,
+                   train_steps=2, test_images=16, grad_cosine_hidden=1.0, machine=m),
+              dict(b_th=0.2, hidden=8, steps=4, batch=8, active_fraction=0.01,
+                   backward_s_derived=0.0001, backward_speedup=100.0,
+                   trace_memory_saved_pct=90.0, test_accuracy=0.5, accuracy_change=0.0,
+                   grad_cosine_hidden=0.99, machine=m)]
+    for name, rows in (("dsnn", [row]), ("sparse", sparse)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(rows))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"top\n{report.BEGIN}\nold\n{report.END}\nbottom\n")
+    report.write_all(tmp_path, readme)
+    text = readme.read_text()
+    assert "old" not in text and text.startswith("top") and text.endswith("bottom\n")
+    assert "| DSNN B=128: popsnn >= 15x snnTorch | 30.00x | yes |" in text
+    assert "B_th=0.2: 100.00x" in text and "| yes |" in text
+    assert (tmp_path / "sparse.png").exists()
+    assert np.isfinite(len(text))
