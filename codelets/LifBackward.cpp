@@ -1,7 +1,8 @@
 // Backward vertices: BPTT for one shard, one step (t = T-1 .. 0), every sample.
 // The reset carries no gradient (SPEC section 1). Sparse work: weight gradients
-// visit only the input ids that spiked; dL/dS is computed only for the entries
-// whose (masked) surrogate is non-zero (all entries when the layer has no rule).
+// visit only the input ids that spiked; with a sparse rule, dL/dS is computed only
+// for the entries of the shard's id buffer (spikes and gradient candidates) whose
+// masked surrogate is non-zero; without one, for every entry.
 #include <poplar/Vertex.hpp>
 
 #include "VertexEnums.hpp"
@@ -148,12 +149,12 @@ private:
       } else {
         for (unsigned j = 0; j < n; ++j)
           eps[j] = 0.0f;
-        fromFanout(eps, sg, &nextWeights[0], &nextWeightsT[0], &nextGrad[0], nextShardSize,
-                   nextLayerSize, stepMajor ? b : t * batch + b,
+        fromFanout(eps, sg, own, &nextWeights[0], &nextWeightsT[0], &nextGrad[0],
+                   nextShardSize, nextLayerSize, stepMajor ? b : t * batch + b,
                    stepMajor ? batch : numSteps * batch);
       }
       if (neuron == RLEAKY_ALL_TO_ALL && t + 1 < numSteps) {
-        fromFanout(eps, sg, &ownWeights[0], &ownWeightsT[0], &ownGrad[0], ownShardSize,
+        fromFanout(eps, sg, own, &ownWeights[0], &ownWeightsT[0], &ownGrad[0], ownShardSize,
                    ownLayerSize, b, batch);
       } else if (neuron == RLEAKY_ONE_TO_ONE) {
         for (unsigned j = 0; j < n; ++j)
@@ -298,12 +299,14 @@ private:
 
   // eps[j] += sum_k W_down[k, j] * dL/dI_down[b, k] over a downstream layer's neurons k.
   // Dense: one multiply-add pass over this shard per downstream neuron (zero dL/dI skipped).
-  // Sparse rule: only where the surrogate is non-zero, one dot per such entry.
+  // Sparse rule: only for the entries of this step's id buffer (spikes, then gradient
+  // candidates) whose surrogate is non-zero, one dot per entry.
   // `grads` holds one block per downstream shard k at rowsPerBlock * first_k, [rows, n_k];
   // `row` picks the (step, sample) or sample row within each block.
-  void fromFanout(float *__restrict eps, const float *__restrict sg, const float *fanout,
-                  const float *byDownstream, const float *grads, unsigned shardSize,
-                  unsigned layerSize, unsigned row, unsigned rowsPerBlock) const {
+  void fromFanout(float *__restrict eps, const float *__restrict sg, const int *ids,
+                  const float *fanout, const float *byDownstream, const float *grads,
+                  unsigned shardSize, unsigned layerSize, unsigned row,
+                  unsigned rowsPerBlock) const {
     const unsigned n = numNeurons;
     if (dense) {
       for (unsigned first = 0; first < layerSize; first += shardSize) {
@@ -330,8 +333,9 @@ private:
       }
       return;
     }
-    for (unsigned j = 0; j < n; ++j) {
-      if (sg[j] == 0.0f)
+    for (int k = 0; k < ids[1]; ++k) {
+      const unsigned j = unsigned(ids[BUFFER_HEADER + k]) - offset;
+      if (sg[j] == 0.0f) // a spike off the rule's window
         continue;
       float sum = 0.0f;
       for (unsigned first = 0; first < layerSize; first += shardSize) {
