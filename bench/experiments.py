@@ -289,6 +289,16 @@ def backward_estimate_cycles(model) -> Optional[float]:
     return total / steps
 
 
+def engine_memory_bytes(model) -> Optional[float]:
+    """All the memory the engine's graph allocates over its tiles (the profile summary's
+    "Memory (estimate): X MiB in total" line), in bytes, or None."""
+    m = re.search(r"Memory \(estimate\):\s*([0-9.]+)\s*(KiB|MiB|GiB)\s+in total",
+                  model.profile().get("estimate_summary", ""))
+    if not m:
+        return None
+    return float(m.group(1)) * {"KiB": 2 ** 10, "MiB": 2 ** 20, "GiB": 2 ** 30}[m.group(2)]
+
+
 def sparse_net(hidden: int, rule, beta: float = 0.95, slope: float = 100.0):
     """Seed 003's network: two spiking hidden layers of `hidden` neurons and a readout that
     never fires (no reset, threshold far away), fast-sigmoid surrogate; `rule` on every
@@ -386,6 +396,8 @@ def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=25
         # The readout has no rule and its gradient is exact, and it dominates the norm: the
         # hidden layers' own error is the one that says what the rule costs.
         row.update(_grad_error(dense_grads[:2], grads[:2], "_hidden"))
+        for l in range(2):
+            row.update(_grad_error(dense_grads[l:l + 1], grads[l:l + 1], f"_layer{l}"))
         _, grads0, rec0 = reference.loss_and_grad(net, init, x, y0,
                                                   losses.ce_max_membrane_loss())
         row.update(_grad_error(dense_init[:2], grads0[:2], "_hidden_at_init"))
@@ -420,6 +432,7 @@ def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=25
                                  batch_size=batch, seed=seed, params=params)
         est_model.train_step(x, y0)
         row["backward_estimate_cycles"] = backward_estimate_cycles(est_model)
+        row["engine_memory_bytes_estimate"] = engine_memory_bytes(est_model)
     dense = rows[0]
     for row in rows:
         if dense["backward_s_derived"] and row["backward_s_derived"]:
@@ -431,6 +444,21 @@ def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=25
                                                 / row["backward_estimate_cycles"])
         if dense.get("test_accuracy") is not None and row.get("test_accuracy") is not None:
             row["accuracy_change"] = row["test_accuracy"] - dense["test_accuracy"]
+    return rows
+
+
+def exp_sparse_width(hiddens=(200, 500, 1000), b_th=0.2, steps=100, batch=256, repeats=3,
+                     dataset="fashion-mnist", seed=0):
+    """Seed 003's Fig. 4C on this machine: dense vs window(b_th) as both hidden layers
+    widen. Speed, activity, gradient error and trace memory only, on the weights at
+    initialisation (no training run, so no accuracy)."""
+    rows = []
+    for h in hiddens:
+        for r in exp_sparse(b_ths=(b_th,), hidden=h, steps=steps, batch=batch,
+                            repeats=repeats, train_steps=0, dataset=dataset, seed=seed):
+            r["experiment"] = "sparse_width"
+            r["weights"] = "initialisation"
+            rows.append(r)
     return rows
 
 

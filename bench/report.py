@@ -45,18 +45,21 @@ def throughput_table(rows, key_cols) -> str:
     return "\n".join(lines)
 
 
-def sparse_table(rows) -> str:
+def sparse_table(rows, width=False) -> str:
     head = ["B_th", "active (t,b,j) %", "grad cosine (hidden)", "grad rel. error (hidden)",
-            "active % at init", "grad cosine at init (hidden)",
+            "grad cosine layer 0 / 1", "active % at init", "grad cosine at init (hidden)",
             "backward ms (derived)", "backward speed-up", "est. speed-up (cost model)",
-            "trace saved % (computed)", "test accuracy"]
+            "trace saved % (computed)", "engine memory MiB (estimate)", "test accuracy"]
+    if width:
+        head = ["hidden"] + head[:2] + head[3:4] + head[7:12]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        lines.append("| " + " | ".join([
+        cells = [
             "dense" if r["b_th"] is None else f"{r['b_th']:g}",
             _f(100 * r["active_fraction"], "{:.2f}"),
             _f(r.get("grad_cosine_hidden"), "{:.4f}"),
             _f(r.get("grad_rel_norm_error_hidden"), "{:.3f}"),
+            " / ".join(_f(r.get(f"grad_cosine_layer{l}"), "{:.4f}") for l in range(2)),
             _f(100 * r["active_fraction_at_init"] if "active_fraction_at_init" in r else None,
                "{:.2f}"),
             _f(r.get("grad_cosine_hidden_at_init"), "{:.4f}"),
@@ -64,7 +67,12 @@ def sparse_table(rows) -> str:
             _f(r.get("backward_speedup"), "{:.2f}x"),
             _f(r.get("backward_speedup_estimate"), "{:.2f}x"),
             _f(r.get("trace_memory_saved_pct"), "{:.1f}"),
-            _f(r.get("test_accuracy"), "{:.3f}")]) + " |")
+            _f(r["engine_memory_bytes_estimate"] / 2 ** 20
+               if r.get("engine_memory_bytes_estimate") else None, "{:.1f}"),
+            _f(r.get("test_accuracy"), "{:.3f}")]
+        if width:
+            cells = [str(r["hidden"])] + cells[:2] + cells[3:4] + cells[7:12]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -153,6 +161,12 @@ def tables(res: dict) -> str:
             + sparse_table(res["sparse"])
             + f"\n\nAccuracy: {r0.get('train_steps')} minibatches of {r0['batch']} from "
               f"scratch per row, tested on {r0.get('test_images')} test images.")
+    if res.get("sparse_width"):
+        r0 = res["sparse_width"][0]
+        parts.append(
+            f"### Sparse backward as the hidden layers widen (seed 003 Fig. 4C setting, "
+            f"scaled): T={r0['steps']}, B={r0['batch']}, weights at initialisation\n\n"
+            + sparse_table(res["sparse_width"], width=True))
     if res.get("ipu"):
         parts.append("### DSNN on the IPU Mk2 geometry (device='ipu-model'): ESTIMATES from "
                      "popsnn's cost model, not measurements on an IPU\n\n"

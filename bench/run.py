@@ -8,6 +8,7 @@
     python bench/run.py population       1 step, 500 outputs pooled over 10 classes (seed 000 V)
     python bench/run.py sparse           seed 003: backward time, trace memory, gradient error,
                                          activity and accuracy over B_th
+    python bench/run.py sparse_width     seed 003: dense vs one B_th as the hidden layers widen
     python bench/run.py ipu              DSNN on the Mk2 geometry: runtime ESTIMATE of images/s
     python bench/run.py report           plots (PNG) and the README table from saved results
 
@@ -32,7 +33,8 @@ import experiments as ex  # noqa: E402
 
 RESULTS = HERE / "results"
 NOTE = "CPU measurements on this machine, not an IPU"
-EXPERIMENTS = ("dsnn", "batch", "width", "neurons", "rate", "population", "sparse", "ipu")
+EXPERIMENTS = ("dsnn", "batch", "width", "neurons", "rate", "population", "sparse",
+               "sparse_width", "ipu")
 
 
 def run_experiment(name: str, quick: bool, repeats: int) -> list:
@@ -58,6 +60,11 @@ def run_experiment(name: str, quick: bool, repeats: int) -> list:
                                  repeats=repeats, train_steps=30, test_images=500)
         return ex.exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100,
                              batch=256, repeats=repeats, train_steps=150, test_images=2000)
+    if name == "sparse_width":
+        if quick:
+            return ex.exp_sparse_width(hiddens=(50, 100), steps=25, batch=64, repeats=repeats)
+        return ex.exp_sparse_width(hiddens=(200, 500, 1000), steps=100, batch=256,
+                                   repeats=repeats)
     if name == "ipu":
         return ex.exp_ipu()
     raise SystemExit(f"unknown experiment {name!r}")
