@@ -97,7 +97,9 @@ def test_sparse():
     for r in rows:
         assert r["backward_s_derived"] >= 0 and r["forward_s"] > 0
         assert 0 <= r["test_accuracy"] <= 1
-    assert dense["backward_speedup"] == pytest.approx(1.0)
+    # At this size grad - forward can come out as zero (it is a difference of two noisy
+    # timings, clipped at zero); then there is no speed-up to report.
+    assert dense["backward_speedup"] in (None, pytest.approx(1.0))
     json.dumps(rows)
 
 
