@@ -72,6 +72,9 @@ public:
   Output<Vector<int>> outIds;       // [B, stride]
   Output<Vector<int>> prevIds;      // [B, stride]
   InOut<Vector<float>> scratch;     // [2n]
+  // pushNext: dL/dW of the next layer on this shard's neurons (blocks [n, n_k] as
+  // nextWeights): its input is this shard's spikes, its dL/dI is nextGrad.
+  InOut<Vector<float>> nextGradWeights;
 
   unsigned batch;
   unsigned numNeurons;
@@ -91,6 +94,7 @@ public:
   unsigned stepsPerCall;   // T (layer-major schedule) or 1 (all-to-all recurrence, step-major)
   unsigned stepMajor;      // schedule: 0 layer-major, 1 step-major (see the graph builder)
   unsigned publishIds;     // step-major: write outIds for the layer this one feeds
+  unsigned pushNext;
   unsigned nextShardSize;
   unsigned nextLayerSize;
   unsigned ownShardSize;
@@ -120,9 +124,14 @@ private:
       if (neuron == SYNAPTIC)
         for (unsigned k = 0; k < bn; ++k)
           gradSyn[k] = 0.0f;
-      if (inputMode != INPUT_DIRECT) // DirectWeightGrad writes it whole
+      // DirectWeightGrad writes it whole; a partial-current input's is the previous
+      // layer's (copied in).
+      if (inputMode != INPUT_DIRECT && inputMode != INPUT_PARTIAL_CURRENT)
         for (unsigned k = 0; k < gradWeights.size(); ++k)
           gradWeights[k] = 0.0f;
+      if (pushNext)
+        for (unsigned k = 0; k < nextGradWeights.size(); ++k)
+          nextGradWeights[k] = 0.0f;
       for (unsigned k = 0; k < n; ++k)
         gradBias[k] = 0.0f;
       if (neuron == RLEAKY_ALL_TO_ALL || neuron == RLEAKY_ONE_TO_ONE) {
@@ -237,7 +246,7 @@ private:
           for (unsigned j = 0; j < n; ++j)
             row[j] += xi * dI[j];
         }
-      } else {
+      } else if (inputMode == INPUT_SPIKE_IDS) {
         for (unsigned s = 0; s < numSrc; ++s) {
           const int *buf =
               &inIds[((stepMajor ? s : s * numSteps + t) * batch + b) * inStride];
@@ -245,6 +254,20 @@ private:
             float *__restrict row = &gradWeights[unsigned(buf[BUFFER_HEADER + k]) * n];
             for (unsigned j = 0; j < n; ++j)
               row[j] += dI[j];
+          }
+        }
+      }
+      if (pushNext) {
+        // dL/dW_next[j, k] += dL/dI_next[t, b, k] for each own spike j.
+        for (unsigned first = 0; first < nextLayerSize; first += nextShardSize) {
+          const unsigned size =
+              nextLayerSize - first < nextShardSize ? nextLayerSize - first : nextShardSize;
+          const float *__restrict g = &nextGrad[numSteps * batch * first + (t * batch + b) * size];
+          float *__restrict block = &nextGradWeights[n * first];
+          for (int k = 0; k < own[0]; ++k) {
+            float *__restrict row = block + (unsigned(own[BUFFER_HEADER + k]) - offset) * size;
+            for (unsigned c = 0; c < size; ++c)
+              row[c] += g[c];
           }
         }
       }

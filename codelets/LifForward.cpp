@@ -116,6 +116,14 @@ public:
   InOut<Vector<float>> recSpikes; // output layer: S [T, B, n]
   InOut<Vector<float>> recMem;    // output layer: U [T, B, n]
   InOut<Vector<unsigned>> overflow; // [OVERFLOW_FIELDS]
+  // INPUT_PARTIAL_CURRENT: the previous layer's shards' W.S blocks, [numSrc, T, B, n].
+  Input<Vector<float>> partialIn;
+  // pushNext: this shard computes its spikes' contribution to the next layer's input,
+  // from its copy of the next layer's weights on its neurons (blocks [n, n_k], one per
+  // downstream shard k), into blocks [T, B, n_k]; only those blocks cross tiles.
+  Input<Vector<float>> nextWeights;
+  Output<Vector<float>> nextCurrent;
+  InOut<Vector<float>> nextRows;  // nextWeights by own neuron [n, N_next], then [N_next] sums
 
   unsigned batch;
   unsigned numNeurons;
@@ -136,6 +144,9 @@ public:
   unsigned stepsPerCall;
   unsigned stepMajor;   // schedule: 0 layer-major, 1 step-major (see the graph builder)
   unsigned publishStep; // write outIds every step
+  unsigned pushNext;
+  unsigned nextShardSize;
+  unsigned nextLayerSize;
   float beta;
   float alpha;
   float threshold;
@@ -170,7 +181,18 @@ private:
       if (neuron == SYNAPTIC)
         for (unsigned k = 0; k < batch * n; ++k)
           syn[k] = 0.0f;
+      if (pushNext) // one contiguous row of next-layer weights per own neuron
+        for (unsigned first = 0; first < nextLayerSize; first += nextShardSize) {
+          const unsigned size =
+              nextLayerSize - first < nextShardSize ? nextLayerSize - first : nextShardSize;
+          const float *block = &nextWeights[n * first];
+          for (unsigned i = 0; i < n; ++i)
+            for (unsigned k = 0; k < size; ++k)
+              nextRows[i * nextLayerSize + first + k] = block[i * size + k];
+        }
     }
+    const unsigned nextN = nextLayerSize;
+    float *__restrict pushed = pushNext ? &nextRows[n * nextN] : nullptr;
     for (unsigned b = 0; b < batch; ++b) {
       // Synaptic input I[t] into scratch.
       const float *in = &scratch[0]; // may alias acc below: not restrict
@@ -180,7 +202,13 @@ private:
         float *__restrict acc = &scratch[0];
         for (unsigned j = 0; j < n; ++j)
           acc[j] = 0.0f;
-        if (inputMode == INPUT_DENSE_STEPS) {
+        if (inputMode == INPUT_PARTIAL_CURRENT) {
+          for (unsigned s = 0; s < numSrc; ++s) {
+            const float *__restrict part = &partialIn[((s * numSteps + t) * batch + b) * n];
+            for (unsigned j = 0; j < n; ++j)
+              acc[j] += part[j];
+          }
+        } else if (inputMode == INPUT_DENSE_STEPS) {
           const float *__restrict xb = &denseIn[(t * batch + b) * numInputs];
           for (unsigned i = 0; i < numInputs; ++i) {
             const float xi = xb[i];
@@ -282,6 +310,9 @@ private:
       // Spikes are rare: decide 32 neurons at a time into a bit mask, then visit only the
       // set bits.
       int *__restrict ids = buf + BUFFER_HEADER;
+      if (pushed)
+        for (unsigned k = 0; k < nextN; ++k)
+          pushed[k] = 0.0f;
       for (unsigned j0 = 0; j0 < n; j0 += 32) {
         const unsigned end = j0 + 32 < n ? j0 + 32 : n;
         unsigned mask = 0;
@@ -296,8 +327,20 @@ private:
           if (needed < capacity)
             ids[needed] = int(offset + j);
           ++needed;
+          if (pushed) {
+            const float *__restrict row = &nextRows[j * nextN];
+            for (unsigned k = 0; k < nextN; ++k)
+              pushed[k] += row[k];
+          }
         }
       }
+      if (pushed)
+        for (unsigned first = 0; first < nextN; first += nextShardSize) {
+          const unsigned size = nextN - first < nextShardSize ? nextN - first : nextShardSize;
+          float *__restrict out = &nextCurrent[numSteps * batch * first + (t * batch + b) * size];
+          for (unsigned k = 0; k < size; ++k)
+            out[k] = pushed[first + k];
+        }
       spikes = needed;
       if (rule != RULE_NONE) {
         for (unsigned j = 0; j < n; ++j) {

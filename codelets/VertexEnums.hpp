@@ -15,6 +15,9 @@ enum InputSource : unsigned {
   INPUT_DIRECT = 0,      // x [B, N_in] the same every step: x.W computed once per minibatch
   INPUT_DENSE_STEPS = 1, // x [T, B, N_in], one tensor per step: zeros skipped
   INPUT_SPIKE_IDS = 2,   // the previous layer's spike-id buffers
+  // The previous layer's shards' contributions W.S[t], one block per shard, summed here:
+  // used where this layer is narrower than the previous one's id buffers (see the builder).
+  INPUT_PARTIAL_CURRENT = 3,
 };
 enum Loss : unsigned {
   CE_COUNT = 0, CE_RATE = 1, MSE_COUNT = 2, MSE_MEMBRANE = 3, CE_MAX_MEMBRANE = 4

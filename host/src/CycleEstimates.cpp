@@ -14,6 +14,12 @@ namespace {
 constexpr std::uint64_t kVertexOverhead = 20;
 std::uint64_t vectorPass(unsigned n) { return 4 + (n + 1) / 2; } // one row op over n floats
 
+// A pushing shard: one row of the next layer's width per spike (forward: W_next rows into
+// the next layer's input; backward: dL/dI_next into dL/dW_next rows).
+std::uint64_t pushCycles(const VertexWork &w) {
+  return w.pushOutputs ? std::uint64_t(w.spikes) * vectorPass(w.pushOutputs) : 0;
+}
+
 using Estimator = std::function<std::uint64_t(const VertexWork &)>;
 
 const std::map<std::string, Estimator> &table() {
@@ -29,7 +35,7 @@ const std::map<std::string, Estimator> &table() {
          return kVertexOverhead +
                 std::uint64_t(w.stepsPerCall) * w.batch *
                     (std::uint64_t(w.activeInputs) * vectorPass(w.neurons) + 16ull * w.neurons +
-                     2ull * w.activeCandidates);
+                     2ull * w.activeCandidates + pushCycles(w));
        }},
       {"LifBackward",
        [](const VertexWork &w) {
@@ -37,7 +43,7 @@ const std::map<std::string, Estimator> &table() {
                 std::uint64_t(w.stepsPerCall) * w.batch *
                     (std::uint64_t(w.activeInputs) * vectorPass(w.neurons) +
                      std::uint64_t(w.activeCandidates) * (6 + vectorPass(w.neurons)) +
-                     12ull * w.neurons);
+                     12ull * w.neurons + pushCycles(w));
        }},
       {"DirectWeightGrad",
        [](const VertexWork &w) {

@@ -21,6 +21,8 @@ struct VertexWork {
   unsigned activeCandidates = 0;
   unsigned elements = 0; // optimiser steps and the loss: elements touched
   unsigned stepsPerCall = 1; // time steps one execution of the vertex covers
+  unsigned spikes = 0;       // expected spikes per (sample, step) of the shard (its capacity)
+  unsigned pushOutputs = 0;  // next layer's width where this shard pushes W_next.S to it
 };
 
 // Throws std::logic_error for a vertex without an estimator.

@@ -115,6 +115,9 @@ struct Shard {
   // Copies of the weights of the layer this shard feeds (and of V), on this shard's neurons.
   Tensor nextGrad, nextWeights, nextWeightsT, ownGrad, ownWeights, ownWeightsT;
   Tensor recSpikes, recMem, lossGradS, lossGradU;
+  // A layer that pushes (see Layer::push): its W_next.S blocks and W_next rows, dL/dW_next;
+  // the layer it feeds: the received blocks.
+  Tensor nextCurrent, nextRows, nextGradWeights, partialRecv;
 };
 enum ParamIndex { P_WEIGHT = 0, P_BIAS = 1, P_REC_WEIGHT = 2, P_REC_BIAS = 3 };
 
@@ -122,6 +125,11 @@ struct Layer {
   LayerSpec spec;
   unsigned index = 0, shardSize = 0, stride = 0, inputMode = 0;
   bool a2a = false, o2o = false, isOutput = false;
+  // push: the next layer is narrower than this one's id buffers, so each shard computes
+  // its spikes' contribution W_next.S[t] to the next layer's input itself, and the next
+  // layer's weight gradient on its neurons; those dense blocks cross tiles instead of the
+  // id buffers (layer-major schedule only).
+  bool push = false;
   std::vector<Shard> shards;
   bool hasParam(unsigned p) const {
     return p == P_WEIGHT || (p == P_BIAS && spec.bias) || (p == P_REC_WEIGHT && (a2a || o2o)) ||
@@ -284,6 +292,12 @@ public:
       layer.stride = codes::BUFFER_HEADER + maxCapacity;
       layers.push_back(std::move(layer));
     }
+    for (unsigned l = 0; l + 1 < L; ++l) {
+      // Per (step, sample) and receiving shard: n_k floats instead of a whole id buffer.
+      layers[l].push = !stepMajor && layers[l + 1].spec.outputs <= layers[l].stride;
+      if (layers[l].push)
+        layers[l + 1].inputMode = codes::INPUT_PARTIAL_CURRENT;
+    }
     numOutputs = spec.layers.back().outputs;
     numClasses = spec.loss.numClasses ? spec.loss.numClasses : numOutputs;
     outShardSize = layers.back().shardSize;
@@ -391,10 +405,19 @@ public:
         sh.currentGradSum = zeros(FLOAT, B * n, tile, name + "current_grad_sum", L);
       } else if (layer.inputMode == codes::INPUT_DENSE_STEPS) {
         sh.xLocal = zeros(FLOAT, std::size_t(T) * B * nIn, tile, name + "x", L);
+      } else if (layer.inputMode == codes::INPUT_PARTIAL_CURRENT) {
+        sh.partialRecv = zeros(FLOAT, layers[l - 1].shards.size() * std::size_t(T) * B * n, tile,
+                               name + "partial_current", L);
       } else {
         const Layer &prev = layers[l - 1];
         sh.inRecv = zeros(INT, prev.shards.size() * (stepMajor ? 1 : T) * B * prev.stride, tile,
                           name + "in_ids", L);
+      }
+      if (layer.push) {
+        const std::size_t nextN = layers[l + 1].spec.outputs;
+        sh.nextCurrent = zeros(FLOAT, std::size_t(T) * B * nextN, tile, name + "next_current", L);
+        sh.nextRows = zeros(FLOAT, (n + 1) * nextN, tile, name + "next_rows", L);
+        sh.nextGradWeights = zeros(FLOAT, n * nextN, tile, name + "next_grad_weights", L);
       }
       const bool dense = layer.spec.sparseRule == SparseRule::None;
       if (l > 0)
@@ -434,10 +457,23 @@ public:
       src.push_back(s);
       dst.push_back(d);
     }
+    // One Copy per element type (a concatenation holds one type).
     Program program() const {
-      if (src.empty())
-        return Sequence();
-      return Copy(concat(src), concat(dst));
+      Sequence seq;
+      std::vector<bool> done(src.size(), false);
+      for (std::size_t i = 0; i < src.size(); ++i) {
+        if (done[i])
+          continue;
+        std::vector<Tensor> s, d;
+        for (std::size_t j = i; j < src.size(); ++j)
+          if (!done[j] && src[j].elementType() == src[i].elementType()) {
+            s.push_back(src[j]);
+            d.push_back(dst[j]);
+            done[j] = true;
+          }
+        seq.add(Copy(concat(s), concat(d)));
+      }
+      return seq;
     }
   };
 
@@ -490,6 +526,31 @@ public:
                          std::size_t(dst.size) * (src.first + src.size)));
       }
     }
+    return c;
+  }
+
+  // Every shard of a pushing layer `from`: its W_next.S blocks [T, B, n_k] into slot s of
+  // the receiving shards' partialRecv.
+  CopyList partialCopies(const Layer &from, const Layer &to) {
+    CopyList c;
+    const std::size_t rows = std::size_t(spec.numSteps) * spec.batchSize;
+    for (const Shard &dst : to.shards)
+      for (unsigned s = 0; s < from.shards.size(); ++s)
+        c.add(from.shards[s].nextCurrent.slice(rows * dst.first, rows * (dst.first + dst.size)),
+              dst.partialRecv.slice(s * rows * dst.size, (s + 1) * rows * dst.size));
+    return c;
+  }
+
+  // The reverse of fanoutCopies(to, from): a pushing layer's dL/dW_next blocks into the
+  // weight gradients of the layer it feeds.
+  CopyList pushedGradCopies(const Layer &from, const Layer &to) {
+    CopyList c;
+    for (const Shard &dst : to.shards)
+      for (const Shard &src : from.shards)
+        c.add(src.nextGradWeights.slice(std::size_t(src.size) * dst.first,
+                                        std::size_t(src.size) * (dst.first + dst.size)),
+              dst.grad[P_WEIGHT].slice(std::size_t(src.first) * dst.size,
+                                       std::size_t(src.first + src.size) * dst.size));
     return c;
   }
 
@@ -623,7 +684,9 @@ public:
       return all.program();
     };
     Sequence forward;
-    forward.add(xCopy.program());
+    // The weights onto the tiles that use them beside their owners' (pushing layers in the
+    // forward, dL/dS in the backward); unchanged until the optimiser step.
+    forward.add(merged({fanout, xCopy}));
     if (spec.input == InputMode::Direct)
       forward.add(Execute(csDirect));
     if (stepMajor) {
@@ -647,7 +710,9 @@ public:
           forward.add(Execute(csForward[l]));
         }
         std::vector<CopyList> out;
-        if (l + 1 < L)
+        if (layers[l].push)
+          out.push_back(partialCopies(layers[l], layers[l + 1]));
+        else if (l + 1 < L)
           out.push_back(idCopies(layers[l], layers[l + 1], false, false));
         if (layers[l].a2a)
           out.push_back(idCopies(layers[l], layers[l], false, true));
@@ -657,8 +722,6 @@ public:
     forward.add(gather.program());
 
     Sequence backward;
-    // The weights the forward used, onto the tiles that need them for dL/dS.
-    backward.add(fanout.program());
     backward.add(Execute(csLoss));
     backward.add(scatterGrad.program());
     if (stepMajor) {
@@ -691,8 +754,12 @@ public:
         } else {
           backward.add(Execute(csBackward[l]));
         }
+        std::vector<CopyList> out;
+        if (layers[l].push)
+          out.push_back(pushedGradCopies(layers[l], layers[l + 1]));
         if (l > 0)
-          backward.add(gradCopies(layers[l], layers[l - 1], false).program());
+          out.push_back(gradCopies(layers[l], layers[l - 1], false));
+        backward.add(merged(out));
       }
     }
     if (spec.input == InputMode::Direct)
@@ -762,9 +829,12 @@ public:
       work.neurons = n;
       work.inputs = nIn;
       work.steps = T;
-      work.activeInputs = layer.inputMode == codes::INPUT_SPIKE_IDS ? numSrc * prevCap
-                          : layer.inputMode == codes::INPUT_DENSE_STEPS ? nIn
-                                                                        : 0;
+      work.activeInputs = layer.inputMode == codes::INPUT_SPIKE_IDS         ? numSrc * prevCap
+                          : layer.inputMode == codes::INPUT_PARTIAL_CURRENT ? numSrc
+                          : layer.inputMode == codes::INPUT_DENSE_STEPS     ? nIn
+                                                                            : 0;
+      work.spikes = sh.capacity;
+      work.pushOutputs = layer.push ? next->spec.outputs : 0;
       work.activeCandidates = sh.capacity + (layer.a2a ? numOwn * ownCap : 0);
       work.stepsPerCall = layer.a2a || stepMajor ? 1u : T;
 
@@ -815,6 +885,13 @@ public:
         graph->connect(v["recSpikes"], orElse(sh.recSpikes, dummyOut(FLOAT, tile)));
         graph->connect(v["recMem"], orElse(sh.recMem, dummyOut(FLOAT, tile)));
         graph->connect(v["overflow"], sh.overflow);
+        graph->connect(v["partialIn"], orElse(sh.partialRecv, fIn));
+        graph->connect(v["nextWeights"], layer.push ? sh.nextWeights : fIn);
+        graph->connect(v["nextCurrent"], orElse(sh.nextCurrent, dummyOut(FLOAT, tile)));
+        graph->connect(v["nextRows"], orElse(sh.nextRows, dummyOut(FLOAT, tile)));
+        setField(v, "pushNext", unsigned(layer.push));
+        setField(v, "nextShardSize", next ? next->shardSize : 1u);
+        setField(v, "nextLayerSize", next ? next->spec.outputs : 0u);
         setField(v, "batch", B);
         setField(v, "numNeurons", n);
         setField(v, "numSteps", T);
@@ -877,6 +954,9 @@ public:
         graph->connect(v["outIds"], stepMajor && next ? sh.outIds : dummyOut(INT, tile));
         graph->connect(v["prevIds"], orElse(sh.prevIds, dummyOut(INT, tile)));
         graph->connect(v["scratch"], sh.bwdScratch);
+        graph->connect(v["nextGradWeights"],
+                       orElse(sh.nextGradWeights, dummyOut(FLOAT, tile)));
+        setField(v, "pushNext", unsigned(layer.push));
         setField(v, "batch", B);
         setField(v, "numNeurons", n);
         setField(v, "numSteps", T);
@@ -903,6 +983,8 @@ public:
         setField(v, "alpha", s.alpha);
         graph->setTileMapping(v, tile);
         VertexWork bw = work;
+        if (layer.inputMode == codes::INPUT_PARTIAL_CURRENT) // its dL/dW comes from the pushers
+          bw.activeInputs = 0;
         // dL/dS entries computed: all of the shard without a rule, else its candidates.
         const unsigned candidates = s.sparseRule == SparseRule::None ? n : sh.capacity;
         bw.activeCandidates = (next ? candidates * next->spec.outputs / std::max(1u, n) : 0) +
