@@ -5,10 +5,11 @@
 // masked surrogate is non-zero; without one, for every entry.
 #include <poplar/Vertex.hpp>
 
-#include "VertexEnums.hpp"
+#include "LifCommon.hpp"
 
 using namespace poplar;
 using namespace popsnn::codes;
+using namespace popsnn::lif;
 
 namespace {
 
@@ -17,18 +18,6 @@ inline float dot(const float *__restrict a, const float *__restrict b, unsigned 
   for (unsigned j = 0; j < n; ++j)
     s += a[j] * b[j];
   return s;
-}
-
-// Copies an id buffer (header and used entries), or writes an empty one.
-inline void copyBuffer(const int *src, int *dst) {
-  if (!src) {
-    dst[0] = 0;
-    dst[1] = 0;
-    return;
-  }
-  const unsigned used = BUFFER_HEADER + unsigned(src[1]);
-  for (unsigned k = 0; k < used; ++k)
-    dst[k] = src[k];
 }
 
 } // namespace
@@ -74,7 +63,8 @@ public:
   InOut<Vector<float>> scratch;     // [2n]
   // pushNext: dL/dW of the next layer on this shard's neurons (blocks [n, n_k] as
   // nextWeights): its input is this shard's spikes, its dL/dI is nextGrad.
-  InOut<Vector<float>> nextGradWeights;
+  Output<Vector<float>> nextGradWeights;
+  InOut<Vector<float>> nextGradRows; // its sums as padded rows [n, P], then dL/dI_next [P]
 
   unsigned batch;
   unsigned numNeurons;
@@ -130,8 +120,8 @@ private:
         for (unsigned k = 0; k < gradWeights.size(); ++k)
           gradWeights[k] = 0.0f;
       if (pushNext)
-        for (unsigned k = 0; k < nextGradWeights.size(); ++k)
-          nextGradWeights[k] = 0.0f;
+        for (unsigned k = 0; k < nextGradRows.size(); ++k)
+          nextGradRows[k] = 0.0f;
       for (unsigned k = 0; k < n; ++k)
         gradBias[k] = 0.0f;
       if (neuron == RLEAKY_ALL_TO_ALL || neuron == RLEAKY_ONE_TO_ONE) {
@@ -150,6 +140,12 @@ private:
       float *__restrict gU = &gradMem[b * n];
       const float *__restrict sg = &surrTrace[(t * batch + b) * n];
       const int *own = &idTrace[(t * batch + b) * stride];
+#ifndef __IPU__
+      // The traces were written in the forward, long out of cache; each sample's buffer
+      // is its own cache lines: fetch the next one early.
+      if (b + 1 < batch)
+        __builtin_prefetch(own + stride);
+#endif
       // dL/dS[t]: from the loss or the next layer, plus the recurrent path.
       if (isOutput) {
         const float *__restrict g = &lossGradSpikes[(t * batch + b) * n];
@@ -258,17 +254,22 @@ private:
         }
       }
       if (pushNext) {
-        // dL/dW_next[j, k] += dL/dI_next[t, b, k] for each own spike j.
+        // dL/dW_next[j, :] += dL/dI_next[t, b, :] for each own spike j, on padded rows.
+        const unsigned P = pushWidth(nextLayerSize);
+        float *__restrict g = &nextGradRows[n * P];
         for (unsigned first = 0; first < nextLayerSize; first += nextShardSize) {
           const unsigned size =
               nextLayerSize - first < nextShardSize ? nextLayerSize - first : nextShardSize;
-          const float *__restrict g = &nextGrad[numSteps * batch * first + (t * batch + b) * size];
-          float *__restrict block = &nextGradWeights[n * first];
-          for (int k = 0; k < own[0]; ++k) {
-            float *__restrict row = block + (unsigned(own[BUFFER_HEADER + k]) - offset) * size;
-            for (unsigned c = 0; c < size; ++c)
-              row[c] += g[c];
-          }
+          const float *__restrict block =
+              &nextGrad[numSteps * batch * first + (t * batch + b) * size];
+          for (unsigned c = 0; c < size; ++c)
+            g[first + c] = block[c];
+        }
+        for (int k = 0; k < own[0]; ++k) {
+          float *__restrict row = &nextGradRows[(unsigned(own[BUFFER_HEADER + k]) - offset) * P];
+          for (unsigned c0 = 0; c0 < P; c0 += PUSH_CHUNK)
+            for (unsigned c = 0; c < PUSH_CHUNK; ++c)
+              row[c0 + c] += g[c0 + c];
         }
       }
       if (neuron == RLEAKY_ALL_TO_ALL) {
@@ -304,6 +305,8 @@ private:
                      &prevIds[b * stride]);
       }
     }
+    if (pushNext && t == 0)
+      rowsToBlocks(&nextGradRows[0], n, nextShardSize, nextLayerSize, &nextGradWeights[0]);
     *step = (*step + 1 == numSteps) ? 0 : *step + 1;
   }
 

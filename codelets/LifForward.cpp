@@ -4,56 +4,11 @@
 
 #include <cmath>
 
-#include "VertexEnums.hpp"
+#include "LifCommon.hpp"
 
 using namespace poplar;
 using namespace popsnn::codes;
-
-namespace {
-
-// dS/dU at x = U - threshold for a row of membranes, one loop per surrogate.
-inline void surrogateRow(unsigned kind, float param, float threshold, const float *__restrict u,
-                         float *__restrict sg, unsigned n) {
-  switch (kind) {
-  case FAST_SIGMOID:
-    for (unsigned j = 0; j < n; ++j) {
-      const float d = 1.0f + param * std::fabs(u[j] - threshold);
-      sg[j] = 1.0f / (d * d);
-    }
-    break;
-  case ATAN: {
-    const float scale = 3.14159265358979323846f * param;
-    for (unsigned j = 0; j < n; ++j) {
-      const float z = scale * (u[j] - threshold) / 2.0f;
-      sg[j] = (param / 2.0f) / (1.0f + z * z);
-    }
-    break;
-  }
-  case SIGMOID:
-    for (unsigned j = 0; j < n; ++j) {
-      const float s = 0.5f * (1.0f + std::tanh(0.5f * param * (u[j] - threshold)));
-      sg[j] = param * s * (1.0f - s);
-    }
-    break;
-  default:
-    for (unsigned j = 0; j < n; ++j)
-      sg[j] = 1.0f;
-  }
-}
-
-// Copies an id buffer (header and used entries), or writes an empty one.
-inline void copyBuffer(const int *src, int *dst) {
-  if (!src) {
-    dst[0] = 0;
-    dst[1] = 0;
-    return;
-  }
-  const unsigned used = BUFFER_HEADER + unsigned(src[1]);
-  for (unsigned k = 0; k < used; ++k)
-    dst[k] = src[k];
-}
-
-} // namespace
+using namespace popsnn::lif;
 
 // I = x.W + b for direct-current input, once per minibatch (x is the same every step).
 // Zero inputs are skipped: image data is mostly zeros.
@@ -123,7 +78,9 @@ public:
   // downstream shard k), into blocks [T, B, n_k]; only those blocks cross tiles.
   Input<Vector<float>> nextWeights;
   Output<Vector<float>> nextCurrent;
-  InOut<Vector<float>> nextRows;  // nextWeights by own neuron [n, N_next], then [N_next] sums
+  // nextWeights by own neuron, rows padded to P = pushWidth(N_next) floats: [n, P], then
+  // the [P] sums.
+  InOut<Vector<float>> nextRows;
 
   unsigned batch;
   unsigned numNeurons;
@@ -181,18 +138,11 @@ private:
       if (neuron == SYNAPTIC)
         for (unsigned k = 0; k < batch * n; ++k)
           syn[k] = 0.0f;
-      if (pushNext) // one contiguous row of next-layer weights per own neuron
-        for (unsigned first = 0; first < nextLayerSize; first += nextShardSize) {
-          const unsigned size =
-              nextLayerSize - first < nextShardSize ? nextLayerSize - first : nextShardSize;
-          const float *block = &nextWeights[n * first];
-          for (unsigned i = 0; i < n; ++i)
-            for (unsigned k = 0; k < size; ++k)
-              nextRows[i * nextLayerSize + first + k] = block[i * size + k];
-        }
+      if (pushNext) // one contiguous, zero-padded row of next-layer weights per own neuron
+        blocksToRows(&nextWeights[0], n, nextShardSize, nextLayerSize, &nextRows[0]);
     }
-    const unsigned nextN = nextLayerSize;
-    float *__restrict pushed = pushNext ? &nextRows[n * nextN] : nullptr;
+    const unsigned nextN = nextLayerSize, P = pushWidth(nextN);
+    float *__restrict pushed = pushNext ? &nextRows[n * P] : nullptr;
     for (unsigned b = 0; b < batch; ++b) {
       // Synaptic input I[t] into scratch.
       const float *in = &scratch[0]; // may alias acc below: not restrict
@@ -310,9 +260,6 @@ private:
       // Spikes are rare: decide 32 neurons at a time into a bit mask, then visit only the
       // set bits.
       int *__restrict ids = buf + BUFFER_HEADER;
-      if (pushed)
-        for (unsigned k = 0; k < nextN; ++k)
-          pushed[k] = 0.0f;
       for (unsigned j0 = 0; j0 < n; j0 += 32) {
         const unsigned end = j0 + 32 < n ? j0 + 32 : n;
         unsigned mask = 0;
@@ -327,20 +274,29 @@ private:
           if (needed < capacity)
             ids[needed] = int(offset + j);
           ++needed;
-          if (pushed) {
-            const float *__restrict row = &nextRows[j * nextN];
-            for (unsigned k = 0; k < nextN; ++k)
-              pushed[k] += row[k];
-          }
         }
       }
-      if (pushed)
+      if (pushed) {
+        // W_next.S[t]: the rows of the stored spikes, PUSH_CHUNK columns at a time in
+        // registers. (A buffer that overflowed fails the step: its sums are never used.)
+        const unsigned stored = needed < capacity ? needed : capacity;
+        for (unsigned c0 = 0; c0 < P; c0 += PUSH_CHUNK) {
+          float acc[PUSH_CHUNK] = {};
+          for (unsigned k = 0; k < stored; ++k) {
+            const float *__restrict row = &nextRows[(unsigned(ids[k]) - offset) * P + c0];
+            for (unsigned c = 0; c < PUSH_CHUNK; ++c)
+              acc[c] += row[c];
+          }
+          for (unsigned c = 0; c < PUSH_CHUNK; ++c)
+            pushed[c0 + c] = acc[c];
+        }
         for (unsigned first = 0; first < nextN; first += nextShardSize) {
           const unsigned size = nextN - first < nextShardSize ? nextN - first : nextShardSize;
           float *__restrict out = &nextCurrent[numSteps * batch * first + (t * batch + b) * size];
           for (unsigned k = 0; k < size; ++k)
             out[k] = pushed[first + k];
         }
+      }
       spikes = needed;
       if (rule != RULE_NONE) {
         for (unsigned j = 0; j < n; ++j) {

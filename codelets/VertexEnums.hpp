@@ -27,6 +27,11 @@ enum Loss : unsigned {
 constexpr unsigned BUFFER_HEADER = 2;
 // overflow[OVERFLOWED] buffers that overflowed; overflow[FIRST_STEP] = first such step + 1;
 // overflow[MOST_NEEDED] = largest number of entries a buffer needed.
+// A pushing shard keeps the next layer's weights as rows of pushWidth(N_next) floats
+// (zero-padded) and sums them PUSH_CHUNK columns at a time in registers.
+constexpr unsigned PUSH_CHUNK = 16;
+constexpr unsigned pushWidth(unsigned n) { return (n + PUSH_CHUNK - 1) / PUSH_CHUNK * PUSH_CHUNK; }
+
 enum OverflowField : unsigned { OVERFLOWED = 0, FIRST_STEP = 1, MOST_NEEDED = 2, OVERFLOW_FIELDS = 3 };
 
 } // namespace codes

@@ -117,7 +117,7 @@ struct Shard {
   Tensor recSpikes, recMem, lossGradS, lossGradU;
   // A layer that pushes (see Layer::push): its W_next.S blocks and W_next rows, dL/dW_next;
   // the layer it feeds: the received blocks.
-  Tensor nextCurrent, nextRows, nextGradWeights, partialRecv;
+  Tensor nextCurrent, nextRows, nextGradRows, nextGradWeights, partialRecv;
 };
 enum ParamIndex { P_WEIGHT = 0, P_BIAS = 1, P_REC_WEIGHT = 2, P_REC_BIAS = 3 };
 
@@ -416,7 +416,9 @@ public:
       if (layer.push) {
         const std::size_t nextN = layers[l + 1].spec.outputs;
         sh.nextCurrent = zeros(FLOAT, std::size_t(T) * B * nextN, tile, name + "next_current", L);
-        sh.nextRows = zeros(FLOAT, (n + 1) * nextN, tile, name + "next_rows", L);
+        const std::size_t rows = (n + 1) * codes::pushWidth(nextN);
+        sh.nextRows = zeros(FLOAT, rows, tile, name + "next_rows", L);
+        sh.nextGradRows = zeros(FLOAT, rows, tile, name + "next_grad_rows", L);
         sh.nextGradWeights = zeros(FLOAT, n * nextN, tile, name + "next_grad_weights", L);
       }
       const bool dense = layer.spec.sparseRule == SparseRule::None;
@@ -956,6 +958,7 @@ public:
         graph->connect(v["scratch"], sh.bwdScratch);
         graph->connect(v["nextGradWeights"],
                        orElse(sh.nextGradWeights, dummyOut(FLOAT, tile)));
+        graph->connect(v["nextGradRows"], orElse(sh.nextGradRows, dummyOut(FLOAT, tile)));
         setField(v, "pushNext", unsigned(layer.push));
         setField(v, "batch", B);
         setField(v, "numNeurons", n);
