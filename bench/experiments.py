@@ -57,7 +57,24 @@ def machine() -> dict:
             info[mod] = __import__(mod).__version__
         except ImportError:
             info[mod] = None
+    info.update(_source_state())
     return info
+
+
+def _source_state() -> dict:
+    """The commit of the checkout and whether the engine's sources (host/, codelets/) had
+    uncommitted changes: the installed engine is built from the working tree, which others
+    may be changing while a benchmark runs."""
+    import subprocess
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root,
+                              capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "host", "codelets"],
+                               cwd=root, capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {"git_commit": None, "engine_sources_modified": None}
+    return {"git_commit": head or None, "engine_sources_modified": bool(dirty.strip())}
 
 
 def time_calls(fns: dict, repeats: int, warmup: int = 1) -> dict:
@@ -342,7 +359,7 @@ def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=25
     """Seed 003 on this machine: F-MNIST latency-coded (one spike per pixel at most, as the
     paper), 784-h-h-10, ce on the readout's peak membrane, Adam.
 
-    Per setting (dense, then each b_th): the engine's wall-clock train / loss-and-gradient /
+    Per setting (dense, then each b_th): the engine's wall-clock loss-and-gradient and
     forward times, interleaved; backward = (loss and gradient) - forward, derived because the
     engine times no phase; its cost-model ESTIMATE of backward cycles; the active fraction of
     (t, b, j) entries in the hidden layers and the gradient error against the dense gradient
@@ -371,6 +388,7 @@ def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=25
                                        rate=False, latency=True))
             if b_th is None:
                 trained = model.get_params()
+            del model   # gigabytes at seed 003's sizes: free before the next is built
         rows.append(row)
     params = trained if trained is not None else sparse_net(hidden, None).init_params(
         seed, dtype=np.float32)
@@ -398,6 +416,9 @@ def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=25
         row.update(_grad_error(dense_grads[:2], grads[:2], "_hidden"))
         for l in range(2):
             row.update(_grad_error(dense_grads[l:l + 1], grads[l:l + 1], f"_layer{l}"))
+            # Adam scales every coordinate to a similar step whatever its size, so the weights
+            # the rule leaves with no gradient at all matter more than the cosine suggests.
+            row[f"zero_weight_grad_fraction_layer{l}"] = float(np.mean(grads[l]["weight"] == 0))
         _, grads0, rec0 = reference.loss_and_grad(net, init, x, y0,
                                                   losses.ce_max_membrane_loss())
         row.update(_grad_error(dense_init[:2], grads0[:2], "_hidden_at_init"))
@@ -407,38 +428,54 @@ def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=25
             tb.update(trace_bytes_sparse=None, trace_memory_saved_pct=0.0)
         row.update(tb)
 
-    # Speed: one engine model per setting on the same weights, all timed round by round.
-    fns, models = {}, {}
-    for row in rows:
-        rule = None if row["b_th"] is None else sparse.window(row["b_th"])
-        key = "dense" if rule is None else f"b{row['b_th']}"
-        m = popsnn.Model(sparse_net(hidden, rule), loss=losses.ce_max_membrane_loss(),
-                         optimizer=optim.Adam(lr=2e-3), device="cpu", num_steps=steps,
-                         batch_size=batch, seed=seed, params=params)
-        models[key] = m
-        fns[key + "/grad"] = lambda m=m: m.loss_and_grad(x, y0)
-        fns[key + "/infer"] = lambda m=m: m.infer(x)
-    t = time_calls(fns, repeats)
-    for row in rows:
-        key = "dense" if row["b_th"] is None else f"b{row['b_th']}"
-        grad_s, infer_s = t[key + "/grad"]["median_s"], t[key + "/infer"]["median_s"]
-        row["forward_s"] = infer_s
-        row["loss_and_grad_s"] = grad_s
-        row["backward_s_derived"] = max(grad_s - infer_s, 0.0)
-        est_model = popsnn.Model(sparse_net(hidden, None if row["b_th"] is None
-                                            else sparse.window(row["b_th"])),
-                                 loss=losses.ce_max_membrane_loss(),
-                                 optimizer=optim.Adam(lr=2e-3), device="cpu", num_steps=steps,
-                                 batch_size=batch, seed=seed, params=params)
-        est_model.train_step(x, y0)
-        row["backward_estimate_cycles"] = backward_estimate_cycles(est_model)
-        row["engine_memory_bytes_estimate"] = engine_memory_bytes(est_model)
+    # Speed. An engine model holds gigabytes at seed 003's sizes (two compiled engines: the
+    # direct-input one built at construction and the per-step one), so only two live at a
+    # time: the dense one, and each sparse one in turn, timed round by round against it. The
+    # speed-up of a row is against the dense timings of its own pair.
+    def engine_model(b_th):
+        m = popsnn.Model(sparse_net(hidden, None if b_th is None else sparse.window(b_th)),
+                         loss=losses.ce_max_membrane_loss(), optimizer=optim.Adam(lr=2e-3),
+                         device="cpu", num_steps=steps, batch_size=batch, seed=seed,
+                         params=params)
+        # One training step for the cost model's per-step estimates, then the weights back,
+        # so that every setting is timed on the same weights.
+        m.train_step(x, y0)
+        est = {"backward_estimate_cycles": backward_estimate_cycles(m),
+               "engine_memory_bytes_estimate": engine_memory_bytes(m)}
+        m.set_params(params)
+        return m, est
+
+    def phases(m):
+        return {"grad": lambda: m.loss_and_grad(x, y0), "infer": lambda: m.infer(x)}
+
+    dense_model, est = engine_model(None)
+    rows[0].update(est)
+    dense_backward, dense_forward = [], []
+    pairs = rows[1:] or [None]
+    for row in pairs:
+        fns = {f"dense/{k}": f for k, f in phases(dense_model).items()}
+        m = None
+        if row is not None:
+            m, est = engine_model(row["b_th"])
+            row.update(est)
+            fns.update({f"sparse/{k}": f for k, f in phases(m).items()})
+        t = time_calls(fns, repeats)
+        d_back = max(t["dense/grad"]["median_s"] - t["dense/infer"]["median_s"], 0.0)
+        dense_backward.append(d_back)
+        dense_forward.append(t["dense/infer"]["median_s"])
+        if row is not None:
+            grad_s, infer_s = t["sparse/grad"]["median_s"], t["sparse/infer"]["median_s"]
+            row.update(forward_s=infer_s, loss_and_grad_s=grad_s,
+                       backward_s_derived=max(grad_s - infer_s, 0.0),
+                       dense_backward_s_same_run=d_back)
+            row["backward_speedup"] = (d_back / row["backward_s_derived"]
+                                       if d_back and row["backward_s_derived"] else None)
+        del m, fns
     dense = rows[0]
+    dense.update(forward_s=statistics.median(dense_forward),
+                 backward_s_derived=statistics.median(dense_backward),
+                 backward_speedup=1.0 if statistics.median(dense_backward) else None)
     for row in rows:
-        if dense["backward_s_derived"] and row["backward_s_derived"]:
-            row["backward_speedup"] = dense["backward_s_derived"] / row["backward_s_derived"]
-        else:
-            row["backward_speedup"] = None
         if dense["backward_estimate_cycles"] and row["backward_estimate_cycles"]:
             row["backward_speedup_estimate"] = (dense["backward_estimate_cycles"]
                                                 / row["backward_estimate_cycles"])

@@ -47,11 +47,12 @@ def throughput_table(rows, key_cols) -> str:
 
 def sparse_table(rows, width=False) -> str:
     head = ["B_th", "active (t,b,j) %", "grad cosine (hidden)", "grad rel. error (hidden)",
-            "grad cosine layer 0 / 1", "active % at init", "grad cosine at init (hidden)",
+            "grad cosine layer 0 / 1", "weight grads exactly 0, layer 0 / 1 (%)",
+            "active % at init", "grad cosine at init (hidden)",
             "backward ms (derived)", "backward speed-up", "est. speed-up (cost model)",
             "trace saved % (computed)", "engine memory MiB (estimate)", "test accuracy"]
     if width:
-        head = ["hidden"] + head[:2] + head[3:4] + head[7:12]
+        head = ["hidden"] + head[:2] + head[3:4] + head[8:13]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [
@@ -60,6 +61,9 @@ def sparse_table(rows, width=False) -> str:
             _f(r.get("grad_cosine_hidden"), "{:.4f}"),
             _f(r.get("grad_rel_norm_error_hidden"), "{:.3f}"),
             " / ".join(_f(r.get(f"grad_cosine_layer{l}"), "{:.4f}") for l in range(2)),
+            " / ".join(_f(100 * r[f"zero_weight_grad_fraction_layer{l}"]
+                          if f"zero_weight_grad_fraction_layer{l}" in r else None, "{:.1f}")
+                       for l in range(2)),
             _f(100 * r["active_fraction_at_init"] if "active_fraction_at_init" in r else None,
                "{:.2f}"),
             _f(r.get("grad_cosine_hidden_at_init"), "{:.4f}"),
@@ -71,7 +75,7 @@ def sparse_table(rows, width=False) -> str:
                if r.get("engine_memory_bytes_estimate") else None, "{:.1f}"),
             _f(r.get("test_accuracy"), "{:.3f}")]
         if width:
-            cells = [str(r["hidden"])] + cells[:2] + cells[3:4] + cells[7:12]
+            cells = [str(r["hidden"])] + cells[:2] + cells[3:4] + cells[8:13]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
