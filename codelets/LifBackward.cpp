@@ -374,30 +374,40 @@ private:
   }
 };
 
-// dL/dW = x^T . sum_t dL/dI for direct-current input, once per minibatch.
+// dL/dW = x^T . sum_t dL/dI for direct-current input, once per minibatch: one pass over
+// the non-zero x entries, input by input, each weight-gradient row written once.
 class DirectWeightGrad : public Vertex {
 public:
   Input<Vector<float>> x;              // [B, nIn]
   Input<Vector<float>> currentGradSum; // [B, n]
-  InOut<Vector<float>> gradWeights;    // [nIn, n]
+  Output<Vector<float>> gradWeights;   // [nIn, n]
+  // For GROUP inputs at a time, the samples where each is non-zero: [GROUP, B].
+  InOut<Vector<unsigned>> nzIndex;
+  InOut<Vector<float>> nzValue;
   unsigned batch;
   unsigned numInputs;
   unsigned numNeurons;
 
+  static constexpr unsigned GROUP = 16; // x is read a cache line of inputs at a time
+
   bool compute() {
     const unsigned n = numNeurons;
-    for (unsigned k = 0; k < numInputs * n; ++k)
-      gradWeights[k] = 0.0f;
-    for (unsigned b = 0; b < batch; ++b) {
-      const float *__restrict g = &currentGradSum[b * n];
-      for (unsigned i = 0; i < numInputs; ++i) {
-        const float xi = x[b * numInputs + i];
-        if (xi == 0.0f)
-          continue;
-        float *__restrict row = &gradWeights[i * n];
-        for (unsigned j = 0; j < n; ++j)
-          row[j] += xi * g[j];
-      }
+    unsigned *__restrict idx = &nzIndex[0];
+    float *__restrict val = &nzValue[0];
+    const float *__restrict xs = &x[0];
+    for (unsigned i0 = 0; i0 < numInputs; i0 += GROUP) {
+      const unsigned group = numInputs - i0 < GROUP ? numInputs - i0 : GROUP;
+      unsigned count[GROUP] = {};
+      for (unsigned b = 0; b < batch; ++b)
+        for (unsigned c = 0; c < group; ++c) { // branch-free: zeros fall at random
+          const float v = xs[b * numInputs + i0 + c];
+          idx[c * batch + count[c]] = b;
+          val[c * batch + count[c]] = v;
+          count[c] += v != 0.0f;
+        }
+      for (unsigned c = 0; c < group; ++c)
+        sparseRowCombination(&idx[c * batch], &val[c * batch], count[c], &currentGradSum[0], n,
+                             &gradWeights[(i0 + c) * n], n);
     }
     return true;
   }

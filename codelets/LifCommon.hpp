@@ -4,6 +4,9 @@
 #pragma once
 
 #include <cmath>
+#if !defined(__IPU__) && defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "VertexEnums.hpp"
 
@@ -98,6 +101,93 @@ inline void rowsToBlocks(const float *rows, unsigned n, unsigned shardSize, unsi
       for (unsigned k = 0; k < size; ++k)
         block[i * size + k] = rows[i * P + first + k];
   }
+}
+
+// out[0..n) = sum_k val[k] * rows[idx[k] * rowStride + (0..n)], k = 0..count in order.
+// A block of output columns stays in vector registers while every listed row streams past
+// it: one load per multiply-add, and out is written once. Host CPUs only: GCC/Clang vector
+// types (plain loops get vectorised over k instead, with gathers), and AVX-512 masks for
+// the last, partial vector of a row. The IPU build and other hosts take the plain loop.
+#if !defined(__IPU__) && defined(__AVX512F__)
+#define POPSNN_SPARSE_ROWS_AVX512 1
+typedef float Floats16 __attribute__((vector_size(64)));
+inline Floats16 loadFloats16(const float *p) {
+  Floats16 v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+// V vectors of 16 columns.
+template <unsigned V>
+inline void sparseRowBlock(const unsigned *__restrict idx, const float *__restrict val,
+                           unsigned count, const float *__restrict rows, unsigned rowStride,
+                           float *__restrict out) {
+  Floats16 acc[V];
+  for (unsigned c = 0; c < V; ++c)
+    acc[c] = Floats16{};
+  for (unsigned k = 0; k < count; ++k) {
+    const float v = val[k];
+    const float *__restrict row = rows + idx[k] * rowStride;
+#pragma GCC unroll 8
+    for (unsigned c = 0; c < V; ++c)
+      acc[c] += v * loadFloats16(row + 16 * c);
+  }
+  __builtin_memcpy(out, acc, sizeof acc);
+}
+// V full vectors of 16 columns and a last one masked to `lastMask`.
+template <unsigned V>
+inline void sparseRowBlockMasked(const unsigned *__restrict idx, const float *__restrict val,
+                                 unsigned count, const float *__restrict rows,
+                                 unsigned rowStride, float *__restrict out, __mmask16 lastMask) {
+  Floats16 acc[V + 1];
+  for (unsigned c = 0; c <= V; ++c)
+    acc[c] = Floats16{};
+  for (unsigned k = 0; k < count; ++k) {
+    const float v = val[k];
+    const float *__restrict row = rows + idx[k] * rowStride;
+#pragma GCC unroll 8
+    for (unsigned c = 0; c < V; ++c)
+      acc[c] += v * loadFloats16(row + 16 * c);
+    acc[V] = _mm512_fmadd_ps(_mm512_set1_ps(v), _mm512_maskz_loadu_ps(lastMask, row + 16 * V),
+                             acc[V]);
+  }
+#pragma GCC unroll 8
+  for (unsigned c = 0; c < V; ++c)
+    _mm512_storeu_ps(out + 16 * c, acc[c]);
+  _mm512_mask_storeu_ps(out + 16 * V, lastMask, acc[V]);
+}
+#endif
+
+inline void sparseRowCombination(const unsigned *__restrict idx, const float *__restrict val,
+                                 unsigned count, const float *__restrict rows,
+                                 unsigned rowStride, float *__restrict out, unsigned n) {
+#ifdef POPSNN_SPARSE_ROWS_AVX512
+  unsigned j = 0;
+  for (; j + 128 <= n; j += 128)
+    sparseRowBlock<8>(idx, val, count, rows + j, rowStride, out + j);
+  const unsigned rest = n - j;
+  if (rest == 0)
+    return;
+  // (rest - 1) / 16 full vectors, then 1..16 masked columns.
+  const __mmask16 mask = __mmask16((1u << (rest - (rest - 1) / 16 * 16)) - 1u);
+  switch ((rest - 1) / 16) {
+#define POPSNN_BLOCK(V)                                                                    \
+  case V:                                                                                  \
+    sparseRowBlockMasked<V>(idx, val, count, rows + j, rowStride, out + j, mask);          \
+    break;
+    POPSNN_BLOCK(0) POPSNN_BLOCK(1) POPSNN_BLOCK(2) POPSNN_BLOCK(3)
+    POPSNN_BLOCK(4) POPSNN_BLOCK(5) POPSNN_BLOCK(6) POPSNN_BLOCK(7)
+#undef POPSNN_BLOCK
+  }
+#else
+  for (unsigned j = 0; j < n; ++j)
+    out[j] = 0.0f;
+  for (unsigned k = 0; k < count; ++k) {
+    const float v = val[k];
+    const float *__restrict row = rows + idx[k] * rowStride;
+    for (unsigned j = 0; j < n; ++j)
+      out[j] += v * row[j];
+  }
+#endif
 }
 
 } // namespace lif

@@ -18,25 +18,26 @@ public:
   Input<Vector<float>> weights; // [nIn, n] (transposed: one contiguous row per input)
   Input<Vector<float>> bias;    // [n]
   Output<Vector<float>> current; // [B, n]
+  InOut<Vector<unsigned>> nzIndex; // [nIn]: a sample's non-zero inputs
+  InOut<Vector<float>> nzValue;    // [nIn]
   unsigned batch;
   unsigned numInputs;
   unsigned numNeurons;
 
   bool compute() {
     const unsigned n = numNeurons;
+    unsigned *__restrict idx = &nzIndex[0];
+    float *__restrict val = &nzValue[0];
     for (unsigned b = 0; b < batch; ++b) {
-      float *__restrict out = &current[b * n];
-      for (unsigned j = 0; j < n; ++j)
-        out[j] = 0.0f;
       const float *__restrict xb = &x[b * numInputs];
-      for (unsigned i = 0; i < numInputs; ++i) {
-        const float xi = xb[i];
-        if (xi == 0.0f)
-          continue;
-        const float *__restrict row = &weights[i * n];
-        for (unsigned j = 0; j < n; ++j)
-          out[j] += xi * row[j];
+      unsigned count = 0;
+      for (unsigned i = 0; i < numInputs; ++i) { // branch-free: zeros fall at random
+        idx[count] = i;
+        val[count] = xb[i];
+        count += xb[i] != 0.0f;
       }
+      float *__restrict out = &current[b * n];
+      sparseRowCombination(idx, val, count, &weights[0], n, out, n);
       for (unsigned j = 0; j < n; ++j)
         out[j] += bias[j];
     }

@@ -846,6 +846,8 @@ public:
         graph->connect(v["weights"], sh.param[P_WEIGHT]);
         graph->connect(v["bias"], sh.param[P_BIAS]);
         graph->connect(v["current"], sh.current);
+        graph->connect(v["nzIndex"], var(UNSIGNED_INT, nIn, tile, "nz_index", int(l)));
+        graph->connect(v["nzValue"], var(FLOAT, nIn, tile, "nz_value", int(l)));
         setField(v, "batch", B);
         setField(v, "numInputs", nIn);
         setField(v, "numNeurons", n);
@@ -856,6 +858,9 @@ public:
         graph->connect(g["x"], sh.xLocal);
         graph->connect(g["currentGradSum"], sh.currentGradSum);
         graph->connect(g["gradWeights"], sh.grad[P_WEIGHT]);
+        // DirectWeightGrad::GROUP inputs' lists of samples.
+        graph->connect(g["nzIndex"], var(UNSIGNED_INT, 16 * B, tile, "nz_samples", int(l)));
+        graph->connect(g["nzValue"], var(FLOAT, 16 * B, tile, "nz_sample_values", int(l)));
         setField(g, "batch", B);
         setField(g, "numInputs", nIn);
         setField(g, "numNeurons", n);

@@ -191,3 +191,14 @@ def test_ipu_device_without_hardware_says_what_to_use_instead():
     with pytest.raises(RuntimeError, match="no IPU.*'ipu-model'.*'cpu'"):
         EngineBackend(net, net.init_params(0), losses.ce_count_loss(), optim.SGD(lr=0.1),
                       num_steps=2, batch_size=1, device="ipu")
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "per-step"])
+def test_wide_shards_take_the_blocked_paths(direct):
+    # 300 neurons on the cpu device's tiles: shards of 128+ neurons, so the register-blocked
+    # sparse row sums (blocks of 128 columns, then a masked partial block) run, and the
+    # 10-neuron output layer gets its input pushed from them.
+    net = popsnn.Sequential(popsnn.Linear(40, 300), popsnn.Leaky(beta=0.9),
+                            popsnn.Linear(300, 10), popsnn.Leaky(beta=0.9))
+    rec = check(net, losses.ce_count_loss(), direct, seed=3)
+    assert 0 < rec.spikes[0].mean() < 0.5
