@@ -36,7 +36,7 @@ def test_config_file_then_flags(tmp_path):
                     'sparse = "window:0.5"\n')
     c = train.make_config(path, lr=0.002, epochs=None)
     assert c.hidden == [300, 200] and c.neuron == "synaptic" and c.batch_size == 32
-    assert c.lr == 0.002 and c.epochs == 5
+    assert c.lr == 0.002 and c.epochs == 3 and c.lr_decay == 0.5
     net = c.network(784, 10)
     assert net.pairs[0][1].sparse.kind == "window" and net.pairs[0][1].alpha == 0.8
 
@@ -150,3 +150,21 @@ def test_shd_folder_trains_from_the_config(tmp_path):
     assert m["summary"]["test_accuracy"] > 0.6  # chance is 1/3
     with pytest.raises(FileNotFoundError, match="pass --data with the folder"):
         train.fit(quick_config(tmp_path / "run", dataset="nmnist"), progress=False)
+
+
+def test_learning_rate_decays_per_epoch(tmp_path, mnist_slice):
+    c = Config()
+    assert [c.lr_at(e) for e in (1, 2, 3)] == pytest.approx([5e-4, 2.5e-4, 1.25e-4])
+    assert Config(lr_decay=1).lr_at(3) == c.lr
+    for bad in (0, 1.5, -0.5, True, "half"):
+        with pytest.raises(ConfigError, match="lr_decay must be a number in"):
+            Config(lr_decay=bad)
+    tr, te = mnist_slice
+    quiet = dict(train_set=tr, test_set=te, progress=False, log=lambda *_: None)
+    decayed = train.fit(quick_config(tmp_path / "a", epochs=2), **quiet)["history"]
+    constant = train.fit(quick_config(tmp_path / "b", epochs=2, lr_decay=1.0), **quiet)["history"]
+    assert decayed["lr"] == pytest.approx([5e-3, 2.5e-3])
+    assert constant["lr"] == pytest.approx([5e-3, 5e-3])
+    # Same first epoch; the second one takes smaller steps.
+    assert decayed["step_loss"][:10] == constant["step_loss"][:10]
+    assert decayed["step_loss"][10:] != constant["step_loss"][10:]
