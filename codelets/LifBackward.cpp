@@ -32,11 +32,14 @@ public:
   // neurons ([n, n_k] blocks), so only the small dL/dI crosses tiles.
   Input<Vector<float>> nextGrad;     // next layer's dL/dI, blocks [T, B, n_k] ([B, n_k] step-major)
   Input<Vector<float>> nextWeights;  // next layer's W on this shard's neurons, blocks [n, n_k]
-  InOut<Vector<float>> nextWeightsT; // dense: nextWeights by downstream neuron [N_next, n]
+  // No sparse rule: nextWeights by downstream neuron [N_next, n]. A sparse rule: by own
+  // neuron, rows padded to P = pushWidth(N_next): [n, P] (one dot per id-buffer entry).
+  InOut<Vector<float>> nextWeightsT;
   Input<Vector<float>> ownGrad;      // all-to-all: this layer's dL/dI[t+1], blocks [B, n_k]
   Input<Vector<float>> ownWeights;   // all-to-all: V on this shard's neurons, blocks [n, n_k]
   InOut<Vector<float>> ownWeightsT;  // all-to-all, dense: [N, n]
-  Input<Vector<float>> surrTrace;   // [T, B, n]
+  Input<Vector<float>> surrTrace;   // no sparse rule: [T, B, n]
+  Input<Vector<float>> surrValues;  // a sparse rule: per id-buffer entry [T, B, slot]
   Input<Vector<int>> idTrace;       // own buffers [T, B, stride]
   Input<Vector<int>> inIds;         // INPUT_SPIKE_IDS: as LifForward's
 
@@ -60,7 +63,7 @@ public:
   // steps T-1 and T-2 there for the first backward step.
   Output<Vector<int>> outIds;       // [B, stride]
   Output<Vector<int>> prevIds;      // [B, stride]
-  InOut<Vector<float>> scratch;     // [2n]
+  InOut<Vector<float>> scratch;     // [2n + P]
   // pushNext: dL/dW of the next layer on this shard's neurons (blocks [n, n_k] as
   // nextWeights): its input is this shard's spikes, its dL/dI is nextGrad.
   Output<Vector<float>> nextGradWeights;
@@ -107,6 +110,8 @@ private:
     if (t + 1 == numSteps) {
       if (!isOutput && dense)
         transposeFanout(&nextWeights[0], nextShardSize, nextLayerSize, &nextWeightsT[0]);
+      else if (!isOutput)
+        blocksToRows(&nextWeights[0], n, nextShardSize, nextLayerSize, &nextWeightsT[0]);
       if (neuron == RLEAKY_ALL_TO_ALL && dense)
         transposeFanout(&ownWeights[0], ownShardSize, ownLayerSize, &ownWeightsT[0]);
       for (unsigned k = 0; k < bn; ++k)
@@ -138,7 +143,10 @@ private:
     float *__restrict keep = &scratch[n];
     for (unsigned b = 0; b < batch; ++b) {
       float *__restrict gU = &gradMem[b * n];
-      const float *__restrict sg = &surrTrace[(t * batch + b) * n];
+      // The masked surrogate: dense (sg) or per id-buffer entry (vals).
+      const float *__restrict sg = dense ? &surrTrace[(t * batch + b) * n] : nullptr;
+      const float *__restrict vals =
+          dense ? nullptr : &surrValues[(t * batch + b) * (stride - BUFFER_HEADER)];
       const int *own = &idTrace[(t * batch + b) * stride];
 #ifndef __IPU__
       // The traces were written in the forward, long out of cache; each sample's buffer
@@ -151,15 +159,39 @@ private:
         const float *__restrict g = &lossGradSpikes[(t * batch + b) * n];
         for (unsigned j = 0; j < n; ++j)
           eps[j] = g[j];
+      } else if (!dense) {
+        // One dot per id-buffer entry inside the rule: its padded row of W_next with this
+        // (step, sample)'s dL/dI_next, gathered padded from the downstream shards' blocks.
+        for (unsigned j = 0; j < n; ++j)
+          eps[j] = 0.0f;
+        const unsigned P = pushWidth(nextLayerSize);
+        float *__restrict g = &scratch[2 * n];
+        for (unsigned c = 0; c < P; ++c)
+          g[c] = 0.0f;
+        const unsigned row = stepMajor ? b : t * batch + b;
+        const unsigned rowsPerBlock = stepMajor ? batch : numSteps * batch;
+        for (unsigned first = 0; first < nextLayerSize; first += nextShardSize) {
+          const unsigned size =
+              nextLayerSize - first < nextShardSize ? nextLayerSize - first : nextShardSize;
+          const float *__restrict block = &nextGrad[rowsPerBlock * first + row * size];
+          for (unsigned c = 0; c < size; ++c)
+            g[first + c] = block[c];
+        }
+        for (int k = 0; k < own[1]; ++k) {
+          if (vals[k] == 0.0f) // a spike off the rule's window
+            continue;
+          const unsigned j = unsigned(own[BUFFER_HEADER + k]) - offset;
+          eps[j] += dotPadded(&nextWeightsT[j * P], g, P);
+        }
       } else {
         for (unsigned j = 0; j < n; ++j)
           eps[j] = 0.0f;
-        fromFanout(eps, sg, own, &nextWeights[0], &nextWeightsT[0], &nextGrad[0],
+        fromFanout(eps, vals, own, &nextWeights[0], &nextWeightsT[0], &nextGrad[0],
                    nextShardSize, nextLayerSize, stepMajor ? b : t * batch + b,
                    stepMajor ? batch : numSteps * batch);
       }
       if (neuron == RLEAKY_ALL_TO_ALL && t + 1 < numSteps) {
-        fromFanout(eps, sg, own, &ownWeights[0], &ownWeightsT[0], &ownGrad[0], ownShardSize,
+        fromFanout(eps, vals, own, &ownWeights[0], &ownWeightsT[0], &ownGrad[0], ownShardSize,
                    ownLayerSize, b, batch);
       } else if (neuron == RLEAKY_ONE_TO_ONE) {
         for (unsigned j = 0; j < n; ++j)
@@ -174,7 +206,20 @@ private:
       // dL/dU[t] = surrogate * dL/dS[t] (+ a membrane loss) + leak * dL/dU[t+1].
       // Entries off the sparse rule have surrogate exactly 0: eps is not computed there.
       const float *__restrict gMem = isOutput ? &lossGradMem[(t * batch + b) * n] : nullptr;
-      if (gMem) {
+      if (!dense) {
+        // Only the id buffer's entries carry surrogate; the rest decays.
+        if (gMem)
+          for (unsigned j = 0; j < n; ++j)
+            gU[j] = gMem[j] + beta * gU[j];
+        else
+          for (unsigned j = 0; j < n; ++j)
+            gU[j] = beta * gU[j];
+        for (int k = 0; k < own[1]; ++k)
+          if (vals[k] != 0.0f) {
+            const unsigned j = unsigned(own[BUFFER_HEADER + k]) - offset;
+            gU[j] += vals[k] * eps[j];
+          }
+      } else if (gMem) {
         for (unsigned j = 0; j < n; ++j)
           gU[j] = ((sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + gMem[j]) + beta * gU[j];
       } else {
@@ -329,7 +374,7 @@ private:
   // candidates) whose surrogate is non-zero, one dot per entry.
   // `grads` holds one block per downstream shard k at rowsPerBlock * first_k, [rows, n_k];
   // `row` picks the (step, sample) or sample row within each block.
-  void fromFanout(float *__restrict eps, const float *__restrict sg, const int *ids,
+  void fromFanout(float *__restrict eps, const float *__restrict vals, const int *ids,
                   const float *fanout, const float *byDownstream, const float *grads,
                   unsigned shardSize, unsigned layerSize, unsigned row,
                   unsigned rowsPerBlock) const {
@@ -361,7 +406,7 @@ private:
     }
     for (int k = 0; k < ids[1]; ++k) {
       const unsigned j = unsigned(ids[BUFFER_HEADER + k]) - offset;
-      if (sg[j] == 0.0f) // a spike off the rule's window
+      if (vals[k] == 0.0f) // a spike off the rule's window
         continue;
       float sum = 0.0f;
       for (unsigned first = 0; first < layerSize; first += shardSize) {

@@ -157,6 +157,41 @@ inline void sparseRowBlockMasked(const unsigned *__restrict idx, const float *__
 }
 #endif
 
+// The dot product of two rows padded to a multiple of PUSH_CHUNK (16) floats.
+inline float dotPadded(const float *__restrict a, const float *__restrict b, unsigned P) {
+#ifdef POPSNN_SPARSE_ROWS_AVX512
+  Floats16 acc = {};
+  for (unsigned c0 = 0; c0 < P; c0 += 16)
+    acc += loadFloats16(a + c0) * loadFloats16(b + c0);
+  return _mm512_reduce_add_ps(acc);
+#else
+  float sum = 0.0f;
+  for (unsigned c = 0; c < P; ++c)
+    sum += a[c] * b[c];
+  return sum;
+#endif
+}
+
+// out[0..P) = sum over the ids of rows[(id - offset) * P + (0..P)], rows padded to a
+// multiple of PUSH_CHUNK (16): 16 columns at a time in a register.
+inline void sumRows(const int *__restrict ids, unsigned count, unsigned offset,
+                    const float *__restrict rows, unsigned P, float *__restrict out) {
+  for (unsigned c0 = 0; c0 < P; c0 += 16) {
+#ifdef POPSNN_SPARSE_ROWS_AVX512
+    Floats16 acc = {};
+    for (unsigned k = 0; k < count; ++k)
+      acc += loadFloats16(rows + (unsigned(ids[k]) - offset) * P + c0);
+    __builtin_memcpy(out + c0, &acc, sizeof acc);
+#else
+    for (unsigned c = 0; c < 16; ++c)
+      out[c0 + c] = 0.0f;
+    for (unsigned k = 0; k < count; ++k)
+      for (unsigned c = 0; c < 16; ++c)
+        out[c0 + c] += rows[(unsigned(ids[k]) - offset) * P + c0 + c];
+#endif
+  }
+}
+
 inline void sparseRowCombination(const unsigned *__restrict idx, const float *__restrict val,
                                  unsigned count, const float *__restrict rows,
                                  unsigned rowStride, float *__restrict out, unsigned n) {

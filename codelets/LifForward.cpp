@@ -64,8 +64,13 @@ public:
   InOut<Vector<float>> mem;       // U [B, n]
   InOut<Vector<float>> syn;       // J [B, n] (Synaptic)
   InOut<Vector<float>> prevSpikes; // S[t-1] [B, n]
-  InOut<Vector<float>> scratch;   // [2n]
-  InOut<Vector<float>> surrTrace; // masked surrogate dS/dU [T, B, n]
+  InOut<Vector<float>> scratch;   // [3n]
+  // The masked surrogate dS/dU kept for the backward. No sparse rule: dense, surrTrace
+  // [T, B, n]. A sparse rule: only for the entries of the id buffer (spikes, then gradient
+  // candidates), surrValues [T, B, slot] beside idTrace (slot = stride - BUFFER_HEADER),
+  // so the trace shrinks with the buffers' capacity.
+  InOut<Vector<float>> surrTrace;
+  InOut<Vector<float>> surrValues;
   InOut<Vector<int>> idTrace;     // own buffers [T, B, stride]
   Output<Vector<int>> outIds;     // own buffers of this step [B, stride], when exchanged per step
   Output<Vector<int>> prevIds;    // step-major all-to-all: step t-1's, for the first backward step
@@ -246,7 +251,8 @@ private:
             u[j] = beta * u[j] + in[j];
       }
       // Masked surrogate dS/dU, kept for the backward.
-      float *__restrict sg = &surrTrace[(t * batch + b) * n];
+      float *__restrict sg =
+          rule == RULE_NONE ? &surrTrace[(t * batch + b) * n] : &scratch[2 * n];
       surrogateRow(surrogate, surrogateParam, threshold, u, sg, n);
       if (rule == RULE_WINDOW) {
         for (unsigned j = 0; j < n; ++j)
@@ -280,17 +286,7 @@ private:
       if (pushed) {
         // W_next.S[t]: the rows of the stored spikes, PUSH_CHUNK columns at a time in
         // registers. (A buffer that overflowed fails the step: its sums are never used.)
-        const unsigned stored = needed < capacity ? needed : capacity;
-        for (unsigned c0 = 0; c0 < P; c0 += PUSH_CHUNK) {
-          float acc[PUSH_CHUNK] = {};
-          for (unsigned k = 0; k < stored; ++k) {
-            const float *__restrict row = &nextRows[(unsigned(ids[k]) - offset) * P + c0];
-            for (unsigned c = 0; c < PUSH_CHUNK; ++c)
-              acc[c] += row[c];
-          }
-          for (unsigned c = 0; c < PUSH_CHUNK; ++c)
-            pushed[c0 + c] = acc[c];
-        }
+        sumRows(ids, needed < capacity ? needed : capacity, offset, &nextRows[0], P, pushed);
         for (unsigned first = 0; first < nextN; first += nextShardSize) {
           const unsigned size = nextN - first < nextShardSize ? nextN - first : nextShardSize;
           float *__restrict out = &nextCurrent[numSteps * batch * first + (t * batch + b) * size];
@@ -300,10 +296,18 @@ private:
       }
       spikes = needed;
       if (rule != RULE_NONE) {
-        for (unsigned j = 0; j < n; ++j) {
-          if (prev[j] == 0.0f && sg[j] != 0.0f) {
+        // Gradient candidates (no spike, surrogate inside the rule), as the spikes: bit
+        // masks of 32 neurons, then the set bits.
+        for (unsigned j0 = 0; j0 < n; j0 += 32) {
+          const unsigned end = j0 + 32 < n ? j0 + 32 : n;
+          unsigned mask = 0;
+          for (unsigned j = j0; j < end; ++j)
+            mask |= unsigned(prev[j] == 0.0f && sg[j] != 0.0f) << (j - j0);
+          while (mask) {
+            const unsigned j = j0 + unsigned(__builtin_ctz(mask));
+            mask &= mask - 1;
             if (needed < capacity)
-              buf[BUFFER_HEADER + needed] = int(offset + j);
+              ids[needed] = int(offset + j);
             ++needed;
           }
         }
@@ -315,6 +319,12 @@ private:
         overflow[OVERFLOWED] += 1;
         if (needed > overflow[MOST_NEEDED])
           overflow[MOST_NEEDED] = needed;
+      }
+      if (rule != RULE_NONE) {
+        const unsigned stored = needed < capacity ? needed : capacity;
+        float *__restrict vals = &surrValues[(t * batch + b) * (stride - BUFFER_HEADER)];
+        for (unsigned k = 0; k < stored; ++k)
+          vals[k] = sg[unsigned(buf[BUFFER_HEADER + k]) - offset];
       }
       buf[0] = int(spikes < capacity ? spikes : capacity);
       buf[1] = int(needed < capacity ? needed : capacity);

@@ -106,6 +106,7 @@ struct Shard {
   // Parameters, their gradients and optimiser state: index P_WEIGHT.. below.
   Tensor param[4], grad[4], opt1[4], opt2[4], optCount[4];
   Tensor mem, syn, prevSpikes, fwdScratch, surrTrace, idTrace, outIds, overflow;  // outIds: a2a
+  Tensor surrValues; // a sparse rule: the surrogate per id-buffer entry, instead of surrTrace
   Tensor stepForward, stepBackward;
   Tensor xLocal, current, currentGradSum;
   // inRecv: the previous layer's traces; recRecv: own ids of step t-1 (a2a forward);
@@ -386,9 +387,19 @@ public:
         sh.gradSyn = zeros(FLOAT, B * n, tile, name + "grad_syn", L);
       }
       sh.prevSpikes = zeros(FLOAT, B * n, tile, name + "prev_spikes", L);
-      sh.fwdScratch = zeros(FLOAT, 2 * n, tile, name + "fwd_scratch", L);
-      sh.bwdScratch = zeros(FLOAT, 2 * n, tile, name + "bwd_scratch", L);
-      sh.surrTrace = zeros(FLOAT, std::size_t(T) * B * n, tile, name + "surrogate_trace", L);
+      sh.fwdScratch = zeros(FLOAT, 3 * n, tile, name + "fwd_scratch", L);
+      sh.bwdScratch = zeros(FLOAT,
+                            2 * n + (l + 1 < layers.size()
+                                         ? codes::pushWidth(layers[l + 1].spec.outputs)
+                                         : 0),
+                            tile, name + "bwd_scratch", L);
+      // The surrogate kept for the backward: dense without a sparse rule (every entry carries
+      // gradient), else only beside the id buffers' entries (spikes, gradient candidates).
+      if (layer.spec.sparseRule == SparseRule::None)
+        sh.surrTrace = zeros(FLOAT, std::size_t(T) * B * n, tile, name + "surrogate_trace", L);
+      else
+        sh.surrValues = zeros(FLOAT, std::size_t(T) * B * (layer.stride - codes::BUFFER_HEADER),
+                              tile, name + "surrogate_values", L);
       sh.idTrace = zeros(INT, std::size_t(T) * B * layer.stride, tile, name + "id_trace", L);
       const bool feedsNext = l + 1 < layers.size();
       if (layer.a2a || (stepMajor && feedsNext))
@@ -441,8 +452,9 @@ public:
         sh.nextGrad = zeros(FLOAT, std::size_t(stepMajor ? 1 : T) * B * nextN, tile,
                             name + "next_grad", L);
         sh.nextWeights = zeros(FLOAT, std::size_t(n) * nextN, tile, name + "next_weights", L);
-        if (dense)
-          sh.nextWeightsT = zeros(FLOAT, std::size_t(n) * nextN, tile, name + "next_weights_t", L);
+        // Dense: [N_next, n]; a sparse rule: padded rows [n, P] (see LifBackward).
+        sh.nextWeightsT = zeros(FLOAT, std::size_t(n) * (dense ? nextN : codes::pushWidth(nextN)),
+                                tile, name + "next_weights_t", L);
       } else {
         sh.recSpikes = zeros(FLOAT, std::size_t(T) * B * n, tile, name + "out_spikes", L);
         sh.recMem = zeros(FLOAT, std::size_t(T) * B * n, tile, name + "out_mem", L);
@@ -885,7 +897,8 @@ public:
         graph->connect(v["syn"], orElse(sh.syn, dummyOut(FLOAT, tile)));
         graph->connect(v["prevSpikes"], sh.prevSpikes);
         graph->connect(v["scratch"], sh.fwdScratch);
-        graph->connect(v["surrTrace"], sh.surrTrace);
+        graph->connect(v["surrTrace"], orElse(sh.surrTrace, dummyOut(FLOAT, tile)));
+        graph->connect(v["surrValues"], orElse(sh.surrValues, dummyOut(FLOAT, tile)));
         graph->connect(v["idTrace"], sh.idTrace);
         graph->connect(v["outIds"], orElse(sh.outIds, dummyOut(INT, tile)));
         graph->connect(v["prevIds"], orElse(sh.prevIds, dummyOut(INT, tile)));
@@ -939,7 +952,8 @@ public:
         graph->connect(v["ownGrad"], orElse(sh.ownGrad, fIn));
         graph->connect(v["ownWeights"], orElse(sh.ownWeights, fIn));
         graph->connect(v["ownWeightsT"], orElse(sh.ownWeightsT, dummyOut(FLOAT, tile)));
-        graph->connect(v["surrTrace"], sh.surrTrace);
+        graph->connect(v["surrTrace"], orElse(sh.surrTrace, fIn));
+        graph->connect(v["surrValues"], orElse(sh.surrValues, fIn));
         graph->connect(v["idTrace"], sh.idTrace);
         graph->connect(v["inIds"], orElse(sh.inRecv, iIn));
         graph->connect(v["denseIn"],
@@ -1419,6 +1433,17 @@ std::map<std::string, double> Network::layout() const {
     out[l + "shards"] = layer.shards.size();
     out[l + "shard_size"] = layer.shardSize;
     out[l + "buffer_capacity"] = layer.stride - codes::BUFFER_HEADER;
+    // What the forward keeps for this layer's backward, over its shards: the surrogate
+    // (dense [T, B, n], or per id-buffer entry with a sparse rule) and the id buffers.
+    double surrogate = 0, ids = 0;
+    for (const auto &sh : layer.shards) {
+      surrogate += double((sh.surrTrace.valid() ? sh.surrTrace : sh.surrValues).numElements()) *
+                   sizeof(float);
+      ids += double(sh.idTrace.numElements()) * sizeof(int);
+    }
+    out[l + "surrogate_trace_bytes"] = surrogate;
+    out[l + "id_trace_bytes"] = ids;
+    out[l + "trace_bytes"] = surrogate + ids;
   }
   return out;
 }
