@@ -158,15 +158,49 @@ def measure(work: systems.Workload, repeats: int, include=SYSTEMS) -> dict:
             row[f"{name}_images_per_s"] = None
             row[f"{name}_skipped"] = reason
     b = work.batch_size
-    for name, t in time_calls(steps, repeats).items():
+    variants = _thread_variants(steps)
+    timed = time_calls({k: fn for k, (_, _, fn) in variants.items()}, repeats)
+    for name in steps:
+        # A system timed at several thread counts is credited with its best median (the
+        # comparison stays conservative for popsnn); all of them are kept in the row.
+        mine = {k: (threads, timed[k]) for k, (sys_name, threads, _) in variants.items()
+                if sys_name == name}
+        threads, t = min(mine.values(), key=lambda v: v[1]["median_s"])
         row[f"{name}_images_per_s"] = b / t["median_s"]
         row[f"{name}_images_per_s_min_max"] = [b / t["max_s"], b / t["min_s"]]
+        if len(mine) > 1:
+            row[f"{name}_threads"] = threads
+            row[f"{name}_images_per_s_by_threads"] = {
+                str(th): b / tt["median_s"] for th, tt in mine.values()}
     ours = row.get("popsnn_images_per_s")
     for name in include:
         other = row.get(f"{name}_images_per_s")
         if name != "popsnn" and ours and other:
             row[f"popsnn_over_{name}"] = ours / other
     return row
+
+
+def _thread_variants(steps: dict) -> dict:
+    """{timing key: (system, threads, callable)}. snnTorch is timed with PyTorch's default
+    intra-op threads and with one: on a shared, loaded machine PyTorch's threads contend with
+    other processes and its median can fall several-fold (seen here: 2 threads 76-710
+    images/s, 1 thread a steady ~870), so it gets both and is credited with the better."""
+    out = {}
+    for name, fn in steps.items():
+        if name != "snntorch":
+            out[name] = (name, None, fn)
+            continue
+        import torch
+        default = torch.get_num_threads()
+        for threads in sorted({default, 1}):
+            def run(fn=fn, threads=threads):
+                torch.set_num_threads(threads)
+                try:
+                    fn()
+                finally:
+                    torch.set_num_threads(default)
+            out[f"snntorch@{threads}"] = (name, threads, run)
+    return out
 
 
 def throughput(configs, repeats: int, experiment: str, include=SYSTEMS) -> list:
@@ -355,7 +389,7 @@ def trace_bytes(active_fraction: float, hidden: int, steps: int, batch: int,
 
 def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=256,
                repeats=3, train_steps=100, test_images=2000, dataset="fashion-mnist",
-               seed=0):
+               seed=0, pretrain_steps=0):
     """Seed 003 on this machine: F-MNIST latency-coded (one spike per pixel at most, as the
     paper), 784-h-h-10, ce on the readout's peak membrane, Adam.
 
@@ -390,6 +424,21 @@ def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=25
                 trained = model.get_params()
             del model   # gigabytes at seed 003's sizes: free before the next is built
         rows.append(row)
+    if trained is None and pretrain_steps:
+        # No accuracy runs: train densely for a few minibatches anyway, since at
+        # initialisation wide layers barely fire and the rule would leave almost nothing.
+        net = sparse_net(hidden, None)
+        model = popsnn.Model(net, loss=losses.ce_max_membrane_loss(),
+                             optimizer=optim.Adam(lr=2e-3), device="cpu", num_steps=steps,
+                             batch_size=batch, seed=seed)
+        work = systems.Workload(net=net, x=x, y=y0, num_steps=steps,
+                                loss=losses.ce_max_membrane_loss(), lr=2e-3, seed=seed)
+        _train_and_test(model, work, pretrain_steps, 0, dataset, seed, rate=False,
+                        latency=True)
+        trained = model.get_params()
+        del model
+        for row in rows:
+            row["weights"] = f"after {pretrain_steps} dense minibatches"
     params = trained if trained is not None else sparse_net(hidden, None).init_params(
         seed, dtype=np.float32)
 
@@ -485,16 +534,17 @@ def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=25
 
 
 def exp_sparse_width(hiddens=(200, 500, 1000), b_th=0.2, steps=100, batch=256, repeats=3,
-                     dataset="fashion-mnist", seed=0):
+                     dataset="fashion-mnist", seed=0, pretrain_steps=30):
     """Seed 003's Fig. 4C on this machine: dense vs window(b_th) as both hidden layers
-    widen. Speed, activity, gradient error and trace memory only, on the weights at
-    initialisation (no training run, so no accuracy)."""
+    widen. Speed, activity, gradient error and trace memory only (no accuracy runs), on
+    weights trained densely for `pretrain_steps` minibatches."""
     rows = []
     for h in hiddens:
         for r in exp_sparse(b_ths=(b_th,), hidden=h, steps=steps, batch=batch,
-                            repeats=repeats, train_steps=0, dataset=dataset, seed=seed):
+                            repeats=repeats, train_steps=0, dataset=dataset, seed=seed,
+                            pretrain_steps=pretrain_steps):
             r["experiment"] = "sparse_width"
-            r["weights"] = "initialisation"
+            r.setdefault("weights", "initialisation")
             rows.append(r)
     return rows
 

@@ -169,7 +169,7 @@ def tables(res: dict) -> str:
         r0 = res["sparse_width"][0]
         parts.append(
             f"### Sparse backward as the hidden layers widen (seed 003 Fig. 4C setting, "
-            f"scaled): T={r0['steps']}, B={r0['batch']}, weights at initialisation\n\n"
+            f"scaled): T={r0['steps']}, B={r0['batch']}, weights {r0.get('weights')}\n\n"
             + sparse_table(res["sparse_width"], width=True))
     if res.get("ipu"):
         parts.append("### DSNN on the IPU Mk2 geometry (device='ipu-model'): ESTIMATES from "

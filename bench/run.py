@@ -62,7 +62,8 @@ def run_experiment(name: str, quick: bool, repeats: int) -> list:
                              batch=256, repeats=repeats, train_steps=150, test_images=2000)
     if name == "sparse_width":
         if quick:
-            return ex.exp_sparse_width(hiddens=(50, 100), steps=25, batch=64, repeats=repeats)
+            return ex.exp_sparse_width(hiddens=(50, 100), steps=25, batch=64, repeats=repeats,
+                                       pretrain_steps=5)
         # T=50, B=128 rather than seed 003's 100+ and 256: at hidden 1,000 an engine model
         # takes ~2.6 GB here (two compiled engines), and two are alive while timing.
         return ex.exp_sparse_width(hiddens=(200, 500, 1000), steps=50, batch=128,

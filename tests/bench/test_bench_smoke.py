@@ -30,6 +30,10 @@ def check_throughput(row, include=ex.SYSTEMS):
             continue
         lo, hi = row[f"{s}_images_per_s_min_max"]
         assert 0 < lo <= v <= hi and math.isfinite(hi)
+        by_threads = row.get(f"{s}_images_per_s_by_threads")
+        if by_threads:   # credited with its best thread count
+            assert v == pytest.approx(max(by_threads.values()))
+            assert str(row[f"{s}_threads"]) in by_threads
         if s != "popsnn" and row.get("popsnn_images_per_s"):
             assert row[f"popsnn_over_{s}"] == pytest.approx(row["popsnn_images_per_s"] / v)
 
