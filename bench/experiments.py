@@ -551,6 +551,19 @@ def exp_sparse_width(hiddens=(200, 500, 1000), b_th=0.2, steps=100, batch=256, r
 
 # --------------------------------------------------------------------------- IPU estimate
 
+def _top_phases(prof: dict, n: int) -> list:
+    """The n program steps with the most ESTIMATED cycles per train step, with their share
+    of the total: where the cost model says the time goes."""
+    rows = _profile_rows(prof.get("estimate_summary", ""))
+    steps = prof.get("train_steps") or 1
+    total = sum(e * c for _, e, c in rows) or 1.0
+    merged: dict = {}
+    for name, e, c in rows:
+        merged[name] = merged.get(name, 0.0) + e * c
+    top = sorted(merged.items(), key=lambda kv: -kv[1])[:n]
+    return [{"step": k, "cycles_per_train_step": v / steps, "share": v / total} for k, v in top]
+
+
 def exp_ipu(batches=(128, 64, 32, 16, 8, 4, 2, 1), steps_run=2, hidden=1000, population=True,
             tiles_per_ipu=None):
     """The DSNN (and the one-step, 500-output population code) on the runtime's Mk2
@@ -591,6 +604,7 @@ def exp_ipu(batches=(128, 64, 32, 16, 8, 4, 2, 1), steps_run=2, hidden=1000, pop
                         "estimate_images_per_s": b / est_s,
                         "estimate_over_seed000_measured": b / est_s / paper,
                         "estimate_max_tile_bytes": prof.get("max_tile_bytes"),
+                        "estimate_top_phases": _top_phases(prof, 5),
                         "simulation_wall_s_per_step": wall})
             break
         row["batches_refused"] = refused

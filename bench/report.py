@@ -91,6 +91,12 @@ def ipu_table(rows) -> str:
             _f(r.get("estimate_images_per_s")) + (" (estimate)" if r.get("batch") else ""),
             _f(r["seed000_measured_mk2_images_per_s"]),
             _f(r.get("estimate_over_seed000_measured"), "{:.2f}"), refused]) + " |")
+    for r in rows:
+        if r.get("estimate_top_phases"):
+            lines.append(f"\nWhere the estimated time of `{r['network']}` goes (cost model, "
+                         f"per training step at batch {r['batch']}): " + "; ".join(
+                             f"{p['step']} {100 * p['share']:.0f}%"
+                             for p in r["estimate_top_phases"]) + ".")
     return "\n".join(lines)
 
 
