@@ -150,9 +150,11 @@ private:
       const int *own = &idTrace[(t * batch + b) * stride];
 #ifndef __IPU__
       // The traces were written in the forward, long out of cache; each sample's buffer
-      // is its own cache lines: fetch the next one early.
-      if (b + 1 < batch)
-        __builtin_prefetch(own + stride);
+      // is its own cache lines: fetch a later sample's early (its header and first ids).
+      if (b + 4 < batch) {
+        __builtin_prefetch(own + 4 * stride);
+        __builtin_prefetch(own + 4 * stride + 16);
+      }
 #endif
       // dL/dS[t]: from the loss or the next layer, plus the recurrent path.
       if (isOutput) {

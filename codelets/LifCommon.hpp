@@ -192,6 +192,57 @@ inline void sumRows(const int *__restrict ids, unsigned count, unsigned offset,
   }
 }
 
+// Spike decisions of up to 32 neurons: prev[j] = U[j] > threshold (1 or 0), and their bit
+// mask (bit j), to visit only the spikes.
+inline unsigned spikeBits(const float *__restrict u, float threshold, float *__restrict prev,
+                          unsigned count) {
+#ifdef POPSNN_SPARSE_ROWS_AVX512
+  const __m512 th = _mm512_set1_ps(threshold), one = _mm512_set1_ps(1.0f);
+  unsigned bits = 0;
+  for (unsigned lo = 0; lo < count; lo += 16) {
+    const unsigned rest = count - lo;
+    const __mmask16 m = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1u);
+    const __mmask16 s =
+        _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, u + lo), th, _CMP_GT_OQ);
+    _mm512_mask_storeu_ps(prev + lo, m, _mm512_maskz_mov_ps(s, one));
+    bits |= unsigned(s) << lo;
+  }
+  return bits;
+#else
+  unsigned bits = 0;
+  for (unsigned j = 0; j < count; ++j) {
+    const bool spike = u[j] > threshold;
+    prev[j] = spike ? 1.0f : 0.0f;
+    bits |= unsigned(spike) << j;
+  }
+  return bits;
+#endif
+}
+
+// Gradient candidates among up to 32 neurons: no spike and a non-zero masked surrogate.
+inline unsigned candidateBits(const float *__restrict prev, const float *__restrict sg,
+                              unsigned count) {
+#ifdef POPSNN_SPARSE_ROWS_AVX512
+  const __m512 zero = _mm512_setzero_ps();
+  unsigned bits = 0;
+  for (unsigned lo = 0; lo < count; lo += 16) {
+    const unsigned rest = count - lo;
+    const __mmask16 m = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1u);
+    const __mmask16 quiet =
+        _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, prev + lo), zero, _CMP_EQ_OQ);
+    const __mmask16 c =
+        _mm512_mask_cmp_ps_mask(quiet, _mm512_maskz_loadu_ps(m, sg + lo), zero, _CMP_NEQ_UQ);
+    bits |= unsigned(c) << lo;
+  }
+  return bits;
+#else
+  unsigned bits = 0;
+  for (unsigned j = 0; j < count; ++j)
+    bits |= unsigned(prev[j] == 0.0f && sg[j] != 0.0f) << j;
+  return bits;
+#endif
+}
+
 inline void sparseRowCombination(const unsigned *__restrict idx, const float *__restrict val,
                                  unsigned count, const float *__restrict rows,
                                  unsigned rowStride, float *__restrict out, unsigned n) {

@@ -268,13 +268,7 @@ private:
       // set bits.
       int *__restrict ids = buf + BUFFER_HEADER;
       for (unsigned j0 = 0; j0 < n; j0 += 32) {
-        const unsigned end = j0 + 32 < n ? j0 + 32 : n;
-        unsigned mask = 0;
-        for (unsigned j = j0; j < end; ++j) {
-          const bool spike = u[j] > threshold;
-          prev[j] = spike ? 1.0f : 0.0f;
-          mask |= unsigned(spike) << (j - j0);
-        }
+        unsigned mask = spikeBits(u + j0, threshold, prev + j0, j0 + 32 < n ? 32 : n - j0);
         while (mask) {
           const unsigned j = j0 + unsigned(__builtin_ctz(mask));
           mask &= mask - 1;
@@ -299,10 +293,7 @@ private:
         // Gradient candidates (no spike, surrogate inside the rule), as the spikes: bit
         // masks of 32 neurons, then the set bits.
         for (unsigned j0 = 0; j0 < n; j0 += 32) {
-          const unsigned end = j0 + 32 < n ? j0 + 32 : n;
-          unsigned mask = 0;
-          for (unsigned j = j0; j < end; ++j)
-            mask |= unsigned(prev[j] == 0.0f && sg[j] != 0.0f) << (j - j0);
+          unsigned mask = candidateBits(prev + j0, sg + j0, j0 + 32 < n ? 32 : n - j0);
           while (mask) {
             const unsigned j = j0 + unsigned(__builtin_ctz(mask));
             mask &= mask - 1;
