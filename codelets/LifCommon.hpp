@@ -178,10 +178,17 @@ inline void sumRows(const int *__restrict ids, unsigned count, unsigned offset,
                     const float *__restrict rows, unsigned P, float *__restrict out) {
   for (unsigned c0 = 0; c0 < P; c0 += 16) {
 #ifdef POPSNN_SPARSE_ROWS_AVX512
-    Floats16 acc = {};
-    for (unsigned k = 0; k < count; ++k)
-      acc += loadFloats16(rows + (unsigned(ids[k]) - offset) * P + c0);
-    __builtin_memcpy(out + c0, &acc, sizeof acc);
+    // Two chains, so that the adds overlap.
+    Floats16 acc0 = {}, acc1 = {};
+    unsigned k = 0;
+    for (; k + 2 <= count; k += 2) {
+      acc0 += loadFloats16(rows + (unsigned(ids[k]) - offset) * P + c0);
+      acc1 += loadFloats16(rows + (unsigned(ids[k + 1]) - offset) * P + c0);
+    }
+    if (k < count)
+      acc0 += loadFloats16(rows + (unsigned(ids[k]) - offset) * P + c0);
+    acc0 += acc1;
+    __builtin_memcpy(out + c0, &acc0, sizeof acc0);
 #else
     for (unsigned c = 0; c < 16; ++c)
       out[c0 + c] = 0.0f;
@@ -241,6 +248,66 @@ inline unsigned candidateBits(const float *__restrict prev, const float *__restr
     bits |= unsigned(prev[j] == 0.0f && sg[j] != 0.0f) << j;
   return bits;
 #endif
+}
+
+// Appends the ids (offset + j) of the set bits of `bits` (neurons j0 + 0..31) to an id
+// buffer of `capacity` entries holding `needed`; counts past the capacity (overflow is
+// detected from the count, never dropped silently).
+inline unsigned appendBits(unsigned bits, unsigned first, int *__restrict ids, unsigned needed,
+                           unsigned capacity) {
+  while (bits) {
+    const unsigned j = first + unsigned(__builtin_ctz(bits));
+    bits &= bits - 1;
+    if (needed < capacity)
+      ids[needed] = int(j);
+    ++needed;
+  }
+  return needed;
+}
+
+// The spikes of a row: prev[j] = U[j] > threshold, ids of the spiking neurons appended.
+// AVX-512: 16 neurons per compare, their ids compressed in a register and stored whole
+// (lanes past the count are overwritten later or unused), so no branch per spike.
+inline unsigned appendSpikes(const float *__restrict u, float threshold, float *__restrict prev,
+                             unsigned n, unsigned offset, int *__restrict ids, unsigned needed,
+                             unsigned capacity) {
+#ifdef POPSNN_SPARSE_ROWS_AVX512
+  const __m512 th = _mm512_set1_ps(threshold), one = _mm512_set1_ps(1.0f);
+  __m512i lane = _mm512_add_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32(int(offset)));
+  const __m512i sixteen = _mm512_set1_epi32(16);
+  for (unsigned j0 = 0; j0 < n; j0 += 16) {
+    const unsigned rest = n - j0;
+    const __mmask16 m = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1u);
+    const __mmask16 s =
+        _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, u + j0), th, _CMP_GT_OQ);
+    _mm512_mask_storeu_ps(prev + j0, m, _mm512_maskz_mov_ps(s, one));
+    if (needed + 16 <= capacity) {
+      _mm512_storeu_si512(ids + needed, _mm512_maskz_compress_epi32(s, lane));
+      needed += unsigned(__builtin_popcount(s));
+    } else {
+      needed = appendBits(s, offset + j0, ids, needed, capacity);
+    }
+    lane = _mm512_add_epi32(lane, sixteen);
+  }
+  return needed;
+#else
+  for (unsigned j0 = 0; j0 < n; j0 += 32)
+    needed = appendBits(spikeBits(u + j0, threshold, prev + j0, j0 + 32 < n ? 32 : n - j0),
+                        offset + j0, ids, needed, capacity);
+  return needed;
+#endif
+}
+
+// The gradient candidates of a row (no spike, non-zero masked surrogate), appended.
+inline unsigned appendCandidates(const float *__restrict prev, const float *__restrict sg,
+                                 unsigned n, unsigned offset, int *__restrict ids,
+                                 unsigned needed, unsigned capacity) {
+  for (unsigned j0 = 0; j0 < n; j0 += 32)
+    needed = appendBits(candidateBits(prev + j0, sg + j0, j0 + 32 < n ? 32 : n - j0),
+                        offset + j0, ids, needed, capacity);
+  return needed;
 }
 
 inline void sparseRowCombination(const unsigned *__restrict idx, const float *__restrict val,

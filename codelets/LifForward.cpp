@@ -264,19 +264,10 @@ private:
       // Spikes and the id buffer: spikes first, then gradient candidates.
       int *buf = &idTrace[(t * batch + b) * stride];
       unsigned spikes = 0, needed = 0;
-      // Spikes are rare: decide 32 neurons at a time into a bit mask, then visit only the
-      // set bits.
+      // Spikes are rare: decided many neurons at a time into bit masks, whose set bits
+      // become ids (see appendSpikes).
       int *__restrict ids = buf + BUFFER_HEADER;
-      for (unsigned j0 = 0; j0 < n; j0 += 32) {
-        unsigned mask = spikeBits(u + j0, threshold, prev + j0, j0 + 32 < n ? 32 : n - j0);
-        while (mask) {
-          const unsigned j = j0 + unsigned(__builtin_ctz(mask));
-          mask &= mask - 1;
-          if (needed < capacity)
-            ids[needed] = int(offset + j);
-          ++needed;
-        }
-      }
+      needed = appendSpikes(u, threshold, prev, n, offset, ids, needed, capacity);
       if (pushed) {
         // W_next.S[t]: the rows of the stored spikes, PUSH_CHUNK columns at a time in
         // registers. (A buffer that overflowed fails the step: its sums are never used.)
@@ -290,18 +281,8 @@ private:
       }
       spikes = needed;
       if (rule != RULE_NONE) {
-        // Gradient candidates (no spike, surrogate inside the rule), as the spikes: bit
-        // masks of 32 neurons, then the set bits.
-        for (unsigned j0 = 0; j0 < n; j0 += 32) {
-          unsigned mask = candidateBits(prev + j0, sg + j0, j0 + 32 < n ? 32 : n - j0);
-          while (mask) {
-            const unsigned j = j0 + unsigned(__builtin_ctz(mask));
-            mask &= mask - 1;
-            if (needed < capacity)
-              ids[needed] = int(offset + j);
-            ++needed;
-          }
-        }
+        // Gradient candidates (no spike, surrogate inside the rule), after the spikes.
+        needed = appendCandidates(prev, sg, n, offset, ids, needed, capacity);
       }
       if (needed > capacity) {
         // Never truncate silently: the host reads these and refuses the result.
