@@ -168,3 +168,13 @@ def test_learning_rate_decays_per_epoch(tmp_path, mnist_slice):
     # Same first epoch; the second one takes smaller steps.
     assert decayed["step_loss"][:10] == constant["step_loss"][:10]
     assert decayed["step_loss"][10:] != constant["step_loss"][10:]
+
+
+def test_sparse_rule_covers_the_hidden_layers_unless_asked_for_all():
+    net = Config(sparse="window:0.5", hidden=[100, 50]).network(784, 10)
+    assert [n.sparse is not None for _, n in net.pairs] == [True, True, False]
+    net = Config(sparse="one_sided:0.9", sparse_layers="all").network(784, 10)
+    assert [n.sparse.kind for _, n in net.pairs] == ["one_sided", "one_sided"]
+    assert all(n.sparse is None for _, n in Config().network(784, 10).pairs)
+    with pytest.raises(ConfigError, match="sparse_layers must be one of hidden, all"):
+        Config(sparse_layers="readout")
