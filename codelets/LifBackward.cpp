@@ -156,6 +156,35 @@ private:
         __builtin_prefetch(own + 4 * stride + 16);
       }
 #endif
+#ifdef POPSNN_FUSED_LEAK_BACKWARD
+      // A dense Leaky shard feeding another layer: one fused pass (see leakBackwardRow).
+      const bool fused = dense && !isOutput && neuron == LEAKY;
+#else
+      const bool fused = false;
+#endif
+      const float *dIn = gU; // this sample's dL/dI[t]
+      if (fused) {
+#ifdef POPSNN_FUSED_LEAK_BACKWARD
+        // dL/dI of the next layer's neurons at (t, b), contiguous, from its shards' blocks.
+        float *__restrict g = &scratch[2 * n];
+        const unsigned row = stepMajor ? b : t * batch + b;
+        const unsigned rowsPerBlock = stepMajor ? batch : numSteps * batch;
+        for (unsigned first = 0; first < nextLayerSize; first += nextShardSize) {
+          const unsigned size =
+              nextLayerSize - first < nextShardSize ? nextLayerSize - first : nextShardSize;
+          const float *__restrict block = &nextGrad[rowsPerBlock * first + row * size];
+          for (unsigned c = 0; c < size; ++c)
+            g[first + c] = block[c];
+        }
+        if (reset == RESET_ZERO) // as below: a spike at t cuts the leak path
+          for (int k = 0; k < own[0]; ++k)
+            gU[unsigned(own[BUFFER_HEADER + k]) - offset] = 0.0f;
+        leakBackwardRow(g, nextLayerSize, &nextWeightsT[0], n, sg, beta, gU,
+                        inputMode == INPUT_DIRECT ? &currentGradSum[b * n] : nullptr,
+                        publishGrad ? &gradOut[((stepMajor ? 0 : t * batch) + b) * n] : nullptr,
+                        &gradBias[0]);
+#endif
+      } else {
       // dL/dS[t]: from the loss or the next layer, plus the recurrent path.
       if (isOutput) {
         const float *__restrict g = &lossGradSpikes[(t * batch + b) * n];
@@ -274,12 +303,16 @@ private:
       float *__restrict gb = &gradBias[0];
       for (unsigned j = 0; j < n; ++j)
         gb[j] += dI[j];
-      // Weight gradient: sparse in the input.
       if (inputMode == INPUT_DIRECT) {
         float *__restrict acc = &currentGradSum[b * n];
         for (unsigned j = 0; j < n; ++j)
           acc[j] += dI[j];
-      } else if (inputMode == INPUT_DENSE_STEPS) {
+      }
+      dIn = dI;
+      } // not fused
+      const float *__restrict dI = dIn;
+      // Weight gradient: sparse in the input (direct input: summed over steps above).
+      if (inputMode == INPUT_DENSE_STEPS) {
         const float *__restrict xb = &denseIn[(t * batch + b) * numInputs];
         for (unsigned i = 0; i < numInputs; ++i) {
           const float xi = xb[i];

@@ -310,6 +310,73 @@ inline unsigned appendCandidates(const float *__restrict prev, const float *__re
   return needed;
 }
 
+#ifdef POPSNN_SPARSE_ROWS_AVX512
+// The backward step of one sample of a dense Leaky shard that feeds another layer, in one
+// pass over its neurons (instead of one pass per quantity): dL/dS = sum_k g[k] W^T[k, :]
+// (g: the next layer's dL/dI, W^T: its weights by downstream neuron, rows of stride n),
+// gU = (sg != 0 ? sg dL/dS : 0) + beta gU, and gU added to acc (sum over steps, if given),
+// copied to out (if given) and added to gb. V vectors of 16 neurons, the last masked.
+#define POPSNN_FUSED_LEAK_BACKWARD 1
+template <unsigned V>
+inline void leakBackwardBlock(const float *__restrict g, unsigned K, const float *__restrict wT,
+                              unsigned n, const float *__restrict sg, float beta,
+                              float *__restrict gU, float *__restrict acc,
+                              float *__restrict out, float *__restrict gb, __mmask16 lastMask) {
+  __m512 e[V];
+#pragma GCC unroll 8
+  for (unsigned c = 0; c < V; ++c)
+    e[c] = _mm512_setzero_ps();
+  for (unsigned k = 0; k < K; ++k) {
+    const __m512 gk = _mm512_set1_ps(g[k]);
+    const float *__restrict row = wT + k * n;
+#pragma GCC unroll 8
+    for (unsigned c = 0; c < V; ++c)
+      e[c] = _mm512_fmadd_ps(
+          gk, _mm512_maskz_loadu_ps(c + 1 == V ? lastMask : __mmask16(0xffff), row + 16 * c),
+          e[c]);
+  }
+  const __m512 b = _mm512_set1_ps(beta), zero = _mm512_setzero_ps();
+#pragma GCC unroll 8
+  for (unsigned c = 0; c < V; ++c) {
+    const __mmask16 m = c + 1 == V ? lastMask : __mmask16(0xffff);
+    const unsigned o = 16 * c;
+    const __m512 s = _mm512_maskz_loadu_ps(m, sg + o);
+    const __mmask16 nz = _mm512_mask_cmp_ps_mask(m, s, zero, _CMP_NEQ_UQ);
+    const __m512 u = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(m, gU + o),
+                                     _mm512_maskz_mul_ps(nz, s, e[c]));
+    _mm512_mask_storeu_ps(gU + o, m, u);
+    if (acc)
+      _mm512_mask_storeu_ps(acc + o, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, acc + o), u));
+    if (out)
+      _mm512_mask_storeu_ps(out + o, m, u);
+    _mm512_mask_storeu_ps(gb + o, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, gb + o), u));
+  }
+}
+inline void leakBackwardRow(const float *__restrict g, unsigned K, const float *__restrict wT,
+                            unsigned n, const float *__restrict sg, float beta,
+                            float *__restrict gU, float *__restrict acc, float *__restrict out,
+                            float *__restrict gb) {
+  unsigned j = 0;
+  for (; j + 128 <= n; j += 128)
+    leakBackwardBlock<8>(g, K, wT + j, n, sg + j, beta, gU + j, acc ? acc + j : nullptr,
+                         out ? out + j : nullptr, gb + j, __mmask16(0xffff));
+  const unsigned rest = n - j;
+  if (rest == 0)
+    return;
+  const __mmask16 mask = __mmask16((1u << (rest - (rest - 1) / 16 * 16)) - 1u);
+  switch ((rest + 15) / 16) {
+#define POPSNN_BLOCK(V)                                                                    \
+  case V:                                                                                  \
+    leakBackwardBlock<V>(g, K, wT + j, n, sg + j, beta, gU + j, acc ? acc + j : nullptr,   \
+                         out ? out + j : nullptr, gb + j, mask);                           \
+    break;
+    POPSNN_BLOCK(1) POPSNN_BLOCK(2) POPSNN_BLOCK(3) POPSNN_BLOCK(4)
+    POPSNN_BLOCK(5) POPSNN_BLOCK(6) POPSNN_BLOCK(7) POPSNN_BLOCK(8)
+#undef POPSNN_BLOCK
+  }
+}
+#endif
+
 inline void sparseRowCombination(const unsigned *__restrict idx, const float *__restrict val,
                                  unsigned count, const float *__restrict rows,
                                  unsigned rowStride, float *__restrict out, unsigned n) {

@@ -202,3 +202,13 @@ def test_wide_shards_take_the_blocked_paths(direct):
                             popsnn.Linear(300, 10), popsnn.Leaky(beta=0.9))
     rec = check(net, losses.ce_count_loss(), direct, seed=3)
     assert 0 < rec.spikes[0].mean() < 0.5
+
+
+def test_three_dense_leaky_layers():
+    # Hidden Leaky layers that both receive and pass on dL/dI (the fused dense backward with
+    # its dL/dI published), one with a zero reset.
+    net = popsnn.Sequential(popsnn.Linear(40, 300), popsnn.Leaky(beta=0.9),
+                            popsnn.Linear(300, 40), popsnn.Leaky(beta=0.85, reset_mechanism="zero"),
+                            popsnn.Linear(40, 10), popsnn.Leaky(beta=0.9))
+    rec = check(net, losses.ce_count_loss(), True, seed=6)
+    assert rec.spikes[1].sum() > 0
