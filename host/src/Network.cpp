@@ -5,13 +5,19 @@
 // Mapping (SPEC section 2): every layer is sharded by output neuron over the
 // tiles; a shard keeps its neurons' whole fan-in (weight columns, stored
 // transposed as [in, shard] so one input's row is contiguous), optimiser state
-// and traces (the masked surrogate [T, B, n] and its id buffers [T, B, stride]).
-// Crossing tiles: the batch, spike-id buffers (forward; and again in the
-// backward, for the sparse weight gradients), each shard's dL/dI[t] [B, n]
-// (backward), the output records, and once per backward pass a copy of each
-// layer's weights onto the tiles of the layer feeding it ("fan-out"), from
-// which those tiles compute their own dL/dS -- only where their surrogate is
-// non-zero when a sparse rule is on.
+// and traces: its id buffers [T, B, stride] and the masked surrogate, dense
+// [T, B, n] without a sparse rule, else only beside the buffers' entries
+// ([T, B, capacity]). Crossing tiles: the batch, spike-id buffers (forward; and
+// again in the backward, for the sparse weight gradients), each shard's dL/dI[t]
+// [B, n] (backward), the output records, and once per forward pass a copy of each
+// layer's weights onto the tiles of the layer feeding it ("fan-out"), from which
+// those tiles compute their own dL/dS -- only for their id buffers' entries when a
+// sparse rule is on.
+// A layer narrower than its input layer's id buffers (e.g. a 10-class readout after
+// 1000 hidden neurons) is not sent ids: the input layer's shards "push" instead --
+// each adds the fan-out rows of its spikes into W.S[t] blocks [T, B, n_k] (forward)
+// and accumulates that layer's dL/dW on its own neurons (backward), and those dense
+// blocks cross tiles (layer-major schedule; see Layer::push).
 //
 // Programs: 0 forward, 1 loss + backward + optimiser, 2 loss + backward
 // (gradients only). Layer-major: one layer's T steps run in one compute phase
@@ -1433,6 +1439,7 @@ std::map<std::string, double> Network::layout() const {
     out[l + "shards"] = layer.shards.size();
     out[l + "shard_size"] = layer.shardSize;
     out[l + "buffer_capacity"] = layer.stride - codes::BUFFER_HEADER;
+    out[l + "pushes"] = layer.push; // 1: sends W_next.S sums to the next layer, not ids
     // What the forward keeps for this layer's backward, over its shards: the surrogate
     // (dense [T, B, n], or per id-buffer entry with a sparse rule) and the id buffers.
     double surrogate = 0, ids = 0;

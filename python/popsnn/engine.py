@@ -9,12 +9,16 @@ NumPy reference (`popsnn.reference`) computed in float32, spikes identical.
 How it runs (host/src/Network.cpp has the details): every layer is sharded by
 output neuron over the tiles; per step a shard writes its spike ids (then, with
 a sparse rule, its gradient candidates) into a fixed-capacity buffer; the next
-layer sums the weight rows of the received ids. The backward computes dL/dS
-only where the masked surrogate is non-zero, from the downstream layer's dL/dI
-and a per-tile copy of its weights, and weight gradients only for inputs that
-spiked. Schedule: layer-major (each layer's T steps in one compute phase) when
-it fits the tiles' memory, else step-major (one phase per layer and step);
-`profile()["step_major"]` says which.
+layer sums the weight rows of the received ids (a layer narrower than those
+buffers, like a 10-class readout, gets W.S[t] sums pushed by its input layer's
+tiles instead). The backward computes dL/dS only for the id buffers' entries
+when a sparse rule is on, from the downstream layer's dL/dI and a per-tile copy
+of its weights, and weight gradients only for inputs that spiked. With a rule,
+the surrogate is kept only beside the buffers' entries, so the traces shrink
+with `max_activity`: `profile()["layer{l}_trace_bytes"]` (surrogate plus id
+traces) reports them. Schedule: layer-major (each layer's T steps in one
+compute phase) when it fits the tiles' memory, else step-major (one phase per
+layer and step); `profile()["step_major"]` says which.
 
 Device options: `num_ipus`, `tiles_per_ipu`, `memory_bytes_per_tile`
 (ipu-model geometry), `max_activity` (spike-buffer capacity as a fraction of a
