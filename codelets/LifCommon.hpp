@@ -300,6 +300,70 @@ inline unsigned appendSpikes(const float *__restrict u, float threshold, float *
 #endif
 }
 
+#ifdef POPSNN_SPARSE_ROWS_AVX512
+// One step of a row of Leaky neurons in one pass: the membrane update (as the plain loops
+// compute it, multiply-adds fused the same way), the masked surrogate into sg, and the
+// spikes (prev, ids appended as appendSpikes). Not for the sigmoid surrogate (tanh).
+#define POPSNN_FUSED_LEAK_FORWARD 1
+inline unsigned leakForwardRow(unsigned n, float beta, float threshold, unsigned reset,
+                               unsigned surrogate, float param, unsigned rule, float ruleValue,
+                               const float *__restrict in, float *__restrict u,
+                               float *__restrict prev, float *__restrict sg, unsigned offset,
+                               int *__restrict ids, unsigned needed, unsigned capacity) {
+  const __m512 b = _mm512_set1_ps(beta), th = _mm512_set1_ps(threshold);
+  const __m512 one = _mm512_set1_ps(1.0f), k = _mm512_set1_ps(param);
+  const __m512 scale = _mm512_set1_ps(3.14159265358979323846f * param);
+  const __m512 half = _mm512_set1_ps(2.0f), halfParam = _mm512_set1_ps(param / 2.0f);
+  const __m512 rv = _mm512_set1_ps(ruleValue);
+  const __m512 absMask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+  __m512i lane = _mm512_add_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32(int(offset)));
+  const __m512i sixteen = _mm512_set1_epi32(16);
+  for (unsigned j0 = 0; j0 < n; j0 += 16) {
+    const unsigned rest = n - j0;
+    const __mmask16 m = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1u);
+    const __m512 uo = _mm512_maskz_loadu_ps(m, u + j0);
+    const __m512 x = _mm512_maskz_loadu_ps(m, in + j0);
+    const __m512 p = _mm512_maskz_loadu_ps(m, prev + j0);
+    __m512 un;
+    if (reset == RESET_SUBTRACT)
+      un = _mm512_fnmadd_ps(p, th, _mm512_fmadd_ps(b, uo, x));
+    else if (reset == RESET_ZERO)
+      un = _mm512_fmadd_ps(_mm512_mul_ps(b, _mm512_sub_ps(one, p)), uo, x);
+    else
+      un = _mm512_fmadd_ps(b, uo, x);
+    _mm512_mask_storeu_ps(u + j0, m, un);
+    const __m512 d = _mm512_sub_ps(un, th);
+    __m512 s;
+    if (surrogate == FAST_SIGMOID) {
+      const __m512 q = _mm512_fmadd_ps(k, _mm512_and_ps(d, absMask), one);
+      s = _mm512_div_ps(one, _mm512_mul_ps(q, q));
+    } else if (surrogate == ATAN) {
+      const __m512 z = _mm512_div_ps(_mm512_mul_ps(scale, d), half);
+      s = _mm512_div_ps(halfParam, _mm512_fmadd_ps(z, z, one));
+    } else {
+      s = one;
+    }
+    if (rule == RULE_WINDOW)
+      s = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_and_ps(d, absMask), rv, _CMP_LT_OQ), s);
+    else if (rule == RULE_ONE_SIDED)
+      s = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(un, rv, _CMP_GE_OQ), s);
+    _mm512_mask_storeu_ps(sg + j0, m, s);
+    const __mmask16 spikes = _mm512_mask_cmp_ps_mask(m, un, th, _CMP_GT_OQ);
+    _mm512_mask_storeu_ps(prev + j0, m, _mm512_maskz_mov_ps(spikes, one));
+    if (needed + 16 <= capacity) {
+      _mm512_storeu_si512(ids + needed, _mm512_maskz_compress_epi32(spikes, lane));
+      needed += unsigned(__builtin_popcount(spikes));
+    } else {
+      needed = appendBits(spikes, offset + j0, ids, needed, capacity);
+    }
+    lane = _mm512_add_epi32(lane, sixteen);
+  }
+  return needed;
+}
+#endif
+
 // The gradient candidates of a row (no spike, non-zero masked surrogate), appended.
 inline unsigned appendCandidates(const float *__restrict prev, const float *__restrict sg,
                                  unsigned n, unsigned offset, int *__restrict ids,

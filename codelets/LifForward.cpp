@@ -213,6 +213,11 @@ private:
           rec[j] = prev[j] * recWeights[j];
       }
       const bool recurrent = neuron == RLEAKY_ALL_TO_ALL || neuron == RLEAKY_ONE_TO_ONE;
+#ifdef POPSNN_FUSED_LEAK_FORWARD
+      const bool fusedLeak = neuron == LEAKY && surrogate != SIGMOID;
+#else
+      const bool fusedLeak = false;
+#endif
       // Membrane update; the reset R[t] = S[t-1] is decided by the previous step.
       // One branch-free loop per (model, reset), so that the compiler vectorises it.
       if (neuron == SYNAPTIC) {
@@ -239,6 +244,8 @@ private:
         else
           for (unsigned j = 0; j < n; ++j)
             u[j] = beta * u[j] + in[j] + rec[j];
+      } else if (fusedLeak) {
+        // below, with the surrogate and the spikes
       } else {
         if (reset == RESET_SUBTRACT)
           for (unsigned j = 0; j < n; ++j)
@@ -253,21 +260,29 @@ private:
       // Masked surrogate dS/dU, kept for the backward.
       float *__restrict sg =
           rule == RULE_NONE ? &surrTrace[(t * batch + b) * n] : &scratch[2 * n];
-      surrogateRow(surrogate, surrogateParam, threshold, u, sg, n);
-      if (rule == RULE_WINDOW) {
-        for (unsigned j = 0; j < n; ++j)
-          sg[j] = std::fabs(u[j] - threshold) < ruleValue ? sg[j] : 0.0f;
-      } else if (rule == RULE_ONE_SIDED) {
-        for (unsigned j = 0; j < n; ++j)
-          sg[j] = u[j] >= ruleValue ? sg[j] : 0.0f;
-      }
       // Spikes and the id buffer: spikes first, then gradient candidates.
       int *buf = &idTrace[(t * batch + b) * stride];
       unsigned spikes = 0, needed = 0;
-      // Spikes are rare: decided many neurons at a time into bit masks, whose set bits
-      // become ids (see appendSpikes).
       int *__restrict ids = buf + BUFFER_HEADER;
-      needed = appendSpikes(u, threshold, prev, n, offset, ids, needed, capacity);
+      if (fusedLeak) {
+#ifdef POPSNN_FUSED_LEAK_FORWARD
+        // Membrane update (skipped above), surrogate, rule and spikes in one pass.
+        needed = leakForwardRow(n, beta, threshold, reset, surrogate, surrogateParam, rule,
+                                ruleValue, in, u, prev, sg, offset, ids, needed, capacity);
+#endif
+      } else {
+        surrogateRow(surrogate, surrogateParam, threshold, u, sg, n);
+        if (rule == RULE_WINDOW) {
+          for (unsigned j = 0; j < n; ++j)
+            sg[j] = std::fabs(u[j] - threshold) < ruleValue ? sg[j] : 0.0f;
+        } else if (rule == RULE_ONE_SIDED) {
+          for (unsigned j = 0; j < n; ++j)
+            sg[j] = u[j] >= ruleValue ? sg[j] : 0.0f;
+        }
+        // Spikes are rare: decided many neurons at a time into bit masks, whose set bits
+        // become ids (see appendSpikes).
+        needed = appendSpikes(u, threshold, prev, n, offset, ids, needed, capacity);
+      }
       if (pushed) {
         // W_next.S[t]: the rows of the stored spikes, PUSH_CHUNK columns at a time in
         // registers. (A buffer that overflowed fails the step: its sums are never used.)
