@@ -151,7 +151,7 @@ def test_report_from_synthetic_results(tmp_path):
     report.write_all(tmp_path, readme)
     text = readme.read_text()
     assert "old" not in text and text.startswith("top") and text.endswith("bottom\n")
-    assert "| DSNN B=128: popsnn >= 15x snnTorch | 30.00x | yes |" in text
+    assert "| DSNN B=128: popsnn >= 15x snnTorch | 30.00x (dsnn run) | yes |" in text
     assert "B_th=0.2: 100.00x" in text and "| yes |" in text
     assert (tmp_path / "sparse.png").exists()
     assert np.isfinite(len(text))
