@@ -36,6 +36,11 @@ public:
     const unsigned size = numOutputs - first < shardSize ? numOutputs - first : shardSize;
     return numSteps * batch * first + (t * batch + b) * size + (c - first);
   }
+  // at(t, b, c) = at(0, b, c) + t * stepStride(c): the divisions once per output, not per step.
+  unsigned stepStride(unsigned c) const {
+    const unsigned first = (c / shardSize) * shardSize;
+    return batch * (numOutputs - first < shardSize ? numOutputs - first : shardSize);
+  }
 
   // Cross-entropy of logits z[0..K) for label y: returns -log softmax(z)[y] and
   // leaves softmax(z) - onehot(y) in z.
@@ -71,9 +76,13 @@ public:
       if (kind == CE_COUNT || kind == MSE_COUNT) {
         for (unsigned k = 0; k < K; ++k)
           z[k] = 0.0f;
-        for (unsigned t = 0; t < T; ++t)
-          for (unsigned c = 0; c < C; ++c)
-            z[c / block] += spikes[at(t, b, c)];
+        for (unsigned c = 0; c < C; ++c) {
+          const unsigned base = at(0, b, c), step = stepStride(c);
+          float count = 0.0f;
+          for (unsigned t = 0; t < T; ++t)
+            count += spikes[base + t * step];
+          z[c / block] += count;
+        }
         if (kind == CE_COUNT) {
           total += w * crossEntropy(z, K, y);
           for (unsigned k = 0; k < K; ++k)
@@ -87,9 +96,11 @@ public:
           }
           total += w * sq / float(K * T);
         }
-        for (unsigned t = 0; t < T; ++t)
-          for (unsigned c = 0; c < C; ++c)
-            gradSpikes[at(t, b, c)] = z[c / block];
+        for (unsigned c = 0; c < C; ++c) {
+          const unsigned base = at(0, b, c), step = stepStride(c);
+          for (unsigned t = 0; t < T; ++t)
+            gradSpikes[base + t * step] = z[c / block];
+        }
       } else if (kind == CE_RATE) {
         for (unsigned t = 0; t < T; ++t) {
           for (unsigned c = 0; c < C; ++c)
