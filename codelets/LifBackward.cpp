@@ -184,6 +184,46 @@ private:
                         publishGrad ? &gradOut[((stepMajor ? 0 : t * batch) + b) * n] : nullptr,
                         &gradBias[0]);
 #endif
+      } else if (!dense && !isOutput && neuron == LEAKY) {
+        // A sparse rule on a Leaky shard that feeds another layer: dL/dU decays everywhere,
+        // and only the id buffer's entries inside the rule add surrogate * dL/dS, one dot
+        // each (padded rows of W_next with the gathered dL/dI_next); then the sums.
+        const unsigned P = pushWidth(nextLayerSize);
+        float *__restrict g = &scratch[2 * n];
+        for (unsigned c = 0; c < P; ++c)
+          g[c] = 0.0f;
+        const unsigned row = stepMajor ? b : t * batch + b;
+        const unsigned rowsPerBlock = stepMajor ? batch : numSteps * batch;
+        for (unsigned first = 0; first < nextLayerSize; first += nextShardSize) {
+          const unsigned size =
+              nextLayerSize - first < nextShardSize ? nextLayerSize - first : nextShardSize;
+          const float *__restrict block = &nextGrad[rowsPerBlock * first + row * size];
+          for (unsigned c = 0; c < size; ++c)
+            g[first + c] = block[c];
+        }
+        if (reset == RESET_ZERO) // a spike at t cuts the leak path
+          for (int k = 0; k < own[0]; ++k)
+            gU[unsigned(own[BUFFER_HEADER + k]) - offset] = 0.0f;
+        for (unsigned j = 0; j < n; ++j)
+          gU[j] = beta * gU[j];
+        for (int k = 0; k < own[1]; ++k)
+          if (vals[k] != 0.0f) { // not a spike off the rule's window
+            const unsigned j = unsigned(own[BUFFER_HEADER + k]) - offset;
+            gU[j] += vals[k] * dotPadded(&nextWeightsT[j * P], g, P);
+          }
+        if (publishGrad) {
+          float *__restrict out = &gradOut[((stepMajor ? 0 : t * batch) + b) * n];
+          for (unsigned j = 0; j < n; ++j)
+            out[j] = gU[j];
+        }
+        float *__restrict gb = &gradBias[0];
+        for (unsigned j = 0; j < n; ++j)
+          gb[j] += gU[j];
+        if (inputMode == INPUT_DIRECT) {
+          float *__restrict acc = &currentGradSum[b * n];
+          for (unsigned j = 0; j < n; ++j)
+            acc[j] += gU[j];
+        }
       } else {
       // dL/dS[t]: from the loss or the next layer, plus the recurrent path.
       if (isOutput) {
