@@ -155,3 +155,21 @@ def test_report_from_synthetic_results(tmp_path):
     assert "B_th=0.2: 100.00x" in text and "| yes |" in text
     assert (tmp_path / "sparse.png").exists()
     assert np.isfinite(len(text))
+
+
+def test_cli_dispatches_every_experiment(tmp_path, monkeypatch, capsys):
+    run = pytest.importorskip("run")
+    called = []
+    for fn in ("exp_dsnn", "exp_batch", "exp_width", "exp_neurons", "exp_rate",
+               "exp_population", "exp_sparse", "exp_sparse_width", "exp_ipu"):
+        monkeypatch.setattr(run.ex, fn, lambda *a, _fn=fn, **k: called.append(_fn) or
+                            [{"experiment": _fn, "popsnn_images_per_s": 1.0}])
+    monkeypatch.setattr(run, "RESULTS", tmp_path)
+    for name in run.EXPERIMENTS:
+        assert run.main([name, "--quick", "--repeats", "1"]) == 0
+        rows = json.loads((tmp_path / f"{name}.json").read_text())
+        assert rows[0]["quick"] is True and rows[0]["machine"]["cores"] >= 1
+        assert "not an IPU" in rows[0]["note"]
+    assert len(called) == len(run.EXPERIMENTS)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert all(json.loads(line)["popsnn_images_per_s"] == 1.0 for line in lines)
