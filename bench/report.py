@@ -155,10 +155,16 @@ def tables(res: dict) -> str:
     any_row = next((rows[0] for rows in res.values() if rows), None)
     if any_row:
         m = any_row["machine"]
+        loads = [rows[0]["machine"].get("load_average_1_5_15") for rows in res.values()
+                 if rows and "machine" in rows[0]]
+        loads = [l[0] for l in loads if l]
+        load = (f"; 1-minute load average at the start of the experiments "
+                f"{min(loads):.1f} to {max(loads):.1f} on {m['cores']} cores" if loads else "")
         parts.append(f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, NumPy "
                      f"{m['numpy']}, torch {m.get('torch')}, snnTorch {m.get('snntorch')}, "
-                     f"popsnn {m['popsnn']}; load average at the start of the first experiment "
-                     f"{m.get('load_average_1_5_15')}.")
+                     f"popsnn {m['popsnn']}{load}. A load above the number of cores means "
+                     f"other processes (other engineers' builds and tests) were competing for "
+                     f"the CPU: these are measurements on a shared, loaded machine.")
     quick = sorted({k for k, rows in res.items() for r in rows if r.get("quick")})
     if quick:
         parts.append(f"Taken with --quick (smaller settings): {', '.join(quick)}.")
