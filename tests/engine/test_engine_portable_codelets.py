@@ -1,0 +1,82 @@
+"""The codelets' plain C++ loops, the path every CPU without AVX-512 and the IPU build take,
+equal the reference too. The package's own codelets are compiled for this machine's CPU
+(-march=native), which here selects the AVX-512 paths; this test builds the same sources for
+baseline x86-64 into a .gp of its own and runs the engine on it."""
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import popsnn
+from popsnn import engine, losses, optim, reference, sparse
+
+from engine_helpers import assert_close, assert_grads_close, make_input
+
+CODELETS = Path(__file__).resolve().parents[2] / "codelets"
+
+pytestmark = [
+    pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake is not installed"),
+    pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"),
+                       reason="the baseline build targets x86-64"),
+]
+
+
+@pytest.fixture(scope="module")
+def portable_codelets(tmp_path_factory):
+    src = tmp_path_factory.mktemp("portable")
+    sources = " ".join(f'"{p.as_posix()}"' for p in sorted(CODELETS.glob("*.cpp")))
+    (src / "CMakeLists.txt").write_text(f"""
+cmake_minimum_required(VERSION 3.18)
+project(portable_codelets CXX)
+find_package(popsnn CONFIG REQUIRED)
+popsnn_add_codelets(portable OUTPUT portable.gp SOURCES {sources}
+  COMPILE_OPTIONS -O2 -march=x86-64 -fno-math-errno)
+""")
+    cmakedir = subprocess.run([sys.executable, "-m", "popsnn", "--cmakedir"], check=True,
+                              capture_output=True, text=True).stdout.strip()
+    build = src / "build"
+    for cmd in (["cmake", "-S", str(src), "-B", str(build), f"-Dpopsnn_DIR={cmakedir}",
+                 "-DCMAKE_BUILD_TYPE=Release"], ["cmake", "--build", str(build)]):
+        run = subprocess.run(cmd, capture_output=True, text=True)
+        assert run.returncode == 0, run.stdout + run.stderr
+    gp = build / "portable.gp"
+    assert gp.is_file()
+    return gp
+
+
+NETS = {
+    "leaky": lambda: popsnn.Sequential(popsnn.Linear(200, 300), popsnn.Leaky(beta=0.9),
+                                       popsnn.Linear(300, 10), popsnn.Leaky(beta=0.9)),
+    "leaky_window": lambda: popsnn.Sequential(
+        popsnn.Linear(200, 300), popsnn.Leaky(beta=0.9, sparse=sparse.window(0.3)),
+        popsnn.Linear(300, 10), popsnn.Leaky(beta=0.9)),
+    "synaptic_zero": lambda: popsnn.Sequential(
+        popsnn.Linear(200, 64), popsnn.Synaptic(alpha=0.8, beta=0.9, reset_mechanism="zero"),
+        popsnn.Linear(64, 10), popsnn.Leaky(beta=0.9)),
+    "rleaky": lambda: popsnn.Sequential(popsnn.Linear(200, 64), popsnn.RLeaky(beta=0.9),
+                                        popsnn.Linear(64, 10), popsnn.Leaky(beta=0.9)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NETS))
+def test_baseline_x86_codelets_equal_the_reference(name, portable_codelets, monkeypatch):
+    monkeypatch.setattr(engine, "codelets_path", lambda: portable_codelets)
+    net, batch, steps = NETS[name](), 6, 10
+    x, raw = make_input(net, batch, steps, direct=True, seed=3)
+    y = raw % 10
+    loss = losses.ce_count_loss()
+    params = net.init_params(2)
+    backend = engine.EngineBackend(net, params, loss, optim.Adam(lr=1e-2), num_steps=steps,
+                                   batch_size=batch, device="cpu")
+    value, grads = backend.loss_and_grad(x, y)
+    ref_value, ref_grads, rec = reference.loss_and_grad(net, params, x, y, loss,
+                                                        num_steps=steps)
+    np.testing.assert_array_equal(backend.infer(x), rec.spikes[-1])
+    assert value == pytest.approx(ref_value, rel=2e-5, abs=1e-7)
+    assert_grads_close(grads, ref_grads)
+    assert rec.spikes[0].mean() > 0.01, "the hidden layer must spike for the test to mean much"
+    assert_close(np.float32(value), np.float32(ref_value), "loss")
