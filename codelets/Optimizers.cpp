@@ -1,5 +1,8 @@
 // Optimiser steps on the tile that owns the parameters, in PyTorch's formulas
 // and order of operations (torch.optim.SGD, Adam, AdamW; popsnn.optim mirrors them).
+// The learning rate is device state, not a vertex constant: `lr` reads a one-float
+// tensor on the vertex's tile that the host writes between steps (a schedule costs
+// a small host write, no recompile).
 #include <poplar/Vertex.hpp>
 
 #include <cmath>
@@ -12,7 +15,7 @@ public:
   Input<Vector<float>> grad;
   InOut<Vector<float>> momentumBuffer; // same size as param when momentum > 0
   InOut<unsigned> count;               // steps taken (0: the buffer starts as the gradient)
-  float lr;
+  Input<float> lr;                     // written by the host (Network::setLearningRate)
   float momentum;
   float oneMinusDampening; // 1 - dampening, rounded once from double as PyTorch does
   float weightDecay;
@@ -21,7 +24,7 @@ public:
   bool compute() {
     // Members as locals and restrict pointers: the loop vectorises.
     const bool first = *count == 0;
-    const float lr = this->lr, momentum = this->momentum, weightDecay = this->weightDecay;
+    const float lr = *this->lr, momentum = this->momentum, weightDecay = this->weightDecay;
     const float oneMinusDampening = this->oneMinusDampening;
     const bool nesterov = this->nesterov != 0;
     float *__restrict p = &param[0];
@@ -51,7 +54,7 @@ public:
   InOut<Vector<float>> expAvg;
   InOut<Vector<float>> expAvgSq;
   InOut<unsigned> count;
-  float lr;
+  Input<float> lr; // written by the host (Network::setLearningRate)
   float beta1;
   float beta2;
   float oneMinusBeta1; // rounded once from double, as PyTorch does
@@ -69,6 +72,7 @@ public:
     // Bias corrections in double as PyTorch computes them (Python floats).
     using Real = double;
 #endif
+    const float lr = *this->lr;
     const Real stepSize = Real(lr) / (Real(1) - std::pow(Real(beta1), Real(step)));
     const float correction2 = float(std::sqrt(Real(1) - std::pow(Real(beta2), Real(step))));
     const float decay = float(Real(1) - Real(lr) * Real(weightDecay));

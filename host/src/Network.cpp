@@ -188,6 +188,10 @@ public:
   std::vector<std::vector<std::uint64_t>> tileLayerBytes;
 
   Tensor xHost, labels, sampleWeights, lossValue, gatheredS, gatheredU, gradS, gradU, lossScratch;
+  // The optimiser's learning rate: device state, one float on every tile (element i on tile
+  // i) that the optimiser vertices read; the host writes it (setLearningRate) -- a schedule
+  // changes it between steps without a recompile.
+  Tensor learningRate;
 
   // -- building ---------------------------------------------------------------
 
@@ -637,6 +641,12 @@ public:
       graph->setTileMapping(xHost, mapping);
       graph->setInitialValue(xHost, 0.0f);
     }
+    learningRate = graph->addVariable(FLOAT, {numTiles}, "learning_rate");
+    for (unsigned tile = 0; tile < numTiles; ++tile) {
+      graph->setTileMapping(learningRate[tile], tile);
+      tileLayerBytes[tile][lossTag] += sizeof(float);
+    }
+    graph->setInitialValue(learningRate, float(spec.optimizer.lr));
     labels = zeros(INT, B, lossTile, "labels", lossTag);
     sampleWeights = zeros(FLOAT, B, lossTile, "sample_weights", lossTag);
     lossValue = zeros(FLOAT, 1, lossTile, "loss", lossTag);
@@ -650,6 +660,7 @@ public:
 
     graph->createHostWrite("x", xHost);
     graph->createHostWrite("labels", labels);
+    graph->createHostWrite("learning_rate", learningRate);
     graph->createHostWrite("sample_weights", sampleWeights);
     graph->createHostRead("loss", lossValue);
     graph->createHostRead("spikes", gatheredS);
@@ -822,6 +833,20 @@ public:
                               std::to_string(spec.numSteps) + "), or a lower max_activity");
     }
     engine->load(device);
+    writeLearningRate();
+  }
+
+  // spec.optimizer.lr onto every tile (float, as the optimiser vertices compute with it).
+  void writeLearningRate() {
+    std::vector<float> values(numTiles, float(spec.optimizer.lr));
+    engine->writeTensor("learning_rate", values.data(), values.data() + values.size());
+  }
+
+  void setLearningRate(double lr) {
+    if (!std::isfinite(lr) || lr < 0)
+      invalid("the learning rate must be a finite number >= 0, got " + str(lr));
+    spec.optimizer.lr = lr;
+    writeLearningRate();
   }
 
   void addLayerVertices(Layer &layer, ComputeSet csDirect, ComputeSet csForward,
@@ -1033,7 +1058,7 @@ public:
           graph->connect(v["grad"], sh.grad[p]);
           graph->connect(v["momentumBuffer"], orElse(sh.opt1[p], dummyOut(FLOAT, tile)));
           graph->connect(v["count"], sh.optCount[p][0]);
-          setField(v, "lr", float(o.lr));
+          graph->connect(v["lr"], learningRate[tile]);
           setField(v, "momentum", float(o.momentum));
           setField(v, "oneMinusDampening", float(1.0 - o.dampening));
           setField(v, "weightDecay", float(o.weightDecay));
@@ -1047,7 +1072,7 @@ public:
           graph->connect(v["expAvg"], sh.opt1[p]);
           graph->connect(v["expAvgSq"], sh.opt2[p]);
           graph->connect(v["count"], sh.optCount[p][0]);
-          setField(v, "lr", float(o.lr));
+          graph->connect(v["lr"], learningRate[tile]);
           setField(v, "beta1", float(o.beta1));
           setField(v, "beta2", float(o.beta2));
           setField(v, "oneMinusBeta1", float(1.0 - o.beta1));
@@ -1389,6 +1414,9 @@ void Network::infer(const float *x, float *outSpikes) {
   if (outSpikes)
     impl_->readSpikes(outSpikes);
 }
+
+void Network::setLearningRate(double lr) { impl_->setLearningRate(lr); }
+double Network::learningRate() const { return impl_->spec.optimizer.lr; }
 
 std::vector<LayerParams> Network::getParams() { return impl_->readParams(); }
 void Network::setParams(const std::vector<LayerParams> &params) { impl_->writeParams(params); }

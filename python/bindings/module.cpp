@@ -312,6 +312,16 @@ PYBIND11_MODULE(_native, m) {
              py::gil_scoped_release release;
              self.net->setOptimizerState(st);
            })
+      .def(
+          "set_learning_rate",
+          [](PyNetwork &self, double lr) {
+            py::gil_scoped_release release;
+            self.net->setLearningRate(lr);
+          },
+          py::arg("lr"),
+          "The optimiser's learning rate from the next step on (a host write, no recompile).")
+      .def_property_readonly("learning_rate",
+                             [](PyNetwork &self) { return self.net->learningRate(); })
       .def("profile", [](PyNetwork &self) { return self.net->profileEstimate(); })
       .def("profile_summary", [](PyNetwork &self) { return self.net->profileSummary(); })
       .def("layout", [](PyNetwork &self) { return self.net->layout(); });

@@ -34,6 +34,7 @@ import numpy as np
 
 from . import _native
 from . import losses as _losses
+from . import model as _model
 from . import reference as _reference
 from ._checks import one_of, positive_int
 from .layers import RLeaky, Synaptic
@@ -259,6 +260,18 @@ class EngineBackend:
         if name == "sgd" and not self._spec["optimizer"]["momentum"]:
             steps = 0  # plain SGD has no state
         self._engine.set_optimizer_state(steps, first, second)
+        lr = state.get("hyper", {}).get("lr")
+        if lr is not None:  # as popsnn.optim's load_state_dict: the saved rate comes back too
+            self.set_learning_rate(lr)
+
+    def set_learning_rate(self, lr) -> None:
+        """The optimiser's learning rate from the next step on: one float of device state
+        per tile, written from the host -- no recompile (train.py's per-epoch decay uses it)."""
+        lr = _model.check_learning_rate(lr)
+        self._engine.set_learning_rate(lr)
+        # Engines compiled later (another input mode, grown buffers) start from it too.
+        self._spec["optimizer"]["lr"] = lr
+        self.optimizer.hyper["lr"] = lr
 
     def profile(self) -> dict:
         """Wall-clock time of train steps here, and the runtime's ESTIMATES of IPU cycles

@@ -13,6 +13,7 @@ The work is done by a backend that follows one protocol (see `ReferenceBackend`)
 from __future__ import annotations
 
 import copy
+import numbers
 import time
 from typing import Optional
 
@@ -67,6 +68,14 @@ def available_devices() -> list:
     return found + (["ipu"] if _ipu_present(engine) else [])
 
 
+def check_learning_rate(lr) -> float:
+    """`lr` as a float, or a ValueError saying what a learning rate may be."""
+    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not np.isfinite(lr) \
+            or lr < 0:
+        raise ValueError(f"the learning rate must be a finite number >= 0, got {lr!r}")
+    return float(lr)
+
+
 class ReferenceBackend:
     """The dense NumPy reference as a backend: the oracle, and the device that always works.
 
@@ -75,7 +84,7 @@ class ReferenceBackend:
     `train_step(x, y) -> (loss, out_spikes)` (forward, backward, optimiser update),
     `loss_and_grad(x, y) -> (loss, grads)`, `infer(x) -> out_spikes`,
     `get_params()`, `set_params(params)`, `optimizer_state()`, `load_optimizer_state(state)`,
-    `profile() -> dict`.
+    `set_learning_rate(lr)` (from the next step on), `profile() -> dict`.
     """
 
     def __init__(self, net, params, loss, optimizer, *, num_steps, batch_size,
@@ -125,6 +134,9 @@ class ReferenceBackend:
 
     def load_optimizer_state(self, state) -> None:
         self.optimizer.load_state_dict(state)
+
+    def set_learning_rate(self, lr) -> None:
+        self.optimizer.hyper["lr"] = check_learning_rate(lr)
 
     def profile(self) -> dict:
         return {"device": "reference", "train_steps": self._steps,
@@ -202,6 +214,19 @@ class Model:
 
     def load_optimizer_state(self, state) -> None:
         self.backend.load_optimizer_state(state)
+
+    @property
+    def learning_rate(self) -> float:
+        """The optimiser's current learning rate."""
+        return float(self.optimizer.hyper["lr"])
+
+    def set_learning_rate(self, lr) -> None:
+        """Use learning rate `lr` from the next training step on; weights and optimiser state
+        (Adam's moments and step count) stay as they are. Cheap on every device: the engines
+        keep the rate in device memory and write it from the host, no recompile -- call it
+        every step for a schedule."""
+        self.backend.set_learning_rate(lr)
+        self.optimizer.hyper["lr"] = check_learning_rate(lr)
 
     def profile(self) -> dict:
         return self.backend.profile()

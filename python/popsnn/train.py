@@ -247,19 +247,6 @@ def evaluate(model: Model, dataset, config: Config, rng=None) -> dict:
             "loss": loss_sum / count if model.loss.uses == "spikes" else None}
 
 
-def _with_lr(model: Model, config: Config, lr: float) -> Model:
-    """`model` with learning rate `lr`: the engines compile the optimiser's hyperparameters in,
-    so the model is rebuilt around the same weights and optimiser state (a one-off compile per
-    epoch). Only the learning rate changes; Adam's moments and step count carry over."""
-    state = model.optimizer_state()
-    new = Model(model.net, loss=model.loss, optimizer=config.make_optimizer(lr),
-                device=model.device, num_steps=model.num_steps, batch_size=model.batch_size,
-                seed=model.seed, params=model.get_params())
-    new.load_optimizer_state(state)
-    new.optimizer.hyper["lr"] = lr  # load_state_dict restores the saved hyperparameters
-    return new
-
-
 def _check_fits(net: _layers.Sequential, dataset, num_classes: int):
     if dataset.num_inputs != net.num_inputs:
         shape = getattr(dataset, "image_shape", (dataset.num_inputs,))
@@ -304,7 +291,6 @@ def fit(config: Optional[Config] = None, *, output=None, resume=None, progress: 
                "test_accuracy": [], "train_images_per_s": [], "activity": [], "step_loss": [],
                "lr": []}
     first_epoch = 0
-    model_lr = config.lr
     if resume is not None:
         ckpt = _checkpoint.load(resume, net)
         model.set_params(ckpt["params"])
@@ -314,18 +300,19 @@ def fit(config: Optional[Config] = None, *, output=None, resume=None, progress: 
         history = ckpt["history"]
         first_epoch = ckpt["epoch"]
         history.setdefault("lr", [])
-        model_lr = None  # the loaded optimiser state carries the saved run's hyperparameters
         log(f"popsnn: resumed from {resume} after epoch {first_epoch}")
-    model_since = first_epoch + 1   # the first epoch `model` (and its profile) ran
+    model_since = first_epoch + 1   # the first epoch `model` (and its profile) ran here
 
     probe_x = test_set.inputs(np.arange(min(PROBE_SAMPLES, len(test_set))))
     probe_x = _encode(probe_x, config, np.random.default_rng(config.seed))
     train_seconds = 0.0
     trained_samples = 0
     for epoch in range(first_epoch + 1, config.epochs + 1):
+        # The engines keep the learning rate in device memory: a new rate is a small host
+        # write, no recompile. Set every epoch (a resumed run's optimiser state carries the
+        # saved run's last rate).
         lr = config.lr_at(epoch)
-        if lr != model_lr:
-            model, model_lr, model_since = _with_lr(model, config, lr), lr, epoch
+        model.set_learning_rate(lr)
         losses, correct, seen, epoch_seconds = [], 0.0, 0, 0.0
         # The postfix's img/s counts train-step time only (tqdm's own rate would add data
         # loading), the same figure as the summary's.
@@ -384,8 +371,8 @@ def fit(config: Optional[Config] = None, *, output=None, resume=None, progress: 
         "batch_size": config.batch_size,
     }
     metrics = {"config": config.to_dict(), "summary": summary, "history": history,
-               # The profile covers the epochs the last-built model ran (the engines are
-               # rebuilt when the learning rate changes).
+               # The profile covers the epochs this session ran (one model throughout: the
+               # learning rate changes without a rebuild).
                "profile": _jsonable(dict(model.profile(),
                                          epochs=[model_since, epoch_label(history)]))}
     out_dir.mkdir(parents=True, exist_ok=True)

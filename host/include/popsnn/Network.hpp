@@ -64,6 +64,11 @@ public:
   void setParams(const std::vector<LayerParams> &params);
   OptimizerState getOptimizerState();
   void setOptimizerState(const OptimizerState &state);
+  // The optimiser's learning rate from the next step on: device state written from the
+  // host (one float per tile), so a schedule changes it between steps without rebuilding
+  // the graph. Throws std::invalid_argument unless lr is finite and >= 0.
+  void setLearningRate(double lr);
+  double learningRate() const;
 
   // The runtime's cycle/byte estimates of the runs so far and the graph's memory.
   // Every figure is an ESTIMATE of the IPU cost model, never measured on an IPU.
