@@ -104,3 +104,20 @@ public:
     return true;
   }
 };
+
+// Gradient accumulation over the chunks of samples of a batch that does not fit the tiles
+// at once (Network.cpp: the batch split into sample chunks): total += part.
+class AccumulateGrad : public Vertex {
+public:
+  InOut<Vector<float>> total;
+  Input<Vector<float>> part;
+
+  bool compute() {
+    float *__restrict t = &total[0];
+    const float *__restrict p = &part[0];
+    const unsigned size = total.size();
+    for (unsigned k = 0; k < size; ++k)
+      t[k] += p[k];
+    return true;
+  }
+};

@@ -56,6 +56,8 @@ const std::map<std::string, Estimator> &table() {
        }},
       {"SgdStep", [](const VertexWork &w) { return kVertexOverhead + 4ull * w.elements; }},
       {"AdamStep", [](const VertexWork &w) { return kVertexOverhead + 14ull * w.elements; }},
+      // Two loads, an add and a store per element pair.
+      {"AccumulateGrad", [](const VertexWork &w) { return kVertexOverhead + 2ull * w.elements; }},
   };
   return estimators;
 }

@@ -26,6 +26,15 @@
 // exchange -- a handful of fat phases per training step. A layer with an
 // all-to-all recurrence needs every shard's spikes of step t-1 before step t:
 // it runs its steps one per phase in a Repeat, with an exchange in between.
+//
+// Planning (build()): layer-major, else step-major; within each, every layer spread over
+// all tiles, else over fewer. If no such mapping fits the tiles' memory, the batch runs in
+// chunks of samples (2, 3, 4, ... chunks dividing the batch): the graph is built for one
+// chunk, and the programs run every chunk's forward (and backward) pass in turn, copying
+// its slice of the batch onto the first layer's tiles; the weight gradients (and the loss,
+// a weighted sum over samples) are summed over the chunks (AccumulateGrad), then the
+// optimiser steps once. Programs then: 0 forward of every chunk, 1 forward + backward of
+// every chunk, 2 the optimiser step. Seed 000's DSNN at batch 128 on one Mk2 runs so.
 #include "popsnn/Network.hpp"
 
 #include <poplar/DeviceManager.hpp>
@@ -122,6 +131,9 @@ struct Shard {
   // Copies of the weights of the layer this shard feeds (and of V), on this shard's neurons.
   Tensor nextGrad, nextWeights, nextWeightsT, ownGrad, ownWeights, ownWeightsT;
   Tensor recSpikes, recMem, lossGradS, lossGradU;
+  // The batch split into sample chunks: gradients summed over the chunks, and every chunk's
+  // overflow counters.
+  Tensor gradTotal[4], overflowAll;
   // A layer that pushes (see Layer::push): its W_next.S blocks and W_next rows, dL/dW_next;
   // the layer it feeds: the received blocks.
   Tensor nextCurrent, nextRows, nextGradRows, nextGradWeights, partialRecv;
@@ -184,10 +196,17 @@ public:
   unsigned numTiles = 0, numOutputs = 0, numClasses = 0, outShardSize = 0, lossTile = 0;
   std::uint64_t optimizerSteps = 0;
   bool stepMajor = false; // the schedule build() settled on
+  // The batch runs in `chunks` chunks of `chunkBatch` samples one after the other when the
+  // whole batch does not fit the tiles (gradients summed over the chunks before the update).
+  // Every per-sample tensor on the tiles holds one chunk; 1: the whole batch at once.
+  unsigned chunks = 1, chunkBatch = 0;
   // Bytes of popsnn's tensors per tile and layer, for the does-not-fit error.
   std::vector<std::vector<std::uint64_t>> tileLayerBytes;
 
   Tensor xHost, labels, sampleWeights, lossValue, gatheredS, gatheredU, gradS, gradU, lossScratch;
+  // Chunked: the loss vertex's chunk of labels and weights, the loss and the output spikes
+  // of the whole batch.
+  Tensor labelsChunk, weightsChunk, lossTotal, spikesAll;
   // The optimiser's learning rate: device state, one float on every tile (element i on tile
   // i) that the optimiser vertices read; the host writes it (setLearningRate) -- a schedule
   // changes it between steps without a recompile.
@@ -355,7 +374,7 @@ public:
   }
 
   void createShardTensors(Layer &layer) {
-    const unsigned B = spec.batchSize, T = spec.numSteps;
+    const unsigned B = chunkBatch, T = spec.numSteps;
     const unsigned l = layer.index;
     const unsigned nIn = layer.spec.inputs, N = layer.spec.outputs;
     const std::string base = "layer" + std::to_string(l) + "/shard";
@@ -390,6 +409,8 @@ public:
         if (!sgd)
           sh.opt2[p] = zeros(FLOAT, paramSize(p), tile, name + "opt2_" + pname[p], L);
         sh.optCount[p] = zeros(UNSIGNED_INT, 1, tile, name + "count_" + pname[p], L);
+        if (chunks > 1)
+          sh.gradTotal[p] = zeros(FLOAT, paramSize(p), tile, name + "grad_total_" + pname[p], L);
       }
       sh.mem = zeros(FLOAT, B * n, tile, name + "mem", L);
       if (layer.spec.neuron == NeuronType::Synaptic) {
@@ -417,6 +438,9 @@ public:
       if (layer.a2a && stepMajor)
         sh.prevIds = zeros(INT, B * layer.stride, tile, name + "prev_ids", L);
       sh.overflow = zeros(UNSIGNED_INT, codes::OVERFLOW_FIELDS, tile, name + "overflow", L);
+      if (chunks > 1)
+        sh.overflowAll = zeros(UNSIGNED_INT, chunks * codes::OVERFLOW_FIELDS, tile,
+                               name + "overflow_all", L);
       sh.stepForward = zeros(UNSIGNED_INT, 1, tile, name + "step_forward", L);
       sh.stepBackward = zeros(UNSIGNED_INT, 1, tile, name + "step_backward", L);
       sh.gradMem = zeros(FLOAT, B * n, tile, name + "grad_mem", L);
@@ -508,7 +532,7 @@ public:
   CopyList idCopies(const Layer &from, const Layer &to, bool recurrentStep, bool ownTraces,
                     bool previous = false) {
     CopyList c;
-    const unsigned B = spec.batchSize, T = spec.numSteps;
+    const unsigned B = chunkBatch, T = spec.numSteps;
     const bool oneStep = recurrentStep || stepMajor;
     const std::size_t slot = std::size_t(oneStep ? 1 : T) * B * from.stride;
     for (const Shard &dst : to.shards)
@@ -526,7 +550,7 @@ public:
   CopyList gradCopies(const Layer &from, const Layer &to, bool recurrentStep) {
     CopyList c;
     const std::size_t rows =
-        std::size_t(recurrentStep || stepMajor ? 1 : spec.numSteps) * spec.batchSize;
+        std::size_t(recurrentStep || stepMajor ? 1 : spec.numSteps) * chunkBatch;
     for (const Shard &src : from.shards)
       for (const Shard &dst : to.shards) {
         const Tensor &into = recurrentStep ? dst.ownGrad : dst.nextGrad;
@@ -557,7 +581,7 @@ public:
   // the receiving shards' partialRecv.
   CopyList partialCopies(const Layer &from, const Layer &to) {
     CopyList c;
-    const std::size_t rows = std::size_t(spec.numSteps) * spec.batchSize;
+    const std::size_t rows = std::size_t(spec.numSteps) * chunkBatch;
     for (const Shard &dst : to.shards)
       for (unsigned s = 0; s < from.shards.size(); ++s)
         c.add(from.shards[s].nextCurrent.slice(rows * dst.first, rows * (dst.first + dst.size)),
@@ -585,28 +609,41 @@ public:
   // Within a schedule: spread every layer over as many tiles as it has neurons (up to all);
   // if that does not fit, halve the tiles per layer until it does (a receiving tile holds
   // the buffers of every shard of the previous layer, so tiny shards cost memory too).
+  // Last resort, when no schedule and spread fits the whole batch: run the batch in chunks
+  // of samples (2, 3, 4, ... chunks, dividing the batch), one after the other, each chunk a
+  // whole forward and backward pass on per-sample tensors of one chunk's size; the weight
+  // gradients are summed over the chunks and the optimiser steps once. The result is the
+  // whole batch's (the loss is a weighted sum over samples), in float32 sums of another order.
   void build() {
     device = makeDevice();
     std::string stepMajorError;
-    for (bool major : {false, true}) {
-      for (unsigned spread = 1;; spread *= 2) {
-        try {
-          stepMajor = major;
-          buildGraph(spread);
-          return;
-        } catch (const NetworkDoesNotFit &e) {
-          if (major && stepMajorError.empty())
-            stepMajorError = e.what();
-          bool fewest = true;
-          for (const auto &layer : layers)
-            fewest = fewest && layer.shards.size() == 1;
-          if (fewest)
-            break;
+    const unsigned B = spec.batchSize;
+    for (unsigned numChunks = 1; numChunks <= B; ++numChunks) {
+      if (B % numChunks)
+        continue;
+      for (bool major : {false, true}) {
+        for (unsigned spread = 1;; spread *= 2) {
+          try {
+            stepMajor = major;
+            chunks = numChunks;
+            chunkBatch = B / numChunks;
+            buildGraph(spread);
+            return;
+          } catch (const NetworkDoesNotFit &e) {
+            if (major && stepMajorError.empty())
+              stepMajorError = e.what();
+            bool fewest = true;
+            for (const auto &layer : layers)
+              fewest = fewest && layer.shards.size() == 1;
+            if (fewest)
+              break;
+          }
         }
       }
     }
     throw NetworkDoesNotFit(stepMajorError + " (with a step-major schedule; fewer, larger "
-                                             "shards per layer do not fit either)");
+                                             "shards per layer do not fit either, nor the "
+                                             "batch run in chunks of down to 1 sample)");
   }
 
   void buildGraph(unsigned spread) {
@@ -650,7 +687,14 @@ public:
     labels = zeros(INT, B, lossTile, "labels", lossTag);
     sampleWeights = zeros(FLOAT, B, lossTile, "sample_weights", lossTag);
     lossValue = zeros(FLOAT, 1, lossTile, "loss", lossTag);
-    const std::size_t outSize = std::size_t(T) * B * numOutputs;
+    const unsigned Bc = chunkBatch;
+    const std::size_t outSize = std::size_t(T) * Bc * numOutputs;
+    if (chunks > 1) {
+      labelsChunk = zeros(INT, Bc, lossTile, "labels_chunk", lossTag);
+      weightsChunk = zeros(FLOAT, Bc, lossTile, "sample_weights_chunk", lossTag);
+      lossTotal = zeros(FLOAT, 1, lossTile, "loss_total", lossTag);
+      spikesAll = zeros(FLOAT, outSize * chunks, lossTile, "spikes_all", lossTag);
+    }
     gatheredS = zeros(FLOAT, outSize, lossTile, "gathered_spikes", lossTag);
     gatheredU = zeros(FLOAT, outSize, lossTile, "gathered_mem", lossTag);
     gradS = zeros(FLOAT, outSize, lossTile, "loss_grad_spikes", lossTag);
@@ -662,14 +706,15 @@ public:
     graph->createHostWrite("labels", labels);
     graph->createHostWrite("learning_rate", learningRate);
     graph->createHostWrite("sample_weights", sampleWeights);
-    graph->createHostRead("loss", lossValue);
-    graph->createHostRead("spikes", gatheredS);
+    graph->createHostRead("loss", chunks > 1 ? lossTotal : lossValue);
+    graph->createHostRead("spikes", chunks > 1 ? spikesAll : gatheredS);
 
     // ---- compute sets
     ComputeSet csDirect = graph->addComputeSet("direct_current");
     ComputeSet csDirectGrad = graph->addComputeSet("direct_weight_grad");
     ComputeSet csLoss = graph->addComputeSet("loss");
     ComputeSet csOptim = graph->addComputeSet("optimiser");
+    ComputeSet csAccum = graph->addComputeSet("accumulate_chunk_gradients");
     std::vector<ComputeSet> csForward, csBackward;
     for (auto &layer : layers) {
       const std::string tag = "layer" + std::to_string(layer.index);
@@ -679,11 +724,47 @@ public:
                        csOptim);
     }
     addLossVertex(csLoss);
+    // Chunks: the first chunk's gradients (and loss) are copied into the totals, the others'
+    // added by AccumulateGrad vertices on the owning tiles.
+    CopyList firstChunkGrads;
+    if (chunks > 1) {
+      auto accumulate = [&](const Tensor &total, const Tensor &part, unsigned tile) {
+        VertexRef v = graph->addVertex(csAccum, "AccumulateGrad");
+        graph->connect(v["total"], total);
+        graph->connect(v["part"], part);
+        graph->setTileMapping(v, tile);
+        VertexWork w;
+        w.elements = total.numElements();
+        setEstimate(v, "AccumulateGrad", w);
+        firstChunkGrads.add(part, total);
+      };
+      for (auto &layer : layers)
+        for (auto &sh : layer.shards)
+          for (unsigned p = 0; p < 4; ++p)
+            if (layer.hasParam(p))
+              accumulate(sh.gradTotal[p], sh.grad[p], sh.tile);
+      accumulate(lossTotal, lossValue, lossTile);
+    }
 
     // ---- exchanges
-    CopyList xCopy;
-    for (const Shard &sh : layers[0].shards)
-      xCopy.add(xHost, sh.xLocal);
+    // The batch onto the first layer's tiles, chunk by chunk: x is [B, N] (direct) or
+    // [T, B, N], a chunk's samples one contiguous run per step.
+    auto xCopyOf = [&](unsigned m) {
+      CopyList c;
+      const std::size_t row = std::size_t(nIn0) * Bc;
+      const unsigned pieces = spec.input == InputMode::Direct ? 1 : T;
+      for (const Shard &sh : layers[0].shards) {
+        if (chunks == 1) {
+          c.add(xHost, sh.xLocal);
+          continue;
+        }
+        for (unsigned t = 0; t < pieces; ++t) {
+          const std::size_t from = (std::size_t(t) * chunks + m) * row;
+          c.add(xHost.slice(from, from + row), sh.xLocal.slice(t * row, (t + 1) * row));
+        }
+      }
+      return c;
+    };
     CopyList fanout;
     for (unsigned l = 0; l < L; ++l) {
       std::vector<CopyList> parts;
@@ -698,7 +779,8 @@ public:
     }
     CopyList gather, scatterGrad;
     for (const Shard &sh : layers.back().shards) {
-      const std::size_t lo = std::size_t(T) * B * sh.first, hi = lo + std::size_t(T) * B * sh.size;
+      const std::size_t lo = std::size_t(T) * Bc * sh.first,
+                        hi = lo + std::size_t(T) * Bc * sh.size;
       gather.add(sh.recSpikes, gatheredS.slice(lo, hi));
       gather.add(sh.recMem, gatheredU.slice(lo, hi));
       scatterGrad.add(gradS.slice(lo, hi), sh.lossGradS);
@@ -714,10 +796,9 @@ public:
       }
       return all.program();
     };
+    // One forward pass over the samples on the tiles (the whole batch, or a chunk), after
+    // the batch's copy onto the first layer's tiles.
     Sequence forward;
-    // The weights onto the tiles that use them beside their owners' (pushing layers in the
-    // forward, dL/dS in the backward); unchanged until the optimiser step.
-    forward.add(merged({fanout, xCopy}));
     if (spec.input == InputMode::Direct)
       forward.add(Execute(csDirect));
     if (stepMajor) {
@@ -795,21 +876,53 @@ public:
     }
     if (spec.input == InputMode::Direct)
       backward.add(Execute(csDirectGrad));
-    Sequence train{backward, Execute(csOptim)};
+    // The weights onto the tiles that use them beside their owners' (pushing layers in the
+    // forward, dL/dS in the backward) with the first (chunk of the) batch: unchanged until
+    // the optimiser step.
+    auto xIn = [&](unsigned m) {
+      return m == 0 ? merged({fanout, xCopyOf(0)}) : xCopyOf(m).program();
+    };
+    std::vector<Program> programs;
+    if (chunks == 1) {
+      // 0 forward, 1 loss + backward + optimiser, 2 loss + backward.
+      programs = {Sequence{xIn(0), forward}, Sequence{backward, Execute(csOptim)}, backward};
+    } else {
+      // 0 forward of every chunk, 1 forward + backward of every chunk (the gradients summed),
+      // 2 the optimiser step.
+      Sequence forwardAll, gradientsAll;
+      for (unsigned m = 0; m < chunks; ++m) {
+        CopyList keep; // the chunk's output spikes and overflow counters, on their tiles
+        keep.add(gatheredS, spikesAll.slice(m * outSize, (m + 1) * outSize));
+        for (auto &layer : layers)
+          for (auto &sh : layer.shards)
+            keep.add(sh.overflow, sh.overflowAll.slice(m * codes::OVERFLOW_FIELDS,
+                                                       (m + 1) * codes::OVERFLOW_FIELDS));
+        Sequence chunkForward{xIn(m), forward, keep.program()};
+        CopyList chunkLabels;
+        chunkLabels.add(labels.slice(m * Bc, (m + 1) * Bc), labelsChunk);
+        chunkLabels.add(sampleWeights.slice(m * Bc, (m + 1) * Bc), weightsChunk);
+        forwardAll.add(chunkForward);
+        gradientsAll.add(chunkForward);
+        gradientsAll.add(chunkLabels.program());
+        gradientsAll.add(backward);
+        gradientsAll.add(m == 0 ? firstChunkGrads.program() : Program(Execute(csAccum)));
+      }
+      programs = {forwardAll, gradientsAll, Sequence{Execute(csOptim)}};
+    }
 
     // ---- host access to parameters, gradients, optimiser state, overflow counters
     for (auto &layer : layers)
       for (unsigned k = 0; k < layer.shards.size(); ++k) {
         Shard &sh = layer.shards[k];
         const std::string id = std::to_string(layer.index) + "/" + std::to_string(k);
-        graph->createHostRead("overflow" + id, sh.overflow);
+        graph->createHostRead("overflow" + id, chunks > 1 ? sh.overflowAll : sh.overflow);
         for (unsigned p = 0; p < 4; ++p) {
           if (!layer.hasParam(p))
             continue;
           const std::string pid = id + "/" + std::to_string(p);
           graph->createHostRead("param_r" + pid, sh.param[p]);
           graph->createHostWrite("param_w" + pid, sh.param[p]);
-          graph->createHostRead("grad" + pid, sh.grad[p]);
+          graph->createHostRead("grad" + pid, chunks > 1 ? sh.gradTotal[p] : sh.grad[p]);
           if (sh.opt1[p].valid()) {
             graph->createHostRead("opt1_r" + pid, sh.opt1[p]);
             graph->createHostWrite("opt1_w" + pid, sh.opt1[p]);
@@ -824,7 +937,7 @@ public:
       }
 
     try {
-      engine = std::make_unique<Engine>(*graph, std::vector<Program>{forward, train, backward});
+      engine = std::make_unique<Engine>(*graph, programs);
     } catch (const graph_memory_allocation_error &e) {
       // Vertex state and exchange buffers come on top of the tensors checkMemory() counts.
       throw NetworkDoesNotFit(std::string("the network does not fit: ") + e.what() +
@@ -851,7 +964,7 @@ public:
 
   void addLayerVertices(Layer &layer, ComputeSet csDirect, ComputeSet csForward,
                         ComputeSet csBackward, ComputeSet csDirectGrad, ComputeSet csOptim) {
-    const unsigned B = spec.batchSize, T = spec.numSteps;
+    const unsigned B = chunkBatch, T = spec.numSteps;
     const unsigned l = layer.index, L = layers.size();
     const LayerSpec &s = layer.spec;
     const unsigned nIn = s.inputs;
@@ -1055,7 +1168,7 @@ public:
         if (o.kind == OptimizerKind::SGD) {
           VertexRef v = graph->addVertex(csOptim, "SgdStep");
           graph->connect(v["param"], sh.param[p]);
-          graph->connect(v["grad"], sh.grad[p]);
+          graph->connect(v["grad"], chunks > 1 ? sh.gradTotal[p] : sh.grad[p]);
           graph->connect(v["momentumBuffer"], orElse(sh.opt1[p], dummyOut(FLOAT, tile)));
           graph->connect(v["count"], sh.optCount[p][0]);
           graph->connect(v["lr"], learningRate[tile]);
@@ -1068,7 +1181,7 @@ public:
         } else {
           VertexRef v = graph->addVertex(csOptim, "AdamStep");
           graph->connect(v["param"], sh.param[p]);
-          graph->connect(v["grad"], sh.grad[p]);
+          graph->connect(v["grad"], chunks > 1 ? sh.gradTotal[p] : sh.grad[p]);
           graph->connect(v["expAvg"], sh.opt1[p]);
           graph->connect(v["expAvgSq"], sh.opt2[p]);
           graph->connect(v["count"], sh.optCount[p][0]);
@@ -1088,13 +1201,13 @@ public:
   }
 
   void addLossVertex(ComputeSet cs) {
-    const unsigned B = spec.batchSize, T = spec.numSteps;
+    const unsigned B = chunkBatch, T = spec.numSteps;
     const LossSpec &ls = spec.loss;
     VertexRef v = graph->addVertex(cs, "OutputLoss");
     graph->connect(v["spikes"], gatheredS);
     graph->connect(v["membranes"], gatheredU);
-    graph->connect(v["labels"], labels);
-    graph->connect(v["sampleWeights"], sampleWeights);
+    graph->connect(v["labels"], chunks > 1 ? labelsChunk : labels);
+    graph->connect(v["sampleWeights"], chunks > 1 ? weightsChunk : sampleWeights);
     graph->connect(v["gradSpikes"], gradS);
     graph->connect(v["gradMembranes"], gradU);
     graph->connect(v["loss"], lossValue[0]);
@@ -1157,18 +1270,22 @@ public:
     double grow = spec.maxActivity;
     for (auto &layer : layers)
       for (unsigned k = 0; k < layer.shards.size(); ++k) {
-        unsigned o[codes::OVERFLOW_FIELDS];
-        engine->readTensor("overflow" + std::to_string(layer.index) + "/" + std::to_string(k), o,
-                           o + codes::OVERFLOW_FIELDS);
-        if (o[codes::OVERFLOWED] == 0)
-          continue;
-        const Shard &sh = layer.shards[k];
-        if (!overflowed || o[codes::MOST_NEEDED] > worst.needed) {
-          worst = {layer.index, o[codes::FIRST_STEP] - 1, o[codes::MOST_NEEDED], sh.capacity,
-                   o[codes::OVERFLOWED]};
+        // One set of counters per chunk of samples (one without chunks).
+        std::vector<unsigned> all(std::size_t(chunks) * codes::OVERFLOW_FIELDS);
+        engine->readTensor("overflow" + std::to_string(layer.index) + "/" + std::to_string(k),
+                           all.data(), all.data() + all.size());
+        for (unsigned m = 0; m < chunks; ++m) {
+          const unsigned *o = all.data() + std::size_t(m) * codes::OVERFLOW_FIELDS;
+          if (o[codes::OVERFLOWED] == 0)
+            continue;
+          const Shard &sh = layer.shards[k];
+          if (!overflowed || o[codes::MOST_NEEDED] > worst.needed) {
+            worst = {layer.index, o[codes::FIRST_STEP] - 1, o[codes::MOST_NEEDED], sh.capacity,
+                     o[codes::OVERFLOWED]};
+          }
+          overflowed = true;
+          grow = std::max(grow, double(o[codes::MOST_NEEDED]) / sh.size);
         }
-        overflowed = true;
-        grow = std::max(grow, double(o[codes::MOST_NEEDED]) / sh.size);
       }
     if (!overflowed)
       return false;
@@ -1205,18 +1322,45 @@ public:
     }
   }
 
+  // Loss and gradients of a batch, then (update) the optimiser step. Overflow is checked
+  // before anything is updated: after the forward pass, or (chunks) after every chunk's
+  // forward and backward, which only write gradients.
+  void runGradients(const float *x, const int *labelsIn, unsigned valid, bool update) {
+    if (chunks == 1) {
+      runForward(x, labelsIn, valid);
+      if (chunks == 1) { // a grown rebuild may have chunked the batch
+        engine->run(update ? 1 : 2);
+        return;
+      }
+    }
+    for (;;) {
+      writeInputs(x, labelsIn, valid);
+      engine->run(1);
+      if (!checkOverflow())
+        break;
+    }
+    if (chunks == 1) { // grown and rebuilt unchunked: the chunked programs are gone
+      runGradients(x, labelsIn, valid, update);
+      return;
+    }
+    if (update)
+      engine->run(2);
+  }
+
   void readSpikes(float *out) {
-    const unsigned B = spec.batchSize, T = spec.numSteps, C = numOutputs;
+    const unsigned B = spec.batchSize, Bc = chunkBatch, T = spec.numSteps, C = numOutputs;
+    // Per chunk of samples (the whole batch without chunks), shard-major [T, Bc, n] blocks.
     std::vector<float> shardMajor(std::size_t(T) * B * C);
     engine->readTensor("spikes", shardMajor.data(), shardMajor.data() + shardMajor.size());
-    for (const Shard &sh : layers.back().shards) {
-      const float *src = shardMajor.data() + std::size_t(T) * B * sh.first;
-      for (unsigned t = 0; t < T; ++t)
-        for (unsigned b = 0; b < B; ++b)
-          for (unsigned j = 0; j < sh.size; ++j)
-            out[(std::size_t(t) * B + b) * C + sh.first + j] =
-                src[(std::size_t(t) * B + b) * sh.size + j];
-    }
+    for (unsigned m = 0; m < chunks; ++m)
+      for (const Shard &sh : layers.back().shards) {
+        const float *src = shardMajor.data() + std::size_t(T) * Bc * (std::size_t(m) * C + sh.first);
+        for (unsigned t = 0; t < T; ++t)
+          for (unsigned b = 0; b < Bc; ++b)
+            for (unsigned j = 0; j < sh.size; ++j)
+              out[(std::size_t(t) * B + m * Bc + b) * C + sh.first + j] =
+                  src[(std::size_t(t) * Bc + b) * sh.size + j];
+      }
   }
 
   float readLoss() {
@@ -1390,8 +1534,7 @@ float Network::trainStep(const float *x, const int *labels, unsigned validSample
                          float *outSpikes) {
   if (!labels)
     invalid("trainStep needs labels");
-  impl_->runForward(x, labels, validSamples);
-  impl_->engine->run(1);
+  impl_->runGradients(x, labels, validSamples, true);
   if (outSpikes)
     impl_->readSpikes(outSpikes);
   return impl_->readLoss();
@@ -1401,8 +1544,7 @@ float Network::lossAndGrad(const float *x, const int *labels, unsigned validSamp
                            std::vector<LayerParams> &grads, float *outSpikes) {
   if (!labels)
     invalid("lossAndGrad needs labels");
-  impl_->runForward(x, labels, validSamples);
-  impl_->engine->run(2);
+  impl_->runGradients(x, labels, validSamples, false);
   grads = impl_->readParams("grad");
   if (outSpikes)
     impl_->readSpikes(outSpikes);
@@ -1462,6 +1604,9 @@ std::map<std::string, double> Network::layout() const {
   out["tiles"] = impl_->numTiles;
   out["max_activity"] = impl_->spec.maxActivity;
   out["step_major"] = impl_->stepMajor; // schedule: 1 step-major, 0 layer-major
+  // The batch run in chunks of samples, one after the other (1: all at once).
+  out["sample_chunks"] = impl_->chunks;
+  out["chunk_batch"] = impl_->chunkBatch;
   for (const auto &layer : impl_->layers) {
     const std::string l = "layer" + std::to_string(layer.index) + "_";
     out[l + "shards"] = layer.shards.size();

@@ -18,7 +18,10 @@ the surrogate is kept only beside the buffers' entries, so the traces shrink
 with `max_activity`: `profile()["layer{l}_trace_bytes"]` (surrogate plus id
 traces) reports them. Schedule: layer-major (each layer's T steps in one
 compute phase) when it fits the tiles' memory, else step-major (one phase per
-layer and step); `profile()["step_major"]` says which.
+layer and step); `profile()["step_major"]` says which. If the whole batch fits
+neither way, it runs in chunks of samples one after the other (gradients summed
+over the chunks, one optimiser step; the results are the whole batch's):
+`profile()["sample_chunks"]` and `["chunk_batch"]`.
 
 Device options: `num_ipus`, `tiles_per_ipu`, `memory_bytes_per_tile`
 (ipu-model geometry), `max_activity` (spike-buffer capacity as a fraction of a

@@ -1,0 +1,141 @@
+"""A batch that does not fit the tiles at once runs in chunks of samples (the builder's last
+resort, after the schedules and tile spreads): every chunk a whole forward and backward pass,
+the weight gradients summed over the chunks, one optimiser step. The results equal the
+reference's for the whole batch (see engine_helpers for the tolerances)."""
+import copy
+
+import numpy as np
+import pytest
+
+import popsnn
+from popsnn import losses, optim, reference, sparse
+from popsnn.engine import EngineBackend, SpikeBufferOverflow
+
+from engine_helpers import assert_close, assert_grads_close, labels_for, make_input
+
+BATCH, STEPS = 12, 8
+
+
+def big_net():
+    return popsnn.Sequential(
+        popsnn.Linear(40, 48), popsnn.Leaky(beta=0.9),
+        popsnn.Linear(48, 36), popsnn.RLeaky(beta=0.85),
+        popsnn.Linear(36, 20), popsnn.Synaptic(alpha=0.6, beta=0.85))
+
+
+def geometry(kib):
+    return dict(num_ipus=2, tiles_per_ipu=8, memory_bytes_per_tile=kib * 1024)
+
+
+# (input, KiB per tile): too little memory for the whole batch at once.
+CASES = [("direct", 24), ("direct", 32), ("per-step", 24), ("per-step", 40)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1]}KiB")
+def test_chunked_batch_equals_the_reference(case):
+    mode, kib = case
+    direct = mode == "direct"
+    net = big_net()
+    loss = losses.ce_count_loss(population_code=True, num_classes=5)
+    x, raw = make_input(net, BATCH, STEPS, direct, seed=11)
+    y = labels_for(loss, net, raw)
+    params = net.init_params(12)
+    backend = EngineBackend(net, params, loss, optim.SGD(lr=0.1), num_steps=STEPS,
+                            batch_size=BATCH, device="ipu-model", **geometry(kib))
+    value, grads = backend.loss_and_grad(x, y)
+    layout = backend.profile()
+    assert layout["sample_chunks"] > 1
+    assert layout["chunk_batch"] * layout["sample_chunks"] == BATCH
+    ref_value, ref_grads, rec = reference.loss_and_grad(
+        net, params, x, y, loss, num_steps=STEPS if direct else None)
+    assert all(s.sum() > 0 for s in rec.spikes)
+    np.testing.assert_array_equal(backend.infer(x), rec.spikes[-1])
+    assert value == pytest.approx(ref_value, rel=2e-5)
+    assert_grads_close(grads, ref_grads)
+    # A partial batch: the padding samples weigh nothing, in whichever chunk they fall.
+    value, grads = backend.loss_and_grad(x[:5] if direct else x[:, :5], y[:5])
+    ref_value, ref_grads, _ = reference.loss_and_grad(
+        net, params, x[:5] if direct else x[:, :5], y[:5], loss,
+        num_steps=STEPS if direct else None)
+    assert value == pytest.approx(ref_value, rel=2e-5)
+    assert_grads_close(grads, ref_grads)
+
+
+def test_chunked_adam_steps_equal_the_reference():
+    net = big_net()
+    loss = losses.ce_count_loss()
+    x, raw = make_input(net, BATCH, STEPS, True, seed=5)
+    y = raw % 20
+    params = net.init_params(6)
+    backend = EngineBackend(net, params, loss, optim.Adam(lr=0.01), num_steps=STEPS,
+                            batch_size=BATCH, device="ipu-model", **geometry(24))
+    assert backend.profile()["sample_chunks"] > 1
+    ref_params, ref_opt = copy.deepcopy(params), optim.Adam(lr=0.01)
+    for step, rate in enumerate((0.01, 0.005, 0.01)):
+        backend.set_learning_rate(rate)
+        ref_opt.hyper["lr"] = rate
+        value, spikes = backend.train_step(x, y)
+        ref_value, ref_grads, rec = reference.loss_and_grad(net, ref_params, x, y, loss,
+                                                            num_steps=STEPS)
+        ref_opt.step(ref_params, ref_grads)
+        np.testing.assert_array_equal(spikes, rec.spikes[-1], err_msg=f"step {step}")
+        assert value == pytest.approx(ref_value, rel=2e-5)
+    for l, (p, r) in enumerate(zip(backend.get_params(), ref_params)):
+        for key in r:
+            assert_close(p[key], r[key], f"layer {l} {key}", rel=1e-5)
+
+
+def overflow_case(**options):
+    """A sparse layer whose buffers hold 5% of a shard, and a batch in which only the last
+    samples (the last chunk) spike enough to overflow them."""
+    net = popsnn.Sequential(popsnn.Linear(10, 16), popsnn.Leaky(beta=0.9,
+                                                                 sparse=sparse.window(0.5)),
+                            popsnn.Linear(16, 3), popsnn.Leaky(beta=0.9))
+    x, raw = make_input(net, 8, STEPS, True, seed=13, scale=3.0, density=0.9)
+    x[:6] = 0.0
+    params = net.init_params(0)
+    backend = EngineBackend(net, params, losses.ce_count_loss(), optim.SGD(lr=0.1),
+                            num_steps=STEPS, batch_size=8, device="ipu-model", tiles_per_ipu=4,
+                            memory_bytes_per_tile=8 * 1024, max_activity=0.05, **options)
+    assert backend.profile()["sample_chunks"] == 2
+    return net, x, raw % 3, params, backend
+
+
+def test_overflow_in_any_chunk_is_an_error_and_nothing_is_updated():
+    net, x, y, params, backend = overflow_case()
+    with pytest.raises(SpikeBufferOverflow, match=r"layer 0 at step \d+.*needed \d+.*holds \d+"):
+        backend.train_step(x, y)
+    for p, b in zip(backend.get_params(), params):
+        for key in b:
+            np.testing.assert_array_equal(p[key], b[key])
+    with pytest.raises(SpikeBufferOverflow):
+        backend.infer(x)
+
+
+def test_overflow_grow_in_a_chunk_equals_the_masked_reference():
+    net, x, y, params, backend = overflow_case(on_overflow="grow")
+    loss = losses.ce_count_loss()
+    value, grads = backend.loss_and_grad(x, y)
+    assert backend.profile()["max_activity"] > 0.05
+    ref_value, ref_grads, _ = reference.loss_and_grad(net, params, x, y, loss, num_steps=STEPS)
+    assert value == pytest.approx(ref_value, rel=1e-5)
+    assert_grads_close(grads, ref_grads)
+
+
+def test_the_cpu_device_never_chunks():
+    net = big_net()
+    backend = EngineBackend(net, net.init_params(0), losses.ce_count_loss(), optim.SGD(lr=0.1),
+                            num_steps=STEPS, batch_size=64, device="cpu")
+    assert backend.profile()["sample_chunks"] == 1
+
+
+def test_seed_000_dsnn_at_batch_128_fits_one_mk2():
+    """784-1000-10, B = 128, T = 25, AdamW on the Mk2 geometry (1,472 tiles, 624 KiB each):
+    the whole batch does not fit at once; in chunks it does."""
+    net = popsnn.Sequential(popsnn.Linear(784, 1000), popsnn.Leaky(beta=0.9),
+                            popsnn.Linear(1000, 10), popsnn.Leaky(beta=0.9))
+    backend = EngineBackend(net, net.init_params(0), losses.ce_count_loss(), optim.AdamW(),
+                            num_steps=25, batch_size=128, device="ipu-model")
+    layout = backend.profile()
+    assert layout["tiles"] == 1472 and layout["sample_chunks"] > 1
+    assert layout["max_tile_bytes"] <= 624 * 1024
