@@ -287,6 +287,14 @@ public:
   }
   static Tensor orElse(const Tensor &t, const Tensor &fallback) { return t.valid() ? t : fallback; }
 
+  // Spike-buffer entries of a shard of `size` neurons.
+  unsigned capacityOf(unsigned size) const {
+    return std::min<unsigned>(
+        size, std::max(1u, unsigned(std::ceil(double(spec.maxActivity) * size))));
+  }
+  // A layer at most this wide, with an input layer 16 times wider, is pushed to.
+  static constexpr unsigned kNarrowLayer = 32;
+
   void plan(unsigned spread) {
     const Target &target = device.getTarget();
     numTiles = target.getNumTiles();
@@ -307,6 +315,19 @@ public:
       // Spread every layer over all tiles (spread = 1): layers run one after the other,
       // so each phase gets the whole machine.
       layer.shardSize = ceilDiv(N, std::max(1u, std::min(N, numTiles) / spread));
+      // A wide layer feeding a much narrower one (a readout: 1000 -> 10) in the layer-major
+      // schedule: shards just wide enough that the narrow layer is pushed W.S sums (see
+      // Layer::push) rather than sent every shard's ids -- on many tiles, tiny shards would
+      // leave each of its few tiles N ids to receive and sum per (step, sample).
+      if (!stepMajor && l + 1 < L) {
+        const unsigned nextN = spec.layers[l + 1].outputs;
+        if (nextN <= kNarrowLayer && N >= 16 * nextN)
+          for (unsigned size = layer.shardSize; size <= N; ++size)
+            if (codes::BUFFER_HEADER + capacityOf(size) >= nextN) {
+              layer.shardSize = size;
+              break;
+            }
+      }
       const unsigned numShards = ceilDiv(N, layer.shardSize);
       unsigned maxCapacity = 1;
       for (unsigned k = 0; k < numShards; ++k) {
@@ -314,8 +335,7 @@ public:
         sh.tile = k;
         sh.first = k * layer.shardSize;
         sh.size = std::min(layer.shardSize, N - sh.first);
-        sh.capacity = std::min<unsigned>(
-            sh.size, std::max(1u, unsigned(std::ceil(double(spec.maxActivity) * sh.size))));
+        sh.capacity = capacityOf(sh.size);
         maxCapacity = std::max(maxCapacity, sh.capacity);
         layer.shards.push_back(sh);
       }
@@ -325,8 +345,15 @@ public:
     for (unsigned l = 0; l + 1 < L; ++l) {
       // Per (step, sample) and receiving shard: n_k floats instead of a whole id buffer.
       layers[l].push = !stepMajor && layers[l + 1].spec.outputs <= layers[l].stride;
-      if (layers[l].push)
+      if (layers[l].push) {
         layers[l + 1].inputMode = codes::INPUT_PARTIAL_CURRENT;
+        // The pushed-to layer's shards on the tiles after the pusher's where there is room:
+        // a tile then holds one shard's blocks of partial sums, not those beside the pusher's.
+        const unsigned offset = layers[l].shards.back().tile + 1;
+        if (offset + layers[l + 1].shards.size() <= numTiles)
+          for (Shard &sh : layers[l + 1].shards)
+            sh.tile += offset;
+      }
     }
     numOutputs = spec.layers.back().outputs;
     numClasses = spec.loss.numClasses ? spec.loss.numClasses : numOutputs;

@@ -138,4 +138,29 @@ def test_seed_000_dsnn_at_batch_128_fits_one_mk2():
                             num_steps=25, batch_size=128, device="ipu-model")
     layout = backend.profile()
     assert layout["tiles"] == 1472 and layout["sample_chunks"] > 1
+    assert layout["layer0_pushes"] == 1  # the readout is pushed W.S sums, not sent ids
     assert layout["max_tile_bytes"] <= 624 * 1024
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "per-step"])
+def test_wide_layer_pushes_to_a_narrow_readout_on_many_tiles(direct):
+    """200 -> 10 on 64 tiles: the planner widens the hidden shards until they push W.S sums to
+    the readout (instead of 64 tiny shards' ids), and puts the readout on tiles of its own."""
+    net = popsnn.Sequential(popsnn.Linear(30, 200), popsnn.Leaky(beta=0.9),
+                            popsnn.Linear(200, 10), popsnn.Leaky(beta=0.9))
+    loss = losses.ce_count_loss()
+    x, raw = make_input(net, 6, STEPS, direct, seed=3)
+    y = raw % 10
+    params = net.init_params(4)
+    backend = EngineBackend(net, params, loss, optim.SGD(lr=0.1), num_steps=STEPS,
+                            batch_size=6, device="ipu-model", tiles_per_ipu=64)
+    value, grads = backend.loss_and_grad(x, y)
+    layout = backend.profile()
+    assert layout["layer0_pushes"] == 1 and layout["layer0_shard_size"] == 8
+    assert layout["layer1_shards"] == 10 and layout["sample_chunks"] == 1
+    ref_value, ref_grads, rec = reference.loss_and_grad(
+        net, params, x, y, loss, num_steps=STEPS if direct else None)
+    assert rec.spikes[0].sum() > 0
+    np.testing.assert_array_equal(backend.infer(x), rec.spikes[-1])
+    assert value == pytest.approx(ref_value, rel=2e-5)
+    assert_grads_close(grads, ref_grads)
