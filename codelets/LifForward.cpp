@@ -51,7 +51,9 @@ public:
 class LifForward : public Vertex {
 public:
   InOut<unsigned> step;           // device-side step counter, wraps at numSteps
-  Input<Vector<float>> current;   // INPUT_DIRECT: [B, n] (bias included)
+  // INPUT_DIRECT: x.W + b [B, n]. INPUT_PARTIAL_CURRENT: this step's sum of the partial
+  // blocks [B, n] (written here, without the bias).
+  InOut<Vector<float>> current;
   Input<Vector<float>> denseIn;   // INPUT_DENSE_STEPS: [T, B, nIn]
   // INPUT_SPIKE_IDS: the previous layer's buffers, [numSrc, T, B, inStride] (layer-major
   // schedule: its whole traces) or [numSrc, B, inStride] (step-major: this step's).
@@ -149,6 +151,19 @@ private:
     }
     const unsigned nextN = nextLayerSize, P = pushWidth(nextN);
     float *__restrict pushed = pushNext ? &nextRows[n * P] : nullptr;
+    if (inputMode == INPUT_PARTIAL_CURRENT) {
+      // The previous layer's W.S blocks of step t summed over its shards, a [B, n] row of
+      // each at a time (for every entry the same order of additions as one sample at a time).
+      float *__restrict sum = &current[0];
+      const unsigned rows = batch * n;
+      for (unsigned k = 0; k < rows; ++k)
+        sum[k] = 0.0f;
+      for (unsigned s = 0; s < numSrc; ++s) {
+        const float *__restrict part = &partialIn[(s * numSteps + t) * rows];
+        for (unsigned k = 0; k < rows; ++k)
+          sum[k] += part[k];
+      }
+    }
     for (unsigned b = 0; b < batch; ++b) {
       // Synaptic input I[t] into scratch.
       const float *in = &scratch[0]; // may alias acc below: not restrict
@@ -159,11 +174,9 @@ private:
         for (unsigned j = 0; j < n; ++j)
           acc[j] = 0.0f;
         if (inputMode == INPUT_PARTIAL_CURRENT) {
-          for (unsigned s = 0; s < numSrc; ++s) {
-            const float *__restrict part = &partialIn[((s * numSteps + t) * batch + b) * n];
-            for (unsigned j = 0; j < n; ++j)
-              acc[j] += part[j];
-          }
+          const float *__restrict sum = &current[b * n];
+          for (unsigned j = 0; j < n; ++j)
+            acc[j] += sum[j];
         } else if (inputMode == INPUT_DENSE_STEPS) {
           const float *__restrict xb = &denseIn[(t * batch + b) * numInputs];
           for (unsigned i = 0; i < numInputs; ++i) {

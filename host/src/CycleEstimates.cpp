@@ -33,9 +33,11 @@ const std::map<std::string, Estimator> &table() {
       {"LifForward",
        [](const VertexWork &w) {
          return kVertexOverhead +
-                std::uint64_t(w.stepsPerCall) * w.batch *
-                    (std::uint64_t(w.activeInputs) * vectorPass(w.neurons) + 16ull * w.neurons +
-                     2ull * w.activeCandidates + pushCycles(w));
+                std::uint64_t(w.stepsPerCall) *
+                    (std::uint64_t(w.partialSources) * vectorPass(w.batch * w.neurons) +
+                     std::uint64_t(w.batch) *
+                         (std::uint64_t(w.activeInputs) * vectorPass(w.neurons) +
+                          16ull * w.neurons + 2ull * w.activeCandidates + pushCycles(w)));
        }},
       {"LifBackward",
        [](const VertexWork &w) {

@@ -23,6 +23,7 @@ struct VertexWork {
   unsigned stepsPerCall = 1; // time steps one execution of the vertex covers
   unsigned spikes = 0;       // expected spikes per (sample, step) of the shard (its capacity)
   unsigned pushOutputs = 0;  // next layer's width where this shard pushes W_next.S to it
+  unsigned partialSources = 0; // blocks of pushed W.S sums summed per step, [B, n] each
 };
 
 // Throws std::logic_error for a vertex without an estimator.

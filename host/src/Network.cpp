@@ -478,6 +478,7 @@ public:
       } else if (layer.inputMode == codes::INPUT_DENSE_STEPS) {
         sh.xLocal = zeros(FLOAT, std::size_t(T) * B * nIn, tile, name + "x", L);
       } else if (layer.inputMode == codes::INPUT_PARTIAL_CURRENT) {
+        sh.current = zeros(FLOAT, B * n, tile, name + "partial_sum", L);
         sh.partialRecv = zeros(FLOAT, layers[l - 1].shards.size() * std::size_t(T) * B * n, tile,
                                name + "partial_current", L);
       } else {
@@ -1055,7 +1056,7 @@ public:
       {
         VertexRef v = graph->addVertex(csForward, "LifForward");
         graph->connect(v["step"], sh.stepForward[0]);
-        graph->connect(v["current"], orElse(sh.current, fIn));
+        graph->connect(v["current"], orElse(sh.current, dummyOut(FLOAT, tile)));
         graph->connect(v["denseIn"],
                        layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : fIn);
         graph->connect(v["inIds"], orElse(sh.inRecv, iIn));
@@ -1108,7 +1109,12 @@ public:
         setField(v, "surrogateParam", s.surrogateParam);
         setField(v, "ruleValue", s.sparseValue);
         graph->setTileMapping(v, tile);
-        setEstimate(v, "LifForward", work);
+        VertexWork fw = work;
+        if (layer.inputMode == codes::INPUT_PARTIAL_CURRENT) { // summed a [B, n] row at a time
+          fw.activeInputs = 0;
+          fw.partialSources = numSrc;
+        }
+        setEstimate(v, "LifForward", fw);
       }
 
       // Backward.
