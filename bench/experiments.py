@@ -26,11 +26,15 @@ import popsnn
 from popsnn import data, encoders, losses, optim, reference, sparse, surrogate
 
 import systems
+import workers
 
 # Seed 000's measured Mk2 figures (SPEC section 4), shown beside our estimates.
 SEED000_IPU_DSNN_IMAGES_PER_S = 46_297
 SEED000_IPU_POPULATION_IMAGES_PER_S = 145_000
 SYSTEMS = ("popsnn", "snntorch", "numpy_hoisted", "numpy_per_step")
+# The sparse runs' id buffers start this much above the largest hidden layer's mean fraction
+# of buffered entries (spikes and gradient candidates), then grow on overflow.
+ACTIVITY_MARGIN = 1.1
 
 
 # --------------------------------------------------------------------------- machine, timing
@@ -139,39 +143,42 @@ def dsnn_workload(hidden=1000, batch=128, steps=25, neuron=None, rate_coded=Fals
 
 def measure(work: systems.Workload, repeats: int, include=SYSTEMS) -> dict:
     """images/s (median, and [min, max] over repeats) of every system on one workload, plus
-    popsnn's ratio to each; a system that cannot run says why instead of vanishing."""
-    makers = {
-        "popsnn": (systems.engine_available, lambda: systems.popsnn_engine(work)),
-        "snntorch": (systems.snntorch_available, lambda: systems.snntorch(work)),
-        "numpy_hoisted": (lambda: None if work.direct else
-                          "input is not direct current: nothing to hoist",
-                          lambda: systems.numpy_reference(work, hoist=True)),
-        "numpy_per_step": (lambda: None, lambda: systems.numpy_reference(work, hoist=False)),
+    popsnn's ratio to each; a system that cannot run says why instead of vanishing.
+
+    Every system runs in its own worker process (bench/workers.py), so that no system's
+    thread pool takes a core from another's step; the workers are asked for one timed step
+    each in turn, round by round."""
+    checks = {
+        "popsnn": systems.engine_available,
+        "snntorch": systems.snntorch_available,
+        "numpy_hoisted": lambda: None if work.direct else
+        "input is not direct current: nothing to hoist",
+        "numpy_per_step": lambda: None,
     }
-    row, steps = {}, {}
+    row, names = {}, []
     for name in include:
-        available, make = makers[name]
-        reason = available()
+        reason = checks[name]()
         if reason is None:
-            steps[name] = make()
+            names.append(name)
         else:
             row[f"{name}_images_per_s"] = None
             row[f"{name}_skipped"] = reason
     b = work.batch_size
-    variants = _thread_variants(steps)
-    timed = time_calls({k: fn for k, (_, _, fn) in variants.items()}, repeats)
-    for name in steps:
-        # A system timed at several thread counts is credited with its best median (the
+    variants = thread_variants(names)
+    timed = workers.time_isolated(work, variants, repeats)
+    for name in names:
+        # A system timed at several thread settings is credited with its best median (the
         # comparison stays conservative for popsnn); all of them are kept in the row.
-        mine = {k: (threads, timed[k]) for k, (sys_name, threads, _) in variants.items()
-                if sys_name == name}
-        threads, t = min(mine.values(), key=lambda v: v[1]["median_s"])
+        mine = [timed[k] for k, (sys_name, _) in variants.items() if sys_name == name]
+        t = min(mine, key=lambda v: v["median_s"])
         row[f"{name}_images_per_s"] = b / t["median_s"]
         row[f"{name}_images_per_s_min_max"] = [b / t["max_s"], b / t["min_s"]]
+        row[f"{name}_threads"] = t["threads"]
         if len(mine) > 1:
-            row[f"{name}_threads"] = threads
             row[f"{name}_images_per_s_by_threads"] = {
-                str(th): b / tt["median_s"] for th, tt in mine.values()}
+                str(v["threads"]): b / v["median_s"] for v in mine}
+    row["timing"] = ("each system in its own worker process, one timed step each in turn, "
+                     f"{workers.SETTLE_S:g} s pause before each")
     ours = row.get("popsnn_images_per_s")
     for name in include:
         other = row.get(f"{name}_images_per_s")
@@ -180,26 +187,17 @@ def measure(work: systems.Workload, repeats: int, include=SYSTEMS) -> dict:
     return row
 
 
-def _thread_variants(steps: dict) -> dict:
-    """{timing key: (system, threads, callable)}. snnTorch is timed with PyTorch's default
-    intra-op threads and with one: on a shared, loaded machine PyTorch's threads contend with
-    other processes and its median can fall several-fold (seen here: 2 threads 76-710
-    images/s, 1 thread a steady ~870), so it gets both and is credited with the better."""
+def thread_variants(names) -> dict:
+    """{timing key: (system, threads)}, threads None meaning the library's default. popsnn
+    runs with its default pool (one tile per hardware thread). snnTorch and both NumPy
+    systems are also timed with one thread and credited with the better: on a shared, loaded
+    machine a library's threads contend with other processes and its median can fall
+    several-fold (seen here for PyTorch: 2 threads 76-710 images/s, 1 thread a steady ~870)."""
     out = {}
-    for name, fn in steps.items():
-        if name != "snntorch":
-            out[name] = (name, None, fn)
-            continue
-        import torch
-        default = torch.get_num_threads()
-        for threads in sorted({default, 1}):
-            def run(fn=fn, threads=threads):
-                torch.set_num_threads(threads)
-                try:
-                    fn()
-                finally:
-                    torch.set_num_threads(default)
-            out[f"snntorch@{threads}"] = (name, threads, run)
+    for name in names:
+        out[f"{name}@default"] = (name, None)
+        if name != "popsnn" and (os.cpu_count() or 1) > 1:
+            out[f"{name}@1"] = (name, 1)
     return out
 
 
@@ -374,17 +372,26 @@ def _grad_error(dense, approx, suffix="") -> dict:
             else float("nan")}
 
 
-def trace_bytes(active_fraction: float, hidden: int, steps: int, batch: int,
-                layers: int = 2) -> dict:
-    """What the hidden layers' BPTT trace needs. Dense: one float32 per (t, b, j). Sparse
-    (seed 003's idea): only the active entries, each a float32 value and an int32 index, plus
-    one int32 offset per (t, b). Computed from the measured active fraction: the engine today
-    allocates the dense trace whatever the rule (see the README)."""
-    entries = layers * steps * batch * hidden
-    dense = 4 * entries
-    sparse_b = 8 * active_fraction * entries + 4 * layers * (steps * batch + 1)
-    return {"trace_bytes_dense": dense, "trace_bytes_sparse": sparse_b,
-            "trace_memory_saved_pct": 100.0 * (1 - sparse_b / dense)}
+def trace_memory(model, hidden_layers: int = 2) -> dict:
+    """The BPTT trace memory the engine allocated, MEASURED: its profile's
+    `layer{l}_trace_bytes` (surrogate values plus spike/candidate id traces) per layer, summed
+    over the hidden layers (those that carry the sparse rule) and over all layers. With a
+    rule the surrogate is kept only beside the id buffers' entries, so it scales with the
+    buffers' capacity (`max_activity`); without one it is [T, B, n]."""
+    prof = model.profile()
+    out, layer = {}, 0
+    while f"layer{layer}_trace_bytes" in prof:
+        for part in ("trace", "surrogate_trace", "id_trace"):
+            out[f"layer{layer}_{part}_bytes"] = float(prof[f"layer{layer}_{part}_bytes"])
+        out[f"layer{layer}_buffer_capacity"] = prof.get(f"layer{layer}_buffer_capacity")
+        layer += 1
+    if not layer:
+        return {}
+    out["trace_bytes_hidden"] = sum(out[f"layer{l}_trace_bytes"]
+                                    for l in range(min(hidden_layers, layer)))
+    out["trace_bytes_all"] = sum(out[f"layer{l}_trace_bytes"] for l in range(layer))
+    out["max_activity"] = prof.get("max_activity")
+    return out
 
 
 def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=256,
@@ -398,8 +405,10 @@ def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=25
     engine times no phase; its cost-model ESTIMATE of backward cycles; the active fraction of
     (t, b, j) entries in the hidden layers and the gradient error against the dense gradient
     (dense NumPy reference, on weights trained densely first, and at initialisation); the trace
-    memory a sparse trace would need; and the test accuracy after `train_steps` minibatches
-    from scratch."""
+    memory the engine allocated (measured: its profile's trace bytes; the sparse models' id
+    buffers sized just above the measured activity and grown on overflow); and the test
+    accuracy after `train_steps` minibatches from scratch (default buffers: the capacity
+    changes no result)."""
     train, _ = _dataset(dataset)
     x0, y0 = images(batch, seed, "train", dataset)
     x = encoders.latency(x0, steps).astype(np.float32)
@@ -472,32 +481,43 @@ def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=25
                                                   losses.ce_max_membrane_loss())
         row.update(_grad_error(dense_init[:2], grads0[:2], "_hidden_at_init"))
         row["active_fraction_at_init"] = float(np.mean([m.mean() for m in rec0.grad_masks[:2]]))
-        tb = trace_bytes(row["active_fraction"], hidden, steps, batch)
-        if row["b_th"] is None:   # dense: every entry is stored, nothing saved
-            tb.update(trace_bytes_sparse=None, trace_memory_saved_pct=0.0)
-        row.update(tb)
+        # What the id buffers must hold at a step: the spikes and the gradient candidates.
+        buffered = [float((m | (s > 0)).mean()) for m, s in zip(rec.grad_masks[:2],
+                                                               rec.spikes[:2])]
+        row["buffered_fraction_per_layer"] = buffered
 
     # Speed. An engine model holds gigabytes at seed 003's sizes (two compiled engines: the
     # direct-input one built at construction and the per-step one), so only two live at a
     # time: the dense one, and each sparse one in turn, timed round by round against it. The
     # speed-up of a row is against the dense timings of its own pair.
-    def engine_model(b_th):
+    def engine_model(row):
+        b_th = row["b_th"]
+        opts = {}
+        if b_th is not None:
+            # The id buffers (hence the sparse trace) sized just above the activity measured
+            # on these weights and inputs; a (t, b) whose shard holds more entries grows them
+            # (the engine recompiles and redoes the step), so nothing is ever dropped.
+            start = min(1.0, max(ACTIVITY_MARGIN * max(row["buffered_fraction_per_layer"]),
+                                 1.0 / hidden))
+            opts = {"max_activity": start, "on_overflow": "grow"}
+            row["max_activity_start"] = start
         m = popsnn.Model(sparse_net(hidden, None if b_th is None else sparse.window(b_th)),
                          loss=losses.ce_max_membrane_loss(), optimizer=optim.Adam(lr=2e-3),
                          device="cpu", num_steps=steps, batch_size=batch, seed=seed,
-                         params=params)
-        # One training step for the cost model's per-step estimates, then the weights back,
-        # so that every setting is timed on the same weights.
+                         params=params, **opts)
+        # One training step (it grows the buffers if they overflow, and gives the cost
+        # model's per-step estimates), then the weights back, so that every setting is timed
+        # on the same weights and inputs, which now fit.
         m.train_step(x, y0)
         est = {"backward_estimate_cycles": backward_estimate_cycles(m),
-               "engine_memory_bytes_estimate": engine_memory_bytes(m)}
+               "engine_memory_bytes_estimate": engine_memory_bytes(m), **trace_memory(m)}
         m.set_params(params)
         return m, est
 
     def phases(m):
         return {"grad": lambda: m.loss_and_grad(x, y0), "infer": lambda: m.infer(x)}
 
-    dense_model, est = engine_model(None)
+    dense_model, est = engine_model(rows[0])
     rows[0].update(est)
     dense_backward, dense_forward = [], []
     pairs = rows[1:] or [None]
@@ -505,7 +525,7 @@ def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=25
         fns = {f"dense/{k}": f for k, f in phases(dense_model).items()}
         m = None
         if row is not None:
-            m, est = engine_model(row["b_th"])
+            m, est = engine_model(row)
             row.update(est)
             fns.update({f"sparse/{k}": f for k, f in phases(m).items()})
         t = time_calls(fns, repeats)
@@ -525,6 +545,13 @@ def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=25
                  backward_s_derived=statistics.median(dense_backward),
                  backward_speedup=1.0 if statistics.median(dense_backward) else None)
     for row in rows:
+        # Trace memory saved against the dense model (default buffers, no rule), both
+        # measured by the engine in this run; over the hidden layers (which carry the rule)
+        # and over the whole network (the readout has no rule: its trace is the same).
+        for part, key in (("hidden", "trace_memory_saved_pct"),
+                          ("all", "trace_memory_saved_pct_all_layers")):
+            d, r = dense.get(f"trace_bytes_{part}"), row.get(f"trace_bytes_{part}")
+            row[key] = 100.0 * (1 - r / d) if d and r is not None else None
         if dense["backward_estimate_cycles"] and row["backward_estimate_cycles"]:
             row["backward_speedup_estimate"] = (dense["backward_estimate_cycles"]
                                                 / row["backward_estimate_cycles"])

@@ -1,0 +1,210 @@
+"""Every system timed in its own worker process, so that no system's thread pool is in
+another's way.
+
+Why: NumPy's OpenBLAS, PyTorch's OpenMP/MKL pools and popsnn's engine each keep worker
+threads, and OpenBLAS's and OpenMP's keep *spinning* for a while after their call returns
+(OpenBLAS up to about 2^28 cycles, ~0.1 s). Timed in one process right after a NumPy or
+PyTorch step, popsnn's engine shared this 2-core machine with those spinning threads and ran
+2-3x slower than on its own (an A/B in bench/README.md). Here:
+
+* each (system, thread setting) is one long-lived worker process (`python bench/workers.py`),
+  started once per benchmark run and reused for every configuration; its thread settings are
+  fixed in its environment before NumPy or PyTorch is imported (`OMP_NUM_THREADS`,
+  `OPENBLAS_NUM_THREADS`, `MKL_NUM_THREADS`; nothing is set for "default");
+* the parent sends the workload (pickled: the same network, inputs and labels for all), the
+  worker builds its step and runs the warm-up; then the parent asks the workers in turn for
+  one timed step each, round by round, so that load from other users still falls on every
+  system alike; a worker times the step itself (`time.perf_counter` around the call), so the
+  pipe is not in the figure;
+* only one worker computes at a time (the others wait on a blocking read of their pipe), and
+  the parent sleeps `SETTLE_S` before each timed step, so that the previous worker's spinning
+  threads have gone to sleep before the next system's step starts.
+
+The protocol is pickled tuples over the worker's stdin/stdout (the worker moves library
+prints from its stdout to stderr so that they cannot corrupt it).
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+# Pause before each timed step (seconds): OpenBLAS's idle threads spin for up to ~0.1 s.
+SETTLE_S = 0.15
+
+
+class WorkerError(RuntimeError):
+    """A worker could not build or run its system (the message carries its traceback)."""
+
+
+class Worker:
+    """One system at one thread setting, in its own process."""
+
+    def __init__(self, threads=None):
+        env = dict(os.environ)
+        if threads is not None:
+            for k in THREAD_ENV:
+                env[k] = str(threads)
+        self.threads = threads
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve())],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                                     cwd=str(HERE))
+
+    def send(self, *msg):
+        pickle.dump(msg, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+        self.proc.stdin.flush()
+
+    def receive(self):
+        try:
+            status, value = pickle.load(self.proc.stdout)
+        except EOFError:
+            raise WorkerError(f"worker {self.proc.pid} exited (code {self.proc.wait()})") \
+                from None
+        if status == "error":
+            raise WorkerError(value)
+        return value
+
+    def call(self, *msg):
+        self.send(*msg)
+        return self.receive()
+
+    def close(self):
+        if self.proc.poll() is None:
+            try:
+                self.send("quit")
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+
+
+_POOL: dict = {}
+
+
+def worker(system: str, threads=None) -> Worker:
+    """The worker of `system` at `threads` (None: the libraries' defaults), started on first
+    use and kept for the rest of the run."""
+    key = (system, threads)
+    w = _POOL.get(key)
+    if w is None or w.proc.poll() is not None:
+        w = _POOL[key] = Worker(threads)
+    return w
+
+
+@atexit.register
+def close_all():
+    while _POOL:
+        _POOL.popitem()[1].close()
+
+
+def time_isolated(work, variants: dict, repeats: int, warmup: int = 1,
+                  settle_s: float = None) -> dict:
+    """Seconds per training step of each variant {key: (system, threads)} on `work`, each in
+    its own worker, interleaved round by round. Returns {key: {"min_s", "median_s", "max_s",
+    "repeats", "threads"}} with the thread count the worker's library reported."""
+    import statistics
+    settle_s = SETTLE_S if settle_s is None else settle_s
+    workers = {k: worker(system, threads) for k, (system, threads) in variants.items()}
+    # Set-up concurrently (not timed): every worker builds its step and warms it up.
+    for k, w in workers.items():
+        w.send("setup", variants[k][0], work, warmup)
+    info, errors = {}, []
+    for k, w in workers.items():
+        try:
+            info[k] = w.receive()
+        except WorkerError as err:   # read every reply first, so no pipe is left behind
+            errors.append(f"{k}: {err}")
+    if errors:
+        raise WorkerError("\n".join(errors))
+    times = {k: [] for k in workers}
+    for _ in range(repeats):
+        for k, w in workers.items():
+            time.sleep(settle_s)
+            times[k].append(w.call("time"))
+    for w in workers.values():   # drop the step (an engine model can be large)
+        w.call("drop")
+    return {k: {"min_s": min(v), "median_s": statistics.median(v), "max_s": max(v),
+                "repeats": repeats, "threads": info[k]["threads"], "pid": info[k]["pid"]}
+            for k, v in times.items()}
+
+
+# --------------------------------------------------------------------------- worker side
+
+def _build(system: str, work):
+    import systems
+    if system == "popsnn":
+        return systems.popsnn_engine(work)
+    if system == "snntorch":
+        return systems.snntorch(work)
+    if system == "numpy_hoisted":
+        return systems.numpy_reference(work, hoist=True)
+    if system == "numpy_per_step":
+        return systems.numpy_reference(work, hoist=False)
+    raise ValueError(f"unknown system {system!r}")
+
+
+def _threads(system: str) -> int:
+    """The thread count the system's library runs with in this process."""
+    if system == "snntorch":
+        import torch
+        return torch.get_num_threads()
+    if system == "popsnn":
+        return int(os.environ.get("POPSNN_NUM_THREADS") or os.cpu_count() or 1)
+    return int(os.environ.get("OPENBLAS_NUM_THREADS") or os.cpu_count() or 1)
+
+
+def _serve():
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)            # prints of libraries go to stderr, not into the protocol
+    inp = sys.stdin.buffer
+    sys.path.insert(0, str(HERE))
+    import gc
+    step = None
+
+    def reply(status, value):
+        pickle.dump((status, value), out, protocol=pickle.HIGHEST_PROTOCOL)
+        out.flush()
+
+    while True:
+        try:
+            msg = pickle.load(inp)
+        except EOFError:
+            return
+        op = msg[0]
+        if op == "quit":
+            return
+        try:
+            if op == "setup":
+                system, work, warmup = msg[1:]
+                step = None
+                gc.collect()
+                step = _build(system, work)
+                for _ in range(warmup):
+                    step()
+                reply("ok", {"threads": _threads(system), "pid": os.getpid()})
+            elif op == "time":
+                t0 = time.perf_counter()
+                step()
+                reply("ok", time.perf_counter() - t0)
+            elif op == "drop":
+                step = None
+                gc.collect()
+                reply("ok", None)
+            elif op == "env":
+                reply("ok", {"pid": os.getpid(),
+                             **{k: os.environ.get(k) for k in THREAD_ENV}})
+            else:
+                reply("error", f"unknown request {op!r}")
+        except Exception:   # noqa: BLE001 - reported to the parent, which raises it
+            reply("error", traceback.format_exc())
+
+
+if __name__ == "__main__":
+    _serve()
