@@ -498,15 +498,19 @@ private:
 // the non-zero x entries, input by input, each weight-gradient row written once.
 class DirectWeightGrad : public Vertex {
 public:
-  Input<Vector<float>> x;              // [B, nIn]
+  Input<Vector<float>> x;              // [B, xStride]
   Input<Vector<float>> currentGradSum; // [B, n]
-  Output<Vector<float>> gradWeights;   // [nIn, n]
+  Output<Vector<float>> gradWeights;   // [numInputs, n]: inputs firstInput.. of x
   // For GROUP inputs at a time, the samples where each is non-zero: [GROUP, B].
   InOut<Vector<unsigned>> nzIndex;
   InOut<Vector<float>> nzValue;
   unsigned batch;
   unsigned numInputs;
   unsigned numNeurons;
+  // The inputs of x this vertex covers (a shard's fan-in can be split over several
+  // vertices, one per worker): x's row length and the first of them.
+  unsigned xStride;
+  unsigned firstInput;
 
   static constexpr unsigned GROUP = 16; // x is read a cache line of inputs at a time
 
@@ -514,13 +518,14 @@ public:
     const unsigned n = numNeurons;
     unsigned *__restrict idx = &nzIndex[0];
     float *__restrict val = &nzValue[0];
-    const float *__restrict xs = &x[0];
+    const float *__restrict xs = &x[firstInput];
+    const unsigned stride = xStride;
     for (unsigned i0 = 0; i0 < numInputs; i0 += GROUP) {
       const unsigned group = numInputs - i0 < GROUP ? numInputs - i0 : GROUP;
       unsigned count[GROUP] = {};
       for (unsigned b = 0; b < batch; ++b)
         for (unsigned c = 0; c < group; ++c) { // branch-free: zeros fall at random
-          const float v = xs[b * numInputs + i0 + c];
+          const float v = xs[b * stride + i0 + c];
           idx[c * batch + count[c]] = b;
           val[c * batch + count[c]] = v;
           count[c] += v != 0.0f;

@@ -1025,31 +1025,53 @@ public:
       work.stepsPerCall = layer.a2a || stepMajor ? 1u : T;
 
       if (layer.inputMode == codes::INPUT_DIRECT) {
-        VertexRef v = graph->addVertex(csDirect, "DirectCurrent");
-        graph->connect(v["x"], sh.xLocal);
-        graph->connect(v["weights"], sh.param[P_WEIGHT]);
-        graph->connect(v["bias"], sh.param[P_BIAS]);
-        graph->connect(v["current"], sh.current);
-        graph->connect(v["nzIndex"], var(UNSIGNED_INT, nIn, tile, "nz_index", int(l)));
-        graph->connect(v["nzValue"], var(FLOAT, nIn, tile, "nz_value", int(l)));
-        setField(v, "batch", B);
-        setField(v, "numInputs", nIn);
-        setField(v, "numNeurons", n);
-        graph->setTileMapping(v, tile);
-        setEstimate(v, "DirectCurrent", work);
-
-        VertexRef g = graph->addVertex(csDirectGrad, "DirectWeightGrad");
-        graph->connect(g["x"], sh.xLocal);
-        graph->connect(g["currentGradSum"], sh.currentGradSum);
-        graph->connect(g["gradWeights"], sh.grad[P_WEIGHT]);
-        // DirectWeightGrad::GROUP inputs' lists of samples.
-        graph->connect(g["nzIndex"], var(UNSIGNED_INT, 16 * B, tile, "nz_samples", int(l)));
-        graph->connect(g["nzValue"], var(FLOAT, 16 * B, tile, "nz_sample_values", int(l)));
-        setField(g, "batch", B);
-        setField(g, "numInputs", nIn);
-        setField(g, "numNeurons", n);
-        graph->setTileMapping(g, tile);
-        setEstimate(g, "DirectWeightGrad", work);
+        // On an IPU a tile's vertices share its worker threads: x.W over one vertex per
+        // worker, by samples (DirectCurrent) and by inputs (DirectWeightGrad); the same
+        // arithmetic per entry either way. The cpu device runs a tile's vertices in turn:
+        // one of each there.
+        const unsigned workers =
+            graph->getTarget().getTargetType() == TargetType::CPU
+                ? 1u
+                : std::max(1u, graph->getTarget().getNumWorkerContexts());
+        const unsigned sampleParts = std::min(workers, B);
+        for (unsigned part = 0; part < sampleParts; ++part) {
+          const unsigned b0 = B * part / sampleParts, b1 = B * (part + 1) / sampleParts;
+          VertexRef v = graph->addVertex(csDirect, "DirectCurrent");
+          graph->connect(v["x"], sh.xLocal.slice(std::size_t(b0) * nIn, std::size_t(b1) * nIn));
+          graph->connect(v["weights"], sh.param[P_WEIGHT]);
+          graph->connect(v["bias"], sh.param[P_BIAS]);
+          graph->connect(v["current"], sh.current.slice(b0 * n, b1 * n));
+          graph->connect(v["nzIndex"], var(UNSIGNED_INT, nIn, tile, "nz_index", int(l)));
+          graph->connect(v["nzValue"], var(FLOAT, nIn, tile, "nz_value", int(l)));
+          setField(v, "batch", b1 - b0);
+          setField(v, "numInputs", nIn);
+          setField(v, "numNeurons", n);
+          graph->setTileMapping(v, tile);
+          VertexWork dw = work;
+          dw.batch = b1 - b0;
+          setEstimate(v, "DirectCurrent", dw);
+        }
+        const unsigned inputParts = std::min(workers, nIn);
+        for (unsigned part = 0; part < inputParts; ++part) {
+          const unsigned i0 = nIn * part / inputParts, i1 = nIn * (part + 1) / inputParts;
+          VertexRef g = graph->addVertex(csDirectGrad, "DirectWeightGrad");
+          graph->connect(g["x"], sh.xLocal);
+          graph->connect(g["currentGradSum"], sh.currentGradSum);
+          graph->connect(g["gradWeights"],
+                         sh.grad[P_WEIGHT].slice(std::size_t(i0) * n, std::size_t(i1) * n));
+          // DirectWeightGrad::GROUP inputs' lists of samples.
+          graph->connect(g["nzIndex"], var(UNSIGNED_INT, 16 * B, tile, "nz_samples", int(l)));
+          graph->connect(g["nzValue"], var(FLOAT, 16 * B, tile, "nz_sample_values", int(l)));
+          setField(g, "batch", B);
+          setField(g, "numInputs", i1 - i0);
+          setField(g, "numNeurons", n);
+          setField(g, "xStride", nIn);
+          setField(g, "firstInput", i0);
+          graph->setTileMapping(g, tile);
+          VertexWork gw = work;
+          gw.inputs = i1 - i0;
+          setEstimate(g, "DirectWeightGrad", gw);
+        }
       }
 
       // Forward.

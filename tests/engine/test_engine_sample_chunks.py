@@ -92,12 +92,13 @@ def overflow_case(**options):
                                                                  sparse=sparse.window(0.5)),
                             popsnn.Linear(16, 3), popsnn.Leaky(beta=0.9))
     x, raw = make_input(net, 8, STEPS, True, seed=13, scale=3.0, density=0.9)
-    x[:6] = 0.0
     params = net.init_params(0)
     backend = EngineBackend(net, params, losses.ce_count_loss(), optim.SGD(lr=0.1),
                             num_steps=STEPS, batch_size=8, device="ipu-model", tiles_per_ipu=4,
                             memory_bytes_per_tile=8 * 1024, max_activity=0.05, **options)
-    assert backend.profile()["sample_chunks"] == 2
+    layout = backend.profile()
+    assert layout["sample_chunks"] > 1
+    x[:8 - int(layout["chunk_batch"])] = 0.0  # all but the last chunk stay silent
     return net, x, raw % 3, params, backend
 
 
