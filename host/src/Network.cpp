@@ -27,8 +27,10 @@
 // all-to-all recurrence needs every shard's spikes of step t-1 before step t:
 // it runs its steps one per phase in a Repeat, with an exchange in between.
 //
-// Planning (build()): layer-major, else step-major; within each, every layer spread over
-// all tiles, else over fewer. If no such mapping fits the tiles' memory, the batch runs in
+// Planning (plan(), build()): layer-major, else step-major; within each, every layer spread
+// over all tiles, else over fewer. In the layer-major schedule a wide layer feeding a much
+// narrower one (at most 32 neurons, 16 times fewer: 1000 -> 10) gets shards just wide
+// enough to push to it, and the narrow layer tiles after the pusher's. If no such mapping fits the tiles' memory, the batch runs in
 // chunks of samples (2, 3, 4, ... chunks dividing the batch): the graph is built for one
 // chunk, and the programs run every chunk's forward (and backward) pass in turn, copying
 // its slice of the batch onto the first layer's tiles; the weight gradients (and the loss,

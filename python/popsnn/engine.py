@@ -23,6 +23,9 @@ neither way, it runs in chunks of samples one after the other (gradients summed
 over the chunks, one optimiser step; the results are the whole batch's):
 `profile()["sample_chunks"]` and `["chunk_batch"]`.
 
+The learning rate is device state (one float per tile, written from the host):
+`set_learning_rate(lr)` changes it between steps without a recompile.
+
 Device options: `num_ipus`, `tiles_per_ipu`, `memory_bytes_per_tile`
 (ipu-model geometry), `max_activity` (spike-buffer capacity as a fraction of a
 shard's neurons, default 1.0: never overflows), `on_overflow` ("error",

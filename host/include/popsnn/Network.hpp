@@ -6,6 +6,7 @@
 //   net.setParams(params);              // PyTorch layout
 //   float loss = net.trainStep(x, labels, batch, spikes);
 //   net.infer(x, batch, spikes);        // spikes [T, B, C]
+//   net.setLearningRate(lr / 2);        // a schedule: a host write, no recompile
 #pragma once
 
 #include <cstdint>
