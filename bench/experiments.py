@@ -201,6 +201,42 @@ def thread_variants(names) -> dict:
     return out
 
 
+def exp_isolation(repeats=7, trials=2, **workload):
+    """The A/B behind the worker processes: popsnn's step time (median, min over `repeats`)
+    timed (a) in one process interleaved with snnTorch and both NumPy systems (this harness
+    before the workers), (b) in its worker, interleaved with the other systems' workers (the
+    harness now), (c) in its worker with no other system running. Arms alternate `trials`
+    times so that load from other users falls on all of them."""
+    work = dsnn_workload(**workload)
+    shown = {k: v for k, v in workload.items()}
+
+    def in_process():
+        fns = {"popsnn": systems.popsnn_engine(work)}
+        if "snntorch" in others:
+            fns["snntorch"] = systems.snntorch(work)
+        fns["numpy_hoisted"] = systems.numpy_reference(work, hoist=True)
+        fns["numpy_per_step"] = systems.numpy_reference(work, hoist=False)
+        return time_calls(fns, repeats)["popsnn"]
+
+    others = [s for s in SYSTEMS if s != "snntorch" or systems.snntorch_available() is None]
+    arms = {"in_process_with_others": in_process,
+            "worker_with_others": lambda: workers.time_isolated(
+                work, thread_variants(others), repeats)["popsnn@default"],
+            "worker_alone": lambda: workers.time_isolated(
+                work, {"popsnn@default": ("popsnn", None)}, repeats)["popsnn@default"]}
+    rows = []
+    for trial in range(trials):
+        for arm, fn in arms.items():
+            t = fn()
+            rows.append({"experiment": "isolation", "arm": arm, "trial": trial,
+                         "batch": work.batch_size, **shown, "repeats": repeats,
+                         "popsnn_step_ms_median": 1e3 * t["median_s"],
+                         "popsnn_step_ms_min": 1e3 * t["min_s"],
+                         "popsnn_images_per_s": work.batch_size / t["median_s"],
+                         "load_average_1": os.getloadavg()[0]})
+    return rows
+
+
 def throughput(configs, repeats: int, experiment: str, include=SYSTEMS) -> list:
     """One row per config dict (keyword arguments of dsnn_workload)."""
     rows = []
@@ -384,6 +420,7 @@ def trace_memory(model, hidden_layers: int = 2) -> dict:
         for part in ("trace", "surrogate_trace", "id_trace"):
             out[f"layer{layer}_{part}_bytes"] = float(prof[f"layer{layer}_{part}_bytes"])
         out[f"layer{layer}_buffer_capacity"] = prof.get(f"layer{layer}_buffer_capacity")
+        out[f"layer{layer}_shard_size"] = prof.get(f"layer{layer}_shard_size")
         layer += 1
     if not layer:
         return {}
@@ -459,6 +496,7 @@ def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=25
     init = dense_net.init_params(seed, dtype=np.float32)
     _, dense_init, _ = reference.loss_and_grad(dense_net, init, x, y0,
                                                losses.ce_max_membrane_loss())
+    buffered_masks = {}
     for row in rows:
         rule = None if row["b_th"] is None else sparse.window(row["b_th"])
         net = sparse_net(hidden, rule)
@@ -482,9 +520,10 @@ def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=25
         row.update(_grad_error(dense_init[:2], grads0[:2], "_hidden_at_init"))
         row["active_fraction_at_init"] = float(np.mean([m.mean() for m in rec0.grad_masks[:2]]))
         # What the id buffers must hold at a step: the spikes and the gradient candidates.
-        buffered = [float((m | (s > 0)).mean()) for m, s in zip(rec.grad_masks[:2],
-                                                               rec.spikes[:2])]
-        row["buffered_fraction_per_layer"] = buffered
+        masks = [np.asarray(m, bool) | (np.asarray(s) > 0)
+                 for m, s in zip(rec.grad_masks[:2], rec.spikes[:2])]
+        buffered_masks[row["b_th"]] = masks
+        row["buffered_fraction_per_layer"] = [float(m.mean()) for m in masks]
 
     # Speed. An engine model holds gigabytes at seed 003's sizes (two compiled engines: the
     # direct-input one built at construction and the per-step one), so only two live at a
@@ -519,6 +558,17 @@ def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=25
 
     dense_model, est = engine_model(rows[0])
     rows[0].update(est)
+    # A buffer holds one shard's entries at one (t, b): its capacity must cover the PEAK over
+    # (t, b, shard), not the mean. The peak on these inputs, with the engine's shards
+    # (contiguous neuron ranges of layer{l}_shard_size):
+    for row in rows:
+        peaks = []
+        for l, m in enumerate(buffered_masks.pop(row["b_th"])):
+            size = int(est.get(f"layer{l}_shard_size") or m.shape[-1])
+            counts = [m[..., k:k + size].sum(axis=-1).max() / min(size, m.shape[-1] - k)
+                      for k in range(0, m.shape[-1], size)]
+            peaks.append(float(max(counts)))
+        row["buffered_peak_fraction_per_layer"] = peaks
     dense_backward, dense_forward = [], []
     pairs = rows[1:] or [None]
     for row in pairs:

@@ -10,6 +10,8 @@
                                          activity and accuracy over B_th
     python bench/run.py sparse_width     seed 003: dense vs one B_th as the hidden layers widen
     python bench/run.py ipu              DSNN on the Mk2 geometry: runtime ESTIMATE of images/s
+    python bench/run.py isolation        A/B: popsnn timed beside the others in one process vs
+                                         in its own worker process
     python bench/run.py report           plots (PNG) and the README table from saved results
 
 Throughput experiments time each system on the same workload (one training step: forward over
@@ -34,7 +36,7 @@ import experiments as ex  # noqa: E402
 RESULTS = HERE / "results"
 NOTE = "CPU measurements on this machine, not an IPU"
 EXPERIMENTS = ("dsnn", "batch", "width", "neurons", "rate", "population", "sparse",
-               "sparse_width", "ipu")
+               "sparse_width", "ipu", "isolation")
 
 
 def run_experiment(name: str, quick: bool, repeats: int) -> list:
@@ -70,6 +72,8 @@ def run_experiment(name: str, quick: bool, repeats: int) -> list:
                                    repeats=repeats)
     if name == "ipu":
         return ex.exp_ipu()
+    if name == "isolation":
+        return ex.exp_isolation(repeats=repeats, trials=1 if quick else 3)
     raise SystemExit(f"unknown experiment {name!r}")
 
 

@@ -137,6 +137,8 @@ def test_sparse():
         assert r["trace_bytes_all"] >= r["trace_bytes_hidden"] > 0
     assert dense["max_activity"] == 1.0 and dense["trace_memory_saved_pct"] == 0.0
     assert sp["max_activity"] >= sp["max_activity_start"] > 0
+    assert dense["buffered_peak_fraction_per_layer"] == [1.0, 1.0]
+    assert all(0 <= p <= 1 for p in sp["buffered_peak_fraction_per_layer"])
     assert sp["trace_memory_saved_pct"] == pytest.approx(
         100 * (1 - sp["trace_bytes_hidden"] / dense["trace_bytes_hidden"]))
     for r in rows:
@@ -145,6 +147,16 @@ def test_sparse():
     # At this size grad - forward can come out as zero (it is a difference of two noisy
     # timings, clipped at zero); then there is no speed-up to report.
     assert dense["backward_speedup"] in (None, pytest.approx(1.0))
+    json.dumps(rows)
+
+
+@needs_engine
+def test_isolation_ab_has_every_arm():
+    rows = ex.exp_isolation(repeats=1, trials=1, **TINY)
+    assert [r["arm"] for r in rows] == ["in_process_with_others", "worker_with_others",
+                                        "worker_alone"]
+    for r in rows:
+        assert 0 < r["popsnn_step_ms_min"] <= r["popsnn_step_ms_median"]
     json.dumps(rows)
 
 
@@ -180,10 +192,13 @@ def test_report_from_synthetic_results(tmp_path):
     sparse = [dict(b_th=None, hidden=8, steps=4, batch=8, dataset="fashion-mnist",
                    encoding="latency", active_fraction=1.0, backward_s_derived=0.01,
                    backward_speedup=1.0, trace_memory_saved_pct=0.0, test_accuracy=0.5,
+                   trace_bytes_hidden=1000.0, max_activity=1.0,
                    train_steps=2, test_images=16, grad_cosine_hidden=1.0, machine=m),
               dict(b_th=0.2, hidden=8, steps=4, batch=8, active_fraction=0.01,
                    backward_s_derived=0.0001, backward_speedup=100.0,
                    trace_memory_saved_pct=90.0, test_accuracy=0.5, accuracy_change=0.0,
+                   trace_bytes_hidden=100.0, max_activity=0.1, max_activity_start=0.05,
+                   buffered_peak_fraction_per_layer=[0.08, 0.06],
                    grad_cosine_hidden=0.99, machine=m)]
     for name, rows in (("dsnn", [row]), ("sparse", sparse)):
         (tmp_path / f"{name}.json").write_text(json.dumps(rows))
@@ -194,6 +209,7 @@ def test_report_from_synthetic_results(tmp_path):
     assert "old" not in text and text.startswith("top") and text.endswith("bottom\n")
     assert "| DSNN B=128: popsnn >= 15x snnTorch | 30.00x (dsnn run) | yes |" in text
     assert "B_th=0.2: 100.00x" in text and "| yes |" in text
+    assert "90.0% less trace memory (measured" in text and "0.05 -> 0.1" in text
     assert (tmp_path / "sparse.png").exists()
     assert np.isfinite(len(text))
 
@@ -202,7 +218,8 @@ def test_cli_dispatches_every_experiment(tmp_path, monkeypatch, capsys):
     run = pytest.importorskip("run")
     called = []
     for fn in ("exp_dsnn", "exp_batch", "exp_width", "exp_neurons", "exp_rate",
-               "exp_population", "exp_sparse", "exp_sparse_width", "exp_ipu"):
+               "exp_population", "exp_sparse", "exp_sparse_width", "exp_ipu",
+               "exp_isolation"):
         monkeypatch.setattr(run.ex, fn, lambda *a, _fn=fn, **k: called.append(_fn) or
                             [{"experiment": _fn, "popsnn_images_per_s": 1.0}])
     monkeypatch.setattr(run, "RESULTS", tmp_path)
