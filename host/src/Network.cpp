@@ -646,34 +646,48 @@ public:
   // whole batch's (the loss is a weighted sum over samples), in float32 sums of another order.
   void build() {
     device = makeDevice();
-    std::string stepMajorError;
+    stepMajorError.clear();
     const unsigned B = spec.batchSize;
-    for (unsigned numChunks = 1; numChunks <= B; ++numChunks) {
-      if (B % numChunks)
-        continue;
-      for (bool major : {false, true}) {
-        for (unsigned spread = 1;; spread *= 2) {
-          try {
-            stepMajor = major;
-            chunks = numChunks;
-            chunkBatch = B / numChunks;
-            buildGraph(spread);
-            return;
-          } catch (const NetworkDoesNotFit &e) {
-            if (major && stepMajorError.empty())
-              stepMajorError = e.what();
-            bool fewest = true;
-            for (const auto &layer : layers)
-              fewest = fewest && layer.shards.size() == 1;
-            if (fewest)
-              break;
-          }
-        }
-      }
+    if (fits(1))
+      return;
+    // One sample at a time needs the least memory: if that does not fit, no chunking does,
+    // and a network that can never fit fails after two searches, not one per chunk count.
+    if (B > 1 && fits(B)) {
+      for (unsigned numChunks = 2; numChunks < B; ++numChunks) // the fewest chunks that fit
+        if (B % numChunks == 0 && fits(numChunks))
+          return;
+      if (!fits(B))
+        throw std::logic_error("popsnn: a mapping that fitted does not fit any more");
+      return;
     }
     throw NetworkDoesNotFit(stepMajorError + " (with a step-major schedule; fewer, larger "
                                              "shards per layer do not fit either, nor the "
                                              "batch run in chunks of down to 1 sample)");
+  }
+
+  // Builds the first schedule and spread that fit with the batch in `numChunks` chunks;
+  // false if none does.
+  std::string stepMajorError; // the whole batch's, step-major, all tiles: for the error
+  bool fits(unsigned numChunks) {
+    for (bool major : {false, true})
+      for (unsigned spread = 1;; spread *= 2) {
+        try {
+          stepMajor = major;
+          chunks = numChunks;
+          chunkBatch = spec.batchSize / numChunks;
+          buildGraph(spread);
+          return true;
+        } catch (const NetworkDoesNotFit &e) {
+          if (major && numChunks == 1 && stepMajorError.empty())
+            stepMajorError = e.what();
+          bool fewest = true;
+          for (const auto &layer : layers)
+            fewest = fewest && layer.shards.size() == 1;
+          if (fewest)
+            break;
+        }
+      }
+    return false;
   }
 
   void buildGraph(unsigned spread) {
