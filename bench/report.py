@@ -223,6 +223,10 @@ def tables(res: dict) -> str:
     for name, (title, keys) in titles.items():
         if res.get(name):
             text = f"### {title}\n\n" + throughput_table(res[name], keys)
+            if not all(r.get("timing") for r in res[name]):
+                text += ("\n\n*Timed with the earlier harness (all systems in one process): "
+                         "popsnn's figures here are understated, see \"How the systems are "
+                         "timed\" above.*")
             if name == "population" and any("test_accuracy" in r for r in res[name]):
                 text += "\n\nShort training (popsnn engine, cpu device, MNIST): " + "; ".join(
                     f"{r['steps']} step(s) x {r['outputs']} outputs: test accuracy "
