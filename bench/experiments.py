@@ -188,15 +188,16 @@ def measure(work: systems.Workload, repeats: int, include=SYSTEMS) -> dict:
 
 
 def thread_variants(names) -> dict:
-    """{timing key: (system, threads)}, threads None meaning the library's default. popsnn
-    runs with its default pool (one tile per hardware thread). snnTorch and both NumPy
-    systems are also timed with one thread and credited with the better: on a shared, loaded
-    machine a library's threads contend with other processes and its median can fall
-    several-fold (seen here for PyTorch: 2 threads 76-710 images/s, 1 thread a steady ~870)."""
+    """{timing key: (system, threads)}, threads None meaning the library's default. Every
+    system is timed with its library's default threads and with one, and credited with the
+    better: on a shared, loaded machine a library's threads contend with other processes and
+    its median can fall several-fold (seen here for PyTorch: 2 threads 76-710 images/s,
+    1 thread a steady ~870); popsnn's runtime documents POPSNN_NUM_THREADS=1 for a crowded
+    machine too."""
     out = {}
     for name in names:
         out[f"{name}@default"] = (name, None)
-        if name != "popsnn" and (os.cpu_count() or 1) > 1:
+        if (os.cpu_count() or 1) > 1:
             out[f"{name}@1"] = (name, 1)
     return out
 

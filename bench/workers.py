@@ -9,8 +9,9 @@ PyTorch step, popsnn's engine shared this 2-core machine with those spinning thr
 
 * each (system, thread setting) is one long-lived worker process (`python bench/workers.py`),
   started once per benchmark run and reused for every configuration; its thread settings are
-  fixed in its environment before NumPy or PyTorch is imported (`OMP_NUM_THREADS`,
-  `OPENBLAS_NUM_THREADS`, `MKL_NUM_THREADS`; nothing is set for "default");
+  fixed in its environment before NumPy, PyTorch or popsnn is imported (`OMP_NUM_THREADS`,
+  `OPENBLAS_NUM_THREADS`, `MKL_NUM_THREADS`, `POPSNN_NUM_THREADS`; nothing is set for
+  "default");
 * the parent sends the workload (pickled: the same network, inputs and labels for all), the
   worker builds its step and runs the warm-up; then the parent asks the workers in turn for
   one timed step each, round by round, so that load from other users still falls on every
@@ -35,7 +36,8 @@ import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+              "POPSNN_NUM_THREADS")
 # Pause before each timed step (seconds): OpenBLAS's idle threads spin for up to ~0.1 s.
 SETTLE_S = 0.15
 
