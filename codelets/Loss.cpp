@@ -137,3 +137,19 @@ public:
     return true;
   }
 };
+
+// The loss of a batch whose samples were split over several OutputLoss vertices (one per
+// group of samples, each on a tile of its own): the sum of their parts, in order.
+class LossSum : public Vertex {
+public:
+  Input<Vector<float>> parts;
+  Output<float> loss;
+
+  bool compute() {
+    float total = 0.0f;
+    for (unsigned k = 0; k < parts.size(); ++k)
+      total += parts[k];
+    *loss = total;
+    return true;
+  }
+};

@@ -209,6 +209,16 @@ public:
   // Chunked: the loss vertex's chunk of labels and weights, the loss and the output spikes
   // of the whole batch.
   Tensor labelsChunk, weightsChunk, lossTotal, spikesAll;
+  // The loss over groups of samples, one OutputLoss vertex each on a tile of its own (IPU
+  // targets with many tiles; else one group on lossTile): the gathered records, their
+  // gradients, labels and weights are [group][...] blocks, each on its group's tile, laid
+  // out within a block as one group-sized batch. lossParts: each group's part of the loss,
+  // summed (LossSum) into lossValue on lossTile.
+  struct LossGroup {
+    unsigned first = 0, last = 0, tile = 0;
+  };
+  std::vector<LossGroup> lossGroups;
+  Tensor lossParts, lossPartsLocal;
   // The optimiser's learning rate: device state, one float on every tile (element i on tile
   // i) that the optimiser vertices read; the host writes it (setLearningRate) -- a schedule
   // changes it between steps without a recompile.
@@ -728,22 +738,57 @@ public:
       tileLayerBytes[tile][lossTag] += sizeof(float);
     }
     graph->setInitialValue(learningRate, float(spec.optimizer.lr));
-    labels = zeros(INT, B, lossTile, "labels", lossTag);
-    sampleWeights = zeros(FLOAT, B, lossTile, "sample_weights", lossTag);
-    lossValue = zeros(FLOAT, 1, lossTile, "loss", lossTag);
     const unsigned Bc = chunkBatch;
     const std::size_t outSize = std::size_t(T) * Bc * numOutputs;
+    {
+      // A group per 16 tiles, up to one per sample; tiles from the last one down.
+      const bool ipu = graph->getTarget().getTargetType() != TargetType::CPU;
+      const unsigned numGroups = ipu ? std::min(Bc, std::max(1u, numTiles / 16)) : 1u;
+      lossGroups.clear();
+      for (unsigned g = 0; g < numGroups; ++g)
+        lossGroups.push_back({Bc * g / numGroups, Bc * (g + 1) / numGroups, lossTile - g});
+    }
+    // A tensor of `perSample` elements per sample of a chunk (per entry of `perGroup`),
+    // each group's block on its tile.
+    auto grouped = [&](const Type &type, std::size_t perSample, std::size_t perGroup,
+                       const std::string &name) {
+      const std::size_t size = perSample * Bc + perGroup * lossGroups.size();
+      Tensor t = graph->addVariable(type, {size}, name);
+      std::size_t at = 0;
+      for (const LossGroup &g : lossGroups) {
+        const std::size_t n = perSample * (g.last - g.first) + perGroup;
+        graph->setTileMapping(t.slice(at, at + n), g.tile);
+        tileLayerBytes[g.tile][lossTag] += n * graph->getTarget().getTypeSize(type);
+        at += n;
+      }
+      if (type == FLOAT)
+        graph->setInitialValue(t, 0.0f);
+      else
+        graph->setInitialValue(t, 0);
+      return t;
+    };
+    // Unchunked, the host writes labels and weights straight into the groups' blocks.
+    labels = chunks > 1 ? zeros(INT, B, lossTile, "labels", lossTag)
+                        : grouped(INT, 1, 0, "labels");
+    sampleWeights = chunks > 1 ? zeros(FLOAT, B, lossTile, "sample_weights", lossTag)
+                               : grouped(FLOAT, 1, 0, "sample_weights");
+    lossValue = zeros(FLOAT, 1, lossTile, "loss", lossTag);
     if (chunks > 1) {
-      labelsChunk = zeros(INT, Bc, lossTile, "labels_chunk", lossTag);
-      weightsChunk = zeros(FLOAT, Bc, lossTile, "sample_weights_chunk", lossTag);
+      labelsChunk = grouped(INT, 1, 0, "labels_chunk");
+      weightsChunk = grouped(FLOAT, 1, 0, "sample_weights_chunk");
       lossTotal = zeros(FLOAT, 1, lossTile, "loss_total", lossTag);
       spikesAll = zeros(FLOAT, outSize * chunks, lossTile, "spikes_all", lossTag);
     }
-    gatheredS = zeros(FLOAT, outSize, lossTile, "gathered_spikes", lossTag);
-    gatheredU = zeros(FLOAT, outSize, lossTile, "gathered_mem", lossTag);
-    gradS = zeros(FLOAT, outSize, lossTile, "loss_grad_spikes", lossTag);
-    gradU = zeros(FLOAT, outSize, lossTile, "loss_grad_mem", lossTag);
-    lossScratch = zeros(FLOAT, 2 * numOutputs, lossTile, "loss_scratch", lossTag);
+    const std::size_t record = std::size_t(T) * numOutputs; // per sample
+    gatheredS = grouped(FLOAT, record, 0, "gathered_spikes");
+    gatheredU = grouped(FLOAT, record, 0, "gathered_mem");
+    gradS = grouped(FLOAT, record, 0, "loss_grad_spikes");
+    gradU = grouped(FLOAT, record, 0, "loss_grad_mem");
+    lossScratch = grouped(FLOAT, 0, 2 * numOutputs, "loss_scratch");
+    if (lossGroups.size() > 1) {
+      lossParts = grouped(FLOAT, 0, 1, "loss_parts");
+      lossPartsLocal = zeros(FLOAT, lossGroups.size(), lossTile, "loss_parts_local", lossTag);
+    }
     checkMemory();
 
     graph->createHostWrite("x", xHost);
@@ -767,7 +812,8 @@ public:
       addLayerVertices(layer, csDirect, csForward.back(), csBackward.back(), csDirectGrad,
                        csOptim);
     }
-    addLossVertex(csLoss);
+    // The groups' loss parts are summed beside the output layer's first backward phase.
+    addLossVertex(csLoss, csBackward.back());
     // Chunks: the first chunk's gradients (and loss) are copied into the totals, the others'
     // added by AccumulateGrad vertices on the owning tiles.
     CopyList firstChunkGrads;
@@ -822,13 +868,32 @@ public:
       }
     }
     CopyList gather, scatterGrad;
-    for (const Shard &sh : layers.back().shards) {
-      const std::size_t lo = std::size_t(T) * Bc * sh.first,
-                        hi = lo + std::size_t(T) * Bc * sh.size;
-      gather.add(sh.recSpikes, gatheredS.slice(lo, hi));
-      gather.add(sh.recMem, gatheredU.slice(lo, hi));
-      scatterGrad.add(gradS.slice(lo, hi), sh.lossGradS);
-      scatterGrad.add(gradU.slice(lo, hi), sh.lossGradU);
+    if (lossGroups.size() == 1) {
+      for (const Shard &sh : layers.back().shards) {
+        const std::size_t lo = std::size_t(T) * Bc * sh.first,
+                          hi = lo + std::size_t(T) * Bc * sh.size;
+        gather.add(sh.recSpikes, gatheredS.slice(lo, hi));
+        gather.add(sh.recMem, gatheredU.slice(lo, hi));
+        scatterGrad.add(gradS.slice(lo, hi), sh.lossGradS);
+        scatterGrad.add(gradU.slice(lo, hi), sh.lossGradU);
+      }
+    } else {
+      // Group g's samples of step t: one run of a shard's [T, Bc, n] record, into the
+      // group's block laid out [shard][T][Bg][n].
+      for (const LossGroup &g : lossGroups) {
+        const std::size_t Bg = g.last - g.first, base = record * g.first;
+        for (const Shard &sh : layers.back().shards)
+          for (unsigned t = 0; t < T; ++t) {
+            const std::size_t from = (std::size_t(t) * Bc + g.first) * sh.size;
+            const std::size_t to = base + std::size_t(T) * Bg * sh.first + t * Bg * sh.size;
+            const std::size_t len = Bg * sh.size;
+            gather.add(sh.recSpikes.slice(from, from + len), gatheredS.slice(to, to + len));
+            gather.add(sh.recMem.slice(from, from + len), gatheredU.slice(to, to + len));
+            scatterGrad.add(gradS.slice(to, to + len), sh.lossGradS.slice(from, from + len));
+            scatterGrad.add(gradU.slice(to, to + len), sh.lossGradU.slice(from, from + len));
+          }
+      }
+      scatterGrad.add(lossParts, lossPartsLocal);
     }
 
     // ---- programs: one exchange phase after each compute phase, its copies merged.
@@ -1271,18 +1336,41 @@ public:
     }
   }
 
-  void addLossVertex(ComputeSet cs) {
-    const unsigned B = chunkBatch, T = spec.numSteps;
+  void addLossVertex(ComputeSet cs, ComputeSet csSum) {
+    const unsigned T = spec.numSteps;
+    const std::size_t record = std::size_t(T) * numOutputs;
+    for (unsigned k = 0; k < lossGroups.size(); ++k) {
+      const LossGroup &g = lossGroups[k];
+      const unsigned Bg = g.last - g.first;
+      const Tensor &lab = chunks > 1 ? labelsChunk : labels;
+      const Tensor &wts = chunks > 1 ? weightsChunk : sampleWeights;
+      VertexRef v = graph->addVertex(cs, "OutputLoss");
+      graph->connect(v["spikes"], gatheredS.slice(record * g.first, record * g.last));
+      graph->connect(v["membranes"], gatheredU.slice(record * g.first, record * g.last));
+      graph->connect(v["labels"], lab.slice(g.first, g.last));
+      graph->connect(v["sampleWeights"], wts.slice(g.first, g.last));
+      graph->connect(v["gradSpikes"], gradS.slice(record * g.first, record * g.last));
+      graph->connect(v["gradMembranes"], gradU.slice(record * g.first, record * g.last));
+      graph->connect(v["loss"], lossGroups.size() > 1 ? lossParts[k] : lossValue[0]);
+      graph->connect(v["scratch"],
+                     lossScratch.slice(2 * numOutputs * k, 2 * numOutputs * (k + 1)));
+      setLossFields(v, Bg);
+      graph->setTileMapping(v, g.tile);
+    }
+    if (lossGroups.size() > 1) {
+      VertexRef v = graph->addVertex(csSum, "LossSum");
+      graph->connect(v["parts"], lossPartsLocal);
+      graph->connect(v["loss"], lossValue[0]);
+      graph->setTileMapping(v, lossTile);
+      VertexWork w;
+      w.elements = lossGroups.size();
+      setEstimate(v, "LossSum", w);
+    }
+  }
+
+  void setLossFields(VertexRef v, unsigned B) {
+    const unsigned T = spec.numSteps;
     const LossSpec &ls = spec.loss;
-    VertexRef v = graph->addVertex(cs, "OutputLoss");
-    graph->connect(v["spikes"], gatheredS);
-    graph->connect(v["membranes"], gatheredU);
-    graph->connect(v["labels"], chunks > 1 ? labelsChunk : labels);
-    graph->connect(v["sampleWeights"], chunks > 1 ? weightsChunk : sampleWeights);
-    graph->connect(v["gradSpikes"], gradS);
-    graph->connect(v["gradMembranes"], gradU);
-    graph->connect(v["loss"], lossValue[0]);
-    graph->connect(v["scratch"], lossScratch);
     float on = ls.onTarget, off = ls.offTarget;
     if (ls.kind == LossKind::MseCount) {
       // Target spike counts as popsnn.losses.mse_count_loss (snnTorch): int() truncation,
@@ -1299,7 +1387,6 @@ public:
     setField(v, "shardSize", outShardSize);
     setField(v, "onTarget", on);
     setField(v, "offTarget", off);
-    graph->setTileMapping(v, lossTile);
     VertexWork w;
     w.batch = B;
     w.neurons = numOutputs;
@@ -1420,17 +1507,22 @@ public:
 
   void readSpikes(float *out) {
     const unsigned B = spec.batchSize, Bc = chunkBatch, T = spec.numSteps, C = numOutputs;
-    // Per chunk of samples (the whole batch without chunks), shard-major [T, Bc, n] blocks.
+    // Per chunk of samples (the whole batch without chunks) and loss group, shard-major
+    // [T, Bg, n] blocks.
     std::vector<float> shardMajor(std::size_t(T) * B * C);
     engine->readTensor("spikes", shardMajor.data(), shardMajor.data() + shardMajor.size());
     for (unsigned m = 0; m < chunks; ++m)
-      for (const Shard &sh : layers.back().shards) {
-        const float *src = shardMajor.data() + std::size_t(T) * Bc * (std::size_t(m) * C + sh.first);
-        for (unsigned t = 0; t < T; ++t)
-          for (unsigned b = 0; b < Bc; ++b)
-            for (unsigned j = 0; j < sh.size; ++j)
-              out[(std::size_t(t) * B + m * Bc + b) * C + sh.first + j] =
-                  src[(std::size_t(t) * Bc + b) * sh.size + j];
+      for (const LossGroup &g : lossGroups) {
+        const unsigned Bg = g.last - g.first;
+        const float *block = shardMajor.data() + std::size_t(T) * C * (std::size_t(m) * Bc + g.first);
+        for (const Shard &sh : layers.back().shards) {
+          const float *src = block + std::size_t(T) * Bg * sh.first;
+          for (unsigned t = 0; t < T; ++t)
+            for (unsigned b = 0; b < Bg; ++b)
+              for (unsigned j = 0; j < sh.size; ++j)
+                out[(std::size_t(t) * B + m * Bc + g.first + b) * C + sh.first + j] =
+                    src[(std::size_t(t) * Bg + b) * sh.size + j];
+        }
       }
   }
 

@@ -165,3 +165,35 @@ def test_wide_layer_pushes_to_a_narrow_readout_on_many_tiles(direct):
     np.testing.assert_array_equal(backend.infer(x), rec.spikes[-1])
     assert value == pytest.approx(ref_value, rel=2e-5)
     assert_grads_close(grads, ref_grads)
+
+
+LOSSES = {
+    "ce_count-population": lambda: losses.ce_count_loss(population_code=True, num_classes=5),
+    "ce_rate": losses.ce_rate_loss,
+    "mse_count": lambda: losses.mse_count_loss(correct_rate=0.8, incorrect_rate=0.1),
+    "mse_membrane": losses.mse_membrane_loss,
+    "ce_max_membrane": losses.ce_max_membrane_loss,
+}
+
+
+@pytest.mark.parametrize("name", list(LOSSES))
+@pytest.mark.parametrize("kib", [None, 20], ids=["whole-batch", "chunked"])
+def test_loss_over_groups_of_samples_on_many_tiles(name, kib):
+    """On 64 tiles the loss runs as one vertex per group of samples, each group on a tile of
+    its own, the parts summed; with little memory the batch is chunked as well."""
+    net = popsnn.Sequential(popsnn.Linear(30, 200), popsnn.Leaky(beta=0.9),
+                            popsnn.Linear(200, 10), popsnn.Leaky(beta=0.9))
+    loss = LOSSES[name]()
+    x, raw = make_input(net, 8, STEPS, True, seed=9)
+    y = labels_for(loss, net, raw)
+    params = net.init_params(2)
+    memory = {} if kib is None else {"memory_bytes_per_tile": kib * 1024}
+    backend = EngineBackend(net, params, loss, optim.SGD(lr=0.1), num_steps=STEPS,
+                            batch_size=8, device="ipu-model", tiles_per_ipu=64, **memory)
+    assert (backend.profile()["sample_chunks"] > 1) == (kib is not None)
+    value, grads = backend.loss_and_grad(x, y)
+    ref_value, ref_grads, rec = reference.loss_and_grad(net, params, x, y, loss,
+                                                        num_steps=STEPS)
+    np.testing.assert_array_equal(backend.infer(x), rec.spikes[-1])
+    assert value == pytest.approx(ref_value, rel=2e-5)
+    assert_grads_close(grads, ref_grads)
