@@ -37,6 +37,12 @@
 // a weighted sum over samples) are summed over the chunks (AccumulateGrad), then the
 // optimiser steps once. Programs then: 0 forward of every chunk, 1 forward + backward of
 // every chunk, 2 the optimiser step. Seed 000's DSNN at batch 128 on one Mk2 runs so.
+//
+// IPU targets only (the cpu device runs a tile's vertices one after the other, so there it
+// is one vertex each): x.W and its weight gradient run as one vertex per worker of a tile
+// (by samples, by inputs), and on a target with many tiles the loss runs as one vertex per
+// group of samples, each group on a tile of its own (its records gathered there, its
+// gradients scattered back from there), the groups' parts summed by LossSum.
 #include "popsnn/Network.hpp"
 
 #include <poplar/DeviceManager.hpp>
