@@ -14,9 +14,9 @@ from __future__ import annotations
 import copy
 
 import numpy as np
+import pytest
 
-import popsnn
-from popsnn import losses, optim, reference
+from popsnn import optim, reference
 from popsnn.engine import EngineBackend
 
 
@@ -66,3 +66,29 @@ def engine_and_reference(net, loss, x, y, *, batch, steps, device="cpu", optimiz
     ref = reference.loss_and_grad(net, params, x, y, loss,
                                   num_steps=steps if x.ndim == 2 else None)
     return backend, value, grads, spikes, ref
+
+
+def train_like_the_reference(backend, net, params, loss, ref_opt, x, y, *, rates=(None,) * 3,
+                             rel_loss=2e-5, every_step=False, what=""):
+    """One engine train step per entry of `rates` (None keeps the rate; a number is set on both
+    sides first) beside the same step of `ref_opt` on the float32 reference: spikes identical,
+    losses to `rel_loss`, weights to 1e-5 of scale after the last step (after every step with
+    `every_step`). Returns the reference's parameters."""
+    ref_params = copy.deepcopy(params)
+    num_steps = backend.num_steps if x.ndim == 2 else None
+    for step, rate in enumerate(rates):
+        if rate is not None:
+            backend.set_learning_rate(rate)
+            ref_opt.hyper["lr"] = rate
+        value, spikes = backend.train_step(x, y)
+        ref_value, ref_grads, rec = reference.loss_and_grad(net, ref_params, x, y, loss,
+                                                            num_steps=num_steps)
+        ref_opt.step(ref_params, ref_grads)
+        np.testing.assert_array_equal(spikes, rec.spikes[-1], err_msg=f"{what} step {step}")
+        assert value == pytest.approx(ref_value, rel=rel_loss), f"{what} step {step}"
+        if every_step or step == len(rates) - 1:
+            for l, (p, r) in enumerate(zip(backend.get_params(), ref_params)):
+                for key in r:
+                    assert_close(p[key], r[key], f"{what} step {step}: layer {l} {key}",
+                                 rel=1e-5)
+    return ref_params

@@ -3,14 +3,13 @@ engine's updates equal the reference optimiser's at every rate. See engine_helpe
 tolerances."""
 import copy
 
-import numpy as np
 import pytest
 
 import popsnn
 from popsnn import losses, optim, reference
 from popsnn.engine import EngineBackend
 
-from engine_helpers import assert_close, make_input
+from engine_helpers import assert_close, make_input, train_like_the_reference
 
 BATCH, STEPS = 6, 10
 RATES = (0.01, 0.004, 0.025)  # one per step: down, then up again
@@ -36,20 +35,8 @@ def test_rate_changed_between_steps_equals_the_reference(name, device):
     backend = EngineBackend(net, params, loss, OPTIMIZERS[name](), num_steps=STEPS,
                             batch_size=BATCH, device=device, **options)
     engine = backend._engine
-    ref_params, ref_opt = copy.deepcopy(params), OPTIMIZERS[name]()
-    for step, rate in enumerate(RATES):
-        backend.set_learning_rate(rate)
-        ref_opt.hyper["lr"] = rate
-        value, spikes = backend.train_step(x, y)
-        ref_value, ref_grads, rec = reference.loss_and_grad(net, ref_params, x, y, loss,
-                                                            num_steps=STEPS)
-        ref_opt.step(ref_params, ref_grads)
-        np.testing.assert_array_equal(spikes, rec.spikes[-1], err_msg=f"step {step}")
-        assert value == pytest.approx(ref_value, rel=2e-5)
-        for l, (p, r) in enumerate(zip(backend.get_params(), ref_params)):
-            for key in r:
-                assert_close(p[key], r[key], f"{name} step {step} (lr {rate}): layer {l} {key}",
-                             rel=1e-5)
+    train_like_the_reference(backend, net, params, loss, OPTIMIZERS[name](), x, y, rates=RATES,
+                             every_step=True, what=name)
     assert backend._engine is engine, "changing the learning rate must not recompile"
     assert backend.optimizer.hyper["lr"] == RATES[-1] == engine.learning_rate
 

@@ -2,7 +2,6 @@
 resort, after the schedules and tile spreads): every chunk a whole forward and backward pass,
 the weight gradients summed over the chunks, one optimiser step. The results equal the
 reference's for the whole batch (see engine_helpers for the tolerances)."""
-import copy
 
 import numpy as np
 import pytest
@@ -11,7 +10,7 @@ import popsnn
 from popsnn import losses, optim, reference, sparse
 from popsnn.engine import EngineBackend, SpikeBufferOverflow
 
-from engine_helpers import assert_close, assert_grads_close, labels_for, make_input
+from engine_helpers import assert_grads_close, labels_for, make_input, train_like_the_reference
 
 BATCH, STEPS = 12, 8
 
@@ -70,19 +69,8 @@ def test_chunked_adam_steps_equal_the_reference():
     backend = EngineBackend(net, params, loss, optim.Adam(lr=0.01), num_steps=STEPS,
                             batch_size=BATCH, device="ipu-model", **geometry(24))
     assert backend.profile()["sample_chunks"] > 1
-    ref_params, ref_opt = copy.deepcopy(params), optim.Adam(lr=0.01)
-    for step, rate in enumerate((0.01, 0.005, 0.01)):
-        backend.set_learning_rate(rate)
-        ref_opt.hyper["lr"] = rate
-        value, spikes = backend.train_step(x, y)
-        ref_value, ref_grads, rec = reference.loss_and_grad(net, ref_params, x, y, loss,
-                                                            num_steps=STEPS)
-        ref_opt.step(ref_params, ref_grads)
-        np.testing.assert_array_equal(spikes, rec.spikes[-1], err_msg=f"step {step}")
-        assert value == pytest.approx(ref_value, rel=2e-5)
-    for l, (p, r) in enumerate(zip(backend.get_params(), ref_params)):
-        for key in r:
-            assert_close(p[key], r[key], f"layer {l} {key}", rel=1e-5)
+    train_like_the_reference(backend, net, params, loss, optim.Adam(lr=0.01), x, y,
+                             rates=(0.01, 0.005, 0.01))
 
 
 def overflow_case(**options):
