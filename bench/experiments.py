@@ -177,8 +177,13 @@ def measure(work: systems.Workload, repeats: int, include=SYSTEMS) -> dict:
         if len(mine) > 1:
             row[f"{name}_images_per_s_by_threads"] = {
                 str(v["threads"]): b / v["median_s"] for v in mine}
-    row["timing"] = ("each system in its own worker process, one timed step each in turn, "
-                     f"{workers.SETTLE_S:g} s pause before each")
+    for name in names:
+        best = min((timed[k] for k, (n, _) in variants.items() if n == name),
+                   key=lambda v: v["median_s"])
+        row[f"{name}_timed_steps_per_turn"] = best["timed_steps_per_turn"]
+    row["timing"] = (f"each system in its own worker process; turns in rotation, each "
+                     f"{workers.WARM_S:g} s of untimed then >= {workers.TIMED_S:g} s of timed "
+                     f"back-to-back steps; {workers.SETTLE_S:g} s pause before each turn")
     ours = row.get("popsnn_images_per_s")
     for name in include:
         other = row.get(f"{name}_images_per_s")
@@ -204,23 +209,33 @@ def thread_variants(names) -> dict:
 
 def exp_isolation(repeats=7, trials=2, **workload):
     """The A/B behind the worker processes: popsnn's step time (median, min over `repeats`)
-    timed (a) in one process interleaved with snnTorch and both NumPy systems (this harness
-    before the workers), (b) in its worker, interleaved with the other systems' workers (the
-    harness now), (c) in its worker with no other system running. Arms alternate `trials`
-    times so that load from other users falls on all of them."""
+    timed (a) in one process interleaved with snnTorch and both NumPy systems, one step per
+    turn (this harness before the workers), (b) the same with each turn a burst of
+    back-to-back steps (workers.WARM_S untimed, then TIMED_S timed), (c) in its worker,
+    interleaved with the other systems' workers, bursts (the harness now), (d) in its worker
+    with no other system running, bursts. Arms alternate `trials` times so that load from
+    other users falls on all of them."""
     work = dsnn_workload(**workload)
     shown = {k: v for k, v in workload.items()}
 
-    def in_process():
+    def in_process(bursts):
         fns = {"popsnn": systems.popsnn_engine(work)}
         if "snntorch" in others:
             fns["snntorch"] = systems.snntorch(work)
         fns["numpy_hoisted"] = systems.numpy_reference(work, hoist=True)
         fns["numpy_per_step"] = systems.numpy_reference(work, hoist=False)
-        return time_calls(fns, repeats)["popsnn"]
+        if not bursts:
+            return time_calls(fns, repeats)["popsnn"]
+        # Interleaved the same way, but each turn a burst of back-to-back steps (as the
+        # workers' turns): per-step times of popsnn's turns, the warm-up call dropped.
+        bursts = {k: _burst(fn) for k, fn in fns.items()}
+        time_calls(bursts, repeats)
+        v = bursts["popsnn"].per_step[1:]
+        return {"median_s": statistics.median(v), "min_s": min(v)}
 
     others = [s for s in SYSTEMS if s != "snntorch" or systems.snntorch_available() is None]
-    arms = {"in_process_with_others": in_process,
+    arms = {"in_process_with_others": lambda: in_process(False),
+            "in_process_with_others_bursts": lambda: in_process(True),
             "worker_with_others": lambda: workers.time_isolated(
                 work, thread_variants(others), repeats)["popsnn@default"],
             "worker_alone": lambda: workers.time_isolated(
@@ -236,6 +251,34 @@ def exp_isolation(repeats=7, trials=2, **workload):
                          "popsnn_images_per_s": work.batch_size / t["median_s"],
                          "load_average_1": os.getloadavg()[0]})
     return rows
+
+
+class _Burst:
+    """A step run as the workers' turns are (workers.WARM_S untimed, then >= TIMED_S timed,
+    back to back): time_calls times the whole call, the per-step time is kept here."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self):
+        t0 = time.perf_counter()
+        while True:
+            self.fn()
+            if time.perf_counter() - t0 >= workers.WARM_S:
+                break
+        n, t0 = 0, time.perf_counter()
+        while True:
+            self.fn()
+            n += 1
+            if time.perf_counter() - t0 >= workers.TIMED_S:
+                break
+        self.per_step.append((time.perf_counter() - t0) / n)
+
+
+def _burst(fn):
+    b = _Burst(fn)
+    b.per_step = []
+    return b
 
 
 def throughput(configs, repeats: int, experiment: str, include=SYSTEMS) -> list:

@@ -124,9 +124,11 @@ def ipu_table(rows) -> str:
 
 ARMS = {"in_process_with_others": "one process, interleaved with snnTorch and NumPy steps "
                                   "(the harness before)",
-        "worker_with_others": "own worker process, interleaved with the others' workers "
-                              "(the harness now)",
-        "worker_alone": "own worker process, no other system running"}
+        "in_process_with_others_bursts": "one process, interleaved with snnTorch and NumPy, "
+                                         "each turn a burst of back-to-back steps",
+        "worker_with_others": "own worker process, interleaved with the others' workers, "
+                              "bursts (the harness now)",
+        "worker_alone": "own worker process, no other system running, bursts"}
 
 
 def isolation_table(rows) -> str:

@@ -15,11 +15,14 @@ PyTorch step, popsnn's engine shared this 2-core machine with those spinning thr
 * the parent sends the workload (pickled: the same network, inputs and labels for all), the
   worker builds its step and runs the warm-up; then the parent asks the workers in turn for
   one timed step each, round by round, so that load from other users still falls on every
-  system alike; a worker times the step itself (`time.perf_counter` around the call), so the
-  pipe is not in the figure;
+  system alike; a worker times its steps itself (`time.perf_counter`), so the pipe is not in
+  the figure;
 * only one worker computes at a time (the others wait on a blocking read of their pipe), and
-  the parent sleeps `SETTLE_S` before each timed step, so that the previous worker's spinning
-  threads have gone to sleep before the next system's step starts.
+  the parent sleeps `SETTLE_S` before each turn, so that the previous worker's spinning
+  threads have gone to sleep before the next system's steps start;
+* a turn is a burst of back-to-back steps (untimed for WARM_S, then timed for TIMED_S), as
+  in a training loop: on this machine a short step runs about 2x slower for some tens of
+  milliseconds after any pause.
 
 The protocol is pickled tuples over the worker's stdin/stdout (the worker moves library
 prints from its stdout to stderr so that they cannot corrupt it).
@@ -38,8 +41,15 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
               "POPSNN_NUM_THREADS")
-# Pause before each timed step (seconds): OpenBLAS's idle threads spin for up to ~0.1 s.
-SETTLE_S = 0.15
+# Pause before each turn (seconds), so that the previous worker's idle threads calm down.
+SETTLE_S = 0.05
+# A turn: untimed steps back to back for at least WARM_S (at least one), then timed steps
+# back to back for at least TIMED_S (at least one); the turn's figure is their mean. After
+# any pause this machine runs a short step slowly for a while (popsnn's 4.4 ms DSNN step took
+# ~9-10 ms after a 10-150 ms pause, even after 1-3 warm steps, and 4.4-4.7 ms after 10): a
+# training loop runs its steps back to back, so every system is timed in that state.
+WARM_S = 0.1
+TIMED_S = 0.1
 
 
 class WorkerError(RuntimeError):
@@ -107,10 +117,12 @@ def close_all():
 
 
 def time_isolated(work, variants: dict, repeats: int, warmup: int = 1,
-                  settle_s: float = None) -> dict:
+                  settle_s: float = None, warm_s: float = None, timed_s: float = None) -> dict:
     """Seconds per training step of each variant {key: (system, threads)} on `work`, each in
-    its own worker, interleaved round by round. Returns {key: {"min_s", "median_s", "max_s",
-    "repeats", "threads"}} with the thread count the worker's library reported."""
+    its own worker, interleaved round by round: `repeats` turns per variant, each turn a
+    burst of back-to-back steps (see WARM_S). Returns {key: {"min_s", "median_s", "max_s"
+    (over turns), "repeats", "timed_steps_per_turn", "threads", "pid"}} with the thread
+    count the worker's library reported."""
     import statistics
     settle_s = SETTLE_S if settle_s is None else settle_s
     workers = {k: worker(system, threads) for k, (system, threads) in variants.items()}
@@ -126,14 +138,19 @@ def time_isolated(work, variants: dict, repeats: int, warmup: int = 1,
     if errors:
         raise WorkerError("\n".join(errors))
     times = {k: [] for k in workers}
+    steps = {k: [] for k in workers}
     for _ in range(repeats):
         for k, w in workers.items():
             time.sleep(settle_s)
-            times[k].append(w.call("time"))
+            per_step, n = w.call("time", WARM_S if warm_s is None else warm_s,
+                                 TIMED_S if timed_s is None else timed_s)
+            times[k].append(per_step)
+            steps[k].append(n)
     for w in workers.values():   # drop the step (an engine model can be large)
         w.call("drop")
     return {k: {"min_s": min(v), "median_s": statistics.median(v), "max_s": max(v),
-                "repeats": repeats, "threads": info[k]["threads"], "pid": info[k]["pid"]}
+                "repeats": repeats, "timed_steps_per_turn": statistics.mean(steps[k]),
+                "threads": info[k]["threads"], "pid": info[k]["pid"]}
             for k, v in times.items()}
 
 
@@ -192,9 +209,20 @@ def _serve():
                     step()
                 reply("ok", {"threads": _threads(system), "pid": os.getpid()})
             elif op == "time":
+                warm_s, timed_s = msg[1:]
                 t0 = time.perf_counter()
-                step()
-                reply("ok", time.perf_counter() - t0)
+                while True:          # untimed, back to back
+                    step()
+                    if time.perf_counter() - t0 >= warm_s:
+                        break
+                n, t0 = 0, time.perf_counter()
+                while True:          # timed, back to back
+                    step()
+                    n += 1
+                    elapsed = time.perf_counter() - t0
+                    if elapsed >= timed_s:
+                        break
+                reply("ok", (elapsed / n, n))
             elif op == "drop":
                 step = None
                 gc.collect()

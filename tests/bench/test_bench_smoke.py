@@ -27,6 +27,8 @@ TINY = dict(hidden=16, batch=4, steps=2)
 def no_settle_pause(monkeypatch):
     # The pause before each timed step lets idle thread pools sleep; nothing is timed here.
     monkeypatch.setattr(workers, "SETTLE_S", 0.0)
+    monkeypatch.setattr(workers, "WARM_S", 0.0)
+    monkeypatch.setattr(workers, "TIMED_S", 0.0)
 
 
 def check_throughput(row, include=ex.SYSTEMS):
@@ -70,9 +72,14 @@ def test_each_system_runs_in_its_own_worker_with_its_threads():
     assert t["b"]["threads"] == 1
     for v in t.values():
         assert 0 < v["min_s"] <= v["median_s"] <= v["max_s"] and v["repeats"] == 2
+        assert v["timed_steps_per_turn"] == 1   # WARM_S = TIMED_S = 0: one step each
     env = workers.worker("numpy_hoisted", 1).call("env")
     assert env["pid"] == t["b"]["pid"]
     assert all(env[k] == "1" for k in workers.THREAD_ENV)
+    # A turn is a burst of back-to-back steps lasting at least timed_s.
+    burst = workers.time_isolated(work, {"a": ("numpy_hoisted", None)}, repeats=1,
+                                  settle_s=0.0, warm_s=0.0, timed_s=0.05)
+    assert burst["a"]["timed_steps_per_turn"] > 1
     # The workers are kept for the next configuration: same processes.
     again = workers.time_isolated(work, variants, repeats=1, settle_s=0.0)
     assert {v["pid"] for v in again.values()} == pids
@@ -153,8 +160,9 @@ def test_sparse():
 @needs_engine
 def test_isolation_ab_has_every_arm():
     rows = ex.exp_isolation(repeats=1, trials=1, **TINY)
-    assert [r["arm"] for r in rows] == ["in_process_with_others", "worker_with_others",
-                                        "worker_alone"]
+    assert [r["arm"] for r in rows] == ["in_process_with_others",
+                                        "in_process_with_others_bursts",
+                                        "worker_with_others", "worker_alone"]
     for r in rows:
         assert 0 < r["popsnn_step_ms_min"] <= r["popsnn_step_ms_median"]
     json.dumps(rows)
