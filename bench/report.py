@@ -134,7 +134,8 @@ ARMS = {"in_process_with_others": "one process, interleaved with snnTorch and Nu
 def isolation_table(rows) -> str:
     r0 = rows[0]
     lines = [f"DSNN 784-{r0.get('hidden', 1000)}-10, B={r0['batch']}, T={r0.get('steps', 25)}; "
-             f"{r0['repeats']} timed steps per arm and trial; arms alternate.\n",
+             f"{r0['repeats']} rounds per arm and trial (one step per turn in the first arm, a "
+             f"burst of back-to-back steps in the others); arms alternate.\n",
              "| trial | how popsnn was timed | popsnn ms/step (median) | min | 1-min load |",
              "|---|---|---|---|---|"]
     for r in rows:
