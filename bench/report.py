@@ -334,8 +334,8 @@ def plots(res: dict, results: Path) -> list:
         ax = axes[0][1]
         ax.plot(b, [_measured_saving(r) or 0 for r in sp], "o-",
                 label="measured (engine's trace bytes)")
-        ax.plot(b, [100 * (1 - r["active_fraction"]) for r in sp], "s--",
-                label="100 - active %: a trace sized by the mean")
+        ax.plot(b, [100 * (1 - 2 * r["active_fraction"]) for r in sp], "s--",
+                label="computed: value + index per active entry")
         ax.axhline(80, color="grey", ls=":", label="goal 80%")
         ax.set_ylabel("trace memory saved %")
         ax.legend(fontsize=7)
