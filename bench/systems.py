@@ -74,7 +74,7 @@ def snntorch(work: Workload) -> Step:
     written as snnTorch's tutorials do: explicit state, one Python loop over the steps."""
     import snntorch as snn
     import snntorch.functional as SF
-    from snntorch import surrogate
+    from popsnn.interop import snntorch_surrogate
     import torch
     from torch import nn
 
@@ -83,7 +83,7 @@ def snntorch(work: Workload) -> Step:
     for lin, neuron in work.net.pairs:
         # The same surrogate as popsnn's layer, so both libraries do the same arithmetic.
         common = dict(threshold=neuron.threshold, reset_mechanism=neuron.reset_mechanism,
-                      spike_grad=_snntorch_surrogate(surrogate, neuron.surrogate))
+                      spike_grad=snntorch_surrogate(neuron.surrogate))
         linears.append(nn.Linear(lin.in_features, lin.out_features))
         if isinstance(neuron, popsnn.Leaky):
             neurons.append(snn.Leaky(beta=neuron.beta, **common))
@@ -133,16 +133,6 @@ def snntorch(work: Workload) -> Step:
         loss.backward()
         opt.step()
     return step
-
-
-def _snntorch_surrogate(module, s):
-    if s.name == "atan":
-        return module.atan(alpha=s.param)
-    if s.name == "fast_sigmoid":
-        return module.fast_sigmoid(slope=s.param)
-    if s.name == "sigmoid":
-        return module.sigmoid(slope=s.param)
-    return module.straight_through_estimator()
 
 
 def engine_available(device: str = "cpu") -> Optional[str]:

@@ -56,7 +56,8 @@ def _surrogate_from_torch(fn, where: str) -> _surrogate.Surrogate:
                        f"straight_through_estimator")
 
 
-def _surrogate_to_torch(sur: _surrogate.Surrogate):
+def snntorch_surrogate(sur: _surrogate.Surrogate):
+    """snnTorch's spike_grad function for a popsnn surrogate (same name and parameter)."""
     _, snntorch = _import_torch()
     s = snntorch.surrogate
     if sur.name == "fast_sigmoid":
@@ -179,7 +180,7 @@ def to_snntorch(net: _layers.Sequential, params):
             raise InteropError(f"layer {2 * i + 1}: snnTorch has no sparse-backward rule; set "
                                f"sparse=None before converting")
         common = dict(threshold=neuron.threshold, reset_mechanism=neuron.reset_mechanism,
-                      spike_grad=_surrogate_to_torch(neuron.surrogate), init_hidden=True,
+                      spike_grad=snntorch_surrogate(neuron.surrogate), init_hidden=True,
                       output=i == len(net.pairs) - 1)
         if isinstance(neuron, _layers.RLeaky):
             n = lin.out_features
