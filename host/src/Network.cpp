@@ -1097,6 +1097,23 @@ public:
     for (Shard &sh : layer.shards) {
       const unsigned tile = sh.tile, n = sh.size;
       const Tensor fIn = dummyIn(FLOAT, tile), iIn = dummyIn(INT, tile);
+      // The shard's geometry and neuron model: the same constants on its forward and
+      // backward vertices.
+      auto setShardFields = [&](VertexRef v) {
+        setField(v, "pushNext", unsigned(layer.push));
+        setField(v, "batch", B);
+        setField(v, "numNeurons", n);
+        setField(v, "numSteps", T);
+        setField(v, "numInputs", nIn);
+        setField(v, "numSrc", numSrc);
+        setField(v, "inStride", inStride);
+        setField(v, "numOwn", numOwn);
+        setField(v, "stride", layer.stride);
+        setField(v, "offset", sh.first);
+        setField(v, "neuron", neuronCode(s));
+        setField(v, "reset", reset);
+        setField(v, "inputMode", layer.inputMode);
+      };
       VertexWork work;
       work.batch = B;
       work.neurons = n;
@@ -1190,24 +1207,12 @@ public:
         graph->connect(v["nextWeights"], layer.push ? sh.nextWeights : fIn);
         graph->connect(v["nextCurrent"], orElse(sh.nextCurrent, dummyOut(FLOAT, tile)));
         graph->connect(v["nextRows"], orElse(sh.nextRows, dummyOut(FLOAT, tile)));
-        setField(v, "pushNext", unsigned(layer.push));
+        setShardFields(v);
         setField(v, "nextShardSize", next ? next->shardSize : 1u);
         setField(v, "nextLayerSize", next ? next->spec.outputs : 0u);
-        setField(v, "batch", B);
-        setField(v, "numNeurons", n);
-        setField(v, "numSteps", T);
-        setField(v, "numInputs", nIn);
-        setField(v, "numSrc", numSrc);
-        setField(v, "inStride", inStride);
-        setField(v, "numOwn", numOwn);
-        setField(v, "stride", layer.stride);
-        setField(v, "offset", sh.first);
         setField(v, "capacity", sh.capacity);
-        setField(v, "neuron", neuronCode(s));
-        setField(v, "reset", reset);
         setField(v, "surrogate", surrogate);
         setField(v, "rule", rule);
-        setField(v, "inputMode", layer.inputMode);
         setField(v, "record", unsigned(layer.isOutput));
         setField(v, "stepsPerCall", layer.a2a || stepMajor ? 1u : T);
         setField(v, "stepMajor", unsigned(stepMajor));
@@ -1264,19 +1269,7 @@ public:
         graph->connect(v["nextGradWeights"],
                        orElse(sh.nextGradWeights, dummyOut(FLOAT, tile)));
         graph->connect(v["nextGradRows"], orElse(sh.nextGradRows, dummyOut(FLOAT, tile)));
-        setField(v, "pushNext", unsigned(layer.push));
-        setField(v, "batch", B);
-        setField(v, "numNeurons", n);
-        setField(v, "numSteps", T);
-        setField(v, "numInputs", nIn);
-        setField(v, "numSrc", numSrc);
-        setField(v, "inStride", inStride);
-        setField(v, "numOwn", numOwn);
-        setField(v, "stride", layer.stride);
-        setField(v, "offset", sh.first);
-        setField(v, "neuron", neuronCode(s));
-        setField(v, "reset", reset);
-        setField(v, "inputMode", layer.inputMode);
+        setShardFields(v);
         setField(v, "isOutput", unsigned(layer.isOutput));
         setField(v, "dense", unsigned(s.sparseRule == SparseRule::None));
         setField(v, "publishGrad", unsigned(sh.gradOut.valid()));
