@@ -20,6 +20,23 @@ inline float dot(const float *__restrict a, const float *__restrict b, unsigned 
   return s;
 }
 
+// One (step, sample) row of the next layer's dL/dI, gathered from its shards' blocks
+// (`rowsPerBlock` rows each, a shard's width per row) into g, zero-padded to
+// pushWidth(nextLayerSize) so it lines up with the padded rows of W_next.
+inline void gatherNextGrad(const float *nextGrad, float *__restrict g, unsigned nextLayerSize,
+                           unsigned nextShardSize, unsigned row, unsigned rowsPerBlock) {
+  const unsigned P = pushWidth(nextLayerSize);
+  for (unsigned c = 0; c < P; ++c)
+    g[c] = 0.0f;
+  for (unsigned first = 0; first < nextLayerSize; first += nextShardSize) {
+    const unsigned size =
+        nextLayerSize - first < nextShardSize ? nextLayerSize - first : nextShardSize;
+    const float *__restrict block = &nextGrad[rowsPerBlock * first + row * size];
+    for (unsigned c = 0; c < size; ++c)
+      g[first + c] = block[c];
+  }
+}
+
 } // namespace
 
 class LifBackward : public Vertex {
@@ -190,17 +207,8 @@ private:
         // each (padded rows of W_next with the gathered dL/dI_next); then the sums.
         const unsigned P = pushWidth(nextLayerSize);
         float *__restrict g = &scratch[2 * n];
-        for (unsigned c = 0; c < P; ++c)
-          g[c] = 0.0f;
-        const unsigned row = stepMajor ? b : t * batch + b;
-        const unsigned rowsPerBlock = stepMajor ? batch : numSteps * batch;
-        for (unsigned first = 0; first < nextLayerSize; first += nextShardSize) {
-          const unsigned size =
-              nextLayerSize - first < nextShardSize ? nextLayerSize - first : nextShardSize;
-          const float *__restrict block = &nextGrad[rowsPerBlock * first + row * size];
-          for (unsigned c = 0; c < size; ++c)
-            g[first + c] = block[c];
-        }
+        gatherNextGrad(&nextGrad[0], g, nextLayerSize, nextShardSize,
+                       stepMajor ? b : t * batch + b, stepMajor ? batch : numSteps * batch);
         if (reset == RESET_ZERO) // a spike at t cuts the leak path
           for (int k = 0; k < own[0]; ++k)
             gU[unsigned(own[BUFFER_HEADER + k]) - offset] = 0.0f;
@@ -237,17 +245,8 @@ private:
           eps[j] = 0.0f;
         const unsigned P = pushWidth(nextLayerSize);
         float *__restrict g = &scratch[2 * n];
-        for (unsigned c = 0; c < P; ++c)
-          g[c] = 0.0f;
-        const unsigned row = stepMajor ? b : t * batch + b;
-        const unsigned rowsPerBlock = stepMajor ? batch : numSteps * batch;
-        for (unsigned first = 0; first < nextLayerSize; first += nextShardSize) {
-          const unsigned size =
-              nextLayerSize - first < nextShardSize ? nextLayerSize - first : nextShardSize;
-          const float *__restrict block = &nextGrad[rowsPerBlock * first + row * size];
-          for (unsigned c = 0; c < size; ++c)
-            g[first + c] = block[c];
-        }
+        gatherNextGrad(&nextGrad[0], g, nextLayerSize, nextShardSize,
+                       stepMajor ? b : t * batch + b, stepMajor ? batch : numSteps * batch);
         for (int k = 0; k < own[1]; ++k) {
           if (vals[k] == 0.0f) // a spike off the rule's window
             continue;
