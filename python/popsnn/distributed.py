@@ -1,0 +1,166 @@
+"""Data-parallel training over MPI ranks: `mpirun -n N popsnn train ...`.
+
+Every rank holds the whole network and walks the same global batches (the same seed, the same
+shuffle); rank r takes its contiguous share of each one (`np.array_split` of the batch into N).
+A step is: loss and gradients on the share (any backend's `loss_and_grad`), one MPI allreduce
+of the gradients and the loss weighted by share size -- so they are the global batch's, whose
+losses are means over samples -- then the same optimiser step on every rank (popsnn.optim on
+the host: the ranks' weights stay identical). Inference shards the batch the same way and
+gathers the outputs. Rank 0 alone writes checkpoints, metrics and logs (train.py asks
+`world().is_root`); every rank reads the checkpoint when resuming.
+
+The ranks are MPI's, so the same design serves an IPU cluster: Graphcore's multi-host launcher
+(PopDist / poprun) starts one MPI rank per IPU (or group of IPUs), each with its engine.
+
+MPI is used only when the process was started by an MPI launcher with more than one rank; the
+`mpi` extra installs mpi4py and an MPI (`pip install 'popsnn[mpi]'`, mpirun in the venv).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from . import losses as _losses
+
+__all__ = ["World", "world", "DataParallelModel", "data_parallel", "shard", "local_batch_size"]
+
+# Set by Open MPI, MPICH / Hydra and PMIx launchers in every rank they start.
+_SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS")
+
+
+@dataclass(frozen=True)
+class World:
+    """This process's place among the training processes."""
+
+    rank: int = 0
+    size: int = 1
+    comm: Optional[Any] = None   # an mpi4py communicator when size > 1
+
+    @property
+    def is_root(self) -> bool:
+        return self.rank == 0
+
+
+_WORLD: Optional[World] = None
+
+
+def _launched_ranks() -> int:
+    for var in _SIZE_VARS:
+        value = os.environ.get(var, "")
+        if value.isdigit():
+            return int(value)
+    return 1
+
+
+def world() -> World:
+    """The MPI world when started by an MPI launcher with several ranks, else one process."""
+    global _WORLD
+    if _WORLD is None:
+        ranks = _launched_ranks()
+        if ranks <= 1:
+            _WORLD = World()
+        else:
+            try:
+                from mpi4py import MPI
+            except ImportError:
+                raise ImportError(f"popsnn was started as {ranks} MPI ranks but mpi4py is not "
+                                  f"installed: pip install 'popsnn[mpi]'") from None
+            comm = MPI.COMM_WORLD
+            _WORLD = World(comm.Get_rank(), comm.Get_size(), comm)
+    return _WORLD
+
+
+def shard(batch: int, w: World) -> slice:
+    """Rank w.rank's contiguous share of a batch of `batch` samples (sizes differ by <= 1)."""
+    base, extra = divmod(batch, w.size)
+    start = w.rank * base + min(w.rank, extra)
+    return slice(start, start + base + (w.rank < extra))
+
+
+def local_batch_size(batch: int, w: World) -> int:
+    """The largest share of a global batch of `batch` samples: what each rank compiles for."""
+    return -(-batch // w.size)
+
+
+def _batch_axis(x) -> int:
+    return 0 if np.ndim(x) == 2 else 1   # [B, N] direct current or [T, B, N]
+
+
+class DataParallelModel:
+    """A `popsnn.Model` trained data-parallel over `w`'s ranks; the Model's interface."""
+
+    def __init__(self, model, w: World):
+        self.model, self.world = model, w
+        self.optimizer = model.optimizer     # popsnn.optim, stepped on the host on every rank
+        self.allreduced_bytes_per_step = 0
+
+    def __getattr__(self, name):            # net, loss, device, accuracy, record, num_classes
+        return getattr(self.model, name)
+
+    def _take(self, x, y=None):
+        x = np.asarray(x)
+        part = shard(x.shape[_batch_axis(x)], self.world)
+        xs = x[part] if _batch_axis(x) == 0 else x[:, part]
+        return xs, (None if y is None else np.asarray(y)[part]), part
+
+    def loss_and_grad(self, x, y):
+        """The global batch's loss and gradients (identical on every rank)."""
+        xs, ys, part = self._take(x, y)
+        count = part.stop - part.start
+        params = self.model.get_params()
+        if count:
+            value, grads = self.model.loss_and_grad(xs, ys)
+        else:   # fewer samples than ranks: this rank adds nothing
+            value, grads = 0.0, [{k: np.zeros_like(v) for k, v in p.items()} for p in params]
+        keys = [(l, k) for l, p in enumerate(params) for k in p]
+        flat = np.concatenate([np.ravel(grads[l][k]).astype(np.float64) for l, k in keys]
+                              + [np.array([value], np.float64)]) * count
+        total = np.empty_like(flat)
+        self.world.comm.Allreduce(flat, total)      # MPI.SUM is the default op
+        self.allreduced_bytes_per_step = flat.nbytes
+        total /= len(np.asarray(y))
+        out, at = [dict() for _ in params], 0
+        for l, k in keys:
+            size = params[l][k].size
+            out[l][k] = total[at:at + size].reshape(params[l][k].shape).astype(params[l][k].dtype)
+            at += size
+        return float(total[-1]), out
+
+    def train_step(self, x, y):
+        value, grads = self.loss_and_grad(x, y)
+        params = self.model.get_params()
+        self.optimizer.step(params, grads)
+        self.model.set_params(params)
+        return value, self.infer(x)
+
+    def infer(self, x):
+        xs, _, _ = self._take(x)
+        local = self.model.infer(xs) if xs.shape[_batch_axis(xs)] else None
+        parts = [p for p in self.world.comm.allgather(local) if p is not None]
+        return np.concatenate(parts, axis=1)   # spikes are [T, B, C]
+
+    def optimizer_state(self) -> dict:
+        return self.optimizer.state_dict()
+
+    def load_optimizer_state(self, state) -> None:
+        self.optimizer.load_state_dict(state)
+
+    def set_learning_rate(self, lr) -> None:
+        self.model.set_learning_rate(lr)   # checks lr, keeps the backend's copy in step
+
+    def profile(self) -> dict:
+        return dict(self.model.profile(), mpi_ranks=self.world.size,
+                    allreduced_bytes_per_step=self.allreduced_bytes_per_step)
+
+
+def data_parallel(model, w: Optional[World] = None):
+    """`model` itself in a single process, else a DataParallelModel over the MPI ranks."""
+    w = world() if w is None else w
+    if w.size == 1:
+        return model
+    if not isinstance(model.loss, _losses.Loss):
+        raise TypeError(f"data-parallel training needs a popsnn.losses loss, got {model.loss!r}")
+    return DataParallelModel(model, w)
