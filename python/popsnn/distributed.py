@@ -18,17 +18,19 @@ MPI is used only when the process was started by an MPI launcher with more than 
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any, Optional
 
 import numpy as np
 
 from . import losses as _losses
+from . import reference as _reference
 
 __all__ = ["World", "world", "DataParallelModel", "data_parallel", "shard", "local_batch_size"]
 
-# Set by Open MPI, MPICH / Hydra and PMIx launchers in every rank they start.
-_SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS")
+# Set by Open MPI's and MPICH's (Hydra) launchers in every rank they start.
+_SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,17 @@ def _batch_axis(x) -> int:
     return 0 if np.ndim(x) == 2 else 1   # [B, N] direct current or [T, B, N]
 
 
+def _on_this_rank(w: World, fn, *args):
+    """fn(*args); an error ends every rank (MPI Abort) rather than leaving the others
+    waiting in the next collective."""
+    try:
+        return fn(*args)
+    except Exception as err:  # noqa: BLE001 -- any failure must stop the whole job
+        print(f"popsnn (rank {w.rank} of {w.size}): error: {err}", file=sys.stderr, flush=True)
+        w.comm.Abort(2)
+        raise
+
+
 class DataParallelModel:
     """A `popsnn.Model` trained data-parallel over `w`'s ranks; the Model's interface."""
 
@@ -96,6 +109,8 @@ class DataParallelModel:
         self.model, self.world = model, w
         self.optimizer = model.optimizer     # popsnn.optim, stepped on the host on every rank
         self.allreduced_bytes_per_step = 0
+        self._shapes = _reference.param_shapes(model.net)
+        self._dtype = np.dtype(next(iter(model.get_params()[0].values())).dtype)
 
     def __getattr__(self, name):            # net, loss, device, accuracy, record, num_classes
         return getattr(self.model, name)
@@ -107,25 +122,26 @@ class DataParallelModel:
         return xs, (None if y is None else np.asarray(y)[part]), part
 
     def loss_and_grad(self, x, y):
-        """The global batch's loss and gradients (identical on every rank)."""
+        """The global batch's loss and gradients (identical on every rank): one allreduce of
+        every gradient and the loss, weighted by share size, in the weights' dtype."""
         xs, ys, part = self._take(x, y)
         count = part.stop - part.start
-        params = self.model.get_params()
         if count:
-            value, grads = self.model.loss_and_grad(xs, ys)
+            value, grads = _on_this_rank(self.world, self.model.loss_and_grad, xs, ys)
         else:   # fewer samples than ranks: this rank adds nothing
-            value, grads = 0.0, [{k: np.zeros_like(v) for k, v in p.items()} for p in params]
-        keys = [(l, k) for l, p in enumerate(params) for k in p]
-        flat = np.concatenate([np.ravel(grads[l][k]).astype(np.float64) for l, k in keys]
-                              + [np.array([value], np.float64)]) * count
+            value, grads = 0.0, [{k: np.zeros(shape, self._dtype) for k, shape in s.items()}
+                                 for s in self._shapes]
+        keys = [(l, k) for l, s in enumerate(self._shapes) for k in s]
+        flat = np.concatenate([np.ravel(grads[l][k]) for l, k in keys] + [[value]])
+        flat = flat.astype(self._dtype, copy=False) * self._dtype.type(count)
         total = np.empty_like(flat)
         self.world.comm.Allreduce(flat, total)      # MPI.SUM is the default op
         self.allreduced_bytes_per_step = flat.nbytes
-        total /= len(np.asarray(y))
-        out, at = [dict() for _ in params], 0
+        total /= self._dtype.type(len(np.asarray(y)))
+        out, at = [dict() for _ in self._shapes], 0
         for l, k in keys:
-            size = params[l][k].size
-            out[l][k] = total[at:at + size].reshape(params[l][k].shape).astype(params[l][k].dtype)
+            size = int(np.prod(self._shapes[l][k]))
+            out[l][k] = total[at:at + size].reshape(self._shapes[l][k])
             at += size
         return float(total[-1]), out
 
@@ -138,7 +154,8 @@ class DataParallelModel:
 
     def infer(self, x):
         xs, _, _ = self._take(x)
-        local = self.model.infer(xs) if xs.shape[_batch_axis(xs)] else None
+        local = (_on_this_rank(self.world, self.model.infer, xs)
+                 if xs.shape[_batch_axis(xs)] else None)
         parts = [p for p in self.world.comm.allgather(local) if p is not None]
         return np.concatenate(parts, axis=1)   # spikes are [T, B, C]
 
