@@ -102,6 +102,16 @@ def _on_this_rank(w: World, fn, *args):
         raise
 
 
+def _share_step(model, xs, ys):
+    """(loss, gradients, output spikes) of this rank's share, from one forward when the
+    backend offers it."""
+    both = getattr(model.backend, "loss_grad_and_spikes", None)
+    if both is not None:
+        return both(xs, ys)
+    value, grads = model.loss_and_grad(xs, ys)
+    return value, grads, model.infer(xs)
+
+
 class DataParallelModel:
     """A `popsnn.Model` trained data-parallel over `w`'s ranks; the Model's interface."""
 
@@ -121,23 +131,20 @@ class DataParallelModel:
         xs = x[part] if _batch_axis(x) == 0 else x[:, part]
         return xs, (None if y is None else np.asarray(y)[part]), part
 
-    def loss_and_grad(self, x, y):
-        """The global batch's loss and gradients (identical on every rank): one allreduce of
-        every gradient and the loss, weighted by share size, in the weights' dtype."""
-        xs, ys, part = self._take(x, y)
-        count = part.stop - part.start
-        if count:
-            value, grads = _on_this_rank(self.world, self.model.loss_and_grad, xs, ys)
-        else:   # fewer samples than ranks: this rank adds nothing
+    def _reduce(self, value, grads, count, batch):
+        """Global loss and gradients: one allreduce of every gradient and the loss, weighted
+        by share size, in the weights' dtype."""
+        if not count:   # fewer samples than ranks: this rank adds nothing
             value, grads = 0.0, [{k: np.zeros(shape, self._dtype) for k, shape in s.items()}
                                  for s in self._shapes]
         keys = [(l, k) for l, s in enumerate(self._shapes) for k in s]
-        flat = np.concatenate([np.ravel(grads[l][k]) for l, k in keys] + [[value]])
-        flat = flat.astype(self._dtype, copy=False) * self._dtype.type(count)
+        flat = np.concatenate([np.ravel(grads[l][k]).astype(self._dtype, copy=False)
+                               for l, k in keys] + [np.array([value], self._dtype)])
+        flat *= self._dtype.type(count)
         total = np.empty_like(flat)
         self.world.comm.Allreduce(flat, total)      # MPI.SUM is the default op
         self.allreduced_bytes_per_step = flat.nbytes
-        total /= self._dtype.type(len(np.asarray(y)))
+        total /= self._dtype.type(batch)
         out, at = [dict() for _ in self._shapes], 0
         for l, k in keys:
             size = int(np.prod(self._shapes[l][k]))
@@ -145,19 +152,35 @@ class DataParallelModel:
             at += size
         return float(total[-1]), out
 
+    def _gather(self, local):
+        """The global batch's output spikes [T, B, C] from every rank's share."""
+        return np.concatenate([p for p in self.world.comm.allgather(local) if p is not None],
+                              axis=1)
+
+    def loss_and_grad(self, x, y):
+        """The global batch's loss and gradients (identical on every rank)."""
+        xs, ys, part = self._take(x, y)
+        count = part.stop - part.start
+        value, grads = (_on_this_rank(self.world, self.model.loss_and_grad, xs, ys) if count
+                        else (0.0, None))
+        return self._reduce(value, grads, count, len(np.asarray(y)))
+
     def train_step(self, x, y):
-        value, grads = self.loss_and_grad(x, y)
+        xs, ys, part = self._take(x, y)
+        count = part.stop - part.start
+        value, grads, local = (_on_this_rank(self.world, _share_step, self.model, xs, ys)
+                               if count else (0.0, None, None))
+        value, grads = self._reduce(value, grads, count, len(np.asarray(y)))
         params = self.model.get_params()
         self.optimizer.step(params, grads)
         self.model.set_params(params)
-        return value, self.infer(x)
+        return value, self._gather(local)
 
     def infer(self, x):
-        xs, _, _ = self._take(x)
-        local = (_on_this_rank(self.world, self.model.infer, xs)
-                 if xs.shape[_batch_axis(xs)] else None)
-        parts = [p for p in self.world.comm.allgather(local) if p is not None]
-        return np.concatenate(parts, axis=1)   # spikes are [T, B, C]
+        xs, _, part = self._take(x)
+        local = _on_this_rank(self.world, self.model.infer, xs) if part.stop > part.start \
+            else None
+        return self._gather(local)
 
     def optimizer_state(self) -> dict:
         return self.optimizer.state_dict()
