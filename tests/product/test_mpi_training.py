@@ -1,6 +1,7 @@
 """Data-parallel training under MPI: `mpirun -n 2 popsnn train` equals one process with the
 same global batch, logs and files come from rank 0 only, and resume works under MPI."""
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -45,6 +46,11 @@ def assert_same_training(a, b):
     assert one.keys() == two.keys() and any(k.startswith("optimizer/") for k in one)
     for key in one:
         np.testing.assert_allclose(two[key], one[key], rtol=1e-4, atol=1e-7, err_msg=key)
+    # The loss and the gathered output spikes (train accuracy) are the global batch's too.
+    h1, h2 = (json.loads((f / "metrics.json").read_text())["history"] for f in (a, b))
+    np.testing.assert_allclose(h2["step_loss"], h1["step_loss"], rtol=1e-5)
+    assert h2["train_accuracy"] == h1["train_accuracy"]
+    assert h2["test_accuracy"] == h1["test_accuracy"]
 
 
 def test_shards_cover_a_batch_once_in_order():
