@@ -292,6 +292,8 @@ def import_from_nir(graph, dt: float = DEFAULT_DT, dtype=None) -> tuple:
         raise TypeError(f"import_from_nir takes a nir.NIRGraph (e.g. nir.read(path)), got "
                         f"{type(graph).__name__}")
     dt = _check_dt(dt)
+    if dtype is not None and dtype not in (np.float32, np.float64):
+        raise ValueError(f"dtype must be numpy.float32 or numpy.float64, got {dtype!r}")
     nodes, edges = _expand_subgraphs(nir, graph)
     flat = nir.NIRGraph.__new__(nir.NIRGraph)
     flat.nodes, flat.edges = nodes, edges  # no type inference: only the chain is read
@@ -340,8 +342,6 @@ def import_from_nir(graph, dt: float = DEFAULT_DT, dtype=None) -> tuple:
         n_in = n
     target = dtype or (np.float64 if all(a.dtype == np.float64 for p in params
                                          for a in p.values()) else np.float32)
-    if np.dtype(target) not in (np.float32, np.float64):
-        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
     params = [{k: np.array(v, dtype=target) for k, v in p.items()} for p in params]
     net = _layers.Sequential(*layers)
     check_params(net, params)

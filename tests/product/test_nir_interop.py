@@ -98,6 +98,8 @@ def test_unsupported_nodes_and_shapes_are_named():
         popsnn.import_from_nir("net.nir")
     with pytest.raises(ValueError, match="dt must be"):
         popsnn.import_from_nir(graph_with("1"), dt=0)
+    with pytest.raises(ValueError, match="dtype must be"):
+        popsnn.import_from_nir(graph_with("1"), dtype=np.int32)
 
 
 def test_a_model_exports_its_current_weights():
