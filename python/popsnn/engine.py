@@ -40,10 +40,9 @@ import numpy as np
 
 from . import _native
 from . import losses as _losses
-from . import model as _model
-from . import reference as _reference
 from ._checks import one_of, positive_int
 from .layers import RLeaky, Synaptic
+from .validation import check_batch, check_learning_rate, check_params, check_sizes, param_shapes
 
 __all__ = ["EngineBackend", "SpikeBufferOverflow", "NetworkDoesNotFit", "ipu_available",
            "codelets_path"]
@@ -122,8 +121,7 @@ class EngineBackend:
             raise ValueError("num_ipus, tiles_per_ipu and memory_bytes_per_tile describe an "
                              "IPU geometry: use them with device='ipu-model', not 'cpu'")
         self.net, self.loss, self.optimizer = net, loss, optimizer
-        self.num_steps = positive_int("num_steps", num_steps)
-        self.batch_size = positive_int("batch_size", batch_size)
+        self.num_steps, self.batch_size = check_sizes(net, num_steps, batch_size)
         self.device = device
         self.on_overflow = one_of("on_overflow", device_options.get("on_overflow", "error"),
                                   ("error", "grow"))
@@ -138,7 +136,7 @@ class EngineBackend:
         for key in ("num_ipus", "tiles_per_ipu", "memory_bytes_per_tile"):
             if key in device_options:
                 self._device[key] = positive_int(key, device_options[key])
-        _reference.check_params(net, params)
+        check_params(net, params)
         self._spec = {"layers": [_layer_spec(lin, n) for lin, n in net.pairs],
                       "loss": _loss_spec(loss, net.num_outputs),
                       "optimizer": _optimizer_spec(optimizer),
@@ -178,12 +176,7 @@ class EngineBackend:
 
     def _prepare(self, x, y=None):
         """(engine, padded x, padded labels, valid count)."""
-        x, steps, direct = _reference.check_input(self.net, x, self.num_steps, np.float32)
-        batch = x.shape[0] if direct else x.shape[1]
-        if batch > self.batch_size:
-            raise ValueError(f"x holds {batch} samples, more than the compiled batch_size="
-                             f"{self.batch_size}; split it, or build the Model with a larger "
-                             f"batch_size")
+        x, direct, batch = check_batch(self.net, x, self.num_steps, self.batch_size)
         engine = self._engine_for("direct" if direct else "per_step")
         if batch < self.batch_size:
             # A last, partial batch: padding rows are computed but weigh nothing in the
@@ -223,7 +216,7 @@ class EngineBackend:
         return self._engine.get_params()
 
     def set_params(self, params):
-        _reference.check_params(self.net, params)
+        check_params(self.net, params)
         self._params = self._as_float32(params)
         self._engine.set_params(self._params)
 
@@ -245,35 +238,31 @@ class EngineBackend:
         return {"name": name, "hyper": dict(self.optimizer.hyper), "state": state}
 
     def load_optimizer_state(self, state) -> None:
-        name = self._spec["optimizer"]["name"]
-        if not isinstance(state, dict) or state.get("name") != name:
-            got = state.get("name") if isinstance(state, dict) else type(state).__name__
-            raise ValueError(f"optimizer state is for {got!r}, this model's optimiser is "
-                             f"{name!r}")
+        """Checked in full (popsnn.optim's check_state_dict) before the engine is touched."""
+        hyper, entries = self.optimizer.check_state_dict(state, param_shapes(self.net))
         layers = len(self.net)
         first = [dict() for _ in range(layers)]
         second = [dict() for _ in range(layers)]
         steps = 0
-        for l, key, s in state["state"]:
-            if name == "sgd":
-                if "momentum_buffer" in s:
-                    first[l][key] = np.asarray(s["momentum_buffer"], np.float32)
-                    steps = max(steps, 1)
-            else:
+        for (l, key), s in entries.items():
+            if "momentum_buffer" in s:
+                first[l][key] = np.asarray(s["momentum_buffer"], np.float32)
+                steps = max(steps, 1)
+            elif "exp_avg" in s:
                 first[l][key] = np.asarray(s["exp_avg"], np.float32)
                 second[l][key] = np.asarray(s["exp_avg_sq"], np.float32)
-                steps = max(steps, int(s["step"]))
-        if name == "sgd" and not self._spec["optimizer"]["momentum"]:
+                steps = max(steps, s["step"])
+        if self._spec["optimizer"]["name"] == "sgd" and not self._spec["optimizer"]["momentum"]:
             steps = 0  # plain SGD has no state
+        lr = check_learning_rate(hyper["lr"]) if "lr" in hyper else None
         self._engine.set_optimizer_state(steps, first, second)
-        lr = state.get("hyper", {}).get("lr")
         if lr is not None:  # as popsnn.optim's load_state_dict: the saved rate comes back too
             self.set_learning_rate(lr)
 
     def set_learning_rate(self, lr) -> None:
         """The optimiser's learning rate from the next step on: one float of device state
         per tile, written from the host -- no recompile (train.py's per-epoch decay uses it)."""
-        lr = _model.check_learning_rate(lr)
+        lr = check_learning_rate(lr)
         self._engine.set_learning_rate(lr)
         # Engines compiled later (another input mode, grown buffers) start from it too.
         self._spec["optimizer"]["lr"] = lr

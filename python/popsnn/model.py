@@ -13,17 +13,16 @@ The work is done by a backend that follows one protocol (see `ReferenceBackend`)
 from __future__ import annotations
 
 import copy
-import numbers
+import threading
 import time
-from typing import Optional
 
 import numpy as np
 
 from . import losses as _losses
 from . import optim as _optim
 from . import reference as _reference
-from ._checks import positive_int
 from .layers import Sequential
+from .validation import check_batch, check_learning_rate, check_params, check_sizes, param_shapes
 
 DEVICES = ("reference", "cpu", "ipu-model", "ipu")
 ENGINE_DEVICES = ("cpu", "ipu-model", "ipu")
@@ -68,14 +67,6 @@ def available_devices() -> list:
     return found + (["ipu"] if _ipu_present(engine) else [])
 
 
-def check_learning_rate(lr) -> float:
-    """`lr` as a float, or a ValueError saying what a learning rate may be."""
-    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not np.isfinite(lr) \
-            or lr < 0:
-        raise ValueError(f"the learning rate must be a finite number >= 0, got {lr!r}")
-    return float(lr)
-
-
 class ReferenceBackend:
     """The dense NumPy reference as a backend: the oracle, and the device that always works.
 
@@ -94,20 +85,28 @@ class ReferenceBackend:
                              f"{sorted(device_options)}; they are for the engine devices "
                              f"{', '.join(ENGINE_DEVICES)}")
         self.net, self.loss, self.optimizer = net, loss, optimizer
-        self.num_steps, self.batch_size = num_steps, batch_size
-        _reference.check_params(net, params)
+        # Spikes, membranes, currents and masks of every neuron and step, in float64.
+        self.num_steps, self.batch_size = check_sizes(net, num_steps, batch_size,
+                                                      bytes_per_neuron_step=32)
+        check_params(net, params)
         self.params = copy.deepcopy(params)
         self._steps = 0
         self._seconds = 0.0
         self._samples = 0
 
-    def _steps_for(self, x) -> Optional[int]:
-        return self.num_steps if np.ndim(x) == 2 else None
+    def _checked(self, x):
+        """x checked as every device checks it (its dtype is the parameters', for the oracle)."""
+        return check_batch(self.net, x, self.num_steps, self.batch_size,
+                           self.params[0]["weight"].dtype)[0]
+
+    def _loss_and_grad(self, x, y):
+        x = self._checked(x)
+        return _reference.loss_and_grad(self.net, self.params, x, y, self.loss,
+                                        self.num_steps if x.ndim == 2 else None)
 
     def train_step(self, x, y):
         start = time.perf_counter()
-        value, grads, rec = _reference.loss_and_grad(self.net, self.params, x, y, self.loss,
-                                                     self._steps_for(x))
+        value, grads, rec = self._loss_and_grad(x, y)
         self.optimizer.step(self.params, grads)
         self._seconds += time.perf_counter() - start
         self._steps += 1
@@ -115,25 +114,26 @@ class ReferenceBackend:
         return value, rec.spikes[-1]
 
     def loss_and_grad(self, x, y):
-        value, grads, _ = _reference.loss_and_grad(self.net, self.params, x, y, self.loss,
-                                                   self._steps_for(x))
+        value, grads, _ = self._loss_and_grad(x, y)
         return value, grads
 
     def infer(self, x):
-        return _reference.forward(self.net, self.params, x, self._steps_for(x)).spikes[-1]
+        x = self._checked(x)
+        return _reference.forward(self.net, self.params, x,
+                                  self.num_steps if x.ndim == 2 else None).spikes[-1]
 
     def get_params(self):
         return copy.deepcopy(self.params)
 
     def set_params(self, params):
-        _reference.check_params(self.net, params)
+        check_params(self.net, params)
         self.params = copy.deepcopy(params)
 
     def optimizer_state(self) -> dict:
         return self.optimizer.state_dict()
 
     def load_optimizer_state(self, state) -> None:
-        self.optimizer.load_state_dict(state)
+        self.optimizer.load_state_dict(state, param_shapes(self.net))
 
     def set_learning_rate(self, lr) -> None:
         self.optimizer.hyper["lr"] = check_learning_rate(lr)
@@ -159,8 +159,7 @@ class Model:
             raise TypeError(f"optimizer must be a popsnn.optim optimiser such as "
                             f"popsnn.optim.Adam(lr=1e-3), got {optimizer!r}")
         self.optimizer = optimizer
-        self.num_steps = positive_int("num_steps", num_steps)
-        self.batch_size = positive_int("batch_size", batch_size)
+        self.num_steps, self.batch_size = check_sizes(net, num_steps, batch_size)
         self.seed = seed
         self.device = resolve_device(device)
         if params is None:
@@ -177,6 +176,9 @@ class Model:
         self.backend = backend_cls(net, params, self.loss, optimizer, num_steps=self.num_steps,
                                    batch_size=self.batch_size, device=self.device,
                                    **device_options)
+        # A backend holds one set of weights, optimiser state and device buffers: calls from
+        # several threads take turns (otherwise two steps interleave and both come out wrong).
+        self._lock = threading.RLock()
 
     @property
     def num_classes(self) -> int:
@@ -185,14 +187,17 @@ class Model:
 
     def train_step(self, x, y):
         """One forward + backward + update on a minibatch; returns (loss, out_spikes [T,B,C])."""
-        value, out = self.backend.train_step(x, y)
+        with self._lock:
+            value, out = self.backend.train_step(x, y)
         return float(value), out
 
     def loss_and_grad(self, x, y):
-        return self.backend.loss_and_grad(x, y)
+        with self._lock:
+            return self.backend.loss_and_grad(x, y)
 
     def infer(self, x) -> np.ndarray:
-        return self.backend.infer(x)
+        with self._lock:
+            return self.backend.infer(x)
 
     def record(self, x) -> _reference.Record:
         """Spikes and membranes of every layer for `x` (dense reference on the current
@@ -204,16 +209,20 @@ class Model:
         return _losses.accuracy(out_spikes, y, self.num_classes)
 
     def get_params(self):
-        return self.backend.get_params()
+        with self._lock:
+            return self.backend.get_params()
 
     def set_params(self, params):
-        self.backend.set_params(params)
+        with self._lock:
+            self.backend.set_params(params)
 
     def optimizer_state(self) -> dict:
-        return self.backend.optimizer_state()
+        with self._lock:
+            return self.backend.optimizer_state()
 
     def load_optimizer_state(self, state) -> None:
-        self.backend.load_optimizer_state(state)
+        with self._lock:
+            self.backend.load_optimizer_state(state)
 
     @property
     def learning_rate(self) -> float:
@@ -225,11 +234,13 @@ class Model:
         (Adam's moments and step count) stay as they are. Cheap on every device: the engines
         keep the rate in device memory and write it from the host, no recompile -- call it
         every step for a schedule."""
-        self.backend.set_learning_rate(lr)
-        self.optimizer.hyper["lr"] = check_learning_rate(lr)
+        with self._lock:
+            self.backend.set_learning_rate(lr)
+            self.optimizer.hyper["lr"] = check_learning_rate(lr)
 
     def profile(self) -> dict:
-        return self.backend.profile()
+        with self._lock:
+            return self.backend.profile()
 
     def __repr__(self):
         return (f"popsnn.Model(device={self.device!r}, num_steps={self.num_steps}, "
