@@ -5,33 +5,37 @@
     loss, out_spikes = model.train_step(x, y)      # out_spikes [T, B, C]
     out_spikes = model.infer(x)
 
-The work is done by a backend that follows one protocol (see `ReferenceBackend`):
-`ReferenceBackend` (here, the dense NumPy reference) for device "reference", and
-`popsnn.engine.EngineBackend` for "cpu", "ipu-model" and "ipu" (imported only when asked for).
+The work is done by a backend that follows one protocol (`popsnn.backends.Backend`):
+`popsnn.backends.reference.ReferenceBackend` (the dense NumPy reference) for device
+"reference", and `popsnn.backends.engine.EngineBackend` for "cpu", "ipu-model" and "ipu"
+(imported only when asked for). Every backend checks its arguments with `popsnn.validation`.
 `x` is `[B, N_in]` direct current (the same every step, `num_steps` steps) or `[T, B, N_in]`.
 """
 from __future__ import annotations
 
-import copy
 import threading
-import time
 
 import numpy as np
 
 from . import losses as _losses
 from . import optim as _optim
 from . import reference as _reference
+from .defaults import LOSS, OPTIMIZER, RUN
 from .layers import Sequential
-from .validation import check_batch, check_learning_rate, check_params, check_sizes, param_shapes
+from .backends.reference import ReferenceBackend
+from .validation import check_learning_rate, check_sizes
+
+__all__ = ["Model", "DEVICES", "ENGINE_DEVICES", "resolve_device", "available_devices",
+           "ReferenceBackend", "check_learning_rate"]
 
 DEVICES = ("reference", "cpu", "ipu-model", "ipu")
 ENGINE_DEVICES = ("cpu", "ipu-model", "ipu")
 
 
 def _engine_module():
-    """popsnn.engine, or None when it is not built / not importable here."""
+    """popsnn.backends.engine, or None when it is not built / not importable here."""
     try:
-        from . import engine
+        from .backends import engine
     except ImportError:
         return None
     return engine
@@ -67,94 +71,18 @@ def available_devices() -> list:
     return found + (["ipu"] if _ipu_present(engine) else [])
 
 
-class ReferenceBackend:
-    """The dense NumPy reference as a backend: the oracle, and the device that always works.
-
-    The protocol every backend follows:
-    `__init__(net, params, loss, optimizer, *, num_steps, batch_size, device, **device_options)`,
-    `train_step(x, y) -> (loss, out_spikes)` (forward, backward, optimiser update),
-    `loss_and_grad(x, y) -> (loss, grads)`, `infer(x) -> out_spikes`,
-    `get_params()`, `set_params(params)`, `optimizer_state()`, `load_optimizer_state(state)`,
-    `set_learning_rate(lr)` (from the next step on), `profile() -> dict`.
-    """
-
-    def __init__(self, net, params, loss, optimizer, *, num_steps, batch_size,
-                 device="reference", **device_options):
-        if device_options:
-            raise ValueError(f"the reference device takes no device options, got "
-                             f"{sorted(device_options)}; they are for the engine devices "
-                             f"{', '.join(ENGINE_DEVICES)}")
-        self.net, self.loss, self.optimizer = net, loss, optimizer
-        # Spikes, membranes, currents and masks of every neuron and step, in float64.
-        self.num_steps, self.batch_size = check_sizes(net, num_steps, batch_size,
-                                                      bytes_per_neuron_step=32)
-        check_params(net, params)
-        self.params = copy.deepcopy(params)
-        self._steps = 0
-        self._seconds = 0.0
-        self._samples = 0
-
-    def _checked(self, x):
-        """x checked as every device checks it (its dtype is the parameters', for the oracle)."""
-        return check_batch(self.net, x, self.num_steps, self.batch_size,
-                           self.params[0]["weight"].dtype)[0]
-
-    def _loss_and_grad(self, x, y):
-        x = self._checked(x)
-        return _reference.loss_and_grad(self.net, self.params, x, y, self.loss,
-                                        self.num_steps if x.ndim == 2 else None)
-
-    def train_step(self, x, y):
-        start = time.perf_counter()
-        value, grads, rec = self._loss_and_grad(x, y)
-        self.optimizer.step(self.params, grads)
-        self._seconds += time.perf_counter() - start
-        self._steps += 1
-        self._samples += len(y)
-        return value, rec.spikes[-1]
-
-    def loss_and_grad(self, x, y):
-        value, grads, _ = self._loss_and_grad(x, y)
-        return value, grads
-
-    def infer(self, x):
-        x = self._checked(x)
-        return _reference.forward(self.net, self.params, x,
-                                  self.num_steps if x.ndim == 2 else None).spikes[-1]
-
-    def get_params(self):
-        return copy.deepcopy(self.params)
-
-    def set_params(self, params):
-        check_params(self.net, params)
-        self.params = copy.deepcopy(params)
-
-    def optimizer_state(self) -> dict:
-        return self.optimizer.state_dict()
-
-    def load_optimizer_state(self, state) -> None:
-        self.optimizer.load_state_dict(state, param_shapes(self.net))
-
-    def set_learning_rate(self, lr) -> None:
-        self.optimizer.hyper["lr"] = check_learning_rate(lr)
-
-    def profile(self) -> dict:
-        return {"device": "reference", "train_steps": self._steps,
-                "train_samples": self._samples, "train_seconds": self._seconds}
-
-
 class Model:
     """A trainable network on a device; see the module docstring."""
 
     def __init__(self, net: Sequential, loss=None, optimizer=None, device: str = "auto",
-                 num_steps: int = 25, batch_size: int = 128, seed: int = 0, params=None,
-                 **device_options):
+                 num_steps: int = RUN["num_steps"], batch_size: int = RUN["batch_size"],
+                 seed: int = 0, params=None, **device_options):
         if not isinstance(net, Sequential):
             raise TypeError(f"net must be a popsnn.Sequential, got {type(net).__name__}")
         self.net = net
-        self.loss = _losses.ce_count_loss() if loss is None else _losses.get(loss)
+        self.loss = _losses.get(LOSS["name"] if loss is None else loss)
         if optimizer is None:
-            optimizer = _optim.Adam(lr=1e-3)
+            optimizer = _optim.get(OPTIMIZER["name"], lr=OPTIMIZER["lr"])
         if not isinstance(optimizer, _optim.Optimizer):
             raise TypeError(f"optimizer must be a popsnn.optim optimiser such as "
                             f"popsnn.optim.Adam(lr=1e-3), got {optimizer!r}")

@@ -33,6 +33,7 @@ from . import optim as _optim
 from . import sparse as _sparse
 from . import surrogate as _surrogate
 from ._checks import positive_int
+from .defaults import NEURON
 from .model import DEVICES, Model
 from .validation import check_sizes
 
@@ -56,10 +57,10 @@ class Config:
     data: Optional[str] = None           # folder of IDX files; None: the default location
     hidden: list = field(default_factory=lambda: [1000])
     neuron: str = "leaky"                # leaky | synaptic | rleaky
-    beta: float = 0.9
-    alpha: float = 0.8                   # Synaptic only
-    threshold: float = 1.0
-    surrogate: str = "fast_sigmoid"
+    beta: float = NEURON["beta"]
+    alpha: float = NEURON["alpha"]       # Synaptic only
+    threshold: float = NEURON["threshold"]
+    surrogate: str = "fast_sigmoid"      # the DSNN recipe's (seed 000); neurons default to atan
     sparse: str = "none"                 # none | window:B_TH | one_sided:THETA_GRAD
     sparse_layers: str = "hidden"        # hidden | all: which layers the sparse rule covers
     encoding: str = "direct"             # direct | rate | latency
