@@ -60,7 +60,7 @@ class Config:
     beta: float = NEURON["beta"]
     alpha: float = NEURON["alpha"]       # Synaptic only
     threshold: float = NEURON["threshold"]
-    surrogate: str = "fast_sigmoid"      # the DSNN recipe's (seed 000); neurons default to atan
+    surrogate: str = "fast_sigmoid"      # the DSNN recipe's; neurons default to atan
     sparse: str = "none"                 # none | window:B_TH | one_sided:THETA_GRAD
     sparse_layers: str = "hidden"        # hidden | all: which layers the sparse rule covers
     encoding: str = "direct"             # direct | rate | latency
