@@ -130,8 +130,9 @@ def test_population():
 
 @needs_engine
 def test_sparse():
+    # The embedded MNIST (the bench's own Fashion-MNIST is an optional download, `make data`).
     rows = ex.exp_sparse(b_ths=(0.2,), hidden=8, steps=4, batch=8, repeats=1, train_steps=2,
-                         test_images=16)
+                         test_images=16, dataset="mnist")
     dense, sp = rows
     assert dense["b_th"] is None and sp["b_th"] == 0.2
     assert dense["active_fraction"] == 1.0 and dense["grad_cosine"] == pytest.approx(1.0)
