@@ -31,7 +31,13 @@ import workers
 # Seed 000's measured Mk2 figures (SPEC section 4), shown beside our estimates.
 SEED000_IPU_DSNN_IMAGES_PER_S = 46_297
 SEED000_IPU_POPULATION_IMAGES_PER_S = 145_000
-SYSTEMS = ("popsnn", "snntorch", "numpy_hoisted", "numpy_per_step")
+# "limit" is not a system: the step's matrix products alone, done densely by NumPy's BLAS in
+# the same run (systems.dense_products), i.e. the machine's matmul rate as images/s.
+SYSTEMS = ("popsnn", "snntorch", "snntorch_compiled", "numpy_step", "numpy_hoisted",
+           "numpy_per_step", "limit")
+# Inputs of the DSNN rows: real MNIST images (mostly black: sparse first-layer activity) or
+# U[0, 1] pixels (dense input, the case a sparse engine must not lose).
+INPUTS = ("mnist", "uniform")
 # The sparse runs' id buffers start this much above the largest hidden layer's mean fraction
 # of buffered entries (spikes and gradient candidates), then grow on overflow.
 ACTIVITY_MARGIN = 1.1
@@ -127,13 +133,18 @@ def _copy_neuron(neuron, **changes):
 
 
 def dsnn_workload(hidden=1000, batch=128, steps=25, neuron=None, rate_coded=False,
-                  outputs=10, population=False, seed=0) -> systems.Workload:
+                  outputs=10, population=False, seed=0, input="mnist") -> systems.Workload:
     """Seed 000's DSNN 784-hidden-outputs on MNIST, Adam, ce_count (population-coded over 10
-    classes when `population`)."""
+    classes when `population`); `input="uniform"` replaces the images' pixels with U[0, 1]
+    values (same labels): dense input."""
+    if input not in INPUTS:
+        raise ValueError(f"input must be one of {INPUTS}, got {input!r}")
     neuron = neuron or popsnn.Leaky(beta=0.9)
     net = popsnn.Sequential(popsnn.Linear(784, hidden), neuron,
                             popsnn.Linear(hidden, outputs), _copy_neuron(neuron))
     x, y = images(batch, seed)
+    if input == "uniform":
+        x = np.random.default_rng(seed).random(x.shape, dtype=np.float32)
     if rate_coded:
         x = encoders.rate(x, steps, rng=np.random.default_rng(seed)).astype(np.float32)
     loss = (losses.ce_count_loss(population_code=True, num_classes=10) if population
@@ -148,12 +159,16 @@ def measure(work: systems.Workload, repeats: int, include=SYSTEMS) -> dict:
     Every system runs in its own worker process (bench/workers.py), so that no system's
     thread pool takes a core from another's step; the workers are asked for one timed step
     each in turn, round by round."""
+    import numpy_step
     checks = {
         "popsnn": systems.engine_available,
         "snntorch": systems.snntorch_available,
+        "snntorch_compiled": systems.snntorch_available,
+        "numpy_step": lambda: numpy_step.unsupported(work.net, work.loss, work.x),
         "numpy_hoisted": lambda: None if work.direct else
         "input is not direct current: nothing to hoist",
         "numpy_per_step": lambda: None,
+        "limit": lambda: None,
     }
     row, names = {}, []
     for name in include:
@@ -181,6 +196,15 @@ def measure(work: systems.Workload, repeats: int, include=SYSTEMS) -> dict:
         best = min((timed[k] for k, (n, _) in variants.items() if n == name),
                    key=lambda v: v["median_s"])
         row[f"{name}_timed_steps_per_turn"] = best["timed_steps_per_turn"]
+        row[f"{name}_step_ms"] = 1e3 * best["median_s"]
+        row.update(_memory_and_warmup(name, best))
+    if "limit" in names:
+        flops = systems.dense_products(work)[1]
+        row["limit_gflop_per_step"] = flops / 1e9
+        row["limit_gflop_per_s"] = flops / 1e9 * row["limit_images_per_s"] / b
+        row["limit_what"] = ("the step's matrix products only (current, weight and input "
+                             "gradients; first layer over B rows if the input is direct), "
+                             "dense NumPy BLAS, timed in the same run; no neuron updates")
     row["timing"] = (f"each system in its own worker process; turns in rotation, each "
                      f"{workers.WARM_S:g} s of untimed then >= {workers.TIMED_S:g} s of timed "
                      f"back-to-back steps; {workers.SETTLE_S:g} s pause before each turn")
@@ -190,6 +214,21 @@ def measure(work: systems.Workload, repeats: int, include=SYSTEMS) -> dict:
         if name != "popsnn" and ours and other:
             row[f"popsnn_over_{name}"] = ours / other
     return row
+
+
+def _memory_and_warmup(name: str, timed: dict) -> dict:
+    """The worker's peak resident memory (MiB) while it set up, warmed up and timed this
+    workload, and its warm-up time; for torch.compile the compile time (the warm-up's excess
+    over as many timed steps), reported apart from images/s."""
+    out = {f"{name}_warmup_s": timed["warmup_s"], f"{name}_warmup_steps": timed["warmup_steps"]}
+    peak = timed.get("peak_rss_bytes")
+    out[f"{name}_peak_rss_mib"] = None if peak is None else peak / 2 ** 20
+    if not timed.get("peak_rss_reset"):
+        out[f"{name}_peak_rss_note"] = "peak over the worker's whole life (could not reset it)"
+    if name == "snntorch_compiled":
+        out["snntorch_compiled_compile_s"] = max(
+            timed["warmup_s"] - timed["warmup_steps"] * timed["median_s"], 0.0)
+    return out
 
 
 def thread_variants(names) -> dict:
@@ -233,7 +272,9 @@ def exp_isolation(repeats=7, trials=2, **workload):
         v = bursts["popsnn"].per_step[1:]
         return {"median_s": statistics.median(v), "min_s": min(v)}
 
-    others = [s for s in SYSTEMS if s != "snntorch" or systems.snntorch_available() is None]
+    # The systems of the harness's original A/B (the A/B is kept as it was measured).
+    others = [s for s in ("popsnn", "snntorch", "numpy_hoisted", "numpy_per_step")
+              if s != "snntorch" or systems.snntorch_available() is None]
     arms = {"in_process_with_others": lambda: in_process(False),
             "in_process_with_others_bursts": lambda: in_process(True),
             "worker_with_others": lambda: workers.time_isolated(
@@ -293,8 +334,17 @@ def throughput(configs, repeats: int, experiment: str, include=SYSTEMS) -> list:
     return rows
 
 
-def exp_dsnn(repeats=3, hidden=1000, batch=128, steps=25):
-    return throughput([dict(hidden=hidden, batch=batch, steps=steps)], repeats, "dsnn")
+def exp_dsnn(repeats=3, hidden=1000, batch=128, steps=25, inputs=INPUTS, include=SYSTEMS):
+    """The headline: one row on MNIST input and one on dense U[0, 1] input."""
+    return throughput([dict(hidden=hidden, batch=batch, steps=steps, input=i) for i in inputs],
+                      repeats, "dsnn", include)
+
+
+def exp_latency(repeats=3, batches=(1, 2, 4, 8), hidden=1000, steps=25, include=SYSTEMS):
+    """Small batches (seed 000's headline is batch 8): milliseconds per training step of every
+    system (`<system>_step_ms`) and the ratios, at each batch."""
+    return throughput([dict(hidden=hidden, batch=b, steps=steps) for b in batches], repeats,
+                      "latency", include)
 
 
 def exp_batch(repeats=3, batches=(8, 16, 32, 64, 128), hidden=1000, steps=25):

@@ -69,9 +69,53 @@ def snntorch_available() -> Optional[str]:
     return None
 
 
-def snntorch(work: Workload) -> Step:
+def numpy_step(work: Workload) -> Step:
+    """The hand-written NumPy step (bench/numpy_step.py): layer by layer, the first layer's
+    current and weight gradient hoisted, BLAS on the machine's threads, Adam."""
+    import numpy_step as ns
+    reason = ns.unsupported(work.net, work.loss, work.x)
+    if reason:
+        raise ValueError(reason)
+    trainer = ns.NumpyStep(work.net, work.fresh_params(), work.num_steps,
+                           num_classes=work.loss.num_classes, lr=work.lr)
+    x = np.ascontiguousarray(work.x, dtype=np.float32)
+
+    def step():
+        trainer.step(x, work.y)
+    return step
+
+
+def dense_products(work: Workload):
+    """The limit: only the matrix products of the step, done densely at BLAS speed (no neuron
+    update, no loss, no optimiser): per layer the current `in x W^T`, the weight gradient
+    `dI^T in` and (beyond the first layer) the input gradient `dI W`; the first layer's over
+    B rows when the input is direct current (hoisted), every layer's over T*B rows otherwise.
+    Returns (step, flops per step). An RLeaky layer's recurrent products are not counted."""
+    rng = np.random.default_rng(work.seed)
+    T, B = work.num_steps, work.batch_size
+    mats, flops = [], 0
+    for l, (lin, _) in enumerate(work.net.pairs):
+        rows = B if (l == 0 and work.direct) else T * B
+        a = rng.random((rows, lin.in_features), dtype=np.float32)
+        w = rng.random((lin.out_features, lin.in_features), dtype=np.float32)
+        d = rng.random((rows, lin.out_features), dtype=np.float32)
+        mats.append((l, a, w, d))
+        flops += 2 * rows * lin.in_features * lin.out_features * (2 if l == 0 else 3)
+
+    def step():
+        for l, a, w, d in mats:
+            a @ w.T
+            d.T @ a
+            if l:
+                d @ w
+    return step, flops
+
+
+def snntorch(work: Workload, compiled: bool = False) -> Step:
     """The same network and step in snnTorch on the CPU (float32, PyTorch's own threads),
-    written as snnTorch's tutorials do: explicit state, one Python loop over the steps."""
+    written as snnTorch's tutorials do: explicit state, one Python loop over the steps.
+    `compiled`: forward and loss through `torch.compile` (the fastest CPU path an snnTorch
+    user has; the first steps compile, which the worker reports apart as warm-up time)."""
     import snntorch as snn
     import snntorch.functional as SF
     from popsnn.interop import snntorch_surrogate
@@ -127,9 +171,15 @@ def snntorch(work: Workload) -> Step:
             out.append(h)
         return torch.stack(out)
 
+    def forward_loss():
+        return loss_fn(forward(), y)
+
+    if compiled:
+        forward_loss = torch.compile(forward_loss)
+
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(forward(), y)
+        loss = forward_loss()
         loss.backward()
         opt.step()
     return step
