@@ -38,6 +38,9 @@ SYSTEMS = ("popsnn", "snntorch", "snntorch_compiled", "numpy_step", "numpy_hoist
 # Inputs of the DSNN rows: real MNIST images (mostly black: sparse first-layer activity) or
 # U[0, 1] pixels (dense input, the case a sparse engine must not lose).
 INPUTS = ("mnist", "uniform")
+# torch.compile compiles for minutes per configuration here: the compiled snnTorch is timed in
+# the dsnn and latency experiments only, and not with --quick.
+UNCOMPILED = tuple(s for s in SYSTEMS if s != "snntorch_compiled")
 # The sparse runs' id buffers start this much above the largest hidden layer's mean fraction
 # of buffered entries (spikes and gradient candidates), then grow on overflow.
 ACTIVITY_MARGIN = 1.1
@@ -241,7 +244,9 @@ def thread_variants(names) -> dict:
     out = {}
     for name in names:
         out[f"{name}@default"] = (name, None)
-        if (os.cpu_count() or 1) > 1:
+        # torch.compile compiles for minutes per worker here: the compiled snnTorch runs at
+        # PyTorch's default threads only (it is meant to be timed on a quiet machine).
+        if (os.cpu_count() or 1) > 1 and name != "snntorch_compiled":
             out[f"{name}@1"] = (name, 1)
     return out
 
@@ -347,14 +352,16 @@ def exp_latency(repeats=3, batches=(1, 2, 4, 8), hidden=1000, steps=25, include=
                       "latency", include)
 
 
-def exp_batch(repeats=3, batches=(8, 16, 32, 64, 128), hidden=1000, steps=25):
+def exp_batch(repeats=3, batches=(8, 16, 32, 64, 128), hidden=1000, steps=25,
+              include=UNCOMPILED):
     return throughput([dict(hidden=hidden, batch=b, steps=steps) for b in batches], repeats,
-                      "batch")
+                      "batch", include)
 
 
-def exp_width(repeats=3, widths=(250, 500, 1000, 2000, 4000, 8000), batch=128, steps=25):
+def exp_width(repeats=3, widths=(250, 500, 1000, 2000, 4000, 8000), batch=128, steps=25,
+              include=UNCOMPILED):
     return throughput([dict(hidden=h, batch=batch, steps=steps) for h in widths], repeats,
-                      "width")
+                      "width", include)
 
 
 def neuron_models():
@@ -363,21 +370,22 @@ def neuron_models():
 
 
 def exp_neurons(repeats=3, hidden=1000, batch=128, steps=25, names=("Leaky", "Synaptic",
-                                                                     "RLeaky")):
+                                                                     "RLeaky"),
+                include=UNCOMPILED):
     models = neuron_models()
     return throughput([dict(hidden=hidden, batch=batch, steps=steps, neuron=models[n])
-                       for n in names], repeats, "neurons")
+                       for n in names], repeats, "neurons", include)
 
 
-def exp_rate(repeats=3, hidden=1000, batch=128, steps=25):
+def exp_rate(repeats=3, hidden=1000, batch=128, steps=25, include=UNCOMPILED):
     """Rate-coded input: a new [B, 784] spike tensor every step, so no system can hoist the
     first layer's W x; the hoisted NumPy column says so instead of a figure."""
     return throughput([dict(hidden=hidden, batch=batch, steps=steps, rate_coded=True)],
-                      repeats, "rate")
+                      repeats, "rate", include)
 
 
 def exp_population(repeats=3, hidden=1000, batch=128, outputs=500, train_steps=0,
-                   test_images=1000, seed=0, include=SYSTEMS):
+                   test_images=1000, seed=0, include=UNCOMPILED):
     """Seed 000 section V: one time step, `outputs` output neurons pooled over 10 classes,
     beside the 10-output 25-step baseline; throughput of every system and, with
     train_steps > 0, popsnn's test accuracy after that many training minibatches (a short run:

@@ -46,10 +46,12 @@ EXPERIMENTS = ("dsnn", "latency", "batch", "width", "neurons", "rate", "populati
 def run_experiment(name: str, quick: bool, repeats: int) -> list:
     """The rows of one experiment; --quick shrinks the sweeps (and seed 003's setting) for a
     check that the code runs, not for the figures."""
+    systems = ex.UNCOMPILED if quick else ex.SYSTEMS   # torch.compile only in dsnn, latency
     if name == "dsnn":
-        return ex.exp_dsnn(repeats)
+        return ex.exp_dsnn(repeats, include=systems)
     if name == "latency":
-        return ex.exp_latency(repeats, batches=(1, 8) if quick else (1, 2, 4, 8))
+        return ex.exp_latency(repeats, batches=(1, 8) if quick else (1, 2, 4, 8),
+                              include=systems)
     if name == "batch":
         return ex.exp_batch(repeats, batches=(8, 32, 128) if quick else (8, 16, 32, 64, 128))
     if name == "width":
@@ -88,7 +90,7 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("experiment", choices=EXPERIMENTS + ("report",))
     parser.add_argument("--quick", action="store_true",
-                        help="3 repeats (unless --repeats) and smaller sweeps")
+                        help="3 repeats (unless --repeats), smaller sweeps, no torch.compile")
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--no-save", action="store_true", help="print only, write no file")
     args = parser.parse_args(argv)
