@@ -28,7 +28,8 @@ from popsnn import data, encoders, losses, optim, reference, sparse, surrogate
 import systems
 import workers
 
-# Seed 000's measured Mk2 figures (SPEC section 4), shown beside our estimates.
+# Seed 000's measured Mk2 figures (Sun et al. (IPU), see docs/papers.md), shown beside our
+# estimates.
 SEED000_IPU_DSNN_IMAGES_PER_S = 46_297
 SEED000_IPU_POPULATION_IMAGES_PER_S = 145_000
 # "limit" is not a system: the step's matrix products alone, done densely by NumPy's BLAS in
@@ -244,9 +245,7 @@ def thread_variants(names) -> dict:
     out = {}
     for name in names:
         out[f"{name}@default"] = (name, None)
-        # torch.compile compiles for minutes per worker here: the compiled snnTorch runs at
-        # PyTorch's default threads only (it is meant to be timed on a quiet machine).
-        if (os.cpu_count() or 1) > 1 and name != "snntorch_compiled":
+        if (os.cpu_count() or 1) > 1:
             out[f"{name}@1"] = (name, 1)
     return out
 
