@@ -85,21 +85,44 @@ class NumpyStep:
             u_prev, s_prev = u, S[t]
         return U, S
 
-    def _surrogate(self, l, neuron, U):
-        """dS/dU at U - threshold for all steps; atan (the bench's surrogate) in place in a
-        kept buffer, the others by popsnn's formula."""
-        f = U.dtype.type
+    @staticmethod
+    def _surrogate(neuron, u, out):
+        """dS/dU at u - threshold into `out`; atan (the bench's surrogate) in place, the
+        others by popsnn's formula."""
+        f = u.dtype.type
         sur = neuron.surrogate
         if sur.name != "atan":
-            return sur.grad(U - f(neuron.threshold))
+            out[...] = sur.grad(u - f(neuron.threshold))
+            return
         a = f(sur.param)
-        x = self._buffer(("dU", l), U.shape, U.dtype)
-        np.subtract(U, f(neuron.threshold), out=x)    # (a/2) / (1 + (pi a x / 2)^2)
-        x *= f(np.pi) * a / f(2)
-        np.square(x, out=x)
-        x += f(1)
-        np.divide(a / f(2), x, out=x)
-        return x
+        np.subtract(u, f(neuron.threshold), out=out)  # (a/2) / (1 + (pi a x / 2)^2)
+        out *= f(np.pi) * a / f(2)
+        np.square(out, out=out)
+        out += f(1)
+        np.divide(a / f(2), out, out=out)
+
+    def _membrane_grads(self, l, neuron, U, g_spikes):
+        """dL/dU[t] for every t, from the last step back, one [B, n] slice at a time (so it
+        stays in cache): dU[t] = dS/dU[t] dL/dS[t] + beta (1 - R[t+1]) dU[t+1]; and their
+        sum over t (what the hoisted weight gradient and the bias need)."""
+        f = U.dtype.type
+        beta, theta = f(neuron.beta), f(neuron.threshold)
+        dU = self._buffer(("dU", l), U.shape, U.dtype)
+        total = self._buffer(("dU_sum", l), U.shape[1:], U.dtype)
+        carry = self._buffer(("tmp", l), U.shape[1:], U.dtype)
+        for t in range(self.T - 1, -1, -1):
+            d = dU[t]
+            self._surrogate(neuron, U[t], d)
+            d *= g_spikes[t if len(g_spikes) > 1 else 0]
+            if t == self.T - 1:
+                total[...] = d
+                continue
+            np.multiply(dU[t + 1], beta, out=carry)
+            if neuron.reset_mechanism == "zero":     # R[t+1] = H(U[t] - theta)
+                carry *= U[t] <= theta
+            d += carry
+            total += d
+        return dU, total
 
     def forward(self, x):
         """Membranes and spikes of every layer; x is [B, N] (direct) or [T, B, N]."""
@@ -141,29 +164,16 @@ class NumpyStep:
         g_spikes = d_counts[None]                      # broadcast over T
         for l in reversed(range(len(self.params))):
             neuron, p = self.neurons[l], self.params[l]
-            U, _ = record[l]
-            f = U.dtype.type
-            beta, theta = f(neuron.beta), f(neuron.threshold)
-            dU = self._surrogate(l, neuron, U)         # dS/dU, all steps at once
-            dU *= g_spikes
-            keep = None
-            if neuron.reset_mechanism == "zero":       # dU[t]/dU[t-1] = beta (1 - R[t])
-                keep = U[:-1] <= theta
-            carry = self._buffer(("tmp", l), dU.shape[1:], dU.dtype)
-            for t in range(self.T - 2, -1, -1):        # the only loop over time
-                np.multiply(dU[t + 1], beta, out=carry)
-                if keep is not None:
-                    carry *= keep[t]
-                dU[t] += carry
+            dU, dU_sum = self._membrane_grads(l, neuron, record[l][0], g_spikes)
             layer_in = x if l == 0 else record[l - 1][1]
             n = dU.shape[-1]
             g = {}
             if layer_in.ndim == 2:                     # hoisted: (sum_t dI[t])^T x, once
-                g["weight"] = dU.sum(axis=0).T @ layer_in
+                g["weight"] = dU_sum.T @ layer_in
             else:
                 g["weight"] = dU.reshape(-1, n).T @ layer_in.reshape(-1, layer_in.shape[-1])
             if "bias" in p:
-                g["bias"] = dU.sum(axis=(0, 1))
+                g["bias"] = dU_sum.sum(axis=0)
             grads[l] = g
             if l > 0:
                 T, B = dU.shape[:2]
