@@ -8,6 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 HERE = Path(__file__).resolve().parent
@@ -77,5 +78,41 @@ def test_every_public_header_compiles_under_cxx11_and_cxx14(fidelity, cmake_dir)
     assert {"Engine.hpp", "Graph.hpp", "Program.hpp", "StreamCallback.hpp", "Vertex.hpp"} <= set(headers)
     source = (fidelity.build / "all_headers.cpp").read_text()
     assert all(f"#include <poplar/{h}>" in source for h in headers)
+    for lib in ("poputil", "popops"):
+        names = sorted(p.name for p in (cmake_dir.parents[2] / "include" / lib).glob("*.hpp"))
+        assert names and all(f"#include <{lib}/{h}>" in source for h in names)
     for std in ("11", "14"):
         assert (fidelity.build / f"headers_cxx{std}").is_file()
+
+
+def test_poputil_and_popops_subset(fidelity):
+    # Item 8: poputil's linear mapping and popops' vertices, as the SDK documents them.
+    lines = fidelity("poplibs").splitlines()
+    assert lines[:3] == ["grain2: 0-4 4-8 8-10 -", "min6: 0-6 6-10 - -", "a: 0-2 2-4 4-6 -"]
+    # The errors come from graph construction, before the engine runs.
+    assert lines[3] == ("error: popops::add: A has shape {2,3} but B has shape {2,3,4}; popsnn's "
+                        "popops does not broadcast, give tensors of one shape")
+    assert lines[4] == ("error: popops::reduce: dimension 3 is out of range for a tensor of rank "
+                        "3; give dims below the rank")
+    a = np.arange(1, 7).reshape(2, 3)
+    b = np.array([[10, -20, 30], [-40, 50, -60]])
+    x = np.arange(24, dtype=np.float32)
+    x[::5] *= -1
+    x = x.reshape(2, 3, 4)
+
+    def text(title, array, floats=False):
+        fmt = "{:.7f}" if floats else "{}"
+        body = np.array2string(np.asarray(array), separator=" ", threshold=10**6,
+                               formatter={"all": fmt.format})
+        return f"{title}: {body}"
+
+    expected = [
+        text("add", a + b), text("sub", a - b), text("mul", a * b), text("max", np.maximum(a, b)),
+        text("sum02", x.sum(axis=(0, 2)), True), text("max1", x.max(axis=1), True),
+        f"min-all: {x.min():.7f}", text("mul0", a.prod(axis=0)),
+        text("fill", np.full(5, 3.5), True), text("zero", [[7, 7], [0, 0]]),
+        text("cast-float", a.astype(np.float32), True),
+        text("cast-bool-int", (x[:1, :1] != 0).astype(int)),
+        text("cast-unsigned", b[:1].astype(np.int64) % 2**32),
+    ]
+    assert "\n".join(lines[5:]) == "\n".join(expected)

@@ -1,0 +1,29 @@
+#include "PerTile.hpp"
+
+#include <poplar/exceptions.hpp>
+
+namespace popops {
+namespace detail {
+
+void requireType(const char *function, const poplar::Type &type, bool allowBool) {
+  if (type == poplar::FLOAT || type == poplar::INT || type == poplar::UNSIGNED_INT) return;
+  if (allowBool && type == poplar::BOOL) return;
+  throw poplar::poplar_error(std::string("popops::") + function + ": element type " +
+                             type.toString() + " is not provided by popsnn's popops; use float, "
+                             "int or unsigned int" + (allowBool ? " or bool" : ""));
+}
+
+std::string vertexName(const char *base, const poplar::Type &type) {
+  return std::string("popops::") + base + "<" + type.toString() + ">";
+}
+
+poplar::Tensor alignedTo(poplar::Graph &graph, const poplar::Tensor &t, const poplar::Tensor &like,
+                         poplar::program::Sequence &prog, const std::string &name) {
+  if (graph.getTileMapping(t) == graph.getTileMapping(like)) return t;
+  poplar::Tensor copy = graph.clone(like, name);
+  prog.add(poplar::program::Copy(t, copy));
+  return copy;
+}
+
+} // namespace detail
+} // namespace popops
