@@ -4,6 +4,7 @@
 read, a page missing from the nav's files) into a failure; the Python blocks of the home page
 and the tutorials run as written, in order, so the tutorials cannot drift from the API.
 """
+import os
 import re
 import subprocess
 import sys
@@ -51,3 +52,23 @@ def test_page_code_runs_as_written(page, tmp_path, monkeypatch):
     scope = {"__name__": "__docs__"}
     for i, block in enumerate(blocks):
         exec(compile(block, f"{page} (python block {i + 1})", "exec"), scope)
+
+
+MPIRUN = Path(sys.executable).parent / "mpirun"
+
+
+def test_multi_process_tutorial_script_gives_one_process_loss_under_mpirun(tmp_path):
+    """The tutorial's script, saved as a file: `mpirun -n 2` prints the loss of one process."""
+    script = tmp_path / "train_dp.py"
+    script.write_text(python_blocks(DOCS / "tutorials" / "multi-process-training.md")[0])
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               POPSNN_NUM_THREADS="1", OMPI_MCA_rmaps_base_oversubscribe="1")
+    outputs = []
+    for launcher in ([], [str(MPIRUN), "-n", "2"]):
+        done = subprocess.run([*launcher, sys.executable, str(script)], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        outputs.append(done.stdout)
+    one, two = ([line for line in out.splitlines() if line.startswith("loss")] for out in outputs)
+    assert len(one) == len(two) == 1 and one == two, outputs
+    assert "rank 1 of 2" in outputs[1]
