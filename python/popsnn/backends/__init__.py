@@ -26,6 +26,9 @@ class Backend(Protocol):
     def loss_and_grad(self, x, y) -> tuple:
         """(loss, gradients in the layout of the parameters); nothing is updated."""
 
+    def loss_grad_and_spikes(self, x, y) -> tuple:
+        """(loss, gradients, output spikes [T, B, C]) of one forward (data-parallel steps)."""
+
     def infer(self, x):
         """Output spikes [T, B, C]."""
 

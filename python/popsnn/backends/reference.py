@@ -57,6 +57,11 @@ class ReferenceBackend:
         value, grads, _ = self._loss_and_grad(x, y)
         return value, grads
 
+    def loss_grad_and_spikes(self, x, y):
+        """loss_and_grad plus the output spikes of the same forward (data-parallel steps)."""
+        value, grads, rec = self._loss_and_grad(x, y)
+        return value, grads, rec.spikes[-1]
+
     def infer(self, x):
         x = self._checked(x)
         return _reference.forward(self.net, self.params, x,
