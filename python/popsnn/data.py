@@ -224,6 +224,9 @@ def load_idx(path) -> np.ndarray:
         raise DataError(f"{path}: the header announces {ndim} dimensions but the file ends "
                         f"after {len(raw)} bytes; the file is truncated or damaged")
     shape = tuple(int(v) for v in np.frombuffer(raw[4:header], ">u4"))
+    if 0 in shape:   # an empty file; its other sizes still have to describe a real array
+        raise DataError(f"{path}: header says shape {shape}, which holds no samples; the file is "
+                        f"truncated or damaged, fetch it again")
     expected = header + math.prod(shape) * dtype.itemsize
     if len(raw) != expected:
         raise DataError(f"{path}: header says shape {shape} ({expected} bytes) but the file has "

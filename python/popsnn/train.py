@@ -93,9 +93,6 @@ class Config:
             raise ConfigError(str(err)) from None
 
     def _validate(self) -> "Config":
-        for name in ("data", "output"):   # folders may come as Path objects; kept as text
-            if isinstance(getattr(self, name), os.PathLike):
-                setattr(self, name, os.fspath(getattr(self, name)))
         if isinstance(self.hidden, (int, str)):
             self.hidden = _parse_hidden(self.hidden)
         if not isinstance(self.hidden, (list, tuple)):
@@ -337,9 +334,7 @@ def fit(config: Optional[Config] = None, *, output=None, resume=None, progress: 
     ranks = _distributed.world()   # under mpirun: data-parallel; rank 0 alone logs and writes
     if not ranks.is_root:
         log, progress = (lambda *args, **kwargs: None), False
-    # Checked (and created) before any data is loaded: a run must not fail an epoch in.
-    out_dir = check_output(output if output is not None else config.output) if ranks.is_root \
-        else Path(output if output is not None else config.output)
+    out_dir = check_output(output if output is not None else config.output)
     wall_start = time.perf_counter()
 
     if train_set is None or test_set is None:

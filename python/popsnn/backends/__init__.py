@@ -27,7 +27,8 @@ class Backend(Protocol):
         """(loss, gradients in the layout of the parameters); nothing is updated."""
 
     def loss_grad_and_spikes(self, x, y) -> tuple:
-        """(loss, gradients, output spikes [T, B, C]) of one forward (data-parallel steps)."""
+        """loss_and_grad plus the output spikes [T, B, C] of the same forward pass (for
+        data-parallel steps, which update on the host after an allreduce)."""
 
     def infer(self, x):
         """Output spikes [T, B, C]."""

@@ -58,7 +58,6 @@ class ReferenceBackend:
         return value, grads
 
     def loss_grad_and_spikes(self, x, y):
-        """loss_and_grad plus the output spikes of the same forward (data-parallel steps)."""
         value, grads, rec = self._loss_and_grad(x, y)
         return value, grads, rec.spikes[-1]
 
