@@ -474,5 +474,49 @@ inline void sparseRowCombination(const unsigned *__restrict idx, const float *__
 #endif
 }
 
+// out[b, 0..n) = sum_i x[b, i] w[i, 0..n) over each sample's non-zero inputs (x [batch,
+// nIn], w [nIn, n]): one sparse row combination per sample. idx, val: [nIn] scratch.
+inline void sparseInputProduct(const float *__restrict x, unsigned batch, unsigned nIn,
+                               const float *__restrict w, unsigned n, unsigned *__restrict idx,
+                               float *__restrict val, float *__restrict out) {
+  for (unsigned b = 0; b < batch; ++b) {
+    const float *__restrict xb = x + b * nIn;
+    unsigned count = 0;
+    for (unsigned i = 0; i < nIn; ++i) { // branch-free: zeros fall at random
+      idx[count] = i;
+      val[count] = xb[i];
+      count += xb[i] != 0.0f;
+    }
+    sparseRowCombination(idx, val, count, w, n, out + b * n, n);
+  }
+}
+
+// out[i, 0..n) = sum_b x[b, i] g[b, 0..n) over the samples where input i is non-zero, for
+// the inputs i < numInputs of x (rows `stride` apart), g [batch, n]. The inputs are taken
+// SPARSE_INPUT_GROUP at a time, so that x is read a cache line at a time; idx, val:
+// [SPARSE_INPUT_GROUP * batch] scratch (each input's list of samples).
+constexpr unsigned SPARSE_INPUT_GROUP = 16;
+inline void sparseInputTransposedProduct(const float *__restrict x, unsigned stride,
+                                         unsigned batch, unsigned numInputs,
+                                         const float *__restrict g, unsigned n,
+                                         unsigned *__restrict idx, float *__restrict val,
+                                         float *__restrict out) {
+  constexpr unsigned GROUP = SPARSE_INPUT_GROUP;
+  for (unsigned i0 = 0; i0 < numInputs; i0 += GROUP) {
+    const unsigned group = numInputs - i0 < GROUP ? numInputs - i0 : GROUP;
+    unsigned count[GROUP] = {};
+    for (unsigned b = 0; b < batch; ++b)
+      for (unsigned c = 0; c < group; ++c) { // branch-free: zeros fall at random
+        const float v = x[b * stride + i0 + c];
+        idx[c * batch + count[c]] = b;
+        val[c * batch + count[c]] = v;
+        count[c] += v != 0.0f;
+      }
+    for (unsigned c = 0; c < group; ++c)
+      sparseRowCombination(&idx[c * batch], &val[c * batch], count[c], g, n, out + (i0 + c) * n,
+                           n);
+  }
+}
+
 } // namespace lif
 } // namespace popsnn
