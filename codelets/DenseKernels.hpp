@@ -20,8 +20,9 @@ namespace popsnn {
 namespace dense {
 
 // Vector width (floats) and register tile per target. GCC/Clang vector types, so the same
-// code compiles for the host CPU (and for the IPU, whose worker has 64-bit float2 registers).
-#if defined(__IPU__)
+// code compiles for the host CPU (and for the IPU, whose worker has 64-bit float2 registers;
+// POPSNN_PLAIN_LOOPS gives a host build the IPU's shapes, to test them).
+#if defined(__IPU__) || defined(POPSNN_PLAIN_LOOPS)
 constexpr unsigned LANES = 2;
 constexpr unsigned TILE_ROWS = 4, TILE_VECS = 2;
 constexpr unsigned KC = 64;

@@ -106,16 +106,29 @@ inline void rowsToBlocks(const float *rows, unsigned n, unsigned shardSize, unsi
 // out[0..n) = sum_k val[k] * rows[idx[k] * rowStride + (0..n)], k = 0..count in order.
 // A block of output columns stays in vector registers while every listed row streams past
 // it: one load per multiply-add, and out is written once. Host CPUs only: GCC/Clang vector
-// types (plain loops get vectorised over k instead, with gathers), and AVX-512 masks for
-// the last, partial vector of a row. The IPU build and other hosts take the plain loop.
-#if !defined(__IPU__) && defined(__AVX512F__)
-#define POPSNN_SPARSE_ROWS_AVX512 1
+// types of 16 floats (plain loops get vectorised over k instead, with gathers; the compiler
+// splits a 16-float vector into the registers the CPU has), and on AVX-512 masks for the
+// last, partial vector of a row. The IPU build takes the plain loops (as does a host build
+// with POPSNN_PLAIN_LOOPS defined, which tests them).
+#if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS)
+#define POPSNN_FLOATS16 1
+#if defined(__GNUC__) && !defined(__clang__)
+// Without AVX-512 GCC warns that a 64-byte vector is passed differently: these functions
+// are inline, within one build, so the calling convention never crosses a boundary.
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 typedef float Floats16 __attribute__((vector_size(64)));
 inline Floats16 loadFloats16(const float *p) {
   Floats16 v;
   __builtin_memcpy(&v, p, sizeof v);
   return v;
 }
+// Vectors of 16 columns per block: as many accumulators as the registers hold.
+#ifdef __AVX512F__
+constexpr unsigned SPARSE_BLOCK_VECS = 8;
+#else
+constexpr unsigned SPARSE_BLOCK_VECS = 4;
+#endif
 // V vectors of 16 columns.
 template <unsigned V>
 inline void sparseRowBlock(const unsigned *__restrict idx, const float *__restrict val,
@@ -133,6 +146,10 @@ inline void sparseRowBlock(const unsigned *__restrict idx, const float *__restri
   }
   __builtin_memcpy(out, acc, sizeof acc);
 }
+#endif
+
+#if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS) && defined(__AVX512F__)
+#define POPSNN_SPARSE_ROWS_AVX512 1
 // V full vectors of 16 columns and a last one masked to `lastMask`.
 template <unsigned V>
 inline void sparseRowBlockMasked(const unsigned *__restrict idx, const float *__restrict val,
@@ -159,11 +176,18 @@ inline void sparseRowBlockMasked(const unsigned *__restrict idx, const float *__
 
 // The dot product of two rows padded to a multiple of PUSH_CHUNK (16) floats.
 inline float dotPadded(const float *__restrict a, const float *__restrict b, unsigned P) {
-#ifdef POPSNN_SPARSE_ROWS_AVX512
+#ifdef POPSNN_FLOATS16
   Floats16 acc = {};
   for (unsigned c0 = 0; c0 < P; c0 += 16)
     acc += loadFloats16(a + c0) * loadFloats16(b + c0);
+#ifdef POPSNN_SPARSE_ROWS_AVX512
   return _mm512_reduce_add_ps(acc);
+#else
+  float sum = 0.0f;
+  for (unsigned c = 0; c < 16; ++c)
+    sum += acc[c];
+  return sum;
+#endif
 #else
   float sum = 0.0f;
   for (unsigned c = 0; c < P; ++c)
@@ -177,7 +201,7 @@ inline float dotPadded(const float *__restrict a, const float *__restrict b, uns
 inline void sumRows(const int *__restrict ids, unsigned count, unsigned offset,
                     const float *__restrict rows, unsigned P, float *__restrict out) {
   for (unsigned c0 = 0; c0 < P; c0 += 16) {
-#ifdef POPSNN_SPARSE_ROWS_AVX512
+#ifdef POPSNN_FLOATS16
     // Two chains, so that the adds overlap.
     Floats16 acc0 = {}, acc1 = {};
     unsigned k = 0;
@@ -461,6 +485,31 @@ inline void sparseRowCombination(const unsigned *__restrict idx, const float *__
     POPSNN_BLOCK(0) POPSNN_BLOCK(1) POPSNN_BLOCK(2) POPSNN_BLOCK(3)
     POPSNN_BLOCK(4) POPSNN_BLOCK(5) POPSNN_BLOCK(6) POPSNN_BLOCK(7)
 #undef POPSNN_BLOCK
+  }
+#elif defined(POPSNN_FLOATS16)
+  constexpr unsigned BLOCK = 16 * SPARSE_BLOCK_VECS;
+  unsigned j = 0;
+  for (; j + BLOCK <= n; j += BLOCK)
+    sparseRowBlock<SPARSE_BLOCK_VECS>(idx, val, count, rows + j, rowStride, out + j);
+  switch ((n - j) / 16) { // whole vectors of the rest, then 0..15 columns one by one
+#define POPSNN_BLOCK(V)                                                                    \
+  case V:                                                                                  \
+    sparseRowBlock<V>(idx, val, count, rows + j, rowStride, out + j);                      \
+    break;
+    POPSNN_BLOCK(1) POPSNN_BLOCK(2) POPSNN_BLOCK(3) POPSNN_BLOCK(4)
+    POPSNN_BLOCK(5) POPSNN_BLOCK(6) POPSNN_BLOCK(7)
+#undef POPSNN_BLOCK
+  default:
+    break;
+  }
+  j += (n - j) / 16 * 16;
+  for (unsigned c = j; c < n; ++c)
+    out[c] = 0.0f;
+  for (unsigned k = 0; k < count; ++k) {
+    const float v = val[k];
+    const float *__restrict row = rows + idx[k] * rowStride;
+    for (unsigned c = j; c < n; ++c)
+      out[c] += v * row[c];
   }
 #else
   for (unsigned j = 0; j < n; ++j)
