@@ -105,23 +105,67 @@ inline void rowsToBlocks(const float *rows, unsigned n, unsigned shardSize, unsi
 
 // out[0..n) = sum_k val[k] * rows[idx[k] * rowStride + (0..n)], k = 0..count in order.
 // A block of output columns stays in vector registers while every listed row streams past
-// it: one load per multiply-add, and out is written once. Host CPUs only: GCC/Clang vector
-// types of 16 floats (plain loops get vectorised over k instead, with gathers; the compiler
-// splits a 16-float vector into the registers the CPU has), and on AVX-512 masks for the
-// last, partial vector of a row. The IPU build takes the plain loops (as does a host build
-// with POPSNN_PLAIN_LOOPS defined, which tests them).
+// it: one load per multiply-add, and out is written once. Host CPUs only: 16 floats as one
+// AVX-512 vector, or as 2 (AVX) or 4 (SSE) of the CPU's vectors (GCC keeps a plain 64-byte
+// vector type in memory there, not in registers); plain loops get vectorised over k
+// instead, with gathers. On AVX-512, masks for the last, partial vector of a row. The IPU
+// build takes the plain loops (as does a host build with POPSNN_PLAIN_LOOPS, to test them).
 #if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS)
 #define POPSNN_FLOATS16 1
-#if defined(__GNUC__) && !defined(__clang__)
-// Without AVX-512 GCC warns that a 64-byte vector is passed differently: these functions
-// are inline, within one build, so the calling convention never crosses a boundary.
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
+#ifdef __AVX512F__
 typedef float Floats16 __attribute__((vector_size(64)));
+typedef Floats16 NativeFloats;
+inline float laneSum(Floats16 v) { return _mm512_reduce_add_ps(v); }
+#else
+#ifdef __AVX__
+typedef float NativeFloats __attribute__((vector_size(32)));
+#else
+typedef float NativeFloats __attribute__((vector_size(16)));
+#endif
+constexpr unsigned NATIVE_PARTS = 64 / sizeof(NativeFloats);
+struct Floats16 {
+  NativeFloats part[NATIVE_PARTS];
+};
+inline Floats16 &operator+=(Floats16 &a, const Floats16 &b) {
+  for (unsigned i = 0; i < NATIVE_PARTS; ++i)
+    a.part[i] += b.part[i];
+  return a;
+}
+inline Floats16 operator*(float s, const Floats16 &b) {
+  Floats16 r;
+  for (unsigned i = 0; i < NATIVE_PARTS; ++i)
+    r.part[i] = s * b.part[i];
+  return r;
+}
+inline Floats16 operator*(const Floats16 &a, const Floats16 &b) {
+  Floats16 r;
+  for (unsigned i = 0; i < NATIVE_PARTS; ++i)
+    r.part[i] = a.part[i] * b.part[i];
+  return r;
+}
+inline float laneSum(const Floats16 &v) {
+  float lanes[16], sum = 0.0f;
+  __builtin_memcpy(lanes, &v, sizeof lanes);
+  for (unsigned c = 0; c < 16; ++c)
+    sum += lanes[c];
+  return sum;
+}
+#endif
+// Part by part through an unaligned view, so that each part goes straight to a register.
+typedef NativeFloats UnalignedFloats __attribute__((aligned(4), may_alias));
 inline Floats16 loadFloats16(const float *p) {
   Floats16 v;
-  __builtin_memcpy(&v, p, sizeof v);
+  constexpr unsigned parts = sizeof(Floats16) / sizeof(NativeFloats);
+  for (unsigned i = 0; i < parts; ++i)
+    reinterpret_cast<NativeFloats *>(&v)[i] =
+        *reinterpret_cast<const UnalignedFloats *>(p + i * (16 / parts));
   return v;
+}
+inline void storeFloats16(float *p, const Floats16 &v) {
+  constexpr unsigned parts = sizeof(Floats16) / sizeof(NativeFloats);
+  for (unsigned i = 0; i < parts; ++i)
+    *reinterpret_cast<UnalignedFloats *>(p + i * (16 / parts)) =
+        reinterpret_cast<const NativeFloats *>(&v)[i];
 }
 // Vectors of 16 columns per block: as many accumulators as the registers hold.
 #ifdef __AVX512F__
@@ -144,7 +188,8 @@ inline void sparseRowBlock(const unsigned *__restrict idx, const float *__restri
     for (unsigned c = 0; c < V; ++c)
       acc[c] += v * loadFloats16(row + 16 * c);
   }
-  __builtin_memcpy(out, acc, sizeof acc);
+  for (unsigned c = 0; c < V; ++c)
+    storeFloats16(out + 16 * c, acc[c]);
 }
 #endif
 
@@ -180,14 +225,7 @@ inline float dotPadded(const float *__restrict a, const float *__restrict b, uns
   Floats16 acc = {};
   for (unsigned c0 = 0; c0 < P; c0 += 16)
     acc += loadFloats16(a + c0) * loadFloats16(b + c0);
-#ifdef POPSNN_SPARSE_ROWS_AVX512
-  return _mm512_reduce_add_ps(acc);
-#else
-  float sum = 0.0f;
-  for (unsigned c = 0; c < 16; ++c)
-    sum += acc[c];
-  return sum;
-#endif
+  return laneSum(acc);
 #else
   float sum = 0.0f;
   for (unsigned c = 0; c < P; ++c)
@@ -212,7 +250,7 @@ inline void sumRows(const int *__restrict ids, unsigned count, unsigned offset,
     if (k < count)
       acc0 += loadFloats16(rows + (unsigned(ids[k]) - offset) * P + c0);
     acc0 += acc1;
-    __builtin_memcpy(out + c0, &acc0, sizeof acc0);
+    storeFloats16(out + c0, acc0);
 #else
     for (unsigned c = 0; c < 16; ++c)
       out[c0 + c] = 0.0f;
