@@ -161,10 +161,13 @@ inline void denseProduct(unsigned M, unsigned N, unsigned K, const float *a, uns
 }
 
 // The dense product pays for every entry, the sparse row kernel only for the non-zero
-// ones, at a lower rate per entry: the dense one is as fast or faster from this fraction
-// (per mille) of non-zero entries up. Measured with bench/density_threshold.py on this
-// project's AVX2 machines (result and method in bench/README.md); re-run it elsewhere.
-constexpr unsigned DENSE_MIN_NONZERO_PER_MILLE = 75;
+// ones, at a lower rate per entry: the dense one is as fast or faster from these fractions
+// (per mille) of non-zero inputs up. Measured with bench/density_threshold.py on this
+// project's AVX2 machines (result and method in bench/README.md; re-run it elsewhere). The
+// weight gradient's sparse kernel reuses a [B, n] operand that stays in L2, the current's
+// streams rows of the [nIn, n] weights: so the two thresholds differ.
+constexpr unsigned DENSE_CURRENT_MIN_PER_MILLE = 250;
+constexpr unsigned DENSE_WEIGHT_GRAD_MIN_PER_MILLE = 500;
 
 // The non-zero entries of rows x cols floats, rows `stride` apart.
 inline unsigned long long countNonzero(const float *__restrict x, unsigned rows, unsigned cols,
@@ -179,9 +182,10 @@ inline unsigned long long countNonzero(const float *__restrict x, unsigned rows,
   return count;
 }
 
-// Whether `nonzero` of `total` entries make an operand dense enough for denseProduct.
-inline bool denseEnough(unsigned long long nonzero, unsigned long long total) {
-  return nonzero * 1000ull >= total * DENSE_MIN_NONZERO_PER_MILLE;
+// Whether `nonzero` of `total` entries reach `perMille` (one of the thresholds above).
+inline bool denseEnough(unsigned long long nonzero, unsigned long long total,
+                        unsigned perMille) {
+  return nonzero * 1000ull >= total * perMille;
 }
 
 } // namespace dense

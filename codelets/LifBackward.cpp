@@ -520,7 +520,8 @@ public:
     const unsigned n = numNeurons;
     const float *__restrict xs = &x[firstInput];
     if (popsnn::dense::denseEnough(popsnn::dense::countNonzero(xs, batch, numInputs, xStride),
-                                   1ull * batch * numInputs))
+                                   1ull * batch * numInputs,
+                                   popsnn::dense::DENSE_WEIGHT_GRAD_MIN_PER_MILLE))
       popsnn::dense::denseProduct(numInputs, n, batch, xs, 1, xStride, &currentGradSum[0], n,
                                   &gradWeights[0], n);
     else

@@ -31,7 +31,8 @@ public:
     const float *__restrict xs = &x[0];
     float *__restrict out = &current[0];
     if (popsnn::dense::denseEnough(popsnn::dense::countNonzero(xs, batch, numInputs, numInputs),
-                                   1ull * batch * numInputs))
+                                   1ull * batch * numInputs,
+                                   popsnn::dense::DENSE_CURRENT_MIN_PER_MILLE))
       popsnn::dense::denseProduct(batch, n, numInputs, xs, numInputs, 1, &weights[0], n, out, n);
     else
       sparseInputProduct(xs, batch, numInputs, &weights[0], n, &nzIndex[0], &nzValue[0], out);

@@ -1,10 +1,11 @@
 """The direct-current layer's products pick their kernel by the measured density of x
-(codelets/DenseKernels.hpp): the blocked dense product from DENSE_MIN_NONZERO_PER_MILLE
-non-zero entries up, the sparse row kernel below. The engine equals the float32 reference
-on both sides of the threshold, exactly at it and one entry below it, for every neuron
-model, with and without a sparse rule. The shapes make the dense product use its ragged
-edges: more inputs than one k block (256), a row count and a neuron count that are no
-multiple of the register tile. See engine_helpers for the tolerances."""
+(codelets/DenseKernels.hpp): the blocked dense product from a threshold of non-zero entries
+up (one for the forward current, one for the weight gradient), the sparse row kernel below.
+The engine equals the float32 reference on both sides of each threshold, exactly at it and
+one entry below it, for every neuron model, with and without a sparse rule. The shapes make
+the dense product use its ragged edges: more inputs than one k block (256), a row count and
+a neuron count that are no multiple of the register tile. See engine_helpers for the
+tolerances."""
 import re
 from pathlib import Path
 
@@ -21,18 +22,20 @@ HEADER = Path(__file__).resolve().parents[2] / "codelets" / "DenseKernels.hpp"
 BATCH, STEPS, INPUTS, HIDDEN = 8, 6, 300, 37
 
 
-def threshold_per_mille() -> int:
-    found = re.search(r"DENSE_MIN_NONZERO_PER_MILLE\s*=\s*(\d+)", HEADER.read_text())
-    assert found, f"no DENSE_MIN_NONZERO_PER_MILLE in {HEADER}"
-    return int(found.group(1))
+def threshold_count(name: str) -> int:
+    """The non-zero count of x at which the product `name` turns dense."""
+    found = re.search(rf"DENSE_{name}_MIN_PER_MILLE\s*=\s*(\d+)", HEADER.read_text())
+    assert found, f"no DENSE_{name}_MIN_PER_MILLE in {HEADER}"
+    at = int(found.group(1)) * BATCH * INPUTS / 1000
+    assert at == int(at) and at > 1, "choose a shape where the threshold is a whole count"
+    return int(at)
 
 
 def nonzero_counts() -> dict:
-    total = BATCH * INPUTS
-    at = threshold_per_mille() * total / 1000
-    assert at == int(at) and at > 1, "choose a shape where the threshold is a whole count"
-    return {"sparse": total // 50, "below-threshold": int(at) - 1,
-            "at-threshold": int(at), "dense": total}
+    current, grad = threshold_count("CURRENT"), threshold_count("WEIGHT_GRAD")
+    return {"sparse": BATCH * INPUTS // 50,
+            "below-current": current - 1, "at-current": current,
+            "below-grad": grad - 1, "at-grad": grad, "dense": BATCH * INPUTS}
 
 
 def input_with(nonzero: int, seed: int) -> np.ndarray:
@@ -53,7 +56,8 @@ NEURONS = {
 }
 
 
-@pytest.mark.parametrize("density", ["sparse", "below-threshold", "at-threshold", "dense"])
+@pytest.mark.parametrize("density", ["sparse", "below-current", "at-current", "below-grad",
+                                     "at-grad", "dense"])
 @pytest.mark.parametrize("name", sorted(NEURONS))
 def test_direct_products_equal_the_reference_on_both_sides(name, density):
     net = popsnn.Sequential(popsnn.Linear(INPUTS, HIDDEN), NEURONS[name](),
