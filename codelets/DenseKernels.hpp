@@ -166,7 +166,7 @@ inline void denseProduct(unsigned M, unsigned N, unsigned K, const float *a, uns
 // project's AVX2 machines (result and method in bench/README.md; re-run it elsewhere). The
 // weight gradient's sparse kernel reuses a [B, n] operand that stays in L2, the current's
 // streams rows of the [nIn, n] weights: so the two thresholds differ.
-constexpr unsigned DENSE_CURRENT_MIN_PER_MILLE = 250;
+constexpr unsigned DENSE_CURRENT_MIN_PER_MILLE = 300;
 constexpr unsigned DENSE_WEIGHT_GRAD_MIN_PER_MILLE = 500;
 
 // The non-zero entries of rows x cols floats, rows `stride` apart.
