@@ -1,4 +1,4 @@
-"""Surrogate gradients dS/dU as functions of x = U - threshold (SPEC section 1).
+"""Surrogate gradients dS/dU as functions of x = U - threshold (docs/numerics.md).
 
 The names and default slopes are snnTorch's, so `surrogate.fast_sigmoid(slope=25)`
 means the same thing in both libraries.
@@ -28,16 +28,18 @@ class Surrogate:
         if self.name == "atan":
             return (p / 2) / (1.0 + (np.pi * p * x / 2) ** 2)
         if self.name == "sigmoid":
-            # k e^{-kx} / (1 + e^{-kx})^2 == k s (1 - s) with s = sigmoid(kx), stable for large |x|.
-            s = 0.5 * (1.0 + np.tanh(0.5 * p * x))
-            return p * s * (1.0 - s)
+            # k e^{-k|x|} / (1 + e^{-k|x|})^2 (the function is even): e^{-k|x|} <= 1 never
+            # overflows and keeps full precision in the tails, where k s (1 - s) with
+            # s = sigmoid(kx) rounds to 0 in float32.
+            e = np.exp(-p * np.abs(x))
+            return p * e / (1.0 + e) ** 2
         if self.name == "straight_through":
             return np.ones_like(x)
         raise AssertionError(f"unreachable surrogate {self.name!r}")
 
 
 def fast_sigmoid(slope: float = 25.0) -> Surrogate:
-    """`1 / (1 + slope*|x|)^2` (seeds 002 and 003 use slope 10 and 100)."""
+    """`1 / (1 + slope*|x|)^2` (Finkbeiner & Neftci and Perez-Nieves & Goodman use slope 10 and 100)."""
     return Surrogate("fast_sigmoid", positive_real("slope", slope))
 
 
