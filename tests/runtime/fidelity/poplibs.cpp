@@ -51,6 +51,12 @@ int main() {
   prog.add(PrintTensor("sub", popops::sub(graph, a, b, prog)));
   prog.add(PrintTensor("mul", popops::mul(graph, a, b.transpose().transpose(), prog)));
   prog.add(PrintTensor("max", popops::map(graph, popops::expr::BinaryOpType::MAXIMUM, a, b, prog)));
+  {
+    using namespace popops::expr;
+    prog.add(PrintTensor("expr1", popops::map(graph, _1 * _2 + Const(3), {a, b}, prog)));
+    prog.add(PrintTensor("expr2", popops::map(graph, Max(_2, Const(0)) - _1, {a, b}, prog)));
+    prog.add(PrintTensor("expr3", popops::map(graph, _2, {a, b}, prog)));
+  }
 
   std::vector<float> xValues(24);
   for (unsigned i = 0; i < xValues.size(); ++i) xValues[i] = i % 5 == 0 ? -float(i) : float(i);
@@ -79,6 +85,11 @@ int main() {
 
   try {
     popops::add(graph, a, x, prog);
+  } catch (const poplar_error &e) {
+    std::cout << "error: " << e.what() << "\n";
+  }
+  try {
+    popops::map(graph, popops::expr::_1 + popops::expr::_3, {a, b}, prog);
   } catch (const poplar_error &e) {
     std::cout << "error: " << e.what() << "\n";
   }
