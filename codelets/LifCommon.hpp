@@ -8,7 +8,7 @@
 #include <immintrin.h>
 #endif
 
-#include "VertexEnums.hpp"
+#include "../include/popsnn/VertexEnums.hpp"
 
 namespace popsnn {
 namespace lif {
