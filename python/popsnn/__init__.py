@@ -7,9 +7,10 @@ is the oracle every engine is checked against.
 from . import encoders, losses, optim, reference, sparse, surrogate
 from .layers import Leaky, Linear, RLeaky, Sequential, Synaptic
 from .model import Model
+from .nir_interop import export_to_nir, import_from_nir
 
 __version__ = "0.1.0"
 
 __all__ = ["Leaky", "Linear", "RLeaky", "Sequential", "Synaptic", "encoders", "losses", "optim",
-           "reference", "sparse", "surrogate", "Model",
+           "reference", "sparse", "surrogate", "Model", "export_to_nir", "import_from_nir",
            "__version__"]

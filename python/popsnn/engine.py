@@ -215,6 +215,12 @@ class EngineBackend:
         loss, grads, _ = engine.loss_and_grad(x, labels, valid)
         return float(loss), grads
 
+    def loss_grad_and_spikes(self, x, y):
+        """loss_and_grad plus the output spikes of the same forward (data-parallel steps)."""
+        engine, x, labels, valid = self._prepare(x, y)
+        loss, grads, spikes = engine.loss_and_grad(x, labels, valid)
+        return float(loss), grads, spikes[:, :valid]
+
     def infer(self, x):
         engine, x, _, valid = self._prepare(x)
         return engine.infer(x)[:, :valid]

@@ -119,6 +119,12 @@ class ReferenceBackend:
                                                    self._steps_for(x))
         return value, grads
 
+    def loss_grad_and_spikes(self, x, y):
+        """loss_and_grad plus the output spikes of the same forward (data-parallel steps)."""
+        value, grads, rec = _reference.loss_and_grad(self.net, self.params, x, y, self.loss,
+                                                     self._steps_for(x))
+        return value, grads, rec.spikes[-1]
+
     def infer(self, x):
         return _reference.forward(self.net, self.params, x, self._steps_for(x)).spikes[-1]
 

@@ -266,9 +266,11 @@ def _simulate(net, params, x, num_steps, direct, spike_fns=None) -> Record:
 
 # --------------------------------------------------------------------------- backward
 
-def backward(net: Sequential, params, rec: Record, d_spikes, d_membranes=None) -> list:
+def backward(net: Sequential, params, rec: Record, d_spikes, d_membranes=None,
+             input_grad: bool = False):
     """BPTT by hand: gradients (same structure as params) from dL/dS and dL/dU of the
-    output layer ([T, B, N_out] each; d_membranes may be None)."""
+    output layer ([T, B, N_out] each; d_membranes may be None). With `input_grad`, returns
+    (grads, dL/dx) with dL/dx shaped as the input (for layers upstream, e.g. in PyTorch)."""
     dtype = check_params(net, params)
     shape = rec.spikes[-1].shape
     for name, g in (("d_spikes", d_spikes), ("d_membranes", d_membranes)):
@@ -278,10 +280,10 @@ def backward(net: Sequential, params, rec: Record, d_spikes, d_membranes=None) -
     d_spikes = np.asarray(d_spikes, dtype)
     if d_membranes is not None:
         d_membranes = np.asarray(d_membranes, dtype)
-    return _backward(net, params, rec, d_spikes, d_membranes)
+    return _backward(net, params, rec, d_spikes, d_membranes, input_grad)
 
 
-def _backward(net, params, rec, g_spikes, g_membranes):
+def _backward(net, params, rec, g_spikes, g_membranes, input_grad=False):
     T = rec.num_steps
     grads = [None] * len(net)
     for l in reversed(range(len(net))):
@@ -358,6 +360,9 @@ def _backward(net, params, rec, g_spikes, g_membranes):
             g_spikes = (d_input.reshape(-1, n) @ p["weight"]).reshape(
                 T, d_input.shape[1], -1)
             g_membranes = None
+    if input_grad:   # d_input is layer 0's dL/dI; direct current feeds every step
+        d_x = d_input.sum(axis=0) if rec.direct_input else d_input
+        return grads, d_x @ params[0]["weight"]
     return grads
 
 

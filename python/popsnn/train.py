@@ -24,6 +24,7 @@ import numpy as np
 
 from . import checkpoint as _checkpoint
 from . import data as _data
+from . import distributed as _distributed
 from . import encoders as _encoders
 from . import layers as _layers
 from . import losses as _losses
@@ -269,6 +270,9 @@ def fit(config: Optional[Config] = None, *, output=None, resume=None, progress: 
     from tqdm import tqdm
 
     config = Config() if config is None else config.validate()
+    ranks = _distributed.world()   # under mpirun: data-parallel; rank 0 alone logs and writes
+    if not ranks.is_root:
+        log, progress = (lambda *args, **kwargs: None), False
     out_dir = Path(output if output is not None else config.output)
     wall_start = time.perf_counter()
 
@@ -285,7 +289,9 @@ def fit(config: Optional[Config] = None, *, output=None, resume=None, progress: 
 
     model = Model(net, loss=_losses.get(config.loss), optimizer=config.make_optimizer(),
                   device=config.device, num_steps=config.num_steps,
-                  batch_size=config.batch_size, seed=config.seed)
+                  batch_size=_distributed.local_batch_size(config.batch_size, ranks),
+                  seed=config.seed)
+    model = _distributed.data_parallel(model, ranks)
     rng = np.random.default_rng(config.seed)
     history = {"epoch": [], "train_loss": [], "train_accuracy": [], "test_loss": [],
                "test_accuracy": [], "train_images_per_s": [], "activity": [], "step_loss": [],
@@ -349,10 +355,11 @@ def fit(config: Optional[Config] = None, *, output=None, resume=None, progress: 
             f"train accuracy "
             f"{100 * correct / seen:.2f}%, test accuracy {100 * test['accuracy']:.2f}%, "
             f"{seen / epoch_seconds:.0f} images/s on {model.device}")
-        _checkpoint.save(out_dir / CHECKPOINT_NAME, net=net, params=model.get_params(),
-                         optimizer_state=model.optimizer_state(), epoch=epoch,
-                         rng_state=rng.bit_generator.state, config=config.to_dict(),
-                         history=history)
+        if ranks.is_root:
+            _checkpoint.save(out_dir / CHECKPOINT_NAME, net=net, params=model.get_params(),
+                             optimizer_state=model.optimizer_state(), epoch=epoch,
+                             rng_state=rng.bit_generator.state, config=config.to_dict(),
+                             history=history)
 
     wall = time.perf_counter() - wall_start
     summary = {
@@ -375,6 +382,8 @@ def fit(config: Optional[Config] = None, *, output=None, resume=None, progress: 
                # learning rate changes without a rebuild).
                "profile": _jsonable(dict(model.profile(),
                                          epochs=[model_since, epoch_label(history)]))}
+    if not ranks.is_root:
+        return metrics
     out_dir.mkdir(parents=True, exist_ok=True)
     _write_json(out_dir / METRICS_NAME, metrics)
     if config.plots and history["epoch"]:
