@@ -25,8 +25,8 @@ const char *layerKind(const LayerSpec &s) {
 
 } // namespace
 
-GraphBuild::GraphBuild(const NetworkSpec &s, Plan p, const Target &target)
-    : spec(s), plan(std::move(p)), graph(std::make_unique<Graph>(target)) {
+GraphBuild::GraphBuild(const NetworkSpec &s, Plan p, const Target *target)
+    : spec(s), plan(std::move(p)), graph(target ? std::make_unique<Graph>(*target) : nullptr) {
   tileLayerBytes.assign(plan.numTiles, std::vector<std::uint64_t>(plan.layers.size() + 1, 0));
   for (const LayerPlan &lp : plan.layers) {
     Layer layer;
@@ -40,18 +40,27 @@ GraphBuild::GraphBuild(const NetworkSpec &s, Plan p, const Target &target)
   }
 }
 
+// Every type popsnn's tensors use (float, int, unsigned) is 4 bytes on every target.
+std::size_t GraphBuild::typeSize(const Type &type) const {
+  return graph ? graph->getTarget().getTypeSize(type) : 4;
+}
+
 Tensor GraphBuild::var(const Type &type, std::size_t n, unsigned tile, const std::string &name,
                        int layer) {
+  if (layer >= 0)
+    tileLayerBytes[tile][layer] += n * typeSize(type);
+  if (!graph)
+    return Tensor();
   Tensor t = graph->addVariable(type, {n}, name);
   graph->setTileMapping(t, tile);
-  if (layer >= 0)
-    tileLayerBytes[tile][layer] += n * graph->getTarget().getTypeSize(type);
   return t;
 }
 
 Tensor GraphBuild::zeros(const Type &type, std::size_t n, unsigned tile, const std::string &name,
                          int layer) {
   Tensor t = var(type, n, tile, name, layer);
+  if (!graph)
+    return t;
   if (type == FLOAT)
     graph->setInitialValue(t, 0.0f);
   else if (type == INT)
@@ -75,8 +84,7 @@ Tensor GraphBuild::dummyOut(const Type &type, unsigned tile) {
   return zeros(type, 1, tile, "unused_out" + std::to_string(dummyCount_++));
 }
 
-void GraphBuild::checkMemory() const {
-  const Target &target = graph->getTarget();
+void GraphBuild::checkMemory(const Target &target) const {
   if (target.getTargetType() == TargetType::CPU) // no memory limit per tile
     return;
   const std::uint64_t available = target.getBytesPerTile();

@@ -57,7 +57,9 @@ struct HostTensors {
 };
 
 struct GraphBuild {
-  GraphBuild(const NetworkSpec &spec, Plan plan, const poplar::Target &target);
+  // target null: a counting build, which makes no graph and no tensors (every Tensor stays
+  // invalid) and only counts the bytes per tile and layer -- the plan's memory.
+  GraphBuild(const NetworkSpec &spec, Plan plan, const poplar::Target *target);
 
   const NetworkSpec &spec;
   Plan plan;
@@ -81,8 +83,10 @@ struct GraphBuild {
   poplar::Tensor dummyIn(const poplar::Type &type, unsigned tile);
   poplar::Tensor dummyOut(const poplar::Type &type, unsigned tile);
 
+  std::size_t typeSize(const poplar::Type &type) const;
+
   // Throws NetworkDoesNotFit naming the tile and the layer that takes most of it.
-  void checkMemory() const;
+  void checkMemory(const poplar::Target &target) const;
 
 private:
   std::map<std::pair<unsigned, std::string>, poplar::Tensor> dummies_;
@@ -92,5 +96,8 @@ private:
 // ShardTensors.cpp: every shard's tensors, and the host-facing ones.
 void createShardTensors(GraphBuild &b, Layer &layer);
 void createHostTensors(GraphBuild &b);
+// The plan's memory: bytes of popsnn's tensors per tile and layer (index L: the loss and
+// host tensors), the same count a graph build makes, without a Graph.
+GraphBuild countTensorBytes(const NetworkSpec &spec, const Plan &plan);
 
 } // namespace popsnn

@@ -187,17 +187,20 @@ public:
   // false if none does.
   std::string stepMajorError; // the whole batch's, step-major, all tiles: for the error
   bool fits(unsigned numChunks) {
+    const Target &target = device.getTarget();
     for (bool major : {false, true})
       for (unsigned spread = 1;; spread *= 2) {
-        Schedule schedule{major, spread, numChunks};
+        const Plan plan = planNetwork(spec, geometryOf(target), {major, spread, numChunks});
         try {
-          buildGraph(schedule);
+          // The plan's memory first: no graph is built for a plan that cannot fit.
+          countTensorBytes(spec, plan).checkMemory(target);
+          buildGraph(plan);
           return true;
         } catch (const NetworkDoesNotFit &e) {
           if (major && numChunks == 1 && stepMajorError.empty())
             stepMajorError = e.what();
           bool fewest = true;
-          for (const auto &layer : built->layers)
+          for (const auto &layer : plan.layers)
             fewest = fewest && layer.shards.size() == 1;
           if (fewest)
             break;
@@ -207,18 +210,16 @@ public:
   }
 
   // The rooms in order: plan, tensors, vertices, exchanges and programs, engine.
-  void buildGraph(const Schedule &schedule) {
+  // The plan's memory has been checked (fits()).
+  void buildGraph(const Plan &plan) {
     engine.reset();
     built.reset();
-    const Target &target = device.getTarget();
-    built = std::make_unique<GraphBuild>(spec, planNetwork(spec, geometryOf(target), schedule),
-                                         target);
+    built = std::make_unique<GraphBuild>(spec, plan, &device.getTarget());
     GraphBuild &b = *built;
     b.graph->addCodelets(StringRef(codeletsPath(deviceSpec)));
     for (auto &layer : b.layers)
       createShardTensors(b, layer);
     createHostTensors(b);
-    b.checkMemory();
     ComputeSets cs;
     const CopyList firstChunkGrads = addVertices(b, cs);
     const std::vector<Program> programs = buildPrograms(b, cs, firstChunkGrads);
@@ -226,7 +227,7 @@ public:
     try {
       engine = std::make_unique<Engine>(*b.graph, programs);
     } catch (const graph_memory_allocation_error &e) {
-      // Vertex state and exchange buffers come on top of the tensors checkMemory() counts.
+      // Vertex state and exchange buffers come on top of the tensors the plan counts.
       throw NetworkDoesNotFit(std::string("the network does not fit: ") + e.what() +
                               ". Fix: more tiles (tiles_per_ipu, num_ipus), a smaller batch (" +
                               std::to_string(spec.batchSize) + ") or fewer steps (" +

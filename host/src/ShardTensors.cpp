@@ -166,13 +166,17 @@ namespace {
 Tensor grouped(GraphBuild &b, const Type &type, std::size_t perSample, std::size_t perGroup,
                const std::string &name) {
   const std::vector<LossGroup> &groups = b.plan.lossGroups;
+  for (const LossGroup &g : groups)
+    b.tileLayerBytes[g.tile][b.hostTag()] +=
+        (perSample * (g.last - g.first) + perGroup) * b.typeSize(type);
+  if (!b.graph)
+    return Tensor();
   const std::size_t size = perSample * b.batch() + perGroup * groups.size();
   Tensor t = b.graph->addVariable(type, {size}, name);
   std::size_t at = 0;
   for (const LossGroup &g : groups) {
     const std::size_t n = perSample * (g.last - g.first) + perGroup;
     b.graph->setTileMapping(t.slice(at, at + n), g.tile);
-    b.tileLayerBytes[g.tile][b.hostTag()] += n * b.graph->getTarget().getTypeSize(type);
     at += n;
   }
   if (type == FLOAT)
@@ -188,8 +192,6 @@ void createInputTensors(GraphBuild &b) {
   const unsigned numTiles = b.plan.numTiles, tag = b.hostTag();
   const std::size_t xSize = std::size_t(b.spec.input == InputMode::Direct ? 1 : b.steps()) *
                             b.spec.batchSize * b.spec.layers[0].inputs;
-  HostTensors &io = b.io;
-  io.x = b.graph->addVariable(FLOAT, {xSize}, "x");
   const std::size_t chunk = (xSize + numTiles - 1) / numTiles;
   Graph::TileToTensorMapping mapping(numTiles);
   for (unsigned tile = 0; tile < numTiles && tile * chunk < xSize; ++tile) {
@@ -197,13 +199,17 @@ void createInputTensors(GraphBuild &b) {
     mapping[tile].push_back(Interval(tile * chunk, end));
     b.tileLayerBytes[tile][tag] += (end - tile * chunk) * sizeof(float);
   }
+  for (unsigned tile = 0; tile < numTiles; ++tile)
+    b.tileLayerBytes[tile][tag] += sizeof(float); // the learning rate
+  if (!b.graph)
+    return;
+  HostTensors &io = b.io;
+  io.x = b.graph->addVariable(FLOAT, {xSize}, "x");
   b.graph->setTileMapping(io.x, mapping);
   b.graph->setInitialValue(io.x, 0.0f);
   io.learningRate = b.graph->addVariable(FLOAT, {numTiles}, "learning_rate");
-  for (unsigned tile = 0; tile < numTiles; ++tile) {
+  for (unsigned tile = 0; tile < numTiles; ++tile)
     b.graph->setTileMapping(io.learningRate[tile], tile);
-    b.tileLayerBytes[tile][tag] += sizeof(float);
-  }
   b.graph->setInitialValue(io.learningRate, float(b.spec.optimizer.lr));
 }
 
@@ -238,6 +244,14 @@ void createHostTensors(GraphBuild &b) {
     io.lossPartsLocal =
         b.zeros(FLOAT, b.plan.lossGroups.size(), lossTile, "loss_parts_local", tag);
   }
+}
+
+GraphBuild countTensorBytes(const NetworkSpec &spec, const Plan &plan) {
+  GraphBuild b(spec, plan, nullptr);
+  for (auto &layer : b.layers)
+    createShardTensors(b, layer);
+  createHostTensors(b);
+  return b;
 }
 
 } // namespace popsnn

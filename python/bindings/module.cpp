@@ -4,7 +4,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "Plan.hpp" // the builder's planner (host/src), exposed for its tests
+#include "GraphBuild.hpp" // the builder's planner and its memory count (host/src), for tests
+#include "Plan.hpp"
 #include "popsnn/Network.hpp"
 #include "popsnn/version.hpp"
 
@@ -219,6 +220,15 @@ py::dict planToDict(const py::dict &spec, unsigned tiles, bool ipu, bool stepMaj
   out["loss_tile"] = plan.lossTile;
   out["chunk_batch"] = plan.chunkBatch;
   out["num_classes"] = plan.numClasses;
+  // Bytes of popsnn's tensors per tile, counted without a graph.
+  py::list tileBytes;
+  for (const auto &perLayer : popsnn::countTensorBytes(s, plan).tileLayerBytes) {
+    std::uint64_t total = 0;
+    for (std::uint64_t bytes : perLayer)
+      total += bytes;
+    tileBytes.append(total);
+  }
+  out["tile_bytes"] = tileBytes;
   return out;
 }
 

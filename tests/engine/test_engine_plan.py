@@ -92,3 +92,20 @@ def test_the_engine_builds_the_plan():
         assert layout[f"layer{l}_buffer_capacity"] == layer["stride"] - BUFFER_HEADER
         assert layout[f"layer{l}_pushes"] == layer["push"]
     assert np.isfinite(layout["tiles"])
+
+
+def test_the_plans_memory_grows_with_the_batch_and_steps_and_decides_the_schedule():
+    small = _native.plan(spec([40, 100, 10], batch=4, steps=3), 32, ipu=True)["tile_bytes"]
+    wider = _native.plan(spec([40, 100, 10], batch=8, steps=3), 32, ipu=True)["tile_bytes"]
+    longer = _native.plan(spec([40, 100, 10], batch=4, steps=6), 32, ipu=True)["tile_bytes"]
+    assert len(small) == 32 and min(small) > 0
+    assert all(w > s for w, s in zip(wider, small)) and sum(longer) > sum(small)
+    # A tile with less memory than the plan needs: the engine settles on another mapping.
+    net = popsnn.Sequential(popsnn.Linear(40, 100), popsnn.Leaky(beta=0.9),
+                            popsnn.Linear(100, 10), popsnn.Leaky(beta=0.9))
+    backend = EngineBackend(net, net.init_params(0), popsnn.losses.ce_count_loss(),
+                            optim.SGD(lr=0.1), num_steps=3, batch_size=4, device="ipu-model",
+                            tiles_per_ipu=32, memory_bytes_per_tile=max(small) - 4)
+    layout = backend._engine.layout()
+    assert layout["step_major"] or layout["sample_chunks"] > 1 or \
+        layout["layer0_shards"] < len(_native.plan(spec([40, 100, 10]), 32)["layers"][0]["shards"])
