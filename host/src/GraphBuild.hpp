@@ -21,7 +21,8 @@ struct Shard : ShardPlan {
   // Parameters, their gradients and optimiser state: index P_WEIGHT.. (Plan.hpp).
   poplar::Tensor param[NUM_PARAMS], grad[NUM_PARAMS], opt1[NUM_PARAMS], opt2[NUM_PARAMS],
       optCount[NUM_PARAMS];
-  poplar::Tensor mem, syn, prevSpikes, fwdScratch, surrTrace, idTrace, outIds, overflow; // outIds: a2a
+  // outIds: a2a, or step-major feeding a layer.
+  poplar::Tensor mem, syn, prevSpikes, fwdScratch, surrTrace, idTrace, outIds, overflow;
   poplar::Tensor surrValues; // a sparse rule: the surrogate per id-buffer entry, not surrTrace
   poplar::Tensor stepForward, stepBackward;
   poplar::Tensor xLocal, current, currentGradSum;

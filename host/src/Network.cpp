@@ -17,7 +17,7 @@
 // 1000 hidden neurons) is not sent ids: the input layer's shards "push" instead --
 // each adds the fan-out rows of its spikes into W.S[t] blocks [T, B, n_k] (forward)
 // and accumulates that layer's dL/dW on its own neurons (backward), and those dense
-// blocks cross tiles (layer-major schedule; see Layer::push).
+// blocks cross tiles (layer-major schedule; see LayerShape::push in Plan.hpp).
 //
 // Programs: 0 forward, 1 loss + backward + optimiser, 2 loss + backward
 // (gradients only). Layer-major: one layer's T steps run in one compute phase
@@ -36,7 +36,8 @@
 // Fit search (build()): layer-major, else step-major; within each, every layer spread
 // over all tiles, else over fewer. In the layer-major schedule a wide layer feeding a much
 // narrower one (at most 32 neurons, 16 times fewer: 1000 -> 10) gets shards just wide
-// enough to push to it, and the narrow layer tiles after the pusher's. If no such mapping fits the tiles' memory, the batch runs in
+// enough to push to it, and the narrow layer tiles after the pusher's. If no such mapping
+// fits the tiles' memory (the plan's count, before any graph is built), the batch runs in
 // chunks of samples (2, 3, 4, ... chunks dividing the batch): the graph is built for one
 // chunk, and the programs run every chunk's forward (and backward) pass in turn, copying
 // its slice of the batch onto the first layer's tiles; the weight gradients (and the loss,

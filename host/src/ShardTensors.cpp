@@ -49,7 +49,8 @@ struct ShardTensorMaker {
         sh.opt2[p] = b.zeros(FLOAT, layer.paramSize(p, n), tile, name + "opt2_" + paramName(p), L);
       sh.optCount[p] = b.zeros(UNSIGNED_INT, 1, tile, name + "count_" + paramName(p), L);
       if (b.chunks() > 1)
-        sh.gradTotal[p] = b.zeros(FLOAT, layer.paramSize(p, n), tile, name + "grad_total_" + paramName(p), L);
+        sh.gradTotal[p] =
+            b.zeros(FLOAT, layer.paramSize(p, n), tile, name + "grad_total_" + paramName(p), L);
     }
   }
 

@@ -125,7 +125,8 @@ void runChecks(popsnn::Network &net) {
       [&] { net.setOptimizerState(st); });
   const auto after = net.getOptimizerState();
   expect("set_optimizer_state_nothing_written",
-         after.steps == state.steps && after.layers[0].first.weight == state.layers[0].first.weight);
+         after.steps == state.steps &&
+             after.layers[0].first.weight == state.layers[0].first.weight);
 }
 
 // A second thread's call while a step runs is refused with NetworkBusy.
