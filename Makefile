@@ -1,20 +1,28 @@
 # The two commands of the README:
-#   make train   set up everything, train the DSNN on MNIST (the main job; MNIST ships
-#                inside the package, so no download is needed)
-#   make test    set up everything, run the test suite
-# Set-up is idempotent: a virtual environment in .venv with popsnn built from source,
-# the CPU build of PyTorch 2.13.0 and snnTorch for the cross-check.
+#   make train   set up what training needs, train the DSNN on MNIST (the main job; MNIST
+#                ships inside the package, so no download is needed)
+#   make test    set up everything (training, test and cross-check extras), run the test suite
+# Set-up is idempotent: a virtual environment in .venv with popsnn built from source; `make
+# test` adds pytest, hypothesis, and the CPU build of PyTorch 2.13.0 with snnTorch for the
+# cross-check.
+#   make data    fetch Fashion-MNIST without root (Debian's dataset-fashion-mnist package,
+#                unpacked into $(DATA_DIR)/fashion-mnist, where popsnn looks for it)
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 TRAIN_ARGS ?=
+# popsnn.data.user_data_dir(): $POPSNN_DATA, else $XDG_DATA_HOME/popsnn, else ~/.local/share/popsnn
+DATA_DIR ?= $(or $(POPSNN_DATA),$(or $(XDG_DATA_HOME),$(HOME)/.local/share)/popsnn)
 
-.PHONY: setup train test clean
+.PHONY: setup setup-test train test data clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 setup: $(PY)
+	$(PY) -m pip install --quiet .
+
+setup-test: $(PY)
 	# The CPU wheel of torch first, pinned, so nothing resolves to a CUDA build.
 	$(PY) -m pip install --quiet "torch==2.13.0"
 	$(PY) -m pip install --quiet ".[test,crosscheck]"
@@ -22,8 +30,19 @@ setup: $(PY)
 train: setup
 	$(PY) -m popsnn train $(TRAIN_ARGS)
 
-test: setup
+test: setup-test
 	$(PY) -m pytest -q
+
+data:
+	@command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null || \
+	  { echo "make data: needs apt-get and dpkg-deb (Debian/Ubuntu); else download Fashion-MNIST's IDX files into $(DATA_DIR)/fashion-mnist"; exit 1; }
+	rm -rf $(DATA_DIR)/.deb && mkdir -p $(DATA_DIR)/.deb
+	cd $(DATA_DIR)/.deb && apt-get download dataset-fashion-mnist
+	dpkg-deb -x $(DATA_DIR)/.deb/dataset-fashion-mnist_*.deb $(DATA_DIR)/.deb/root
+	rm -rf $(DATA_DIR)/fashion-mnist
+	mv $(DATA_DIR)/.deb/root/usr/share/datasets/fashion-mnist $(DATA_DIR)/fashion-mnist
+	rm -rf $(DATA_DIR)/.deb
+	@echo "Fashion-MNIST is in $(DATA_DIR)/fashion-mnist"
 
 clean:
 	rm -rf build $(VENV)

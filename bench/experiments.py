@@ -28,10 +28,20 @@ from popsnn import data, encoders, losses, optim, reference, sparse, surrogate
 import systems
 import workers
 
-# Seed 000's measured Mk2 figures (SPEC section 4), shown beside our estimates.
+# Seed 000's measured Mk2 figures (Sun et al. (IPU), see docs/papers.md), shown beside our
+# estimates.
 SEED000_IPU_DSNN_IMAGES_PER_S = 46_297
 SEED000_IPU_POPULATION_IMAGES_PER_S = 145_000
-SYSTEMS = ("popsnn", "snntorch", "numpy_hoisted", "numpy_per_step")
+# "limit" is not a system: the step's matrix products alone, done densely by NumPy's BLAS in
+# the same run (systems.dense_products), i.e. the machine's matmul rate as images/s.
+SYSTEMS = ("popsnn", "snntorch", "snntorch_compiled", "numpy_step", "numpy_hoisted",
+           "numpy_per_step", "limit")
+# Inputs of the DSNN rows: real MNIST images (mostly black: sparse first-layer activity) or
+# U[0, 1] pixels (dense input, the case a sparse engine must not lose).
+INPUTS = ("mnist", "uniform")
+# torch.compile compiles for minutes per configuration here: the compiled snnTorch is timed in
+# the dsnn and latency experiments only, and not with --quick.
+UNCOMPILED = tuple(s for s in SYSTEMS if s != "snntorch_compiled")
 # The sparse runs' id buffers start this much above the largest hidden layer's mean fraction
 # of buffered entries (spikes and gradient candidates), then grow on overflow.
 ACTIVITY_MARGIN = 1.1
@@ -127,13 +137,18 @@ def _copy_neuron(neuron, **changes):
 
 
 def dsnn_workload(hidden=1000, batch=128, steps=25, neuron=None, rate_coded=False,
-                  outputs=10, population=False, seed=0) -> systems.Workload:
+                  outputs=10, population=False, seed=0, input="mnist") -> systems.Workload:
     """Seed 000's DSNN 784-hidden-outputs on MNIST, Adam, ce_count (population-coded over 10
-    classes when `population`)."""
+    classes when `population`); `input="uniform"` replaces the images' pixels with U[0, 1]
+    values (same labels): dense input."""
+    if input not in INPUTS:
+        raise ValueError(f"input must be one of {INPUTS}, got {input!r}")
     neuron = neuron or popsnn.Leaky(beta=0.9)
     net = popsnn.Sequential(popsnn.Linear(784, hidden), neuron,
                             popsnn.Linear(hidden, outputs), _copy_neuron(neuron))
     x, y = images(batch, seed)
+    if input == "uniform":
+        x = np.random.default_rng(seed).random(x.shape, dtype=np.float32)
     if rate_coded:
         x = encoders.rate(x, steps, rng=np.random.default_rng(seed)).astype(np.float32)
     loss = (losses.ce_count_loss(population_code=True, num_classes=10) if population
@@ -148,12 +163,16 @@ def measure(work: systems.Workload, repeats: int, include=SYSTEMS) -> dict:
     Every system runs in its own worker process (bench/workers.py), so that no system's
     thread pool takes a core from another's step; the workers are asked for one timed step
     each in turn, round by round."""
+    import numpy_step
     checks = {
         "popsnn": systems.engine_available,
         "snntorch": systems.snntorch_available,
+        "snntorch_compiled": systems.snntorch_available,
+        "numpy_step": lambda: numpy_step.unsupported(work.net, work.loss, work.x),
         "numpy_hoisted": lambda: None if work.direct else
         "input is not direct current: nothing to hoist",
         "numpy_per_step": lambda: None,
+        "limit": lambda: None,
     }
     row, names = {}, []
     for name in include:
@@ -181,6 +200,15 @@ def measure(work: systems.Workload, repeats: int, include=SYSTEMS) -> dict:
         best = min((timed[k] for k, (n, _) in variants.items() if n == name),
                    key=lambda v: v["median_s"])
         row[f"{name}_timed_steps_per_turn"] = best["timed_steps_per_turn"]
+        row[f"{name}_step_ms"] = 1e3 * best["median_s"]
+        row.update(_memory_and_warmup(name, best))
+    if "limit" in names:
+        flops = systems.dense_products(work)[1]
+        row["limit_gflop_per_step"] = flops / 1e9
+        row["limit_gflop_per_s"] = flops / 1e9 * row["limit_images_per_s"] / b
+        row["limit_what"] = ("the step's matrix products only (current, weight and input "
+                             "gradients; first layer over B rows if the input is direct), "
+                             "dense NumPy BLAS, timed in the same run; no neuron updates")
     row["timing"] = (f"each system in its own worker process; turns in rotation, each "
                      f"{workers.WARM_S:g} s of untimed then >= {workers.TIMED_S:g} s of timed "
                      f"back-to-back steps; {workers.SETTLE_S:g} s pause before each turn")
@@ -190,6 +218,21 @@ def measure(work: systems.Workload, repeats: int, include=SYSTEMS) -> dict:
         if name != "popsnn" and ours and other:
             row[f"popsnn_over_{name}"] = ours / other
     return row
+
+
+def _memory_and_warmup(name: str, timed: dict) -> dict:
+    """The worker's peak resident memory (MiB) while it set up, warmed up and timed this
+    workload, and its warm-up time; for torch.compile the compile time (the warm-up's excess
+    over as many timed steps), reported apart from images/s."""
+    out = {f"{name}_warmup_s": timed["warmup_s"], f"{name}_warmup_steps": timed["warmup_steps"]}
+    peak = timed.get("peak_rss_bytes")
+    out[f"{name}_peak_rss_mib"] = None if peak is None else peak / 2 ** 20
+    if not timed.get("peak_rss_reset"):
+        out[f"{name}_peak_rss_note"] = "peak over the worker's whole life (could not reset it)"
+    if name == "snntorch_compiled":
+        out["snntorch_compiled_compile_s"] = max(
+            timed["warmup_s"] - timed["warmup_steps"] * timed["median_s"], 0.0)
+    return out
 
 
 def thread_variants(names) -> dict:
@@ -233,7 +276,9 @@ def exp_isolation(repeats=7, trials=2, **workload):
         v = bursts["popsnn"].per_step[1:]
         return {"median_s": statistics.median(v), "min_s": min(v)}
 
-    others = [s for s in SYSTEMS if s != "snntorch" or systems.snntorch_available() is None]
+    # The systems of the harness's original A/B (the A/B is kept as it was measured).
+    others = [s for s in ("popsnn", "snntorch", "numpy_hoisted", "numpy_per_step")
+              if s != "snntorch" or systems.snntorch_available() is None]
     arms = {"in_process_with_others": lambda: in_process(False),
             "in_process_with_others_bursts": lambda: in_process(True),
             "worker_with_others": lambda: workers.time_isolated(
@@ -293,18 +338,29 @@ def throughput(configs, repeats: int, experiment: str, include=SYSTEMS) -> list:
     return rows
 
 
-def exp_dsnn(repeats=3, hidden=1000, batch=128, steps=25):
-    return throughput([dict(hidden=hidden, batch=batch, steps=steps)], repeats, "dsnn")
+def exp_dsnn(repeats=3, hidden=1000, batch=128, steps=25, inputs=INPUTS, include=SYSTEMS):
+    """The headline: one row on MNIST input and one on dense U[0, 1] input."""
+    return throughput([dict(hidden=hidden, batch=batch, steps=steps, input=i) for i in inputs],
+                      repeats, "dsnn", include)
 
 
-def exp_batch(repeats=3, batches=(8, 16, 32, 64, 128), hidden=1000, steps=25):
+def exp_latency(repeats=3, batches=(1, 2, 4, 8), hidden=1000, steps=25, include=SYSTEMS):
+    """Small batches (seed 000's headline is batch 8): milliseconds per training step of every
+    system (`<system>_step_ms`) and the ratios, at each batch."""
     return throughput([dict(hidden=hidden, batch=b, steps=steps) for b in batches], repeats,
-                      "batch")
+                      "latency", include)
 
 
-def exp_width(repeats=3, widths=(250, 500, 1000, 2000, 4000, 8000), batch=128, steps=25):
+def exp_batch(repeats=3, batches=(8, 16, 32, 64, 128), hidden=1000, steps=25,
+              include=UNCOMPILED):
+    return throughput([dict(hidden=hidden, batch=b, steps=steps) for b in batches], repeats,
+                      "batch", include)
+
+
+def exp_width(repeats=3, widths=(250, 500, 1000, 2000, 4000, 8000), batch=128, steps=25,
+              include=UNCOMPILED):
     return throughput([dict(hidden=h, batch=batch, steps=steps) for h in widths], repeats,
-                      "width")
+                      "width", include)
 
 
 def neuron_models():
@@ -313,21 +369,22 @@ def neuron_models():
 
 
 def exp_neurons(repeats=3, hidden=1000, batch=128, steps=25, names=("Leaky", "Synaptic",
-                                                                     "RLeaky")):
+                                                                     "RLeaky"),
+                include=UNCOMPILED):
     models = neuron_models()
     return throughput([dict(hidden=hidden, batch=batch, steps=steps, neuron=models[n])
-                       for n in names], repeats, "neurons")
+                       for n in names], repeats, "neurons", include)
 
 
-def exp_rate(repeats=3, hidden=1000, batch=128, steps=25):
+def exp_rate(repeats=3, hidden=1000, batch=128, steps=25, include=UNCOMPILED):
     """Rate-coded input: a new [B, 784] spike tensor every step, so no system can hoist the
     first layer's W x; the hoisted NumPy column says so instead of a figure."""
     return throughput([dict(hidden=hidden, batch=batch, steps=steps, rate_coded=True)],
-                      repeats, "rate")
+                      repeats, "rate", include)
 
 
 def exp_population(repeats=3, hidden=1000, batch=128, outputs=500, train_steps=0,
-                   test_images=1000, seed=0, include=SYSTEMS):
+                   test_images=1000, seed=0, include=UNCOMPILED):
     """Seed 000 section V: one time step, `outputs` output neurons pooled over 10 classes,
     beside the 10-output 25-step baseline; throughput of every system and, with
     train_steps > 0, popsnn's test accuracy after that many training minibatches (a short run:

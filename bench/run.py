@@ -1,6 +1,8 @@
 """popsnn's benchmarks: the papers' experiments on this machine, side by side in one run.
 
-    python bench/run.py dsnn [--quick]   seed 000's DSNN 784-1000-10, T=25, B=128, Adam, ce_count
+    python bench/run.py dsnn [--quick]   seed 000's DSNN 784-1000-10, T=25, B=128, Adam, ce_count,
+                                         on MNIST and on dense U[0, 1] input
+    python bench/run.py latency          milliseconds per step at batch 1, 2, 4, 8
     python bench/run.py batch            throughput over batch 8..128
     python bench/run.py width            throughput over hidden width 250..8000
     python bench/run.py neurons          Leaky / Synaptic / RLeaky
@@ -16,7 +18,9 @@
 
 Throughput experiments time each system on the same workload (one training step: forward over
 all steps, loss, backward, update), interleaved round by round, and report median images/s with
-[min, max] over the repeats and popsnn's ratios to the others. Every row carries the machine
+[min, max] over the repeats, milliseconds per step, each worker's peak memory, popsnn's ratios
+to the others, and the limit (the step's matrix products at the machine's BLAS rate, timed in
+the same run). Every row carries the machine
 (with its load average at the start). Systems that cannot run are reported with the reason.
 These are CPU measurements on this machine; the `ipu` experiment's figures are estimates from
 popsnn's IPU cost model, never measurements on an IPU.
@@ -35,15 +39,19 @@ import experiments as ex  # noqa: E402
 
 RESULTS = HERE / "results"
 NOTE = "CPU measurements on this machine, not an IPU"
-EXPERIMENTS = ("dsnn", "batch", "width", "neurons", "rate", "population", "sparse",
+EXPERIMENTS = ("dsnn", "latency", "batch", "width", "neurons", "rate", "population", "sparse",
                "sparse_width", "ipu", "isolation")
 
 
 def run_experiment(name: str, quick: bool, repeats: int) -> list:
     """The rows of one experiment; --quick shrinks the sweeps (and seed 003's setting) for a
     check that the code runs, not for the figures."""
+    systems = ex.UNCOMPILED if quick else ex.SYSTEMS   # torch.compile only in dsnn, latency
     if name == "dsnn":
-        return ex.exp_dsnn(repeats)
+        return ex.exp_dsnn(repeats, include=systems)
+    if name == "latency":
+        return ex.exp_latency(repeats, batches=(1, 8) if quick else (1, 2, 4, 8),
+                              include=systems)
     if name == "batch":
         return ex.exp_batch(repeats, batches=(8, 32, 128) if quick else (8, 16, 32, 64, 128))
     if name == "width":
@@ -82,7 +90,7 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("experiment", choices=EXPERIMENTS + ("report",))
     parser.add_argument("--quick", action="store_true",
-                        help="3 repeats (unless --repeats) and smaller sweeps")
+                        help="3 repeats (unless --repeats), smaller sweeps, no torch.compile")
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--no-save", action="store_true", help="print only, write no file")
     args = parser.parse_args(argv)

@@ -42,6 +42,10 @@ class Workload:
 
 
 Step = Callable[[], None]
+# torch.compile's backend for the compiled snnTorch system: PyTorch's default (Inductor, C++
+# kernels). The smoke test swaps in "aot_eager" (same graph capture and autograd, no C++
+# build) to stay fast.
+COMPILE_BACKEND = "inductor"
 
 
 def numpy_reference(work: Workload, hoist: bool = True) -> Step:
@@ -69,9 +73,53 @@ def snntorch_available() -> Optional[str]:
     return None
 
 
-def snntorch(work: Workload) -> Step:
+def numpy_step(work: Workload) -> Step:
+    """The hand-written NumPy step (bench/numpy_step.py): layer by layer, the first layer's
+    current and weight gradient hoisted, BLAS on the machine's threads, Adam."""
+    import numpy_step as ns
+    reason = ns.unsupported(work.net, work.loss, work.x)
+    if reason:
+        raise ValueError(reason)
+    trainer = ns.NumpyStep(work.net, work.fresh_params(), work.num_steps,
+                           num_classes=work.loss.num_classes, lr=work.lr)
+    x = np.ascontiguousarray(work.x, dtype=np.float32)
+
+    def step():
+        trainer.step(x, work.y)
+    return step
+
+
+def dense_products(work: Workload):
+    """The limit: only the matrix products of the step, done densely at BLAS speed (no neuron
+    update, no loss, no optimiser): per layer the current `in x W^T`, the weight gradient
+    `dI^T in` and (beyond the first layer) the input gradient `dI W`; the first layer's over
+    B rows when the input is direct current (hoisted), every layer's over T*B rows otherwise.
+    Returns (step, flops per step). An RLeaky layer's recurrent products are not counted."""
+    rng = np.random.default_rng(work.seed)
+    T, B = work.num_steps, work.batch_size
+    mats, flops = [], 0
+    for l, (lin, _) in enumerate(work.net.pairs):
+        rows = B if (l == 0 and work.direct) else T * B
+        a = rng.random((rows, lin.in_features), dtype=np.float32)
+        w = rng.random((lin.out_features, lin.in_features), dtype=np.float32)
+        d = rng.random((rows, lin.out_features), dtype=np.float32)
+        mats.append((l, a, w, d))
+        flops += 2 * rows * lin.in_features * lin.out_features * (2 if l == 0 else 3)
+
+    def step():
+        for l, a, w, d in mats:
+            a @ w.T
+            d.T @ a
+            if l:
+                d @ w
+    return step, flops
+
+
+def snntorch(work: Workload, compiled: bool = False) -> Step:
     """The same network and step in snnTorch on the CPU (float32, PyTorch's own threads),
-    written as snnTorch's tutorials do: explicit state, one Python loop over the steps."""
+    written as snnTorch's tutorials do: explicit state, one Python loop over the steps.
+    `compiled`: forward and loss through `torch.compile` (the fastest CPU path an snnTorch
+    user has; the first steps compile, which the worker reports apart as warm-up time)."""
     import snntorch as snn
     import snntorch.functional as SF
     from popsnn.interop import snntorch_surrogate
@@ -101,6 +149,22 @@ def snntorch(work: Workload) -> Step:
     x = torch.from_numpy(np.ascontiguousarray(work.x, dtype=np.float32))
     y = torch.from_numpy(work.y.astype(np.int64))
 
+    def one_step(h, states):
+        """One time step through every layer: (output spikes, new states)."""
+        new = []
+        for fc, n, state in zip(linears, neurons, states):
+            cur = fc(h)
+            if isinstance(n, snn.Synaptic):
+                h, syn, mem = n(cur, *state)
+                new.append((syn, mem))
+            elif isinstance(n, snn.RLeaky):
+                h, mem = n(cur, *state)
+                new.append((h, mem))
+            else:
+                h, mem = n(cur, *state)
+                new.append((mem,))
+        return h, new
+
     def forward():
         states = []
         for n in neurons:
@@ -112,26 +176,25 @@ def snntorch(work: Workload) -> Step:
                 states.append((n.init_leaky(),))
         out = []
         for t in range(work.num_steps):
-            h = x if work.direct else x[t]
-            for i, (fc, n) in enumerate(zip(linears, neurons)):
-                cur = fc(h)
-                if isinstance(n, snn.Synaptic):
-                    h, syn, mem = n(cur, *states[i])
-                    states[i] = (syn, mem)
-                elif isinstance(n, snn.RLeaky):
-                    h, mem = n(cur, *states[i])
-                    states[i] = (h, mem)
-                else:
-                    h, mem = n(cur, *states[i])
-                    states[i] = (mem,)
+            h, states = one_step(x if work.direct else x[t], states)
             out.append(h)
         return torch.stack(out)
 
+    def forward_loss():
+        return loss_fn(forward(), y)
+
+    if compiled:
+        # What a user does: the forward (the loop over steps, unrolled by the compiler) and the
+        # loss through torch.compile. Compiling only the time step instead compiled faster
+        # (~60 s against ~170 s here, on a loaded machine) but its steps ran slower than eager.
+        forward_loss = torch.compile(forward_loss, backend=COMPILE_BACKEND)
+
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(forward(), y)
+        loss = forward_loss()
         loss.backward()
         opt.step()
+        return loss.detach()
     return step
 
 

@@ -121,8 +121,10 @@ def time_isolated(work, variants: dict, repeats: int, warmup: int = 1,
     """Seconds per training step of each variant {key: (system, threads)} on `work`, each in
     its own worker, interleaved round by round: `repeats` turns per variant, each turn a
     burst of back-to-back steps (see WARM_S). Returns {key: {"min_s", "median_s", "max_s"
-    (over turns), "repeats", "timed_steps_per_turn", "threads", "pid"}} with the thread
-    count the worker's library reported."""
+    (over turns), "repeats", "timed_steps_per_turn", "threads", "pid", "build_s",
+    "warmup_s", "warmup_steps", "peak_rss_bytes", "peak_rss_reset"}} with the thread count the
+    worker's library reported and the worker's peak resident memory over set-up, warm-up and
+    timing of this workload (its whole life if the peak could not be reset)."""
     import statistics
     settle_s = SETTLE_S if settle_s is None else settle_s
     workers = {k: worker(system, threads) for k, (system, threads) in variants.items()}
@@ -146,11 +148,11 @@ def time_isolated(work, variants: dict, repeats: int, warmup: int = 1,
                                  TIMED_S if timed_s is None else timed_s)
             times[k].append(per_step)
             steps[k].append(n)
-    for w in workers.values():   # drop the step (an engine model can be large)
-        w.call("drop")
+    peaks = {k: w.call("drop")["peak_rss_bytes"]   # the step dropped: an engine model
+             for k, w in workers.items()}            # can be large
     return {k: {"min_s": min(v), "median_s": statistics.median(v), "max_s": max(v),
                 "repeats": repeats, "timed_steps_per_turn": statistics.mean(steps[k]),
-                "threads": info[k]["threads"], "pid": info[k]["pid"]}
+                "peak_rss_bytes": peaks[k], **info[k]}
             for k, v in times.items()}
 
 
@@ -162,6 +164,12 @@ def _build(system: str, work):
         return systems.popsnn_engine(work)
     if system == "snntorch":
         return systems.snntorch(work)
+    if system == "snntorch_compiled":
+        return systems.snntorch(work, compiled=True)
+    if system == "numpy_step":
+        return systems.numpy_step(work)
+    if system == "limit":
+        return systems.dense_products(work)[0]
     if system == "numpy_hoisted":
         return systems.numpy_reference(work, hoist=True)
     if system == "numpy_per_step":
@@ -169,14 +177,41 @@ def _build(system: str, work):
     raise ValueError(f"unknown system {system!r}")
 
 
+# Warm-up steps before timing: torch.compile may compile again on the second and third calls
+# (the optimiser's state appears after the first); the warm-up's time is reported apart.
+WARMUP_STEPS = {"snntorch_compiled": 3}
+
+
 def _threads(system: str) -> int:
     """The thread count the system's library runs with in this process."""
-    if system == "snntorch":
+    if system.startswith("snntorch"):
         import torch
         return torch.get_num_threads()
     if system == "popsnn":
         return int(os.environ.get("POPSNN_NUM_THREADS") or os.cpu_count() or 1)
     return int(os.environ.get("OPENBLAS_NUM_THREADS") or os.cpu_count() or 1)
+
+
+def _reset_peak_rss() -> bool:
+    """Start the process's peak-RSS count (VmHWM) afresh (Linux: clear_refs 5), so that a
+    reused worker reports the peak of its current system only; False if not possible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss_bytes():
+    """This process's peak resident memory (VmHWM) in bytes, or None."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _serve():
@@ -204,10 +239,17 @@ def _serve():
                 system, work, warmup = msg[1:]
                 step = None
                 gc.collect()
+                peak_reset = _reset_peak_rss()
+                t0 = time.perf_counter()
                 step = _build(system, work)
+                build_s = time.perf_counter() - t0
+                warmup = max(warmup, WARMUP_STEPS.get(system, 0))
+                t0 = time.perf_counter()
                 for _ in range(warmup):
                     step()
-                reply("ok", {"threads": _threads(system), "pid": os.getpid()})
+                reply("ok", {"threads": _threads(system), "pid": os.getpid(),
+                             "build_s": build_s, "warmup_s": time.perf_counter() - t0,
+                             "warmup_steps": warmup, "peak_rss_reset": peak_reset})
             elif op == "time":
                 warm_s, timed_s = msg[1:]
                 t0 = time.perf_counter()
@@ -224,9 +266,10 @@ def _serve():
                         break
                 reply("ok", (elapsed / n, n))
             elif op == "drop":
+                peak = _peak_rss_bytes()    # before the step is dropped
                 step = None
                 gc.collect()
-                reply("ok", None)
+                reply("ok", {"peak_rss_bytes": peak})
             elif op == "env":
                 reply("ok", {"pid": os.getpid(),
                              **{k: os.environ.get(k) for k in THREAD_ENV}})

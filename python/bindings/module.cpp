@@ -20,9 +20,36 @@ template <typename T> T get(const py::dict &d, const char *key, T fallback) {
   return d.contains(key) ? d[key].cast<T>() : fallback;
 }
 
+// The names Python uses for each enum, written once: parsing a spec and reporting the
+// defaults both read these tables.
+template <typename E> using Names = std::vector<std::pair<const char *, E>>;
+const Names<popsnn::NeuronType> kNeurons = {{"Leaky", popsnn::NeuronType::Leaky},
+                                            {"Synaptic", popsnn::NeuronType::Synaptic},
+                                            {"RLeaky", popsnn::NeuronType::RLeaky}};
+const Names<popsnn::ResetMechanism> kResets = {{"subtract", popsnn::ResetMechanism::Subtract},
+                                               {"zero", popsnn::ResetMechanism::Zero},
+                                               {"none", popsnn::ResetMechanism::None}};
+const Names<popsnn::SurrogateKind> kSurrogates = {
+    {"fast_sigmoid", popsnn::SurrogateKind::FastSigmoid},
+    {"atan", popsnn::SurrogateKind::Atan},
+    {"sigmoid", popsnn::SurrogateKind::Sigmoid},
+    {"straight_through", popsnn::SurrogateKind::StraightThrough}};
+const Names<popsnn::SparseRule> kSparseRules = {{"none", popsnn::SparseRule::None},
+                                                {"window", popsnn::SparseRule::Window},
+                                                {"one_sided", popsnn::SparseRule::OneSided}};
+const Names<popsnn::LossKind> kLosses = {{"ce_count", popsnn::LossKind::CeCount},
+                                         {"ce_rate", popsnn::LossKind::CeRate},
+                                         {"mse_count", popsnn::LossKind::MseCount},
+                                         {"mse_membrane", popsnn::LossKind::MseMembrane},
+                                         {"ce_max_membrane", popsnn::LossKind::CeMaxMembrane}};
+const Names<popsnn::OptimizerKind> kOptimizers = {{"sgd", popsnn::OptimizerKind::SGD},
+                                                  {"adam", popsnn::OptimizerKind::Adam},
+                                                  {"adamw", popsnn::OptimizerKind::AdamW}};
+const Names<popsnn::InputMode> kInputs = {{"direct", popsnn::InputMode::Direct},
+                                          {"per_step", popsnn::InputMode::PerStep}};
+
 template <typename E>
-E choose(const std::string &what, const std::string &value,
-         std::initializer_list<std::pair<const char *, E>> options) {
+E choose(const std::string &what, const std::string &value, const Names<E> &options) {
   std::string names;
   for (const auto &o : options) {
     if (value == o.first)
@@ -32,6 +59,14 @@ E choose(const std::string &what, const std::string &value,
   throw std::invalid_argument(what + " must be one of " + names + ", got '" + value + "'");
 }
 
+template <typename E> std::string nameOf(E value, const Names<E> &options) {
+  for (const auto &o : options)
+    if (o.second == value)
+      return o.first;
+  return "?";
+}
+
+// Fields missing from the dict keep the C++ structs' defaults (NetworkSpec.hpp): one source.
 popsnn::NetworkSpec specFromDict(const py::dict &d) {
   using namespace popsnn;
   NetworkSpec spec;
@@ -40,64 +75,91 @@ popsnn::NetworkSpec specFromDict(const py::dict &d) {
     LayerSpec s;
     s.inputs = l["inputs"].cast<unsigned>();
     s.outputs = l["outputs"].cast<unsigned>();
-    s.bias = get<bool>(l, "bias", true);
-    s.neuron = choose<NeuronType>("neuron", l["neuron"].cast<std::string>(),
-                                  {{"Leaky", NeuronType::Leaky},
-                                   {"Synaptic", NeuronType::Synaptic},
-                                   {"RLeaky", NeuronType::RLeaky}});
-    s.allToAll = get<bool>(l, "all_to_all", true);
-    s.beta = get<float>(l, "beta", 0.9f);
-    s.alpha = get<float>(l, "alpha", 0.0f);
-    s.threshold = get<float>(l, "threshold", 1.0f);
-    s.reset = choose<ResetMechanism>("reset_mechanism", get<std::string>(l, "reset", "subtract"),
-                                     {{"subtract", ResetMechanism::Subtract},
-                                      {"zero", ResetMechanism::Zero},
-                                      {"none", ResetMechanism::None}});
-    s.surrogate = choose<SurrogateKind>(
-        "surrogate", get<std::string>(l, "surrogate", "fast_sigmoid"),
-        {{"fast_sigmoid", SurrogateKind::FastSigmoid},
-         {"atan", SurrogateKind::Atan},
-         {"sigmoid", SurrogateKind::Sigmoid},
-         {"straight_through", SurrogateKind::StraightThrough}});
-    s.surrogateParam = get<float>(l, "surrogate_param", 25.0f);
-    s.sparseRule = choose<SparseRule>("sparse rule", get<std::string>(l, "sparse", "none"),
-                                      {{"none", SparseRule::None},
-                                       {"window", SparseRule::Window},
-                                       {"one_sided", SparseRule::OneSided}});
-    s.sparseValue = get<float>(l, "sparse_value", 0.0f);
+    s.bias = get<bool>(l, "bias", s.bias);
+    s.neuron = choose("neuron", l["neuron"].cast<std::string>(), kNeurons);
+    s.allToAll = get<bool>(l, "all_to_all", s.allToAll);
+    s.beta = get<float>(l, "beta", s.beta);
+    s.alpha = get<float>(l, "alpha", s.alpha);
+    s.threshold = get<float>(l, "threshold", s.threshold);
+    s.reset = choose("reset_mechanism", get<std::string>(l, "reset", nameOf(s.reset, kResets)),
+                     kResets);
+    s.surrogate = choose("surrogate",
+                         get<std::string>(l, "surrogate", nameOf(s.surrogate, kSurrogates)),
+                         kSurrogates);
+    s.surrogateParam = get<float>(l, "surrogate_param", s.surrogateParam);
+    s.sparseRule = choose("sparse rule",
+                          get<std::string>(l, "sparse", nameOf(s.sparseRule, kSparseRules)),
+                          kSparseRules);
+    s.sparseValue = get<float>(l, "sparse_value", s.sparseValue);
     spec.layers.push_back(s);
   }
   py::dict loss = d["loss"].cast<py::dict>();
-  spec.loss.kind = choose<LossKind>("loss", loss["name"].cast<std::string>(),
-                                    {{"ce_count", LossKind::CeCount},
-                                     {"ce_rate", LossKind::CeRate},
-                                     {"mse_count", LossKind::MseCount},
-                                     {"mse_membrane", LossKind::MseMembrane},
-                                     {"ce_max_membrane", LossKind::CeMaxMembrane}});
-  spec.loss.numClasses = get<unsigned>(loss, "num_classes", 0u);
-  spec.loss.correctRate = get<double>(loss, "correct_rate", 1.0);
-  spec.loss.incorrectRate = get<double>(loss, "incorrect_rate", 0.0);
-  spec.loss.onTarget = get<float>(loss, "on_target", 1.0f);
-  spec.loss.offTarget = get<float>(loss, "off_target", 0.0f);
+  spec.loss.kind = choose("loss", loss["name"].cast<std::string>(), kLosses);
+  spec.loss.numClasses = get<unsigned>(loss, "num_classes", spec.loss.numClasses);
+  spec.loss.correctRate = get<double>(loss, "correct_rate", spec.loss.correctRate);
+  spec.loss.incorrectRate = get<double>(loss, "incorrect_rate", spec.loss.incorrectRate);
+  spec.loss.onTarget = get<float>(loss, "on_target", spec.loss.onTarget);
+  spec.loss.offTarget = get<float>(loss, "off_target", spec.loss.offTarget);
   py::dict opt = d["optimizer"].cast<py::dict>();
-  spec.optimizer.kind = choose<OptimizerKind>("optimizer", opt["name"].cast<std::string>(),
-                                              {{"sgd", OptimizerKind::SGD},
-                                               {"adam", OptimizerKind::Adam},
-                                               {"adamw", OptimizerKind::AdamW}});
-  spec.optimizer.lr = get<double>(opt, "lr", 1e-3);
-  spec.optimizer.momentum = get<double>(opt, "momentum", 0.0);
-  spec.optimizer.dampening = get<double>(opt, "dampening", 0.0);
-  spec.optimizer.nesterov = get<bool>(opt, "nesterov", false);
-  spec.optimizer.weightDecay = get<double>(opt, "weight_decay", 0.0);
-  spec.optimizer.beta1 = get<double>(opt, "beta1", 0.9);
-  spec.optimizer.beta2 = get<double>(opt, "beta2", 0.999);
-  spec.optimizer.eps = get<double>(opt, "eps", 1e-8);
+  OptimizerSpec &o = spec.optimizer;
+  o.kind = choose("optimizer", opt["name"].cast<std::string>(), kOptimizers);
+  o.lr = get<double>(opt, "lr", o.lr);
+  o.momentum = get<double>(opt, "momentum", o.momentum);
+  o.dampening = get<double>(opt, "dampening", o.dampening);
+  o.nesterov = get<bool>(opt, "nesterov", o.nesterov);
+  o.weightDecay = get<double>(opt, "weight_decay", o.weightDecay);
+  o.beta1 = get<double>(opt, "beta1", o.beta1);
+  o.beta2 = get<double>(opt, "beta2", o.beta2);
+  o.eps = get<double>(opt, "eps", o.eps);
   spec.batchSize = d["batch_size"].cast<unsigned>();
   spec.numSteps = d["num_steps"].cast<unsigned>();
-  spec.input = choose<InputMode>("input", get<std::string>(d, "input", "direct"),
-                                 {{"direct", InputMode::Direct}, {"per_step", InputMode::PerStep}});
-  spec.maxActivity = get<float>(d, "max_activity", 1.0f);
+  spec.input = choose("input", get<std::string>(d, "input", nameOf(spec.input, kInputs)),
+                      kInputs);
+  spec.maxActivity = get<float>(d, "max_activity", spec.maxActivity);
   return spec;
+}
+
+// The C++ defaults under Python's names, for the test that keeps popsnn.defaults equal to them.
+py::dict defaultsDict() {
+  using namespace popsnn;
+  const LayerSpec l;
+  const LossSpec loss;
+  const OptimizerSpec o;
+  const NetworkSpec n;
+  py::dict neuron, lossD, opt, run;
+  neuron["bias"] = l.bias;
+  neuron["all_to_all"] = l.allToAll;
+  neuron["beta"] = l.beta;
+  neuron["alpha"] = l.alpha;
+  neuron["threshold"] = l.threshold;
+  neuron["reset_mechanism"] = nameOf(l.reset, kResets);
+  neuron["surrogate"] = nameOf(l.surrogate, kSurrogates);
+  neuron["surrogate_param"] = l.surrogateParam;
+  neuron["sparse"] = nameOf(l.sparseRule, kSparseRules);
+  neuron["sparse_value"] = l.sparseValue;
+  lossD["name"] = nameOf(loss.kind, kLosses);
+  lossD["correct_rate"] = loss.correctRate;
+  lossD["incorrect_rate"] = loss.incorrectRate;
+  lossD["on_target"] = loss.onTarget;
+  lossD["off_target"] = loss.offTarget;
+  opt["name"] = nameOf(o.kind, kOptimizers);
+  opt["lr"] = o.lr;
+  opt["momentum"] = o.momentum;
+  opt["dampening"] = o.dampening;
+  opt["nesterov"] = o.nesterov;
+  opt["weight_decay"] = o.weightDecay;
+  opt["beta1"] = o.beta1;
+  opt["beta2"] = o.beta2;
+  opt["eps"] = o.eps;
+  run["batch_size"] = n.batchSize;
+  run["num_steps"] = n.numSteps;
+  run["max_activity"] = n.maxActivity;
+  py::dict out;
+  out["neuron"] = neuron;
+  out["loss"] = lossD;
+  out["optimizer"] = opt;
+  out["run"] = run;
+  return out;
 }
 
 const char *kParamNames[4] = {"weight", "bias", "recurrent_weight", "recurrent_bias"};
@@ -240,6 +302,7 @@ PYBIND11_MODULE(_native, m) {
   m.def("plan", &planToDict, "The graph builder's plan of a spec (no graph is built).",
         py::arg("spec"), py::arg("tiles"), py::arg("ipu") = false, py::arg("step_major") = false,
         py::arg("spread") = 1u, py::arg("chunks") = 1u);
+  m.def("defaults", &defaultsDict, "The C++ spec's defaults (NetworkSpec.hpp) by Python name.");
 
   static py::exception<popsnn::SpikeBufferOverflow> overflowError(m, "SpikeBufferOverflow",
                                                                   PyExc_RuntimeError);

@@ -8,10 +8,12 @@ the file and, when given the network it is meant for, the layer shapes; any prob
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any, Optional
 
@@ -130,7 +132,10 @@ def save(path, *, net: _layers.Sequential, params: list, optimizer_state: Option
     }
     arrays[_META_KEY] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    remove_stale_temp_files(path)
+    # The writer's pid in the name tells a live writer's temp file from a killed one's.
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
+                               dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             np.savez(f, **arrays)
@@ -155,6 +160,33 @@ def save(path, *, net: _layers.Sequential, params: list, optimizer_state: Option
     return path
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True   # someone else's live process
+    return True
+
+
+def remove_stale_temp_files(path) -> list:
+    """Delete the temp files that killed writes of checkpoint `path` left behind (their
+    writer's process is gone); a live writer's file is kept. Returns the paths removed."""
+    path = Path(path)
+    removed = []
+    for tmp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        pid = tmp.name[len(path.name) + 2:].split(".", 1)[0]
+        if pid.isdigit() and int(pid) > 0 and _pid_alive(int(pid)):
+            continue
+        try:
+            tmp.unlink()
+            removed.append(tmp)
+        except OSError:
+            pass  # gone already, or not ours to delete: it does no harm
+    return removed
+
+
 class Checkpoint(dict):
     """What `load` returns: keys `epoch`, `network` (a Sequential), `params`,
     `optimizer_state`, `rng_state`, `config`, `history`."""
@@ -170,28 +202,53 @@ def load(path, net: Optional[_layers.Sequential] = None) -> Checkpoint:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
         meta = json.loads(arrays.pop(_META_KEY).tobytes().decode())
-    except (zipfile.BadZipFile, ValueError, KeyError, OSError, EOFError,
-            UnicodeDecodeError) as err:
+    except (zipfile.BadZipFile, ValueError, KeyError, OSError, EOFError, RecursionError,
+            UnicodeDecodeError, zlib.error) as err:
         raise CheckpointError(f"checkpoint {path} is damaged or not a popsnn checkpoint "
                               f"({type(err).__name__}: {err}); resume from another checkpoint "
                               f"or start a fresh run") from None
-    if meta.get("format") != FORMAT or meta.get("version") != VERSION:
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT \
+            or meta.get("version") != VERSION:
+        got = (meta.get("format"), meta.get("version")) if isinstance(meta, dict) else (None,) * 2
         raise CheckpointError(f"{path} is not a popsnn checkpoint of version {VERSION} "
-                              f"(format {meta.get('format')!r}, version {meta.get('version')!r})")
+                              f"(format {got[0]!r}, version {got[1]!r})")
     try:
-        ckpt = Checkpoint(
-            epoch=int(meta["epoch"]),
-            network=network_from_dict(meta["network"]),
-            params=_unflatten(meta["params"], arrays),
-            optimizer_state=_unflatten(meta["optimizer"], arrays),
-            rng_state=_unflatten(meta["rng_state"], arrays),
-            config=_unflatten(meta["config"], arrays),
-            history=_unflatten(meta["history"], arrays),
-        )
-    except (KeyError, TypeError, ValueError) as err:
-        raise CheckpointError(f"checkpoint {path} is incomplete ({err}); resume from another "
-                              f"checkpoint or start a fresh run") from None
-    check_matches(ckpt, net, path)
+        ckpt = _from_meta(meta, arrays)
+        check_matches(ckpt, net, path)
+    except CheckpointError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as err:
+        # Damaged metadata: whatever broke, the user needs the file and the damage.
+        raise CheckpointError(f"checkpoint {path} has damaged metadata ({type(err).__name__}: "
+                              f"{err}); resume from another checkpoint or start a fresh "
+                              f"run") from None
+    return ckpt
+
+
+def _from_meta(meta: dict, arrays: dict) -> Checkpoint:
+    epoch = meta["epoch"]
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        raise ValueError(f"epoch must be an integer >= 0, got {epoch!r}")
+    if not isinstance(meta["network"], list) or not all(isinstance(d, dict)
+                                                        for d in meta["network"]):
+        raise ValueError("the network description must be a list of layer objects")
+    ckpt = Checkpoint(
+        epoch=epoch,
+        network=network_from_dict(meta["network"]),
+        params=_unflatten(meta["params"], arrays),
+        optimizer_state=_unflatten(meta["optimizer"], arrays),
+        rng_state=_unflatten(meta["rng_state"], arrays),
+        config=_unflatten(meta["config"], arrays),
+        history=_unflatten(meta["history"], arrays),
+    )
+    if not isinstance(ckpt["params"], list) or not all(isinstance(p, dict)
+                                                       for p in ckpt["params"]):
+        raise ValueError("the weights must be a list of per-layer dicts of arrays")
+    for key, kind in (("optimizer_state", dict), ("rng_state", dict), ("config", dict),
+                      ("history", dict)):
+        if ckpt[key] is not None and not isinstance(ckpt[key], kind):
+            raise ValueError(f"{key} must be a {kind.__name__} or null, got "
+                             f"{type(ckpt[key]).__name__}")
     return ckpt
 
 
@@ -212,8 +269,8 @@ def check_matches(ckpt: Checkpoint, net: Optional[_layers.Sequential], path="che
                               f"but its network has {len(reference)}")
     for i, (got, want) in enumerate(zip(ckpt["params"], reference)):
         for key, value in want.items():
-            if key not in got or got[key].shape != value.shape:
-                shape = got[key].shape if key in got else "nothing"
+            if not isinstance(got.get(key), np.ndarray) or got[key].shape != value.shape:
+                shape = np.shape(got[key]) if key in got else "nothing"
                 raise CheckpointError(f"checkpoint {path}: layer {i} {key} is {shape}, "
                                       f"expected {value.shape}; the file is damaged")
 

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import gzip
 import lzma
+import math
+import os
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Optional
@@ -24,8 +27,19 @@ import numpy as np
 from ._checks import positive_int, positive_real
 
 EMBEDDED_MNIST = Path(__file__).resolve().parent / "datasets" / "mnist"
-# Where SPEC section 5 says real data installs on these machines.
+# Where Debian's dataset-fashion-mnist package installs it (needs root).
 FASHION_MNIST_SYSTEM = Path("/usr/share/datasets/fashion-mnist")
+# The command that fetches Fashion-MNIST without root (the Makefile's `data` target).
+FASHION_MNIST_COMMAND = "make data"
+
+
+def user_data_dir() -> Path:
+    """Where `make data` puts data sets for this user: $POPSNN_DATA, else
+    $XDG_DATA_HOME/popsnn, else ~/.local/share/popsnn."""
+    if os.environ.get("POPSNN_DATA"):
+        return Path(os.environ["POPSNN_DATA"])
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "popsnn"
 
 _IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"),
                0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
@@ -197,17 +211,23 @@ def load_idx(path) -> np.ndarray:
     try:
         with _open_maybe_compressed(path) as f:
             raw = f.read()
-    except (OSError, EOFError, lzma.LZMAError) as err:
-        raise DataError(f"{path}: cannot decompress ({err}); the file is damaged, fetch it "
-                        f"again") from None
+    except (OSError, EOFError, lzma.LZMAError, zlib.error) as err:
+        raise DataError(f"{path}: cannot read or decompress it ({err}); the file is damaged, "
+                        f"fetch it again") from None
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
         raise DataError(f"{path} is not an IDX file (bad magic number {raw[:4].hex()}); "
                         f"expected MNIST-style files such as train-images-idx3-ubyte[.gz]")
     dtype = np.dtype(_IDX_DTYPES[raw[2]])
     ndim = raw[3]
     header = 4 + 4 * ndim
+    if len(raw) < header:
+        raise DataError(f"{path}: the header announces {ndim} dimensions but the file ends "
+                        f"after {len(raw)} bytes; the file is truncated or damaged")
     shape = tuple(int(v) for v in np.frombuffer(raw[4:header], ">u4"))
-    expected = header + int(np.prod(shape)) * dtype.itemsize
+    if 0 in shape:   # an empty file; its other sizes still have to describe a real array
+        raise DataError(f"{path}: header says shape {shape}, which holds no samples; the file is "
+                        f"truncated or damaged, fetch it again")
+    expected = header + math.prod(shape) * dtype.itemsize
     if len(raw) != expected:
         raise DataError(f"{path}: header says shape {shape} ({expected} bytes) but the file has "
                         f"{len(raw)} bytes; the file is truncated or damaged, fetch it again")
@@ -263,14 +283,24 @@ def load_mnist(path=None) -> tuple[ImageDataset, ImageDataset]:
     return load_idx_folder(EMBEDDED_MNIST if path is None else path, name="mnist")
 
 
+def fashion_mnist_folder() -> Optional[Path]:
+    """The installed Fashion-MNIST: `make data`'s folder, else the Debian package's; None
+    when neither holds it."""
+    for folder in (user_data_dir() / "fashion-mnist", FASHION_MNIST_SYSTEM):
+        if folder.is_dir():
+            return folder
+    return None
+
+
 def load_fashion_mnist(path=None) -> tuple[ImageDataset, ImageDataset]:
-    """Fashion-MNIST from a folder of IDX files, by default where Debian's
-    `dataset-fashion-mnist` package installs it."""
-    folder = Path(path) if path is not None else FASHION_MNIST_SYSTEM
-    if path is None and not folder.is_dir():
-        raise FileNotFoundError(f"Fashion-MNIST is not installed at {folder}: run "
-                                f"`apt-get install dataset-fashion-mnist`, or pass the folder "
-                                f"of its IDX files")
+    """Fashion-MNIST from a folder of IDX files; by default where `make data` puts it
+    (`user_data_dir()/fashion-mnist`), else where Debian's `dataset-fashion-mnist` installs it."""
+    folder = Path(path) if path is not None else fashion_mnist_folder()
+    if folder is None:
+        raise FileNotFoundError(f"Fashion-MNIST is not installed: run `{FASHION_MNIST_COMMAND}` "
+                                f"in popsnn's source folder (no root needed; it unpacks into "
+                                f"{user_data_dir() / 'fashion-mnist'}), or pass the folder of "
+                                f"its IDX files")
     return load_idx_folder(folder, name="fashion-mnist")
 
 
@@ -284,8 +314,15 @@ def _events_dataset(times_list, units_list, labels, *, num_classes, num_inputs, 
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     times = np.concatenate(times_list).astype(np.float64) if len(times_list) else np.zeros(0)
     units = np.concatenate(units_list).astype(np.int64) if len(units_list) else np.zeros(0, int)
+    nan = np.isnan(times)
+    if np.any(nan):
+        # Refused rather than dropped: a recording with holes would train silently on less.
+        samples = np.unique(np.searchsorted(offsets, np.flatnonzero(nan), side="right") - 1)
+        raise DataError(f"{name}: {int(nan.sum())} event(s) in {len(samples)} recording(s) "
+                        f"(first: sample {int(samples[0])}) have a NaN time; repair or remove "
+                        f"those recordings")
     if np.any(times < 0):
-        raise DataError(f"{name}: event times must be >= 0")
+        raise DataError(f"{name}: event times must be >= 0, got {float(times.min())}")
     if max_time is None:
         # Cover every event of the data set so nothing is lost to the binning.
         max_time = float(np.nextafter(times.max(), np.inf)) if len(times) else 1.0
@@ -307,22 +344,44 @@ def load_shd(path, *, num_steps: int = 100, max_time: Optional[float] = 1.4,
         import h5py
     except ImportError:
         raise ImportError("reading SHD needs h5py: pip install h5py") from None
+    times, units, labels = _read_shd(path, h5py)
+    if num_classes is None:
+        num_classes = int(labels.max()) + 1 if len(labels) else 1
+    try:
+        return _events_dataset(times, units, labels, num_classes=num_classes,
+                               num_inputs=num_inputs, num_steps=num_steps, max_time=max_time,
+                               name=path.stem)
+    except (TypeError, ValueError) as err:  # DataError included: say which file
+        raise DataError(f"{path}: {str(err).removeprefix(path.stem + ': ')}") from None
+
+
+def _read_shd(path: Path, h5py) -> tuple:
+    """(times, units, labels) of an SHD file, each recording checked; any damage is a
+    DataError naming the file."""
     try:
         with h5py.File(path, "r") as f:
             for key in ("spikes/times", "spikes/units", "labels"):
-                if key not in f:
+                if key not in f or not isinstance(f[key], h5py.Dataset):
                     raise DataError(f"{path} has no dataset '{key}'; an SHD file holds "
                                     f"spikes/times, spikes/units and labels")
-            times = [np.asarray(t, np.float64) for t in f["spikes/times"]]
-            units = [np.asarray(u, np.int64) for u in f["spikes/units"]]
-            labels = np.asarray(f["labels"]).astype(np.int64)
-    except OSError as err:
-        raise DataError(f"{path} is not a readable HDF5 file ({err})") from None
-    if num_classes is None:
-        num_classes = int(labels.max()) + 1 if len(labels) else 1
-    return _events_dataset(times, units, labels, num_classes=num_classes,
-                           num_inputs=num_inputs, num_steps=num_steps, max_time=max_time,
-                           name=path.stem)
+            times = [np.asarray(t, np.float64).reshape(-1) for t in f["spikes/times"]]
+            units = [np.asarray(u).reshape(-1) for u in f["spikes/units"]]
+            labels = np.asarray(f["labels"]).reshape(-1)
+    except DataError:
+        raise
+    except (OSError, ValueError, TypeError, KeyError, RuntimeError) as err:
+        raise DataError(f"{path} is not a readable SHD HDF5 file ({type(err).__name__}: "
+                        f"{err})") from None
+    if len(times) != len(units) or len(times) != len(labels):
+        raise DataError(f"{path}: {len(times)} spike-time lists, {len(units)} unit lists and "
+                        f"{len(labels)} labels; the three must have one entry per recording")
+    for i, (t, u) in enumerate(zip(times, units)):
+        if len(t) != len(u) or u.dtype.kind not in "iu":
+            raise DataError(f"{path}: recording {i} has {len(t)} times but {len(u)} units "
+                            f"of type {u.dtype}; each event needs a time and an integer unit")
+    if labels.dtype.kind not in "iu":
+        raise DataError(f"{path}: labels must be integers, got {labels.dtype}")
+    return times, [u.astype(np.int64) for u in units], labels.astype(np.int64)
 
 
 NMNIST_SIZE = 34  # the ATIS sensor crop of N-MNIST is 34 x 34 pixels
@@ -331,7 +390,10 @@ NMNIST_SIZE = 34  # the ATIS sensor crop of N-MNIST is 34 x 34 pixels
 def read_nmnist_events(path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(x, y, polarity, timestamp in microseconds) of one N-MNIST .bin file: 40 bits per event,
     byte 0 = x, byte 1 = y, byte 2 bit 7 = polarity, then a 23-bit timestamp."""
-    raw = np.fromfile(path, np.uint8)
+    try:
+        raw = np.fromfile(path, np.uint8)
+    except OSError as err:
+        raise DataError(f"{path}: cannot read it ({err})") from None
     if raw.size % 5:
         raise DataError(f"{path}: {raw.size} bytes is not a whole number of 5-byte N-MNIST "
                         f"events; the file is truncated or not an N-MNIST recording")

@@ -103,13 +103,8 @@ def _on_this_rank(w: World, fn, *args):
 
 
 def _share_step(model, xs, ys):
-    """(loss, gradients, output spikes) of this rank's share, from one forward when the
-    backend offers it."""
-    both = getattr(model.backend, "loss_grad_and_spikes", None)
-    if both is not None:
-        return both(xs, ys)
-    value, grads = model.loss_and_grad(xs, ys)
-    return value, grads, model.infer(xs)
+    """(loss, gradients, output spikes) of this rank's share, from one forward pass."""
+    return model.backend.loss_grad_and_spikes(xs, ys)
 
 
 class DataParallelModel:

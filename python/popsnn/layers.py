@@ -24,6 +24,7 @@ import numpy as np
 
 from . import surrogate as _surrogate
 from ._checks import finite_real, one_of, positive_int, unit_interval
+from .defaults import NEURON
 from .sparse import SparseRule
 
 RESET_MECHANISMS = ("subtract", "zero", "none")
@@ -35,7 +36,7 @@ class Linear:
 
     in_features: int
     out_features: int
-    bias: bool = True
+    bias: bool = NEURON["bias"]
 
     def __post_init__(self):
         positive_int("in_features", self.in_features)
@@ -44,10 +45,11 @@ class Linear:
 
 @dataclass(frozen=True, kw_only=True)
 class _Neuron:
-    threshold: float = 1.0
-    reset_mechanism: str = "subtract"
+    threshold: float = NEURON["threshold"]
+    reset_mechanism: str = NEURON["reset_mechanism"]
     # snnTorch's default, so the same network means the same gradients in both libraries.
-    surrogate: _surrogate.Surrogate = field(default_factory=_surrogate.atan)
+    surrogate: _surrogate.Surrogate = field(
+        default_factory=lambda: _surrogate.get(NEURON["surrogate"]))
     sparse: Optional[SparseRule] = None
 
     def _check_common(self):
@@ -97,7 +99,7 @@ class RLeaky(_Neuron):
     """
 
     beta: float
-    all_to_all: bool = True
+    all_to_all: bool = NEURON["all_to_all"]
 
     def __post_init__(self):
         object.__setattr__(self, "beta", unit_interval("beta", self.beta))

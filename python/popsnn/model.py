@@ -5,34 +5,37 @@
     loss, out_spikes = model.train_step(x, y)      # out_spikes [T, B, C]
     out_spikes = model.infer(x)
 
-The work is done by a backend that follows one protocol (see `ReferenceBackend`):
-`ReferenceBackend` (here, the dense NumPy reference) for device "reference", and
-`popsnn.engine.EngineBackend` for "cpu", "ipu-model" and "ipu" (imported only when asked for).
+The work is done by a backend that follows one protocol (`popsnn.backends.Backend`):
+`popsnn.backends.reference.ReferenceBackend` (the dense NumPy reference) for device
+"reference", and `popsnn.backends.engine.EngineBackend` for "cpu", "ipu-model" and "ipu"
+(imported only when asked for). Every backend checks its arguments with `popsnn.validation`.
 `x` is `[B, N_in]` direct current (the same every step, `num_steps` steps) or `[T, B, N_in]`.
 """
 from __future__ import annotations
 
-import copy
-import numbers
-import time
-from typing import Optional
+import threading
 
 import numpy as np
 
 from . import losses as _losses
 from . import optim as _optim
 from . import reference as _reference
-from ._checks import positive_int
+from .defaults import LOSS, OPTIMIZER, RUN
 from .layers import Sequential
+from .backends.reference import ReferenceBackend
+from .validation import check_learning_rate, check_sizes
+
+__all__ = ["Model", "DEVICES", "ENGINE_DEVICES", "resolve_device", "available_devices",
+           "ReferenceBackend", "check_learning_rate"]
 
 DEVICES = ("reference", "cpu", "ipu-model", "ipu")
 ENGINE_DEVICES = ("cpu", "ipu-model", "ipu")
 
 
 def _engine_module():
-    """popsnn.engine, or None when it is not built / not importable here."""
+    """popsnn.backends.engine, or None when it is not built / not importable here."""
     try:
-        from . import engine
+        from .backends import engine
     except ImportError:
         return None
     return engine
@@ -68,105 +71,23 @@ def available_devices() -> list:
     return found + (["ipu"] if _ipu_present(engine) else [])
 
 
-def check_learning_rate(lr) -> float:
-    """`lr` as a float, or a ValueError saying what a learning rate may be."""
-    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not np.isfinite(lr) \
-            or lr < 0:
-        raise ValueError(f"the learning rate must be a finite number >= 0, got {lr!r}")
-    return float(lr)
-
-
-class ReferenceBackend:
-    """The dense NumPy reference as a backend: the oracle, and the device that always works.
-
-    The protocol every backend follows:
-    `__init__(net, params, loss, optimizer, *, num_steps, batch_size, device, **device_options)`,
-    `train_step(x, y) -> (loss, out_spikes)` (forward, backward, optimiser update),
-    `loss_and_grad(x, y) -> (loss, grads)`, `infer(x) -> out_spikes`,
-    `get_params()`, `set_params(params)`, `optimizer_state()`, `load_optimizer_state(state)`,
-    `set_learning_rate(lr)` (from the next step on), `profile() -> dict`.
-    """
-
-    def __init__(self, net, params, loss, optimizer, *, num_steps, batch_size,
-                 device="reference", **device_options):
-        if device_options:
-            raise ValueError(f"the reference device takes no device options, got "
-                             f"{sorted(device_options)}; they are for the engine devices "
-                             f"{', '.join(ENGINE_DEVICES)}")
-        self.net, self.loss, self.optimizer = net, loss, optimizer
-        self.num_steps, self.batch_size = num_steps, batch_size
-        _reference.check_params(net, params)
-        self.params = copy.deepcopy(params)
-        self._steps = 0
-        self._seconds = 0.0
-        self._samples = 0
-
-    def _steps_for(self, x) -> Optional[int]:
-        return self.num_steps if np.ndim(x) == 2 else None
-
-    def train_step(self, x, y):
-        start = time.perf_counter()
-        value, grads, rec = _reference.loss_and_grad(self.net, self.params, x, y, self.loss,
-                                                     self._steps_for(x))
-        self.optimizer.step(self.params, grads)
-        self._seconds += time.perf_counter() - start
-        self._steps += 1
-        self._samples += len(y)
-        return value, rec.spikes[-1]
-
-    def loss_and_grad(self, x, y):
-        value, grads, _ = _reference.loss_and_grad(self.net, self.params, x, y, self.loss,
-                                                   self._steps_for(x))
-        return value, grads
-
-    def loss_grad_and_spikes(self, x, y):
-        """loss_and_grad plus the output spikes of the same forward (data-parallel steps)."""
-        value, grads, rec = _reference.loss_and_grad(self.net, self.params, x, y, self.loss,
-                                                     self._steps_for(x))
-        return value, grads, rec.spikes[-1]
-
-    def infer(self, x):
-        return _reference.forward(self.net, self.params, x, self._steps_for(x)).spikes[-1]
-
-    def get_params(self):
-        return copy.deepcopy(self.params)
-
-    def set_params(self, params):
-        _reference.check_params(self.net, params)
-        self.params = copy.deepcopy(params)
-
-    def optimizer_state(self) -> dict:
-        return self.optimizer.state_dict()
-
-    def load_optimizer_state(self, state) -> None:
-        self.optimizer.load_state_dict(state)
-
-    def set_learning_rate(self, lr) -> None:
-        self.optimizer.hyper["lr"] = check_learning_rate(lr)
-
-    def profile(self) -> dict:
-        return {"device": "reference", "train_steps": self._steps,
-                "train_samples": self._samples, "train_seconds": self._seconds}
-
-
 class Model:
     """A trainable network on a device; see the module docstring."""
 
     def __init__(self, net: Sequential, loss=None, optimizer=None, device: str = "auto",
-                 num_steps: int = 25, batch_size: int = 128, seed: int = 0, params=None,
-                 **device_options):
+                 num_steps: int = RUN["num_steps"], batch_size: int = RUN["batch_size"],
+                 seed: int = 0, params=None, **device_options):
         if not isinstance(net, Sequential):
             raise TypeError(f"net must be a popsnn.Sequential, got {type(net).__name__}")
         self.net = net
-        self.loss = _losses.ce_count_loss() if loss is None else _losses.get(loss)
+        self.loss = _losses.get(LOSS["name"] if loss is None else loss)
         if optimizer is None:
-            optimizer = _optim.Adam(lr=1e-3)
+            optimizer = _optim.get(OPTIMIZER["name"], lr=OPTIMIZER["lr"])
         if not isinstance(optimizer, _optim.Optimizer):
             raise TypeError(f"optimizer must be a popsnn.optim optimiser such as "
                             f"popsnn.optim.Adam(lr=1e-3), got {optimizer!r}")
         self.optimizer = optimizer
-        self.num_steps = positive_int("num_steps", num_steps)
-        self.batch_size = positive_int("batch_size", batch_size)
+        self.num_steps, self.batch_size = check_sizes(net, num_steps, batch_size)
         self.seed = seed
         self.device = resolve_device(device)
         if params is None:
@@ -183,6 +104,9 @@ class Model:
         self.backend = backend_cls(net, params, self.loss, optimizer, num_steps=self.num_steps,
                                    batch_size=self.batch_size, device=self.device,
                                    **device_options)
+        # A backend holds one set of weights, optimiser state and device buffers: calls from
+        # several threads take turns (otherwise two steps interleave and both come out wrong).
+        self._lock = threading.RLock()
 
     @property
     def num_classes(self) -> int:
@@ -191,14 +115,17 @@ class Model:
 
     def train_step(self, x, y):
         """One forward + backward + update on a minibatch; returns (loss, out_spikes [T,B,C])."""
-        value, out = self.backend.train_step(x, y)
+        with self._lock:
+            value, out = self.backend.train_step(x, y)
         return float(value), out
 
     def loss_and_grad(self, x, y):
-        return self.backend.loss_and_grad(x, y)
+        with self._lock:
+            return self.backend.loss_and_grad(x, y)
 
     def infer(self, x) -> np.ndarray:
-        return self.backend.infer(x)
+        with self._lock:
+            return self.backend.infer(x)
 
     def record(self, x) -> _reference.Record:
         """Spikes and membranes of every layer for `x` (dense reference on the current
@@ -210,16 +137,20 @@ class Model:
         return _losses.accuracy(out_spikes, y, self.num_classes)
 
     def get_params(self):
-        return self.backend.get_params()
+        with self._lock:
+            return self.backend.get_params()
 
     def set_params(self, params):
-        self.backend.set_params(params)
+        with self._lock:
+            self.backend.set_params(params)
 
     def optimizer_state(self) -> dict:
-        return self.backend.optimizer_state()
+        with self._lock:
+            return self.backend.optimizer_state()
 
     def load_optimizer_state(self, state) -> None:
-        self.backend.load_optimizer_state(state)
+        with self._lock:
+            self.backend.load_optimizer_state(state)
 
     @property
     def learning_rate(self) -> float:
@@ -231,11 +162,13 @@ class Model:
         (Adam's moments and step count) stay as they are. Cheap on every device: the engines
         keep the rate in device memory and write it from the host, no recompile -- call it
         every step for a schedule."""
-        self.backend.set_learning_rate(lr)
-        self.optimizer.hyper["lr"] = check_learning_rate(lr)
+        with self._lock:
+            self.backend.set_learning_rate(lr)
+            self.optimizer.hyper["lr"] = check_learning_rate(lr)
 
     def profile(self) -> dict:
-        return self.backend.profile()
+        with self._lock:
+            return self.backend.profile()
 
     def __repr__(self):
         return (f"popsnn.Model(device={self.device!r}, num_steps={self.num_steps}, "

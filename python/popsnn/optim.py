@@ -77,14 +77,85 @@ class Optimizer:
         return {"name": self.name, "hyper": dict(self.hyper),
                 "state": [[l, k, copy.deepcopy(s)] for (l, k), s in sorted(self.state.items())]}
 
-    def load_state_dict(self, d: dict) -> None:
+    # The per-parameter state of each optimiser: array fields (parameter-shaped) and counts.
+    _STATE_ARRAYS: tuple = ()
+    _STATE_COUNTS: tuple = ()
+
+    def check_state_dict(self, d, shapes=None) -> tuple:
+        """Validate a `state_dict()` fully, changing nothing: returns (hyper, state) ready to
+        commit. `shapes`: the parameters' {name: shape} per layer (param_shapes(net)); with
+        it, every entry's layer, name and array shapes are checked too."""
         if not isinstance(d, dict) or d.get("name") != self.name:
             got = d.get("name") if isinstance(d, dict) else type(d).__name__
-            raise ValueError(f"state_dict is for optimiser {got!r}, this one is "
-                             f"{self.name!r}")
-        type(self)(**d["hyper"])              # validates the hyperparameters
-        self.hyper = dict(d["hyper"])
-        self.state = {(int(l), str(k)): copy.deepcopy(s) for l, k, s in d["state"]}
+            raise ValueError(f"state_dict is for optimiser {got!r}, this one is {self.name!r}")
+        hyper, entries = d.get("hyper"), d.get("state")
+        if not isinstance(hyper, dict) or not isinstance(entries, (list, tuple)):
+            raise ValueError("optimizer state needs a 'hyper' dict and a 'state' list, as "
+                             "state_dict() writes them")
+        try:
+            type(self)(**hyper)                   # validates the hyperparameters
+        except TypeError as err:
+            raise ValueError(f"optimizer state has bad hyperparameters: {err}") from None
+        state = {}
+        for i, entry in enumerate(entries):
+            where = f"optimizer state entry {i}"
+            if not isinstance(entry, (list, tuple)) or len(entry) != 3 \
+                    or not isinstance(entry[2], dict):
+                raise ValueError(f"{where} must be [layer, name, {{field: value}}], got "
+                                 f"{type(entry).__name__}")
+            layer, key, fields = entry
+            if isinstance(layer, bool) or not isinstance(layer, numbers.Integral) \
+                    or not isinstance(key, str) or (int(layer), key) in state:
+                raise ValueError(f"{where}: ({layer!r}, {key!r}) is not a new (layer index, "
+                                 f"parameter name) pair")
+            shape = None
+            if shapes is not None:
+                if not 0 <= layer < len(shapes) or key not in shapes[layer]:
+                    raise ValueError(f"{where}: the network has no parameter {key!r} in "
+                                     f"layer {layer}; the state is for another network")
+                shape = tuple(shapes[layer][key])
+            state[(int(layer), key)] = self._check_fields(where, fields, shape)
+        if shapes is not None and state:
+            # After any step every parameter has state (one step count for all of them).
+            missing = [(l, k) for l, s in enumerate(shapes) for k in s if (l, k) not in state]
+            if missing:
+                raise ValueError(f"optimizer state has no entry for parameter(s) {missing}; "
+                                 f"the state is incomplete or for another network")
+        return dict(hyper), state
+
+    def _check_fields(self, where, fields, shape) -> dict:
+        allowed = set(self._STATE_ARRAYS) | set(self._STATE_COUNTS)
+        if set(fields) - allowed or (fields and set(fields) != allowed and self._STATE_COUNTS):
+            raise ValueError(f"{where} has fields {sorted(fields)}, {self.name} keeps "
+                             f"{sorted(allowed)}")
+        out = {}
+        for name in self._STATE_COUNTS:
+            if name in fields:
+                v = fields[name]
+                if isinstance(v, bool) or not isinstance(v, numbers.Integral) \
+                        or not 1 <= v <= 2**31 - 1:
+                    raise ValueError(f"{where}: {name} must be an integer in [1, 2^31), got "
+                                     f"{v!r}")
+                out[name] = int(v)
+        for name in self._STATE_ARRAYS:
+            if name not in fields:
+                continue
+            a = fields[name]
+            if not isinstance(a, np.ndarray) or a.dtype.kind != "f" \
+                    or (shape is not None and a.shape != shape):
+                got = f"{a.dtype} {a.shape}" if isinstance(a, np.ndarray) else type(a).__name__
+                raise ValueError(f"{where}: {name} must be a float array of shape "
+                                 f"{shape if shape is not None else 'the parameter'}, got {got}")
+            if not np.all(np.isfinite(a)) or (name == "exp_avg_sq" and np.any(a < 0)):
+                raise ValueError(f"{where}: {name} holds NaN, inf or (for exp_avg_sq) negative "
+                                 f"values; the state is damaged")
+            out[name] = a.copy()
+        return out
+
+    def load_state_dict(self, d: dict, shapes=None) -> None:
+        """Load a `state_dict()`: everything is checked first (`check_state_dict`), so a bad
+        state raises and leaves this optimiser as it was."""
+        self.hyper, self.state = self.check_state_dict(d, shapes)
 
     def __repr__(self):
         args = ", ".join(f"{k}={v}" for k, v in self.hyper.items())
@@ -96,6 +167,7 @@ class SGD(Optimizer):
     first step); g = g + momentum*buf (nesterov) or buf; p -= lr*g."""
 
     name = "sgd"
+    _STATE_ARRAYS = ("momentum_buffer",)
 
     def __init__(self, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
         lr, momentum = _nonneg("lr", lr), _nonneg("momentum", momentum)
@@ -131,6 +203,8 @@ class Adam(Optimizer):
 
     name = "adam"
     _decoupled = False
+    _STATE_ARRAYS = ("exp_avg", "exp_avg_sq")
+    _STATE_COUNTS = ("step",)
 
     def __init__(self, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
         lr, eps = _nonneg("lr", lr), _nonneg("eps", eps)

@@ -39,8 +39,9 @@ from typing import List, Optional
 
 import numpy as np
 
-from ._checks import finite_array, positive_int
 from .layers import Leaky, RLeaky, Sequential, Synaptic
+# The argument checks live in popsnn.validation (every device uses them); re-exported here.
+from .validation import check_input, check_params, param_shapes
 
 __all__ = ["Record", "forward", "loss_and_grad", "backward", "check_params", "check_input",
            "param_shapes"]
@@ -65,112 +66,6 @@ class Record:
     direct_input: bool = False
     # The cast input, kept for the backward's weight gradient of layer 0.
     _input: Optional[np.ndarray] = field(default=None, repr=False)
-
-
-# --------------------------------------------------------------------------- checks
-
-def param_shapes(net: Sequential) -> list:
-    """The expected {name: shape} of every layer's parameters, in order."""
-    _check_net(net)
-    shapes = []
-    for lin, neuron in net.pairs:
-        s = {"weight": (lin.out_features, lin.in_features)}
-        if lin.bias:
-            s["bias"] = (lin.out_features,)
-        if isinstance(neuron, RLeaky):
-            n = lin.out_features
-            if neuron.all_to_all:
-                s["recurrent_weight"] = (n, n)
-                s["recurrent_bias"] = (n,)
-            else:
-                s["recurrent_weight"] = (n,)
-        shapes.append(s)
-    return shapes
-
-
-def _check_net(net):
-    if not isinstance(net, Sequential):
-        raise TypeError(f"net must be a popsnn.Sequential, got {type(net).__name__}; "
-                        f"e.g. Sequential(Linear(784, 10), Leaky(beta=0.9))")
-
-
-def check_params(net: Sequential, params, name: str = "params") -> np.dtype:
-    """Check `params` against `net` (structure, shapes, dtype, finiteness); return the dtype."""
-    shapes = param_shapes(net)
-    if not isinstance(params, (list, tuple)):
-        raise TypeError(f"{name} must be a list with one dict of arrays per (Linear, neuron) "
-                        f"pair, got {type(params).__name__}; make one with net.init_params()")
-    if len(params) != len(shapes):
-        raise ValueError(f"{name} has {len(params)} layer dict(s), the net has {len(shapes)} "
-                         f"(Linear, neuron) pair(s); make matching ones with net.init_params()")
-    dtype = None
-    for l, (p, expect) in enumerate(zip(params, shapes)):
-        if not isinstance(p, dict):
-            raise TypeError(f"{name}[{l}] must be a dict of arrays, got {type(p).__name__}")
-        if set(p) != set(expect):
-            raise ValueError(f"{name}[{l}] has keys {sorted(p)}, expected {sorted(expect)} "
-                             f"for layer {l} of the net")
-        for key, shape in expect.items():
-            a = p[key]
-            if not isinstance(a, np.ndarray):
-                raise TypeError(f"{name}[{l}][{key!r}] must be a NumPy array, "
-                                f"got {type(a).__name__}")
-            if a.shape != shape:
-                raise ValueError(f"{name}[{l}][{key!r}] has shape {a.shape}, expected {shape}")
-            if a.dtype not in (np.float32, np.float64):
-                raise TypeError(f"{name}[{l}][{key!r}] has dtype {a.dtype}, expected float32 "
-                                f"or float64")
-            if dtype is None:
-                dtype = a.dtype
-            elif a.dtype != dtype:
-                raise TypeError(f"{name}[{l}][{key!r}] has dtype {a.dtype} but earlier "
-                                f"parameters are {dtype}; use one dtype for all parameters")
-            finite_array(f"{name}[{l}][{key!r}]", a)
-    return np.dtype(dtype)
-
-
-def check_input(net: Sequential, x, num_steps=None, dtype=np.float32):
-    """Check and cast the input; return (x, num_steps, direct) with x in `dtype`.
-
-    x is [T, B, N_in] (num_steps None or equal to T) or [B, N_in] direct
-    current (num_steps required).
-    """
-    _check_net(net)
-    if isinstance(x, (list, tuple)):
-        x = np.asarray(x)
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"x must be a NumPy array, [T, B, {net.num_inputs}] or "
-                        f"[B, {net.num_inputs}], got {type(x).__name__}")
-    if x.dtype.kind not in "biuf":
-        raise TypeError(f"x must hold real numbers, got dtype {x.dtype}")
-    if num_steps is not None:
-        num_steps = positive_int("num_steps", num_steps)
-    n_in = net.num_inputs
-    if x.ndim == 3:
-        if x.shape[2] != n_in:
-            raise ValueError(f"x has shape {x.shape}: its last axis is {x.shape[2]}, the net "
-                             f"takes {n_in} inputs; expected [T, B, {n_in}]")
-        if num_steps is not None and num_steps != x.shape[0]:
-            raise ValueError(f"num_steps={num_steps} but x has {x.shape[0]} time steps "
-                             f"(shape {x.shape}); pass num_steps=None for [T, B, N] input")
-        direct = False
-        num_steps = x.shape[0]
-    elif x.ndim == 2:
-        if x.shape[1] != n_in:
-            raise ValueError(f"x has shape {x.shape}: its last axis is {x.shape[1]}, the net "
-                             f"takes {n_in} inputs; expected [B, {n_in}]")
-        if num_steps is None:
-            raise ValueError(f"num_steps is required for direct-current input x of shape "
-                             f"{x.shape} ([B, N_in], the same input at every step); pass "
-                             f"num_steps=T, or give x as [T, B, N_in]")
-        direct = True
-    else:
-        raise ValueError(f"x must be [T, B, {n_in}] or [B, {n_in}], got shape {x.shape}")
-    if 0 in x.shape:
-        raise ValueError(f"x has an empty axis, shape {x.shape}; expected at least one step "
-                         f"and one sample")
-    x = finite_array("x", np.asarray(x, dtype=dtype))
-    return x, num_steps, direct
 
 
 # --------------------------------------------------------------------------- forward

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import numbers
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -32,7 +34,9 @@ from . import optim as _optim
 from . import sparse as _sparse
 from . import surrogate as _surrogate
 from ._checks import positive_int
+from .defaults import NEURON
 from .model import DEVICES, Model
+from .validation import check_sizes
 
 NEURONS = ("leaky", "synaptic", "rleaky")
 SPARSE_LAYERS = ("hidden", "all")
@@ -54,10 +58,10 @@ class Config:
     data: Optional[str] = None           # folder of IDX files; None: the default location
     hidden: list = field(default_factory=lambda: [1000])
     neuron: str = "leaky"                # leaky | synaptic | rleaky
-    beta: float = 0.9
-    alpha: float = 0.8                   # Synaptic only
-    threshold: float = 1.0
-    surrogate: str = "fast_sigmoid"
+    beta: float = NEURON["beta"]
+    alpha: float = NEURON["alpha"]       # Synaptic only
+    threshold: float = NEURON["threshold"]
+    surrogate: str = "fast_sigmoid"      # the DSNN recipe's; neurons default to atan
     sparse: str = "none"                 # none | window:B_TH | one_sided:THETA_GRAD
     sparse_layers: str = "hidden"        # hidden | all: which layers the sparse rule covers
     encoding: str = "direct"             # direct | rate | latency
@@ -79,6 +83,16 @@ class Config:
         self.validate()
 
     def validate(self) -> "Config":
+        """Check every option (types, ranges, the network they build); a ConfigError naming
+        the option otherwise."""
+        try:
+            return self._validate()
+        except ConfigError:
+            raise
+        except (ValueError, TypeError) as err:
+            raise ConfigError(str(err)) from None
+
+    def _validate(self) -> "Config":
         if isinstance(self.hidden, (int, str)):
             self.hidden = _parse_hidden(self.hidden)
         if not isinstance(self.hidden, (list, tuple)):
@@ -106,11 +120,10 @@ class Config:
                               f"rate is multiplied by after each epoch; 1 keeps it constant), "
                               f"got {decay!r}")
         self.lr_decay = float(decay)
-        try:
-            self.network(784, 10)  # checks beta, alpha, threshold, surrogate, sparse
-            self.make_optimizer()
-        except (ValueError, TypeError) as err:
-            raise ConfigError(str(err)) from None
+        net = self.network(784, 10)  # checks beta, alpha, threshold, surrogate, sparse
+        check_sizes(net, self.num_steps, self.batch_size)  # before any data is loaded
+        self.make_optimizer()
+        _check_types(self)   # the options the checks above take in any type (plots, ...)
         return self
 
     def to_dict(self) -> dict:
@@ -161,6 +174,25 @@ class Config:
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(Config))
+_TYPES = {"str": ((str,), "a string"), "int": ((numbers.Integral,), "an integer"),
+          "float": ((numbers.Real,), "a number"), "bool": ((bool,), "true or false")}
+
+
+def _check_types(config: Config) -> None:
+    """Every option has the type its field declares (a string where a bool belongs, such as
+    plots = "no", is an error, not a truthy value)."""
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        kind = f.type
+        optional = kind.startswith("Optional[")
+        kind = kind[len("Optional["):-1] if optional else kind
+        if kind not in _TYPES or (optional and value is None):
+            continue   # hidden (a list, or widths as text) has its own parser
+        types, wanted = _TYPES[kind]
+        if not isinstance(value, types) or (kind != "bool" and isinstance(value, bool)):
+            raise ConfigError(f"option {f.name} must be {wanted}"
+                              f"{' or unset' if optional else ''}, got {value!r} "
+                              f"({type(value).__name__})")
 
 
 def _choice(name, value, choices):
@@ -186,6 +218,10 @@ def make_config(file=None, **overrides) -> Config:
     values = {}
     if file is not None:
         values.update(load_config(file))
+        try:
+            Config(**values)
+        except ConfigError as err:   # the file's own values: name the file
+            raise ConfigError(f"config file {file}: {err}") from None
     unknown = sorted(set(overrides) - set(FIELDS))
     if unknown:
         raise ConfigError(f"unknown option(s) {', '.join(unknown)}; valid options: "
@@ -208,10 +244,17 @@ def load_config(path) -> dict:
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
     try:
-        raw = tomllib.loads(path.read_text())
+        raw = tomllib.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte {err.start}); save it "
+                          f"as UTF-8") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"config file {path} is not valid TOML: {err}") from None
+    except OSError as err:
+        raise ConfigError(f"config file {path} cannot be read: {err.strerror}") from None
     raw = raw.get("train", raw)  # accept a [train] table or top-level keys
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config file {path}: [train] must be a table of options")
     values = {str(k).replace("-", "_"): v for k, v in raw.items()}
     unknown = sorted(set(values) - set(FIELDS))
     if unknown:
@@ -248,6 +291,24 @@ def evaluate(model: Model, dataset, config: Config, rng=None) -> dict:
             "loss": loss_sum / count if model.loss.uses == "spikes" else None}
 
 
+def check_output(folder) -> Path:
+    """The output folder, created if needed and checked writable before any training (a run
+    must not fail at its first checkpoint, an epoch in)."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"output {folder} exists and is not a folder; pass --output with a "
+                          f"folder (new or existing)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f"cannot create output folder {folder}: {err.strerror}; pass "
+                          f"--output with a folder you can write") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"output folder {folder} is not writable; pass --output with a "
+                          f"folder you can write")
+    return folder
+
+
 def _check_fits(net: _layers.Sequential, dataset, num_classes: int):
     if dataset.num_inputs != net.num_inputs:
         shape = getattr(dataset, "image_shape", (dataset.num_inputs,))
@@ -273,7 +334,7 @@ def fit(config: Optional[Config] = None, *, output=None, resume=None, progress: 
     ranks = _distributed.world()   # under mpirun: data-parallel; rank 0 alone logs and writes
     if not ranks.is_root:
         log, progress = (lambda *args, **kwargs: None), False
-    out_dir = Path(output if output is not None else config.output)
+    out_dir = check_output(output if output is not None else config.output)
     wall_start = time.perf_counter()
 
     if train_set is None or test_set is None:
@@ -298,14 +359,7 @@ def fit(config: Optional[Config] = None, *, output=None, resume=None, progress: 
                "lr": []}
     first_epoch = 0
     if resume is not None:
-        ckpt = _checkpoint.load(resume, net)
-        model.set_params(ckpt["params"])
-        if ckpt["optimizer_state"] is not None:
-            model.load_optimizer_state(ckpt["optimizer_state"])
-        rng.bit_generator.state = ckpt["rng_state"]
-        history = ckpt["history"]
-        first_epoch = ckpt["epoch"]
-        history.setdefault("lr", [])
+        first_epoch, history = _resume(model, rng, resume, history)
         log(f"popsnn: resumed from {resume} after epoch {first_epoch}")
     model_since = first_epoch + 1   # the first epoch `model` (and its profile) ran here
 
@@ -398,6 +452,28 @@ def fit(config: Optional[Config] = None, *, output=None, resume=None, progress: 
     written = sorted(p.name for p in out_dir.iterdir() if p.suffix in (".npz", ".json", ".png"))
     log(f"written to {out_dir}: {', '.join(written)}")
     return metrics
+
+
+def _resume(model: Model, rng: np.random.Generator, path, fresh_history: dict) -> tuple:
+    """Load checkpoint `path` into `model` and `rng`; returns (epoch, history). Anything in
+    the file that does not fit is a CheckpointError naming the file."""
+    ckpt = _checkpoint.load(path, model.net)
+    history = ckpt["history"]
+    try:
+        if not isinstance(history, dict) or any(
+                not isinstance(history.get(k), list) for k in fresh_history if k != "lr"):
+            raise ValueError(f"its history lacks the lists {sorted(fresh_history)}")
+        history.setdefault("lr", [])
+        rng_state = np.random.default_rng().bit_generator
+        rng_state.state = ckpt["rng_state"]   # checked on a scratch generator first
+        model.set_params(ckpt["params"])
+        if ckpt["optimizer_state"] is not None:
+            model.load_optimizer_state(ckpt["optimizer_state"])
+        rng.bit_generator.state = ckpt["rng_state"]
+    except (ValueError, TypeError, KeyError) as err:
+        raise _checkpoint.CheckpointError(f"checkpoint {path} does not fit this run: "
+                                          f"{err}") from None
+    return ckpt["epoch"], history
 
 
 def epoch_label(history) -> int:
@@ -498,8 +574,13 @@ def run_cli(args) -> int:
         if args.resume is not None:
             resume = args.resume or str(Path(config.output) / CHECKPOINT_NAME)
         fit(config, resume=resume, progress=not args.no_progress)
-    except (ConfigError, _data.DataError, _checkpoint.CheckpointError, FileNotFoundError,
-            ValueError, TypeError, ImportError, RuntimeError) as err:
-        print(f"popsnn train: error: {err}", file=sys.stderr)
+    except OSError as err:   # a file or folder the run needs: name it, no traceback
+        where = f" {err.filename}" if err.filename else ""
+        print(f"popsnn train: error:{where} {err.strerror or err}", file=sys.stderr)
+        return 2
+    except (ConfigError, _data.DataError, _checkpoint.CheckpointError, ValueError, TypeError,
+            ImportError, RuntimeError, MemoryError) as err:
+        print(f"popsnn train: error: {' '.join(str(err).split()) or type(err).__name__}",
+              file=sys.stderr)
         return 2
     return 0

@@ -20,7 +20,12 @@ report = pytest.importorskip("report")
 
 needs_engine = pytest.mark.skipif(systems.engine_available() is not None,
                                   reason="popsnn's engine is not built")
+needs_torch = pytest.mark.skipif(systems.snntorch_available() is not None,
+                                 reason="torch/snnTorch are not installed")
 TINY = dict(hidden=16, batch=4, steps=2)
+# torch.compile's first call compiles for tens of seconds: the throughput smoke tests leave the
+# compiled system out; test_snntorch_compiled_matches_eager checks it.
+FAST = ex.UNCOMPILED
 
 
 @pytest.fixture(autouse=True)
@@ -31,7 +36,7 @@ def no_settle_pause(monkeypatch):
     monkeypatch.setattr(workers, "TIMED_S", 0.0)
 
 
-def check_throughput(row, include=ex.SYSTEMS):
+def check_throughput(row, include=FAST):
     json.dumps(row)   # JSON-ready
     for s in include:
         v = row[f"{s}_images_per_s"]
@@ -40,6 +45,9 @@ def check_throughput(row, include=ex.SYSTEMS):
             continue
         lo, hi = row[f"{s}_images_per_s_min_max"]
         assert 0 < lo <= v <= hi and math.isfinite(hi)
+        assert row[f"{s}_step_ms"] == pytest.approx(1e3 * row["batch"] / v)
+        assert row[f"{s}_peak_rss_mib"] > 1   # the worker's own peak: at least the interpreter
+        assert row[f"{s}_warmup_s"] > 0 and row[f"{s}_warmup_steps"] >= 1
         by_threads = row.get(f"{s}_images_per_s_by_threads")
         if by_threads:   # credited with its best thread count
             assert v == pytest.approx(max(by_threads.values()))
@@ -95,27 +103,63 @@ def test_worker_errors_are_raised_and_the_pool_stays_usable():
 
 
 @needs_engine
-def test_dsnn_batch_width():
-    (row,) = ex.exp_dsnn(repeats=1, **TINY)
-    check_throughput(row)
-    assert row["experiment"] == "dsnn" and row["batch"] == 4
-    rows = ex.exp_batch(repeats=1, batches=(2, 4), hidden=16, steps=2)
+def test_dsnn_batch_width_latency():
+    rows = ex.exp_dsnn(repeats=1, include=FAST, **TINY)
+    assert [r["input"] for r in rows] == ["mnist", "uniform"]
+    for row in rows:
+        check_throughput(row)
+        assert row["experiment"] == "dsnn" and row["batch"] == 4
+        # The limit: the step's products at the measured BLAS rate, beside the systems.
+        assert row["limit_gflop_per_s"] == pytest.approx(
+            row["limit_gflop_per_step"] * row["limit_images_per_s"] / row["batch"])
+    rows = ex.exp_batch(repeats=1, batches=(2, 4), hidden=16, steps=2,
+                        include=("popsnn", "numpy_step"))
     assert [r["batch"] for r in rows] == [2, 4]
     for r in rows:
-        check_throughput(r)
-    rows = ex.exp_width(repeats=1, widths=(8, 16), batch=4, steps=2)
+        check_throughput(r, ("popsnn", "numpy_step"))
+    rows = ex.exp_width(repeats=1, widths=(8, 16), batch=4, steps=2,
+                        include=("popsnn", "numpy_step"))
     assert [r["hidden"] for r in rows] == [8, 16]
+    rows = ex.exp_latency(repeats=1, batches=(1, 2), hidden=16, steps=2,
+                          include=("popsnn", "snntorch", "limit"))
+    assert [r["batch"] for r in rows] == [1, 2]
+    for r in rows:
+        check_throughput(r, ("popsnn", "snntorch", "limit"))
+
+
+def test_dsnn_inputs():
+    mnist = ex.dsnn_workload(**TINY)
+    dense = ex.dsnn_workload(input="uniform", **TINY)
+    assert np.array_equal(mnist.y, dense.y) and dense.x.shape == mnist.x.shape
+    assert (dense.x > 0).mean() > 0.99 and (mnist.x == 0).mean() > 0.5   # MNIST is mostly 0
+    assert 0 <= dense.x.min() and dense.x.max() < 1
+    with pytest.raises(ValueError, match="input must be one of"):
+        ex.dsnn_workload(input="noise", **TINY)
+
+
+def test_limit_counts_the_steps_products():
+    # Seed 000's DSNN at B=128, T=25: W x and its weight gradient once (hoisted), the
+    # readout's three products over T*B rows: about 0.6 GFLOP.
+    work = ex.dsnn_workload(hidden=1000, batch=128, steps=25)
+    _, flops = systems.dense_products(work)
+    assert flops == 2 * 128 * 784 * 1000 * 2 + 2 * 25 * 128 * 1000 * 10 * 3
+    assert 0.55e9 < flops < 0.65e9
+    rate = ex.dsnn_workload(hidden=8, batch=2, steps=3, rate_coded=True)
+    assert systems.dense_products(rate)[1] == 2 * 6 * 784 * 8 * 2 + 2 * 6 * 8 * 10 * 3
 
 
 @needs_engine
 def test_neurons_and_rate():
-    rows = ex.exp_neurons(repeats=1, **TINY)
+    rows = ex.exp_neurons(repeats=1, include=FAST, **TINY)
     assert [r["neuron"] for r in rows] == ["Leaky", "Synaptic", "RLeaky"]
     for r in rows:
         check_throughput(r)
-    (rate,) = ex.exp_rate(repeats=1, **TINY)
+    for r in rows[1:]:   # the hand-written NumPy step is Leaky only, and says so
+        assert r["numpy_step_images_per_s"] is None and "Leaky only" in r["numpy_step_skipped"]
+    (rate,) = ex.exp_rate(repeats=1, include=FAST, **TINY)
     check_throughput(rate)
     assert rate["numpy_hoisted_images_per_s"] is None and "hoist" in rate["numpy_hoisted_skipped"]
+    assert rate["numpy_step_images_per_s"] > 0   # layer by layer: runs on [T, B, N] too
 
 
 @needs_engine
@@ -130,8 +174,9 @@ def test_population():
 
 @needs_engine
 def test_sparse():
+    # The embedded MNIST (the bench's own Fashion-MNIST is an optional download, `make data`).
     rows = ex.exp_sparse(b_ths=(0.2,), hidden=8, steps=4, batch=8, repeats=1, train_steps=2,
-                         test_images=16)
+                         test_images=16, dataset="mnist")
     dense, sp = rows
     assert dense["b_th"] is None and sp["b_th"] == 0.2
     assert dense["active_fraction"] == 1.0 and dense["grad_cosine"] == pytest.approx(1.0)
@@ -180,6 +225,61 @@ def test_ipu_estimate_is_labelled():
             assert r["batches_refused"]
 
 
+@pytest.mark.parametrize("reset", ["subtract", "zero", "none"])
+@pytest.mark.parametrize("direct", [True, False])
+def test_numpy_step_matches_the_reference(reset, direct):
+    """The hand-written NumPy step computes popsnn's loss and gradients (float64: to rounding;
+    float32: to float tolerance), population code included, and Adam as popsnn.optim.Adam."""
+    from popsnn import losses, optim, reference
+    import numpy_step as ns
+    net = ex.popsnn.Sequential(ex.popsnn.Linear(30, 40),
+                               ex.popsnn.Leaky(beta=0.9, reset_mechanism=reset),
+                               ex.popsnn.Linear(40, 20),
+                               ex.popsnn.Leaky(beta=0.8, reset_mechanism=reset))
+    rng = np.random.default_rng(1)
+    x = rng.random((6, 30)) if direct else (rng.random((5, 6, 30)) < 0.3).astype(float)
+    y = rng.integers(0, 10, 6)
+    loss = losses.ce_count_loss(population_code=True, num_classes=10)
+    for dtype, tol in ((np.float64, 1e-12), (np.float32, 2e-5)):
+        params = net.init_params(0, dtype=dtype)
+        for p in params:
+            p["weight"] *= 4     # enough spikes in both layers for the gradients to matter
+        xs = x.astype(dtype)
+        value, grads, rec = reference.loss_and_grad(net, params, xs, y, loss, num_steps=5)
+        assert 0.05 < rec.spikes[0].mean() < 0.95 and rec.spikes[1].mean() > 0.05
+        trainer = ns.NumpyStep(net, [{k: v.copy() for k, v in p.items()} for p in params], 5,
+                               num_classes=10, lr=1e-2)
+        mine, my_grads = trainer.loss_and_grad(xs, y)
+        assert mine == pytest.approx(value, rel=tol)
+        for g, h in zip(grads, my_grads):
+            assert set(g) == set(h)
+            for k in g:
+                assert h[k].dtype == dtype
+                np.testing.assert_allclose(h[k], g[k], rtol=tol, atol=tol * np.abs(g[k]).max())
+        # One full step: the update is popsnn.optim.Adam's on the reference's gradients.
+        trainer.step(xs, y)
+        expect = [{k: v.copy() for k, v in p.items()} for p in params]
+        optim.Adam(lr=1e-2).step(expect, grads)
+        for p, q in zip(expect, trainer.params):
+            for k in p:
+                np.testing.assert_allclose(q[k], p[k], rtol=10 * tol, atol=10 * tol)
+    assert ns.unsupported(net, losses.mse_count_loss(), x) == \
+        "the hand-written NumPy step implements ce_count only, got mse_count"
+
+
+@needs_torch
+def test_snntorch_compiled_matches_eager(monkeypatch):
+    """The torch.compile system trains exactly as the eager one (same initial weights, same
+    losses). Inductor's C++ build takes tens of seconds, so the graph is compiled with
+    "aot_eager" here (the same capture and autograd); the bench itself uses Inductor."""
+    monkeypatch.setattr(systems, "COMPILE_BACKEND", "aot_eager")
+    work = ex.dsnn_workload(hidden=8, batch=3, steps=3)
+    eager, compiled = systems.snntorch(work), systems.snntorch(work, compiled=True)
+    a = [float(eager()) for _ in range(3)]
+    b = [float(compiled()) for _ in range(3)]
+    assert a == pytest.approx(b, rel=1e-5) and a[0] != a[-1]
+
+
 def test_profile_table_parser():
     text = ("Program step    kind    execs cycles/exec    compute   exchange   exch bytes "
             "inter-IPU B     host B\n"
@@ -194,9 +294,18 @@ def test_profile_table_parser():
 def test_report_from_synthetic_results(tmp_path):
     m = ex.machine()
     row = {"experiment": "dsnn", "hidden": 16, "batch": 4, "machine": m, "quick": True,
-           "popsnn_images_per_s": 30.0, "snntorch_images_per_s": 1.0,
+           "input": "mnist", "popsnn_images_per_s": 30.0, "snntorch_images_per_s": 1.0,
+           "snntorch_compiled_images_per_s": 2.0, "numpy_step_images_per_s": 7.5,
            "numpy_hoisted_images_per_s": 10.0, "numpy_per_step_images_per_s": 5.0,
-           "popsnn_over_snntorch": 30.0, "popsnn_over_numpy_hoisted": 3.0}
+           "limit_images_per_s": 60.0, "popsnn_over_limit": 0.5,
+           "popsnn_over_snntorch": 30.0, "popsnn_over_snntorch_compiled": 15.0,
+           "popsnn_over_numpy_step": 4.0, "popsnn_over_numpy_hoisted": 3.0,
+           "popsnn_over_numpy_per_step": 6.0, "snntorch_compiled_compile_s": 42.0,
+           **{f"{s}_peak_rss_mib": 100.0 + i for i, s in enumerate(report.LABELS)}}
+    dense_row = {**row, "input": "uniform", "popsnn_over_numpy_step": 3.5}
+    latency = [{**row, "experiment": "latency", "batch": b, "popsnn_step_ms": 0.5 * b,
+                "snntorch_step_ms": 10.0 * b, "limit_step_ms": 0.01 * b,
+                "popsnn_over_snntorch": 20.0} for b in (1, 8)]
     sparse = [dict(b_th=None, hidden=8, steps=4, batch=8, dataset="fashion-mnist",
                    encoding="latency", active_fraction=1.0, backward_s_derived=0.01,
                    backward_speedup=1.0, trace_memory_saved_pct=0.0, test_accuracy=0.5,
@@ -208,14 +317,23 @@ def test_report_from_synthetic_results(tmp_path):
                    trace_bytes_hidden=100.0, max_activity=0.1, max_activity_start=0.05,
                    buffered_peak_fraction_per_layer=[0.08, 0.06],
                    grad_cosine_hidden=0.99, machine=m)]
-    for name, rows in (("dsnn", [row]), ("sparse", sparse)):
+    for name, rows in (("dsnn", [row, dense_row]), ("sparse", sparse), ("latency", latency)):
         (tmp_path / f"{name}.json").write_text(json.dumps(rows))
     readme = tmp_path / "README.md"
     readme.write_text(f"top\n{report.BEGIN}\nold\n{report.END}\nbottom\n")
     report.write_all(tmp_path, readme)
     text = readme.read_text()
     assert "old" not in text and text.startswith("top") and text.endswith("bottom\n")
-    assert "| DSNN B=128: popsnn >= 15x snnTorch | 30.00x (dsnn run) | yes |" in text
+    assert "| DSNN B=128, MNIST input: popsnn >= 40x snnTorch | 30.00x (dsnn run) | no |" in text
+    assert "| DSNN B=128, MNIST input: popsnn >= 10x snnTorch compiled | 15.00x" in text
+    assert "| DSNN B=128, U[0,1] input: popsnn >= 3x NumPy step | 3.50x (dsnn run) | yes |" in text
+    assert "| DSNN batch 8: popsnn >= 20x snnTorch at batch 8 | 20.00x (latency run) | yes |" \
+        in text
+    # The limit and each system's peak memory beside the ratios; compile time apart.
+    assert "| 16 | 4 | mnist | 30 | 1 | 2 | 8 | 10 | 5 | 30.00x | 15.00x | 4.00x | 3.00x | " \
+           "6.00x | 60 | 0.50 | 100 / 101 / 102 / 103 / 104 / 105 | 42 |" in text
+    assert "| 8 | 4.00 | 80.00 | n/a | n/a | n/a | n/a | 20.0x | 15.0x | 4.0x | 3.0x | 6.0x | " \
+           "0.080 |" in text and "*The limit*" in text
     assert "B_th=0.2: 100.00x" in text and "| yes |" in text
     assert "90.0% less trace memory (measured" in text and "0.05 -> 0.1" in text
     assert (tmp_path / "sparse.png").exists()
@@ -225,7 +343,7 @@ def test_report_from_synthetic_results(tmp_path):
 def test_cli_dispatches_every_experiment(tmp_path, monkeypatch, capsys):
     run = pytest.importorskip("run")
     called = []
-    for fn in ("exp_dsnn", "exp_batch", "exp_width", "exp_neurons", "exp_rate",
+    for fn in ("exp_dsnn", "exp_latency", "exp_batch", "exp_width", "exp_neurons", "exp_rate",
                "exp_population", "exp_sparse", "exp_sparse_width", "exp_ipu",
                "exp_isolation"):
         monkeypatch.setattr(run.ex, fn, lambda *a, _fn=fn, **k: called.append(_fn) or

@@ -158,9 +158,24 @@ def test_nmnist_events_decode_and_bin(tmp_path):
         data.load_nmnist(tmp_path)
 
 
-@pytest.mark.skipif(not data.FASHION_MNIST_SYSTEM.is_dir(),
-                    reason="Debian package dataset-fashion-mnist not installed")
-def test_fashion_mnist_from_the_debian_package():
+@pytest.mark.skipif(data.fashion_mnist_folder() is None,
+                    reason="Fashion-MNIST is not installed (optional: `make data` fetches it)")
+def test_fashion_mnist_where_make_data_or_debian_puts_it():
     train, test = data.load_fashion_mnist()
     assert (len(train), len(test)) == (60000, 10000) and train.image_shape == (28, 28)
     assert set(np.unique(train.labels)) == set(range(10))
+
+
+def test_fashion_mnist_found_in_the_user_data_folder_else_says_how_to_get_it(tmp_path,
+                                                                              monkeypatch):
+    monkeypatch.setenv("POPSNN_DATA", str(tmp_path))
+    monkeypatch.setattr(data, "FASHION_MNIST_SYSTEM", tmp_path / "no-such-folder")
+    with pytest.raises(FileNotFoundError, match=f"make data.*{tmp_path}"):
+        data.load_fashion_mnist()
+    folder = tmp_path / "fashion-mnist"          # where `make data` unpacks it
+    folder.mkdir()
+    for split, count in (("train", 3), ("t10k", 2)):
+        write_idx(folder / f"{split}-images-idx3-ubyte", np.full((count, 2, 2), 7, np.uint8))
+        write_idx(folder / f"{split}-labels-idx1-ubyte", np.arange(count, dtype=np.uint8))
+    train, test = data.load_fashion_mnist()
+    assert (len(train), len(test)) == (3, 2) and train.name == "fashion-mnist/train"

@@ -46,9 +46,9 @@ def test_loss_falls_when_training_on_one_batch():
 
 
 def test_time_major_input_and_partial_batches():
-    model = Model(tiny_net(), device="reference", num_steps=5)
+    model = Model(tiny_net(), device="reference", num_steps=7, batch_size=4)
     x = (np.random.default_rng(0).random((7, 3, 12)) < 0.5).astype(np.float32)
-    assert model.infer(x).shape == (7, 3, 3)      # [T, B, N] input sets its own T
+    assert model.infer(x).shape == (7, 3, 3)      # [T, B, N] input with T = num_steps
     loss, out = model.train_step(x[:, :1], np.array([2]))  # a batch of one sample
     assert out.shape == (7, 1, 3) and np.isfinite(loss)
 

@@ -81,3 +81,13 @@ def test_resume_under_mpi_continues_the_same_run(tmp_path):
     out = run(tmp_path / "two", 2, "reference", "--epochs", "2", "--resume")
     assert out.count("resumed from") == 1 and "epoch 2:" in out
     assert_same_training(tmp_path / "one", tmp_path / "two")
+
+
+def test_a_single_process_needs_no_mpi(monkeypatch):
+    monkeypatch.setattr(distributed, "_WORLD", None)
+    for var in distributed._SIZE_VARS:
+        monkeypatch.delenv(var, raising=False)
+    w = distributed.world()
+    assert (w.rank, w.size, w.comm, w.is_root) == (0, 1, None, True)
+    model = object()
+    assert distributed.data_parallel(model, w) is model   # the plain model, untouched

@@ -34,13 +34,14 @@ def snntorch_outputs(model, x):
     for m in model.modules():
         if hasattr(m, "reset_mem"):
             m.reset_mem()
+    dtype = next(model.parameters()).dtype
     spikes, membranes = [], []
     for t in range(x.shape[0]):
         h = x[t]
         for m in model.children():
-            out = m(h.to(torch.float64))
+            out = m(h.to(dtype))
             h = out[0] if isinstance(out, tuple) else out
-        spikes.append(out[0].to(torch.float64))  # snnTorch emits float32 spikes
+        spikes.append(out[0].to(dtype))  # snnTorch emits float32 spikes
         membranes.append(out[-1])
     return torch.stack(spikes), torch.stack(membranes)
 
@@ -171,3 +172,25 @@ def test_bad_inputs_are_one_clear_error():
         module.loss(torch.zeros(2, 4, 6), torch.zeros(4, dtype=torch.long))
     with pytest.raises(TypeError, match="computes in float32"):
         ptorch.SpikingNetwork(mixed_net(), device="cpu", dtype=torch.float64)
+
+
+def test_rleaky_input_and_weight_gradients_match_snntorch_in_float32():
+    net = popsnn.Sequential(popsnn.Linear(6, 8), popsnn.RLeaky(beta=0.75),
+                            popsnn.Linear(8, 5), popsnn.RLeaky(beta=0.875, all_to_all=False))
+    params = [{k: (2.5 * v).astype(np.float32) for k, v in p.items()}
+              for p in net.init_params(4)]
+    ours = ptorch.SpikingNetwork(net, params)
+    theirs = interop.to_snntorch(net, params)
+    x = torch.rand(10, 3, 6, generator=torch.Generator().manual_seed(1)) * 2
+    x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
+    y = torch.tensor([0, 3, 4])
+    spikes, membranes = ours(x1)
+    spikes_t, membranes_t = snntorch_outputs(theirs, x2)
+    assert spikes.sum() > 10
+    torch.testing.assert_close(spikes, spikes_t.float(), rtol=0, atol=0)
+    torch_loss(spikes, membranes, y).backward()
+    torch_loss(spikes_t.float(), membranes_t.float(), y).backward()
+    torch.testing.assert_close(x1.grad, x2.grad, rtol=1e-4, atol=1e-6)
+    for l, layer in enumerate(ours.layers):
+        torch.testing.assert_close(layer.weight.grad, theirs[2 * l].weight.grad,
+                                   rtol=1e-4, atol=1e-6)

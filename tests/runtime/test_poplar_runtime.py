@@ -309,7 +309,7 @@ def test_remaining_calls(runtime_cases, device):
     assert r["intervalMapping"] == [0, 1, 4, 5, 102, 103]  # tile * 100 + element
     assert r["streamed"] == [7, 5, 8]  # index({1, 0}), slices, concat of views
     assert (r["loops"], r["countdown"]) == ([0], [2])
-    assert r["printed"] == "fromPtr: {{5,6},{7,8}}\n'countdown' (int{}): 2\n"
+    assert r["printed"] == "fromPtr: [[5 6]\n [7 8]]\ncountdown: 2\n"
     assert (r["runsBeforeReset"], r["runsAfterReset"]) == (1, 0)
     assert "no handle 'too-late'" in r["lateHandle"]
     assert (r["directTiles"], r["directType"], r["flag"]) == (16, "IPU", "2")

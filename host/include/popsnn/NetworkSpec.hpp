@@ -1,5 +1,7 @@
 // popsnn's network description on the C++ side: what the graph builder turns
-// into a Poplar graph. Mirrors python/popsnn/layers.py, losses.py and optim.py.
+// into a Poplar graph. Mirrors python/popsnn/layers.py, losses.py and optim.py; the
+// defaults below equal python/popsnn/defaults.py (snnTorch's and PyTorch's), which
+// tests/product/test_defaults_schema.py checks through the binding.
 #pragma once
 
 #include <string>
@@ -29,8 +31,8 @@ struct LayerSpec {
   float alpha = 0.8f; // Synaptic
   float threshold = 1.0f;
   ResetMechanism reset = ResetMechanism::Subtract;
-  SurrogateKind surrogate = SurrogateKind::FastSigmoid;
-  float surrogateParam = 25.0f;
+  SurrogateKind surrogate = SurrogateKind::Atan; // snnTorch's default spike_grad
+  float surrogateParam = 2.0f;
   SparseRule sparseRule = SparseRule::None;
   float sparseValue = 0.0f; // b_th (Window) or theta_grad (OneSided)
 };
@@ -45,7 +47,7 @@ struct LossSpec {
 };
 
 struct OptimizerSpec {
-  OptimizerKind kind = OptimizerKind::SGD;
+  OptimizerKind kind = OptimizerKind::Adam;
   double lr = 1e-3;
   double momentum = 0.0;  // SGD
   double dampening = 0.0; // SGD
@@ -60,8 +62,8 @@ struct NetworkSpec {
   std::vector<LayerSpec> layers;
   LossSpec loss;
   OptimizerSpec optimizer;
-  unsigned batchSize = 1;
-  unsigned numSteps = 1;
+  unsigned batchSize = 128;
+  unsigned numSteps = 25;
   InputMode input = InputMode::Direct;
   // Spike-buffer capacity per (step, sample, shard), as a fraction of the shard's
   // neurons: spikes plus gradient candidates beyond it are an overflow (an error,

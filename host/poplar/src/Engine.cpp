@@ -15,6 +15,7 @@
 
 #include "GraphState.hpp"
 #include "ProgramNode.hpp"
+#include "TensorText.hpp"
 #include "ThreadPool.hpp"
 #include "TypeConvert.hpp"
 #include "poplar/Engine.hpp"
@@ -97,6 +98,7 @@ struct Step {
   const char *predicate = nullptr;
   Type predicateType;
   bool whileTrue = true;
+  std::vector<std::int64_t> caseValues; // Switch; children: cases, then the default
   Tensor printed;
 };
 
@@ -465,13 +467,15 @@ Step EngineImpl::compile(const ProgramNode &n) {
     s.children.push_back(compile(*n.children[0]));
     break;
   case ProgramNode::RepeatWhile:
-  case ProgramNode::If: {
+  case ProgramNode::If:
+  case ProgramNode::Switch: {
     if (n.predicate.graphId() != g.id)
       throw control_program_error("the predicate tensor belongs to another graph");
     const auto &r = n.predicate.regions()[0];
     s.predicate = address(r.var, r.begin);
     s.predicateType = g.vars[r.var].type;
     s.whileTrue = n.whileTrue;
+    s.caseValues.assign(n.caseValues.begin(), n.caseValues.end());
     for (const auto &c : n.children) s.children.push_back(compile(*c));
     break;
   }
@@ -584,7 +588,9 @@ Step EngineImpl::compile(const ProgramNode &n) {
   }
   case ProgramNode::Print: {
     if (n.src.graphId() != g.id) throw control_program_error("PrintTensor: the tensor belongs to another graph");
-    s.stream = n.name.empty() ? tensorName(n.src) : n.name;
+    // Untitled, Poplar prints the tensor's debug name (its variable's, here).
+    s.stream = n.name;
+    if (s.stream.empty() && !n.src.regions().empty()) s.stream = g.vars[n.src.regions().front().var].name;
     s.printed = n.src;
     break;
   }
@@ -663,6 +669,13 @@ void EngineImpl::execute(const Step &s) {
   case ProgramNode::If:
     execute(s.children[loadAs(s.predicateType, s.predicate) != 0 ? 0 : 1]);
     break;
+  case ProgramNode::Switch: {
+    const auto value = static_cast<std::int64_t>(loadAs(s.predicateType, s.predicate));
+    std::size_t k = 0;
+    while (k < s.caseValues.size() && s.caseValues[k] != value) ++k;
+    execute(s.children[k]); // k == caseValues.size(): the default
+    break;
+  }
   case ProgramNode::Execute:
     runComputeSet(*s.cs);
     break;
@@ -724,23 +737,9 @@ void EngineImpl::print(const Step &s) {
   for (const auto &r : t.regions())
     for (std::size_t e = r.begin; e < r.end; ++e)
       values.push_back(loadAs(g.vars[r.var].type, address(r.var, e)));
-  std::ostringstream os;
-  os << s.stream << ": ";
-  // Nested braces by shape: open a brace where an index starts a dimension.
-  std::vector<std::size_t> strides(shape.size(), 1);
-  for (std::size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    for (std::size_t d = 0; d < shape.size(); ++d)
-      if (i % (strides[d] * shape[d]) == 0) os << "{";
-    os << values[i];
-    std::size_t closes = 0;
-    for (std::size_t d = 0; d < shape.size(); ++d)
-      if ((i + 1) % (strides[d] * shape[d]) == 0) ++closes;
-    for (std::size_t k = 0; k < closes; ++k) os << "}";
-    if (i + 1 < values.size()) os << ",";
-  }
-  os << "\n";
-  (printStream ? *printStream : std::cout) << os.str();
+  const Type &type = t.elementType();
+  const bool fp = type == FLOAT || type == HALF;
+  (printStream ? *printStream : std::cout) << formatTensor(s.stream, shape, values, fp);
 }
 
 } // namespace detail
@@ -752,6 +751,31 @@ Engine::Engine(const Graph &graph, const program::Program &prog, const OptionFla
 
 Engine::Engine(const Graph &graph, ArrayRef<program::Program> progs, const OptionFlags &, ProgressFunc)
     : impl_(std::make_unique<EngineImpl>(graph, progs)) {}
+
+Engine::Engine(Executable &&exe, const OptionFlags &) : impl_(std::move(exe.impl_)) {
+  if (!impl_)
+    throw poplar_error("Engine: the Executable was already used by another Engine; compile the graph again");
+}
+
+Executable compileGraph(const Graph &graph, ArrayRef<program::Program> progs, const OptionFlags &,
+                        Engine::ProgressFunc, const DebugContext &) {
+  return Executable(std::make_unique<EngineImpl>(graph, progs));
+}
+
+Executable::Executable(std::unique_ptr<EngineImpl> impl) : impl_(std::move(impl)) {}
+Executable::Executable(Executable &&) noexcept = default;
+Executable &Executable::operator=(Executable &&) noexcept = default;
+Executable::~Executable() = default;
+
+void Executable::serialize(std::ostream &) const {
+  throw poplar_error("Executable::serialize: popsnn's runtime cannot save a compiled graph (its "
+                     "codelets are host code loaded at run time); keep the Graph and call compileGraph again");
+}
+
+Executable Executable::deserialize(std::istream &) {
+  throw poplar_error("Executable::deserialize: popsnn's runtime cannot load a saved executable; "
+                     "build the Graph and call compileGraph instead");
+}
 
 Engine::Engine(Engine &&) noexcept = default;
 Engine &Engine::operator=(Engine &&) noexcept = default;
@@ -822,6 +846,22 @@ void Engine::connectStreamToCallback(StringRef handle, std::function<void(void *
 }
 
 void Engine::connectStreamToCallback(StringRef handle, unsigned, std::function<void(void *)> callback) {
+  connectStreamToCallback(handle, std::move(callback));
+}
+
+void Engine::connectStreamToCallback(StringRef handle, StreamCallbackHandle callback) {
+  if (!callback)
+    throw poplar_error("connectStreamToCallback('" + handle.str() + "'): the callback is empty");
+  const bool toDevice = impl_->g.streams.count(handle.str()) &&
+                        impl_->g.streams.at(handle.str()).type() == DataStreamType::HostToDeviceFIFO;
+  std::shared_ptr<StreamCallback> cb(std::move(callback));
+  connectStreamToCallback(handle, [cb, toDevice](void *p) {
+    if (!toDevice || cb->prefetch(p) != StreamCallback::Result::Success) cb->fetch(p);
+    cb->complete();
+  });
+}
+
+void Engine::connectStreamToCallback(StringRef handle, unsigned, StreamCallbackHandle callback) {
   connectStreamToCallback(handle, std::move(callback));
 }
 

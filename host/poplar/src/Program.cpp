@@ -1,4 +1,5 @@
 #include "ProgramNode.hpp"
+#include "poplar/Graph.hpp"
 #include "poplar/Program.hpp"
 #include "poplar/exceptions.hpp"
 
@@ -124,6 +125,51 @@ If::If(const Tensor &predicate, const Program &trueBody, const Program &falseBod
   node_->children = {trueBody.node(), falseBody.node()};
 }
 
+If::If(const Tensor &predicate, const Program &trueBody, const DebugContext &dc)
+    : If(predicate, trueBody, Program(), dc) {}
+
+Switch::Switch(const Tensor &control, const DebugContext &dc) : Switch(control, Cases{}, dc) {}
+
+Switch::Switch(const Tensor &control, const Program &defaultCase, const DebugContext &dc)
+    : Switch(control, Cases{}, defaultCase, dc) {}
+
+Switch::Switch(const Tensor &control, const Cases &cases, const DebugContext &dc)
+    : Switch(control, cases, Program(), dc) {}
+
+Switch::Switch(const Tensor &control, const Cases &cases, const Program &defaultCase,
+               const DebugContext &dc)
+    : Program(makeNode(ProgramNode::Switch, dc)) {
+  requirePredicate(control, "Switch");
+  const Type &t = control.elementType();
+  if (t == FLOAT || t == HALF || t == BOOL)
+    throw control_program_error("Switch: the control tensor holds " + t.toString() +
+                                "; use an integral type (INT, UNSIGNED_INT, SHORT, ...)");
+  node_->predicate = control;
+  node_->children.push_back(defaultCase.node());
+  for (const auto &c : cases) add(c.first, c.second);
+}
+
+Switch &Switch::add(std::int32_t value, const Program &body) {
+  for (auto v : node_->caseValues)
+    if (v == value)
+      throw control_program_error("Switch::add: case " + std::to_string(value) +
+                                  " is already there; each value may have one body");
+  // The default stays last.
+  node_->caseValues.push_back(value);
+  node_->children.insert(node_->children.end() - 1, body.node());
+  return *this;
+}
+
+Call::Call(const Function &f, const DebugContext &dc) : Program(makeNode(ProgramNode::Sequence, dc)) {
+  if (!f.body())
+    throw control_program_error("Call: the Function is empty; make it with graph.addFunction(program)");
+  node_->children.push_back(f.body());
+}
+
+Block::Block(const Program &p, const DebugContext &dc) : Program(makeNode(ProgramNode::Sequence, dc)) {
+  node_->children.push_back(p.node());
+}
+
 Sync::Sync(SyncType type, const DebugContext &dc) : Program(makeNode(ProgramNode::Sync, dc)) {
   node_->sync = type;
 }
@@ -143,4 +189,6 @@ WriteUndef::WriteUndef(const Tensor &t, const DebugContext &dc)
 }
 
 } // namespace program
+Function Graph::addFunction(const program::Program &program) { return Function(program.node()); }
+
 } // namespace poplar

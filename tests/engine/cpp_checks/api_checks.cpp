@@ -73,7 +73,10 @@ void specChecks(const popsnn::DeviceSpec &device) {
   };
   expectThrow<std::invalid_argument>(
       "nan_surrogate_param", "layer 1: the surrogate's slope must be a finite number > 0",
-      build([&](popsnn::NetworkSpec &s) { s.layers[1].surrogateParam = nan; }));
+      build([&](popsnn::NetworkSpec &s) {
+        s.layers[1].surrogate = popsnn::SurrogateKind::FastSigmoid;
+        s.layers[1].surrogateParam = nan;
+      }));
   expectThrow<std::invalid_argument>(
       "zero_atan_alpha", "layer 0: the surrogate's alpha must be a finite number > 0",
       build([](popsnn::NetworkSpec &s) {

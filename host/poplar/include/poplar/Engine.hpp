@@ -12,9 +12,11 @@
 
 #include "poplar/ArrayRef.hpp"
 #include "poplar/Device.hpp"
+#include "poplar/Executable.hpp"
 #include "poplar/Graph.hpp"
 #include "poplar/OptionFlags.hpp"
 #include "poplar/Program.hpp"
+#include "poplar/StreamCallback.hpp"
 #include "poplar/StringRef.hpp"
 
 namespace poplar {
@@ -77,6 +79,8 @@ public:
          ProgressFunc progress = {});
   Engine(const Graph &graph, ArrayRef<program::Program> progs, const OptionFlags &options = {},
          ProgressFunc progress = {});
+  // Runs a graph compiled once by compileGraph (the Executable is consumed).
+  explicit Engine(Executable &&exe, const OptionFlags &options = {});
   Engine(Engine &&) noexcept;
   Engine &operator=(Engine &&) noexcept;
   ~Engine();
@@ -91,6 +95,10 @@ public:
   void connectStreamToCallback(StringRef handle, std::function<void(void *)> callback);
   void connectStreamToCallback(StringRef handle, unsigned index,
                                std::function<void(void *)> callback);
+  // Per Copy: prefetch(p), then fetch(p) unless prefetch returned Success,
+  // then complete() (device-to-host: fetch(p) reads the data, then complete()).
+  void connectStreamToCallback(StringRef handle, StreamCallbackHandle callback);
+  void connectStreamToCallback(StringRef handle, unsigned index, StreamCallbackHandle callback);
 
   // Handles made with Graph::createHostWrite / createHostRead. Buffers hold the
   // tensor's elements in row-major order, in the element type's host format.
@@ -111,5 +119,11 @@ public:
 private:
   std::unique_ptr<detail::EngineImpl> impl_;
 };
+
+// Checks and compiles a graph and its programs, as the Engine constructor does,
+// without a device; Engine(Executable&&) then runs it.
+Executable compileGraph(const Graph &graph, ArrayRef<program::Program> progs,
+                        const OptionFlags &options = {}, Engine::ProgressFunc progress = {},
+                        const DebugContext &dc = {});
 
 } // namespace poplar

@@ -23,6 +23,7 @@
 #include "poplar/Type.hpp"
 
 namespace poplar {
+namespace program { class Program; }
 
 enum class CodeletFileType {
   PreprocessedAsmSource,
@@ -68,19 +69,19 @@ public:
   Tensor addVariable(const Type &type, ArrayRef<std::size_t> shape, VariableMappingMethod method,
                      const DebugContext &dc = {});
   Tensor clone(const Tensor &t, const DebugContext &dc = {});
-  template <typename T, typename = std::enable_if_t<std::is_arithmetic<T>::value>>
+  template <typename T, typename = typename std::enable_if<std::is_arithmetic<T>::value>::type>
   Tensor addConstant(const Type &type, ArrayRef<std::size_t> shape, ArrayRef<T> values,
                      const DebugContext &dc = {"<const>"}) {
     std::vector<double> v(values.begin(), values.end());
     return addConstantImpl(type, shape, v.data(), v.size(), dc);
   }
-  template <typename T, typename = std::enable_if_t<std::is_arithmetic<T>::value>>
+  template <typename T, typename = typename std::enable_if<std::is_arithmetic<T>::value>::type>
   Tensor addConstant(const Type &type, ArrayRef<std::size_t> shape, T value,
                      const DebugContext &dc = {"<const>"}) {
     double v = static_cast<double>(value);
     return addConstantImpl(type, shape, &v, 1, dc);
   }
-  template <typename T, typename = std::enable_if_t<std::is_arithmetic<T>::value>>
+  template <typename T, typename = typename std::enable_if<std::is_arithmetic<T>::value>::type>
   Tensor addConstant(const Type &type, ArrayRef<std::size_t> shape, const T *values,
                      const DebugContext &dc = {"<const>"}) {
     std::size_t n = 1;
@@ -98,6 +99,8 @@ public:
 
   // Compute.
   ComputeSet addComputeSet(const DebugContext &dc = {});
+  // A program that program::Call runs wherever it is called.
+  Function addFunction(const program::Program &program);
   VertexRef addVertex(ComputeSet cs, StringRef vertexType);
   VertexRef addVertex(ComputeSet cs, StringRef vertexType, ArrayRef<ConnectionDesc> connections);
   void connect(FieldRef field, const Tensor &tensor);
@@ -105,7 +108,7 @@ public:
   void setFieldSize(FieldRef field, std::size_t size);
   void setPerfEstimate(const VertexRef &v, std::uint64_t cycles, std::uint64_t flops = 0);
 
-  template <typename T, typename = std::enable_if_t<std::is_arithmetic<T>::value>>
+  template <typename T, typename = typename std::enable_if<std::is_arithmetic<T>::value>::type>
   void setInitialValue(FieldRef field, T value) {
     double v = static_cast<double>(value);
     setFieldValueImpl(field, &v, 1, /*isList=*/false);
@@ -115,7 +118,7 @@ public:
     std::vector<double> v(values.begin(), values.end());
     setFieldValueImpl(field, v.data(), v.size(), /*isList=*/true);
   }
-  template <typename T, typename = std::enable_if_t<std::is_arithmetic<T>::value>>
+  template <typename T, typename = typename std::enable_if<std::is_arithmetic<T>::value>::type>
   void setInitialValue(const Tensor &t, T value) {
     double v = static_cast<double>(value);
     setTensorValueImpl(t, &v, 1, /*broadcast=*/true);

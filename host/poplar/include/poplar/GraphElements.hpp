@@ -2,7 +2,9 @@
 // vertices and their fields).
 #pragma once
 #include <cstddef>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "poplar/StringRef.hpp"
 
@@ -10,6 +12,20 @@ namespace poplar {
 
 class Graph;
 namespace detail { class GraphState; }
+
+namespace detail { struct ProgramNode; }
+
+// A program added to a graph with Graph::addFunction, run by program::Call.
+class Function {
+public:
+  Function() = default;
+  // popsnn internal.
+  explicit Function(std::shared_ptr<detail::ProgramNode> body) : body_(std::move(body)) {}
+  const std::shared_ptr<detail::ProgramNode> &body() const { return body_; }
+
+private:
+  std::shared_ptr<detail::ProgramNode> body_;
+};
 
 class ComputeSet {
 public:

@@ -1,9 +1,12 @@
 // popsnn's Poplar-compatible runtime: control programs (poplar::program).
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "poplar/ArrayRef.hpp"
 #include "poplar/DataStream.hpp"
@@ -77,6 +80,33 @@ class If : public Program {
 public:
   If(const Tensor &predicate, const Program &trueBody, const Program &falseBody,
      const DebugContext &dc = {});
+  If(const Tensor &predicate, const Program &trueBody, const DebugContext &dc = {});
+};
+
+// Runs the body whose value equals the one-element integral `control`, else
+// `defaultCase` (an empty program unless given).
+class Switch : public Program {
+public:
+  using Cases = std::vector<std::pair<std::int32_t, Program>>;
+  explicit Switch(const Tensor &control, const DebugContext &dc = {});
+  Switch(const Tensor &control, const Program &defaultCase, const DebugContext &dc = {});
+  Switch(const Tensor &control, const Cases &cases, const DebugContext &dc = {});
+  Switch(const Tensor &control, const Cases &cases, const Program &defaultCase,
+         const DebugContext &dc = {});
+  // Adds a case; a value given twice is an error.
+  Switch &add(std::int32_t value, const Program &body);
+};
+
+// Runs a Function made by Graph::addFunction (its body once per Call).
+class Call : public Program {
+public:
+  explicit Call(const Function &f, const DebugContext &dc = {});
+};
+
+// Runs one program as a unit; the runtime gives it no other meaning.
+class Block : public Program {
+public:
+  explicit Block(const Program &p, const DebugContext &dc = {});
 };
 
 class Sync : public Program {

@@ -96,7 +96,7 @@ public:
 template <typename E>
 class VectorFieldBase {
 public:
-  using value_type = std::remove_const_t<E>;
+  using value_type = typename std::remove_const<E>::type;
   using iterator = E *;
   E &operator[](std::size_t i) const { return static_cast<E *>(raw_.ptr)[i]; }
   unsigned size() const { return raw_.size; }
@@ -119,16 +119,16 @@ public:
 
 template <typename X, bool Const>
 struct FieldStorage {
-  using E = std::conditional_t<Const, const X, X>;
+  using E = typename std::conditional<Const, const X, X>::type;
   using type = FieldBase<X, E>;
 };
 template <typename T, VectorLayout L, unsigned A, bool I, bool Const>
 struct FieldStorage<Vector<T, L, A, I>, Const> {
-  using type = VectorFieldBase<std::conditional_t<Const, const T, T>>;
+  using type = VectorFieldBase<typename std::conditional<Const, const T, T>::type>;
 };
 template <typename T, VectorListLayout L, unsigned A, bool I, bool Const>
 struct FieldStorage<VectorList<T, L, A, I>, Const> {
-  using type = VectorListFieldBase<std::conditional_t<Const, const T, T>>;
+  using type = VectorListFieldBase<typename std::conditional<Const, const T, T>::type>;
 };
 
 } // namespace detail
@@ -141,7 +141,7 @@ class Input : public detail::FieldStorage<X, true>::type {};
 template <typename X>
 class Output : public detail::FieldStorage<X, false>::type {
 public:
-  template <typename V, typename = std::enable_if_t<std::is_assignable<X &, V>::value>>
+  template <typename V, typename = typename std::enable_if<std::is_assignable<X &, V>::value>::type>
   Output &operator=(const V &v) {
     *static_cast<X *>(this->raw_.ptr) = v;
     return *this;
@@ -152,7 +152,7 @@ public:
 template <typename X>
 class InOut : public detail::FieldStorage<X, false>::type {
 public:
-  template <typename V, typename = std::enable_if_t<std::is_assignable<X &, V>::value>>
+  template <typename V, typename = typename std::enable_if<std::is_assignable<X &, V>::value>::type>
   InOut &operator=(const V &v) {
     *static_cast<X *>(this->raw_.ptr) = v;
     return *this;

@@ -50,7 +50,7 @@ struct FieldInfo {
 };
 
 template <typename T> struct ElementInfo {
-  static constexpr const char *name = ElementName<std::remove_cv_t<T>>::value;
+  static constexpr const char *name = ElementName<typename std::remove_cv<T>::type>::value;
   static constexpr unsigned size = sizeof(T);
 };
 

@@ -1,0 +1,286 @@
+"""The engine backend of `popsnn.Model`: the sparse SNN engine compiled into one
+Poplar graph (host/ + codelets/), run on the "cpu" device (popsnn's runtime,
+tiles = this machine's threads), "ipu-model" (IPU geometry and memory enforced,
+cycle estimates) or "ipu" (hardware through Graphcore's SDK).
+
+The protocol is `popsnn.backends.Backend`; results equal the dense
+NumPy reference (`popsnn.reference`) computed in float32, spikes identical.
+
+How it runs (host/src/Network.cpp has the details): every layer is sharded by
+output neuron over the tiles; per step a shard writes its spike ids (then, with
+a sparse rule, its gradient candidates) into a fixed-capacity buffer; the next
+layer sums the weight rows of the received ids (a layer narrower than those
+buffers, like a 10-class readout, gets W.S[t] sums pushed by its input layer's
+tiles instead). The backward computes dL/dS only for the id buffers' entries
+when a sparse rule is on, from the downstream layer's dL/dI and a per-tile copy
+of its weights, and weight gradients only for inputs that spiked. With a rule,
+the surrogate is kept only beside the buffers' entries, so the traces shrink
+with `max_activity`: `profile()["layer{l}_trace_bytes"]` (surrogate plus id
+traces) reports them. Schedule: layer-major (each layer's T steps in one
+compute phase) when it fits the tiles' memory, else step-major (one phase per
+layer and step); `profile()["step_major"]` says which. If the whole batch fits
+neither way, it runs in chunks of samples one after the other (gradients summed
+over the chunks, one optimiser step; the results are the whole batch's):
+`profile()["sample_chunks"]` and `["chunk_batch"]`.
+
+The learning rate is device state (one float per tile, written from the host):
+`set_learning_rate(lr)` changes it between steps without a recompile.
+
+Device options: `num_ipus`, `tiles_per_ipu`, `memory_bytes_per_tile`
+(ipu-model geometry), `max_activity` (spike-buffer capacity as a fraction of a
+shard's neurons, default 1.0: never overflows), `on_overflow` ("error",
+default, or "grow": recompile with larger buffers and redo the step).
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .. import _native
+from .. import losses as _losses
+from .._checks import one_of, positive_int
+from ..defaults import RUN
+from ..layers import RLeaky, Synaptic
+from ..validation import (check_batch, check_learning_rate, check_params, check_sizes,
+                          param_shapes)
+
+__all__ = ["EngineBackend", "SpikeBufferOverflow", "NetworkDoesNotFit", "ipu_available",
+           "codelets_path"]
+
+SpikeBufferOverflow = _native.SpikeBufferOverflow
+NetworkDoesNotFit = _native.NetworkDoesNotFit
+
+_DEVICE_OPTIONS = ("num_ipus", "tiles_per_ipu", "memory_bytes_per_tile", "max_activity",
+                   "on_overflow")
+
+
+def codelets_path() -> Path:
+    """The codelet object built with the package (graph.addCodelets loads it)."""
+    return Path(__file__).resolve().parents[1] / "lib" / "popsnn_codelets.gp"
+
+
+def ipu_available() -> bool:
+    """No IPU hardware is reachable through popsnn's own runtime."""
+    return False
+
+
+def _layer_spec(lin, neuron) -> dict:
+    spec = {"inputs": lin.in_features, "outputs": lin.out_features, "bias": lin.bias,
+            "neuron": type(neuron).__name__, "beta": neuron.beta,
+            "threshold": neuron.threshold, "reset": neuron.reset_mechanism,
+            "surrogate": neuron.surrogate.name, "surrogate_param": neuron.surrogate.param,
+            "sparse": "none" if neuron.sparse is None else neuron.sparse.kind,
+            "sparse_value": 0.0 if neuron.sparse is None else neuron.sparse.value}
+    if isinstance(neuron, Synaptic):
+        spec["alpha"] = neuron.alpha
+    if isinstance(neuron, RLeaky):
+        spec["all_to_all"] = neuron.all_to_all
+    return spec
+
+
+def _loss_spec(loss, num_outputs) -> dict:
+    if not isinstance(loss, _losses.Loss):
+        raise TypeError(f"loss must be a popsnn.losses loss, got {loss!r}")
+    spec = {"name": loss.name}
+    if loss.population_code:
+        spec["num_classes"] = loss.num_classes
+    elif loss.num_classes is not None and loss.num_classes != num_outputs:
+        raise ValueError(f"loss num_classes={loss.num_classes} but the output layer has "
+                         f"{num_outputs} neurons; pass population_code=True to pool blocks")
+    for key in ("correct_rate", "incorrect_rate", "on_target", "off_target"):
+        if hasattr(loss, key):
+            spec[key] = getattr(loss, key)
+    return spec
+
+
+def _optimizer_spec(optimizer) -> dict:
+    name = getattr(optimizer, "name", None)
+    if name not in ("sgd", "adam", "adamw"):
+        raise TypeError(f"optimizer must be popsnn.optim.SGD, Adam or AdamW, got {optimizer!r}")
+    h = dict(optimizer.hyper)
+    spec = {"name": name, "lr": h["lr"], "weight_decay": h.get("weight_decay", 0.0)}
+    if name == "sgd":
+        spec.update(momentum=h["momentum"], dampening=h["dampening"], nesterov=h["nesterov"])
+    else:
+        spec.update(beta1=h["betas"][0], beta2=h["betas"][1], eps=h["eps"])
+    return spec
+
+
+class EngineBackend:
+    """A network compiled once into a Poplar engine; see the module docstring."""
+
+    def __init__(self, net, params, loss, optimizer, *, num_steps, batch_size, device="cpu",
+                 **device_options):
+        unknown = sorted(set(device_options) - set(_DEVICE_OPTIONS))
+        if unknown:
+            raise ValueError(f"unknown device option(s) {unknown}; valid: "
+                             f"{', '.join(_DEVICE_OPTIONS)}")
+        one_of("device", device, ("cpu", "ipu-model", "ipu"))
+        if device == "cpu" and set(device_options) & {"num_ipus", "tiles_per_ipu",
+                                                      "memory_bytes_per_tile"}:
+            raise ValueError("num_ipus, tiles_per_ipu and memory_bytes_per_tile describe an "
+                             "IPU geometry: use them with device='ipu-model', not 'cpu'")
+        self.net, self.loss, self.optimizer = net, loss, optimizer
+        self.num_steps, self.batch_size = check_sizes(net, num_steps, batch_size)
+        self.device = device
+        self.on_overflow = one_of("on_overflow", device_options.get("on_overflow", "error"),
+                                  ("error", "grow"))
+        self.max_activity = device_options.get("max_activity", RUN["max_activity"])
+        if isinstance(self.max_activity, bool) or not isinstance(self.max_activity, (int, float)) \
+                or not 0 < self.max_activity <= 1:
+            raise ValueError(f"max_activity must be a number in (0, 1] (the spike-buffer "
+                             f"capacity as a fraction of a tile's neurons), got "
+                             f"{self.max_activity!r}")
+        self.max_activity = float(self.max_activity)
+        self._device = {"type": device, "codelets": str(codelets_path())}
+        for key in ("num_ipus", "tiles_per_ipu", "memory_bytes_per_tile"):
+            if key in device_options:
+                self._device[key] = positive_int(key, device_options[key])
+        check_params(net, params)
+        self._spec = {"layers": [_layer_spec(lin, n) for lin, n in net.pairs],
+                      "loss": _loss_spec(loss, net.num_outputs),
+                      "optimizer": _optimizer_spec(optimizer),
+                      "batch_size": self.batch_size, "num_steps": self.num_steps,
+                      "max_activity": self.max_activity}
+        self._params = self._as_float32(params)
+        self._opt_state = None     # carried across engines when the input mode changes
+        self._engine = None
+        self._mode = None
+        self._seconds = 0.0
+        self._train_steps = 0
+        # Direct-current input is the common case: compile for it now, so that a
+        # network that does not fit fails at construction.
+        self._engine_for("direct")
+
+    # -- engines ---------------------------------------------------------------
+
+    @staticmethod
+    def _as_float32(params):
+        return [{k: np.ascontiguousarray(v, dtype=np.float32) for k, v in p.items()}
+                for p in params]
+
+    def _engine_for(self, mode):
+        """The engine compiled for input `mode` ("direct" [B, N] or "per_step" [T, B, N])."""
+        if self._mode == mode:
+            return self._engine
+        if self._engine is not None:
+            self._params = self._engine.get_params()
+            self._opt_state = self._engine.get_optimizer_state()
+        spec = dict(self._spec, input=mode)
+        engine = _native.Network(spec, self._device, self.on_overflow)
+        engine.set_params(self._params)
+        if self._opt_state is not None:
+            engine.set_optimizer_state(*self._opt_state)
+        self._engine, self._mode = engine, mode
+        return engine
+
+    def _prepare(self, x, y=None):
+        """(engine, padded x, padded labels, valid count)."""
+        x, direct, batch = check_batch(self.net, x, self.num_steps, self.batch_size)
+        engine = self._engine_for("direct" if direct else "per_step")
+        if batch < self.batch_size:
+            # A last, partial batch: padding rows are computed but weigh nothing in the
+            # loss and gradients, and are cut from the outputs.
+            pad = [(0, self.batch_size - batch)] + [(0, 0)]
+            if not direct:
+                pad = [(0, 0)] + pad
+            x = np.pad(x, pad)
+        labels = None
+        if y is not None:
+            k = self._spec["loss"].get("num_classes", self.net.num_outputs)
+            y = _losses.check_targets(y, batch, k)
+            labels = np.zeros(self.batch_size, dtype=np.int32)
+            labels[:batch] = y
+        return engine, np.ascontiguousarray(x, dtype=np.float32), labels, batch
+
+    # -- the protocol ------------------------------------------------------------
+
+    def train_step(self, x, y):
+        engine, x, labels, valid = self._prepare(x, y)
+        start = time.perf_counter()
+        loss, spikes = engine.train_step(x, labels, valid)
+        self._seconds += time.perf_counter() - start
+        self._train_steps += 1
+        return float(loss), spikes[:, :valid]
+
+    def loss_and_grad(self, x, y):
+        engine, x, labels, valid = self._prepare(x, y)
+        loss, grads, _ = engine.loss_and_grad(x, labels, valid)
+        return float(loss), grads
+
+    def loss_grad_and_spikes(self, x, y):
+        engine, x, labels, valid = self._prepare(x, y)
+        loss, grads, spikes = engine.loss_and_grad(x, labels, valid)
+        return float(loss), grads, spikes[:, :valid]
+
+    def infer(self, x):
+        engine, x, _, valid = self._prepare(x)
+        return engine.infer(x)[:, :valid]
+
+    def get_params(self):
+        return self._engine.get_params()
+
+    def set_params(self, params):
+        check_params(self.net, params)
+        self._params = self._as_float32(params)
+        self._engine.set_params(self._params)
+
+    def optimizer_state(self) -> dict:
+        """In popsnn.optim's state_dict format, so either backend can load it."""
+        steps, first, second = self._engine.get_optimizer_state()
+        name = self._spec["optimizer"]["name"]
+        state = []
+        if steps:
+            for l, (f, s) in enumerate(zip(first, second)):
+                for key in self.net.init_params(0)[l]:
+                    if name == "sgd":
+                        if key in f:
+                            state.append([l, key, {"momentum_buffer": f[key]}])
+                    else:
+                        state.append([l, key, {"step": int(steps), "exp_avg": f[key],
+                                               "exp_avg_sq": s[key]}])
+        state.sort(key=lambda entry: (entry[0], entry[1]))   # popsnn.optim's order
+        return {"name": name, "hyper": dict(self.optimizer.hyper), "state": state}
+
+    def load_optimizer_state(self, state) -> None:
+        """Checked in full (popsnn.optim's check_state_dict) before the engine is touched."""
+        hyper, entries = self.optimizer.check_state_dict(state, param_shapes(self.net))
+        layers = len(self.net)
+        first = [dict() for _ in range(layers)]
+        second = [dict() for _ in range(layers)]
+        steps = 0
+        for (l, key), s in entries.items():
+            if "momentum_buffer" in s:
+                first[l][key] = np.asarray(s["momentum_buffer"], np.float32)
+                steps = max(steps, 1)
+            elif "exp_avg" in s:
+                first[l][key] = np.asarray(s["exp_avg"], np.float32)
+                second[l][key] = np.asarray(s["exp_avg_sq"], np.float32)
+                steps = max(steps, s["step"])
+        if self._spec["optimizer"]["name"] == "sgd" and not self._spec["optimizer"]["momentum"]:
+            steps = 0  # plain SGD has no state
+        lr = check_learning_rate(hyper["lr"]) if "lr" in hyper else None
+        self._engine.set_optimizer_state(steps, first, second)
+        if lr is not None:  # as popsnn.optim's load_state_dict: the saved rate comes back too
+            self.set_learning_rate(lr)
+
+    def set_learning_rate(self, lr) -> None:
+        """The optimiser's learning rate from the next step on: one float of device state
+        per tile, written from the host -- no recompile (train.py's per-epoch decay uses it)."""
+        lr = check_learning_rate(lr)
+        self._engine.set_learning_rate(lr)
+        # Engines compiled later (another input mode, grown buffers) start from it too.
+        self._spec["optimizer"]["lr"] = lr
+        self.optimizer.hyper["lr"] = lr
+
+    def profile(self) -> dict:
+        """Wall-clock time of train steps here, and the runtime's ESTIMATES of IPU cycles
+        (labelled `estimate_*`; never measured on an IPU)."""
+        out = {"device": self.device, "train_steps": self._train_steps,
+               "train_seconds": self._seconds}
+        out.update(self._engine.layout())
+        out.update(self._engine.profile())
+        out["estimate_summary"] = self._engine.profile_summary()
+        return out
