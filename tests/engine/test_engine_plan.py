@@ -71,7 +71,7 @@ def test_loss_groups_one_per_16_ipu_tiles_from_the_last_tile_down():
 
 def test_the_planner_validates_the_spec_first():
     bad = spec([20, 30, 10])
-    bad["layers"][0]["surrogate_param"] = float("nan")
+    bad["layers"][0].update(surrogate="fast_sigmoid", surrogate_param=float("nan"))
     with pytest.raises(ValueError, match="layer 0: the surrogate's slope must be a finite"):
         _native.plan(bad, 4)
 
