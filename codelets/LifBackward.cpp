@@ -5,6 +5,7 @@
 // masked surrogate is non-zero; without one, for every entry.
 #include <poplar/Vertex.hpp>
 
+#include "DenseKernels.hpp"
 #include "LifCommon.hpp"
 
 using namespace poplar;
@@ -493,8 +494,8 @@ private:
   }
 };
 
-// dL/dW = x^T . sum_t dL/dI for direct-current input, once per minibatch: one pass over
-// the non-zero x entries, input by input, each weight-gradient row written once.
+// dL/dW = x^T . sum_t dL/dI for direct-current input, once per minibatch, each
+// weight-gradient row written once.
 class DirectWeightGrad : public Vertex {
 public:
   Input<Vector<float>> x;              // [B, xStride]
@@ -511,28 +512,21 @@ public:
   unsigned xStride;
   unsigned firstInput;
 
-  static constexpr unsigned GROUP = 16; // x is read a cache line of inputs at a time
+  static constexpr unsigned GROUP = SPARSE_INPUT_GROUP; // x read a cache line at a time
 
+  // By the measured density of the slice of x: the blocked dense product (x^T as its left
+  // operand), or the sparse row kernel over each input's non-zero samples.
   bool compute() {
     const unsigned n = numNeurons;
-    unsigned *__restrict idx = &nzIndex[0];
-    float *__restrict val = &nzValue[0];
     const float *__restrict xs = &x[firstInput];
-    const unsigned stride = xStride;
-    for (unsigned i0 = 0; i0 < numInputs; i0 += GROUP) {
-      const unsigned group = numInputs - i0 < GROUP ? numInputs - i0 : GROUP;
-      unsigned count[GROUP] = {};
-      for (unsigned b = 0; b < batch; ++b)
-        for (unsigned c = 0; c < group; ++c) { // branch-free: zeros fall at random
-          const float v = xs[b * stride + i0 + c];
-          idx[c * batch + count[c]] = b;
-          val[c * batch + count[c]] = v;
-          count[c] += v != 0.0f;
-        }
-      for (unsigned c = 0; c < group; ++c)
-        sparseRowCombination(&idx[c * batch], &val[c * batch], count[c], &currentGradSum[0], n,
-                             &gradWeights[(i0 + c) * n], n);
-    }
+    if (popsnn::dense::denseEnough(popsnn::dense::countNonzero(xs, batch, numInputs, xStride),
+                                   1ull * batch * numInputs,
+                                   popsnn::dense::DENSE_WEIGHT_GRAD_MIN_PER_MILLE))
+      popsnn::dense::denseProduct(numInputs, n, batch, xs, 1, xStride, &currentGradSum[0], n,
+                                  &gradWeights[0], n);
+    else
+      sparseInputTransposedProduct(xs, xStride, batch, numInputs, &currentGradSum[0], n,
+                                   &nzIndex[0], &nzValue[0], &gradWeights[0]);
     return true;
   }
 };

@@ -1,6 +1,7 @@
 // Device-side helpers shared by the LIF vertices (LifForward.cpp, LifBackward.cpp are
 // separate translation units): the surrogate gradients, id-buffer copies, and the row
-// layout of a pushing shard's next-layer weights. Inline functions only: no state.
+// layout of a pushing shard's next-layer weights, the spike and candidate ids, the fused
+// Leaky steps (the sparse row kernels are in SparseRows.hpp). Inline functions only.
 #pragma once
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #endif
 
 #include "../include/popsnn/VertexEnums.hpp"
+#include "SparseRows.hpp"
 
 namespace popsnn {
 namespace lif {
@@ -103,67 +105,13 @@ inline void rowsToBlocks(const float *rows, unsigned n, unsigned shardSize, unsi
   }
 }
 
-// out[0..n) = sum_k val[k] * rows[idx[k] * rowStride + (0..n)], k = 0..count in order.
-// A block of output columns stays in vector registers while every listed row streams past
-// it: one load per multiply-add, and out is written once. Host CPUs only: GCC/Clang vector
-// types (plain loops get vectorised over k instead, with gathers), and AVX-512 masks for
-// the last, partial vector of a row. The IPU build and other hosts take the plain loop.
-#if !defined(__IPU__) && defined(__AVX512F__)
-#define POPSNN_SPARSE_ROWS_AVX512 1
-typedef float Floats16 __attribute__((vector_size(64)));
-inline Floats16 loadFloats16(const float *p) {
-  Floats16 v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-// V vectors of 16 columns.
-template <unsigned V>
-inline void sparseRowBlock(const unsigned *__restrict idx, const float *__restrict val,
-                           unsigned count, const float *__restrict rows, unsigned rowStride,
-                           float *__restrict out) {
-  Floats16 acc[V];
-  for (unsigned c = 0; c < V; ++c)
-    acc[c] = Floats16{};
-  for (unsigned k = 0; k < count; ++k) {
-    const float v = val[k];
-    const float *__restrict row = rows + idx[k] * rowStride;
-#pragma GCC unroll 8
-    for (unsigned c = 0; c < V; ++c)
-      acc[c] += v * loadFloats16(row + 16 * c);
-  }
-  __builtin_memcpy(out, acc, sizeof acc);
-}
-// V full vectors of 16 columns and a last one masked to `lastMask`.
-template <unsigned V>
-inline void sparseRowBlockMasked(const unsigned *__restrict idx, const float *__restrict val,
-                                 unsigned count, const float *__restrict rows,
-                                 unsigned rowStride, float *__restrict out, __mmask16 lastMask) {
-  Floats16 acc[V + 1];
-  for (unsigned c = 0; c <= V; ++c)
-    acc[c] = Floats16{};
-  for (unsigned k = 0; k < count; ++k) {
-    const float v = val[k];
-    const float *__restrict row = rows + idx[k] * rowStride;
-#pragma GCC unroll 8
-    for (unsigned c = 0; c < V; ++c)
-      acc[c] += v * loadFloats16(row + 16 * c);
-    acc[V] = _mm512_fmadd_ps(_mm512_set1_ps(v), _mm512_maskz_loadu_ps(lastMask, row + 16 * V),
-                             acc[V]);
-  }
-#pragma GCC unroll 8
-  for (unsigned c = 0; c < V; ++c)
-    _mm512_storeu_ps(out + 16 * c, acc[c]);
-  _mm512_mask_storeu_ps(out + 16 * V, lastMask, acc[V]);
-}
-#endif
-
 // The dot product of two rows padded to a multiple of PUSH_CHUNK (16) floats.
 inline float dotPadded(const float *__restrict a, const float *__restrict b, unsigned P) {
-#ifdef POPSNN_SPARSE_ROWS_AVX512
+#ifdef POPSNN_FLOATS16
   Floats16 acc = {};
   for (unsigned c0 = 0; c0 < P; c0 += 16)
     acc += loadFloats16(a + c0) * loadFloats16(b + c0);
-  return _mm512_reduce_add_ps(acc);
+  return laneSum(acc);
 #else
   float sum = 0.0f;
   for (unsigned c = 0; c < P; ++c)
@@ -177,7 +125,7 @@ inline float dotPadded(const float *__restrict a, const float *__restrict b, uns
 inline void sumRows(const int *__restrict ids, unsigned count, unsigned offset,
                     const float *__restrict rows, unsigned P, float *__restrict out) {
   for (unsigned c0 = 0; c0 < P; c0 += 16) {
-#ifdef POPSNN_SPARSE_ROWS_AVX512
+#ifdef POPSNN_FLOATS16
     // Two chains, so that the adds overlap.
     Floats16 acc0 = {}, acc1 = {};
     unsigned k = 0;
@@ -188,7 +136,7 @@ inline void sumRows(const int *__restrict ids, unsigned count, unsigned offset,
     if (k < count)
       acc0 += loadFloats16(rows + (unsigned(ids[k]) - offset) * P + c0);
     acc0 += acc1;
-    __builtin_memcpy(out + c0, &acc0, sizeof acc0);
+    storeFloats16(out + c0, acc0);
 #else
     for (unsigned c = 0; c < 16; ++c)
       out[c0 + c] = 0.0f;
@@ -439,40 +387,78 @@ inline void leakBackwardRow(const float *__restrict g, unsigned K, const float *
 #undef POPSNN_BLOCK
   }
 }
-#endif
-
-inline void sparseRowCombination(const unsigned *__restrict idx, const float *__restrict val,
-                                 unsigned count, const float *__restrict rows,
-                                 unsigned rowStride, float *__restrict out, unsigned n) {
-#ifdef POPSNN_SPARSE_ROWS_AVX512
+#elif defined(POPSNN_FLOATS16)
+// The same fused backward step (see above) with the CPU's own vectors: V vectors of neurons
+// at a time, the last few neurons one by one.
+#define POPSNN_FUSED_LEAK_BACKWARD 1
+constexpr unsigned NATIVE_LANES = sizeof(NativeFloats) / sizeof(float);
+typedef int NativeInts __attribute__((vector_size(sizeof(NativeFloats))));
+template <unsigned V>
+inline void leakBackwardVectors(const float *__restrict g, unsigned K,
+                                const float *__restrict wT, unsigned n,
+                                const float *__restrict sg, float beta, float *__restrict gU,
+                                float *__restrict acc, float *__restrict out,
+                                float *__restrict gb) {
+  typedef UnalignedFloats F;
+  NativeFloats e[V] = {};
+  for (unsigned k = 0; k < K; ++k) {
+    const float gk = g[k];
+    const float *__restrict row = wT + k * n;
+#pragma GCC unroll 8
+    for (unsigned c = 0; c < V; ++c)
+      e[c] += gk * *reinterpret_cast<const F *>(row + NATIVE_LANES * c);
+  }
+  const NativeFloats zero = {};
+#pragma GCC unroll 8
+  for (unsigned c = 0; c < V; ++c) {
+    const unsigned o = NATIVE_LANES * c;
+    const NativeFloats s = *reinterpret_cast<const F *>(sg + o);
+    // s * e where the surrogate is non-zero (NaN counts), else 0, as the AVX-512 mask.
+    const NativeFloats masked = (NativeFloats)((NativeInts)(s * e[c]) & (s != zero));
+    const NativeFloats u = beta * *reinterpret_cast<const F *>(gU + o) + masked;
+    *reinterpret_cast<F *>(gU + o) = u;
+    if (acc)
+      *reinterpret_cast<F *>(acc + o) = *reinterpret_cast<const F *>(acc + o) + u;
+    if (out)
+      *reinterpret_cast<F *>(out + o) = u;
+    *reinterpret_cast<F *>(gb + o) = *reinterpret_cast<const F *>(gb + o) + u;
+  }
+}
+inline void leakBackwardRow(const float *__restrict g, unsigned K, const float *__restrict wT,
+                            unsigned n, const float *__restrict sg, float beta,
+                            float *__restrict gU, float *__restrict acc, float *__restrict out,
+                            float *__restrict gb) {
+  constexpr unsigned BLOCK = 8 * NATIVE_LANES;
   unsigned j = 0;
-  for (; j + 128 <= n; j += 128)
-    sparseRowBlock<8>(idx, val, count, rows + j, rowStride, out + j);
-  const unsigned rest = n - j;
-  if (rest == 0)
-    return;
-  // (rest - 1) / 16 full vectors, then 1..16 masked columns.
-  const __mmask16 mask = __mmask16((1u << (rest - (rest - 1) / 16 * 16)) - 1u);
-  switch ((rest - 1) / 16) {
+  for (; j + BLOCK <= n; j += BLOCK)
+    leakBackwardVectors<8>(g, K, wT + j, n, sg + j, beta, gU + j, acc ? acc + j : nullptr,
+                           out ? out + j : nullptr, gb + j);
+  switch ((n - j) / NATIVE_LANES) {
 #define POPSNN_BLOCK(V)                                                                    \
   case V:                                                                                  \
-    sparseRowBlockMasked<V>(idx, val, count, rows + j, rowStride, out + j, mask);          \
+    leakBackwardVectors<V>(g, K, wT + j, n, sg + j, beta, gU + j, acc ? acc + j : nullptr, \
+                           out ? out + j : nullptr, gb + j);                               \
     break;
-    POPSNN_BLOCK(0) POPSNN_BLOCK(1) POPSNN_BLOCK(2) POPSNN_BLOCK(3)
-    POPSNN_BLOCK(4) POPSNN_BLOCK(5) POPSNN_BLOCK(6) POPSNN_BLOCK(7)
+    POPSNN_BLOCK(1) POPSNN_BLOCK(2) POPSNN_BLOCK(3) POPSNN_BLOCK(4)
+    POPSNN_BLOCK(5) POPSNN_BLOCK(6) POPSNN_BLOCK(7)
 #undef POPSNN_BLOCK
+  default:
+    break;
   }
-#else
-  for (unsigned j = 0; j < n; ++j)
-    out[j] = 0.0f;
-  for (unsigned k = 0; k < count; ++k) {
-    const float v = val[k];
-    const float *__restrict row = rows + idx[k] * rowStride;
-    for (unsigned j = 0; j < n; ++j)
-      out[j] += v * row[j];
+  for (j += (n - j) / NATIVE_LANES * NATIVE_LANES; j < n; ++j) {
+    float e = 0.0f;
+    for (unsigned k = 0; k < K; ++k)
+      e += g[k] * wT[k * n + j];
+    const float u = beta * gU[j] + (sg[j] != 0.0f ? sg[j] * e : 0.0f);
+    gU[j] = u;
+    if (acc)
+      acc[j] += u;
+    if (out)
+      out[j] = u;
+    gb[j] += u;
   }
-#endif
 }
+#endif
 
 } // namespace lif
 } // namespace popsnn

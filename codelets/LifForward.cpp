@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "DenseKernels.hpp"
 #include "LifCommon.hpp"
 
 using namespace poplar;
@@ -11,14 +12,15 @@ using namespace popsnn::codes;
 using namespace popsnn::lif;
 
 // I = x.W + b for direct-current input, once per minibatch (x is the same every step).
-// Zero inputs are skipped: image data is mostly zeros.
+// By the measured density of x: the blocked dense product, or the sparse row kernel that
+// skips zero inputs (image data is mostly zeros); the same sum per entry either way.
 class DirectCurrent : public Vertex {
 public:
   Input<Vector<float>> x;       // [B, nIn]
   Input<Vector<float>> weights; // [nIn, n] (transposed: one contiguous row per input)
   Input<Vector<float>> bias;    // [n]
   Output<Vector<float>> current; // [B, n]
-  InOut<Vector<unsigned>> nzIndex; // [nIn]: a sample's non-zero inputs
+  InOut<Vector<unsigned>> nzIndex; // [nIn]: a sample's non-zero inputs (sparse kernel)
   InOut<Vector<float>> nzValue;    // [nIn]
   unsigned batch;
   unsigned numInputs;
@@ -26,21 +28,17 @@ public:
 
   bool compute() {
     const unsigned n = numNeurons;
-    unsigned *__restrict idx = &nzIndex[0];
-    float *__restrict val = &nzValue[0];
-    for (unsigned b = 0; b < batch; ++b) {
-      const float *__restrict xb = &x[b * numInputs];
-      unsigned count = 0;
-      for (unsigned i = 0; i < numInputs; ++i) { // branch-free: zeros fall at random
-        idx[count] = i;
-        val[count] = xb[i];
-        count += xb[i] != 0.0f;
-      }
-      float *__restrict out = &current[b * n];
-      sparseRowCombination(idx, val, count, &weights[0], n, out, n);
+    const float *__restrict xs = &x[0];
+    float *__restrict out = &current[0];
+    if (popsnn::dense::denseEnough(popsnn::dense::countNonzero(xs, batch, numInputs, numInputs),
+                                   1ull * batch * numInputs,
+                                   popsnn::dense::DENSE_CURRENT_MIN_PER_MILLE))
+      popsnn::dense::denseProduct(batch, n, numInputs, xs, numInputs, 1, &weights[0], n, out, n);
+    else
+      sparseInputProduct(xs, batch, numInputs, &weights[0], n, &nzIndex[0], &nzValue[0], out);
+    for (unsigned b = 0; b < batch; ++b)
       for (unsigned j = 0; j < n; ++j)
-        out[j] += bias[j];
-    }
+        out[b * n + j] += bias[j];
     return true;
   }
 };

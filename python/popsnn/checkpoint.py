@@ -12,6 +12,7 @@ import glob
 import json
 import os
 import tempfile
+import lzma
 import zipfile
 import zlib
 from pathlib import Path
@@ -203,7 +204,8 @@ def load(path, net: Optional[_layers.Sequential] = None) -> Checkpoint:
             arrays = {k: z[k] for k in z.files}
         meta = json.loads(arrays.pop(_META_KEY).tobytes().decode())
     except (zipfile.BadZipFile, ValueError, KeyError, OSError, EOFError, RecursionError,
-            UnicodeDecodeError, zlib.error) as err:
+            UnicodeDecodeError, zlib.error, lzma.LZMAError,
+            NotImplementedError, RuntimeError) as err:   # zipfile: unknown method, encrypted
         raise CheckpointError(f"checkpoint {path} is damaged or not a popsnn checkpoint "
                               f"({type(err).__name__}: {err}); resume from another checkpoint "
                               f"or start a fresh run") from None

@@ -93,6 +93,9 @@ class Config:
             raise ConfigError(str(err)) from None
 
     def _validate(self) -> "Config":
+        for name in ("data", "output"):   # folders may come as Path objects; kept as text
+            if isinstance(getattr(self, name), os.PathLike):
+                setattr(self, name, os.fspath(getattr(self, name)))
         if isinstance(self.hidden, (int, str)):
             self.hidden = _parse_hidden(self.hidden)
         if not isinstance(self.hidden, (list, tuple)):

@@ -153,6 +153,20 @@ def test_checkpoint_files(tmp_path, field, value, flips):
     loads_or_names_file(lambda: checkpoint.load(path, NET), path, checkpoint.CheckpointError)
 
 
+@pytest.mark.parametrize("offset, value", [(8, 0x01),     # flag bit 0: "encrypted"
+                                           (10, 99)])      # an unknown compression method
+def test_checkpoint_zip_entries_zipfile_cannot_read(tmp_path, offset, value):
+    # zipfile raises RuntimeError / NotImplementedError for these, not BadZipFile.
+    path = tmp_path / "c.npz"
+    checkpoint.save(path, net=NET, params=NET.init_params(0), epoch=2, history={"epoch": [1]})
+    blob = bytearray(path.read_bytes())
+    central = blob.find(b"PK\x01\x02")
+    blob[central + offset] = value
+    path.write_bytes(bytes(blob))
+    with pytest.raises(checkpoint.CheckpointError, match=str(path)):
+        checkpoint.load(path, NET)
+
+
 # ---------------------------------------------------------------- TOML config
 
 toml_values = st.one_of(st.booleans(), st.integers(-2, 10**12), st.floats(allow_nan=True),

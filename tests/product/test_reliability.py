@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -184,6 +185,7 @@ def test_typed_config_values():
     with pytest.raises(ConfigError, match="plots must be true or false, got 'no'"):
         Config(plots="no")
     assert Config(plots=False).plots is False
+    assert Config(output=Path("runs") / "x").output == str(Path("runs") / "x")   # JSON-able
 
 
 # ---------------------------------------------------------------- 10: every device alike

@@ -1,0 +1,101 @@
+// The two kernels of the direct-current layer's products, timed on this machine at a range
+// of input densities (driven by density_threshold.py, which compiles this file with the
+// codelets' flags): the sparse row kernel, which pays per non-zero input, and the blocked
+// dense product, which pays per entry. Both from codelets/, called as the DirectCurrent
+// and DirectWeightGrad vertices call them.
+//
+// usage: density_threshold BATCH INPUTS NEURONS REPEATS DENSITY...
+// prints one line per (product, density):
+//   "product density sparse_median_ms dense_median_ms sparse_min_ms dense_min_ms max_diff"
+#include <algorithm>
+#include <cmath>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "DenseKernels.hpp"
+#include "LifCommon.hpp"
+
+namespace {
+
+double msSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+double least(const std::vector<double> &v) { return *std::min_element(v.begin(), v.end()); }
+
+float maxAbsDiff(const std::vector<float> &a, const std::vector<float> &b) {
+  float worst = 0.0f;
+  for (std::size_t k = 0; k < a.size(); ++k)
+    worst = std::max(worst, std::abs(a[k] - b[k]));
+  return worst;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 6) {
+    std::fprintf(stderr, "usage: %s BATCH INPUTS NEURONS REPEATS DENSITY...\n", argv[0]);
+    return 2;
+  }
+  const unsigned B = unsigned(std::atoi(argv[1])), nIn = unsigned(std::atoi(argv[2]));
+  const unsigned n = unsigned(std::atoi(argv[3])), repeats = unsigned(std::atoi(argv[4]));
+  std::mt19937 rng(0);
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  std::vector<float> w(std::size_t(nIn) * n), g(std::size_t(B) * n), x(std::size_t(B) * nIn);
+  for (float &v : w)
+    v = uniform(rng) - 0.5f;
+  for (float &v : g)
+    v = uniform(rng) - 0.5f;
+  std::vector<float> sparseOut(std::size_t(B) * n), denseOut(sparseOut.size());
+  std::vector<float> sparseGrad(std::size_t(nIn) * n), denseGrad(sparseGrad.size());
+  std::vector<unsigned> idx(std::max(nIn, popsnn::lif::SPARSE_INPUT_GROUP * B));
+  std::vector<float> val(idx.size());
+  for (int arg = 5; arg < argc; ++arg) {
+    const float density = float(std::atof(argv[arg]));
+    for (float &v : x)
+      v = uniform(rng) < density ? uniform(rng) : 0.0f;
+    const std::function<void()> kernels[4] = {
+        [&] {
+          popsnn::lif::sparseInputProduct(x.data(), B, nIn, w.data(), n, idx.data(), val.data(),
+                                          sparseOut.data());
+        },
+        [&] {
+          popsnn::dense::denseProduct(B, n, nIn, x.data(), nIn, 1, w.data(), n, denseOut.data(),
+                                      n);
+        },
+        [&] {
+          popsnn::lif::sparseInputTransposedProduct(x.data(), nIn, B, nIn, g.data(), n,
+                                                    idx.data(), val.data(), sparseGrad.data());
+        },
+        [&] {
+          popsnn::dense::denseProduct(nIn, n, B, x.data(), 1, nIn, g.data(), n,
+                                      denseGrad.data(), n);
+        }};
+    // The kernels take turns, so that load from other processes falls on all alike.
+    std::vector<double> ms[4];
+    for (unsigned r = 0; r <= repeats; ++r)
+      for (unsigned k = 0; k < 4; ++k) {
+        const auto t0 = std::chrono::steady_clock::now();
+        kernels[k]();
+        if (r > 0) // the first round warms the caches
+          ms[k].push_back(msSince(t0));
+      }
+    // The two kernels sum the same terms in the same order: a sanity check, not a test.
+    const float diff = std::max(maxAbsDiff(sparseOut, denseOut), maxAbsDiff(sparseGrad, denseGrad));
+    std::printf("current %.3f %.4f %.4f %.4f %.4f %.3g\n", density, median(ms[0]),
+                median(ms[1]), least(ms[0]), least(ms[1]), diff);
+    std::printf("weight_grad %.3f %.4f %.4f %.4f %.4f %.3g\n", density, median(ms[2]),
+                median(ms[3]), least(ms[2]), least(ms[3]), diff);
+    std::fflush(stdout);
+  }
+  return 0;
+}

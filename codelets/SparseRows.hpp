@@ -1,0 +1,233 @@
+// The sparse row kernels of the vertices: out = sum over listed rows of value x row, for
+// the spike-id paths and the direct-current layer's products on sparse input (see
+// DenseKernels.hpp for the dense ones), and the 16-float vector type they are written in.
+// Inline functions only: no state.
+#pragma once
+
+#if !defined(__IPU__) && defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+namespace popsnn {
+namespace lif {
+
+// out[0..n) = sum_k val[k] * rows[idx[k] * rowStride + (0..n)], k = 0..count in order.
+// A block of output columns stays in vector registers while every listed row streams past
+// it: one load per multiply-add, and out is written once. Host CPUs only: 16 floats as one
+// AVX-512 vector, or as 2 (AVX) or 4 (SSE) of the CPU's vectors (GCC keeps a plain 64-byte
+// vector type in memory there, not in registers); plain loops get vectorised over k
+// instead, with gathers. On AVX-512, masks for the last, partial vector of a row. The IPU
+// build takes the plain loops (as does a host build with POPSNN_PLAIN_LOOPS, to test them).
+#if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS)
+#define POPSNN_FLOATS16 1
+#ifdef __AVX512F__
+typedef float Floats16 __attribute__((vector_size(64)));
+typedef Floats16 NativeFloats;
+inline float laneSum(Floats16 v) { return _mm512_reduce_add_ps(v); }
+#else
+#ifdef __AVX__
+typedef float NativeFloats __attribute__((vector_size(32)));
+#else
+typedef float NativeFloats __attribute__((vector_size(16)));
+#endif
+constexpr unsigned NATIVE_PARTS = 64 / sizeof(NativeFloats);
+struct Floats16 {
+  NativeFloats part[NATIVE_PARTS];
+};
+inline Floats16 &operator+=(Floats16 &a, const Floats16 &b) {
+  for (unsigned i = 0; i < NATIVE_PARTS; ++i)
+    a.part[i] += b.part[i];
+  return a;
+}
+inline Floats16 operator*(float s, const Floats16 &b) {
+  Floats16 r;
+  for (unsigned i = 0; i < NATIVE_PARTS; ++i)
+    r.part[i] = s * b.part[i];
+  return r;
+}
+inline Floats16 operator*(const Floats16 &a, const Floats16 &b) {
+  Floats16 r;
+  for (unsigned i = 0; i < NATIVE_PARTS; ++i)
+    r.part[i] = a.part[i] * b.part[i];
+  return r;
+}
+inline float laneSum(const Floats16 &v) {
+  float lanes[16], sum = 0.0f;
+  __builtin_memcpy(lanes, &v, sizeof lanes);
+  for (unsigned c = 0; c < 16; ++c)
+    sum += lanes[c];
+  return sum;
+}
+#endif
+// Part by part through an unaligned view, so that each part goes straight to a register.
+typedef NativeFloats UnalignedFloats __attribute__((aligned(4), may_alias));
+inline Floats16 loadFloats16(const float *p) {
+  Floats16 v;
+  constexpr unsigned parts = sizeof(Floats16) / sizeof(NativeFloats);
+  for (unsigned i = 0; i < parts; ++i)
+    reinterpret_cast<NativeFloats *>(&v)[i] =
+        *reinterpret_cast<const UnalignedFloats *>(p + i * (16 / parts));
+  return v;
+}
+inline void storeFloats16(float *p, const Floats16 &v) {
+  constexpr unsigned parts = sizeof(Floats16) / sizeof(NativeFloats);
+  for (unsigned i = 0; i < parts; ++i)
+    *reinterpret_cast<UnalignedFloats *>(p + i * (16 / parts)) =
+        reinterpret_cast<const NativeFloats *>(&v)[i];
+}
+// Vectors of 16 columns per block: as many accumulators as the registers hold.
+#ifdef __AVX512F__
+constexpr unsigned SPARSE_BLOCK_VECS = 8;
+#else
+constexpr unsigned SPARSE_BLOCK_VECS = 4;
+#endif
+// V vectors of 16 columns.
+template <unsigned V>
+inline void sparseRowBlock(const unsigned *__restrict idx, const float *__restrict val,
+                           unsigned count, const float *__restrict rows, unsigned rowStride,
+                           float *__restrict out) {
+  Floats16 acc[V];
+  for (unsigned c = 0; c < V; ++c)
+    acc[c] = Floats16{};
+  for (unsigned k = 0; k < count; ++k) {
+    const float v = val[k];
+    const float *__restrict row = rows + idx[k] * rowStride;
+#pragma GCC unroll 8
+    for (unsigned c = 0; c < V; ++c)
+      acc[c] += v * loadFloats16(row + 16 * c);
+  }
+  for (unsigned c = 0; c < V; ++c)
+    storeFloats16(out + 16 * c, acc[c]);
+}
+#endif
+
+#if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS) && defined(__AVX512F__)
+#define POPSNN_SPARSE_ROWS_AVX512 1
+// V full vectors of 16 columns and a last one masked to `lastMask`.
+template <unsigned V>
+inline void sparseRowBlockMasked(const unsigned *__restrict idx, const float *__restrict val,
+                                 unsigned count, const float *__restrict rows,
+                                 unsigned rowStride, float *__restrict out, __mmask16 lastMask) {
+  Floats16 acc[V + 1];
+  for (unsigned c = 0; c <= V; ++c)
+    acc[c] = Floats16{};
+  for (unsigned k = 0; k < count; ++k) {
+    const float v = val[k];
+    const float *__restrict row = rows + idx[k] * rowStride;
+#pragma GCC unroll 8
+    for (unsigned c = 0; c < V; ++c)
+      acc[c] += v * loadFloats16(row + 16 * c);
+    acc[V] = _mm512_fmadd_ps(_mm512_set1_ps(v), _mm512_maskz_loadu_ps(lastMask, row + 16 * V),
+                             acc[V]);
+  }
+#pragma GCC unroll 8
+  for (unsigned c = 0; c < V; ++c)
+    _mm512_storeu_ps(out + 16 * c, acc[c]);
+  _mm512_mask_storeu_ps(out + 16 * V, lastMask, acc[V]);
+}
+#endif
+
+inline void sparseRowCombination(const unsigned *__restrict idx, const float *__restrict val,
+                                 unsigned count, const float *__restrict rows,
+                                 unsigned rowStride, float *__restrict out, unsigned n) {
+#ifdef POPSNN_SPARSE_ROWS_AVX512
+  unsigned j = 0;
+  for (; j + 128 <= n; j += 128)
+    sparseRowBlock<8>(idx, val, count, rows + j, rowStride, out + j);
+  const unsigned rest = n - j;
+  if (rest == 0)
+    return;
+  // (rest - 1) / 16 full vectors, then 1..16 masked columns.
+  const __mmask16 mask = __mmask16((1u << (rest - (rest - 1) / 16 * 16)) - 1u);
+  switch ((rest - 1) / 16) {
+#define POPSNN_BLOCK(V)                                                                    \
+  case V:                                                                                  \
+    sparseRowBlockMasked<V>(idx, val, count, rows + j, rowStride, out + j, mask);          \
+    break;
+    POPSNN_BLOCK(0) POPSNN_BLOCK(1) POPSNN_BLOCK(2) POPSNN_BLOCK(3)
+    POPSNN_BLOCK(4) POPSNN_BLOCK(5) POPSNN_BLOCK(6) POPSNN_BLOCK(7)
+#undef POPSNN_BLOCK
+  }
+#elif defined(POPSNN_FLOATS16)
+  constexpr unsigned BLOCK = 16 * SPARSE_BLOCK_VECS;
+  unsigned j = 0;
+  for (; j + BLOCK <= n; j += BLOCK)
+    sparseRowBlock<SPARSE_BLOCK_VECS>(idx, val, count, rows + j, rowStride, out + j);
+  switch ((n - j) / 16) { // whole vectors of the rest, then 0..15 columns one by one
+#define POPSNN_BLOCK(V)                                                                    \
+  case V:                                                                                  \
+    sparseRowBlock<V>(idx, val, count, rows + j, rowStride, out + j);                      \
+    break;
+    POPSNN_BLOCK(1) POPSNN_BLOCK(2) POPSNN_BLOCK(3) POPSNN_BLOCK(4)
+    POPSNN_BLOCK(5) POPSNN_BLOCK(6) POPSNN_BLOCK(7)
+#undef POPSNN_BLOCK
+  default:
+    break;
+  }
+  j += (n - j) / 16 * 16;
+  for (unsigned c = j; c < n; ++c)
+    out[c] = 0.0f;
+  for (unsigned k = 0; k < count; ++k) {
+    const float v = val[k];
+    const float *__restrict row = rows + idx[k] * rowStride;
+    for (unsigned c = j; c < n; ++c)
+      out[c] += v * row[c];
+  }
+#else
+  for (unsigned j = 0; j < n; ++j)
+    out[j] = 0.0f;
+  for (unsigned k = 0; k < count; ++k) {
+    const float v = val[k];
+    const float *__restrict row = rows + idx[k] * rowStride;
+    for (unsigned j = 0; j < n; ++j)
+      out[j] += v * row[j];
+  }
+#endif
+}
+
+// out[b, 0..n) = sum_i x[b, i] w[i, 0..n) over each sample's non-zero inputs (x [batch,
+// nIn], w [nIn, n]): one sparse row combination per sample. idx, val: [nIn] scratch.
+inline void sparseInputProduct(const float *__restrict x, unsigned batch, unsigned nIn,
+                               const float *__restrict w, unsigned n, unsigned *__restrict idx,
+                               float *__restrict val, float *__restrict out) {
+  for (unsigned b = 0; b < batch; ++b) {
+    const float *__restrict xb = x + b * nIn;
+    unsigned count = 0;
+    for (unsigned i = 0; i < nIn; ++i) { // branch-free: zeros fall at random
+      idx[count] = i;
+      val[count] = xb[i];
+      count += xb[i] != 0.0f;
+    }
+    sparseRowCombination(idx, val, count, w, n, out + b * n, n);
+  }
+}
+
+// out[i, 0..n) = sum_b x[b, i] g[b, 0..n) over the samples where input i is non-zero, for
+// the inputs i < numInputs of x (rows `stride` apart), g [batch, n]. The inputs are taken
+// SPARSE_INPUT_GROUP at a time, so that x is read a cache line at a time; idx, val:
+// [SPARSE_INPUT_GROUP * batch] scratch (each input's list of samples).
+constexpr unsigned SPARSE_INPUT_GROUP = 16;
+inline void sparseInputTransposedProduct(const float *__restrict x, unsigned stride,
+                                         unsigned batch, unsigned numInputs,
+                                         const float *__restrict g, unsigned n,
+                                         unsigned *__restrict idx, float *__restrict val,
+                                         float *__restrict out) {
+  constexpr unsigned GROUP = SPARSE_INPUT_GROUP;
+  for (unsigned i0 = 0; i0 < numInputs; i0 += GROUP) {
+    const unsigned group = numInputs - i0 < GROUP ? numInputs - i0 : GROUP;
+    unsigned count[GROUP] = {};
+    for (unsigned b = 0; b < batch; ++b)
+      for (unsigned c = 0; c < group; ++c) { // branch-free: zeros fall at random
+        const float v = x[b * stride + i0 + c];
+        idx[c * batch + count[c]] = b;
+        val[c * batch + count[c]] = v;
+        count[c] += v != 0.0f;
+      }
+    for (unsigned c = 0; c < group; ++c)
+      sparseRowCombination(&idx[c * batch], &val[c * batch], count[c], g, n, out + (i0 + c) * n,
+                           n);
+  }
+}
+
+} // namespace lif
+} // namespace popsnn
