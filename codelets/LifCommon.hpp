@@ -26,9 +26,13 @@ inline float atanSurrogate(float x, float alpha) {
   const float z = 3.14159265358979323846f * alpha * x / 2.0f;
   return (alpha / 2.0f) / (1.0f + z * z);
 }
+// k e^(-k|x|) / (1 + e^(-k|x|))^2: equal to k s (1 - s) with s = sigmoid(kx) (the function is
+// even), but e^(-k|x|) <= 1 never overflows and keeps full precision far in the tails, where
+// 1 - s rounds to 0 in float32.
 inline float sigmoidSurrogate(float x, float k) {
-  const float s = 0.5f * (1.0f + std::tanh(0.5f * k * x));
-  return k * s * (1.0f - s);
+  const float e = std::exp(-k * std::fabs(x));
+  const float d = 1.0f + e;
+  return k * e / (d * d);
 }
 
 inline float surrogateAt(unsigned kind, float param, float x) {
@@ -251,7 +255,7 @@ inline unsigned appendSpikes(const float *__restrict u, float threshold, float *
 #ifdef POPSNN_SPARSE_ROWS_AVX512
 // One step of a row of Leaky neurons in one pass: the membrane update (as the plain loops
 // compute it, multiply-adds fused the same way), the masked surrogate into sg, and the
-// spikes (prev, ids appended as appendSpikes). Not for the sigmoid surrogate (tanh).
+// spikes (prev, ids appended as appendSpikes). Not for the sigmoid surrogate (exp).
 #define POPSNN_FUSED_LEAK_FORWARD 1
 inline unsigned leakForwardRow(unsigned n, float beta, float threshold, unsigned reset,
                                unsigned surrogate, float param, unsigned rule, float ruleValue,

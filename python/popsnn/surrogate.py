@@ -28,9 +28,11 @@ class Surrogate:
         if self.name == "atan":
             return (p / 2) / (1.0 + (np.pi * p * x / 2) ** 2)
         if self.name == "sigmoid":
-            # k e^{-kx} / (1 + e^{-kx})^2 == k s (1 - s) with s = sigmoid(kx), stable for large |x|.
-            s = 0.5 * (1.0 + np.tanh(0.5 * p * x))
-            return p * s * (1.0 - s)
+            # k e^{-k|x|} / (1 + e^{-k|x|})^2 (the function is even): e^{-k|x|} <= 1 never
+            # overflows and keeps full precision in the tails, where k s (1 - s) with
+            # s = sigmoid(kx) rounds to 0 in float32.
+            e = np.exp(-p * np.abs(x))
+            return p * e / (1.0 + e) ** 2
         if self.name == "straight_through":
             return np.ones_like(x)
         raise AssertionError(f"unreachable surrogate {self.name!r}")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from popsnn import Leaky, RLeaky, Synaptic, losses, reference
+from popsnn import Leaky, RLeaky, Synaptic, losses, reference, surrogate
 from _reference_nets import (LOSS_CASES, MODELS, NUM_CLASSES_POP, RESETS, SURROGATES,
                              active_params, mixed_net, sequence_input, targets, two_layer_net)
 
@@ -271,3 +271,46 @@ def test_sparse_rules_match_snntorch_with_a_masked_surrogate(model, rule_name, m
     rec = crosscheck(two_layer_net(model, "subtract", "fast_sigmoid", rule),
                      LOSS_CASES["ce_count"](), seed=1)
     assert all(0 < m.mean() < 1 for m in rec.grad_masks)
+
+
+# Far from threshold, both signs: |U - threshold| from 0.05 to 60, as float32 values so
+# that both precisions evaluate the very same points.
+_TAILS32 = np.concatenate([-np.geomspace(0.05, 60, 48), np.geomspace(0.05, 60, 48)]).astype(
+    np.float32)
+_TINY32 = np.finfo(np.float32).tiny
+TAIL_SURROGATES = [surrogate.fast_sigmoid(25.0), surrogate.fast_sigmoid(100.0),
+                   surrogate.atan(2.0), surrogate.sigmoid(25.0), surrogate.sigmoid(5.0),
+                   surrogate.straight_through()]
+
+
+def snntorch_surrogate_grad(sur, x, dtype):
+    """dS/dU of snnTorch's own autograd Function at x, computed in `dtype`."""
+    xt = torch.tensor(x, dtype=dtype, requires_grad=True)
+    torch_spike_grad(sur)(xt).sum().backward()
+    return xt.grad.numpy()
+
+
+@pytest.mark.parametrize("sur", TAIL_SURROGATES, ids=lambda s: f"{s.name}-{s.param:g}")
+def test_surrogate_tails_match_snntorch_in_float32_and_float64(sur):
+    x32 = _TAILS32
+    x64 = x32.astype(np.float64)
+    # snnTorch's sigmoid computes e^(-kx), which overflows for very negative x (it returns
+    # 0 or NaN there); the function is even, so its value at |x| is the accurate one.
+    at = np.abs(x64) if sur.name == "sigmoid" else x64
+    exact = snntorch_surrogate_grad(sur, at, torch.float64)
+    got64 = sur.grad(x64)
+    assert got64.dtype == np.float64
+    np.testing.assert_allclose(got64, exact, rtol=1e-12, atol=0)
+
+    got32 = sur.grad(x32)
+    assert got32.dtype == np.float32 and np.all(np.isfinite(got32)) and np.all(got32 >= 0)
+    normal = exact >= _TINY32
+    # Every value that float32 can hold as a normal number, to float32 precision (e^z
+    # with z up to 87 carries a relative error of about 87 float32 ulps of z).
+    np.testing.assert_allclose(got32[normal], exact[normal], rtol=2e-5, atol=0)
+    assert np.all(got32[~normal] < _TINY32)
+    # And snnTorch itself in float32, wherever its float32 result has not over- or underflowed.
+    snn32 = snntorch_surrogate_grad(sur, x32, torch.float32)
+    usable = np.isfinite(snn32) & (snn32 >= _TINY32)
+    assert usable.sum() >= x32.size // 2
+    np.testing.assert_allclose(got32[usable], snn32[usable], rtol=2e-5, atol=0)

@@ -28,12 +28,13 @@ def installed_cmake_dir() -> Path:
     return Path(proc.stdout.strip())
 
 
-def cmake_build(source: Path, build: Path, cmake_dir: Path) -> None:
+def cmake_build(source: Path, build: Path, cmake_dir: Path, *options: str) -> None:
+    """Configures (with -D`options`) and builds a CMake project against popsnn."""
     cmake = shutil.which("cmake")
     if cmake is None:
         pytest.fail("cmake is not on PATH; the runtime tests build C++ programs with it")
     configure = [cmake, "-S", str(source), "-B", str(build), f"-Dpopsnn_DIR={cmake_dir}",
-                 "-DCMAKE_BUILD_TYPE=Debug"]
+                 "-DCMAKE_BUILD_TYPE=Debug", *options]
     for cmd in (configure, [cmake, "--build", str(build), "-j", "2"]):
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:

@@ -10,13 +10,19 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <sstream>
 
+#include "CodeletCache.hpp"
 #include "CodeletScanner.hpp"
 #include "EmbeddedHeaders.hpp"
 #include "poplar/exceptions.hpp"
+
+#ifndef POPSNN_RUNTIME_VERSION
+#error "POPSNN_RUNTIME_VERSION is set by host/poplar/CMakeLists.txt"
+#endif
 
 #ifndef POPSNN_DEFAULT_CXX
 #define POPSNN_DEFAULT_CXX "c++"
@@ -32,18 +38,9 @@ std::mutex &codeletMutex() {
   return m;
 }
 
-std::uint64_t fnv1a(const std::string &s, std::uint64_t h = 1469598103934665603ull) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-std::string hex(std::uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
+bool fileExists(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
 }
 
 bool readFile(const std::string &path, std::string &out) {
@@ -53,33 +50,6 @@ bool readFile(const std::string &path, std::string &out) {
   ss << in.rdbuf();
   out = ss.str();
   return true;
-}
-
-bool fileExists(const std::string &path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
-void makeDirs(const std::string &path) {
-  std::string cur;
-  for (std::size_t i = 0; i < path.size(); ++i) {
-    cur += path[i];
-    if ((path[i] == '/' && i > 0) || i + 1 == path.size()) ::mkdir(cur.c_str(), 0755);
-  }
-}
-
-// Writes `text` to `path` through a temporary file and rename(), so that
-// concurrent processes never see a half-written file.
-void writeAtomically(const std::string &path, const std::string &text) {
-  std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    if (!out)
-      throw graph_program_compilation_error("cannot write " + tmp +
-                                            "; set POPSNN_CACHE_DIR to a writable folder");
-  }
-  std::rename(tmp.c_str(), path.c_str());
 }
 
 std::string shellQuote(const std::string &s) {
@@ -107,17 +77,43 @@ std::string compiler() {
   return def;
 }
 
-// The vertex-side headers, written once per content into the cache.
-std::string headerDir(const std::string &cache) {
+// Runs a shell command; returns its exit status, its output in `output`.
+int runCommand(const std::string &cmd, std::string &output) {
+  FILE *pipe = ::popen(cmd.c_str(), "r");
+  if (!pipe) return -1;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) output.append(buf, n);
+  return ::pclose(pipe);
+}
+
+// The compiler's resolved path and `--version` output: a compiler upgraded in
+// place must not reuse objects the old one made. Asked once per process.
+std::string compilerIdentity(const std::string &cxx) {
+  static std::map<std::string, std::string> known;
+  auto it = known.find(cxx);
+  if (it != known.end()) return it->second;
+  std::string path;
+  if (runCommand("command -v " + shellQuote(cxx) + " 2>/dev/null", path) != 0) path = cxx;
+  while (!path.empty() && (path.back() == '\n' || path.back() == '\r')) path.pop_back();
+  std::string version;
+  int status = runCommand(shellQuote(cxx) + " --version 2>&1", version);
+  return known[cxx] = absolutePath(path) + '\0' + version + '\0' + std::to_string(status);
+}
+
+// The vertex-side headers, in a folder named by their digest; a file whose
+// content differs (damaged, or left by an older runtime) is written again.
+std::string headerDir(const std::string &cache, std::string &digest) {
   std::string all;
   for (unsigned i = 0; i < kNumEmbeddedHeaders; ++i)
-    all += std::string(kEmbeddedHeaders[i].path) + '\0' + kEmbeddedHeaders[i].content;
-  std::string dir = cache + "/include-" + hex(fnv1a(all));
+    all += std::string(kEmbeddedHeaders[i].path) + '\0' + kEmbeddedHeaders[i].content + '\0';
+  digest = sha256Hex(all);
+  std::string dir = cache + "/include-" + digest.substr(0, 16);
   for (unsigned i = 0; i < kNumEmbeddedHeaders; ++i) {
-    std::string p = dir + "/" + kEmbeddedHeaders[i].path;
-    if (fileExists(p)) continue;
-    makeDirs(p.substr(0, p.rfind('/')));
-    writeAtomically(p, kEmbeddedHeaders[i].content);
+    std::string p = dir + "/" + kEmbeddedHeaders[i].path, old, why;
+    if (isPrivateFile(p, why) && readFile(p, old) && old == kEmbeddedHeaders[i].content) continue;
+    makePrivateDirs(p.substr(0, p.rfind('/')));
+    writeFileAtomically(p, kEmbeddedHeaders[i].content);
   }
   return dir;
 }
@@ -140,16 +136,6 @@ std::string nativeFlags(std::string &cpuKey) {
 }
 
 } // namespace
-
-std::string codeletCacheDir() {
-  std::string dir;
-  if (const char *env = std::getenv("POPSNN_CACHE_DIR"); env && *env) dir = env;
-  else if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) dir = std::string(xdg) + "/popsnn";
-  else if (const char *home = std::getenv("HOME"); home && *home) dir = std::string(home) + "/.cache/popsnn";
-  else dir = "/tmp/popsnn-cache-" + std::to_string(::getuid());
-  makeDirs(dir);
-  return dir;
-}
 
 const popsnn_codelet_table *loadCodeletObject(const std::string &path) {
   std::lock_guard<std::mutex> lock(codeletMutex());
@@ -197,38 +183,50 @@ std::string compileCodeletSource(const std::string &path, const std::string &fla
 
   std::lock_guard<std::mutex> lock(codeletMutex());
   const std::string cache = codeletCacheDir();
-  const std::string headers = headerDir(cache);
+  std::string headersDigest;
+  const std::string headers = headerDir(cache, headersDigest);
   const std::string cxx = compiler();
   std::string dir = abs.substr(0, abs.rfind('/'));
   std::string cpuKey;
   const std::string native = nativeFlags(cpuKey);
-  std::string key = hex(fnv1a(source + '\0' + glue + '\0' + flags + '\0' + cxx + '\0' + headers +
-                              '\0' + cpuKey + '\0' + std::to_string(POPSNN_CODELET_ABI_VERSION)));
-  std::string base = cache + "/codelet-" + key;
+  // Everything that goes into the compile, each part ended by a NUL.
+  std::string keyText = std::string("popsnn codelet cache 2") + '\0';
+  for (const std::string &part :
+       {std::string(POPSNN_RUNTIME_VERSION), std::to_string(POPSNN_CODELET_ABI_VERSION), source,
+        glue, includedFilesFingerprint(abs, source, flags), flags, native, cpuKey,
+        compilerIdentity(cxx), headersDigest})
+    keyText += part + '\0';
+  std::string base = cache + "/codelet-" + sha256Hex(keyText);
   std::string object = base + ".gp";
-  if (fileExists(object)) return object;
+  std::string why;
+  if (isPrivateFile(object, why)) return object;
+  if (fileExists(object))
+    std::cerr << "popsnn: not loading the cached codelet object '" << object << "': " << why
+              << "; compiling it again\n";
 
-  writeAtomically(base + ".glue.cpp", glue);
+  writeFileAtomically(base + ".glue.cpp", glue);
   std::string tmp = base + ".tmp" + std::to_string(::getpid()) + ".gp";
   std::string cmd = shellQuote(cxx) + " -std=c++17 -O3" + native + " -fPIC -shared -fvisibility=hidden -I" +
                     shellQuote(headers) + " -I" + shellQuote(dir) + " " + flags + " -o " +
                     shellQuote(tmp) + " " + shellQuote(base + ".glue.cpp") + " 2>&1";
   std::string output;
-  FILE *pipe = ::popen(cmd.c_str(), "r");
-  if (!pipe)
+  int status = runCommand(cmd, output);
+  if (status == -1)
     throw graph_program_compilation_error("cannot run the host compiler '" + cxx +
                                           "'; set POPSNN_CXX to a C++17 compiler");
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) output.append(buf, n);
-  int status = ::pclose(pipe);
-  if (status != 0 || !fileExists(tmp)) {
+  // The compiler's umask-given mode may let the group write; the cache holds only private files.
+  if (status != 0 || ::chmod(tmp.c_str(), 0700) != 0) {
     std::remove(tmp.c_str());
     if (output.size() > 8000) output = output.substr(0, 8000) + "\n[... truncated]";
     throw graph_program_compilation_error("compiling codelets '" + path +
                                           "' failed:\n" + output + "\ncommand: " + cmd);
   }
-  std::rename(tmp.c_str(), object.c_str());
+  if (std::rename(tmp.c_str(), object.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw graph_program_compilation_error("cannot move the compiled codelets to '" + object +
+                                          "': " + std::strerror(errno) +
+                                          "; set POPSNN_CACHE_DIR to a writable folder");
+  }
   return object;
 }
 

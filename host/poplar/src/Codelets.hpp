@@ -10,12 +10,10 @@ namespace detail {
 // dlopen()s a codelet object (.gp) once per process and returns its table.
 const popsnn_codelet_table *loadCodeletObject(const std::string &path);
 
-// Compiles a codelet source with the host compiler (cached by content hash)
+// Compiles a codelet source with the host compiler (cached under a SHA-256 of
+// everything that goes into the compile; see CodeletCache.hpp)
 // and returns the path of the resulting object.
 std::string compileCodeletSource(const std::string &path, const std::string &flags);
-
-// The folder compiled codelets are cached in.
-std::string codeletCacheDir();
 
 } // namespace detail
 } // namespace poplar

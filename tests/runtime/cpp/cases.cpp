@@ -4,6 +4,7 @@
 // device: cpu | ipu4 | ipu16 | ipu2x8. A poplar_error ends the case with
 // {"error": <type>, "message": <what()>}.
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <iostream>
@@ -1019,6 +1020,24 @@ void caseScanner(Ctx &c) {
   c.out.list("ho", read<int>(engine, "ho", 1));
 }
 
+// A codelet source (the `extra` argument) whose vertex Value writes one int, compiled
+// with the flags in $CASE_CODELET_FLAGS: the codelet cache tests change what goes into
+// the compile and check which object ran.
+void caseCachedValue(Ctx &c) {
+  Graph graph(c.device.getTarget());
+  const char *flags = std::getenv("CASE_CODELET_FLAGS");
+  graph.addCodelets(c.extra, CodeletFileType::Auto, flags ? flags : "");
+  Tensor value = graph.addVariable(INT, {1}, "value");
+  graph.setTileMapping(value, 0);
+  ComputeSet cs = graph.addComputeSet("value");
+  graph.setTileMapping(graph.addVertex(cs, "Value", {{"out", value[0]}}), 0);
+  graph.createHostRead("value", value);
+  Engine engine(graph, Execute(cs));
+  engine.load(c.device);
+  engine.run();
+  c.out.list("value", read<int>(engine, "value", 1));
+}
+
 // The same vertices from a prebuilt .gp object (popsnn_add_codelets).
 void caseGp(Ctx &c) { caseVertices(c, c.gp); }
 
@@ -1055,6 +1074,7 @@ int main(int argc, char **argv) {
       {"parallel", caseParallel},
       {"misc", caseMisc},
       {"scanner", caseScanner},
+      {"cached_value", caseCachedValue},
   };
   auto it = cases.find(name);
   if (it == cases.end()) {
