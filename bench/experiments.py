@@ -2,11 +2,11 @@
 result rows (plain dicts, JSON-ready). `run.py` is the command line around them; the smoke test
 calls them with the tiniest configurations.
 
-Throughput (seed 000): one training step (forward over all steps, loss, backward, update) of
+Throughput (Sun et al.): one training step (forward over all steps, loss, backward, update) of
 each system on the same workload, timed in the same run, reported as images/s and as ratios.
-Sparse backward (seed 003): popsnn's engine with and without `sparse.window(b_th)` on every
+Sparse backward (Perez-Nieves & Goodman): popsnn's engine with and without `sparse.window(b_th)` on every
 hidden layer, interleaved timings, gradient error against the dense gradient, active fraction,
-accuracy after a short training run. IPU (seed 000 on an Mk2): the runtime's cost-model
+accuracy after a short training run. IPU (Sun et al. on an Mk2): the runtime's cost-model
 ESTIMATE, never a measurement on an IPU.
 """
 from __future__ import annotations
@@ -345,7 +345,7 @@ def exp_dsnn(repeats=3, hidden=1000, batch=128, steps=25, inputs=INPUTS, include
 
 
 def exp_latency(repeats=3, batches=(1, 2, 4, 8), hidden=1000, steps=25, include=SYSTEMS):
-    """Small batches (seed 000's headline is batch 8): milliseconds per training step of every
+    """Small batches (Sun et al.'s headline is batch 8): milliseconds per training step of every
     system (`<system>_step_ms`) and the ratios, at each batch."""
     return throughput([dict(hidden=hidden, batch=b, steps=steps) for b in batches], repeats,
                       "latency", include)
@@ -569,7 +569,7 @@ def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=25
                                        rate=False, latency=True))
             if b_th is None:
                 trained = model.get_params()
-            del model   # gigabytes at seed 003's sizes: free before the next is built
+            del model   # gigabytes at Perez-Nieves & Goodman's sizes: free before the next is built
         rows.append(row)
     if trained is None and pretrain_steps:
         # No accuracy runs: train densely for a few minibatches anyway, since at
@@ -626,7 +626,7 @@ def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=25
         buffered_masks[row["b_th"]] = masks
         row["buffered_fraction_per_layer"] = [float(m.mean()) for m in masks]
 
-    # Speed. An engine model holds gigabytes at seed 003's sizes (two compiled engines: the
+    # Speed. An engine model holds gigabytes at Perez-Nieves & Goodman's sizes (two compiled engines: the
     # direct-input one built at construction and the per-step one), so only two live at a
     # time: the dense one, and each sparse one in turn, timed round by round against it. The
     # speed-up of a row is against the dense timings of its own pair.
@@ -747,7 +747,7 @@ def exp_ipu(batches=(128, 64, 32, 16, 8, 4, 2, 1), steps_run=2, hidden=1000, pop
     """The DSNN (and the one-step, 500-output population code) on the runtime's Mk2
     geometry (device="ipu-model", 1 IPU x 1,472 tiles x 624 KiB unless told otherwise): the
     largest batch of `batches` that fits, and the runtime's cost-model ESTIMATE of images/s
-    there. ESTIMATES, never measurements on an IPU; seed 000's measured figures beside them."""
+    there. ESTIMATES, never measurements on an IPU; Sun et al.'s measured figures beside them."""
     from popsnn import engine
     rows = []
     configs = [("dsnn", dict(hidden=hidden, steps=25), SEED000_IPU_DSNN_IMAGES_PER_S)]

@@ -166,7 +166,7 @@ def _buffers(r):
 
 def ipu_table(rows) -> str:
     head = ["network", "largest batch that fits", "ESTIMATED images/s (cost model)",
-            "seed 000 measured on Mk2", "estimate / measured", "batches refused"]
+            "Sun et al. measured on Mk2", "estimate / measured", "batches refused"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         refused = ", ".join(r.get("batches_refused", {})) or "none"
@@ -305,7 +305,7 @@ def tables(res: dict) -> str:
               "neurons": ("Neuron models (DSNN, B=128, T=25)", ["neuron"]),
               "rate": ("Rate-coded input (new spikes every step: nothing to hoist)",
                        ["hidden", "batch"]),
-              "population": ("Population code (seed 000 V): 25 steps x 10 outputs vs 1 step x "
+              "population": ("Population code (Sun et al., section V): 25 steps x 10 outputs vs 1 step x "
                              "500 outputs", ["steps", "outputs"])}
     for name, (title, keys) in titles.items():
         if res.get(name):
@@ -322,14 +322,14 @@ def tables(res: dict) -> str:
                 text += "."
             parts.append(text)
     if res.get("latency"):
-        parts.append("### Small batches (seed 000's headline is batch 8): milliseconds per "
+        parts.append("### Small batches (Sun et al.'s headline is batch 8): milliseconds per "
                      "training step (DSNN 784-1000-10, T=25)\n\n" + latency_table(res["latency"]))
     if any("limit_images_per_s" in r for rows in res.values() for r in rows):
         parts.append(LIMIT_NOTE)
     if res.get("sparse"):
         r0 = res["sparse"][0]
         parts.append(
-            f"### Sparse backward (seed 003 setting, scaled): 784-{r0['hidden']}-{r0['hidden']}"
+            f"### Sparse backward (Perez-Nieves & Goodman setting, scaled): 784-{r0['hidden']}-{r0['hidden']}"
             f"-10, T={r0['steps']}, B={r0['batch']}, {r0['dataset']} {r0['encoding']}-coded\n\n"
             + sparse_table(res["sparse"])
             + f"\n\nAccuracy: {r0.get('train_steps')} minibatches of {r0['batch']} from "
@@ -337,7 +337,7 @@ def tables(res: dict) -> str:
     if res.get("sparse_width"):
         r0 = res["sparse_width"][0]
         parts.append(
-            f"### Sparse backward as the hidden layers widen (seed 003 Fig. 4C setting, "
+            f"### Sparse backward as the hidden layers widen (Perez-Nieves & Goodman Fig. 4C setting, "
             f"scaled): T={r0['steps']}, B={r0['batch']}, weights {r0.get('weights')}\n\n"
             + sparse_table(res["sparse_width"], width=True))
     if res.get("isolation"):

@@ -1,16 +1,16 @@
 """popsnn's benchmarks: the papers' experiments on this machine, side by side in one run.
 
-    python bench/run.py dsnn [--quick]   seed 000's DSNN 784-1000-10, T=25, B=128, Adam, ce_count,
+    python bench/run.py dsnn [--quick]   Sun et al.'s DSNN 784-1000-10, T=25, B=128, Adam, ce_count,
                                          on MNIST and on dense U[0, 1] input
     python bench/run.py latency          milliseconds per step at batch 1, 2, 4, 8
     python bench/run.py batch            throughput over batch 8..128
     python bench/run.py width            throughput over hidden width 250..8000
     python bench/run.py neurons          Leaky / Synaptic / RLeaky
     python bench/run.py rate             rate-coded input (nothing to hoist)
-    python bench/run.py population       1 step, 500 outputs pooled over 10 classes (seed 000 V)
-    python bench/run.py sparse           seed 003: backward time, trace memory, gradient error,
+    python bench/run.py population       1 step, 500 outputs pooled over 10 classes (Sun et al., section V)
+    python bench/run.py sparse           Perez-Nieves & Goodman: backward time, trace memory, gradient error,
                                          activity and accuracy over B_th
-    python bench/run.py sparse_width     seed 003: dense vs one B_th as the hidden layers widen
+    python bench/run.py sparse_width     Perez-Nieves & Goodman: dense vs one B_th as the hidden layers widen
     python bench/run.py ipu              DSNN on the Mk2 geometry: runtime ESTIMATE of images/s
     python bench/run.py isolation        A/B: popsnn timed beside the others in one process vs
                                          in its own worker process
@@ -44,7 +44,7 @@ EXPERIMENTS = ("dsnn", "latency", "batch", "width", "neurons", "rate", "populati
 
 
 def run_experiment(name: str, quick: bool, repeats: int) -> list:
-    """The rows of one experiment; --quick shrinks the sweeps (and seed 003's setting) for a
+    """The rows of one experiment; --quick shrinks the sweeps (and Perez-Nieves & Goodman's setting) for a
     check that the code runs, not for the figures."""
     systems = ex.UNCOMPILED if quick else ex.SYSTEMS   # torch.compile only in dsnn, latency
     if name == "dsnn":
@@ -74,7 +74,7 @@ def run_experiment(name: str, quick: bool, repeats: int) -> list:
         if quick:
             return ex.exp_sparse_width(hiddens=(50, 100), steps=25, batch=64, repeats=repeats,
                                        pretrain_steps=5)
-        # T=50, B=128 rather than seed 003's 100+ and 256: at hidden 1,000 an engine model
+        # T=50, B=128 rather than Perez-Nieves & Goodman's 100+ and 256: at hidden 1,000 an engine model
         # takes ~2.6 GB here (two compiled engines), and two are alive while timing.
         return ex.exp_sparse_width(hiddens=(200, 500, 1000), steps=50, batch=128,
                                    repeats=repeats)

@@ -17,7 +17,7 @@ def main(argv=None) -> int:
                         help="print the CMake package folder for find_package(popsnn CONFIG)")
     parser.add_argument("--version", action="store_true", help="print the version")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    train_parser = commands.add_parser("train", help="train a network (default: seed 000's "
+    train_parser = commands.add_parser("train", help="train a network (default: Sun et al.'s "
                                        "DSNN 784-1000-10 on MNIST)")
     from .train import add_arguments
     add_arguments(train_parser)

@@ -1,4 +1,4 @@
-"""Input encoders (SPEC section 1): static data [B, ...] to time-major [T, B, ...].
+"""Input encoders (docs/numerics.md): static data [B, ...] to time-major [T, B, ...].
 
 The output dtype is the input's floating dtype (float32 for integer or bool input).
 """

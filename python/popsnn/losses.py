@@ -1,4 +1,4 @@
-"""Losses on the output layer's spikes or membranes, with their gradients (SPEC section 1).
+"""Losses on the output layer's spikes or membranes, with their gradients (docs/numerics.md).
 
 Names and semantics are snnTorch's (`snntorch.functional`), checked against it
 in tests/reference. Every loss takes `spikes` and `membranes` of shape
@@ -13,7 +13,7 @@ its count is the sum of the block's spikes over time.
 Differences from snnTorch, on purpose:
 * mse_membrane with off_target < 0 < on_target: snnTorch builds the target
   with clamp(one_hot * on, min=off), which turns a negative off target into 0;
-  popsnn uses off_target as given (SPEC: "MSE(U[t], one-hot)" with on/off).
+  popsnn uses off_target as given (docs/numerics.md: "MSE(U[t], one-hot)" with on/off).
 * ce_rate has no population code (snnTorch's is broken: it needs a weight).
 * Class weights and reduction="none" are not supported.
 """

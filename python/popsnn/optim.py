@@ -1,4 +1,4 @@
-"""Optimisers with PyTorch's update formulas and defaults, in NumPy (SPEC section 1).
+"""Optimisers with PyTorch's update formulas and defaults, in NumPy (docs/numerics.md).
 
 `opt.step(params, grads)` updates `params` (a list of dicts of arrays, the
 layout of `Sequential.init_params`) in place. State is kept per (layer, name)

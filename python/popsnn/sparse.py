@@ -1,4 +1,4 @@
-"""The two sparse-backward rules (SPEC section 1): which (t, b, j) entries carry gradient.
+"""The two sparse-backward rules (docs/numerics.md): which (t, b, j) entries carry gradient.
 
 With a rule on, the surrogate is multiplied by the rule's 0/1 mask; every other
 entry gets exactly zero gradient. Without a rule (None) the backward is dense.
@@ -14,8 +14,8 @@ from ._checks import finite_real, positive_real
 
 @dataclass(frozen=True)
 class SparseRule:
-    """`kind` is "window" (active iff |U - theta| < b_th, seed 003) or
-    "one_sided" (active iff U >= theta_grad, seed 002)."""
+    """`kind` is "window" (active iff |U - theta| < b_th, Perez-Nieves & Goodman) or
+    "one_sided" (active iff U >= theta_grad, Finkbeiner & Neftci)."""
 
     kind: str
     value: float

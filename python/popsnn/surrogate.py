@@ -1,4 +1,4 @@
-"""Surrogate gradients dS/dU as functions of x = U - threshold (SPEC section 1).
+"""Surrogate gradients dS/dU as functions of x = U - threshold (docs/numerics.md).
 
 The names and default slopes are snnTorch's, so `surrogate.fast_sigmoid(slope=25)`
 means the same thing in both libraries.
@@ -39,7 +39,7 @@ class Surrogate:
 
 
 def fast_sigmoid(slope: float = 25.0) -> Surrogate:
-    """`1 / (1 + slope*|x|)^2` (seeds 002 and 003 use slope 10 and 100)."""
+    """`1 / (1 + slope*|x|)^2` (Finkbeiner & Neftci and Perez-Nieves & Goodman use slope 10 and 100)."""
     return Surrogate("fast_sigmoid", positive_real("slope", slope))
 
 

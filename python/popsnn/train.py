@@ -4,7 +4,7 @@ metrics and pictures.
     from popsnn import train
     result = train.fit(train.Config(epochs=3, limit_train=1000), output="runs/quick")
 
-`Config` holds every option; `load_config` reads a TOML file. The defaults are seed 000's
+`Config` holds every option; `load_config` reads a TOML file. The defaults are Sun et al.'s
 network: DSNN 784-1000-10, Leaky beta = 0.9, 25 steps, direct input, ce_count loss, Adam,
 batch 128, on MNIST (the copy embedded in popsnn), on the fastest available device; trained for
 3 epochs with learning rate 5e-4 halved after every epoch (5e-4, 2.5e-4, 1.25e-4), which reaches
@@ -150,7 +150,7 @@ class Config:
         """The network. The sparse rule covers the hidden layers, and the readout too with
         sparse_layers="all": masking the readout's surrogate leaves an output neuron that sits
         far from threshold on every step (silent, or firing throughout) with no gradient at
-        all, and on MNIST that cost 20+ points of accuracy (docs/accuracy.md); seed 003 keeps
+        all, and on MNIST that cost 20+ points of accuracy (docs/accuracy.md); Perez-Nieves & Goodman keep
         its readout dense as well (it does not spike)."""
         rule = self.sparse_rule()
         sizes = [num_inputs] + list(self.hidden) + [num_outputs]

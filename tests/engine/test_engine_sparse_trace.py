@@ -1,6 +1,6 @@
 """With a sparse rule, the forward keeps the surrogate only beside the id buffers' entries
 (spikes, then gradient candidates), so the trace shrinks with the buffers' capacity; an
-entry that does not fit is counted and surfaced (SPEC section 2), never dropped."""
+entry that does not fit is counted and surfaced (docs/numerics.md, section 7), never dropped."""
 import numpy as np
 import pytest
 
