@@ -1,4 +1,4 @@
-"""The dense NumPy reference: forward pass and hand-written BPTT (SPEC section 1).
+"""The dense NumPy reference: forward pass and hand-written BPTT (docs/numerics.md).
 
 This is the oracle every popsnn engine is checked against, and the dense
 baseline of the benchmarks. Pure NumPy, no autograd: every gradient path is
@@ -20,8 +20,8 @@ Conventions
 * Zero reset: Leaky `U = beta*(1-R)*U_prev + I`; Synaptic
   `U = (1-R)*(beta*U_prev + J)` with J never reset; RLeaky
   `U = (1-R)*(beta*U_prev + I + V S_prev + b_V)`. The RLeaky form is
-  snnTorch's (it zeroes the whole update, input included); SPEC does not
-  spell RLeaky's zero reset out, so snnTorch decides.
+  snnTorch's (it zeroes the whole update, input included), as docs/numerics.md
+  records.
 * Backward: `dS/dU` is the layer's surrogate at `U - threshold`, multiplied by
   the layer's sparse-rule mask when it has one (entries off the mask carry
   exactly zero). The recurrent path of RLeaky carries gradient through
