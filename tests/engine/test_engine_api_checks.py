@@ -2,6 +2,7 @@
 so these call popsnn._native.Network directly, as a C++ caller would): NaN/inf input and
 parameters, bad surrogate and optimiser parameters, whole validation before any write, and
 a second concurrent call refused. tests/engine/cpp_checks runs the same from C++."""
+
 import copy
 import threading
 import time
@@ -16,10 +17,18 @@ from popsnn.engine import EngineBackend
 
 @pytest.fixture(scope="module")
 def backend():
-    net = popsnn.Sequential(popsnn.Linear(6, 8), popsnn.Leaky(beta=0.9),
-                            popsnn.Linear(8, 3), popsnn.RLeaky(beta=0.8))
-    return EngineBackend(net, net.init_params(0), popsnn.losses.ce_count_loss(),
-                         optim.Adam(lr=0.01), num_steps=4, batch_size=2, device="cpu")
+    net = popsnn.Sequential(
+        popsnn.Linear(6, 8), popsnn.Leaky(beta=0.9), popsnn.Linear(8, 3), popsnn.RLeaky(beta=0.8)
+    )
+    return EngineBackend(
+        net,
+        net.init_params(0),
+        popsnn.losses.ce_count_loss(),
+        optim.Adam(lr=0.01),
+        num_steps=4,
+        batch_size=2,
+        device="cpu",
+    )
 
 
 def native(backend, **changes):
@@ -45,14 +54,21 @@ def test_nan_or_inf_input_is_refused_before_the_device_sees_it(backend):
         engine.train_step(np.ones((2, 6), np.float32), np.array([0, 3], np.int32), 2)
 
 
-@pytest.mark.parametrize("path, value, message", [
-    ("layers__0__surrogate_param", float("nan"), "layer 0: the surrogate's alpha must be a finite"),
-    ("layers__1__surrogate_param", -2.0, "layer 1: the surrogate's alpha must be a finite"),
-    ("optimizer__lr", float("nan"), r"optimizer.lr must be a finite number >= 0, got nan"),
-    ("optimizer__lr", -1.0, r"optimizer.lr must be a finite number >= 0, got -1"),
-    ("optimizer__beta2", 1.0, r"optimizer.beta2 must lie in \[0, 1\), got 1"),
-    ("loss__correct_rate", 1.5, r"loss.correctRate must lie in \[0, 1\], got 1.5"),
-])
+@pytest.mark.parametrize(
+    "path, value, message",
+    [
+        (
+            "layers__0__surrogate_param",
+            float("nan"),
+            "layer 0: the surrogate's alpha must be a finite",
+        ),
+        ("layers__1__surrogate_param", -2.0, "layer 1: the surrogate's alpha must be a finite"),
+        ("optimizer__lr", float("nan"), r"optimizer.lr must be a finite number >= 0, got nan"),
+        ("optimizer__lr", -1.0, r"optimizer.lr must be a finite number >= 0, got -1"),
+        ("optimizer__beta2", 1.0, r"optimizer.beta2 must lie in \[0, 1\), got 1"),
+        ("loss__correct_rate", 1.5, r"loss.correctRate must lie in \[0, 1\], got 1.5"),
+    ],
+)
 def test_a_bad_spec_is_refused_in_one_line(backend, path, value, message):
     with pytest.raises(ValueError, match=message):
         native(backend, **{path: value})
@@ -85,8 +101,11 @@ def test_set_params_validates_every_layer_before_writing_any(backend):
         engine.set_params(short)
     extra = [dict(layer) for layer in before]
     extra[0]["recurrent_bias"] = np.zeros(8, np.float32)
-    with pytest.raises(ValueError, match=r"params\[0\]\['recurrent_bias'\] given, but layer 0 "
-                                         r"has none"):
+    with pytest.raises(
+        ValueError,
+        match=r"params\[0\]\['recurrent_bias'\] given, but layer 0 "
+        r"has none",
+    ):
         engine.set_params(extra)
     for got, want in zip(engine.get_params(), before):
         for key in want:
@@ -101,8 +120,11 @@ def test_set_optimizer_state_validates_everything_before_writing(backend):
     bad_first = [{k: v * 0 + 7 for k, v in layer.items()} for layer in first]
     bad_second = [{k: v * 0 + 7 for k, v in layer.items()} for layer in second]
     bad_second[1]["weight"] = bad_second[1]["weight"].ravel()[:5]
-    with pytest.raises(ValueError, match=r"optimiser state second\[1\]\['weight'\] has 5 "
-                                         r"values, expected 24"):
+    with pytest.raises(
+        ValueError,
+        match=r"optimiser state second\[1\]\['weight'\] has 5 "
+        r"values, expected 24",
+    ):
         engine.set_optimizer_state(steps + 5, bad_first, bad_second)
     got_steps, got_first, got_second = engine.get_optimizer_state()
     assert got_steps == steps
