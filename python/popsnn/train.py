@@ -199,9 +199,9 @@ def _check_types(config: Config) -> None:
     plots = "no", is an error, not a truthy value)."""
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
-        kind = f.type
-        optional = kind.startswith("Optional[")
-        kind = kind[len("Optional[") : -1] if optional else kind
+        kind = f.type  # annotations are text here: "int", "str | None"
+        optional = kind.endswith(" | None")
+        kind = kind.removesuffix(" | None")
         if kind not in _TYPES or (optional and value is None):
             continue  # hidden (a list, or widths as text) has its own parser
         types, wanted = _TYPES[kind]
