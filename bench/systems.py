@@ -243,26 +243,3 @@ def popsnn_engine(work: Workload, device: str = "cpu", **device_options) -> Step
         model.train_step(work.x, work.y)
 
     return step
-
-
-def popsnn_phases(work: Workload, device: str = "cpu", **device_options) -> dict:
-    """One engine model and three steps on it: "train" (forward, loss, backward, update),
-    "grad" (forward, loss, backward, gradients read back) and "infer" (forward only).
-    The engine times no phase by itself, so the backward is estimated by the caller as
-    grad - infer (wall clock, includes the loss and the gradient read-back)."""
-    model = popsnn.Model(
-        work.net,
-        loss=work.loss,
-        optimizer=optim.Adam(lr=work.lr),
-        device=device,
-        num_steps=work.num_steps,
-        batch_size=work.batch_size,
-        seed=work.seed,
-        **device_options,
-    )
-    return {
-        "model": model,
-        "train": lambda: model.train_step(work.x, work.y),
-        "grad": lambda: model.loss_and_grad(work.x, work.y),
-        "infer": lambda: model.infer(work.x),
-    }

@@ -5,13 +5,11 @@ from .backends.engine import (  # noqa: F401
     NetworkDoesNotFit,
     SpikeBufferOverflow,
     codelets_path,
-    ipu_available,
 )
 
 __all__ = [
     "EngineBackend",
     "SpikeBufferOverflow",
     "NetworkDoesNotFit",
-    "ipu_available",
     "codelets_path",
 ]

@@ -49,22 +49,11 @@ def _engine_module():
     return engine
 
 
-def _ipu_present(engine) -> bool:
-    probe = getattr(engine, "ipu_available", None)
-    try:
-        return bool(probe()) if callable(probe) else False
-    except Exception:  # a broken SDK install must not stop "auto" from falling back
-        return False
-
-
 def resolve_device(device: str) -> str:
-    """The device a name stands for: "auto" picks "ipu" if one is attached, else "cpu" when the
-    engine is available, else "reference"."""
+    """The device a name stands for: "auto" picks "cpu" when the engine is built, else
+    "reference". The "ipu" device (Graphcore's SDK) is always asked for by name."""
     if device == "auto":
-        engine = _engine_module()
-        if engine is None:
-            return "reference"
-        return "ipu" if _ipu_present(engine) else "cpu"
+        return "reference" if _engine_module() is None else "cpu"
     if device not in DEVICES:
         raise ValueError(
             f"unknown device {device!r}; valid devices: {', '.join(DEVICES + ('auto',))}"
@@ -76,8 +65,7 @@ def available_devices() -> list:
     engine = _engine_module()
     if engine is None:
         return ["reference"]
-    found = ["reference", "cpu", "ipu-model"]
-    return found + (["ipu"] if _ipu_present(engine) else [])
+    return ["reference", "cpu", "ipu-model"]
 
 
 class Model:

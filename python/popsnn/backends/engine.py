@@ -50,7 +50,6 @@ __all__ = [
     "EngineBackend",
     "SpikeBufferOverflow",
     "NetworkDoesNotFit",
-    "ipu_available",
     "codelets_path",
 ]
 
@@ -69,11 +68,6 @@ _DEVICE_OPTIONS = (
 def codelets_path() -> Path:
     """The codelet object built with the package (graph.addCodelets loads it)."""
     return Path(__file__).resolve().parents[1] / "lib" / "popsnn_codelets.gp"
-
-
-def ipu_available() -> bool:
-    """No IPU hardware is reachable through popsnn's own runtime."""
-    return False
 
 
 def _layer_spec(lin, neuron) -> dict:
