@@ -13,6 +13,7 @@ give the median over rounds, the [min, max], and after/before ratios of the medi
 
     .venv/bin/python bench/codelets_ab.py [--before REV] [--rounds N] [--seconds S]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,6 +32,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import experiments  # noqa: E402
+
 import popsnn  # noqa: E402
 from popsnn import engine, optim  # noqa: E402
 
@@ -38,13 +40,29 @@ from popsnn import engine, optim  # noqa: E402
 def export_codelets(rev: str | None, into: Path) -> Path:
     """codelets/ of `rev` (None: the working tree) copied into `into`."""
     into.mkdir(parents=True)
-    names = sorted(p.name for p in (ROOT / "codelets").iterdir()) if rev is None else \
-        subprocess.run(["git", "ls-tree", "--name-only", f"{rev}:codelets"], cwd=ROOT,
-                       check=True, capture_output=True, text=True).stdout.split()
+    names = (
+        sorted(p.name for p in (ROOT / "codelets").iterdir())
+        if rev is None
+        else subprocess.run(
+            ["git", "ls-tree", "--name-only", f"{rev}:codelets"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+    )
     for name in names:
-        text = (ROOT / "codelets" / name).read_text() if rev is None else subprocess.run(
-            ["git", "show", f"{rev}:codelets/{name}"], cwd=ROOT, check=True,
-            capture_output=True, text=True).stdout
+        text = (
+            (ROOT / "codelets" / name).read_text()
+            if rev is None
+            else subprocess.run(
+                ["git", "show", f"{rev}:codelets/{name}"],
+                cwd=ROOT,
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+        )
         (into / name).write_text(text)
     return into
 
@@ -60,10 +78,21 @@ find_package(popsnn CONFIG REQUIRED)
 popsnn_add_codelets(ab OUTPUT ab.gp SOURCES {sources}
   COMPILE_OPTIONS -O3 -march=native -fno-math-errno)
 """)
-    cmakedir = subprocess.run([sys.executable, "-m", "popsnn", "--cmakedir"], check=True,
-                              capture_output=True, text=True).stdout.strip()
-    for cmd in (["cmake", "-S", str(project), "-B", str(build), f"-Dpopsnn_DIR={cmakedir}",
-                 "-DCMAKE_BUILD_TYPE=Release"], ["cmake", "--build", str(build)]):
+    cmakedir = subprocess.run(
+        [sys.executable, "-m", "popsnn", "--cmakedir"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    for cmd in (
+        [
+            "cmake",
+            "-S",
+            str(project),
+            "-B",
+            str(build),
+            f"-Dpopsnn_DIR={cmakedir}",
+            "-DCMAKE_BUILD_TYPE=Release",
+        ],
+        ["cmake", "--build", str(build)],
+    ):
         run = subprocess.run(cmd, capture_output=True, text=True)
         if run.returncode != 0:
             sys.exit(f"codelets_ab: building {src} failed:\n{run.stdout}{run.stderr}")
@@ -74,9 +103,15 @@ def model_with(gp: Path, work):
     original = engine.codelets_path
     engine.codelets_path = lambda: gp
     try:
-        return popsnn.Model(work.net, loss=work.loss, optimizer=optim.Adam(lr=work.lr),
-                            device="cpu", num_steps=work.num_steps,
-                            batch_size=work.batch_size, seed=work.seed)
+        return popsnn.Model(
+            work.net,
+            loss=work.loss,
+            optimizer=optim.Adam(lr=work.lr),
+            device="cpu",
+            num_steps=work.num_steps,
+            batch_size=work.batch_size,
+            seed=work.seed,
+        )
     finally:
         engine.codelets_path = original
 
@@ -107,14 +142,17 @@ def main() -> None:
     inputs = {"mnist": mnist, "dense U[0,1]": dense}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        gps = {"before": build_codelets(export_codelets(args.before, tmp / "src_before"),
-                                        tmp / "before"),
-               "after": build_codelets(export_codelets(None, tmp / "src_after"), tmp / "after")}
+        gps = {
+            "before": build_codelets(
+                export_codelets(args.before, tmp / "src_before"), tmp / "before"
+            ),
+            "after": build_codelets(export_codelets(None, tmp / "src_after"), tmp / "after"),
+        }
         steps = {}
         for which, gp in gps.items():
             for name, work in inputs.items():
                 model = model_with(gp, work)
-                steps[which, name] = (lambda m=model, w=work: m.train_step(w.x, w.y))
+                steps[which, name] = lambda m=model, w=work: m.train_step(w.x, w.y)
                 steps[which, name]()  # compile and warm up outside the timing
         times = {key: [] for key in steps}
         load0 = os.getloadavg()[0]
@@ -123,15 +161,19 @@ def main() -> None:
                 time.sleep(0.05)
                 times[key].append(burst(step, args.seconds))
     batch = mnist.batch_size
-    print(f"# DSNN 784-1000-10 B={batch} T={mnist.num_steps}, before = {args.before}, "
-          f"after = working tree; {args.rounds} rounds; load {load0:.1f} -> "
-          f"{os.getloadavg()[0]:.1f}")
+    print(
+        f"# DSNN 784-1000-10 B={batch} T={mnist.num_steps}, before = {args.before}, "
+        f"after = working tree; {args.rounds} rounds; load {load0:.1f} -> "
+        f"{os.getloadavg()[0]:.1f}"
+    )
     print(f"{'input':<14} {'codelets':<8} {'img/s median':>12} {'[min, max]':>20}")
     for name in inputs:
         for which in gps:
             t = times[which, name]
-            print(f"{name:<14} {which:<8} {batch / statistics.median(t):>12,.0f} "
-                  f"[{batch / max(t):>8,.0f}, {batch / min(t):>8,.0f}]")
+            print(
+                f"{name:<14} {which:<8} {batch / statistics.median(t):>12,.0f} "
+                f"[{batch / max(t):>8,.0f}, {batch / min(t):>8,.0f}]"
+            )
         ratio = statistics.median(times["before", name]) / statistics.median(times["after", name])
         print(f"{name:<14} after/before {ratio:.2f}x")
 

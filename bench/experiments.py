@@ -4,11 +4,13 @@ calls them with the tiniest configurations.
 
 Throughput (Sun et al.): one training step (forward over all steps, loss, backward, update) of
 each system on the same workload, timed in the same run, reported as images/s and as ratios.
-Sparse backward (Perez-Nieves & Goodman): popsnn's engine with and without `sparse.window(b_th)` on every
+Sparse backward (Perez-Nieves & Goodman): popsnn's engine with and without
+`sparse.window(b_th)` on every
 hidden layer, interleaved timings, gradient error against the dense gradient, active fraction,
 accuracy after a short training run. IPU (Sun et al. on an Mk2): the runtime's cost-model
 ESTIMATE, never a measurement on an IPU.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,15 +20,13 @@ import statistics
 import time
 from dataclasses import fields
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
+import systems
+import workers
 
 import popsnn
 from popsnn import data, encoders, losses, optim, reference, sparse, surrogate
-
-import systems
-import workers
 
 # Seed 000's measured Mk2 figures (Sun et al. (IPU), see docs/papers.md), shown beside our
 # estimates.
@@ -34,8 +34,15 @@ SEED000_IPU_DSNN_IMAGES_PER_S = 46_297
 SEED000_IPU_POPULATION_IMAGES_PER_S = 145_000
 # "limit" is not a system: the step's matrix products alone, done densely by NumPy's BLAS in
 # the same run (systems.dense_products), i.e. the machine's matmul rate as images/s.
-SYSTEMS = ("popsnn", "snntorch", "snntorch_compiled", "numpy_step", "numpy_hoisted",
-           "numpy_per_step", "limit")
+SYSTEMS = (
+    "popsnn",
+    "snntorch",
+    "snntorch_compiled",
+    "numpy_step",
+    "numpy_hoisted",
+    "numpy_per_step",
+    "limit",
+)
 # Inputs of the DSNN rows: real MNIST images (mostly black: sparse first-layer activity) or
 # U[0, 1] pixels (dense input, the case a sparse engine must not lose).
 INPUTS = ("mnist", "uniform")
@@ -49,6 +56,7 @@ ACTIVITY_MARGIN = 1.1
 
 # --------------------------------------------------------------------------- machine, timing
 
+
 def machine() -> dict:
     """What the numbers were measured on, including how busy it was."""
     cpu = platform.processor() or "unknown"
@@ -59,9 +67,14 @@ def machine() -> dict:
                 break
     except OSError:
         pass
-    info = {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            "numpy": np.__version__, "popsnn": popsnn.__version__,
-            "platform": platform.platform()}
+    info = {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "popsnn": popsnn.__version__,
+        "platform": platform.platform(),
+    }
     try:
         info["load_average_1_5_15"] = list(os.getloadavg())
     except OSError:
@@ -80,12 +93,23 @@ def _source_state() -> dict:
     uncommitted changes: the installed engine is built from the working tree, which others
     may be changing while a benchmark runs."""
     import subprocess
+
     root = Path(__file__).resolve().parents[1]
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root,
-                              capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "host", "codelets"],
-                               cwd=root, capture_output=True, text=True, timeout=10).stdout
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "host", "codelets"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return {"git_commit": None, "engine_sources_modified": None}
     return {"git_commit": head or None, "engine_sources_modified": bool(dirty.strip())}
@@ -103,8 +127,10 @@ def time_calls(fns: dict, repeats: int, warmup: int = 1) -> dict:
             t0 = time.perf_counter()
             fn()
             times[k].append(time.perf_counter() - t0)
-    return {k: {"min_s": min(v), "median_s": statistics.median(v), "max_s": max(v),
-                "repeats": repeats} for k, v in times.items()}
+    return {
+        k: {"min_s": min(v), "median_s": statistics.median(v), "max_s": max(v), "repeats": repeats}
+        for k, v in times.items()
+    }
 
 
 # --------------------------------------------------------------------------- data
@@ -130,29 +156,43 @@ def images(n: int, seed: int = 0, split: str = "train", dataset: str = "mnist"):
 
 # --------------------------------------------------------------------------- throughput
 
+
 def _copy_neuron(neuron, **changes):
     kw = {f.name: getattr(neuron, f.name) for f in fields(neuron)}
     kw.update(changes)
     return type(neuron)(**kw)
 
 
-def dsnn_workload(hidden=1000, batch=128, steps=25, neuron=None, rate_coded=False,
-                  outputs=10, population=False, seed=0, input="mnist") -> systems.Workload:
+def dsnn_workload(
+    hidden=1000,
+    batch=128,
+    steps=25,
+    neuron=None,
+    rate_coded=False,
+    outputs=10,
+    population=False,
+    seed=0,
+    input="mnist",
+) -> systems.Workload:
     """Seed 000's DSNN 784-hidden-outputs on MNIST, Adam, ce_count (population-coded over 10
     classes when `population`); `input="uniform"` replaces the images' pixels with U[0, 1]
     values (same labels): dense input."""
     if input not in INPUTS:
         raise ValueError(f"input must be one of {INPUTS}, got {input!r}")
     neuron = neuron or popsnn.Leaky(beta=0.9)
-    net = popsnn.Sequential(popsnn.Linear(784, hidden), neuron,
-                            popsnn.Linear(hidden, outputs), _copy_neuron(neuron))
+    net = popsnn.Sequential(
+        popsnn.Linear(784, hidden), neuron, popsnn.Linear(hidden, outputs), _copy_neuron(neuron)
+    )
     x, y = images(batch, seed)
     if input == "uniform":
         x = np.random.default_rng(seed).random(x.shape, dtype=np.float32)
     if rate_coded:
         x = encoders.rate(x, steps, rng=np.random.default_rng(seed)).astype(np.float32)
-    loss = (losses.ce_count_loss(population_code=True, num_classes=10) if population
-            else losses.ce_count_loss())
+    loss = (
+        losses.ce_count_loss(population_code=True, num_classes=10)
+        if population
+        else losses.ce_count_loss()
+    )
     return systems.Workload(net=net, x=x, y=y, num_steps=steps, loss=loss, seed=seed)
 
 
@@ -164,13 +204,15 @@ def measure(work: systems.Workload, repeats: int, include=SYSTEMS) -> dict:
     thread pool takes a core from another's step; the workers are asked for one timed step
     each in turn, round by round."""
     import numpy_step
+
     checks = {
         "popsnn": systems.engine_available,
         "snntorch": systems.snntorch_available,
         "snntorch_compiled": systems.snntorch_available,
         "numpy_step": lambda: numpy_step.unsupported(work.net, work.loss, work.x),
-        "numpy_hoisted": lambda: None if work.direct else
-        "input is not direct current: nothing to hoist",
+        "numpy_hoisted": lambda: (
+            None if work.direct else "input is not direct current: nothing to hoist"
+        ),
         "numpy_per_step": lambda: None,
         "limit": lambda: None,
     }
@@ -195,10 +237,12 @@ def measure(work: systems.Workload, repeats: int, include=SYSTEMS) -> dict:
         row[f"{name}_threads"] = t["threads"]
         if len(mine) > 1:
             row[f"{name}_images_per_s_by_threads"] = {
-                str(v["threads"]): b / v["median_s"] for v in mine}
+                str(v["threads"]): b / v["median_s"] for v in mine
+            }
     for name in names:
-        best = min((timed[k] for k, (n, _) in variants.items() if n == name),
-                   key=lambda v: v["median_s"])
+        best = min(
+            (timed[k] for k, (n, _) in variants.items() if n == name), key=lambda v: v["median_s"]
+        )
         row[f"{name}_timed_steps_per_turn"] = best["timed_steps_per_turn"]
         row[f"{name}_step_ms"] = 1e3 * best["median_s"]
         row.update(_memory_and_warmup(name, best))
@@ -206,12 +250,16 @@ def measure(work: systems.Workload, repeats: int, include=SYSTEMS) -> dict:
         flops = systems.dense_products(work)[1]
         row["limit_gflop_per_step"] = flops / 1e9
         row["limit_gflop_per_s"] = flops / 1e9 * row["limit_images_per_s"] / b
-        row["limit_what"] = ("the step's matrix products only (current, weight and input "
-                             "gradients; first layer over B rows if the input is direct), "
-                             "dense NumPy BLAS, timed in the same run; no neuron updates")
-    row["timing"] = (f"each system in its own worker process; turns in rotation, each "
-                     f"{workers.WARM_S:g} s of untimed then >= {workers.TIMED_S:g} s of timed "
-                     f"back-to-back steps; {workers.SETTLE_S:g} s pause before each turn")
+        row["limit_what"] = (
+            "the step's matrix products only (current, weight and input "
+            "gradients; first layer over B rows if the input is direct), "
+            "dense NumPy BLAS, timed in the same run; no neuron updates"
+        )
+    row["timing"] = (
+        f"each system in its own worker process; turns in rotation, each "
+        f"{workers.WARM_S:g} s of untimed then >= {workers.TIMED_S:g} s of timed "
+        f"back-to-back steps; {workers.SETTLE_S:g} s pause before each turn"
+    )
     ours = row.get("popsnn_images_per_s")
     for name in include:
         other = row.get(f"{name}_images_per_s")
@@ -226,12 +274,13 @@ def _memory_and_warmup(name: str, timed: dict) -> dict:
     over as many timed steps), reported apart from images/s."""
     out = {f"{name}_warmup_s": timed["warmup_s"], f"{name}_warmup_steps": timed["warmup_steps"]}
     peak = timed.get("peak_rss_bytes")
-    out[f"{name}_peak_rss_mib"] = None if peak is None else peak / 2 ** 20
+    out[f"{name}_peak_rss_mib"] = None if peak is None else peak / 2**20
     if not timed.get("peak_rss_reset"):
         out[f"{name}_peak_rss_note"] = "peak over the worker's whole life (could not reset it)"
     if name == "snntorch_compiled":
         out["snntorch_compiled_compile_s"] = max(
-            timed["warmup_s"] - timed["warmup_steps"] * timed["median_s"], 0.0)
+            timed["warmup_s"] - timed["warmup_steps"] * timed["median_s"], 0.0
+        )
     return out
 
 
@@ -277,24 +326,39 @@ def exp_isolation(repeats=7, trials=2, **workload):
         return {"median_s": statistics.median(v), "min_s": min(v)}
 
     # The systems of the harness's original A/B (the A/B is kept as it was measured).
-    others = [s for s in ("popsnn", "snntorch", "numpy_hoisted", "numpy_per_step")
-              if s != "snntorch" or systems.snntorch_available() is None]
-    arms = {"in_process_with_others": lambda: in_process(False),
-            "in_process_with_others_bursts": lambda: in_process(True),
-            "worker_with_others": lambda: workers.time_isolated(
-                work, thread_variants(others), repeats)["popsnn@default"],
-            "worker_alone": lambda: workers.time_isolated(
-                work, {"popsnn@default": ("popsnn", None)}, repeats)["popsnn@default"]}
+    others = [
+        s
+        for s in ("popsnn", "snntorch", "numpy_hoisted", "numpy_per_step")
+        if s != "snntorch" or systems.snntorch_available() is None
+    ]
+    arms = {
+        "in_process_with_others": lambda: in_process(False),
+        "in_process_with_others_bursts": lambda: in_process(True),
+        "worker_with_others": lambda: workers.time_isolated(work, thread_variants(others), repeats)[
+            "popsnn@default"
+        ],
+        "worker_alone": lambda: workers.time_isolated(
+            work, {"popsnn@default": ("popsnn", None)}, repeats
+        )["popsnn@default"],
+    }
     rows = []
     for trial in range(trials):
         for arm, fn in arms.items():
             t = fn()
-            rows.append({"experiment": "isolation", "arm": arm, "trial": trial,
-                         "batch": work.batch_size, **shown, "repeats": repeats,
-                         "popsnn_step_ms_median": 1e3 * t["median_s"],
-                         "popsnn_step_ms_min": 1e3 * t["min_s"],
-                         "popsnn_images_per_s": work.batch_size / t["median_s"],
-                         "load_average_1": os.getloadavg()[0]})
+            rows.append(
+                {
+                    "experiment": "isolation",
+                    "arm": arm,
+                    "trial": trial,
+                    "batch": work.batch_size,
+                    **shown,
+                    "repeats": repeats,
+                    "popsnn_step_ms_median": 1e3 * t["median_s"],
+                    "popsnn_step_ms_min": 1e3 * t["min_s"],
+                    "popsnn_images_per_s": work.batch_size / t["median_s"],
+                    "load_average_1": os.getloadavg()[0],
+                }
+            )
     return rows
 
 
@@ -331,81 +395,140 @@ def throughput(configs, repeats: int, experiment: str, include=SYSTEMS) -> list:
     rows = []
     for cfg in configs:
         work = dsnn_workload(**cfg)
-        shown = {k: (type(v).__name__ if isinstance(v, popsnn.layers._Neuron) else v)
-                 for k, v in cfg.items()}
-        rows.append({"experiment": experiment, **shown, "repeats": repeats,
-                     **measure(work, repeats, include)})
+        shown = {
+            k: (type(v).__name__ if isinstance(v, popsnn.layers._Neuron) else v)
+            for k, v in cfg.items()
+        }
+        rows.append(
+            {
+                "experiment": experiment,
+                **shown,
+                "repeats": repeats,
+                **measure(work, repeats, include),
+            }
+        )
     return rows
 
 
 def exp_dsnn(repeats=3, hidden=1000, batch=128, steps=25, inputs=INPUTS, include=SYSTEMS):
     """The headline: one row on MNIST input and one on dense U[0, 1] input."""
-    return throughput([dict(hidden=hidden, batch=batch, steps=steps, input=i) for i in inputs],
-                      repeats, "dsnn", include)
+    return throughput(
+        [dict(hidden=hidden, batch=batch, steps=steps, input=i) for i in inputs],
+        repeats,
+        "dsnn",
+        include,
+    )
 
 
 def exp_latency(repeats=3, batches=(1, 2, 4, 8), hidden=1000, steps=25, include=SYSTEMS):
     """Small batches (Sun et al.'s headline is batch 8): milliseconds per training step of every
     system (`<system>_step_ms`) and the ratios, at each batch."""
-    return throughput([dict(hidden=hidden, batch=b, steps=steps) for b in batches], repeats,
-                      "latency", include)
+    return throughput(
+        [dict(hidden=hidden, batch=b, steps=steps) for b in batches], repeats, "latency", include
+    )
 
 
-def exp_batch(repeats=3, batches=(8, 16, 32, 64, 128), hidden=1000, steps=25,
-              include=UNCOMPILED):
-    return throughput([dict(hidden=hidden, batch=b, steps=steps) for b in batches], repeats,
-                      "batch", include)
+def exp_batch(repeats=3, batches=(8, 16, 32, 64, 128), hidden=1000, steps=25, include=UNCOMPILED):
+    return throughput(
+        [dict(hidden=hidden, batch=b, steps=steps) for b in batches], repeats, "batch", include
+    )
 
 
-def exp_width(repeats=3, widths=(250, 500, 1000, 2000, 4000, 8000), batch=128, steps=25,
-              include=UNCOMPILED):
-    return throughput([dict(hidden=h, batch=batch, steps=steps) for h in widths], repeats,
-                      "width", include)
+def exp_width(
+    repeats=3, widths=(250, 500, 1000, 2000, 4000, 8000), batch=128, steps=25, include=UNCOMPILED
+):
+    return throughput(
+        [dict(hidden=h, batch=batch, steps=steps) for h in widths], repeats, "width", include
+    )
 
 
 def neuron_models():
-    return {"Leaky": popsnn.Leaky(beta=0.9), "Synaptic": popsnn.Synaptic(alpha=0.8, beta=0.9),
-            "RLeaky": popsnn.RLeaky(beta=0.9)}
+    return {
+        "Leaky": popsnn.Leaky(beta=0.9),
+        "Synaptic": popsnn.Synaptic(alpha=0.8, beta=0.9),
+        "RLeaky": popsnn.RLeaky(beta=0.9),
+    }
 
 
-def exp_neurons(repeats=3, hidden=1000, batch=128, steps=25, names=("Leaky", "Synaptic",
-                                                                     "RLeaky"),
-                include=UNCOMPILED):
+def exp_neurons(
+    repeats=3,
+    hidden=1000,
+    batch=128,
+    steps=25,
+    names=("Leaky", "Synaptic", "RLeaky"),
+    include=UNCOMPILED,
+):
     models = neuron_models()
-    return throughput([dict(hidden=hidden, batch=batch, steps=steps, neuron=models[n])
-                       for n in names], repeats, "neurons", include)
+    return throughput(
+        [dict(hidden=hidden, batch=batch, steps=steps, neuron=models[n]) for n in names],
+        repeats,
+        "neurons",
+        include,
+    )
 
 
 def exp_rate(repeats=3, hidden=1000, batch=128, steps=25, include=UNCOMPILED):
     """Rate-coded input: a new [B, 784] spike tensor every step, so no system can hoist the
     first layer's W x; the hoisted NumPy column says so instead of a figure."""
-    return throughput([dict(hidden=hidden, batch=batch, steps=steps, rate_coded=True)],
-                      repeats, "rate", include)
+    return throughput(
+        [dict(hidden=hidden, batch=batch, steps=steps, rate_coded=True)], repeats, "rate", include
+    )
 
 
-def exp_population(repeats=3, hidden=1000, batch=128, outputs=500, train_steps=0,
-                   test_images=1000, seed=0, include=UNCOMPILED):
+def exp_population(
+    repeats=3,
+    hidden=1000,
+    batch=128,
+    outputs=500,
+    train_steps=0,
+    test_images=1000,
+    seed=0,
+    include=UNCOMPILED,
+):
     """Seed 000 section V: one time step, `outputs` output neurons pooled over 10 classes,
     beside the 10-output 25-step baseline; throughput of every system and, with
     train_steps > 0, popsnn's test accuracy after that many training minibatches (a short run:
     the paper trained 5 epochs on CIFAR-10; here MNIST)."""
-    configs = [dict(hidden=hidden, batch=batch, steps=25, outputs=10, population=False),
-               dict(hidden=hidden, batch=batch, steps=1, outputs=outputs, population=True)]
+    configs = [
+        dict(hidden=hidden, batch=batch, steps=25, outputs=10, population=False),
+        dict(hidden=hidden, batch=batch, steps=1, outputs=outputs, population=True),
+    ]
     rows = throughput(configs, repeats, "population", include)
     if train_steps:
         for row, cfg in zip(rows, configs):
-            row.update(_short_training(dsnn_workload(seed=seed, **cfg), train_steps,
-                                       test_images, "mnist", seed, rate=False))
+            row.update(
+                _short_training(
+                    dsnn_workload(seed=seed, **cfg),
+                    train_steps,
+                    test_images,
+                    "mnist",
+                    seed,
+                    rate=False,
+                )
+            )
     return rows
 
 
-def _short_training(work: systems.Workload, train_steps: int, test_images: int,
-                    dataset: str, seed: int, rate: bool, latency: bool = False) -> dict:
+def _short_training(
+    work: systems.Workload,
+    train_steps: int,
+    test_images: int,
+    dataset: str,
+    seed: int,
+    rate: bool,
+    latency: bool = False,
+) -> dict:
     """Train popsnn's engine (cpu device) for `train_steps` minibatches drawn from the training
     set, then the test accuracy on `test_images` test images."""
-    model = popsnn.Model(work.net, loss=work.loss, optimizer=optim.Adam(lr=work.lr),
-                         device="cpu", num_steps=work.num_steps, batch_size=work.batch_size,
-                         seed=work.seed)
+    model = popsnn.Model(
+        work.net,
+        loss=work.loss,
+        optimizer=optim.Adam(lr=work.lr),
+        device="cpu",
+        num_steps=work.num_steps,
+        batch_size=work.batch_size,
+        seed=work.seed,
+    )
     return _train_and_test(model, work, train_steps, test_images, dataset, seed, rate, latency)
 
 
@@ -442,13 +565,19 @@ def _train_and_test(model, work, train_steps, test_images, dataset, seed, rate, 
         else:
             pred = losses.class_counts(out, model.num_classes).argmax(axis=1)
         correct += int((pred == test.labels[idx]).sum())
-    return {"train_steps": train_steps, "train_images": train_steps * b,
-            "train_seconds": train_s, "first_loss": losses_seen[0] if losses_seen else None,
-            "last_loss": losses_seen[-1] if losses_seen else None,
-            "test_images": n, "test_accuracy": correct / n if n else None}
+    return {
+        "train_steps": train_steps,
+        "train_images": train_steps * b,
+        "train_seconds": train_s,
+        "first_loss": losses_seen[0] if losses_seen else None,
+        "last_loss": losses_seen[-1] if losses_seen else None,
+        "test_images": n,
+        "test_accuracy": correct / n if n else None,
+    }
 
 
 # --------------------------------------------------------------------------- sparse backward
+
 
 def _profile_rows(summary: str) -> list:
     """(name, execs, cycles per exec) of every program step in the engine's profile summary
@@ -457,12 +586,12 @@ def _profile_rows(summary: str) -> list:
     for line in summary.splitlines():
         tok = line.split()
         if len(tok) >= 9 and tok[-8] in ("compute", "exchange") and tok[-7].isdigit():
-            name = line[:line.rfind(tok[-8])].strip()
+            name = line[: line.rfind(tok[-8])].strip()
             rows.append((name, int(tok[-7]), float(tok[-6])))
     return rows
 
 
-def backward_estimate_cycles(model) -> Optional[float]:
+def backward_estimate_cycles(model) -> float | None:
     """The runtime's cost-model ESTIMATE of backward cycles per train step (rows of the
     backward phase: layer backward, weight gradients and their exchanges), or None."""
     prof = model.profile()
@@ -470,43 +599,55 @@ def backward_estimate_cycles(model) -> Optional[float]:
     rows = _profile_rows(prof.get("estimate_summary", ""))
     if not steps or not rows:
         return None
-    total = sum(e * c for name, e, c in rows
-                if "backward" in name or "weight_grad" in name or "grad_out" in name)
+    total = sum(
+        e * c
+        for name, e, c in rows
+        if "backward" in name or "weight_grad" in name or "grad_out" in name
+    )
     return total / steps
 
 
-def engine_memory_bytes(model) -> Optional[float]:
+def engine_memory_bytes(model) -> float | None:
     """All the memory the engine's graph allocates over its tiles (the profile summary's
     "Memory (estimate): X MiB in total" line), in bytes, or None."""
-    m = re.search(r"Memory \(estimate\):\s*([0-9.]+)\s*(KiB|MiB|GiB)\s+in total",
-                  model.profile().get("estimate_summary", ""))
+    m = re.search(
+        r"Memory \(estimate\):\s*([0-9.]+)\s*(KiB|MiB|GiB)\s+in total",
+        model.profile().get("estimate_summary", ""),
+    )
     if not m:
         return None
-    return float(m.group(1)) * {"KiB": 2 ** 10, "MiB": 2 ** 20, "GiB": 2 ** 30}[m.group(2)]
+    return float(m.group(1)) * {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[m.group(2)]
 
 
 def sparse_net(hidden: int, rule, beta: float = 0.95, slope: float = 100.0):
     """Seed 003's network: two spiking hidden layers of `hidden` neurons and a readout that
     never fires (no reset, threshold far away), fast-sigmoid surrogate; `rule` on every
     hidden layer."""
+
     def lif():
         return popsnn.Leaky(beta=beta, surrogate=surrogate.fast_sigmoid(slope), sparse=rule)
-    return popsnn.Sequential(popsnn.Linear(784, hidden), lif(), popsnn.Linear(hidden, hidden),
-                             lif(), popsnn.Linear(hidden, 10),
-                             popsnn.Leaky(beta=beta, reset_mechanism="none", threshold=1e6))
+
+    return popsnn.Sequential(
+        popsnn.Linear(784, hidden),
+        lif(),
+        popsnn.Linear(hidden, hidden),
+        lif(),
+        popsnn.Linear(hidden, 10),
+        popsnn.Leaky(beta=beta, reset_mechanism="none", threshold=1e6),
+    )
 
 
 def _grad_error(dense, approx, suffix="") -> dict:
     """Cosine similarity and relative norm error of two gradients (lists of param dicts),
     all parameters flattened into one vector."""
     a = np.concatenate([g.ravel() for layer in dense for g in layer.values()]).astype(np.float64)
-    b = np.concatenate([g.ravel() for layer in approx for g in layer.values()]).astype(
-        np.float64)
+    b = np.concatenate([g.ravel() for layer in approx for g in layer.values()]).astype(np.float64)
     na, nb = np.linalg.norm(a), np.linalg.norm(b)
     cos = float(a @ b / (na * nb)) if na and nb else float("nan")
-    return {f"grad_cosine{suffix}": cos,
-            f"grad_rel_norm_error{suffix}": float(np.linalg.norm(a - b) / na) if na
-            else float("nan")}
+    return {
+        f"grad_cosine{suffix}": cos,
+        f"grad_rel_norm_error{suffix}": float(np.linalg.norm(a - b) / na) if na else float("nan"),
+    }
 
 
 def trace_memory(model, hidden_layers: int = 2) -> dict:
@@ -525,16 +666,26 @@ def trace_memory(model, hidden_layers: int = 2) -> dict:
         layer += 1
     if not layer:
         return {}
-    out["trace_bytes_hidden"] = sum(out[f"layer{l}_trace_bytes"]
-                                    for l in range(min(hidden_layers, layer)))
+    out["trace_bytes_hidden"] = sum(
+        out[f"layer{l}_trace_bytes"] for l in range(min(hidden_layers, layer))
+    )
     out["trace_bytes_all"] = sum(out[f"layer{l}_trace_bytes"] for l in range(layer))
     out["max_activity"] = prof.get("max_activity")
     return out
 
 
-def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=256,
-               repeats=3, train_steps=100, test_images=2000, dataset="fashion-mnist",
-               seed=0, pretrain_steps=0):
+def exp_sparse(
+    b_ths=(0.05, 0.1, 0.2, 0.3, 0.5),
+    hidden=200,
+    steps=100,
+    batch=256,
+    repeats=3,
+    train_steps=100,
+    test_images=2000,
+    dataset="fashion-mnist",
+    seed=0,
+    pretrain_steps=0,
+):
     """Seed 003 on this machine: F-MNIST latency-coded (one spike per pixel at most, as the
     paper), 784-h-h-10, ce on the readout's peak membrane, Adam.
 
@@ -557,52 +708,92 @@ def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=25
     for b_th in settings:
         rule = None if b_th is None else sparse.window(b_th)
         net = sparse_net(hidden, rule)
-        work = systems.Workload(net=net, x=x, y=y0, num_steps=steps,
-                                loss=losses.ce_max_membrane_loss(), lr=2e-3, seed=seed)
-        row = {"experiment": "sparse", "b_th": b_th, "hidden": hidden, "steps": steps,
-               "batch": batch, "dataset": dataset, "encoding": "latency",
-               "repeats": repeats}
+        work = systems.Workload(
+            net=net,
+            x=x,
+            y=y0,
+            num_steps=steps,
+            loss=losses.ce_max_membrane_loss(),
+            lr=2e-3,
+            seed=seed,
+        )
+        row = {
+            "experiment": "sparse",
+            "b_th": b_th,
+            "hidden": hidden,
+            "steps": steps,
+            "batch": batch,
+            "dataset": dataset,
+            "encoding": "latency",
+            "repeats": repeats,
+        }
         if train_steps:
-            model = popsnn.Model(net, loss=work.loss, optimizer=optim.Adam(lr=work.lr),
-                                 device="cpu", num_steps=steps, batch_size=batch, seed=seed)
-            row.update(_train_and_test(model, work, train_steps, test_images, dataset, seed,
-                                       rate=False, latency=True))
+            model = popsnn.Model(
+                net,
+                loss=work.loss,
+                optimizer=optim.Adam(lr=work.lr),
+                device="cpu",
+                num_steps=steps,
+                batch_size=batch,
+                seed=seed,
+            )
+            row.update(
+                _train_and_test(
+                    model, work, train_steps, test_images, dataset, seed, rate=False, latency=True
+                )
+            )
             if b_th is None:
                 trained = model.get_params()
-            del model   # gigabytes at Perez-Nieves & Goodman's sizes: free before the next is built
+            del model  # gigabytes at Perez-Nieves & Goodman's sizes: free before the next is built
         rows.append(row)
     if trained is None and pretrain_steps:
         # No accuracy runs: train densely for a few minibatches anyway, since at
         # initialisation wide layers barely fire and the rule would leave almost nothing.
         net = sparse_net(hidden, None)
-        model = popsnn.Model(net, loss=losses.ce_max_membrane_loss(),
-                             optimizer=optim.Adam(lr=2e-3), device="cpu", num_steps=steps,
-                             batch_size=batch, seed=seed)
-        work = systems.Workload(net=net, x=x, y=y0, num_steps=steps,
-                                loss=losses.ce_max_membrane_loss(), lr=2e-3, seed=seed)
-        _train_and_test(model, work, pretrain_steps, 0, dataset, seed, rate=False,
-                        latency=True)
+        model = popsnn.Model(
+            net,
+            loss=losses.ce_max_membrane_loss(),
+            optimizer=optim.Adam(lr=2e-3),
+            device="cpu",
+            num_steps=steps,
+            batch_size=batch,
+            seed=seed,
+        )
+        work = systems.Workload(
+            net=net,
+            x=x,
+            y=y0,
+            num_steps=steps,
+            loss=losses.ce_max_membrane_loss(),
+            lr=2e-3,
+            seed=seed,
+        )
+        _train_and_test(model, work, pretrain_steps, 0, dataset, seed, rate=False, latency=True)
         trained = model.get_params()
         del model
         for row in rows:
             row["weights"] = f"after {pretrain_steps} dense minibatches"
-    params = trained if trained is not None else sparse_net(hidden, None).init_params(
-        seed, dtype=np.float32)
+    params = (
+        trained
+        if trained is not None
+        else sparse_net(hidden, None).init_params(seed, dtype=np.float32)
+    )
 
     # Gradient error and activity, with the dense reference on the same weights and batch;
     # also at initialisation, where activity is lowest and a training run starts.
     dense_net = sparse_net(hidden, None)
-    _, dense_grads, _ = reference.loss_and_grad(dense_net, params, x, y0,
-                                                losses.ce_max_membrane_loss())
+    _, dense_grads, _ = reference.loss_and_grad(
+        dense_net, params, x, y0, losses.ce_max_membrane_loss()
+    )
     init = dense_net.init_params(seed, dtype=np.float32)
-    _, dense_init, _ = reference.loss_and_grad(dense_net, init, x, y0,
-                                               losses.ce_max_membrane_loss())
+    _, dense_init, _ = reference.loss_and_grad(
+        dense_net, init, x, y0, losses.ce_max_membrane_loss()
+    )
     buffered_masks = {}
     for row in rows:
         rule = None if row["b_th"] is None else sparse.window(row["b_th"])
         net = sparse_net(hidden, rule)
-        _, grads, rec = reference.loss_and_grad(net, params, x, y0,
-                                                losses.ce_max_membrane_loss())
+        _, grads, rec = reference.loss_and_grad(net, params, x, y0, losses.ce_max_membrane_loss())
         active = [float(m.mean()) for m in rec.grad_masks[:2]]
         row["active_fraction_per_layer"] = active
         row["active_fraction"] = float(np.mean(active))
@@ -612,21 +803,23 @@ def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=25
         # hidden layers' own error is the one that says what the rule costs.
         row.update(_grad_error(dense_grads[:2], grads[:2], "_hidden"))
         for l in range(2):
-            row.update(_grad_error(dense_grads[l:l + 1], grads[l:l + 1], f"_layer{l}"))
+            row.update(_grad_error(dense_grads[l : l + 1], grads[l : l + 1], f"_layer{l}"))
             # Adam scales every coordinate to a similar step whatever its size, so the weights
             # the rule leaves with no gradient at all matter more than the cosine suggests.
             row[f"zero_weight_grad_fraction_layer{l}"] = float(np.mean(grads[l]["weight"] == 0))
-        _, grads0, rec0 = reference.loss_and_grad(net, init, x, y0,
-                                                  losses.ce_max_membrane_loss())
+        _, grads0, rec0 = reference.loss_and_grad(net, init, x, y0, losses.ce_max_membrane_loss())
         row.update(_grad_error(dense_init[:2], grads0[:2], "_hidden_at_init"))
         row["active_fraction_at_init"] = float(np.mean([m.mean() for m in rec0.grad_masks[:2]]))
         # What the id buffers must hold at a step: the spikes and the gradient candidates.
-        masks = [np.asarray(m, bool) | (np.asarray(s) > 0)
-                 for m, s in zip(rec.grad_masks[:2], rec.spikes[:2])]
+        masks = [
+            np.asarray(m, bool) | (np.asarray(s) > 0)
+            for m, s in zip(rec.grad_masks[:2], rec.spikes[:2])
+        ]
         buffered_masks[row["b_th"]] = masks
         row["buffered_fraction_per_layer"] = [float(m.mean()) for m in masks]
 
-    # Speed. An engine model holds gigabytes at Perez-Nieves & Goodman's sizes (two compiled engines: the
+    # Speed. An engine model holds gigabytes at Perez-Nieves & Goodman's sizes (two compiled
+    # engines: the
     # direct-input one built at construction and the per-step one), so only two live at a
     # time: the dense one, and each sparse one in turn, timed round by round against it. The
     # speed-up of a row is against the dense timings of its own pair.
@@ -637,20 +830,31 @@ def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=25
             # The id buffers (hence the sparse trace) sized just above the activity measured
             # on these weights and inputs; a (t, b) whose shard holds more entries grows them
             # (the engine recompiles and redoes the step), so nothing is ever dropped.
-            start = min(1.0, max(ACTIVITY_MARGIN * max(row["buffered_fraction_per_layer"]),
-                                 1.0 / hidden))
+            start = min(
+                1.0, max(ACTIVITY_MARGIN * max(row["buffered_fraction_per_layer"]), 1.0 / hidden)
+            )
             opts = {"max_activity": start, "on_overflow": "grow"}
             row["max_activity_start"] = start
-        m = popsnn.Model(sparse_net(hidden, None if b_th is None else sparse.window(b_th)),
-                         loss=losses.ce_max_membrane_loss(), optimizer=optim.Adam(lr=2e-3),
-                         device="cpu", num_steps=steps, batch_size=batch, seed=seed,
-                         params=params, **opts)
+        m = popsnn.Model(
+            sparse_net(hidden, None if b_th is None else sparse.window(b_th)),
+            loss=losses.ce_max_membrane_loss(),
+            optimizer=optim.Adam(lr=2e-3),
+            device="cpu",
+            num_steps=steps,
+            batch_size=batch,
+            seed=seed,
+            params=params,
+            **opts,
+        )
         # One training step (it grows the buffers if they overflow, and gives the cost
         # model's per-step estimates), then the weights back, so that every setting is timed
         # on the same weights and inputs, which now fit.
         m.train_step(x, y0)
-        est = {"backward_estimate_cycles": backward_estimate_cycles(m),
-               "engine_memory_bytes_estimate": engine_memory_bytes(m), **trace_memory(m)}
+        est = {
+            "backward_estimate_cycles": backward_estimate_cycles(m),
+            "engine_memory_bytes_estimate": engine_memory_bytes(m),
+            **trace_memory(m),
+        }
         m.set_params(params)
         return m, est
 
@@ -666,8 +870,10 @@ def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=25
         peaks = []
         for l, m in enumerate(buffered_masks.pop(row["b_th"])):
             size = int(est.get(f"layer{l}_shard_size") or m.shape[-1])
-            counts = [m[..., k:k + size].sum(axis=-1).max() / min(size, m.shape[-1] - k)
-                      for k in range(0, m.shape[-1], size)]
+            counts = [
+                m[..., k : k + size].sum(axis=-1).max() / min(size, m.shape[-1] - k)
+                for k in range(0, m.shape[-1], size)
+            ]
             peaks.append(float(max(counts)))
         row["buffered_peak_fraction_per_layer"] = peaks
     dense_backward, dense_forward = [], []
@@ -685,42 +891,67 @@ def exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100, batch=25
         dense_forward.append(t["dense/infer"]["median_s"])
         if row is not None:
             grad_s, infer_s = t["sparse/grad"]["median_s"], t["sparse/infer"]["median_s"]
-            row.update(forward_s=infer_s, loss_and_grad_s=grad_s,
-                       backward_s_derived=max(grad_s - infer_s, 0.0),
-                       dense_backward_s_same_run=d_back)
-            row["backward_speedup"] = (d_back / row["backward_s_derived"]
-                                       if d_back and row["backward_s_derived"] else None)
+            row.update(
+                forward_s=infer_s,
+                loss_and_grad_s=grad_s,
+                backward_s_derived=max(grad_s - infer_s, 0.0),
+                dense_backward_s_same_run=d_back,
+            )
+            row["backward_speedup"] = (
+                d_back / row["backward_s_derived"] if d_back and row["backward_s_derived"] else None
+            )
         del m, fns
     dense = rows[0]
-    dense.update(forward_s=statistics.median(dense_forward),
-                 backward_s_derived=statistics.median(dense_backward),
-                 backward_speedup=1.0 if statistics.median(dense_backward) else None)
+    dense.update(
+        forward_s=statistics.median(dense_forward),
+        backward_s_derived=statistics.median(dense_backward),
+        backward_speedup=1.0 if statistics.median(dense_backward) else None,
+    )
     for row in rows:
         # Trace memory saved against the dense model (default buffers, no rule), both
         # measured by the engine in this run; over the hidden layers (which carry the rule)
         # and over the whole network (the readout has no rule: its trace is the same).
-        for part, key in (("hidden", "trace_memory_saved_pct"),
-                          ("all", "trace_memory_saved_pct_all_layers")):
+        for part, key in (
+            ("hidden", "trace_memory_saved_pct"),
+            ("all", "trace_memory_saved_pct_all_layers"),
+        ):
             d, r = dense.get(f"trace_bytes_{part}"), row.get(f"trace_bytes_{part}")
             row[key] = 100.0 * (1 - r / d) if d and r is not None else None
         if dense["backward_estimate_cycles"] and row["backward_estimate_cycles"]:
-            row["backward_speedup_estimate"] = (dense["backward_estimate_cycles"]
-                                                / row["backward_estimate_cycles"])
+            row["backward_speedup_estimate"] = (
+                dense["backward_estimate_cycles"] / row["backward_estimate_cycles"]
+            )
         if dense.get("test_accuracy") is not None and row.get("test_accuracy") is not None:
             row["accuracy_change"] = row["test_accuracy"] - dense["test_accuracy"]
     return rows
 
 
-def exp_sparse_width(hiddens=(200, 500, 1000), b_th=0.2, steps=100, batch=256, repeats=3,
-                     dataset="fashion-mnist", seed=0, pretrain_steps=30):
+def exp_sparse_width(
+    hiddens=(200, 500, 1000),
+    b_th=0.2,
+    steps=100,
+    batch=256,
+    repeats=3,
+    dataset="fashion-mnist",
+    seed=0,
+    pretrain_steps=30,
+):
     """Seed 003's Fig. 4C on this machine: dense vs window(b_th) as both hidden layers
     widen. Speed, activity, gradient error and trace memory only (no accuracy runs), on
     weights trained densely for `pretrain_steps` minibatches."""
     rows = []
     for h in hiddens:
-        for r in exp_sparse(b_ths=(b_th,), hidden=h, steps=steps, batch=batch,
-                            repeats=repeats, train_steps=0, dataset=dataset, seed=seed,
-                            pretrain_steps=pretrain_steps):
+        for r in exp_sparse(
+            b_ths=(b_th,),
+            hidden=h,
+            steps=steps,
+            batch=batch,
+            repeats=repeats,
+            train_steps=0,
+            dataset=dataset,
+            seed=seed,
+            pretrain_steps=pretrain_steps,
+        ):
             r["experiment"] = "sparse_width"
             r.setdefault("weights", "initialisation")
             rows.append(r)
@@ -728,6 +959,7 @@ def exp_sparse_width(hiddens=(200, 500, 1000), b_th=0.2, steps=100, batch=256, r
 
 
 # --------------------------------------------------------------------------- IPU estimate
+
 
 def _top_phases(prof: dict, n: int) -> list:
     """The n program steps with the most ESTIMATED cycles per train step, with their share
@@ -742,32 +974,53 @@ def _top_phases(prof: dict, n: int) -> list:
     return [{"step": k, "cycles_per_train_step": v / steps, "share": v / total} for k, v in top]
 
 
-def exp_ipu(batches=(128, 64, 32, 16, 8, 4, 2, 1), steps_run=2, hidden=1000, population=True,
-            tiles_per_ipu=None):
+def exp_ipu(
+    batches=(128, 64, 32, 16, 8, 4, 2, 1),
+    steps_run=2,
+    hidden=1000,
+    population=True,
+    tiles_per_ipu=None,
+):
     """The DSNN (and the one-step, 500-output population code) on the runtime's Mk2
     geometry (device="ipu-model", 1 IPU x 1,472 tiles x 624 KiB unless told otherwise): the
     largest batch of `batches` that fits, and the runtime's cost-model ESTIMATE of images/s
     there. ESTIMATES, never measurements on an IPU; Sun et al.'s measured figures beside them."""
     from popsnn import engine
+
     rows = []
     configs = [("dsnn", dict(hidden=hidden, steps=25), SEED000_IPU_DSNN_IMAGES_PER_S)]
     if population:
-        configs.append(("population", dict(hidden=hidden, steps=1, outputs=500,
-                                           population=True),
-                        SEED000_IPU_POPULATION_IMAGES_PER_S))
+        configs.append(
+            (
+                "population",
+                dict(hidden=hidden, steps=1, outputs=500, population=True),
+                SEED000_IPU_POPULATION_IMAGES_PER_S,
+            )
+        )
     opts = {} if tiles_per_ipu is None else {"tiles_per_ipu": tiles_per_ipu}
     for name, cfg, paper in configs:
-        row = {"experiment": "ipu", "network": name, **cfg,
-               "seed000_measured_mk2_images_per_s": paper,
-               "note": "estimate from popsnn's IPU cost model on the ipu-model device, not "
-                       "measured on an IPU"}
+        row = {
+            "experiment": "ipu",
+            "network": name,
+            **cfg,
+            "seed000_measured_mk2_images_per_s": paper,
+            "note": "estimate from popsnn's IPU cost model on the ipu-model device, not "
+            "measured on an IPU",
+        }
         refused = {}
         for b in batches:
             work = dsnn_workload(batch=b, **cfg)
             try:
-                model = popsnn.Model(work.net, loss=work.loss, optimizer=optim.Adam(lr=work.lr),
-                                     device="ipu-model", num_steps=work.num_steps,
-                                     batch_size=b, seed=work.seed, **opts)
+                model = popsnn.Model(
+                    work.net,
+                    loss=work.loss,
+                    optimizer=optim.Adam(lr=work.lr),
+                    device="ipu-model",
+                    num_steps=work.num_steps,
+                    batch_size=b,
+                    seed=work.seed,
+                    **opts,
+                )
             except engine.NetworkDoesNotFit as err:
                 refused[b] = str(err).split(" Fix:")[0]
                 continue
@@ -777,13 +1030,18 @@ def exp_ipu(batches=(128, 64, 32, 16, 8, 4, 2, 1), steps_run=2, hidden=1000, pop
             wall = (time.perf_counter() - t0) / steps_run
             prof = model.profile()
             est_s = prof["estimate_seconds"] / prof["train_steps"]
-            row.update({"batch": b, "tiles": prof.get("tiles"),
-                        "estimate_seconds_per_step": est_s,
-                        "estimate_images_per_s": b / est_s,
-                        "estimate_over_seed000_measured": b / est_s / paper,
-                        "estimate_max_tile_bytes": prof.get("max_tile_bytes"),
-                        "estimate_top_phases": _top_phases(prof, 5),
-                        "simulation_wall_s_per_step": wall})
+            row.update(
+                {
+                    "batch": b,
+                    "tiles": prof.get("tiles"),
+                    "estimate_seconds_per_step": est_s,
+                    "estimate_images_per_s": b / est_s,
+                    "estimate_over_seed000_measured": b / est_s / paper,
+                    "estimate_max_tile_bytes": prof.get("max_tile_bytes"),
+                    "estimate_top_phases": _top_phases(prof, 5),
+                    "simulation_wall_s_per_step": wall,
+                }
+            )
             break
         row["batches_refused"] = refused
         if "batch" not in row:

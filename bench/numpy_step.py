@@ -14,6 +14,7 @@ The arithmetic is popsnn's contract (the dense reference in `popsnn.reference`):
 step t is decided by the previous membrane and is a constant in BPTT; the smoke test checks
 loss and gradients against the reference.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,15 +38,17 @@ class NumpyStep:
     """`step(x, y)`: forward, ce_count loss, BPTT, Adam update of `params` (popsnn's layout:
     one dict per layer with "weight" [out, in] and optional "bias" [out])."""
 
-    def __init__(self, net, params, num_steps, num_classes=None, lr=5e-4,
-                 betas=(0.9, 0.999), eps=1e-8):
+    def __init__(
+        self, net, params, num_steps, num_classes=None, lr=5e-4, betas=(0.9, 0.999), eps=1e-8
+    ):
         self.neurons = [n for _, n in net.pairs]
         self.params = params
         self.T = num_steps
         self.num_classes = num_classes
         self.lr, self.betas, self.eps, self.t_adam = lr, betas, eps, 0
-        self.moments = [{k: (np.zeros_like(v), np.zeros_like(v)) for k, v in p.items()}
-                        for p in params]
+        self.moments = [
+            {k: (np.zeros_like(v), np.zeros_like(v)) for k, v in p.items()} for p in params
+        ]
         self.buffers = {}
 
     def _buffer(self, key, shape, dtype):
@@ -67,9 +70,9 @@ class NumpyStep:
         U = self._buffer(("U", l), shape, current.dtype)
         S = self._buffer(("S", l), shape, current.dtype)
         u_prev = np.zeros(shape[1:], current.dtype)
-        s_prev = np.zeros(shape[1:], current.dtype)   # reset R[t] = H(U[t-1] - theta) = S[t-1]
+        s_prev = np.zeros(shape[1:], current.dtype)  # reset R[t] = H(U[t-1] - theta) = S[t-1]
         tmp = self._buffer(("tmp", l), shape[1:], current.dtype)
-        for t in range(T):                             # in place: no temporaries
+        for t in range(T):  # in place: no temporaries
             u = U[t]
             if neuron.reset_mechanism == "zero":
                 np.subtract(1, s_prev, out=tmp)
@@ -118,7 +121,7 @@ class NumpyStep:
                 total[...] = d
                 continue
             np.multiply(dU[t + 1], beta, out=carry)
-            if neuron.reset_mechanism == "zero":     # R[t+1] = H(U[t] - theta)
+            if neuron.reset_mechanism == "zero":  # R[t+1] = H(U[t] - theta)
                 carry *= U[t] <= theta
             d += carry
             total += d
@@ -129,7 +132,7 @@ class NumpyStep:
         record, layer_in = [], x
         for l, (neuron, p) in enumerate(zip(self.neurons, self.params)):
             w = p["weight"]
-            if layer_in.ndim == 2:                     # hoisted: W x once for all steps
+            if layer_in.ndim == 2:  # hoisted: W x once for all steps
                 current = self._buffer(("I", l), (layer_in.shape[0], w.shape[0]), w.dtype)
                 np.matmul(layer_in, w.T, out=current)
             else:
@@ -155,20 +158,20 @@ class NumpyStep:
         d = np.exp(logp)
         d[np.arange(B), y] -= 1
         d /= d.dtype.type(B)
-        return float(value), np.repeat(d, C // k, axis=1)   # per output neuron
+        return float(value), np.repeat(d, C // k, axis=1)  # per output neuron
 
     # ------------------------------------------------------------------ backward
     def backward(self, x, record, d_counts):
         """Gradients in the params' layout; d_counts [B, C_out] is dL/dS_out at every step."""
         grads = [None] * len(self.params)
-        g_spikes = d_counts[None]                      # broadcast over T
+        g_spikes = d_counts[None]  # broadcast over T
         for l in reversed(range(len(self.params))):
             neuron, p = self.neurons[l], self.params[l]
             dU, dU_sum = self._membrane_grads(l, neuron, record[l][0], g_spikes)
             layer_in = x if l == 0 else record[l - 1][1]
             n = dU.shape[-1]
             g = {}
-            if layer_in.ndim == 2:                     # hoisted: (sum_t dI[t])^T x, once
+            if layer_in.ndim == 2:  # hoisted: (sum_t dI[t])^T x, once
                 g["weight"] = dU_sum.T @ layer_in
             else:
                 g["weight"] = dU.reshape(-1, n).T @ layer_in.reshape(-1, layer_in.shape[-1])
@@ -191,8 +194,8 @@ class NumpyStep:
         """torch.optim.Adam's update, in place."""
         self.t_adam += 1
         b1, b2 = self.betas
-        step_size = self.lr / (1 - b1 ** self.t_adam)
-        root = np.sqrt(1 - b2 ** self.t_adam)
+        step_size = self.lr / (1 - b1**self.t_adam)
+        root = np.sqrt(1 - b2**self.t_adam)
         for p, g, mom in zip(self.params, grads, self.moments):
             for k, w in p.items():
                 f = w.dtype.type
@@ -200,7 +203,7 @@ class NumpyStep:
                 grad = g[k]
                 m += f(1 - b1) * (grad - m)
                 v *= f(b2)
-                grad *= grad                           # the gradient is not needed after
+                grad *= grad  # the gradient is not needed after
                 grad *= f(1 - b2)
                 v += grad
                 denom = np.sqrt(v)

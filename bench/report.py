@@ -5,29 +5,39 @@ The goals (issue 12's speed targets, see DSNN_GOALS; the sparse one from before)
 backward >= 50x faster than dense with >= 80% less trace memory at a B_th where the accuracy
 is unchanged (here: within ACCURACY_TOLERANCE of the dense run's).
 """
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
-ACCURACY_TOLERANCE = 0.01   # one point: about the standard error of 2,000 test images
-LABELS = {"popsnn": "popsnn engine (cpu device)", "snntorch": "snnTorch (CPU)",
-          "snntorch_compiled": "snnTorch + torch.compile",
-          "numpy_step": "NumPy step, hand-written (hoisted, BLAS)",
-          "numpy_hoisted": "dense NumPy reference, W x hoisted",
-          "numpy_per_step": "dense NumPy reference, per step"}
-SHORT = {"popsnn": "popsnn", "snntorch": "snnTorch", "snntorch_compiled": "snnTorch compiled",
-         "numpy_step": "NumPy step", "numpy_hoisted": "NumPy ref. hoisted",
-         "numpy_per_step": "NumPy ref. per-step"}
+ACCURACY_TOLERANCE = 0.01  # one point: about the standard error of 2,000 test images
+LABELS = {
+    "popsnn": "popsnn engine (cpu device)",
+    "snntorch": "snnTorch (CPU)",
+    "snntorch_compiled": "snnTorch + torch.compile",
+    "numpy_step": "NumPy step, hand-written (hoisted, BLAS)",
+    "numpy_hoisted": "dense NumPy reference, W x hoisted",
+    "numpy_per_step": "dense NumPy reference, per step",
+}
+SHORT = {
+    "popsnn": "popsnn",
+    "snntorch": "snnTorch",
+    "snntorch_compiled": "snnTorch compiled",
+    "numpy_step": "NumPy step",
+    "numpy_hoisted": "NumPy ref. hoisted",
+    "numpy_per_step": "NumPy ref. per-step",
+}
 # Issue 12's targets: (row's input, ratio key or "images/s", target, what).
-DSNN_GOALS = (("mnist", "popsnn_images_per_s", 30_000, "popsnn >= 30,000 images/s"),
-              ("mnist", "popsnn_over_snntorch", 40, "popsnn >= 40x snnTorch"),
-              ("mnist", "popsnn_over_numpy_hoisted", 15, "popsnn >= 15x NumPy ref. hoisted"),
-              ("mnist", "popsnn_over_snntorch_compiled", 10,
-               "popsnn >= 10x snnTorch compiled"),
-              ("mnist", "popsnn_over_numpy_step", 5, "popsnn >= 5x NumPy step"),
-              ("uniform", "popsnn_over_numpy_step", 3, "popsnn >= 3x NumPy step"))
+DSNN_GOALS = (
+    ("mnist", "popsnn_images_per_s", 30_000, "popsnn >= 30,000 images/s"),
+    ("mnist", "popsnn_over_snntorch", 40, "popsnn >= 40x snnTorch"),
+    ("mnist", "popsnn_over_numpy_hoisted", 15, "popsnn >= 15x NumPy ref. hoisted"),
+    ("mnist", "popsnn_over_snntorch_compiled", 10, "popsnn >= 10x snnTorch compiled"),
+    ("mnist", "popsnn_over_numpy_step", 5, "popsnn >= 5x NumPy step"),
+    ("uniform", "popsnn_over_numpy_step", 3, "popsnn >= 3x NumPy step"),
+)
 
 
 def load(results: Path) -> dict:
@@ -46,14 +56,17 @@ def _f(v, fmt="{:,.0f}"):
 
 # --------------------------------------------------------------------------- tables
 
-LIMIT_NOTE = ("*The limit*: the step's matrix products alone (each layer's current, weight "
-              "gradient and, past the first layer, input gradient; the first layer's over B "
-              "rows when the input is direct current, i.e. hoisted), done densely by NumPy's "
-              "BLAS in its own worker, timed in the same run as the systems, as images/s: "
-              "about 0.6 GFLOP per step at B=128, T=25. No neuron updates, loss or optimiser "
-              "are in it, and sparsity can remove much of the readout's and the backward's "
-              "share, so popsnn can exceed it; `popsnn / limit` says how close the engine is "
-              "to the machine's dense matmul rate. Measured, not an estimate.")
+LIMIT_NOTE = (
+    "*The limit*: the step's matrix products alone (each layer's current, weight "
+    "gradient and, past the first layer, input gradient; the first layer's over B "
+    "rows when the input is direct current, i.e. hoisted), done densely by NumPy's "
+    "BLAS in its own worker, timed in the same run as the systems, as images/s: "
+    "about 0.6 GFLOP per step at B=128, T=25. No neuron updates, loss or optimiser "
+    "are in it, and sparsity can remove much of the readout's and the backward's "
+    "share, so popsnn can exceed it; `popsnn / limit` says how close the engine is "
+    "to the machine's dense matmul rate. Measured, not an estimate."
+)
+
 
 def _systems(rows) -> list:
     """The systems that appear in any of the rows (older results lack the newer ones)."""
@@ -108,13 +121,25 @@ def latency_table(rows) -> str:
 
 
 def sparse_table(rows, width=False) -> str:
-    head = ["B_th", "active (t,b,j) %", "grad cosine (hidden)", "grad rel. error (hidden)",
-            "grad cosine layer 0 / 1", "weight grads exactly 0, layer 0 / 1 (%)",
-            "active % at init", "grad cosine at init (hidden)",
-            "backward ms (derived)", "backward speed-up", "est. speed-up (cost model)",
-            "trace saved % (measured)", "trace MiB, hidden (measured)",
-            "max_activity start -> used", "peak buffered % per (t,b,shard)",
-            "engine memory MiB (estimate)", "test accuracy"]
+    head = [
+        "B_th",
+        "active (t,b,j) %",
+        "grad cosine (hidden)",
+        "grad rel. error (hidden)",
+        "grad cosine layer 0 / 1",
+        "weight grads exactly 0, layer 0 / 1 (%)",
+        "active % at init",
+        "grad cosine at init (hidden)",
+        "backward ms (derived)",
+        "backward speed-up",
+        "est. speed-up (cost model)",
+        "trace saved % (measured)",
+        "trace MiB, hidden (measured)",
+        "max_activity start -> used",
+        "peak buffered % per (t,b,shard)",
+        "engine memory MiB (estimate)",
+        "test accuracy",
+    ]
     if width:
         head = ["hidden"] + head[:2] + head[3:4] + head[8:16]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -125,24 +150,36 @@ def sparse_table(rows, width=False) -> str:
             _f(r.get("grad_cosine_hidden"), "{:.4f}"),
             _f(r.get("grad_rel_norm_error_hidden"), "{:.3f}"),
             " / ".join(_f(r.get(f"grad_cosine_layer{l}"), "{:.4f}") for l in range(2)),
-            " / ".join(_f(100 * r[f"zero_weight_grad_fraction_layer{l}"]
-                          if f"zero_weight_grad_fraction_layer{l}" in r else None, "{:.1f}")
-                       for l in range(2)),
-            _f(100 * r["active_fraction_at_init"] if "active_fraction_at_init" in r else None,
-               "{:.2f}"),
+            " / ".join(
+                _f(
+                    100 * r[f"zero_weight_grad_fraction_layer{l}"]
+                    if f"zero_weight_grad_fraction_layer{l}" in r
+                    else None,
+                    "{:.1f}",
+                )
+                for l in range(2)
+            ),
+            _f(
+                100 * r["active_fraction_at_init"] if "active_fraction_at_init" in r else None,
+                "{:.2f}",
+            ),
             _f(r.get("grad_cosine_hidden_at_init"), "{:.4f}"),
             _f(1e3 * r["backward_s_derived"], "{:.1f}"),
             _f(r.get("backward_speedup"), "{:.2f}x"),
             _f(r.get("backward_speedup_estimate"), "{:.2f}x"),
             _f(_measured_saving(r), "{:.1f}"),
-            _f(r["trace_bytes_hidden"] / 2 ** 20 if r.get("trace_bytes_hidden") else None,
-               "{:.2f}"),
+            _f(r["trace_bytes_hidden"] / 2**20 if r.get("trace_bytes_hidden") else None, "{:.2f}"),
             _buffers(r),
             " / ".join(f"{100 * v:.0f}" for v in r.get("buffered_peak_fraction_per_layer") or [])
             or "n/a",
-            _f(r["engine_memory_bytes_estimate"] / 2 ** 20
-               if r.get("engine_memory_bytes_estimate") else None, "{:.1f}"),
-            _f(r.get("test_accuracy"), "{:.3f}")]
+            _f(
+                r["engine_memory_bytes_estimate"] / 2**20
+                if r.get("engine_memory_bytes_estimate")
+                else None,
+                "{:.1f}",
+            ),
+            _f(r.get("test_accuracy"), "{:.3f}"),
+        ]
         if width:
             cells = [str(r["hidden"])] + cells[:2] + cells[3:4] + cells[8:16]
         lines.append("| " + " | ".join(cells) + " |")
@@ -165,45 +202,70 @@ def _buffers(r):
 
 
 def ipu_table(rows) -> str:
-    head = ["network", "largest batch that fits", "ESTIMATED images/s (cost model)",
-            "Sun et al. measured on Mk2", "estimate / measured", "batches refused"]
+    head = [
+        "network",
+        "largest batch that fits",
+        "ESTIMATED images/s (cost model)",
+        "Sun et al. measured on Mk2",
+        "estimate / measured",
+        "batches refused",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         refused = ", ".join(r.get("batches_refused", {})) or "none"
-        lines.append("| " + " | ".join([
-            r["network"], str(r.get("batch", "none")),
-            _f(r.get("estimate_images_per_s")) + (" (estimate)" if r.get("batch") else ""),
-            _f(r["seed000_measured_mk2_images_per_s"]),
-            _f(r.get("estimate_over_seed000_measured"), "{:.2f}"), refused]) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    r["network"],
+                    str(r.get("batch", "none")),
+                    _f(r.get("estimate_images_per_s")) + (" (estimate)" if r.get("batch") else ""),
+                    _f(r["seed000_measured_mk2_images_per_s"]),
+                    _f(r.get("estimate_over_seed000_measured"), "{:.2f}"),
+                    refused,
+                ]
+            )
+            + " |"
+        )
     for r in rows:
         if r.get("estimate_top_phases"):
-            lines.append(f"\nWhere the estimated time of `{r['network']}` goes (cost model, "
-                         f"per training step at batch {r['batch']}): " + "; ".join(
-                             f"{p['step']} {100 * p['share']:.0f}%"
-                             for p in r["estimate_top_phases"]) + ".")
+            lines.append(
+                f"\nWhere the estimated time of `{r['network']}` goes (cost model, "
+                f"per training step at batch {r['batch']}): "
+                + "; ".join(
+                    f"{p['step']} {100 * p['share']:.0f}%" for p in r["estimate_top_phases"]
+                )
+                + "."
+            )
     return "\n".join(lines)
 
 
-ARMS = {"in_process_with_others": "one process, interleaved with snnTorch and NumPy steps "
-                                  "(the harness before)",
-        "in_process_with_others_bursts": "one process, interleaved with snnTorch and NumPy, "
-                                         "each turn a burst of back-to-back steps",
-        "worker_with_others": "own worker process, interleaved with the others' workers, "
-                              "bursts (the harness now)",
-        "worker_alone": "own worker process, no other system running, bursts"}
+ARMS = {
+    "in_process_with_others": "one process, interleaved with snnTorch and NumPy steps "
+    "(the harness before)",
+    "in_process_with_others_bursts": "one process, interleaved with snnTorch and NumPy, "
+    "each turn a burst of back-to-back steps",
+    "worker_with_others": "own worker process, interleaved with the others' workers, "
+    "bursts (the harness now)",
+    "worker_alone": "own worker process, no other system running, bursts",
+}
 
 
 def isolation_table(rows) -> str:
     r0 = rows[0]
-    lines = [f"DSNN 784-{r0.get('hidden', 1000)}-10, B={r0['batch']}, T={r0.get('steps', 25)}; "
-             f"{r0['repeats']} rounds per arm and trial (one step per turn in the first arm, a "
-             f"burst of back-to-back steps in the others); arms alternate.\n",
-             "| trial | how popsnn was timed | popsnn ms/step (median) | min | 1-min load |",
-             "|---|---|---|---|---|"]
+    lines = [
+        f"DSNN 784-{r0.get('hidden', 1000)}-10, B={r0['batch']}, T={r0.get('steps', 25)}; "
+        f"{r0['repeats']} rounds per arm and trial (one step per turn in the first arm, a "
+        f"burst of back-to-back steps in the others); arms alternate.\n",
+        "| trial | how popsnn was timed | popsnn ms/step (median) | min | 1-min load |",
+        "|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['trial']} | {ARMS.get(r['arm'], r['arm'])} | "
-                     f"{r['popsnn_step_ms_median']:.1f} | {r['popsnn_step_ms_min']:.1f} | "
-                     f"{r['load_average_1']:.1f} |")
+        lines.append(
+            f"| {r['trial']} | {ARMS.get(r['arm'], r['arm'])} | "
+            f"{r['popsnn_step_ms_median']:.1f} | {r['popsnn_step_ms_min']:.1f} | "
+            f"{r['load_average_1']:.1f} |"
+        )
     return "\n".join(lines)
 
 
@@ -211,10 +273,12 @@ def same_dsnn_rows(res: dict) -> list:
     """Rows of the other throughput experiments that ran exactly the dsnn configuration
     (784-1000-10 Leaky, B=128, T=25, direct input): on a loaded machine their spread says
     how far one run's figure can be trusted."""
-    picks = [("batch", lambda r: r.get("batch") == 128),
-             ("width", lambda r: r.get("hidden") == 1000),
-             ("neurons", lambda r: r.get("neuron") == "Leaky"),
-             ("population", lambda r: r.get("steps") == 25 and r.get("outputs") == 10)]
+    picks = [
+        ("batch", lambda r: r.get("batch") == 128),
+        ("width", lambda r: r.get("hidden") == 1000),
+        ("neurons", lambda r: r.get("neuron") == "Leaky"),
+        ("population", lambda r: r.get("steps") == 25 and r.get("outputs") == 10),
+    ]
     out = []
     for name, keep in picks:
         out += [r for r in res.get(name) or [] if keep(r) and not r.get("quick")]
@@ -235,20 +299,32 @@ def _dsnn_goals(res: dict) -> list:
         v = d.get(key)
         fmt = "{:,.0f}" if key.endswith("images_per_s") else "{:.2f}x"
         others = [r[key] for r in same if r.get(key)] if inp == "mnist" else []
-        spread = (f"; the same configuration in the other experiments' runs: "
-                  f"{fmt.format(min(others))} to {fmt.format(max(others))}" if others else "")
+        spread = (
+            f"; the same configuration in the other experiments' runs: "
+            f"{fmt.format(min(others))} to {fmt.format(max(others))}"
+            if others
+            else ""
+        )
         label = "MNIST input" if inp == "mnist" else "U[0,1] input"
         if v is None:
             lines.append(f"| DSNN B=128, {label}: {what} | not measured in the dsnn run | n/a |")
             continue
-        lines.append(f"| DSNN B=128, {label}: {what} | {_f(v, fmt)} (dsnn run){spread} | "
-                     f"{'yes' if v >= target else 'no'} |")
-    small = [r for name in ("latency", "batch") for r in res.get(name) or []
-             if r.get("batch") == 8 and r.get("popsnn_over_snntorch")]
+        lines.append(
+            f"| DSNN B=128, {label}: {what} | {_f(v, fmt)} (dsnn run){spread} | "
+            f"{'yes' if v >= target else 'no'} |"
+        )
+    small = [
+        r
+        for name in ("latency", "batch")
+        for r in res.get(name) or []
+        if r.get("batch") == 8 and r.get("popsnn_over_snntorch")
+    ]
     if small:
         v = small[0]["popsnn_over_snntorch"]
-        lines.append(f"| DSNN batch 8: popsnn >= 20x snnTorch at batch 8 | {v:.2f}x "
-                     f"({small[0]['experiment']} run) | {'yes' if v >= 20 else 'no'} |")
+        lines.append(
+            f"| DSNN batch 8: popsnn >= 20x snnTorch at batch 8 | {v:.2f}x "
+            f"({small[0]['experiment']} run) | {'yes' if v >= 20 else 'no'} |"
+        )
     return lines
 
 
@@ -258,14 +334,19 @@ def goals(res: dict) -> str:
     sp = res.get("sparse")
     if sp:
         dense = sp[0]
-        ok = [r for r in sp[1:] if r.get("accuracy_change") is not None
-              and r["accuracy_change"] >= -ACCURACY_TOLERANCE]
+        ok = [
+            r
+            for r in sp[1:]
+            if r.get("accuracy_change") is not None and r["accuracy_change"] >= -ACCURACY_TOLERANCE
+        ]
         best = max(ok, key=lambda r: r.get("backward_speedup") or 0, default=None)
         if best is None:
-            lines.append("| sparse backward >= 50x, >= 80% less trace memory, accuracy "
-                         "unchanged | no B_th kept the accuracy within "
-                         f"{100 * ACCURACY_TOLERANCE:.0f} point of dense "
-                         f"({_f(dense.get('test_accuracy'), '{:.3f}')}) | no |")
+            lines.append(
+                "| sparse backward >= 50x, >= 80% less trace memory, accuracy "
+                "unchanged | no B_th kept the accuracy within "
+                f"{100 * ACCURACY_TOLERANCE:.0f} point of dense "
+                f"({_f(dense.get('test_accuracy'), '{:.3f}')}) | no |"
+            )
         else:
             sp_ok = (best.get("backward_speedup") or 0) >= 50
             mem_ok = (_measured_saving(best) or 0) >= 80
@@ -275,7 +356,8 @@ def goals(res: dict) -> str:
                 f"(wall clock, derived), {_f(_measured_saving(best), '{:.1f}')}% less trace "
                 f"memory (measured, engine profile), accuracy {best['test_accuracy']:.3f} vs "
                 f"dense "
-                f"{dense['test_accuracy']:.3f} | {'yes' if sp_ok and mem_ok else 'no'} |")
+                f"{dense['test_accuracy']:.3f} | {'yes' if sp_ok and mem_ok else 'no'} |"
+            )
     return "\n".join(lines)
 
 
@@ -284,78 +366,109 @@ def tables(res: dict) -> str:
     any_row = next((rows[0] for rows in res.values() if rows), None)
     if any_row:
         m = any_row["machine"]
-        loads = [rows[0]["machine"].get("load_average_1_5_15") for rows in res.values()
-                 if rows and "machine" in rows[0]]
+        loads = [
+            rows[0]["machine"].get("load_average_1_5_15")
+            for rows in res.values()
+            if rows and "machine" in rows[0]
+        ]
         loads = [l[0] for l in loads if l]
-        load = (f"; 1-minute load average at the start of the experiments "
-                f"{min(loads):.1f} to {max(loads):.1f} on {m['cores']} cores" if loads else "")
-        parts.append(f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, NumPy "
-                     f"{m['numpy']}, torch {m.get('torch')}, snnTorch {m.get('snntorch')}, "
-                     f"popsnn {m['popsnn']}{load}. A load above the number of cores means "
-                     f"other processes (other engineers' builds and tests) were competing for "
-                     f"the CPU: these are measurements on a shared, loaded machine.")
+        load = (
+            f"; 1-minute load average at the start of the experiments "
+            f"{min(loads):.1f} to {max(loads):.1f} on {m['cores']} cores"
+            if loads
+            else ""
+        )
+        parts.append(
+            f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, NumPy "
+            f"{m['numpy']}, torch {m.get('torch')}, snnTorch {m.get('snntorch')}, "
+            f"popsnn {m['popsnn']}{load}. A load above the number of cores means "
+            f"other processes (other engineers' builds and tests) were competing for "
+            f"the CPU: these are measurements on a shared, loaded machine."
+        )
     quick = sorted({k for k, rows in res.items() for r in rows if r.get("quick")})
     if quick:
         parts.append(f"Taken with --quick (smaller settings): {', '.join(quick)}.")
     parts.append("### Goals\n\n" + goals(res))
-    titles = {"dsnn": ("DSNN 784-1000-10, T=25, B=128, Adam, ce_count: MNIST and U[0,1] "
-                       "input", ["hidden", "batch", "input"]),
-              "batch": ("Batch sweep (DSNN, T=25)", ["batch"]),
-              "width": ("Hidden-width sweep (B=128, T=25)", ["hidden"]),
-              "neurons": ("Neuron models (DSNN, B=128, T=25)", ["neuron"]),
-              "rate": ("Rate-coded input (new spikes every step: nothing to hoist)",
-                       ["hidden", "batch"]),
-              "population": ("Population code (Sun et al., section V): 25 steps x 10 outputs vs 1 step x "
-                             "500 outputs", ["steps", "outputs"])}
+    titles = {
+        "dsnn": (
+            "DSNN 784-1000-10, T=25, B=128, Adam, ce_count: MNIST and U[0,1] input",
+            ["hidden", "batch", "input"],
+        ),
+        "batch": ("Batch sweep (DSNN, T=25)", ["batch"]),
+        "width": ("Hidden-width sweep (B=128, T=25)", ["hidden"]),
+        "neurons": ("Neuron models (DSNN, B=128, T=25)", ["neuron"]),
+        "rate": ("Rate-coded input (new spikes every step: nothing to hoist)", ["hidden", "batch"]),
+        "population": (
+            "Population code (Sun et al., section V): 25 steps x 10 outputs vs 1 step x "
+            "500 outputs",
+            ["steps", "outputs"],
+        ),
+    }
     for name, (title, keys) in titles.items():
         if res.get(name):
             text = f"### {title}\n\n" + throughput_table(res[name], keys)
             if not all(r.get("timing") for r in res[name]):
-                text += ("\n\n*Timed with the earlier harness (all systems in one process): "
-                         "popsnn's figures here are understated, see \"How the systems are "
-                         "timed\" above.*")
+                text += (
+                    "\n\n*Timed with the earlier harness (all systems in one process): "
+                    "popsnn's figures here are understated, see \"How the systems are "
+                    'timed" above.*'
+                )
             if name == "population" and any("test_accuracy" in r for r in res[name]):
                 text += "\n\nShort training (popsnn engine, cpu device, MNIST): " + "; ".join(
                     f"{r['steps']} step(s) x {r['outputs']} outputs: test accuracy "
                     f"{r['test_accuracy']:.3f} on {r['test_images']} images after "
-                    f"{r['train_steps']} minibatches of {r['batch']}" for r in res[name])
+                    f"{r['train_steps']} minibatches of {r['batch']}"
+                    for r in res[name]
+                )
                 text += "."
             parts.append(text)
     if res.get("latency"):
-        parts.append("### Small batches (Sun et al.'s headline is batch 8): milliseconds per "
-                     "training step (DSNN 784-1000-10, T=25)\n\n" + latency_table(res["latency"]))
+        parts.append(
+            "### Small batches (Sun et al.'s headline is batch 8): milliseconds per "
+            "training step (DSNN 784-1000-10, T=25)\n\n" + latency_table(res["latency"])
+        )
     if any("limit_images_per_s" in r for rows in res.values() for r in rows):
         parts.append(LIMIT_NOTE)
     if res.get("sparse"):
         r0 = res["sparse"][0]
         parts.append(
-            f"### Sparse backward (Perez-Nieves & Goodman setting, scaled): 784-{r0['hidden']}-{r0['hidden']}"
+            f"### Sparse backward (Perez-Nieves & Goodman setting, scaled): "
+            f"784-{r0['hidden']}-{r0['hidden']}"
             f"-10, T={r0['steps']}, B={r0['batch']}, {r0['dataset']} {r0['encoding']}-coded\n\n"
             + sparse_table(res["sparse"])
             + f"\n\nAccuracy: {r0.get('train_steps')} minibatches of {r0['batch']} from "
-              f"scratch per row, tested on {r0.get('test_images')} test images.")
+            f"scratch per row, tested on {r0.get('test_images')} test images."
+        )
     if res.get("sparse_width"):
         r0 = res["sparse_width"][0]
         parts.append(
-            f"### Sparse backward as the hidden layers widen (Perez-Nieves & Goodman Fig. 4C setting, "
+            f"### Sparse backward as the hidden layers widen "
+            f"(Perez-Nieves & Goodman Fig. 4C setting, "
             f"scaled): T={r0['steps']}, B={r0['batch']}, weights {r0.get('weights')}\n\n"
-            + sparse_table(res["sparse_width"], width=True))
+            + sparse_table(res["sparse_width"], width=True)
+        )
     if res.get("isolation"):
-        parts.append("### Timing isolation (A/B): popsnn's step beside the other systems\n\n"
-                     + isolation_table(res["isolation"]))
+        parts.append(
+            "### Timing isolation (A/B): popsnn's step beside the other systems\n\n"
+            + isolation_table(res["isolation"])
+        )
     if res.get("ipu"):
-        parts.append("### DSNN on the IPU Mk2 geometry (device='ipu-model'): ESTIMATES from "
-                     "popsnn's cost model, not measurements on an IPU\n\n"
-                     + ipu_table(res["ipu"]))
+        parts.append(
+            "### DSNN on the IPU Mk2 geometry (device='ipu-model'): ESTIMATES from "
+            "popsnn's cost model, not measurements on an IPU\n\n" + ipu_table(res["ipu"])
+        )
     return "\n\n".join(parts) + "\n"
 
 
 # --------------------------------------------------------------------------- plots
 
+
 def plots(res: dict, results: Path) -> list:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     written = []
 
     def sweep(name, key, xlabel, logx):
@@ -364,8 +477,7 @@ def plots(res: dict, results: Path) -> list:
             return
         fig, ax = plt.subplots(figsize=(6, 4))
         for s, label in LABELS.items():
-            pts = [(r[key], r[f"{s}_images_per_s"]) for r in rows
-                   if r.get(f"{s}_images_per_s")]
+            pts = [(r[key], r[f"{s}_images_per_s"]) for r in rows if r.get(f"{s}_images_per_s")]
             if pts:
                 ax.plot(*zip(*pts), marker="o", label=label)
         pts = [(r[key], r["limit_images_per_s"]) for r in rows if r.get("limit_images_per_s")]
@@ -399,8 +511,12 @@ def plots(res: dict, results: Path) -> list:
             vals = [r.get(f"{s}_images_per_s") or 0 for r in rows]
             ax.bar([j + i * width for j in range(len(rows))], vals, width, label=LABELS[s])
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(rows))])
-        ax.set_xticklabels([str(r[key]) if name == "neurons"
-                            else f"T={r['steps']}, {r['outputs']} out" for r in rows])
+        ax.set_xticklabels(
+            [
+                str(r[key]) if name == "neurons" else f"T={r['steps']}, {r['outputs']} out"
+                for r in rows
+            ]
+        )
         ax.set_yscale("log")
         ax.set_ylabel("training images/s (median)")
         ax.set_title(f"{name}: measured on this CPU (not an IPU)")
@@ -417,26 +533,43 @@ def plots(res: dict, results: Path) -> list:
         dense = rows[0]
         fig, axes = plt.subplots(2, 2, figsize=(9, 7))
         ax = axes[0][0]
-        ax.plot(b, [r.get("backward_speedup") or 0 for r in sp], "o-",
-                label="wall clock (grad - forward), derived")
-        ax.plot(b, [r.get("backward_speedup_estimate") or 0 for r in sp], "s--",
-                label="cost-model estimate")
+        ax.plot(
+            b,
+            [r.get("backward_speedup") or 0 for r in sp],
+            "o-",
+            label="wall clock (grad - forward), derived",
+        )
+        ax.plot(
+            b,
+            [r.get("backward_speedup_estimate") or 0 for r in sp],
+            "s--",
+            label="cost-model estimate",
+        )
         ax.axhline(50, color="grey", ls=":", label="goal 50x")
         ax.set_yscale("log")
         ax.set_ylabel("backward speed-up over dense")
         ax.legend(fontsize=7)
         ax = axes[0][1]
-        ax.plot(b, [_measured_saving(r) or 0 for r in sp], "o-",
-                label="measured (engine's trace bytes)")
-        ax.plot(b, [100 * (1 - 2 * r["active_fraction"]) for r in sp], "s--",
-                label="computed: value + index per active entry")
+        ax.plot(
+            b, [_measured_saving(r) or 0 for r in sp], "o-", label="measured (engine's trace bytes)"
+        )
+        ax.plot(
+            b,
+            [100 * (1 - 2 * r["active_fraction"]) for r in sp],
+            "s--",
+            label="computed: value + index per active entry",
+        )
         ax.axhline(80, color="grey", ls=":", label="goal 80%")
         ax.set_ylabel("trace memory saved %")
         ax.legend(fontsize=7)
         ax = axes[1][0]
         ax.plot(b, [100 * r["active_fraction"] for r in sp], "o-", label="active entries")
-        ax.plot(b, [100 * (1 - r["grad_cosine_hidden"]) for r in sp], "s--",
-                label="100 x (1 - grad cosine), hidden")
+        ax.plot(
+            b,
+            [100 * (1 - r["grad_cosine_hidden"]) for r in sp],
+            "s--",
+            label="100 x (1 - grad cosine), hidden",
+        )
         ax.set_yscale("log")
         ax.set_xlabel("B_th")
         ax.set_ylabel("%")
@@ -448,9 +581,11 @@ def plots(res: dict, results: Path) -> list:
             ax.set_ylabel(f"test accuracy after {dense['train_steps']} minibatches")
             ax.legend(fontsize=7)
         ax.set_xlabel("B_th")
-        fig.suptitle(f"Sparse backward over B_th: 784-{dense['hidden']}-{dense['hidden']}-10, "
-                     f"T={dense['steps']}, B={dense['batch']} (this CPU, not an IPU)",
-                     fontsize=9)
+        fig.suptitle(
+            f"Sparse backward over B_th: 784-{dense['hidden']}-{dense['hidden']}-10, "
+            f"T={dense['steps']}, B={dense['batch']} (this CPU, not an IPU)",
+            fontsize=9,
+        )
         fig.tight_layout()
         path = results / "sparse.png"
         fig.savefig(path, dpi=100)

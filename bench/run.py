@@ -7,10 +7,12 @@
     python bench/run.py width            throughput over hidden width 250..8000
     python bench/run.py neurons          Leaky / Synaptic / RLeaky
     python bench/run.py rate             rate-coded input (nothing to hoist)
-    python bench/run.py population       1 step, 500 outputs pooled over 10 classes (Sun et al., section V)
-    python bench/run.py sparse           Perez-Nieves & Goodman: backward time, trace memory, gradient error,
+    python bench/run.py population       1 step, 500 outputs pooled over 10 classes (Sun et al. V)
+    python bench/run.py sparse           Perez-Nieves & Goodman: backward time, trace memory,
+                                         gradient error,
                                          activity and accuracy over B_th
-    python bench/run.py sparse_width     Perez-Nieves & Goodman: dense vs one B_th as the hidden layers widen
+    python bench/run.py sparse_width     Perez-Nieves & Goodman: dense vs one B_th as the
+                                         hidden layers widen
     python bench/run.py ipu              DSNN on the Mk2 geometry: runtime ESTIMATE of images/s
     python bench/run.py isolation        A/B: popsnn timed beside the others in one process vs
                                          in its own worker process
@@ -25,6 +27,7 @@ the same run). Every row carries the machine
 These are CPU measurements on this machine; the `ipu` experiment's figures are estimates from
 popsnn's IPU cost model, never measurements on an IPU.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,45 +42,72 @@ import experiments as ex  # noqa: E402
 
 RESULTS = HERE / "results"
 NOTE = "CPU measurements on this machine, not an IPU"
-EXPERIMENTS = ("dsnn", "latency", "batch", "width", "neurons", "rate", "population", "sparse",
-               "sparse_width", "ipu", "isolation")
+EXPERIMENTS = (
+    "dsnn",
+    "latency",
+    "batch",
+    "width",
+    "neurons",
+    "rate",
+    "population",
+    "sparse",
+    "sparse_width",
+    "ipu",
+    "isolation",
+)
 
 
 def run_experiment(name: str, quick: bool, repeats: int) -> list:
-    """The rows of one experiment; --quick shrinks the sweeps (and Perez-Nieves & Goodman's setting) for a
-    check that the code runs, not for the figures."""
-    systems = ex.UNCOMPILED if quick else ex.SYSTEMS   # torch.compile only in dsnn, latency
+    """The rows of one experiment; --quick shrinks the sweeps (and Perez-Nieves &
+    Goodman's setting) for a check that the code runs, not for the figures."""
+    systems = ex.UNCOMPILED if quick else ex.SYSTEMS  # torch.compile only in dsnn, latency
     if name == "dsnn":
         return ex.exp_dsnn(repeats, include=systems)
     if name == "latency":
-        return ex.exp_latency(repeats, batches=(1, 8) if quick else (1, 2, 4, 8),
-                              include=systems)
+        return ex.exp_latency(repeats, batches=(1, 8) if quick else (1, 2, 4, 8), include=systems)
     if name == "batch":
         return ex.exp_batch(repeats, batches=(8, 32, 128) if quick else (8, 16, 32, 64, 128))
     if name == "width":
-        return ex.exp_width(repeats, widths=(250, 1000, 4000) if quick else
-                            (250, 500, 1000, 2000, 4000, 8000))
+        return ex.exp_width(
+            repeats, widths=(250, 1000, 4000) if quick else (250, 500, 1000, 2000, 4000, 8000)
+        )
     if name == "neurons":
         return ex.exp_neurons(repeats)
     if name == "rate":
         return ex.exp_rate(repeats)
     if name == "population":
-        return ex.exp_population(repeats, train_steps=20 if quick else 200,
-                                 test_images=500 if quick else 2000)
+        return ex.exp_population(
+            repeats, train_steps=20 if quick else 200, test_images=500 if quick else 2000
+        )
     if name == "sparse":
         if quick:
-            return ex.exp_sparse(b_ths=(0.05, 0.2, 0.5), hidden=200, steps=25, batch=64,
-                                 repeats=repeats, train_steps=30, test_images=500)
-        return ex.exp_sparse(b_ths=(0.05, 0.1, 0.2, 0.3, 0.5), hidden=200, steps=100,
-                             batch=256, repeats=repeats, train_steps=150, test_images=2000)
+            return ex.exp_sparse(
+                b_ths=(0.05, 0.2, 0.5),
+                hidden=200,
+                steps=25,
+                batch=64,
+                repeats=repeats,
+                train_steps=30,
+                test_images=500,
+            )
+        return ex.exp_sparse(
+            b_ths=(0.05, 0.1, 0.2, 0.3, 0.5),
+            hidden=200,
+            steps=100,
+            batch=256,
+            repeats=repeats,
+            train_steps=150,
+            test_images=2000,
+        )
     if name == "sparse_width":
         if quick:
-            return ex.exp_sparse_width(hiddens=(50, 100), steps=25, batch=64, repeats=repeats,
-                                       pretrain_steps=5)
-        # T=50, B=128 rather than Perez-Nieves & Goodman's 100+ and 256: at hidden 1,000 an engine model
+            return ex.exp_sparse_width(
+                hiddens=(50, 100), steps=25, batch=64, repeats=repeats, pretrain_steps=5
+            )
+        # T=50, B=128 rather than Perez-Nieves & Goodman's 100+ and 256: at hidden 1,000 an engine
+        # model
         # takes ~2.6 GB here (two compiled engines), and two are alive while timing.
-        return ex.exp_sparse_width(hiddens=(200, 500, 1000), steps=50, batch=128,
-                                   repeats=repeats)
+        return ex.exp_sparse_width(hiddens=(200, 500, 1000), steps=50, batch=128, repeats=repeats)
     if name == "ipu":
         return ex.exp_ipu()
     if name == "isolation":
@@ -86,24 +116,28 @@ def run_experiment(name: str, quick: bool, repeats: int) -> list:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("experiment", choices=EXPERIMENTS + ("report",))
-    parser.add_argument("--quick", action="store_true",
-                        help="3 repeats (unless --repeats), smaller sweeps, no torch.compile")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="3 repeats (unless --repeats), smaller sweeps, no torch.compile",
+    )
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--no-save", action="store_true", help="print only, write no file")
     args = parser.parse_args(argv)
     if args.experiment == "report":
         import report
+
         report.write_all(RESULTS, HERE / "README.md")
         return 0
     repeats = args.repeats or (3 if args.quick else 5)
     env = ex.machine()
     rows = []
     for row in run_experiment(args.experiment, args.quick, repeats):
-        row = {**row, "quick": args.quick, "machine": env,
-               "note": row.get("note", NOTE)}
+        row = {**row, "quick": args.quick, "machine": env, "note": row.get("note", NOTE)}
         print(json.dumps(row), flush=True)
         rows.append(row)
     if not args.no_save:

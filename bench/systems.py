@@ -5,11 +5,12 @@ mode) and returns a zero-argument callable that performs one full training
 step on it: forward over all steps, loss, backward and optimiser update. The
 step is what gets timed; set-up (graph compilation, tensor allocation) is not.
 """
+
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 import numpy as np
 
@@ -22,8 +23,8 @@ class Workload:
     """One benchmark configuration, shared by every system that runs it."""
 
     net: popsnn.Sequential
-    x: np.ndarray              # [B, N] direct current, or [T, B, N] one tensor per step
-    y: np.ndarray              # [B] integer labels
+    x: np.ndarray  # [B, N] direct current, or [T, B, N] one tensor per step
+    y: np.ndarray  # [B] integer labels
     num_steps: int
     loss: losses.Loss
     lr: float = 5e-4
@@ -59,13 +60,15 @@ def numpy_reference(work: Workload, hoist: bool = True) -> Step:
         x = np.broadcast_to(x, (work.num_steps, *x.shape)).copy()
 
     def step():
-        _, grads, _ = reference.loss_and_grad(work.net, params, x, work.y, work.loss,
-                                              num_steps=work.num_steps)
+        _, grads, _ = reference.loss_and_grad(
+            work.net, params, x, work.y, work.loss, num_steps=work.num_steps
+        )
         opt.step(params, grads)
+
     return step
 
 
-def snntorch_available() -> Optional[str]:
+def snntorch_available() -> str | None:
     """None if snnTorch can run here, else the reason it cannot."""
     for mod in ("torch", "snntorch"):
         if importlib.util.find_spec(mod) is None:
@@ -77,15 +80,18 @@ def numpy_step(work: Workload) -> Step:
     """The hand-written NumPy step (bench/numpy_step.py): layer by layer, the first layer's
     current and weight gradient hoisted, BLAS on the machine's threads, Adam."""
     import numpy_step as ns
+
     reason = ns.unsupported(work.net, work.loss, work.x)
     if reason:
         raise ValueError(reason)
-    trainer = ns.NumpyStep(work.net, work.fresh_params(), work.num_steps,
-                           num_classes=work.loss.num_classes, lr=work.lr)
+    trainer = ns.NumpyStep(
+        work.net, work.fresh_params(), work.num_steps, num_classes=work.loss.num_classes, lr=work.lr
+    )
     x = np.ascontiguousarray(work.x, dtype=np.float32)
 
     def step():
         trainer.step(x, work.y)
+
     return step
 
 
@@ -112,6 +118,7 @@ def dense_products(work: Workload):
             d.T @ a
             if l:
                 d @ w
+
     return step, flops
 
 
@@ -122,30 +129,41 @@ def snntorch(work: Workload, compiled: bool = False) -> Step:
     user has; the first steps compile, which the worker reports apart as warm-up time)."""
     import snntorch as snn
     import snntorch.functional as SF
-    from popsnn.interop import snntorch_surrogate
     import torch
     from torch import nn
+
+    from popsnn.interop import snntorch_surrogate
 
     torch.manual_seed(work.seed)
     linears, neurons = nn.ModuleList(), nn.ModuleList()
     for lin, neuron in work.net.pairs:
         # The same surrogate as popsnn's layer, so both libraries do the same arithmetic.
-        common = dict(threshold=neuron.threshold, reset_mechanism=neuron.reset_mechanism,
-                      spike_grad=snntorch_surrogate(neuron.surrogate))
+        common = dict(
+            threshold=neuron.threshold,
+            reset_mechanism=neuron.reset_mechanism,
+            spike_grad=snntorch_surrogate(neuron.surrogate),
+        )
         linears.append(nn.Linear(lin.in_features, lin.out_features))
         if isinstance(neuron, popsnn.Leaky):
             neurons.append(snn.Leaky(beta=neuron.beta, **common))
         elif isinstance(neuron, popsnn.Synaptic):
             neurons.append(snn.Synaptic(alpha=neuron.alpha, beta=neuron.beta, **common))
         else:
-            neurons.append(snn.RLeaky(beta=neuron.beta, all_to_all=neuron.all_to_all,
-                                      linear_features=lin.out_features, **common))
+            neurons.append(
+                snn.RLeaky(
+                    beta=neuron.beta,
+                    all_to_all=neuron.all_to_all,
+                    linear_features=lin.out_features,
+                    **common,
+                )
+            )
     params = list(linears.parameters()) + list(neurons.parameters())
     opt = torch.optim.Adam(params, lr=work.lr)
     if work.loss.name != "ce_count":
         raise ValueError(f"the snnTorch system implements ce_count only, got {work.loss.name}")
-    loss_fn = SF.ce_count_loss(population_code=work.loss.population_code,
-                               num_classes=work.loss.num_classes or False)
+    loss_fn = SF.ce_count_loss(
+        population_code=work.loss.population_code, num_classes=work.loss.num_classes or False
+    )
     x = torch.from_numpy(np.ascontiguousarray(work.x, dtype=np.float32))
     y = torch.from_numpy(work.y.astype(np.int64))
 
@@ -195,10 +213,11 @@ def snntorch(work: Workload, compiled: bool = False) -> Step:
         loss.backward()
         opt.step()
         return loss.detach()
+
     return step
 
 
-def engine_available(device: str = "cpu") -> Optional[str]:
+def engine_available(device: str = "cpu") -> str | None:
     """None if popsnn's engine can run on `device` here, else the reason it cannot."""
     try:
         from popsnn import engine  # noqa: F401
@@ -209,24 +228,18 @@ def engine_available(device: str = "cpu") -> Optional[str]:
 
 def popsnn_engine(work: Workload, device: str = "cpu", **device_options) -> Step:
     """popsnn's sparse engine on the Poplar-compatible CPU runtime (or an IPU geometry)."""
-    model = popsnn.Model(work.net, loss=work.loss, optimizer=optim.Adam(lr=work.lr),
-                         device=device, num_steps=work.num_steps, batch_size=work.batch_size,
-                         seed=work.seed, **device_options)
+    model = popsnn.Model(
+        work.net,
+        loss=work.loss,
+        optimizer=optim.Adam(lr=work.lr),
+        device=device,
+        num_steps=work.num_steps,
+        batch_size=work.batch_size,
+        seed=work.seed,
+        **device_options,
+    )
 
     def step():
         model.train_step(work.x, work.y)
+
     return step
-
-
-def popsnn_phases(work: Workload, device: str = "cpu", **device_options) -> dict:
-    """One engine model and three steps on it: "train" (forward, loss, backward, update),
-    "grad" (forward, loss, backward, gradients read back) and "infer" (forward only).
-    The engine times no phase by itself, so the backward is estimated by the caller as
-    grad - infer (wall clock, includes the loss and the gradient read-back)."""
-    model = popsnn.Model(work.net, loss=work.loss, optimizer=optim.Adam(lr=work.lr),
-                         device=device, num_steps=work.num_steps, batch_size=work.batch_size,
-                         seed=work.seed, **device_options)
-    return {"model": model,
-            "train": lambda: model.train_step(work.x, work.y),
-            "grad": lambda: model.loss_and_grad(work.x, work.y),
-            "infer": lambda: model.infer(work.x)}

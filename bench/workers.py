@@ -27,6 +27,7 @@ PyTorch step, popsnn's engine shared this 2-core machine with those spinning thr
 The protocol is pickled tuples over the worker's stdin/stdout (the worker moves library
 prints from its stdout to stderr so that they cannot corrupt it).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -39,8 +40,7 @@ import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-              "POPSNN_NUM_THREADS")
+THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "POPSNN_NUM_THREADS")
 # Pause before each turn (seconds), so that the previous worker's idle threads calm down.
 SETTLE_S = 0.05
 # A turn: untimed steps back to back for at least WARM_S (at least one), then timed steps
@@ -65,9 +65,13 @@ class Worker:
             for k in THREAD_ENV:
                 env[k] = str(threads)
         self.threads = threads
-        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve())],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
-                                     cwd=str(HERE))
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            cwd=str(HERE),
+        )
 
     def send(self, *msg):
         pickle.dump(msg, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
@@ -77,8 +81,7 @@ class Worker:
         try:
             status, value = pickle.load(self.proc.stdout)
         except EOFError:
-            raise WorkerError(f"worker {self.proc.pid} exited (code {self.proc.wait()})") \
-                from None
+            raise WorkerError(f"worker {self.proc.pid} exited (code {self.proc.wait()})") from None
         if status == "error":
             raise WorkerError(value)
         return value
@@ -116,8 +119,15 @@ def close_all():
         _POOL.popitem()[1].close()
 
 
-def time_isolated(work, variants: dict, repeats: int, warmup: int = 1,
-                  settle_s: float = None, warm_s: float = None, timed_s: float = None) -> dict:
+def time_isolated(
+    work,
+    variants: dict,
+    repeats: int,
+    warmup: int = 1,
+    settle_s: float = None,
+    warm_s: float = None,
+    timed_s: float = None,
+) -> dict:
     """Seconds per training step of each variant {key: (system, threads)} on `work`, each in
     its own worker, interleaved round by round: `repeats` turns per variant, each turn a
     burst of back-to-back steps (see WARM_S). Returns {key: {"min_s", "median_s", "max_s"
@@ -126,6 +136,7 @@ def time_isolated(work, variants: dict, repeats: int, warmup: int = 1,
     worker's library reported and the worker's peak resident memory over set-up, warm-up and
     timing of this workload (its whole life if the peak could not be reset)."""
     import statistics
+
     settle_s = SETTLE_S if settle_s is None else settle_s
     workers = {k: worker(system, threads) for k, (system, threads) in variants.items()}
     # Set-up concurrently (not timed): every worker builds its step and warms it up.
@@ -135,7 +146,7 @@ def time_isolated(work, variants: dict, repeats: int, warmup: int = 1,
     for k, w in workers.items():
         try:
             info[k] = w.receive()
-        except WorkerError as err:   # read every reply first, so no pipe is left behind
+        except WorkerError as err:  # read every reply first, so no pipe is left behind
             errors.append(f"{k}: {err}")
     if errors:
         raise WorkerError("\n".join(errors))
@@ -144,22 +155,37 @@ def time_isolated(work, variants: dict, repeats: int, warmup: int = 1,
     for _ in range(repeats):
         for k, w in workers.items():
             time.sleep(settle_s)
-            per_step, n = w.call("time", WARM_S if warm_s is None else warm_s,
-                                 TIMED_S if timed_s is None else timed_s)
+            per_step, n = w.call(
+                "time",
+                WARM_S if warm_s is None else warm_s,
+                TIMED_S if timed_s is None else timed_s,
+            )
             times[k].append(per_step)
             steps[k].append(n)
-    peaks = {k: w.call("drop")["peak_rss_bytes"]   # the step dropped: an engine model
-             for k, w in workers.items()}            # can be large
-    return {k: {"min_s": min(v), "median_s": statistics.median(v), "max_s": max(v),
-                "repeats": repeats, "timed_steps_per_turn": statistics.mean(steps[k]),
-                "peak_rss_bytes": peaks[k], **info[k]}
-            for k, v in times.items()}
+    peaks = {
+        k: w.call("drop")["peak_rss_bytes"]  # the step dropped: an engine model
+        for k, w in workers.items()
+    }  # can be large
+    return {
+        k: {
+            "min_s": min(v),
+            "median_s": statistics.median(v),
+            "max_s": max(v),
+            "repeats": repeats,
+            "timed_steps_per_turn": statistics.mean(steps[k]),
+            "peak_rss_bytes": peaks[k],
+            **info[k],
+        }
+        for k, v in times.items()
+    }
 
 
 # --------------------------------------------------------------------------- worker side
 
+
 def _build(system: str, work):
     import systems
+
     if system == "popsnn":
         return systems.popsnn_engine(work)
     if system == "snntorch":
@@ -186,6 +212,7 @@ def _threads(system: str) -> int:
     """The thread count the system's library runs with in this process."""
     if system.startswith("snntorch"):
         import torch
+
         return torch.get_num_threads()
     if system == "popsnn":
         return int(os.environ.get("POPSNN_NUM_THREADS") or os.cpu_count() or 1)
@@ -216,10 +243,11 @@ def _peak_rss_bytes():
 
 def _serve():
     out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)            # prints of libraries go to stderr, not into the protocol
+    os.dup2(2, 1)  # prints of libraries go to stderr, not into the protocol
     inp = sys.stdin.buffer
     sys.path.insert(0, str(HERE))
     import gc
+
     step = None
 
     def reply(status, value):
@@ -247,18 +275,26 @@ def _serve():
                 t0 = time.perf_counter()
                 for _ in range(warmup):
                     step()
-                reply("ok", {"threads": _threads(system), "pid": os.getpid(),
-                             "build_s": build_s, "warmup_s": time.perf_counter() - t0,
-                             "warmup_steps": warmup, "peak_rss_reset": peak_reset})
+                reply(
+                    "ok",
+                    {
+                        "threads": _threads(system),
+                        "pid": os.getpid(),
+                        "build_s": build_s,
+                        "warmup_s": time.perf_counter() - t0,
+                        "warmup_steps": warmup,
+                        "peak_rss_reset": peak_reset,
+                    },
+                )
             elif op == "time":
                 warm_s, timed_s = msg[1:]
                 t0 = time.perf_counter()
-                while True:          # untimed, back to back
+                while True:  # untimed, back to back
                     step()
                     if time.perf_counter() - t0 >= warm_s:
                         break
                 n, t0 = 0, time.perf_counter()
-                while True:          # timed, back to back
+                while True:  # timed, back to back
                     step()
                     n += 1
                     elapsed = time.perf_counter() - t0
@@ -266,16 +302,15 @@ def _serve():
                         break
                 reply("ok", (elapsed / n, n))
             elif op == "drop":
-                peak = _peak_rss_bytes()    # before the step is dropped
+                peak = _peak_rss_bytes()  # before the step is dropped
                 step = None
                 gc.collect()
                 reply("ok", {"peak_rss_bytes": peak})
             elif op == "env":
-                reply("ok", {"pid": os.getpid(),
-                             **{k: os.environ.get(k) for k in THREAD_ENV}})
+                reply("ok", {"pid": os.getpid(), **{k: os.environ.get(k) for k in THREAD_ENV}})
             else:
                 reply("error", f"unknown request {op!r}")
-        except Exception:   # noqa: BLE001 - reported to the parent, which raises it
+        except Exception:  # noqa: BLE001 - reported to the parent, which raises it
             reply("error", traceback.format_exc())
 
 

@@ -1,5 +1,5 @@
 // Backward vertices: BPTT for one shard, one step (t = T-1 .. 0), every sample.
-// The reset carries no gradient (SPEC section 1). Sparse work: weight gradients
+// The reset carries no gradient (docs/numerics.md). Sparse work: weight gradients
 // visit only the input ids that spiked; with a sparse rule, dL/dS is computed only
 // for the entries of the shard's id buffer (spikes and gradient candidates) whose
 // masked surrogate is non-zero; without one, for every entry.

@@ -9,15 +9,15 @@
 #include <immintrin.h>
 #endif
 
+#include "../include/popsnn/VertexEnums.hpp"
 #include "SparseRows.hpp"
-#include "VertexEnums.hpp"
 
 namespace popsnn {
 namespace lif {
 
 using namespace popsnn::codes;
 
-// dS/dU as a function of x = U - threshold (SPEC section 1).
+// dS/dU as a function of x = U - threshold (docs/numerics.md).
 inline float fastSigmoid(float x, float k) {
   const float d = 1.0f + k * std::fabs(x);
   return 1.0f / (d * d);

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "VertexEnums.hpp"
+#include "../include/popsnn/VertexEnums.hpp"
 
 using namespace poplar;
 using namespace popsnn::codes;

@@ -1,4 +1,5 @@
 """The README's minimal example runs as written, and its two devices agree."""
+
 import re
 from pathlib import Path
 

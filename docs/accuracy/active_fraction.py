@@ -9,12 +9,11 @@ whose surrogate gradient the backward uses (the reference's `Record.grad_masks`)
 rate. With `--rule window:0.5` (or one_sided:0.9) the mask of that rule is measured instead of the
 run's own (e.g. on the weights of a dense run); `--layers all` measures the readout's mask too.
 """
+
 import argparse
 import json
 import sys
 from pathlib import Path
-
-import numpy as np
 
 from popsnn import checkpoint, data, reference, train
 
@@ -25,9 +24,13 @@ def main(argv=None):
     ap.add_argument("--samples", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--rule", default=None, help="sparse rule to measure instead of the run's")
-    ap.add_argument("--layers", default=None, choices=("hidden", "all"),
-                    help="sparse_layers to measure instead of the run's (runs made before the "
-                         "option existed masked all layers)")
+    ap.add_argument(
+        "--layers",
+        default=None,
+        choices=("hidden", "all"),
+        help="sparse_layers to measure instead of the run's (runs made before the "
+        "option existed masked all layers)",
+    )
     args = ap.parse_args(argv)
     run = Path(args.run)
     cfg = json.loads((run / "metrics.json").read_text())["config"]
@@ -50,9 +53,14 @@ def main(argv=None):
         active = a if active is None else [u + v for u, v in zip(active, a)]
         spikes = s if spikes is None else [u + v for u, v in zip(spikes, s)]
         n += len(x)
-    result = {"run": str(run), "rule": config.sparse, "layers": config.sparse_layers,
-              "samples": n,
-              "active_fraction": [v / n for v in active], "spike_rate": [v / n for v in spikes]}
+    result = {
+        "run": str(run),
+        "rule": config.sparse,
+        "layers": config.sparse_layers,
+        "samples": n,
+        "active_fraction": [v / n for v in active],
+        "spike_rate": [v / n for v in spikes],
+    }
     print(json.dumps(result))
     return 0
 

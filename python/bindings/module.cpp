@@ -4,6 +4,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "GraphBuild.hpp" // the builder's planner and its memory count (host/src), for tests
+#include "Plan.hpp"
 #include "popsnn/Network.hpp"
 #include "popsnn/version.hpp"
 
@@ -249,11 +251,57 @@ struct PyNetwork {
   }
 };
 
+// The planner's decisions for a spec on a target of `tiles` tiles: no graph is built.
+py::dict planToDict(const py::dict &spec, unsigned tiles, bool ipu, bool stepMajor,
+                    unsigned spread, unsigned chunks) {
+  popsnn::NetworkSpec s = specFromDict(spec);
+  s.validate();
+  popsnn::TargetGeometry target;
+  target.numTiles = tiles;
+  target.ipu = ipu;
+  const popsnn::Plan plan = popsnn::planNetwork(s, target, {stepMajor, spread, chunks});
+  py::list layers;
+  for (const auto &l : plan.layers) {
+    py::list shards;
+    for (const auto &sh : l.shards)
+      shards.append(py::make_tuple(sh.tile, sh.first, sh.size, sh.capacity));
+    py::dict d;
+    d["shard_size"] = l.shardSize;
+    d["stride"] = l.stride;
+    d["push"] = l.push;
+    d["input_mode"] = l.inputMode;
+    d["shards"] = shards;
+    layers.append(d);
+  }
+  py::list groups;
+  for (const auto &g : plan.lossGroups)
+    groups.append(py::make_tuple(g.first, g.last, g.tile));
+  py::dict out;
+  out["layers"] = layers;
+  out["loss_groups"] = groups;
+  out["loss_tile"] = plan.lossTile;
+  out["chunk_batch"] = plan.chunkBatch;
+  out["num_classes"] = plan.numClasses;
+  // Bytes of popsnn's tensors per tile, counted without a graph.
+  py::list tileBytes;
+  for (const auto &perLayer : popsnn::countTensorBytes(s, plan).tileLayerBytes) {
+    std::uint64_t total = 0;
+    for (std::uint64_t bytes : perLayer)
+      total += bytes;
+    tileBytes.append(total);
+  }
+  out["tile_bytes"] = tileBytes;
+  return out;
+}
+
 } // namespace
 
 PYBIND11_MODULE(_native, m) {
   m.doc() = "popsnn native extension (host graph builder and Poplar-compatible runtime)";
   m.def("version", &popsnn::version, "Version of the C++ host library.");
+  m.def("plan", &planToDict, "The graph builder's plan of a spec (no graph is built).",
+        py::arg("spec"), py::arg("tiles"), py::arg("ipu") = false, py::arg("step_major") = false,
+        py::arg("spread") = 1u, py::arg("chunks") = 1u);
   m.def("defaults", &defaultsDict, "The C++ spec's defaults (NetworkSpec.hpp) by Python name.");
 
   static py::exception<popsnn::SpikeBufferOverflow> overflowError(m, "SpikeBufferOverflow",

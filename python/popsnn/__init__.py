@@ -4,6 +4,7 @@ The network description uses snnTorch's names (Leaky, Synaptic, RLeaky,
 surrogate.fast_sigmoid, ...); the dense NumPy reference in `popsnn.reference`
 is the oracle every engine is checked against.
 """
+
 from . import encoders, losses, optim, reference, sparse, surrogate
 from .layers import Leaky, Linear, RLeaky, Sequential, Synaptic
 from .model import Model
@@ -11,6 +12,20 @@ from .nir_interop import export_to_nir, import_from_nir
 
 __version__ = "0.1.0"
 
-__all__ = ["Leaky", "Linear", "RLeaky", "Sequential", "Synaptic", "encoders", "losses", "optim",
-           "reference", "sparse", "surrogate", "Model", "export_to_nir", "import_from_nir",
-           "__version__"]
+__all__ = [
+    "Leaky",
+    "Linear",
+    "RLeaky",
+    "Sequential",
+    "Synaptic",
+    "encoders",
+    "losses",
+    "optim",
+    "reference",
+    "sparse",
+    "surrogate",
+    "Model",
+    "export_to_nir",
+    "import_from_nir",
+    "__version__",
+]

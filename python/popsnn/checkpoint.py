@@ -6,17 +6,18 @@ failed save never leaves a half-written checkpoint in place of the previous one.
 the file and, when given the network it is meant for, the layer shapes; any problem raises
 `CheckpointError` saying what is wrong and what to do.
 """
+
 from __future__ import annotations
 
 import glob
 import json
+import lzma
 import os
 import tempfile
-import lzma
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -41,13 +42,23 @@ def network_to_dict(net: _layers.Sequential) -> list:
     """The network description as JSON-able data (inverse: `network_from_dict`)."""
     out = []
     for lin, neuron in net.pairs:
-        out.append({"type": "Linear", "in_features": lin.in_features,
-                    "out_features": lin.out_features, "bias": lin.bias})
-        d = {"type": type(neuron).__name__, "threshold": neuron.threshold,
-             "reset_mechanism": neuron.reset_mechanism,
-             "surrogate": {"name": neuron.surrogate.name, "param": neuron.surrogate.param},
-             "sparse": None if neuron.sparse is None else
-             {"kind": neuron.sparse.kind, "value": neuron.sparse.value}}
+        out.append(
+            {
+                "type": "Linear",
+                "in_features": lin.in_features,
+                "out_features": lin.out_features,
+                "bias": lin.bias,
+            }
+        )
+        d = {
+            "type": type(neuron).__name__,
+            "threshold": neuron.threshold,
+            "reset_mechanism": neuron.reset_mechanism,
+            "surrogate": {"name": neuron.surrogate.name, "param": neuron.surrogate.param},
+            "sparse": None
+            if neuron.sparse is None
+            else {"kind": neuron.sparse.kind, "value": neuron.sparse.value},
+        }
         if isinstance(neuron, _layers.Synaptic):
             d["alpha"] = neuron.alpha
         d["beta"] = neuron.beta
@@ -65,8 +76,9 @@ def network_from_dict(layers: list) -> _layers.Sequential:
         if kind == "Linear":
             built.append(_layers.Linear(**d))
             continue
-        cls = {"Leaky": _layers.Leaky, "Synaptic": _layers.Synaptic,
-               "RLeaky": _layers.RLeaky}.get(kind)
+        cls = {"Leaky": _layers.Leaky, "Synaptic": _layers.Synaptic, "RLeaky": _layers.RLeaky}.get(
+            kind
+        )
         if cls is None:
             raise CheckpointError(f"unknown layer type {kind!r} in the network description")
         s = d.pop("surrogate")
@@ -97,8 +109,10 @@ def _flatten(obj, prefix: str, arrays: dict):
         return obj.item()
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return obj
-    raise TypeError(f"checkpoint state at {prefix!r}: cannot store {type(obj).__name__}; "
-                    f"use arrays, numbers, strings, lists and dicts")
+    raise TypeError(
+        f"checkpoint state at {prefix!r}: cannot store {type(obj).__name__}; "
+        f"use arrays, numbers, strings, lists and dicts"
+    )
 
 
 def _unflatten(skeleton, arrays):
@@ -116,14 +130,24 @@ def _unflatten(skeleton, arrays):
 # Save and load
 
 
-def save(path, *, net: _layers.Sequential, params: list, optimizer_state: Optional[dict] = None,
-         epoch: int = 0, rng_state: Optional[dict] = None, config: Optional[dict] = None,
-         history: Optional[Any] = None) -> Path:
+def save(
+    path,
+    *,
+    net: _layers.Sequential,
+    params: list,
+    optimizer_state: dict | None = None,
+    epoch: int = 0,
+    rng_state: dict | None = None,
+    config: dict | None = None,
+    history: Any | None = None,
+) -> Path:
     """Write a checkpoint atomically to `path` (a `.npz` file) and return its path."""
     path = Path(path)
     arrays: dict = {}
     meta = {
-        "format": FORMAT, "version": VERSION, "epoch": int(epoch),
+        "format": FORMAT,
+        "version": VERSION,
+        "epoch": int(epoch),
         "network": network_to_dict(net),
         "params": _flatten([dict(p) for p in params], "params", arrays),
         "optimizer": _flatten(optimizer_state, "optimizer", arrays),
@@ -135,8 +159,9 @@ def save(path, *, net: _layers.Sequential, params: list, optimizer_state: Option
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temp_files(path)
     # The writer's pid in the name tells a live writer's temp file from a killed one's.
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
-                               dir=path.parent)
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent
+    )
     try:
         with os.fdopen(fd, "wb") as f:
             np.savez(f, **arrays)
@@ -167,7 +192,7 @@ def _pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True   # someone else's live process
+        return True  # someone else's live process
     return True
 
 
@@ -177,7 +202,7 @@ def remove_stale_temp_files(path) -> list:
     path = Path(path)
     removed = []
     for tmp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
-        pid = tmp.name[len(path.name) + 2:].split(".", 1)[0]
+        pid = tmp.name[len(path.name) + 2 :].split(".", 1)[0]
         if pid.isdigit() and int(pid) > 0 and _pid_alive(int(pid)):
             continue
         try:
@@ -193,27 +218,42 @@ class Checkpoint(dict):
     `optimizer_state`, `rng_state`, `config`, `history`."""
 
 
-def load(path, net: Optional[_layers.Sequential] = None) -> Checkpoint:
+def load(path, net: _layers.Sequential | None = None) -> Checkpoint:
     """Read a checkpoint; with `net`, also check it was made for a network of that shape."""
     path = Path(path)
     if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} does not exist; pass the .npz file written by "
-                              f"a previous run (<output>/checkpoint.npz)")
+        raise CheckpointError(
+            f"checkpoint {path} does not exist; pass the .npz file written by "
+            f"a previous run (<output>/checkpoint.npz)"
+        )
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
         meta = json.loads(arrays.pop(_META_KEY).tobytes().decode())
-    except (zipfile.BadZipFile, ValueError, KeyError, OSError, EOFError, RecursionError,
-            UnicodeDecodeError, zlib.error, lzma.LZMAError,
-            NotImplementedError, RuntimeError) as err:   # zipfile: unknown method, encrypted
-        raise CheckpointError(f"checkpoint {path} is damaged or not a popsnn checkpoint "
-                              f"({type(err).__name__}: {err}); resume from another checkpoint "
-                              f"or start a fresh run") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT \
-            or meta.get("version") != VERSION:
+    except (
+        zipfile.BadZipFile,
+        ValueError,
+        KeyError,
+        OSError,
+        EOFError,
+        RecursionError,
+        UnicodeDecodeError,
+        zlib.error,
+        lzma.LZMAError,
+        NotImplementedError,
+        RuntimeError,
+    ) as err:  # zipfile: unknown method, encrypted
+        raise CheckpointError(
+            f"checkpoint {path} is damaged or not a popsnn checkpoint "
+            f"({type(err).__name__}: {err}); resume from another checkpoint "
+            f"or start a fresh run"
+        ) from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION:
         got = (meta.get("format"), meta.get("version")) if isinstance(meta, dict) else (None,) * 2
-        raise CheckpointError(f"{path} is not a popsnn checkpoint of version {VERSION} "
-                              f"(format {got[0]!r}, version {got[1]!r})")
+        raise CheckpointError(
+            f"{path} is not a popsnn checkpoint of version {VERSION} "
+            f"(format {got[0]!r}, version {got[1]!r})"
+        )
     try:
         ckpt = _from_meta(meta, arrays)
         check_matches(ckpt, net, path)
@@ -221,9 +261,11 @@ def load(path, net: Optional[_layers.Sequential] = None) -> Checkpoint:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as err:
         # Damaged metadata: whatever broke, the user needs the file and the damage.
-        raise CheckpointError(f"checkpoint {path} has damaged metadata ({type(err).__name__}: "
-                              f"{err}); resume from another checkpoint or start a fresh "
-                              f"run") from None
+        raise CheckpointError(
+            f"checkpoint {path} has damaged metadata ({type(err).__name__}: "
+            f"{err}); resume from another checkpoint or start a fresh "
+            f"run"
+        ) from None
     return ckpt
 
 
@@ -231,8 +273,9 @@ def _from_meta(meta: dict, arrays: dict) -> Checkpoint:
     epoch = meta["epoch"]
     if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
         raise ValueError(f"epoch must be an integer >= 0, got {epoch!r}")
-    if not isinstance(meta["network"], list) or not all(isinstance(d, dict)
-                                                        for d in meta["network"]):
+    if not isinstance(meta["network"], list) or not all(
+        isinstance(d, dict) for d in meta["network"]
+    ):
         raise ValueError("the network description must be a list of layer objects")
     ckpt = Checkpoint(
         epoch=epoch,
@@ -243,14 +286,18 @@ def _from_meta(meta: dict, arrays: dict) -> Checkpoint:
         config=_unflatten(meta["config"], arrays),
         history=_unflatten(meta["history"], arrays),
     )
-    if not isinstance(ckpt["params"], list) or not all(isinstance(p, dict)
-                                                       for p in ckpt["params"]):
+    if not isinstance(ckpt["params"], list) or not all(isinstance(p, dict) for p in ckpt["params"]):
         raise ValueError("the weights must be a list of per-layer dicts of arrays")
-    for key, kind in (("optimizer_state", dict), ("rng_state", dict), ("config", dict),
-                      ("history", dict)):
+    for key, kind in (
+        ("optimizer_state", dict),
+        ("rng_state", dict),
+        ("config", dict),
+        ("history", dict),
+    ):
         if ckpt[key] is not None and not isinstance(ckpt[key], kind):
-            raise ValueError(f"{key} must be a {kind.__name__} or null, got "
-                             f"{type(ckpt[key]).__name__}")
+            raise ValueError(
+                f"{key} must be a {kind.__name__} or null, got {type(ckpt[key]).__name__}"
+            )
     return ckpt
 
 
@@ -258,23 +305,28 @@ def _shapes(net: _layers.Sequential) -> list:
     return [(type(n).__name__, lin.in_features, lin.out_features) for lin, n in net.pairs]
 
 
-def check_matches(ckpt: Checkpoint, net: Optional[_layers.Sequential], path="checkpoint"):
+def check_matches(ckpt: Checkpoint, net: _layers.Sequential | None, path="checkpoint"):
     """Raise CheckpointError when the checkpoint's network or weights do not fit `net`."""
     if net is not None and _shapes(ckpt["network"]) != _shapes(net):
         raise CheckpointError(
             f"checkpoint {path} is for the network {_describe(ckpt['network'])} but this run "
             f"builds {_describe(net)}; use the same --hidden and --neuron as the run that "
-            f"wrote it, or start a fresh run without --resume")
+            f"wrote it, or start a fresh run without --resume"
+        )
     reference = ckpt["network"].init_params(0)
     if len(ckpt["params"]) != len(reference):
-        raise CheckpointError(f"checkpoint {path} has weights for {len(ckpt['params'])} layers "
-                              f"but its network has {len(reference)}")
+        raise CheckpointError(
+            f"checkpoint {path} has weights for {len(ckpt['params'])} layers "
+            f"but its network has {len(reference)}"
+        )
     for i, (got, want) in enumerate(zip(ckpt["params"], reference)):
         for key, value in want.items():
             if not isinstance(got.get(key), np.ndarray) or got[key].shape != value.shape:
                 shape = np.shape(got[key]) if key in got else "nothing"
-                raise CheckpointError(f"checkpoint {path}: layer {i} {key} is {shape}, "
-                                      f"expected {value.shape}; the file is damaged")
+                raise CheckpointError(
+                    f"checkpoint {path}: layer {i} {key} is {shape}, "
+                    f"expected {value.shape}; the file is damaged"
+                )
 
 
 def _describe(net: _layers.Sequential) -> str:

@@ -11,6 +11,7 @@ Loaders: `load_mnist` (embedded copy, or a folder of IDX files, gzipped or not),
 `load_fashion_mnist`, `load_idx_folder`, `load_shd` (HDF5), `load_nmnist` (40-bit binary events).
 `batches` walks a data set in (optionally shuffled) minibatches; the last partial batch is kept.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -18,9 +19,9 @@ import lzma
 import math
 import os
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Optional
 
 import numpy as np
 
@@ -41,8 +42,15 @@ def user_data_dir() -> Path:
     base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
     return Path(base) / "popsnn"
 
-_IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"),
-               0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
+
+_IDX_DTYPES = {
+    0x08: np.uint8,
+    0x09: np.int8,
+    0x0B: np.dtype(">i2"),
+    0x0C: np.dtype(">i4"),
+    0x0D: np.dtype(">f4"),
+    0x0E: np.dtype(">f8"),
+}
 
 
 class DataError(ValueError):
@@ -65,8 +73,10 @@ class ImageDataset:
     def __post_init__(self):
         self.labels = _check_labels(self.name, self.labels, self.num_classes)
         if len(self.images) != len(self.labels):
-            raise DataError(f"{self.name}: {len(self.images)} images but {len(self.labels)} "
-                            f"labels; the image and label files must come from the same split")
+            raise DataError(
+                f"{self.name}: {len(self.images)} images but {len(self.labels)} "
+                f"labels; the image and label files must come from the same split"
+            )
 
     num_steps = None  # static: the same input at every step
 
@@ -88,7 +98,7 @@ class ImageDataset:
             return x.astype(np.float32) / np.float32(255.0)
         return x.astype(np.float32, copy=False)
 
-    def take(self, count: Optional[int]) -> "ImageDataset":
+    def take(self, count: int | None) -> ImageDataset:
         """The first `count` samples (all of them when None)."""
         if count is None:
             return self
@@ -117,12 +127,15 @@ class EventDataset:
         positive_int("num_steps", self.num_steps)
         positive_real("max_time", self.max_time)
         if len(self.offsets) != len(self.labels) + 1:
-            raise DataError(f"{self.name}: {len(self.offsets) - 1} recordings but "
-                            f"{len(self.labels)} labels")
+            raise DataError(
+                f"{self.name}: {len(self.offsets) - 1} recordings but {len(self.labels)} labels"
+            )
         if len(self.units) and (self.units.min() < 0 or self.units.max() >= self.num_inputs):
-            raise DataError(f"{self.name}: input channel ids must lie in [0, {self.num_inputs}), "
-                            f"got {int(self.units.min())}..{int(self.units.max())}; "
-                            f"pass num_inputs= large enough for the recording")
+            raise DataError(
+                f"{self.name}: input channel ids must lie in [0, {self.num_inputs}), "
+                f"got {int(self.units.min())}..{int(self.units.max())}; "
+                f"pass num_inputs= large enough for the recording"
+            )
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -136,31 +149,44 @@ class EventDataset:
             lo, hi = self.offsets[i], self.offsets[i + 1]
             t = self.times[lo:hi]
             keep = t < self.max_time  # events after max_time were counted in dropped_events
-            bins = np.minimum((t[keep] / self.max_time * self.num_steps).astype(np.int64),
-                              self.num_steps - 1)
+            bins = np.minimum(
+                (t[keep] / self.max_time * self.num_steps).astype(np.int64), self.num_steps - 1
+            )
             out[bins, b, self.units[lo:hi][keep]] = 1.0
         return out
 
-    def take(self, count: Optional[int]) -> "EventDataset":
+    def take(self, count: int | None) -> EventDataset:
         if count is None:
             return self
         count = _check_limit(count, len(self))
         end = self.offsets[count]
-        return EventDataset(self.times[:end], self.units[:end], self.offsets[:count + 1],
-                            self.labels[:count], self.num_classes, self.num_inputs,
-                            self.num_steps, self.max_time, self.name)
+        return EventDataset(
+            self.times[:end],
+            self.units[:end],
+            self.offsets[: count + 1],
+            self.labels[:count],
+            self.num_classes,
+            self.num_inputs,
+            self.num_steps,
+            self.max_time,
+            self.name,
+        )
 
 
 def _check_labels(name: str, labels, num_classes: int) -> np.ndarray:
     labels = np.asarray(labels)
     if labels.ndim != 1 or labels.dtype.kind not in "iu":
-        raise DataError(f"{name}: labels must be a 1-D array of integers, got shape "
-                        f"{labels.shape} dtype {labels.dtype}")
+        raise DataError(
+            f"{name}: labels must be a 1-D array of integers, got shape "
+            f"{labels.shape} dtype {labels.dtype}"
+        )
     positive_int("num_classes", num_classes)
     if len(labels) and (labels.min() < 0 or labels.max() >= num_classes):
-        raise DataError(f"{name}: labels must lie in [0, {num_classes}), got "
-                        f"{int(labels.min())}..{int(labels.max())}; check the label file or "
-                        f"give the network as many outputs as there are classes")
+        raise DataError(
+            f"{name}: labels must lie in [0, {num_classes}), got "
+            f"{int(labels.min())}..{int(labels.max())}; check the label file or "
+            f"give the network as many outputs as there are classes"
+        )
     return labels.astype(np.int64, copy=False)
 
 
@@ -173,19 +199,22 @@ def _check_limit(count, size: int) -> int:
 # Batching
 
 
-def batches(dataset, batch_size: int, *, shuffle: bool = False,
-            rng: Optional[np.random.Generator] = None) -> Iterator[tuple]:
+def batches(
+    dataset, batch_size: int, *, shuffle: bool = False, rng: np.random.Generator | None = None
+) -> Iterator[tuple]:
     """Yield `(x, y)` minibatches over the whole data set. The last batch holds the remainder
     (smaller than `batch_size`), so every sample is trained on or evaluated exactly once."""
     batch_size = positive_int("batch_size", batch_size)
     order = np.arange(len(dataset))
     if shuffle:
         if rng is None:
-            raise ValueError("batches(shuffle=True) needs rng=np.random.default_rng(seed), "
-                             "so that the order is reproducible")
+            raise ValueError(
+                "batches(shuffle=True) needs rng=np.random.default_rng(seed), "
+                "so that the order is reproducible"
+            )
         order = rng.permutation(len(dataset))
     for start in range(0, len(order), batch_size):
-        idx = order[start:start + batch_size]
+        idx = order[start : start + batch_size]
         yield dataset.inputs(idx), dataset.labels[idx]
 
 
@@ -212,25 +241,34 @@ def load_idx(path) -> np.ndarray:
         with _open_maybe_compressed(path) as f:
             raw = f.read()
     except (OSError, EOFError, lzma.LZMAError, zlib.error) as err:
-        raise DataError(f"{path}: cannot read or decompress it ({err}); the file is damaged, "
-                        f"fetch it again") from None
+        raise DataError(
+            f"{path}: cannot read or decompress it ({err}); the file is damaged, fetch it again"
+        ) from None
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
-        raise DataError(f"{path} is not an IDX file (bad magic number {raw[:4].hex()}); "
-                        f"expected MNIST-style files such as train-images-idx3-ubyte[.gz]")
+        raise DataError(
+            f"{path} is not an IDX file (bad magic number {raw[:4].hex()}); "
+            f"expected MNIST-style files such as train-images-idx3-ubyte[.gz]"
+        )
     dtype = np.dtype(_IDX_DTYPES[raw[2]])
     ndim = raw[3]
     header = 4 + 4 * ndim
     if len(raw) < header:
-        raise DataError(f"{path}: the header announces {ndim} dimensions but the file ends "
-                        f"after {len(raw)} bytes; the file is truncated or damaged")
+        raise DataError(
+            f"{path}: the header announces {ndim} dimensions but the file ends "
+            f"after {len(raw)} bytes; the file is truncated or damaged"
+        )
     shape = tuple(int(v) for v in np.frombuffer(raw[4:header], ">u4"))
-    if 0 in shape:   # an empty file; its other sizes still have to describe a real array
-        raise DataError(f"{path}: header says shape {shape}, which holds no samples; the file is "
-                        f"truncated or damaged, fetch it again")
+    if 0 in shape:  # an empty file; its other sizes still have to describe a real array
+        raise DataError(
+            f"{path}: header says shape {shape}, which holds no samples; the file is "
+            f"truncated or damaged, fetch it again"
+        )
     expected = header + math.prod(shape) * dtype.itemsize
     if len(raw) != expected:
-        raise DataError(f"{path}: header says shape {shape} ({expected} bytes) but the file has "
-                        f"{len(raw)} bytes; the file is truncated or damaged, fetch it again")
+        raise DataError(
+            f"{path}: header says shape {shape} ({expected} bytes) but the file has "
+            f"{len(raw)} bytes; the file is truncated or damaged, fetch it again"
+        )
     return np.frombuffer(raw, dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
 
 
@@ -249,31 +287,39 @@ def _find_idx(folder: Path, split: str, kind: str) -> Path:
         raise FileNotFoundError(
             f"no {split} {kind} IDX file in {folder} (it holds: {listing}); expected e.g. "
             f"{'train' if split == 'train' else 't10k'}-{kind}-idx{3 if kind == 'images' else 1}"
-            f"-ubyte[.gz]. For MNIST run `make data` or omit --data to use the embedded copy")
+            f"-ubyte[.gz]. For MNIST run `make data` or omit --data to use the embedded copy"
+        )
     # Prefer the uncompressed file when both are there (faster to read).
     found.sort(key=lambda p: p.suffix == ".gz")
     return found[0]
 
 
-def load_idx_folder(folder, name: Optional[str] = None,
-                    num_classes: int = 10) -> tuple[ImageDataset, ImageDataset]:
+def load_idx_folder(
+    folder, name: str | None = None, num_classes: int = 10
+) -> tuple[ImageDataset, ImageDataset]:
     """(train, test) image data sets from a folder of IDX files."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise FileNotFoundError(f"data folder {folder} does not exist; pass --data with a folder "
-                                f"of IDX files (train-images-idx3-ubyte[.gz], ...)")
+        raise FileNotFoundError(
+            f"data folder {folder} does not exist; pass --data with a folder "
+            f"of IDX files (train-images-idx3-ubyte[.gz], ...)"
+        )
     name = name or folder.name
     out = []
     for split in ("train", "test"):
         images = load_idx(_find_idx(folder, split, "images"))
         labels = load_idx(_find_idx(folder, split, "labels"))
         if images.ndim < 2 or labels.ndim != 1:
-            raise DataError(f"{folder}: {split} images must be [S, H, W] and labels [S], got "
-                            f"{images.shape} and {labels.shape}")
+            raise DataError(
+                f"{folder}: {split} images must be [S, H, W] and labels [S], got "
+                f"{images.shape} and {labels.shape}"
+            )
         out.append(ImageDataset(images, labels, num_classes, f"{name}/{split}"))
     if out[0].image_shape != out[1].image_shape:
-        raise DataError(f"{folder}: train images are {out[0].image_shape} but test images are "
-                        f"{out[1].image_shape}; both splits must have the same image size")
+        raise DataError(
+            f"{folder}: train images are {out[0].image_shape} but test images are "
+            f"{out[1].image_shape}; both splits must have the same image size"
+        )
     return out[0], out[1]
 
 
@@ -283,7 +329,7 @@ def load_mnist(path=None) -> tuple[ImageDataset, ImageDataset]:
     return load_idx_folder(EMBEDDED_MNIST if path is None else path, name="mnist")
 
 
-def fashion_mnist_folder() -> Optional[Path]:
+def fashion_mnist_folder() -> Path | None:
     """The installed Fashion-MNIST: `make data`'s folder, else the Debian package's; None
     when neither holds it."""
     for folder in (user_data_dir() / "fashion-mnist", FASHION_MNIST_SYSTEM):
@@ -297,10 +343,12 @@ def load_fashion_mnist(path=None) -> tuple[ImageDataset, ImageDataset]:
     (`user_data_dir()/fashion-mnist`), else where Debian's `dataset-fashion-mnist` installs it."""
     folder = Path(path) if path is not None else fashion_mnist_folder()
     if folder is None:
-        raise FileNotFoundError(f"Fashion-MNIST is not installed: run `{FASHION_MNIST_COMMAND}` "
-                                f"in popsnn's source folder (no root needed; it unpacks into "
-                                f"{user_data_dir() / 'fashion-mnist'}), or pass the folder of "
-                                f"its IDX files")
+        raise FileNotFoundError(
+            f"Fashion-MNIST is not installed: run `{FASHION_MNIST_COMMAND}` "
+            f"in popsnn's source folder (no root needed; it unpacks into "
+            f"{user_data_dir() / 'fashion-mnist'}), or pass the folder of "
+            f"its IDX files"
+        )
     return load_idx_folder(folder, name="fashion-mnist")
 
 
@@ -308,8 +356,9 @@ def load_fashion_mnist(path=None) -> tuple[ImageDataset, ImageDataset]:
 # Event data: SHD (HDF5) and N-MNIST (binary)
 
 
-def _events_dataset(times_list, units_list, labels, *, num_classes, num_inputs, num_steps,
-                    max_time, name) -> EventDataset:
+def _events_dataset(
+    times_list, units_list, labels, *, num_classes, num_inputs, num_steps, max_time, name
+) -> EventDataset:
     lengths = np.array([len(t) for t in times_list], np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     times = np.concatenate(times_list).astype(np.float64) if len(times_list) else np.zeros(0)
@@ -318,28 +367,48 @@ def _events_dataset(times_list, units_list, labels, *, num_classes, num_inputs, 
     if np.any(nan):
         # Refused rather than dropped: a recording with holes would train silently on less.
         samples = np.unique(np.searchsorted(offsets, np.flatnonzero(nan), side="right") - 1)
-        raise DataError(f"{name}: {int(nan.sum())} event(s) in {len(samples)} recording(s) "
-                        f"(first: sample {int(samples[0])}) have a NaN time; repair or remove "
-                        f"those recordings")
+        raise DataError(
+            f"{name}: {int(nan.sum())} event(s) in {len(samples)} recording(s) "
+            f"(first: sample {int(samples[0])}) have a NaN time; repair or remove "
+            f"those recordings"
+        )
     if np.any(times < 0):
         raise DataError(f"{name}: event times must be >= 0, got {float(times.min())}")
     if max_time is None:
         # Cover every event of the data set so nothing is lost to the binning.
         max_time = float(np.nextafter(times.max(), np.inf)) if len(times) else 1.0
     dropped = int(np.count_nonzero(times >= max_time))
-    return EventDataset(times, units, offsets, np.asarray(labels), num_classes, num_inputs,
-                        num_steps, max_time, name, dropped)
+    return EventDataset(
+        times,
+        units,
+        offsets,
+        np.asarray(labels),
+        num_classes,
+        num_inputs,
+        num_steps,
+        max_time,
+        name,
+        dropped,
+    )
 
 
-def load_shd(path, *, num_steps: int = 100, max_time: Optional[float] = 1.4,
-             num_inputs: int = 700, num_classes: Optional[int] = None) -> EventDataset:
+def load_shd(
+    path,
+    *,
+    num_steps: int = 100,
+    max_time: float | None = 1.4,
+    num_inputs: int = 700,
+    num_classes: int | None = None,
+) -> EventDataset:
     """The Spiking Heidelberg Digits (or SSC) from one HDF5 file with `spikes/times` (seconds),
     `spikes/units` and `labels`. Events at or after `max_time` seconds are dropped (counted in
     `dropped_events`); `max_time=None` covers the longest recording."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"SHD file {path} does not exist; download shd_train.h5 / "
-                                f"shd_test.h5 (gunzipped) and pass its path")
+        raise FileNotFoundError(
+            f"SHD file {path} does not exist; download shd_train.h5 / "
+            f"shd_test.h5 (gunzipped) and pass its path"
+        )
     try:
         import h5py
     except ImportError:
@@ -348,9 +417,16 @@ def load_shd(path, *, num_steps: int = 100, max_time: Optional[float] = 1.4,
     if num_classes is None:
         num_classes = int(labels.max()) + 1 if len(labels) else 1
     try:
-        return _events_dataset(times, units, labels, num_classes=num_classes,
-                               num_inputs=num_inputs, num_steps=num_steps, max_time=max_time,
-                               name=path.stem)
+        return _events_dataset(
+            times,
+            units,
+            labels,
+            num_classes=num_classes,
+            num_inputs=num_inputs,
+            num_steps=num_steps,
+            max_time=max_time,
+            name=path.stem,
+        )
     except (TypeError, ValueError) as err:  # DataError included: say which file
         raise DataError(f"{path}: {str(err).removeprefix(path.stem + ': ')}") from None
 
@@ -362,23 +438,30 @@ def _read_shd(path: Path, h5py) -> tuple:
         with h5py.File(path, "r") as f:
             for key in ("spikes/times", "spikes/units", "labels"):
                 if key not in f or not isinstance(f[key], h5py.Dataset):
-                    raise DataError(f"{path} has no dataset '{key}'; an SHD file holds "
-                                    f"spikes/times, spikes/units and labels")
+                    raise DataError(
+                        f"{path} has no dataset '{key}'; an SHD file holds "
+                        f"spikes/times, spikes/units and labels"
+                    )
             times = [np.asarray(t, np.float64).reshape(-1) for t in f["spikes/times"]]
             units = [np.asarray(u).reshape(-1) for u in f["spikes/units"]]
             labels = np.asarray(f["labels"]).reshape(-1)
     except DataError:
         raise
     except (OSError, ValueError, TypeError, KeyError, RuntimeError) as err:
-        raise DataError(f"{path} is not a readable SHD HDF5 file ({type(err).__name__}: "
-                        f"{err})") from None
+        raise DataError(
+            f"{path} is not a readable SHD HDF5 file ({type(err).__name__}: {err})"
+        ) from None
     if len(times) != len(units) or len(times) != len(labels):
-        raise DataError(f"{path}: {len(times)} spike-time lists, {len(units)} unit lists and "
-                        f"{len(labels)} labels; the three must have one entry per recording")
+        raise DataError(
+            f"{path}: {len(times)} spike-time lists, {len(units)} unit lists and "
+            f"{len(labels)} labels; the three must have one entry per recording"
+        )
     for i, (t, u) in enumerate(zip(times, units)):
         if len(t) != len(u) or u.dtype.kind not in "iu":
-            raise DataError(f"{path}: recording {i} has {len(t)} times but {len(u)} units "
-                            f"of type {u.dtype}; each event needs a time and an integer unit")
+            raise DataError(
+                f"{path}: recording {i} has {len(t)} times but {len(u)} units "
+                f"of type {u.dtype}; each event needs a time and an integer unit"
+            )
     if labels.dtype.kind not in "iu":
         raise DataError(f"{path}: labels must be integers, got {labels.dtype}")
     return times, [u.astype(np.int64) for u in units], labels.astype(np.int64)
@@ -395,8 +478,10 @@ def read_nmnist_events(path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
     except OSError as err:
         raise DataError(f"{path}: cannot read it ({err})") from None
     if raw.size % 5:
-        raise DataError(f"{path}: {raw.size} bytes is not a whole number of 5-byte N-MNIST "
-                        f"events; the file is truncated or not an N-MNIST recording")
+        raise DataError(
+            f"{path}: {raw.size} bytes is not a whole number of 5-byte N-MNIST "
+            f"events; the file is truncated or not an N-MNIST recording"
+        )
     ev = raw.reshape(-1, 5).astype(np.int64)
     x, y = ev[:, 0], ev[:, 1]
     polarity = ev[:, 2] >> 7
@@ -404,8 +489,9 @@ def read_nmnist_events(path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
     return x, y, polarity, timestamp
 
 
-def load_nmnist(folder, *, num_steps: int = 30, max_time: Optional[float] = None,
-                size: int = NMNIST_SIZE) -> EventDataset:
+def load_nmnist(
+    folder, *, num_steps: int = 30, max_time: float | None = None, size: int = NMNIST_SIZE
+) -> EventDataset:
     """N-MNIST recordings from a folder with one subfolder per digit (`0/`..`9/`, *.bin files),
     e.g. the `Train/` or `Test/` folder of the published set. Input channel =
     polarity*size*size + y*size + x (2 x 34 x 34 = 2,312 inputs); times in seconds."""
@@ -417,16 +503,28 @@ def load_nmnist(folder, *, num_steps: int = 30, max_time: Optional[float] = None
         for f in sorted((folder / str(digit)).glob("*.bin")):
             x, y, p, t = read_nmnist_events(f)
             if len(x) and (x.max() >= size or y.max() >= size):
-                raise DataError(f"{f}: pixel ({int(x.max())}, {int(y.max())}) outside the "
-                                f"{size}x{size} sensor; pass size= of the recording")
+                raise DataError(
+                    f"{f}: pixel ({int(x.max())}, {int(y.max())}) outside the "
+                    f"{size}x{size} sensor; pass size= of the recording"
+                )
             times.append(t * 1e-6)
             units.append(p * size * size + y * size + x)
             labels.append(digit)
     if not labels:
-        raise FileNotFoundError(f"no N-MNIST recordings in {folder}: expected subfolders 0..9 "
-                                f"holding .bin files (the Train/ or Test/ folder of N-MNIST)")
-    return _events_dataset(times, units, labels, num_classes=10, num_inputs=2 * size * size,
-                           num_steps=num_steps, max_time=max_time, name=folder.name)
+        raise FileNotFoundError(
+            f"no N-MNIST recordings in {folder}: expected subfolders 0..9 "
+            f"holding .bin files (the Train/ or Test/ folder of N-MNIST)"
+        )
+    return _events_dataset(
+        times,
+        units,
+        labels,
+        num_classes=10,
+        num_inputs=2 * size * size,
+        num_steps=num_steps,
+        max_time=max_time,
+        name=folder.name,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -446,17 +544,22 @@ def load_named(name: str, path=None, num_steps: int = 25) -> tuple:
     if name not in DATASETS:
         raise ValueError(f"dataset must be one of {list(DATASETS)}, got {name!r}")
     if path is None:
-        raise FileNotFoundError(f"{name} is not shipped with popsnn: pass --data with the folder "
-                                f"that holds it ({_EVENT_LAYOUT[name]})")
+        raise FileNotFoundError(
+            f"{name} is not shipped with popsnn: pass --data with the folder "
+            f"that holds it ({_EVENT_LAYOUT[name]})"
+        )
     folder = Path(path)
     if name == "shd":
         train = load_shd(folder / "shd_train.h5", num_steps=num_steps)
-        test = load_shd(folder / "shd_test.h5", num_steps=num_steps,
-                        num_classes=train.num_classes)
+        test = load_shd(folder / "shd_test.h5", num_steps=num_steps, num_classes=train.num_classes)
         return train, test
-    return (load_nmnist(folder / "Train", num_steps=num_steps),
-            load_nmnist(folder / "Test", num_steps=num_steps))
+    return (
+        load_nmnist(folder / "Train", num_steps=num_steps),
+        load_nmnist(folder / "Test", num_steps=num_steps),
+    )
 
 
-_EVENT_LAYOUT = {"shd": "shd_train.h5 and shd_test.h5, gunzipped",
-                 "nmnist": "the Train/ and Test/ folders of N-MNIST"}
+_EVENT_LAYOUT = {
+    "shd": "shd_train.h5 and shd_test.h5, gunzipped",
+    "nmnist": "the Train/ and Test/ folders of N-MNIST",
+}

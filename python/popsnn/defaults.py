@@ -10,16 +10,17 @@ snnTorch has no default decay for Leaky's beta or Synaptic's alpha (they are req
 and in popsnn's layers); `beta` and `alpha` here are what the C++ spec and `popsnn train`
 use when none is given.
 """
+
 from __future__ import annotations
 
 NEURON = {
-    "bias": True,                    # Linear(bias=True), as torch.nn.Linear
-    "all_to_all": True,              # RLeaky: V is [N, N] with a bias
+    "bias": True,  # Linear(bias=True), as torch.nn.Linear
+    "all_to_all": True,  # RLeaky: V is [N, N] with a bias
     "beta": 0.9,
-    "alpha": 0.8,                    # Synaptic
+    "alpha": 0.8,  # Synaptic
     "threshold": 1.0,
     "reset_mechanism": "subtract",
-    "surrogate": "atan",             # snnTorch's default spike_grad: ATan(alpha=2.0)
+    "surrogate": "atan",  # snnTorch's default spike_grad: ATan(alpha=2.0)
     "surrogate_param": 2.0,
     "sparse": "none",
     "sparse_value": 0.0,
@@ -27,16 +28,16 @@ NEURON = {
 
 LOSS = {
     "name": "ce_count",
-    "correct_rate": 1.0,             # mse_count
+    "correct_rate": 1.0,  # mse_count
     "incorrect_rate": 0.0,
-    "on_target": 1.0,                # mse_membrane
+    "on_target": 1.0,  # mse_membrane
     "off_target": 0.0,
 }
 
-OPTIMIZER = {                        # torch.optim.Adam's defaults
+OPTIMIZER = {  # torch.optim.Adam's defaults
     "name": "adam",
     "lr": 1e-3,
-    "momentum": 0.0,                 # SGD
+    "momentum": 0.0,  # SGD
     "dampening": 0.0,
     "nesterov": False,
     "weight_decay": 0.0,
@@ -48,7 +49,7 @@ OPTIMIZER = {                        # torch.optim.Adam's defaults
 RUN = {
     "num_steps": 25,
     "batch_size": 128,
-    "max_activity": 1.0,             # spike-buffer capacity: never overflows
+    "max_activity": 1.0,  # spike-buffer capacity: never overflows
 }
 
 SCHEMA = {"neuron": NEURON, "loss": LOSS, "optimizer": OPTIMIZER, "run": RUN}

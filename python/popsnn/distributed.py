@@ -15,12 +15,13 @@ The ranks are MPI's, so the same design serves an IPU cluster: Graphcore's multi
 MPI is used only when the process was started by an MPI launcher with more than one rank; the
 `mpi` extra installs mpi4py and an MPI (`pip install 'popsnn[mpi]'`, mpirun in the venv).
 """
+
 from __future__ import annotations
 
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -39,14 +40,14 @@ class World:
 
     rank: int = 0
     size: int = 1
-    comm: Optional[Any] = None   # an mpi4py communicator when size > 1
+    comm: Any | None = None  # an mpi4py communicator when size > 1
 
     @property
     def is_root(self) -> bool:
         return self.rank == 0
 
 
-_WORLD: Optional[World] = None
+_WORLD: World | None = None
 
 
 def _launched_ranks() -> int:
@@ -68,8 +69,10 @@ def world() -> World:
             try:
                 from mpi4py import MPI
             except ImportError:
-                raise ImportError(f"popsnn was started as {ranks} MPI ranks but mpi4py is not "
-                                  f"installed: pip install 'popsnn[mpi]'") from None
+                raise ImportError(
+                    f"popsnn was started as {ranks} MPI ranks but mpi4py is not "
+                    f"installed: pip install 'popsnn[mpi]'"
+                ) from None
             comm = MPI.COMM_WORLD
             _WORLD = World(comm.Get_rank(), comm.Get_size(), comm)
     return _WORLD
@@ -88,7 +91,7 @@ def local_batch_size(batch: int, w: World) -> int:
 
 
 def _batch_axis(x) -> int:
-    return 0 if np.ndim(x) == 2 else 1   # [B, N] direct current or [T, B, N]
+    return 0 if np.ndim(x) == 2 else 1  # [B, N] direct current or [T, B, N]
 
 
 def _on_this_rank(w: World, fn, *args):
@@ -112,12 +115,12 @@ class DataParallelModel:
 
     def __init__(self, model, w: World):
         self.model, self.world = model, w
-        self.optimizer = model.optimizer     # popsnn.optim, stepped on the host on every rank
+        self.optimizer = model.optimizer  # popsnn.optim, stepped on the host on every rank
         self.allreduced_bytes_per_step = 0
         self._shapes = _reference.param_shapes(model.net)
         self._dtype = np.dtype(next(iter(model.get_params()[0].values())).dtype)
 
-    def __getattr__(self, name):            # net, loss, device, accuracy, record, num_classes
+    def __getattr__(self, name):  # net, loss, device, accuracy, record, num_classes
         return getattr(self.model, name)
 
     def _take(self, x, y=None):
@@ -129,42 +132,51 @@ class DataParallelModel:
     def _reduce(self, value, grads, count, batch):
         """Global loss and gradients: one allreduce of every gradient and the loss, weighted
         by share size, in the weights' dtype."""
-        if not count:   # fewer samples than ranks: this rank adds nothing
-            value, grads = 0.0, [{k: np.zeros(shape, self._dtype) for k, shape in s.items()}
-                                 for s in self._shapes]
+        if not count:  # fewer samples than ranks: this rank adds nothing
+            value, grads = (
+                0.0,
+                [{k: np.zeros(shape, self._dtype) for k, shape in s.items()} for s in self._shapes],
+            )
         keys = [(l, k) for l, s in enumerate(self._shapes) for k in s]
-        flat = np.concatenate([np.ravel(grads[l][k]).astype(self._dtype, copy=False)
-                               for l, k in keys] + [np.array([value], self._dtype)])
+        flat = np.concatenate(
+            [np.ravel(grads[l][k]).astype(self._dtype, copy=False) for l, k in keys]
+            + [np.array([value], self._dtype)]
+        )
         flat *= self._dtype.type(count)
         total = np.empty_like(flat)
-        self.world.comm.Allreduce(flat, total)      # MPI.SUM is the default op
+        self.world.comm.Allreduce(flat, total)  # MPI.SUM is the default op
         self.allreduced_bytes_per_step = flat.nbytes
         total /= self._dtype.type(batch)
         out, at = [dict() for _ in self._shapes], 0
         for l, k in keys:
             size = int(np.prod(self._shapes[l][k]))
-            out[l][k] = total[at:at + size].reshape(self._shapes[l][k])
+            out[l][k] = total[at : at + size].reshape(self._shapes[l][k])
             at += size
         return float(total[-1]), out
 
     def _gather(self, local):
         """The global batch's output spikes [T, B, C] from every rank's share."""
-        return np.concatenate([p for p in self.world.comm.allgather(local) if p is not None],
-                              axis=1)
+        return np.concatenate(
+            [p for p in self.world.comm.allgather(local) if p is not None], axis=1
+        )
 
     def loss_and_grad(self, x, y):
         """The global batch's loss and gradients (identical on every rank)."""
         xs, ys, part = self._take(x, y)
         count = part.stop - part.start
-        value, grads = (_on_this_rank(self.world, self.model.loss_and_grad, xs, ys) if count
-                        else (0.0, None))
+        value, grads = (
+            _on_this_rank(self.world, self.model.loss_and_grad, xs, ys) if count else (0.0, None)
+        )
         return self._reduce(value, grads, count, len(np.asarray(y)))
 
     def train_step(self, x, y):
         xs, ys, part = self._take(x, y)
         count = part.stop - part.start
-        value, grads, local = (_on_this_rank(self.world, _share_step, self.model, xs, ys)
-                               if count else (0.0, None, None))
+        value, grads, local = (
+            _on_this_rank(self.world, _share_step, self.model, xs, ys)
+            if count
+            else (0.0, None, None)
+        )
         value, grads = self._reduce(value, grads, count, len(np.asarray(y)))
         params = self.model.get_params()
         self.optimizer.step(params, grads)
@@ -173,8 +185,7 @@ class DataParallelModel:
 
     def infer(self, x):
         xs, _, part = self._take(x)
-        local = _on_this_rank(self.world, self.model.infer, xs) if part.stop > part.start \
-            else None
+        local = _on_this_rank(self.world, self.model.infer, xs) if part.stop > part.start else None
         return self._gather(local)
 
     def optimizer_state(self) -> dict:
@@ -184,14 +195,17 @@ class DataParallelModel:
         self.optimizer.load_state_dict(state)
 
     def set_learning_rate(self, lr) -> None:
-        self.model.set_learning_rate(lr)   # checks lr, keeps the backend's copy in step
+        self.model.set_learning_rate(lr)  # checks lr, keeps the backend's copy in step
 
     def profile(self) -> dict:
-        return dict(self.model.profile(), mpi_ranks=self.world.size,
-                    allreduced_bytes_per_step=self.allreduced_bytes_per_step)
+        return dict(
+            self.model.profile(),
+            mpi_ranks=self.world.size,
+            allreduced_bytes_per_step=self.allreduced_bytes_per_step,
+        )
 
 
-def data_parallel(model, w: Optional[World] = None):
+def data_parallel(model, w: World | None = None):
     """`model` itself in a single process, else a DataParallelModel over the MPI ranks."""
     w = world() if w is None else w
     if w.size == 1:

@@ -2,6 +2,7 @@
 
 The output dtype is the input's floating dtype (float32 for integer or bool input).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -41,8 +42,9 @@ def rate(x, num_steps: int, gain: float = 1.0, rng=None) -> np.ndarray:
     return (_rng(rng).random((num_steps,) + x.shape) < p).astype(x.dtype)
 
 
-def latency(x, num_steps: int, tau: float = 5.0, threshold: float = 0.01,
-            normalize: bool = False) -> np.ndarray:
+def latency(
+    x, num_steps: int, tau: float = 5.0, threshold: float = 0.01, normalize: bool = False
+) -> np.ndarray:
     """One spike per input, later for weaker input; none at or below the threshold.
 
     The spike time of an input x > threshold is t = tau * ln(x / (x - threshold)),
@@ -66,10 +68,12 @@ def latency(x, num_steps: int, tau: float = 5.0, threshold: float = 0.01,
     if not 0.0 < threshold < 1.0:
         raise ValueError(f"threshold must lie in (0, 1), got {threshold}")
     if x.size and (x.min() < 0 or x.max() > 1):
-        raise ValueError(f"x must lie in [0, 1] for latency coding, got values in "
-                         f"[{x.min()}, {x.max()}]; scale the data first")
+        raise ValueError(
+            f"x must lie in [0, 1] for latency coding, got values in "
+            f"[{x.min()}, {x.max()}]; scale the data first"
+        )
     fires = x > threshold
-    safe = np.where(fires, x, 1.0)            # keeps the log finite where nothing fires
+    safe = np.where(fires, x, 1.0)  # keeps the log finite where nothing fires
     times = tau * np.log(safe / (safe - threshold))
     if normalize and fires.any():
         times = times * ((num_steps - 1) / times[fires].max())

@@ -11,9 +11,8 @@ beta, inhibition, graded spikes, immediate reset `reset_delay=False`, an unknown
 raises `InteropError` naming the layer and the setting, rather than converting approximately.
 torch and snntorch are imported only when these functions are called.
 """
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 import numpy as np
 
@@ -31,8 +30,9 @@ def _import_torch():
         import snntorch
         import torch
     except ImportError:
-        raise ImportError("snnTorch interop needs torch and snntorch: "
-                          "pip install 'popsnn[crosscheck]'") from None
+        raise ImportError(
+            "snnTorch interop needs torch and snntorch: pip install 'popsnn[crosscheck]'"
+        ) from None
     return torch, snntorch
 
 
@@ -51,9 +51,11 @@ def _surrogate_from_torch(fn, where: str) -> _surrogate.Surrogate:
         param = cells.get(_SURROGATE_PARAMS[factory])
         if param is not None:
             return getattr(_surrogate, factory)(float(param))
-    raise InteropError(f"{where}: surrogate {getattr(fn, '__qualname__', fn)!r} has no popsnn "
-                       f"equivalent; use snntorch.surrogate.fast_sigmoid, atan, sigmoid or "
-                       f"straight_through_estimator")
+    raise InteropError(
+        f"{where}: surrogate {getattr(fn, '__qualname__', fn)!r} has no popsnn "
+        f"equivalent; use snntorch.surrogate.fast_sigmoid, atan, sigmoid or "
+        f"straight_through_estimator"
+    )
 
 
 def snntorch_surrogate(sur: _surrogate.Surrogate):
@@ -73,8 +75,10 @@ def _scalar(layer, name: str, where: str) -> float:
     value = getattr(layer, name)
     array = value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
     if array.size != 1:
-        raise InteropError(f"{where}: {name} has {array.size} values (one per neuron); popsnn "
-                           f"takes one {name} per layer: give the layer a single value")
+        raise InteropError(
+            f"{where}: {name} has {array.size} values (one per neuron); popsnn "
+            f"takes one {name} per layer: give the layer a single value"
+        )
     return float(array.reshape(()))
 
 
@@ -86,20 +90,27 @@ def _neuron_from_torch(layer, where: str):
     torch, snntorch = _import_torch()
     for flag, meaning in (("inhibition", "inhibition=True"), ("state_quant", "state_quant")):
         if getattr(layer, flag, False):
-            raise InteropError(f"{where}: {meaning} is not supported by popsnn; build the layer "
-                               f"without it")
+            raise InteropError(
+                f"{where}: {meaning} is not supported by popsnn; build the layer without it"
+            )
     if not getattr(layer, "reset_delay", True):
-        raise InteropError(f"{where}: reset_delay=False (immediate reset) is not popsnn's "
-                           f"semantics, which apply the reset one step later as snnTorch's "
-                           f"default; build the layer with reset_delay=True")
+        raise InteropError(
+            f"{where}: reset_delay=False (immediate reset) is not popsnn's "
+            f"semantics, which apply the reset one step later as snnTorch's "
+            f"default; build the layer with reset_delay=True"
+        )
     if _scalar(layer, "graded_spikes_factor", where) != 1.0:
-        raise InteropError(f"{where}: graded spikes (graded_spikes_factor != 1) are not "
-                           f"supported; use graded_spikes_factor=1")
+        raise InteropError(
+            f"{where}: graded spikes (graded_spikes_factor != 1) are not "
+            f"supported; use graded_spikes_factor=1"
+        )
     if getattr(layer, "surrogate_disable", False):
         raise InteropError(f"{where}: surrogate_disable=True has no popsnn equivalent")
-    common = dict(threshold=_scalar(layer, "threshold", where),
-                  reset_mechanism=layer.reset_mechanism,
-                  surrogate=_surrogate_from_torch(layer.spike_grad, where))
+    common = dict(
+        threshold=_scalar(layer, "threshold", where),
+        reset_mechanism=layer.reset_mechanism,
+        surrogate=_surrogate_from_torch(layer.spike_grad, where),
+    )
     beta = _scalar(layer, "beta", where)
     try:
         if isinstance(layer, snntorch.RLeaky):
@@ -118,8 +129,10 @@ def from_snntorch(model, dtype=np.float32) -> tuple:
     supported = (snntorch.Leaky, snntorch.Synaptic, snntorch.RLeaky)
     modules = list(model.children()) if isinstance(model, torch.nn.Sequential) else None
     if modules is None:
-        raise InteropError(f"expected a torch.nn.Sequential, got {type(model).__name__}; put "
-                           f"the layers in nn.Sequential(nn.Linear, snn.Leaky, ...)")
+        raise InteropError(
+            f"expected a torch.nn.Sequential, got {type(model).__name__}; put "
+            f"the layers in nn.Sequential(nn.Linear, snn.Leaky, ...)"
+        )
     if modules and isinstance(modules[0], torch.nn.Flatten):
         modules = modules[1:]  # popsnn takes [B, N] input already flat
     layers, params = [], []
@@ -128,9 +141,11 @@ def from_snntorch(model, dtype=np.float32) -> tuple:
         expect_linear = i % 2 == 0
         if expect_linear:
             if type(m) is not torch.nn.Linear:
-                raise InteropError(f"{where}: expected nn.Linear here (popsnn networks "
-                                   f"alternate nn.Linear and a spiking neuron); supported "
-                                   f"layers: nn.Linear, snn.Leaky, snn.Synaptic, snn.RLeaky")
+                raise InteropError(
+                    f"{where}: expected nn.Linear here (popsnn networks "
+                    f"alternate nn.Linear and a spiking neuron); supported "
+                    f"layers: nn.Linear, snn.Leaky, snn.Synaptic, snn.RLeaky"
+                )
             layers.append(_layers.Linear(m.in_features, m.out_features, bias=m.bias is not None))
             p = {"weight": _numpy(m.weight, dtype)}
             if m.bias is not None:
@@ -138,8 +153,10 @@ def from_snntorch(model, dtype=np.float32) -> tuple:
             params.append(p)
             continue
         if type(m) not in supported:
-            raise InteropError(f"{where}: expected snn.Leaky, snn.Synaptic or snn.RLeaky after "
-                               f"nn.Linear; {type(m).__name__} is not supported by popsnn")
+            raise InteropError(
+                f"{where}: expected snn.Leaky, snn.Synaptic or snn.RLeaky after "
+                f"nn.Linear; {type(m).__name__} is not supported by popsnn"
+            )
         neuron = _neuron_from_torch(m, where)
         layers.append(neuron)
         if isinstance(neuron, _layers.RLeaky):
@@ -147,17 +164,22 @@ def from_snntorch(model, dtype=np.float32) -> tuple:
             if neuron.all_to_all:
                 rec = m.recurrent
                 if type(rec) is not torch.nn.Linear or rec.in_features != n:
-                    raise InteropError(f"{where}: all-to-all RLeaky needs "
-                                       f"linear_features={n} (a Linear recurrence)")
+                    raise InteropError(
+                        f"{where}: all-to-all RLeaky needs "
+                        f"linear_features={n} (a Linear recurrence)"
+                    )
                 params[-1]["recurrent_weight"] = _numpy(rec.weight, dtype)
-                params[-1]["recurrent_bias"] = (_numpy(rec.bias, dtype) if rec.bias is not None
-                                                else np.zeros(n, dtype))
+                params[-1]["recurrent_bias"] = (
+                    _numpy(rec.bias, dtype) if rec.bias is not None else np.zeros(n, dtype)
+                )
             else:
                 v = m.V.detach().cpu().numpy().astype(dtype)
                 params[-1]["recurrent_weight"] = np.broadcast_to(v, (n,)).copy()
     if len(layers) % 2 or not layers:
-        raise InteropError(f"the model must end with a spiking neuron after its last "
-                           f"nn.Linear (got {len(modules)} layer(s))")
+        raise InteropError(
+            f"the model must end with a spiking neuron after its last "
+            f"nn.Linear (got {len(modules)} layer(s))"
+        )
     net = _layers.Sequential(*layers)
     check_params(net, params)
     return net, params
@@ -177,24 +199,34 @@ def to_snntorch(net: _layers.Sequential, params):
             if lin.bias:
                 linear.bias.copy_(torch.from_numpy(p["bias"]))
         if neuron.sparse is not None:
-            raise InteropError(f"layer {2 * i + 1}: snnTorch has no sparse-backward rule; set "
-                               f"sparse=None before converting")
-        common = dict(threshold=neuron.threshold, reset_mechanism=neuron.reset_mechanism,
-                      spike_grad=snntorch_surrogate(neuron.surrogate), init_hidden=True,
-                      output=i == len(net.pairs) - 1)
+            raise InteropError(
+                f"layer {2 * i + 1}: snnTorch has no sparse-backward rule; set "
+                f"sparse=None before converting"
+            )
+        common = dict(
+            threshold=neuron.threshold,
+            reset_mechanism=neuron.reset_mechanism,
+            spike_grad=snntorch_surrogate(neuron.surrogate),
+            init_hidden=True,
+            output=i == len(net.pairs) - 1,
+        )
         if isinstance(neuron, _layers.RLeaky):
             n = lin.out_features
             if neuron.all_to_all:
-                cell = snntorch.RLeaky(beta=neuron.beta, linear_features=n, all_to_all=True,
-                                       **common)
+                cell = snntorch.RLeaky(
+                    beta=neuron.beta, linear_features=n, all_to_all=True, **common
+                )
                 cell.recurrent = cell.recurrent.to(tdtype)
                 with torch.no_grad():
                     cell.recurrent.weight.copy_(torch.from_numpy(p["recurrent_weight"]))
                     cell.recurrent.bias.copy_(torch.from_numpy(p["recurrent_bias"]))
             else:
-                cell = snntorch.RLeaky(beta=neuron.beta, all_to_all=False,
-                                       V=torch.from_numpy(p["recurrent_weight"].copy()),
-                                       **common)
+                cell = snntorch.RLeaky(
+                    beta=neuron.beta,
+                    all_to_all=False,
+                    V=torch.from_numpy(p["recurrent_weight"].copy()),
+                    **common,
+                )
         elif isinstance(neuron, _layers.Synaptic):
             cell = snntorch.Synaptic(alpha=neuron.alpha, beta=neuron.beta, **common)
         else:
@@ -203,7 +235,7 @@ def to_snntorch(net: _layers.Sequential, params):
     return torch.nn.Sequential(*modules)
 
 
-def run_snntorch(model, x, num_steps: Optional[int] = None) -> np.ndarray:
+def run_snntorch(model, x, num_steps: int | None = None) -> np.ndarray:
     """Output spikes [T, B, C] (NumPy) of an snnTorch `nn.Sequential` for popsnn-style input:
     `x` [T, B, N] or [B, N] direct current with `num_steps`. States start at zero."""
     torch, snntorch = _import_torch()

@@ -15,10 +15,10 @@ same description and the same parameter layout:
     "recurrent_weight"  [out, out]   RLeaky(all_to_all=True), V; [out] when one-to-one
     "recurrent_bias"    [out]        RLeaky(all_to_all=True) only, b_V
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Union
 
 import numpy as np
 
@@ -49,8 +49,9 @@ class _Neuron:
     reset_mechanism: str = NEURON["reset_mechanism"]
     # snnTorch's default, so the same network means the same gradients in both libraries.
     surrogate: _surrogate.Surrogate = field(
-        default_factory=lambda: _surrogate.get(NEURON["surrogate"]))
-    sparse: Optional[SparseRule] = None
+        default_factory=lambda: _surrogate.get(NEURON["surrogate"])
+    )
+    sparse: SparseRule | None = None
 
     def _check_common(self):
         finite_real("threshold", self.threshold)
@@ -59,12 +60,19 @@ class _Neuron:
         one_of("reset_mechanism", self.reset_mechanism, RESET_MECHANISMS)
         object.__setattr__(self, "surrogate", _surrogate.get(self.surrogate))
         if self.sparse is not None and not isinstance(self.sparse, SparseRule):
-            raise TypeError(f"sparse must be None, popsnn.sparse.window(b_th) or "
-                            f"popsnn.sparse.one_sided(theta_grad), got {self.sparse!r}")
-        if self.sparse is not None and self.sparse.kind == "one_sided" \
-                and self.sparse.value >= self.threshold:
-            raise ValueError(f"one_sided theta_grad must be below the threshold "
-                             f"({self.threshold}), got {self.sparse.value}; e.g. 0.9 * threshold")
+            raise TypeError(
+                f"sparse must be None, popsnn.sparse.window(b_th) or "
+                f"popsnn.sparse.one_sided(theta_grad), got {self.sparse!r}"
+            )
+        if (
+            self.sparse is not None
+            and self.sparse.kind == "one_sided"
+            and self.sparse.value >= self.threshold
+        ):
+            raise ValueError(
+                f"one_sided theta_grad must be below the threshold "
+                f"({self.threshold}), got {self.sparse.value}; e.g. 0.9 * threshold"
+            )
 
 
 @dataclass(frozen=True)
@@ -108,7 +116,7 @@ class RLeaky(_Neuron):
         self._check_common()
 
 
-Neuron = Union[Leaky, Synaptic, RLeaky]
+Neuron = Leaky | Synaptic | RLeaky
 NEURON_TYPES = (Leaky, Synaptic, RLeaky)
 
 
@@ -119,19 +127,24 @@ class Sequential:
         if len(layers) == 1 and isinstance(layers[0], (list, tuple)):
             layers = tuple(layers[0])
         if not layers or len(layers) % 2:
-            raise ValueError(f"Sequential needs (Linear, neuron) pairs, got {len(layers)} "
-                             f"layer(s); e.g. Sequential(Linear(784, 10), Leaky(beta=0.9))")
+            raise ValueError(
+                f"Sequential needs (Linear, neuron) pairs, got {len(layers)} "
+                f"layer(s); e.g. Sequential(Linear(784, 10), Leaky(beta=0.9))"
+            )
         pairs = []
         for i in range(0, len(layers), 2):
             lin, neuron = layers[i], layers[i + 1]
             if not isinstance(lin, Linear):
                 raise TypeError(f"layer {i} must be popsnn.Linear, got {type(lin).__name__}")
             if not isinstance(neuron, NEURON_TYPES):
-                raise TypeError(f"layer {i + 1} must be Leaky, Synaptic or RLeaky, "
-                                f"got {type(neuron).__name__}")
+                raise TypeError(
+                    f"layer {i + 1} must be Leaky, Synaptic or RLeaky, got {type(neuron).__name__}"
+                )
             if pairs and pairs[-1][0].out_features != lin.in_features:
-                raise ValueError(f"layer {i} Linear.in_features={lin.in_features} does not match "
-                                 f"the previous Linear.out_features={pairs[-1][0].out_features}")
+                raise ValueError(
+                    f"layer {i} Linear.in_features={lin.in_features} does not match "
+                    f"the previous Linear.out_features={pairs[-1][0].out_features}"
+                )
             pairs.append((lin, neuron))
         self.pairs: tuple = tuple(pairs)
 
@@ -154,8 +167,7 @@ class Sequential:
         inner = ",\n  ".join(repr(x) for x in self.layers)
         return f"Sequential(\n  {inner})"
 
-    def init_params(self, seed: Union[int, np.random.Generator, None] = 0,
-                    dtype=np.float32) -> list:
+    def init_params(self, seed: int | np.random.Generator | None = 0, dtype=np.float32) -> list:
         """Fresh parameters, uniform in +-1/sqrt(fan_in) as PyTorch's nn.Linear."""
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
         params = []

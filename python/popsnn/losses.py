@@ -17,17 +17,28 @@ Differences from snnTorch, on purpose:
 * ce_rate has no population code (snnTorch's is broken: it needs a weight).
 * Class weights and reduction="none" are not supported.
 """
+
 from __future__ import annotations
 
 import numbers
-from typing import Optional
 
 import numpy as np
 
 from ._checks import finite_real
 
-__all__ = ["Loss", "ce_count_loss", "ce_rate_loss", "mse_count_loss", "mse_membrane_loss",
-           "ce_max_membrane_loss", "accuracy", "get", "NAMES", "class_counts", "check_targets"]
+__all__ = [
+    "Loss",
+    "ce_count_loss",
+    "ce_rate_loss",
+    "mse_count_loss",
+    "mse_membrane_loss",
+    "ce_max_membrane_loss",
+    "accuracy",
+    "get",
+    "NAMES",
+    "class_counts",
+    "check_targets",
+]
 
 
 def _check_outputs(name, array) -> np.ndarray:
@@ -46,15 +57,20 @@ def check_targets(targets, batch: int, num_classes: int) -> np.ndarray:
     """Integer class labels [B] in [0, num_classes)."""
     t = np.asarray(targets)
     if t.dtype.kind not in "iu":
-        raise TypeError(f"targets must be integer class labels, got dtype {t.dtype}; "
-                        f"e.g. np.asarray(labels, dtype=np.int64)")
+        raise TypeError(
+            f"targets must be integer class labels, got dtype {t.dtype}; "
+            f"e.g. np.asarray(labels, dtype=np.int64)"
+        )
     if t.shape != (batch,):
-        raise ValueError(f"targets has shape {t.shape}, expected ({batch},): one label per "
-                         f"sample of the batch")
+        raise ValueError(
+            f"targets has shape {t.shape}, expected ({batch},): one label per sample of the batch"
+        )
     if t.size and (t.min() < 0 or t.max() >= num_classes):
         bad = t[(t < 0) | (t >= num_classes)][0]
-        raise ValueError(f"targets must lie in [0, {num_classes}), got label {bad}; the "
-                         f"output layer codes {num_classes} classes")
+        raise ValueError(
+            f"targets must lie in [0, {num_classes}), got label {bad}; the "
+            f"output layer codes {num_classes} classes"
+        )
     return t.astype(np.int64)
 
 
@@ -69,18 +85,24 @@ def _resolve_classes(num_classes, population_code, num_outputs) -> int:
     """K for C outputs: K = C without a population code."""
     if num_classes is None:
         if population_code:
-            raise ValueError("num_classes is required with population_code=True, got None; "
-                             "e.g. num_classes=10 for 10 classes")
+            raise ValueError(
+                "num_classes is required with population_code=True, got None; "
+                "e.g. num_classes=10 for 10 classes"
+            )
         return num_outputs
     if population_code:
         if num_outputs % num_classes:
-            raise ValueError(f"population code: the output layer has {num_outputs} neurons, "
-                             f"which num_classes={num_classes} does not divide; use a width "
-                             f"that is a multiple of num_classes")
+            raise ValueError(
+                f"population code: the output layer has {num_outputs} neurons, "
+                f"which num_classes={num_classes} does not divide; use a width "
+                f"that is a multiple of num_classes"
+            )
         return num_classes
     if num_classes != num_outputs:
-        raise ValueError(f"num_classes={num_classes} but the output layer has {num_outputs} "
-                         f"neurons; pass population_code=True to pool blocks of neurons")
+        raise ValueError(
+            f"num_classes={num_classes} but the output layer has {num_outputs} "
+            f"neurons; pass population_code=True to pool blocks of neurons"
+        )
     return num_classes
 
 
@@ -117,15 +139,17 @@ class Loss:
     """Base of the losses: `loss(spikes, membranes, targets)` and `loss.backward(...)`."""
 
     name: str = ""
-    uses = "spikes"           # or "membranes": which record the loss reads
+    uses = "spikes"  # or "membranes": which record the loss reads
 
-    def __init__(self, num_classes: Optional[int] = None, population_code: bool = False):
+    def __init__(self, num_classes: int | None = None, population_code: bool = False):
         if not isinstance(population_code, bool):
             raise TypeError(f"population_code must be True or False, got {population_code!r}")
-        if num_classes is not None and (not isinstance(num_classes, numbers.Integral)
-                                        or isinstance(num_classes, bool) or num_classes <= 0):
-            raise ValueError(f"num_classes must be a positive integer or None, "
-                             f"got {num_classes!r}")
+        if num_classes is not None and (
+            not isinstance(num_classes, numbers.Integral)
+            or isinstance(num_classes, bool)
+            or num_classes <= 0
+        ):
+            raise ValueError(f"num_classes must be a positive integer or None, got {num_classes!r}")
         self.num_classes = None if num_classes is None else int(num_classes)
         self.population_code = population_code
 
@@ -169,7 +193,7 @@ class ce_count_loss(Loss):
 
     name = "ce_count"
 
-    def __init__(self, population_code: bool = False, num_classes: Optional[int] = None):
+    def __init__(self, population_code: bool = False, num_classes: int | None = None):
         super().__init__(num_classes, population_code)
 
     def _value_and_grad(self, spikes, targets, k):
@@ -199,8 +223,13 @@ class mse_count_loss(Loss):
 
     name = "mse_count"
 
-    def __init__(self, correct_rate: float = 1.0, incorrect_rate: float = 0.0,
-                 population_code: bool = False, num_classes: Optional[int] = None):
+    def __init__(
+        self,
+        correct_rate: float = 1.0,
+        incorrect_rate: float = 0.0,
+        population_code: bool = False,
+        num_classes: int | None = None,
+    ):
         super().__init__(num_classes, population_code)
         self.correct_rate = _check_rate("correct_rate", correct_rate)
         self.incorrect_rate = _check_rate("incorrect_rate", incorrect_rate)
@@ -214,7 +243,7 @@ class mse_count_loss(Loss):
         target = np.full((B, k), off, dtype=spikes.dtype)
         target[np.arange(B), targets] = on
         diff = class_counts(spikes, k) - target
-        value = (diff ** 2).mean() / T
+        value = (diff**2).mean() / T
         d_counts = diff * spikes.dtype.type(2.0 / (B * k * T))
         return value, _spread(d_counts, spikes.shape)
 
@@ -240,7 +269,7 @@ class mse_membrane_loss(Loss):
         target = np.full((B, C), self.off_target, dtype=membranes.dtype)
         target[np.arange(B), targets] = self.on_target
         diff = membranes - target
-        value = (diff ** 2).mean()            # = (1/T) sum_t mean over (B, C)
+        value = (diff**2).mean()  # = (1/T) sum_t mean over (B, C)
         return value, diff * membranes.dtype.type(2.0 / diff.size)
 
     def _describe(self):
@@ -257,7 +286,7 @@ class ce_max_membrane_loss(Loss):
         super().__init__(None, False)
 
     def _value_and_grad(self, membranes, targets, k):
-        first_max = membranes.argmax(axis=0)                       # [B, C]
+        first_max = membranes.argmax(axis=0)  # [B, C]
         peak = np.take_along_axis(membranes, first_max[None], axis=0)[0]
         value, d_peak = _cross_entropy(peak, targets)
         grad = np.zeros_like(membranes)
@@ -265,9 +294,13 @@ class ce_max_membrane_loss(Loss):
         return value, grad
 
 
-_CONSTRUCTORS = {"ce_count": ce_count_loss, "ce_rate": ce_rate_loss,
-                 "mse_count": mse_count_loss, "mse_membrane": mse_membrane_loss,
-                 "ce_max_membrane": ce_max_membrane_loss}
+_CONSTRUCTORS = {
+    "ce_count": ce_count_loss,
+    "ce_rate": ce_rate_loss,
+    "mse_count": mse_count_loss,
+    "mse_membrane": mse_membrane_loss,
+    "ce_max_membrane": ce_max_membrane_loss,
+}
 NAMES = tuple(_CONSTRUCTORS)
 
 
@@ -276,8 +309,9 @@ def get(name, **kwargs) -> Loss:
     snnTorch's "..._loss" spellings work too), built with kwargs."""
     if isinstance(name, Loss):
         if kwargs:
-            raise ValueError(f"got a loss object {name!r} and keyword arguments {kwargs}; "
-                             f"pass one or the other")
+            raise ValueError(
+                f"got a loss object {name!r} and keyword arguments {kwargs}; pass one or the other"
+            )
         return name
     key = name[:-5] if isinstance(name, str) and name.endswith("_loss") else name
     if key not in _CONSTRUCTORS:
@@ -285,7 +319,7 @@ def get(name, **kwargs) -> Loss:
     return _CONSTRUCTORS[key](**kwargs)
 
 
-def accuracy(spikes, targets, num_classes: Optional[int] = None) -> float:
+def accuracy(spikes, targets, num_classes: int | None = None) -> float:
     """Fraction of samples whose (class) spike count is highest for the label.
 
     Ties go to the lowest class index. num_classes below the number of outputs

@@ -11,6 +11,7 @@ The work is done by a backend that follows one protocol (`popsnn.backends.Backen
 (imported only when asked for). Every backend checks its arguments with `popsnn.validation`.
 `x` is `[B, N_in]` direct current (the same every step, `num_steps` steps) or `[T, B, N_in]`.
 """
+
 from __future__ import annotations
 
 import threading
@@ -20,13 +21,20 @@ import numpy as np
 from . import losses as _losses
 from . import optim as _optim
 from . import reference as _reference
+from .backends.reference import ReferenceBackend
 from .defaults import LOSS, OPTIMIZER, RUN
 from .layers import Sequential
-from .backends.reference import ReferenceBackend
 from .validation import check_learning_rate, check_sizes
 
-__all__ = ["Model", "DEVICES", "ENGINE_DEVICES", "resolve_device", "available_devices",
-           "ReferenceBackend", "check_learning_rate"]
+__all__ = [
+    "Model",
+    "DEVICES",
+    "ENGINE_DEVICES",
+    "resolve_device",
+    "available_devices",
+    "ReferenceBackend",
+    "check_learning_rate",
+]
 
 DEVICES = ("reference", "cpu", "ipu-model", "ipu")
 ENGINE_DEVICES = ("cpu", "ipu-model", "ipu")
@@ -41,25 +49,15 @@ def _engine_module():
     return engine
 
 
-def _ipu_present(engine) -> bool:
-    probe = getattr(engine, "ipu_available", None)
-    try:
-        return bool(probe()) if callable(probe) else False
-    except Exception:  # a broken SDK install must not stop "auto" from falling back
-        return False
-
-
 def resolve_device(device: str) -> str:
-    """The device a name stands for: "auto" picks "ipu" if one is attached, else "cpu" when the
-    engine is available, else "reference"."""
+    """The device a name stands for: "auto" picks "cpu" when the engine is built, else
+    "reference". The "ipu" device (Graphcore's SDK) is always asked for by name."""
     if device == "auto":
-        engine = _engine_module()
-        if engine is None:
-            return "reference"
-        return "ipu" if _ipu_present(engine) else "cpu"
+        return "reference" if _engine_module() is None else "cpu"
     if device not in DEVICES:
-        raise ValueError(f"unknown device {device!r}; valid devices: "
-                         f"{', '.join(DEVICES + ('auto',))}")
+        raise ValueError(
+            f"unknown device {device!r}; valid devices: {', '.join(DEVICES + ('auto',))}"
+        )
     return device
 
 
@@ -67,16 +65,24 @@ def available_devices() -> list:
     engine = _engine_module()
     if engine is None:
         return ["reference"]
-    found = ["reference", "cpu", "ipu-model"]
-    return found + (["ipu"] if _ipu_present(engine) else [])
+    return ["reference", "cpu", "ipu-model"]
 
 
 class Model:
     """A trainable network on a device; see the module docstring."""
 
-    def __init__(self, net: Sequential, loss=None, optimizer=None, device: str = "auto",
-                 num_steps: int = RUN["num_steps"], batch_size: int = RUN["batch_size"],
-                 seed: int = 0, params=None, **device_options):
+    def __init__(
+        self,
+        net: Sequential,
+        loss=None,
+        optimizer=None,
+        device: str = "auto",
+        num_steps: int = RUN["num_steps"],
+        batch_size: int = RUN["batch_size"],
+        seed: int = 0,
+        params=None,
+        **device_options,
+    ):
         if not isinstance(net, Sequential):
             raise TypeError(f"net must be a popsnn.Sequential, got {type(net).__name__}")
         self.net = net
@@ -84,8 +90,10 @@ class Model:
         if optimizer is None:
             optimizer = _optim.get(OPTIMIZER["name"], lr=OPTIMIZER["lr"])
         if not isinstance(optimizer, _optim.Optimizer):
-            raise TypeError(f"optimizer must be a popsnn.optim optimiser such as "
-                            f"popsnn.optim.Adam(lr=1e-3), got {optimizer!r}")
+            raise TypeError(
+                f"optimizer must be a popsnn.optim optimiser such as "
+                f"popsnn.optim.Adam(lr=1e-3), got {optimizer!r}"
+            )
         self.optimizer = optimizer
         self.num_steps, self.batch_size = check_sizes(net, num_steps, batch_size)
         self.seed = seed
@@ -97,13 +105,22 @@ class Model:
         else:
             engine = _engine_module()
             if engine is None:
-                raise RuntimeError(f"device {self.device!r} needs popsnn's engine, which is not "
-                                   f"available in this install; use device='reference' or "
-                                   f"reinstall popsnn with its native extension")
+                raise RuntimeError(
+                    f"device {self.device!r} needs popsnn's engine, which is not "
+                    f"available in this install; use device='reference' or "
+                    f"reinstall popsnn with its native extension"
+                )
             backend_cls = engine.EngineBackend
-        self.backend = backend_cls(net, params, self.loss, optimizer, num_steps=self.num_steps,
-                                   batch_size=self.batch_size, device=self.device,
-                                   **device_options)
+        self.backend = backend_cls(
+            net,
+            params,
+            self.loss,
+            optimizer,
+            num_steps=self.num_steps,
+            batch_size=self.batch_size,
+            device=self.device,
+            **device_options,
+        )
         # A backend holds one set of weights, optimiser state and device buffers: calls from
         # several threads take turns (otherwise two steps interleave and both come out wrong).
         self._lock = threading.RLock()
@@ -171,6 +188,8 @@ class Model:
             return self.backend.profile()
 
     def __repr__(self):
-        return (f"popsnn.Model(device={self.device!r}, num_steps={self.num_steps}, "
-                f"batch_size={self.batch_size}, loss={self.loss!r}, "
-                f"optimizer={self.optimizer!r})")
+        return (
+            f"popsnn.Model(device={self.device!r}, num_steps={self.num_steps}, "
+            f"batch_size={self.batch_size}, loss={self.loss!r}, "
+            f"optimizer={self.optimizer!r})"
+        )

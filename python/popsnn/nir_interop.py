@@ -25,6 +25,7 @@ thresholds, v_leak or v_reset != 0, an input scale r*dt/tau (or w_in*dt/tau_syn)
 that is not a chain -- raises `NIRError` naming the node and the parameter.
 `nir` is imported only when these functions are called (`pip install 'popsnn[nir]'`).
 """
+
 from __future__ import annotations
 
 import numbers
@@ -56,12 +57,14 @@ def _import_nir():
 
 def _check_dt(dt) -> float:
     if isinstance(dt, bool) or not isinstance(dt, numbers.Real) or not np.isfinite(dt) or dt <= 0:
-        raise ValueError(f"dt must be a finite time step > 0 in seconds (snnTorch uses 1e-4), "
-                         f"got {dt!r}")
+        raise ValueError(
+            f"dt must be a finite time step > 0 in seconds (snnTorch uses 1e-4), got {dt!r}"
+        )
     return float(dt)
 
 
 # --------------------------------------------------------------------------- export
+
 
 def _tau(decay: float, dt: float, n: int) -> np.ndarray:
     with np.errstate(divide="ignore"):  # decay 1 (no leak) is tau = inf
@@ -69,10 +72,12 @@ def _tau(decay: float, dt: float, n: int) -> np.ndarray:
 
 
 def _neuron_metadata(neuron) -> dict:
-    meta = {"popsnn_reset_mechanism": neuron.reset_mechanism,
-            "popsnn_surrogate": neuron.surrogate.name,
-            "popsnn_surrogate_param": float(neuron.surrogate.param),
-            "popsnn_beta": float(neuron.beta)}
+    meta = {
+        "popsnn_reset_mechanism": neuron.reset_mechanism,
+        "popsnn_surrogate": neuron.surrogate.name,
+        "popsnn_surrogate_param": float(neuron.surrogate.param),
+        "popsnn_beta": float(neuron.beta),
+    }
     if isinstance(neuron, _layers.Synaptic):
         meta["popsnn_alpha"] = float(neuron.alpha)
     if neuron.sparse is not None:
@@ -83,8 +88,13 @@ def _neuron_metadata(neuron) -> dict:
 
 def _neuron_node(nir, neuron, n: int, dt: float):
     tau_mem = _tau(neuron.beta, dt, n)
-    common = dict(r=tau_mem / dt, v_leak=np.zeros(n), v_threshold=np.full(n, neuron.threshold),
-                  v_reset=np.zeros(n), metadata=_neuron_metadata(neuron))
+    common = dict(
+        r=tau_mem / dt,
+        v_leak=np.zeros(n),
+        v_threshold=np.full(n, neuron.threshold),
+        v_reset=np.zeros(n),
+        metadata=_neuron_metadata(neuron),
+    )
     if isinstance(neuron, _layers.Synaptic):
         tau_syn = _tau(neuron.alpha, dt, n)
         return nir.CubaLIF(tau_syn=tau_syn, tau_mem=tau_mem, w_in=tau_syn / dt, **common)
@@ -100,11 +110,13 @@ def export_to_nir(net, params=None, dt: float = DEFAULT_DT):
     laid out as snnTorch's `export_to_nir` lays out the same network."""
     nir = _import_nir()
     from .model import Model
+
     if isinstance(net, Model):
         net, params = net.net, (net.get_params() if params is None else params)
     if params is None:
-        raise TypeError("export_to_nir needs the weights: export_to_nir(net, params) or "
-                        "export_to_nir(model)")
+        raise TypeError(
+            "export_to_nir needs the weights: export_to_nir(net, params) or export_to_nir(model)"
+        )
     check_params(net, params)
     dt = _check_dt(dt)
     nodes = {"input": nir.Input(input_type={"input": np.array([net.num_inputs])})}
@@ -135,12 +147,15 @@ def export_to_nir(net, params=None, dt: float = DEFAULT_DT):
 
 # --------------------------------------------------------------------------- import
 
+
 def _uniform(node_name: str, node, field: str) -> float:
     """The one value of a per-neuron parameter; popsnn takes one per layer."""
     values = np.asarray(getattr(node, field), dtype=np.float64).ravel()
     if values.size == 0 or not np.all(values == values[0]):
-        raise NIRError(f"node {node_name!r}: {field} differs between neurons ({values.size} "
-                       f"values); popsnn takes one {field} per layer")
+        raise NIRError(
+            f"node {node_name!r}: {field} differs between neurons ({values.size} "
+            f"values); popsnn takes one {field} per layer"
+        )
     return float(values[0])
 
 
@@ -154,46 +169,63 @@ def _decay(node_name: str, node, field: str, dt: float, meta_key: str) -> float:
     if exact is not None and np.isclose(_tau(float(exact), dt, 1)[0], tau, rtol=1e-6):
         decay = float(exact)
     if not 0.0 <= decay <= 1.0:
-        raise NIRError(f"node {node_name!r}: {field}={tau} is shorter than dt={dt}, so the decay "
-                       f"1 - dt/{field} = {decay} is outside [0, 1]; pass the graph's dt to "
-                       f"import_from_nir(graph, dt=...)")
+        raise NIRError(
+            f"node {node_name!r}: {field}={tau} is shorter than dt={dt}, so the decay "
+            f"1 - dt/{field} = {decay} is outside [0, 1]; pass the graph's dt to "
+            f"import_from_nir(graph, dt=...)"
+        )
     return decay
 
 
 def _require(node_name: str, node, field: str, expected: float, fix: str):
     value = _uniform(node_name, node, field)
     if not np.isclose(value, expected, rtol=_SCALE_RTOL, atol=0.0 if expected else 1e-12):
-        raise NIRError(f"node {node_name!r}: {field}={value} is not supported (popsnn needs "
-                       f"{expected:g}); {fix}")
+        raise NIRError(
+            f"node {node_name!r}: {field}={value} is not supported (popsnn needs "
+            f"{expected:g}); {fix}"
+        )
 
 
 def _neuron_from_node(nir, name: str, node, dt: float, recurrent=None):
     meta = node.metadata if isinstance(node.metadata, dict) else {}
     if not isinstance(node, (nir.LIF, nir.CubaLIF)):
-        raise NIRError(f"node {name!r}: {type(node).__name__} is not supported after a dense "
-                       f"layer; popsnn neurons are nir.LIF and nir.CubaLIF")
+        raise NIRError(
+            f"node {name!r}: {type(node).__name__} is not supported after a dense "
+            f"layer; popsnn neurons are nir.LIF and nir.CubaLIF"
+        )
     tau_field = "tau" if isinstance(node, nir.LIF) else "tau_mem"
     _require(name, node, "v_leak", 0.0, "popsnn neurons leak towards 0")
     _require(name, node, "v_reset", 0.0, "popsnn resets to 0 or subtracts the threshold")
     beta = _decay(name, node, tau_field, dt, "popsnn_beta")
     tau_mem = _uniform(name, node, tau_field)
     if np.isfinite(tau_mem):
-        _require(name, node, "r", tau_mem / dt, f"set r = {tau_field}/dt (the input scale "
-                 f"r*dt/{tau_field} must be 1; fold any other scale into the weights)")
+        _require(
+            name,
+            node,
+            "r",
+            tau_mem / dt,
+            f"set r = {tau_field}/dt (the input scale "
+            f"r*dt/{tau_field} must be 1; fold any other scale into the weights)",
+        )
     surrogate = _surrogate.get(meta.get("popsnn_surrogate", "atan"))
     if "popsnn_surrogate_param" in meta and surrogate.name != "straight_through":
         surrogate = getattr(_surrogate, surrogate.name)(float(meta["popsnn_surrogate_param"]))
     sparse = meta.get("popsnn_sparse")
-    common = dict(threshold=_uniform(name, node, "v_threshold"),
-                  reset_mechanism=meta.get("popsnn_reset_mechanism", "zero"),
-                  surrogate=surrogate,
-                  sparse=None if sparse is None else getattr(_sparse, sparse)(
-                      float(meta["popsnn_sparse_value"])))
+    common = dict(
+        threshold=_uniform(name, node, "v_threshold"),
+        reset_mechanism=meta.get("popsnn_reset_mechanism", "zero"),
+        surrogate=surrogate,
+        sparse=None
+        if sparse is None
+        else getattr(_sparse, sparse)(float(meta["popsnn_sparse_value"])),
+    )
     try:
         if isinstance(node, nir.CubaLIF):
             if recurrent is not None:
-                raise NIRError(f"node {name!r}: a recurrent CubaLIF (snnTorch's RSynaptic) is "
-                               f"not supported by popsnn; use a recurrent LIF (RLeaky)")
+                raise NIRError(
+                    f"node {name!r}: a recurrent CubaLIF (snnTorch's RSynaptic) is "
+                    f"not supported by popsnn; use a recurrent LIF (RLeaky)"
+                )
             alpha = _decay(name, node, "tau_syn", dt, "popsnn_alpha")
             tau_syn = _uniform(name, node, "tau_syn")
             if np.isfinite(tau_syn):
@@ -210,16 +242,19 @@ def _neuron_from_node(nir, name: str, node, dt: float, recurrent=None):
 
 def _dense_from_node(nir, name: str, node, n_in: int):
     if not isinstance(node, (nir.Affine, nir.Linear)):
-        raise NIRError(f"node {name!r}: {type(node).__name__} is not supported here; popsnn "
-                       f"networks alternate nir.Affine/nir.Linear and nir.LIF/nir.CubaLIF")
+        raise NIRError(
+            f"node {name!r}: {type(node).__name__} is not supported here; popsnn "
+            f"networks alternate nir.Affine/nir.Linear and nir.LIF/nir.CubaLIF"
+        )
     weight = np.asarray(node.weight)
     if weight.ndim != 2 or weight.shape[1] != n_in:
-        raise NIRError(f"node {name!r}: weight has shape {weight.shape}, expected "
-                       f"[out, {n_in}] after {n_in} inputs")
+        raise NIRError(
+            f"node {name!r}: weight has shape {weight.shape}, expected "
+            f"[out, {n_in}] after {n_in} inputs"
+        )
     bias = np.asarray(node.bias) if isinstance(node, nir.Affine) else None
     if bias is not None and bias.shape != (weight.shape[0],):
-        raise NIRError(f"node {name!r}: bias has shape {bias.shape}, expected "
-                       f"({weight.shape[0]},)")
+        raise NIRError(f"node {name!r}: bias has shape {bias.shape}, expected ({weight.shape[0]},)")
     return weight, bias
 
 
@@ -230,8 +265,9 @@ def _chain(graph) -> list:
     if unknown:
         raise NIRError(f"the graph's edges name node(s) {unknown} that are not in its nodes")
     cycles = {a: b for a, b in edges if (b, a) in edges and a != b}
-    recurrent = {a: b for a, b in cycles.items()
-                 if sum(1 for e in edges if b in e) == 2}  # w_rec touches only its neuron
+    recurrent = {
+        a: b for a, b in cycles.items() if sum(1 for e in edges if b in e) == 2
+    }  # w_rec touches only its neuron
     skip = {(a, b) for a, b in edges if a in recurrent.values() or b in recurrent.values()}
     succ = {}
     for a, b in edges:
@@ -247,8 +283,10 @@ def _chain(graph) -> list:
         if not nxt:
             break
         if len(nxt) != 1 or nxt[0] in order:
-            raise NIRError(f"node {name!r} feeds {nxt}: popsnn reads a chain of layers "
-                           f"(Input, dense, neuron, ..., Output) without branches")
+            raise NIRError(
+                f"node {name!r} feeds {nxt}: popsnn reads a chain of layers "
+                f"(Input, dense, neuron, ..., Output) without branches"
+            )
         name = nxt[0]
     left = sorted(set(nodes) - set(order) - set(recurrent.values()))
     if left:
@@ -267,8 +305,10 @@ def _expand_subgraphs(nir, graph):
         lifs = [k for k, v in cells.items() if isinstance(v, (nir.LIF, nir.CubaLIF))]
         dense = [k for k, v in cells.items() if isinstance(v, (nir.Affine, nir.Linear))]
         if len(cells) != 2 or len(lifs) != 1 or len(dense) != 1:
-            raise NIRError(f"node {key!r}: a sub-graph other than a recurrent neuron (one "
-                           f"LIF/CubaLIF and its recurrent Affine/Linear) is not supported")
+            raise NIRError(
+                f"node {key!r}: a sub-graph other than a recurrent neuron (one "
+                f"LIF/CubaLIF and its recurrent Affine/Linear) is not supported"
+            )
         lif, rec = f"{key}.lif", f"{key}.w_rec"
         del nodes[key]
         nodes[lif], nodes[rec] = cells[lifs[0]], cells[dense[0]]
@@ -280,8 +320,9 @@ def _expand_subgraphs(nir, graph):
 def _output_check(nir, graph, order):
     last = graph.nodes[order[-1]]
     if not isinstance(last, nir.Output):
-        raise NIRError(f"the chain ends at node {order[-1]!r} ({type(last).__name__}), not at "
-                       f"a nir.Output")
+        raise NIRError(
+            f"the chain ends at node {order[-1]!r} ({type(last).__name__}), not at a nir.Output"
+        )
 
 
 def import_from_nir(graph, dt: float = DEFAULT_DT, dtype=None) -> tuple:
@@ -289,8 +330,10 @@ def import_from_nir(graph, dt: float = DEFAULT_DT, dtype=None) -> tuple:
     of the params: float32 or float64; default the weights' own (float32 if neither)."""
     nir = _import_nir()
     if not isinstance(graph, nir.NIRGraph):
-        raise TypeError(f"import_from_nir takes a nir.NIRGraph (e.g. nir.read(path)), got "
-                        f"{type(graph).__name__}")
+        raise TypeError(
+            f"import_from_nir takes a nir.NIRGraph (e.g. nir.read(path)), got "
+            f"{type(graph).__name__}"
+        )
     dt = _check_dt(dt)
     if dtype is not None and dtype not in (np.float32, np.float64):
         raise ValueError(f"dtype must be numpy.float32 or numpy.float64, got {dtype!r}")
@@ -304,12 +347,16 @@ def import_from_nir(graph, dt: float = DEFAULT_DT, dtype=None) -> tuple:
         body = body[1:]  # popsnn takes its input flat already, as from_snntorch
     for name in body:
         if not isinstance(nodes[name], (nir.Affine, nir.Linear, nir.LIF, nir.CubaLIF)):
-            raise NIRError(f"node {name!r}: {type(nodes[name]).__name__} is not supported by "
-                           f"popsnn; it reads nir.Affine, nir.Linear, nir.LIF, nir.CubaLIF "
-                           f"(and a leading nir.Flatten)")
+            raise NIRError(
+                f"node {name!r}: {type(nodes[name]).__name__} is not supported by "
+                f"popsnn; it reads nir.Affine, nir.Linear, nir.LIF, nir.CubaLIF "
+                f"(and a leading nir.Flatten)"
+            )
     if not body or len(body) % 2:
-        raise NIRError(f"popsnn needs (dense, neuron) pairs between Input and Output, got "
-                       f"{len(body)} node(s): {body}")
+        raise NIRError(
+            f"popsnn needs (dense, neuron) pairs between Input and Output, got "
+            f"{len(body)} node(s): {body}"
+        )
     layers, params = [], []
     n_in = int(np.prod(np.asarray(list(nodes[order[0]].input_type.values())[0])))
     for dense_name, cell_name in zip(body[0::2], body[1::2]):
@@ -328,20 +375,23 @@ def import_from_nir(graph, dt: float = DEFAULT_DT, dtype=None) -> tuple:
                 p["recurrent_weight"] = rw
                 p["recurrent_bias"] = np.zeros(n, rw.dtype) if rb is None else rb
             elif not diagonal:
-                raise NIRError(f"node {rec_name!r}: a one-to-one RLeaky needs a diagonal "
-                               f"recurrent nir.Linear")
+                raise NIRError(
+                    f"node {rec_name!r}: a one-to-one RLeaky needs a diagonal recurrent nir.Linear"
+                )
             else:
                 p["recurrent_weight"] = np.diag(rw).copy()
         neuron = _neuron_from_node(nir, cell_name, nodes[cell_name], dt, all_to_all)
         thresholds = np.asarray(nodes[cell_name].v_threshold).size
         if thresholds not in (1, n):
-            raise NIRError(f"node {cell_name!r}: {thresholds} thresholds after a dense layer "
-                           f"of {n} outputs")
+            raise NIRError(
+                f"node {cell_name!r}: {thresholds} thresholds after a dense layer of {n} outputs"
+            )
         layers += [_layers.Linear(n_in, n, bias=bias is not None), neuron]
         params.append(p)
         n_in = n
-    target = dtype or (np.float64 if all(a.dtype == np.float64 for p in params
-                                         for a in p.values()) else np.float32)
+    target = dtype or (
+        np.float64 if all(a.dtype == np.float64 for p in params for a in p.values()) else np.float32
+    )
     params = [{k: np.array(v, dtype=target) for k, v in p.items()} for p in params]
     net = _layers.Sequential(*layers)
     check_params(net, params)

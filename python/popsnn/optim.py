@@ -6,6 +6,7 @@ and is plain NumPy arrays and numbers, so `state_dict()` can be saved with
 np.savez or pickle. Arithmetic runs in each parameter's dtype, in
 PyTorch's order of operations (for float32 runs that track torch closely).
 """
+
 from __future__ import annotations
 
 import copy
@@ -17,8 +18,12 @@ __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "get", "NAMES"]
 
 
 def _nonneg(name, value) -> float:
-    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not np.isfinite(value) \
-            or value < 0:
+    if (
+        not isinstance(value, numbers.Real)
+        or isinstance(value, bool)
+        or not np.isfinite(value)
+        or value < 0
+    ):
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     return float(value)
 
@@ -37,7 +42,7 @@ class Optimizer:
 
     def __init__(self, **hyper):
         self.hyper = hyper
-        self.state: dict = {}     # (layer, key) -> {name: array or number}
+        self.state: dict = {}  # (layer, key) -> {name: array or number}
 
     def step(self, params, grads) -> None:
         """Update params in place from grads (same structure)."""
@@ -45,8 +50,10 @@ class Optimizer:
         for l, (p, g) in enumerate(zip(params, grads)):
             for key in p:
                 if p[key].dtype.kind != "f":
-                    raise TypeError(f"params[{l}][{key!r}] must be a float array to update in "
-                                    f"place, got dtype {p[key].dtype}")
+                    raise TypeError(
+                        f"params[{l}][{key!r}] must be a float array to update in "
+                        f"place, got dtype {p[key].dtype}"
+                    )
                 grad = np.asarray(g[key], dtype=p[key].dtype)
                 self._update(p[key], grad, self.state.setdefault((l, key), {}))
 
@@ -56,26 +63,36 @@ class Optimizer:
     @staticmethod
     def _check(params, grads):
         if not isinstance(params, (list, tuple)) or not isinstance(grads, (list, tuple)):
-            raise TypeError(f"params and grads must be lists of dicts of arrays, got "
-                            f"{type(params).__name__} and {type(grads).__name__}")
+            raise TypeError(
+                f"params and grads must be lists of dicts of arrays, got "
+                f"{type(params).__name__} and {type(grads).__name__}"
+            )
         if len(params) != len(grads):
             raise ValueError(f"grads has {len(grads)} layer dict(s), params has {len(params)}")
         for l, (p, g) in enumerate(zip(params, grads)):
             if set(p) != set(g):
-                raise ValueError(f"grads[{l}] has keys {sorted(g)}, params[{l}] has "
-                                 f"{sorted(p)}; they must match")
+                raise ValueError(
+                    f"grads[{l}] has keys {sorted(g)}, params[{l}] has {sorted(p)}; they must match"
+                )
             for key in p:
                 if np.shape(g[key]) != np.shape(p[key]):
-                    raise ValueError(f"grads[{l}][{key!r}] has shape {np.shape(g[key])}, "
-                                     f"params[{l}][{key!r}] has {np.shape(p[key])}")
+                    raise ValueError(
+                        f"grads[{l}][{key!r}] has shape {np.shape(g[key])}, "
+                        f"params[{l}][{key!r}] has {np.shape(p[key])}"
+                    )
                 if not isinstance(p[key], np.ndarray):
-                    raise TypeError(f"params[{l}][{key!r}] must be a NumPy array (updated in "
-                                    f"place), got {type(p[key]).__name__}")
+                    raise TypeError(
+                        f"params[{l}][{key!r}] must be a NumPy array (updated in "
+                        f"place), got {type(p[key]).__name__}"
+                    )
 
     def state_dict(self) -> dict:
         """{"name", "hyper", "state": [[layer, key, {name: value}], ...]} (copies)."""
-        return {"name": self.name, "hyper": dict(self.hyper),
-                "state": [[l, k, copy.deepcopy(s)] for (l, k), s in sorted(self.state.items())]}
+        return {
+            "name": self.name,
+            "hyper": dict(self.hyper),
+            "state": [[l, k, copy.deepcopy(s)] for (l, k), s in sorted(self.state.items())],
+        }
 
     # The per-parameter state of each optimiser: array fields (parameter-shaped) and counts.
     _STATE_ARRAYS: tuple = ()
@@ -90,65 +107,90 @@ class Optimizer:
             raise ValueError(f"state_dict is for optimiser {got!r}, this one is {self.name!r}")
         hyper, entries = d.get("hyper"), d.get("state")
         if not isinstance(hyper, dict) or not isinstance(entries, (list, tuple)):
-            raise ValueError("optimizer state needs a 'hyper' dict and a 'state' list, as "
-                             "state_dict() writes them")
+            raise ValueError(
+                "optimizer state needs a 'hyper' dict and a 'state' list, as "
+                "state_dict() writes them"
+            )
         try:
-            type(self)(**hyper)                   # validates the hyperparameters
+            type(self)(**hyper)  # validates the hyperparameters
         except TypeError as err:
             raise ValueError(f"optimizer state has bad hyperparameters: {err}") from None
         state = {}
         for i, entry in enumerate(entries):
             where = f"optimizer state entry {i}"
-            if not isinstance(entry, (list, tuple)) or len(entry) != 3 \
-                    or not isinstance(entry[2], dict):
-                raise ValueError(f"{where} must be [layer, name, {{field: value}}], got "
-                                 f"{type(entry).__name__}")
+            if (
+                not isinstance(entry, (list, tuple))
+                or len(entry) != 3
+                or not isinstance(entry[2], dict)
+            ):
+                raise ValueError(
+                    f"{where} must be [layer, name, {{field: value}}], got {type(entry).__name__}"
+                )
             layer, key, fields = entry
-            if isinstance(layer, bool) or not isinstance(layer, numbers.Integral) \
-                    or not isinstance(key, str) or (int(layer), key) in state:
-                raise ValueError(f"{where}: ({layer!r}, {key!r}) is not a new (layer index, "
-                                 f"parameter name) pair")
+            if (
+                isinstance(layer, bool)
+                or not isinstance(layer, numbers.Integral)
+                or not isinstance(key, str)
+                or (int(layer), key) in state
+            ):
+                raise ValueError(
+                    f"{where}: ({layer!r}, {key!r}) is not a new (layer index, parameter name) pair"
+                )
             shape = None
             if shapes is not None:
                 if not 0 <= layer < len(shapes) or key not in shapes[layer]:
-                    raise ValueError(f"{where}: the network has no parameter {key!r} in "
-                                     f"layer {layer}; the state is for another network")
+                    raise ValueError(
+                        f"{where}: the network has no parameter {key!r} in "
+                        f"layer {layer}; the state is for another network"
+                    )
                 shape = tuple(shapes[layer][key])
             state[(int(layer), key)] = self._check_fields(where, fields, shape)
         if shapes is not None and state:
             # After any step every parameter has state (one step count for all of them).
             missing = [(l, k) for l, s in enumerate(shapes) for k in s if (l, k) not in state]
             if missing:
-                raise ValueError(f"optimizer state has no entry for parameter(s) {missing}; "
-                                 f"the state is incomplete or for another network")
+                raise ValueError(
+                    f"optimizer state has no entry for parameter(s) {missing}; "
+                    f"the state is incomplete or for another network"
+                )
         return dict(hyper), state
 
     def _check_fields(self, where, fields, shape) -> dict:
         allowed = set(self._STATE_ARRAYS) | set(self._STATE_COUNTS)
         if set(fields) - allowed or (fields and set(fields) != allowed and self._STATE_COUNTS):
-            raise ValueError(f"{where} has fields {sorted(fields)}, {self.name} keeps "
-                             f"{sorted(allowed)}")
+            raise ValueError(
+                f"{where} has fields {sorted(fields)}, {self.name} keeps {sorted(allowed)}"
+            )
         out = {}
         for name in self._STATE_COUNTS:
             if name in fields:
                 v = fields[name]
-                if isinstance(v, bool) or not isinstance(v, numbers.Integral) \
-                        or not 1 <= v <= 2**31 - 1:
-                    raise ValueError(f"{where}: {name} must be an integer in [1, 2^31), got "
-                                     f"{v!r}")
+                if (
+                    isinstance(v, bool)
+                    or not isinstance(v, numbers.Integral)
+                    or not 1 <= v <= 2**31 - 1
+                ):
+                    raise ValueError(f"{where}: {name} must be an integer in [1, 2^31), got {v!r}")
                 out[name] = int(v)
         for name in self._STATE_ARRAYS:
             if name not in fields:
                 continue
             a = fields[name]
-            if not isinstance(a, np.ndarray) or a.dtype.kind != "f" \
-                    or (shape is not None and a.shape != shape):
+            if (
+                not isinstance(a, np.ndarray)
+                or a.dtype.kind != "f"
+                or (shape is not None and a.shape != shape)
+            ):
                 got = f"{a.dtype} {a.shape}" if isinstance(a, np.ndarray) else type(a).__name__
-                raise ValueError(f"{where}: {name} must be a float array of shape "
-                                 f"{shape if shape is not None else 'the parameter'}, got {got}")
+                raise ValueError(
+                    f"{where}: {name} must be a float array of shape "
+                    f"{shape if shape is not None else 'the parameter'}, got {got}"
+                )
             if not np.all(np.isfinite(a)) or (name == "exp_avg_sq" and np.any(a < 0)):
-                raise ValueError(f"{where}: {name} holds NaN, inf or (for exp_avg_sq) negative "
-                                 f"values; the state is damaged")
+                raise ValueError(
+                    f"{where}: {name} holds NaN, inf or (for exp_avg_sq) negative "
+                    f"values; the state is damaged"
+                )
             out[name] = a.copy()
         return out
 
@@ -171,15 +213,24 @@ class SGD(Optimizer):
 
     def __init__(self, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
         lr, momentum = _nonneg("lr", lr), _nonneg("momentum", momentum)
-        dampening, weight_decay = _nonneg("dampening", dampening), \
-            _nonneg("weight_decay", weight_decay)
+        dampening, weight_decay = (
+            _nonneg("dampening", dampening),
+            _nonneg("weight_decay", weight_decay),
+        )
         if not isinstance(nesterov, bool):
             raise TypeError(f"nesterov must be True or False, got {nesterov!r}")
         if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError(f"nesterov=True needs momentum > 0 and dampening = 0, got "
-                             f"momentum={momentum}, dampening={dampening}")
-        super().__init__(lr=lr, momentum=momentum, dampening=dampening,
-                         weight_decay=weight_decay, nesterov=nesterov)
+            raise ValueError(
+                f"nesterov=True needs momentum > 0 and dampening = 0, got "
+                f"momentum={momentum}, dampening={dampening}"
+            )
+        super().__init__(
+            lr=lr,
+            momentum=momentum,
+            dampening=dampening,
+            weight_decay=weight_decay,
+            nesterov=nesterov,
+        )
 
     def _update(self, param, grad, state):
         h = self.hyper
@@ -211,8 +262,9 @@ class Adam(Optimizer):
         if not isinstance(betas, (tuple, list)) or len(betas) != 2:
             raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
         betas = (_beta("betas[0]", betas[0]), _beta("betas[1]", betas[1]))
-        super().__init__(lr=lr, betas=betas, eps=eps,
-                         weight_decay=_nonneg("weight_decay", weight_decay))
+        super().__init__(
+            lr=lr, betas=betas, eps=eps, weight_decay=_nonneg("weight_decay", weight_decay)
+        )
 
     def _update(self, param, grad, state):
         h = self.hyper
@@ -231,11 +283,11 @@ class Adam(Optimizer):
         state["step"] += 1
         step = state["step"]
         m, v = state["exp_avg"], state["exp_avg_sq"]
-        m += f(1 - beta1) * (grad - m)                 # torch's lerp
+        m += f(1 - beta1) * (grad - m)  # torch's lerp
         v *= f(beta2)
         v += f(1 - beta2) * grad * grad
-        step_size = lr / (1 - beta1 ** step)
-        denom = np.sqrt(v) / f(np.sqrt(1 - beta2 ** step)) + f(h["eps"])
+        step_size = lr / (1 - beta1**step)
+        denom = np.sqrt(v) / f(np.sqrt(1 - beta2**step)) + f(h["eps"])
         param -= f(step_size) * (m / denom)
 
 

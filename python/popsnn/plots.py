@@ -4,18 +4,21 @@
 - `plot_raster`: the spikes of one sample, one panel per layer (time x neuron).
 - `plot_activity`: mean firing rate of every layer after each epoch.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 
 def _pyplot():
     import matplotlib
+
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
+
     return plt
 
 
@@ -47,20 +50,30 @@ def plot_curves(history: dict, path) -> Path:
     return _save(fig, path)
 
 
-def plot_raster(spikes: Sequence[np.ndarray], path, sample: int = 0,
-                title: str = "Spike raster") -> Path:
+def plot_raster(
+    spikes: Sequence[np.ndarray], path, sample: int = 0, title: str = "Spike raster"
+) -> Path:
     """`spikes`: one [T, B, N] array per layer; draws sample `sample` of the batch."""
     plt = _pyplot()
-    fig, axes = plt.subplots(len(spikes), 1, figsize=(8, 2.2 * len(spikes) + 0.6),
-                             sharex=True, squeeze=False)
+    fig, axes = plt.subplots(
+        len(spikes), 1, figsize=(8, 2.2 * len(spikes) + 0.6), sharex=True, squeeze=False
+    )
     for i, (ax, s) in enumerate(zip(axes[:, 0], spikes)):
         grid = np.asarray(s)[:, sample, :]
         # One cell per (step, neuron): readable for a few steps and thousands of neurons.
-        ax.imshow(grid.T, aspect="auto", origin="lower", cmap="Greys", vmin=0, vmax=1,
-                  interpolation="nearest")
+        ax.imshow(
+            grid.T,
+            aspect="auto",
+            origin="lower",
+            cmap="Greys",
+            vmin=0,
+            vmax=1,
+            interpolation="nearest",
+        )
         rate = float(np.mean(grid))
-        ax.set(ylabel="neuron",
-               title=f"layer {i + 1}: {s.shape[2]} neurons, {100 * rate:.2f}% active")
+        ax.set(
+            ylabel="neuron", title=f"layer {i + 1}: {s.shape[2]} neurons, {100 * rate:.2f}% active"
+        )
     axes[-1, 0].set(xlabel="time step", xlim=(-0.5, spikes[0].shape[0] - 0.5))
     fig.suptitle(title)
     fig.tight_layout()
@@ -72,13 +85,14 @@ def plot_activity(history: dict, path) -> Path:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     activity = np.asarray(history.get("activity", []), float)
-    epochs = np.asarray(history.get("epoch", []))[:len(activity)]
+    epochs = np.asarray(history.get("epoch", []))[: len(activity)]
     if activity.size:
         for layer in range(activity.shape[1]):
             ax.plot(epochs, 100 * activity[:, layer], "o-", label=f"layer {layer + 1}")
         ax.legend()
-    ax.set(xlabel="epoch", ylabel="mean firing rate (% of neuron-steps)",
-           title="Activity per layer")
+    ax.set(
+        xlabel="epoch", ylabel="mean firing rate (% of neuron-steps)", title="Activity per layer"
+    )
     _integer_epochs(ax)
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -87,11 +101,13 @@ def plot_activity(history: dict, path) -> Path:
 
 def _integer_epochs(ax):
     from matplotlib.ticker import MaxNLocator
+
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _save(fig, path) -> Path:
     import matplotlib.pyplot as plt
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

@@ -1,4 +1,4 @@
-"""The dense NumPy reference: forward pass and hand-written BPTT (SPEC section 1).
+"""The dense NumPy reference: forward pass and hand-written BPTT (docs/numerics.md).
 
 This is the oracle every popsnn engine is checked against, and the dense
 baseline of the benchmarks. Pure NumPy, no autograd: every gradient path is
@@ -20,8 +20,8 @@ Conventions
 * Zero reset: Leaky `U = beta*(1-R)*U_prev + I`; Synaptic
   `U = (1-R)*(beta*U_prev + J)` with J never reset; RLeaky
   `U = (1-R)*(beta*U_prev + I + V S_prev + b_V)`. The RLeaky form is
-  snnTorch's (it zeroes the whole update, input included); SPEC does not
-  spell RLeaky's zero reset out, so snnTorch decides.
+  snnTorch's (it zeroes the whole update, input included), as docs/numerics.md
+  records.
 * Backward: `dS/dU` is the layer's surrogate at `U - threshold`, multiplied by
   the layer's sparse-rule mask when it has one (entries off the mask carry
   exactly zero). The recurrent path of RLeaky carries gradient through
@@ -32,19 +32,27 @@ Parameters follow `layers.py`: one dict per (Linear, neuron) pair with
 "recurrent_weight" [out, out] (all-to-all) or [out] (one-to-one) and
 "recurrent_bias" [out] (all-to-all only) for RLeaky.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Optional
 
 import numpy as np
 
 from .layers import Leaky, RLeaky, Sequential, Synaptic
+
 # The argument checks live in popsnn.validation (every device uses them); re-exported here.
 from .validation import check_input, check_params, param_shapes
 
-__all__ = ["Record", "forward", "loss_and_grad", "backward", "check_params", "check_input",
-           "param_shapes"]
+__all__ = [
+    "Record",
+    "forward",
+    "loss_and_grad",
+    "backward",
+    "check_params",
+    "check_input",
+    "param_shapes",
+]
 
 
 @dataclass
@@ -58,17 +66,18 @@ class Record:
     sparse rule).
     """
 
-    spikes: List[np.ndarray]
-    membranes: List[np.ndarray]
-    currents: List[Optional[np.ndarray]]
-    grad_masks: List[np.ndarray]
+    spikes: list[np.ndarray]
+    membranes: list[np.ndarray]
+    currents: list[np.ndarray | None]
+    grad_masks: list[np.ndarray]
     num_steps: int = 0
     direct_input: bool = False
     # The cast input, kept for the backward's weight gradient of layer 0.
-    _input: Optional[np.ndarray] = field(default=None, repr=False)
+    _input: np.ndarray | None = field(default=None, repr=False)
 
 
 # --------------------------------------------------------------------------- forward
+
 
 def _heaviside(x: np.ndarray) -> np.ndarray:
     return (x > 0).astype(x.dtype)
@@ -96,7 +105,7 @@ def _simulate(net, params, x, num_steps, direct, spike_fns=None) -> Record:
     for l, ((lin, neuron), p) in enumerate(zip(net.pairs, params)):
         w = p["weight"]
         if direct and l == 0:
-            current = layer_in @ w.T           # [B, N]: W x once for all steps
+            current = layer_in @ w.T  # [B, N]: W x once for all steps
             if "bias" in p:
                 current = current + p["bias"]
             inputs = (current for _ in range(T))
@@ -161,8 +170,10 @@ def _simulate(net, params, x, num_steps, direct, spike_fns=None) -> Record:
 
 # --------------------------------------------------------------------------- backward
 
-def backward(net: Sequential, params, rec: Record, d_spikes, d_membranes=None,
-             input_grad: bool = False):
+
+def backward(
+    net: Sequential, params, rec: Record, d_spikes, d_membranes=None, input_grad: bool = False
+):
     """BPTT by hand: gradients (same structure as params) from dL/dS and dL/dU of the
     output layer ([T, B, N_out] each; d_membranes may be None). With `input_grad`, returns
     (grads, dL/dx) with dL/dx shaped as the input (for layers upstream, e.g. in PyTorch)."""
@@ -170,8 +181,9 @@ def backward(net: Sequential, params, rec: Record, d_spikes, d_membranes=None,
     shape = rec.spikes[-1].shape
     for name, g in (("d_spikes", d_spikes), ("d_membranes", d_membranes)):
         if g is not None and np.shape(g) != shape:
-            raise ValueError(f"{name} has shape {np.shape(g)}, expected the output layer's "
-                             f"{shape} [T, B, N_out]")
+            raise ValueError(
+                f"{name} has shape {np.shape(g)}, expected the output layer's {shape} [T, B, N_out]"
+            )
     d_spikes = np.asarray(d_spikes, dtype)
     if d_membranes is not None:
         d_membranes = np.asarray(d_membranes, dtype)
@@ -194,7 +206,7 @@ def _backward(net, params, rec, g_spikes, g_membranes, input_grad=False):
         if neuron.sparse is not None:
             dsdu = dsdu * rec.grad_masks[l]
         if zero_reset:
-            keep = np.ones_like(U)             # keep[t] = 1 - R[t], R[t] = H(U[t-1] - theta)
+            keep = np.ones_like(U)  # keep[t] = 1 - R[t], R[t] = H(U[t-1] - theta)
             keep[1:] = U[:-1] <= theta
         g = {}
         # dI[t] = dL/dI[t], the gradient of the layer's synaptic input.
@@ -223,7 +235,7 @@ def _backward(net, params, rec, g_spikes, g_membranes, input_grad=False):
         else:  # RLeaky
             v = p["recurrent_weight"]
             g_s = g_spikes
-            d_base = np.empty_like(U)          # dL/d(beta U[t-1] + I[t] + V S[t-1] + b_V)
+            d_base = np.empty_like(U)  # dL/d(beta U[t-1] + I[t] + V S[t-1] + b_V)
             next_base = np.zeros(U.shape[1:], dtype)
             for t in range(T - 1, -1, -1):
                 # S[t] feeds U[t+1] through V: not detached.
@@ -238,24 +250,23 @@ def _backward(net, params, rec, g_spikes, g_membranes, input_grad=False):
             flat_prev = S[:-1].reshape(-1, S.shape[-1])
             if neuron.all_to_all:
                 g["recurrent_weight"] = flat_base.T @ flat_prev
-                g["recurrent_bias"] = d_base.sum(axis=(0, 1))   # b_V enters every step
+                g["recurrent_bias"] = d_base.sum(axis=(0, 1))  # b_V enters every step
             else:
                 g["recurrent_weight"] = (flat_base * flat_prev).sum(axis=0)
             d_input = d_base
         layer_in = rec._input if l == 0 else rec.spikes[l - 1]
         n = d_input.shape[-1]
         if rec.direct_input and l == 0:
-            g["weight"] = d_input.sum(axis=0).T @ layer_in   # sum_t dI[t]^T x, once
+            g["weight"] = d_input.sum(axis=0).T @ layer_in  # sum_t dI[t]^T x, once
         else:
             g["weight"] = d_input.reshape(-1, n).T @ layer_in.reshape(-1, layer_in.shape[-1])
         if "bias" in p:
             g["bias"] = d_input.sum(axis=(0, 1))
-        grads[l] = {k: g[k] for k in p}         # params' key order
+        grads[l] = {k: g[k] for k in p}  # params' key order
         if l > 0:
-            g_spikes = (d_input.reshape(-1, n) @ p["weight"]).reshape(
-                T, d_input.shape[1], -1)
+            g_spikes = (d_input.reshape(-1, n) @ p["weight"]).reshape(T, d_input.shape[1], -1)
             g_membranes = None
-    if input_grad:   # d_input is layer 0's dL/dI; direct current feeds every step
+    if input_grad:  # d_input is layer 0's dL/dI; direct current feeds every step
         d_x = d_input.sum(axis=0) if rec.direct_input else d_input
         return grads, d_x @ params[0]["weight"]
     return grads
@@ -268,10 +279,12 @@ def loss_and_grad(net: Sequential, params, x, y, loss, num_steps=None):
     `grads` has the structure of `params`.
     """
     from . import losses as _losses
+
     loss = _losses.get(loss) if isinstance(loss, str) else loss
     if not isinstance(loss, _losses.Loss):
-        raise TypeError(f"loss must be a popsnn.losses loss or its name (one of "
-                        f"{_losses.NAMES}), got {loss!r}")
+        raise TypeError(
+            f"loss must be a popsnn.losses loss or its name (one of {_losses.NAMES}), got {loss!r}"
+        )
     rec = forward(net, params, x, num_steps)
     value, d_spikes, d_membranes = _loss_terms(loss, rec, y)
     grads = _backward(net, params, rec, d_spikes, d_membranes)

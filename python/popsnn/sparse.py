@@ -3,6 +3,7 @@
 With a rule on, the surrogate is multiplied by the rule's 0/1 mask; every other
 entry gets exactly zero gradient. Without a rule (None) the backward is dense.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

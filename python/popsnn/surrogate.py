@@ -3,6 +3,7 @@
 The names and default slopes are snnTorch's, so `surrogate.fast_sigmoid(slope=25)`
 means the same thing in both libraries.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ class Surrogate:
 
 
 def fast_sigmoid(slope: float = 25.0) -> Surrogate:
-    """`1 / (1 + slope*|x|)^2` (Finkbeiner & Neftci and Perez-Nieves & Goodman use slope 10 and 100)."""
+    """`1 / (1 + slope*|x|)^2` (Finkbeiner & Neftci use slope 10, Perez-Nieves & Goodman 100)."""
     return Surrogate("fast_sigmoid", positive_real("slope", slope))
 
 
@@ -58,8 +59,12 @@ def straight_through() -> Surrogate:
     return Surrogate("straight_through", 0.0)
 
 
-_BY_NAME = {"fast_sigmoid": fast_sigmoid, "atan": atan, "sigmoid": sigmoid,
-            "straight_through": straight_through}
+_BY_NAME = {
+    "fast_sigmoid": fast_sigmoid,
+    "atan": atan,
+    "sigmoid": sigmoid,
+    "straight_through": straight_through,
+}
 
 
 def get(spec) -> Surrogate:
@@ -68,5 +73,6 @@ def get(spec) -> Surrogate:
         return spec
     if isinstance(spec, str) and spec in _BY_NAME:
         return _BY_NAME[spec]()
-    raise ValueError(f"surrogate must be a popsnn.surrogate.Surrogate or one of "
-                     f"{sorted(_BY_NAME)}, got {spec!r}")
+    raise ValueError(
+        f"surrogate must be a popsnn.surrogate.Surrogate or one of {sorted(_BY_NAME)}, got {spec!r}"
+    )

@@ -17,9 +17,8 @@ gradients to PyTorch; they compute no gradient for the input (the engine does no
 so an input that requires grad is an error there; `forward(x)` there is inference (no grad).
 The weights go to the device before every call, so torch's updates are always the ones used.
 """
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 import numpy as np
 
@@ -46,8 +45,9 @@ class _Forward(torch.autograd.Function):
     @staticmethod
     def forward(ctx, module, x, *weights):
         params = module.numpy_params()
-        rec = _reference.forward(module.net, params, _numpy(x, module.np_dtype),
-                                 module.steps_for(x))
+        rec = _reference.forward(
+            module.net, params, _numpy(x, module.np_dtype), module.steps_for(x)
+        )
         ctx.module, ctx.params, ctx.rec = module, params, rec
         as_tensor = lambda a: torch.from_numpy(a).to(x.device)  # noqa: E731
         return as_tensor(rec.spikes[-1]), as_tensor(rec.membranes[-1])
@@ -55,10 +55,19 @@ class _Forward(torch.autograd.Function):
     @staticmethod
     def backward(ctx, d_spikes, d_membranes):
         m = ctx.module
-        grads, d_x = _reference.backward(m.net, ctx.params, ctx.rec, _numpy(d_spikes, m.np_dtype),
-                                         _numpy(d_membranes, m.np_dtype), input_grad=True)
-        return (None, torch.from_numpy(d_x).to(d_spikes.device),
-                *m.tensors_like(grads, d_spikes.device))
+        grads, d_x = _reference.backward(
+            m.net,
+            ctx.params,
+            ctx.rec,
+            _numpy(d_spikes, m.np_dtype),
+            _numpy(d_membranes, m.np_dtype),
+            input_grad=True,
+        )
+        return (
+            None,
+            torch.from_numpy(d_x).to(d_spikes.device),
+            *m.tensors_like(grads, d_spikes.device),
+        )
 
 
 class _Loss(torch.autograd.Function):
@@ -74,8 +83,12 @@ class _Loss(torch.autograd.Function):
     def backward(ctx, d_loss):
         scale = d_loss.to(ctx.module.dtype)
         d_x = None if ctx.d_x is None else torch.from_numpy(ctx.d_x).to(ctx.device) * scale
-        return (None, d_x, None,
-                *(g * scale for g in ctx.module.tensors_like(ctx.grads, ctx.device)))
+        return (
+            None,
+            d_x,
+            None,
+            *(g * scale for g in ctx.module.tensors_like(ctx.grads, ctx.device)),
+        )
 
 
 class SpikingNetwork(torch.nn.Module):
@@ -88,9 +101,19 @@ class SpikingNetwork(torch.nn.Module):
     `loss`, `batch_size` and `device_options` are for `loss()` and the engine devices.
     """
 
-    def __init__(self, net: Sequential, params=None, *, num_steps: Optional[int] = None,
-                 device: str = "reference", loss=None, batch_size: Optional[int] = None,
-                 seed: int = 0, dtype=torch.float32, **device_options):
+    def __init__(
+        self,
+        net: Sequential,
+        params=None,
+        *,
+        num_steps: int | None = None,
+        device: str = "reference",
+        loss=None,
+        batch_size: int | None = None,
+        seed: int = 0,
+        dtype=torch.float32,
+        **device_options,
+    ):
         super().__init__()
         if not isinstance(net, Sequential):
             raise TypeError(f"net must be a popsnn.Sequential, got {type(net).__name__}")
@@ -100,8 +123,10 @@ class SpikingNetwork(torch.nn.Module):
         self.np_dtype = np.float64 if dtype == torch.float64 else np.float32
         self.device_name = resolve_device(device)
         if self.device_name in ENGINE_DEVICES and dtype != torch.float32:
-            raise TypeError(f"device {self.device_name!r} computes in float32; use "
-                            f"dtype=torch.float32 or device='reference'")
+            raise TypeError(
+                f"device {self.device_name!r} computes in float32; use "
+                f"dtype=torch.float32 or device='reference'"
+            )
         self.loss_fn = None if loss is None else _losses.get(loss)
         self.batch_size, self.device_options = batch_size, device_options
         params = net.init_params(seed) if params is None else params
@@ -110,10 +135,11 @@ class SpikingNetwork(torch.nn.Module):
         for p in params:
             layer = torch.nn.Module()
             for key, value in p.items():
-                layer.register_parameter(key, torch.nn.Parameter(
-                    torch.tensor(np.asarray(value), dtype=dtype)))
+                layer.register_parameter(
+                    key, torch.nn.Parameter(torch.tensor(np.asarray(value), dtype=dtype))
+                )
             self.layers.append(layer)
-        self._engine: Optional[Model] = None
+        self._engine: Model | None = None
 
     # -- helpers for the autograd functions ----------------------------------------------
 
@@ -122,18 +148,25 @@ class SpikingNetwork(torch.nn.Module):
 
     def numpy_params(self) -> list:
         """The current weights in popsnn's layout (NumPy copies)."""
-        return [{k: _numpy(v, self.np_dtype).copy() for k, v in layer.named_parameters()}
-                for layer in self.layers]
+        return [
+            {k: _numpy(v, self.np_dtype).copy() for k, v in layer.named_parameters()}
+            for layer in self.layers
+        ]
 
     def tensors_like(self, grads, device) -> list:
         """popsnn gradients as tensors in the order of `weights()`."""
-        return [torch.from_numpy(np.ascontiguousarray(g[k], self.np_dtype)).to(device)
-                for g, layer in zip(grads, self.layers) for k, _ in layer.named_parameters()]
+        return [
+            torch.from_numpy(np.ascontiguousarray(g[k], self.np_dtype)).to(device)
+            for g, layer in zip(grads, self.layers)
+            for k, _ in layer.named_parameters()
+        ]
 
-    def steps_for(self, x) -> Optional[int]:
+    def steps_for(self, x) -> int | None:
         if x.dim() == 2 and self.num_steps is None:
-            raise ValueError(f"input of shape {tuple(x.shape)} is direct current [B, N]: build "
-                             f"SpikingNetwork(..., num_steps=T), or pass x as [T, B, N]")
+            raise ValueError(
+                f"input of shape {tuple(x.shape)} is direct current [B, N]: build "
+                f"SpikingNetwork(..., num_steps=T), or pass x as [T, B, N]"
+            )
         return self.num_steps if x.dim() == 2 else None
 
     def _check_input(self, x) -> torch.Tensor:
@@ -141,17 +174,25 @@ class SpikingNetwork(torch.nn.Module):
             raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
         n = self.net.num_inputs
         if x.dim() not in (2, 3) or x.shape[-1] != n:
-            raise ValueError(f"x has shape {tuple(x.shape)}; expected [T, B, {n}] or [B, {n}] "
-                             f"(direct current, with num_steps)")
+            raise ValueError(
+                f"x has shape {tuple(x.shape)}; expected [T, B, {n}] or [B, {n}] "
+                f"(direct current, with num_steps)"
+            )
         return x.to(self.dtype)
 
     def _engine_model(self, x) -> Model:
         if self._engine is None:
             batch = self.batch_size or x.shape[x.dim() - 2]
             steps = self.num_steps or (x.shape[0] if x.dim() == 3 else None)
-            self._engine = Model(self.net, loss=self.loss_fn, device=self.device_name,
-                                 num_steps=steps, batch_size=batch,
-                                 params=self.numpy_params(), **self.device_options)
+            self._engine = Model(
+                self.net,
+                loss=self.loss_fn,
+                device=self.device_name,
+                num_steps=steps,
+                batch_size=batch,
+                params=self.numpy_params(),
+                **self.device_options,
+            )
         else:
             self._engine.set_params(self.numpy_params())
         return self._engine
@@ -162,9 +203,11 @@ class SpikingNetwork(torch.nn.Module):
         xs = _numpy(x, self.np_dtype)
         if self.device_name in ENGINE_DEVICES:
             if x.requires_grad:
-                raise ValueError(f"device {self.device_name!r} computes no gradient for the "
-                                 f"input; use device='reference' to train layers upstream, "
-                                 f"or pass x.detach()")
+                raise ValueError(
+                    f"device {self.device_name!r} computes no gradient for the "
+                    f"input; use device='reference' to train layers upstream, "
+                    f"or pass x.detach()"
+                )
             value, grads = self._engine_model(x).loss_and_grad(xs, y)
             return value, grads, None
         params = self.numpy_params()
@@ -182,11 +225,14 @@ class SpikingNetwork(torch.nn.Module):
         devices, where this is inference)."""
         x = self._check_input(x)
         if self.device_name in ENGINE_DEVICES:
-            if torch.is_grad_enabled() and (x.requires_grad or any(
-                    w.requires_grad for w in self.weights())):
-                raise ValueError(f"on device {self.device_name!r} forward() is inference: call "
-                                 f"it under torch.no_grad(), and train with loss(x, y) (or use "
-                                 f"device='reference' for any PyTorch loss)")
+            if torch.is_grad_enabled() and (
+                x.requires_grad or any(w.requires_grad for w in self.weights())
+            ):
+                raise ValueError(
+                    f"on device {self.device_name!r} forward() is inference: call "
+                    f"it under torch.no_grad(), and train with loss(x, y) (or use "
+                    f"device='reference' for any PyTorch loss)"
+                )
             spikes = self._engine_model(x).infer(_numpy(x, np.float32))
             return torch.from_numpy(spikes).to(x.device), None
         return _Forward.apply(self, x, *self.weights())
@@ -194,8 +240,10 @@ class SpikingNetwork(torch.nn.Module):
     def loss(self, x, y) -> torch.Tensor:
         """The popsnn loss given at construction, as a scalar tensor with gradients."""
         if self.loss_fn is None:
-            raise ValueError("loss() needs a popsnn loss: build SpikingNetwork(..., "
-                             "loss='ce_count') (any name in popsnn.losses.NAMES)")
+            raise ValueError(
+                "loss() needs a popsnn loss: build SpikingNetwork(..., "
+                "loss='ce_count') (any name in popsnn.losses.NAMES)"
+            )
         return _Loss.apply(self, self._check_input(x), y, *self.weights())
 
     def get_params(self) -> list:

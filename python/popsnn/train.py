@@ -10,6 +10,7 @@ batch 128, on MNIST (the copy embedded in popsnn), on the fastest available devi
 3 epochs with learning rate 5e-4 halved after every epoch (5e-4, 2.5e-4, 1.25e-4), which reaches
 >= 97.5% test accuracy on MNIST (docs/accuracy.md has the runs).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,7 +21,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
@@ -54,35 +54,35 @@ class ConfigError(ValueError):
 class Config:
     """Every option of a training run (the CLI's flags and the TOML file's keys)."""
 
-    dataset: str = "mnist"               # mnist | fashion-mnist | shd | nmnist
-    data: Optional[str] = None           # folder of IDX files; None: the default location
+    dataset: str = "mnist"  # mnist | fashion-mnist | shd | nmnist
+    data: str | None = None  # folder of IDX files; None: the default location
     hidden: list = field(default_factory=lambda: [1000])
-    neuron: str = "leaky"                # leaky | synaptic | rleaky
+    neuron: str = "leaky"  # leaky | synaptic | rleaky
     beta: float = NEURON["beta"]
-    alpha: float = NEURON["alpha"]       # Synaptic only
+    alpha: float = NEURON["alpha"]  # Synaptic only
     threshold: float = NEURON["threshold"]
-    surrogate: str = "fast_sigmoid"      # the DSNN recipe's; neurons default to atan
-    sparse: str = "none"                 # none | window:B_TH | one_sided:THETA_GRAD
-    sparse_layers: str = "hidden"        # hidden | all: which layers the sparse rule covers
-    encoding: str = "direct"             # direct | rate | latency
+    surrogate: str = "fast_sigmoid"  # the DSNN recipe's; neurons default to atan
+    sparse: str = "none"  # none | window:B_TH | one_sided:THETA_GRAD
+    sparse_layers: str = "hidden"  # hidden | all: which layers the sparse rule covers
+    encoding: str = "direct"  # direct | rate | latency
     loss: str = "ce_count"
-    optimizer: str = "adam"              # adam | adamw | sgd
-    lr: float = 5e-4                     # learning rate of the first epoch
-    lr_decay: float = 0.5                # lr of epoch e is lr * lr_decay**(e-1); 1: constant
+    optimizer: str = "adam"  # adam | adamw | sgd
+    lr: float = 5e-4  # learning rate of the first epoch
+    lr_decay: float = 0.5  # lr of epoch e is lr * lr_decay**(e-1); 1: constant
     batch_size: int = 128
     num_steps: int = 25
-    epochs: int = 3                      # 3 reach >= 97.5% test accuracy on MNIST
-    device: str = "auto"                 # auto | reference | cpu | ipu-model | ipu
+    epochs: int = 3  # 3 reach >= 97.5% test accuracy on MNIST
+    device: str = "auto"  # auto | reference | cpu | ipu-model | ipu
     seed: int = 0
-    limit_train: Optional[int] = None
-    limit_test: Optional[int] = None
+    limit_train: int | None = None
+    limit_test: int | None = None
     output: str = "runs/popsnn"
     plots: bool = True
 
     def __post_init__(self):
         self.validate()
 
-    def validate(self) -> "Config":
+    def validate(self) -> Config:
         """Check every option (types, ranges, the network they build); a ConfigError naming
         the option otherwise."""
         try:
@@ -92,15 +92,17 @@ class Config:
         except (ValueError, TypeError) as err:
             raise ConfigError(str(err)) from None
 
-    def _validate(self) -> "Config":
-        for name in ("data", "output"):   # folders may come as Path objects; kept as text
+    def _validate(self) -> Config:
+        for name in ("data", "output"):  # folders may come as Path objects; kept as text
             if isinstance(getattr(self, name), os.PathLike):
                 setattr(self, name, os.fspath(getattr(self, name)))
         if isinstance(self.hidden, (int, str)):
             self.hidden = _parse_hidden(self.hidden)
         if not isinstance(self.hidden, (list, tuple)):
-            raise ConfigError(f"hidden must be a list of layer widths such as [1000] or "
-                              f"\"500,500\", got {self.hidden!r}")
+            raise ConfigError(
+                f"hidden must be a list of layer widths such as [1000] or "
+                f'"500,500", got {self.hidden!r}'
+            )
         self.hidden = [positive_int("hidden", h) for h in self.hidden]
         _choice("dataset", self.dataset, _data.DATASETS)
         _choice("neuron", self.neuron, NEURONS)
@@ -117,29 +119,32 @@ class Config:
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise ConfigError(f"seed must be an integer >= 0, got {self.seed!r}")
         decay = self.lr_decay
-        if isinstance(decay, bool) or not isinstance(decay, (int, float)) \
-                or not 0 < decay <= 1:
-            raise ConfigError(f"lr_decay must be a number in (0, 1] (the factor the learning "
-                              f"rate is multiplied by after each epoch; 1 keeps it constant), "
-                              f"got {decay!r}")
+        if isinstance(decay, bool) or not isinstance(decay, (int, float)) or not 0 < decay <= 1:
+            raise ConfigError(
+                f"lr_decay must be a number in (0, 1] (the factor the learning "
+                f"rate is multiplied by after each epoch; 1 keeps it constant), "
+                f"got {decay!r}"
+            )
         self.lr_decay = float(decay)
         net = self.network(784, 10)  # checks beta, alpha, threshold, surrogate, sparse
         check_sizes(net, self.num_steps, self.batch_size)  # before any data is loaded
         self.make_optimizer()
-        _check_types(self)   # the options the checks above take in any type (plots, ...)
+        _check_types(self)  # the options the checks above take in any type (plots, ...)
         return self
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
-    def sparse_rule(self) -> Optional[_sparse.SparseRule]:
+    def sparse_rule(self) -> _sparse.SparseRule | None:
         text = str(self.sparse).strip().lower()
         if text in ("none", "", "off"):
             return None
         kind, _, value = text.partition(":")
         if kind not in ("window", "one_sided") or not value:
-            raise ConfigError(f"sparse must be 'none', 'window:B_TH' or 'one_sided:THETA_GRAD' "
-                              f"(e.g. window:0.5), got {self.sparse!r}")
+            raise ConfigError(
+                f"sparse must be 'none', 'window:B_TH' or 'one_sided:THETA_GRAD' "
+                f"(e.g. window:0.5), got {self.sparse!r}"
+            )
         try:
             number = float(value)
         except ValueError:
@@ -150,15 +155,19 @@ class Config:
         """The network. The sparse rule covers the hidden layers, and the readout too with
         sparse_layers="all": masking the readout's surrogate leaves an output neuron that sits
         far from threshold on every step (silent, or firing throughout) with no gradient at
-        all, and on MNIST that cost 20+ points of accuracy (docs/accuracy.md); Perez-Nieves & Goodman keep
+        all, and on MNIST that cost 20+ points of accuracy (docs/accuracy.md); Perez-Nieves &
+        Goodman keep
         its readout dense as well (it does not spike)."""
         rule = self.sparse_rule()
         sizes = [num_inputs] + list(self.hidden) + [num_outputs]
         layers = []
         for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
             readout = i == len(sizes) - 2
-            common = dict(threshold=self.threshold, surrogate=_surrogate.get(self.surrogate),
-                          sparse=None if readout and self.sparse_layers == "hidden" else rule)
+            common = dict(
+                threshold=self.threshold,
+                surrogate=_surrogate.get(self.surrogate),
+                sparse=None if readout and self.sparse_layers == "hidden" else rule,
+            )
             layers.append(_layers.Linear(n_in, n_out))
             if self.neuron == "leaky":
                 layers.append(_layers.Leaky(beta=self.beta, **common))
@@ -168,7 +177,7 @@ class Config:
                 layers.append(_layers.RLeaky(beta=self.beta, **common))
         return _layers.Sequential(*layers)
 
-    def make_optimizer(self, lr: Optional[float] = None) -> _optim.Optimizer:
+    def make_optimizer(self, lr: float | None = None) -> _optim.Optimizer:
         return _optim.get(self.optimizer, lr=self.lr if lr is None else lr)
 
     def lr_at(self, epoch: int) -> float:
@@ -177,8 +186,12 @@ class Config:
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(Config))
-_TYPES = {"str": ((str,), "a string"), "int": ((numbers.Integral,), "an integer"),
-          "float": ((numbers.Real,), "a number"), "bool": ((bool,), "true or false")}
+_TYPES = {
+    "str": ((str,), "a string"),
+    "int": ((numbers.Integral,), "an integer"),
+    "float": ((numbers.Real,), "a number"),
+    "bool": ((bool,), "true or false"),
+}
 
 
 def _check_types(config: Config) -> None:
@@ -186,16 +199,18 @@ def _check_types(config: Config) -> None:
     plots = "no", is an error, not a truthy value)."""
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
-        kind = f.type
-        optional = kind.startswith("Optional[")
-        kind = kind[len("Optional["):-1] if optional else kind
+        kind = f.type  # annotations are text here: "int", "str | None"
+        optional = kind.endswith(" | None")
+        kind = kind.removesuffix(" | None")
         if kind not in _TYPES or (optional and value is None):
-            continue   # hidden (a list, or widths as text) has its own parser
+            continue  # hidden (a list, or widths as text) has its own parser
         types, wanted = _TYPES[kind]
         if not isinstance(value, types) or (kind != "bool" and isinstance(value, bool)):
-            raise ConfigError(f"option {f.name} must be {wanted}"
-                              f"{' or unset' if optional else ''}, got {value!r} "
-                              f"({type(value).__name__})")
+            raise ConfigError(
+                f"option {f.name} must be {wanted}"
+                f"{' or unset' if optional else ''}, got {value!r} "
+                f"({type(value).__name__})"
+            )
 
 
 def _choice(name, value, choices):
@@ -212,8 +227,9 @@ def _parse_hidden(value) -> list:
     try:
         return [int(v) for v in text.replace(" ", "").split(",")]
     except ValueError:
-        raise ConfigError(f"hidden must be comma-separated layer widths such as 1000 or "
-                          f"500,500, got {value!r}") from None
+        raise ConfigError(
+            f"hidden must be comma-separated layer widths such as 1000 or 500,500, got {value!r}"
+        ) from None
 
 
 def make_config(file=None, **overrides) -> Config:
@@ -223,12 +239,13 @@ def make_config(file=None, **overrides) -> Config:
         values.update(load_config(file))
         try:
             Config(**values)
-        except ConfigError as err:   # the file's own values: name the file
+        except ConfigError as err:  # the file's own values: name the file
             raise ConfigError(f"config file {file}: {err}") from None
     unknown = sorted(set(overrides) - set(FIELDS))
     if unknown:
-        raise ConfigError(f"unknown option(s) {', '.join(unknown)}; valid options: "
-                          f"{', '.join(FIELDS)}")
+        raise ConfigError(
+            f"unknown option(s) {', '.join(unknown)}; valid options: {', '.join(FIELDS)}"
+        )
     values.update({k: v for k, v in overrides.items() if v is not None})
     return Config(**values)
 
@@ -241,16 +258,18 @@ def load_config(path) -> dict:
         try:
             import tomli as tomllib
         except ImportError:
-            raise ConfigError("reading a TOML config needs Python >= 3.11 or "
-                              "`pip install tomli`") from None
+            raise ConfigError(
+                "reading a TOML config needs Python >= 3.11 or `pip install tomli`"
+            ) from None
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
     try:
         raw = tomllib.loads(path.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as err:
-        raise ConfigError(f"config file {path} is not UTF-8 text (byte {err.start}); save it "
-                          f"as UTF-8") from None
+        raise ConfigError(
+            f"config file {path} is not UTF-8 text (byte {err.start}); save it as UTF-8"
+        ) from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"config file {path} is not valid TOML: {err}") from None
     except OSError as err:
@@ -261,8 +280,10 @@ def load_config(path) -> dict:
     values = {str(k).replace("-", "_"): v for k, v in raw.items()}
     unknown = sorted(set(values) - set(FIELDS))
     if unknown:
-        raise ConfigError(f"config file {path}: unknown option(s) {', '.join(unknown)}; valid "
-                          f"options: {', '.join(FIELDS)}")
+        raise ConfigError(
+            f"config file {path}: unknown option(s) {', '.join(unknown)}; valid "
+            f"options: {', '.join(FIELDS)}"
+        )
     return values
 
 
@@ -290,8 +311,10 @@ def evaluate(model: Model, dataset, config: Config, rng=None) -> dict:
         if model.loss.uses == "spikes":
             loss_sum += model.loss(out, None, y) * len(y)
         count += len(y)
-    return {"accuracy": correct / count,
-            "loss": loss_sum / count if model.loss.uses == "spikes" else None}
+    return {
+        "accuracy": correct / count,
+        "loss": loss_sum / count if model.loss.uses == "spikes" else None,
+    }
 
 
 def check_output(folder) -> Path:
@@ -299,16 +322,21 @@ def check_output(folder) -> Path:
     must not fail at its first checkpoint, an epoch in)."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
-        raise ConfigError(f"output {folder} exists and is not a folder; pass --output with a "
-                          f"folder (new or existing)")
+        raise ConfigError(
+            f"output {folder} exists and is not a folder; pass --output with a "
+            f"folder (new or existing)"
+        )
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise ConfigError(f"cannot create output folder {folder}: {err.strerror}; pass "
-                          f"--output with a folder you can write") from None
+        raise ConfigError(
+            f"cannot create output folder {folder}: {err.strerror}; pass "
+            f"--output with a folder you can write"
+        ) from None
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise ConfigError(f"output folder {folder} is not writable; pass --output with a "
-                          f"folder you can write")
+        raise ConfigError(
+            f"output folder {folder} is not writable; pass --output with a folder you can write"
+        )
     return folder
 
 
@@ -318,14 +346,25 @@ def _check_fits(net: _layers.Sequential, dataset, num_classes: int):
         raise _data.DataError(
             f"{dataset.name} has {dataset.num_inputs} inputs per sample "
             f"({'x'.join(map(str, shape))}) but the network takes {net.num_inputs}; "
-            f"images must all have the network's input size (28x28 for the default network)")
+            f"images must all have the network's input size (28x28 for the default network)"
+        )
     if dataset.num_classes > num_classes:
-        raise _data.DataError(f"{dataset.name} has {dataset.num_classes} classes but the "
-                              f"network has {num_classes} outputs")
+        raise _data.DataError(
+            f"{dataset.name} has {dataset.num_classes} classes but the "
+            f"network has {num_classes} outputs"
+        )
 
 
-def fit(config: Optional[Config] = None, *, output=None, resume=None, progress: bool = True,
-        train_set=None, test_set=None, log=print) -> dict:
+def fit(
+    config: Config | None = None,
+    *,
+    output=None,
+    resume=None,
+    progress: bool = True,
+    train_set=None,
+    test_set=None,
+    log=print,
+) -> dict:
     """Train as `config` says; write checkpoints, metrics and pictures under `output`
     (default `config.output`). `resume`: a checkpoint to continue from (its epoch count is
     kept; training goes on until `config.epochs` epochs in all). `train_set` / `test_set`
@@ -334,7 +373,7 @@ def fit(config: Optional[Config] = None, *, output=None, resume=None, progress: 
     from tqdm import tqdm
 
     config = Config() if config is None else config.validate()
-    ranks = _distributed.world()   # under mpirun: data-parallel; rank 0 alone logs and writes
+    ranks = _distributed.world()  # under mpirun: data-parallel; rank 0 alone logs and writes
     if not ranks.is_root:
         log, progress = (lambda *args, **kwargs: None), False
     out_dir = check_output(output if output is not None else config.output)
@@ -351,20 +390,33 @@ def fit(config: Optional[Config] = None, *, output=None, resume=None, progress: 
     if train_set.num_steps is not None:
         config.num_steps = train_set.num_steps  # event data sets fix the number of steps
 
-    model = Model(net, loss=_losses.get(config.loss), optimizer=config.make_optimizer(),
-                  device=config.device, num_steps=config.num_steps,
-                  batch_size=_distributed.local_batch_size(config.batch_size, ranks),
-                  seed=config.seed)
+    model = Model(
+        net,
+        loss=_losses.get(config.loss),
+        optimizer=config.make_optimizer(),
+        device=config.device,
+        num_steps=config.num_steps,
+        batch_size=_distributed.local_batch_size(config.batch_size, ranks),
+        seed=config.seed,
+    )
     model = _distributed.data_parallel(model, ranks)
     rng = np.random.default_rng(config.seed)
-    history = {"epoch": [], "train_loss": [], "train_accuracy": [], "test_loss": [],
-               "test_accuracy": [], "train_images_per_s": [], "activity": [], "step_loss": [],
-               "lr": []}
+    history = {
+        "epoch": [],
+        "train_loss": [],
+        "train_accuracy": [],
+        "test_loss": [],
+        "test_accuracy": [],
+        "train_images_per_s": [],
+        "activity": [],
+        "step_loss": [],
+        "lr": [],
+    }
     first_epoch = 0
     if resume is not None:
         first_epoch, history = _resume(model, rng, resume, history)
         log(f"popsnn: resumed from {resume} after epoch {first_epoch}")
-    model_since = first_epoch + 1   # the first epoch `model` (and its profile) ran here
+    model_since = first_epoch + 1  # the first epoch `model` (and its profile) ran here
 
     probe_x = test_set.inputs(np.arange(min(PROBE_SAMPLES, len(test_set))))
     probe_x = _encode(probe_x, config, np.random.default_rng(config.seed))
@@ -379,10 +431,17 @@ def fit(config: Optional[Config] = None, *, output=None, resume=None, progress: 
         losses, correct, seen, epoch_seconds = [], 0.0, 0, 0.0
         # The postfix's img/s counts train-step time only (tqdm's own rate would add data
         # loading), the same figure as the summary's.
-        bar = tqdm(total=len(train_set), unit="img", desc=f"epoch {epoch}/{config.epochs}",
-                   disable=not progress, file=sys.stderr, leave=True, dynamic_ncols=True,
-                   bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
-                              "[{elapsed}<{remaining}{postfix}]")
+        bar = tqdm(
+            total=len(train_set),
+            unit="img",
+            desc=f"epoch {epoch}/{config.epochs}",
+            disable=not progress,
+            file=sys.stderr,
+            leave=True,
+            dynamic_ncols=True,
+            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
+            "[{elapsed}<{remaining}{postfix}]",
+        )
         for x, y in _data.batches(train_set, config.batch_size, shuffle=True, rng=rng):
             x = _encode(x, config, rng)
             start = time.perf_counter()
@@ -392,8 +451,14 @@ def fit(config: Optional[Config] = None, *, output=None, resume=None, progress: 
             correct += model.accuracy(out, y) * len(y)
             seen += len(y)
             bar.update(len(y))
-            bar.set_postfix({"img/s": f"{seen / epoch_seconds:.0f}", "loss": f"{loss:.4f}",
-                             "acc": f"{100 * correct / seen:.2f}%"}, refresh=False)
+            bar.set_postfix(
+                {
+                    "img/s": f"{seen / epoch_seconds:.0f}",
+                    "loss": f"{loss:.4f}",
+                    "acc": f"{100 * correct / seen:.2f}%",
+                },
+                refresh=False,
+            )
         bar.close()
         train_seconds += epoch_seconds
         trained_samples += seen
@@ -408,49 +473,66 @@ def fit(config: Optional[Config] = None, *, output=None, resume=None, progress: 
         history["activity"].append([float(s.mean()) for s in rec.spikes])
         history["step_loss"].extend(losses)
         history["lr"].append(lr)
-        log(f"epoch {epoch}: lr {lr:.3g}, train loss {history['train_loss'][-1]:.4f}, "
+        log(
+            f"epoch {epoch}: lr {lr:.3g}, train loss {history['train_loss'][-1]:.4f}, "
             f"train accuracy "
             f"{100 * correct / seen:.2f}%, test accuracy {100 * test['accuracy']:.2f}%, "
-            f"{seen / epoch_seconds:.0f} images/s on {model.device}")
+            f"{seen / epoch_seconds:.0f} images/s on {model.device}"
+        )
         if ranks.is_root:
-            _checkpoint.save(out_dir / CHECKPOINT_NAME, net=net, params=model.get_params(),
-                             optimizer_state=model.optimizer_state(), epoch=epoch,
-                             rng_state=rng.bit_generator.state, config=config.to_dict(),
-                             history=history)
+            _checkpoint.save(
+                out_dir / CHECKPOINT_NAME,
+                net=net,
+                params=model.get_params(),
+                optimizer_state=model.optimizer_state(),
+                epoch=epoch,
+                rng_state=rng.bit_generator.state,
+                config=config.to_dict(),
+                history=history,
+            )
 
     wall = time.perf_counter() - wall_start
     summary = {
         "device": model.device,
         "epochs": len(history["epoch"]),
-        "train_samples": len(train_set), "test_samples": len(test_set),
+        "train_samples": len(train_set),
+        "test_samples": len(test_set),
         "train_accuracy": history["train_accuracy"][-1] if history["epoch"] else None,
         "test_accuracy": history["test_accuracy"][-1] if history["epoch"] else None,
         # Training throughput of this session: forward + backward + update, data loading and
         # evaluation excluded.
         "train_images_per_s": trained_samples / train_seconds if train_seconds else None,
         "wall_seconds": wall,
-        "network": "-".join(str(n) for n in [net.num_inputs] + [l.out_features
-                                                                 for l, _ in net.pairs]),
-        "neuron": config.neuron, "num_steps": config.num_steps,
+        "network": "-".join(
+            str(n) for n in [net.num_inputs] + [l.out_features for l, _ in net.pairs]
+        ),
+        "neuron": config.neuron,
+        "num_steps": config.num_steps,
         "batch_size": config.batch_size,
     }
-    metrics = {"config": config.to_dict(), "summary": summary, "history": history,
-               # The profile covers the epochs this session ran (one model throughout: the
-               # learning rate changes without a rebuild).
-               "profile": _jsonable(dict(model.profile(),
-                                         epochs=[model_since, epoch_label(history)]))}
+    metrics = {
+        "config": config.to_dict(),
+        "summary": summary,
+        "history": history,
+        # The profile covers the epochs this session ran (one model throughout: the
+        # learning rate changes without a rebuild).
+        "profile": _jsonable(dict(model.profile(), epochs=[model_since, epoch_label(history)])),
+    }
     if not ranks.is_root:
         return metrics
     out_dir.mkdir(parents=True, exist_ok=True)
     _write_json(out_dir / METRICS_NAME, metrics)
     if config.plots and history["epoch"]:
         from . import plots
+
         plots.plot_curves(history, out_dir / "curves.png")
         plots.plot_activity(history, out_dir / "activity.png")
-        plots.plot_raster(model.record(probe_x[:, :1] if probe_x.ndim == 3 else probe_x[:1])
-                          .spikes, out_dir / "raster.png",
-                          title=f"Spike raster, test sample 0 (label "
-                                f"{int(test_set.labels[0])}), after epoch {epoch_label(history)}")
+        plots.plot_raster(
+            model.record(probe_x[:, :1] if probe_x.ndim == 3 else probe_x[:1]).spikes,
+            out_dir / "raster.png",
+            title=f"Spike raster, test sample 0 (label "
+            f"{int(test_set.labels[0])}), after epoch {epoch_label(history)}",
+        )
     log(summary_table(summary))
     written = sorted(p.name for p in out_dir.iterdir() if p.suffix in (".npz", ".json", ".png"))
     log(f"written to {out_dir}: {', '.join(written)}")
@@ -464,18 +546,20 @@ def _resume(model: Model, rng: np.random.Generator, path, fresh_history: dict) -
     history = ckpt["history"]
     try:
         if not isinstance(history, dict) or any(
-                not isinstance(history.get(k), list) for k in fresh_history if k != "lr"):
+            not isinstance(history.get(k), list) for k in fresh_history if k != "lr"
+        ):
             raise ValueError(f"its history lacks the lists {sorted(fresh_history)}")
         history.setdefault("lr", [])
         rng_state = np.random.default_rng().bit_generator
-        rng_state.state = ckpt["rng_state"]   # checked on a scratch generator first
+        rng_state.state = ckpt["rng_state"]  # checked on a scratch generator first
         model.set_params(ckpt["params"])
         if ckpt["optimizer_state"] is not None:
             model.load_optimizer_state(ckpt["optimizer_state"])
         rng.bit_generator.state = ckpt["rng_state"]
     except (ValueError, TypeError, KeyError) as err:
-        raise _checkpoint.CheckpointError(f"checkpoint {path} does not fit this run: "
-                                          f"{err}") from None
+        raise _checkpoint.CheckpointError(
+            f"checkpoint {path} does not fit this run: {err}"
+        ) from None
     return ckpt["epoch"], history
 
 
@@ -486,17 +570,26 @@ def epoch_label(history) -> int:
 def summary_table(summary: dict) -> str:
     def pct(v):
         return "-" if v is None else f"{100 * v:.2f}%"
-    rows = [("device", summary["device"]),
-            ("network", f"{summary['network']} ({summary['neuron']}, T={summary['num_steps']}, "
-                        f"batch {summary['batch_size']})"),
-            ("epochs", str(summary["epochs"])),
-            ("train samples / test samples",
-             f"{summary['train_samples']} / {summary['test_samples']}"),
-            ("train accuracy (last epoch)", pct(summary["train_accuracy"])),
-            ("test accuracy", pct(summary["test_accuracy"])),
-            ("training images/s", "-" if summary["train_images_per_s"] is None
-             else f"{summary['train_images_per_s']:.1f}"),
-            ("wall time", f"{summary['wall_seconds']:.1f} s")]
+
+    rows = [
+        ("device", summary["device"]),
+        (
+            "network",
+            f"{summary['network']} ({summary['neuron']}, T={summary['num_steps']}, "
+            f"batch {summary['batch_size']})",
+        ),
+        ("epochs", str(summary["epochs"])),
+        ("train samples / test samples", f"{summary['train_samples']} / {summary['test_samples']}"),
+        ("train accuracy (last epoch)", pct(summary["train_accuracy"])),
+        ("test accuracy", pct(summary["test_accuracy"])),
+        (
+            "training images/s",
+            "-"
+            if summary["train_images_per_s"] is None
+            else f"{summary['train_images_per_s']:.1f}",
+        ),
+        ("wall time", f"{summary['wall_seconds']:.1f} s"),
+    ]
     width = max(len(k) for k, _ in rows)
     line = "-" * (width + 3 + max(len(v) for _, v in rows))
     return "\n".join([line] + [f"{k:<{width}} | {v}" for k, v in rows] + [line])
@@ -526,28 +619,43 @@ def _write_json(path: Path, obj):
 _FLAG_HELP = {
     "dataset": "data set: mnist (embedded copy), fashion-mnist, shd or nmnist",
     "data": "folder of the data set: IDX files (train-images-idx3-ubyte[.gz], ...) for "
-            "(fashion-)mnist, shd_train.h5 + shd_test.h5 for shd, Train/ + Test/ for nmnist",
+    "(fashion-)mnist, shd_train.h5 + shd_test.h5 for shd, Train/ + Test/ for nmnist",
     "hidden": "hidden layer widths, comma-separated (default 1000)",
-    "neuron": "neuron model: leaky, synaptic or rleaky", "beta": "membrane decay beta",
-    "alpha": "synaptic current decay alpha (synaptic only)", "threshold": "firing threshold",
+    "neuron": "neuron model: leaky, synaptic or rleaky",
+    "beta": "membrane decay beta",
+    "alpha": "synaptic current decay alpha (synaptic only)",
+    "threshold": "firing threshold",
     "surrogate": "surrogate gradient: fast_sigmoid, atan, sigmoid or straight_through",
     "sparse": "sparse backward rule: none, window:B_TH or one_sided:THETA_GRAD",
     "sparse_layers": "layers the sparse rule covers: hidden (default; the readout keeps the "
-                     "dense surrogate) or all",
-    "encoding": "input encoding: direct (current), rate or latency", "loss": "loss function",
-    "optimizer": "adam, adamw or sgd", "lr": "learning rate of the first epoch",
+    "dense surrogate) or all",
+    "encoding": "input encoding: direct (current), rate or latency",
+    "loss": "loss function",
+    "optimizer": "adam, adamw or sgd",
+    "lr": "learning rate of the first epoch",
     "lr_decay": "multiply the learning rate by this after every epoch (1: constant)",
     "batch_size": "minibatch size",
-    "num_steps": "time steps per sample", "epochs": "epochs (in all, when resuming)",
-    "device": "auto, reference, cpu, ipu-model or ipu", "seed": "seed of init and shuffling",
+    "num_steps": "time steps per sample",
+    "epochs": "epochs (in all, when resuming)",
+    "device": "auto, reference, cpu, ipu-model or ipu",
+    "seed": "seed of init and shuffling",
     "limit_train": "use only the first N training samples",
     "limit_test": "use only the first N test samples",
     "output": "folder for checkpoint.npz, metrics.json and the PNG pictures",
 }
-_FLAG_TYPES = {"beta": float, "alpha": float, "threshold": float, "lr": float,
-               "lr_decay": float,
-               "batch_size": int, "num_steps": int, "epochs": int, "seed": int,
-               "limit_train": int, "limit_test": int}
+_FLAG_TYPES = {
+    "beta": float,
+    "alpha": float,
+    "threshold": float,
+    "lr": float,
+    "lr_decay": float,
+    "batch_size": int,
+    "num_steps": int,
+    "epochs": int,
+    "seed": int,
+    "limit_train": int,
+    "limit_test": int,
+}
 
 
 def add_arguments(parser) -> None:
@@ -558,14 +666,32 @@ def add_arguments(parser) -> None:
         if name == "plots":
             continue
         flag = "--" + name.replace("_", "-")
-        parser.add_argument(flag, dest=name, type=_FLAG_TYPES.get(name, str), default=None,
-                            help=_FLAG_HELP.get(name))
-    parser.add_argument("--steps", dest="num_steps", type=int, default=None,
-                        help="same as --num-steps")
-    parser.add_argument("--no-plots", dest="plots", action="store_const", const=False,
-                        default=None, help="do not draw the PNG pictures")
-    parser.add_argument("--resume", nargs="?", const="", default=None, metavar="CHECKPOINT",
-                        help="continue from a checkpoint (default: <output>/checkpoint.npz)")
+        parser.add_argument(
+            flag,
+            dest=name,
+            type=_FLAG_TYPES.get(name, str),
+            default=None,
+            help=_FLAG_HELP.get(name),
+        )
+    parser.add_argument(
+        "--steps", dest="num_steps", type=int, default=None, help="same as --num-steps"
+    )
+    parser.add_argument(
+        "--no-plots",
+        dest="plots",
+        action="store_const",
+        const=False,
+        default=None,
+        help="do not draw the PNG pictures",
+    )
+    parser.add_argument(
+        "--resume",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="CHECKPOINT",
+        help="continue from a checkpoint (default: <output>/checkpoint.npz)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -577,13 +703,23 @@ def run_cli(args) -> int:
         if args.resume is not None:
             resume = args.resume or str(Path(config.output) / CHECKPOINT_NAME)
         fit(config, resume=resume, progress=not args.no_progress)
-    except OSError as err:   # a file or folder the run needs: name it, no traceback
+    except OSError as err:  # a file or folder the run needs: name it, no traceback
         where = f" {err.filename}" if err.filename else ""
         print(f"popsnn train: error:{where} {err.strerror or err}", file=sys.stderr)
         return 2
-    except (ConfigError, _data.DataError, _checkpoint.CheckpointError, ValueError, TypeError,
-            ImportError, RuntimeError, MemoryError) as err:
-        print(f"popsnn train: error: {' '.join(str(err).split()) or type(err).__name__}",
-              file=sys.stderr)
+    except (
+        ConfigError,
+        _data.DataError,
+        _checkpoint.CheckpointError,
+        ValueError,
+        TypeError,
+        ImportError,
+        RuntimeError,
+        MemoryError,
+    ) as err:
+        print(
+            f"popsnn train: error: {' '.join(str(err).split()) or type(err).__name__}",
+            file=sys.stderr,
+        )
         return 2
     return 0

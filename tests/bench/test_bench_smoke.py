@@ -1,6 +1,7 @@
 """Smoke test of bench/: every experiment function runs its tiniest configuration in-process
 and returns rows of the right shape with sane, self-consistent numbers. No timing is
 asserted (the machine is shared); this only keeps the benchmark code from rotting."""
+
 import json
 import math
 import os
@@ -18,10 +19,12 @@ systems = pytest.importorskip("systems")
 workers = pytest.importorskip("workers")
 report = pytest.importorskip("report")
 
-needs_engine = pytest.mark.skipif(systems.engine_available() is not None,
-                                  reason="popsnn's engine is not built")
-needs_torch = pytest.mark.skipif(systems.snntorch_available() is not None,
-                                 reason="torch/snnTorch are not installed")
+needs_engine = pytest.mark.skipif(
+    systems.engine_available() is not None, reason="popsnn's engine is not built"
+)
+needs_torch = pytest.mark.skipif(
+    systems.snntorch_available() is not None, reason="torch/snnTorch are not installed"
+)
 TINY = dict(hidden=16, batch=4, steps=2)
 # torch.compile's first call compiles for tens of seconds: the throughput smoke tests leave the
 # compiled system out; test_snntorch_compiled_matches_eager checks it.
@@ -37,7 +40,7 @@ def no_settle_pause(monkeypatch):
 
 
 def check_throughput(row, include=FAST):
-    json.dumps(row)   # JSON-ready
+    json.dumps(row)  # JSON-ready
     for s in include:
         v = row[f"{s}_images_per_s"]
         if v is None:
@@ -46,10 +49,10 @@ def check_throughput(row, include=FAST):
         lo, hi = row[f"{s}_images_per_s_min_max"]
         assert 0 < lo <= v <= hi and math.isfinite(hi)
         assert row[f"{s}_step_ms"] == pytest.approx(1e3 * row["batch"] / v)
-        assert row[f"{s}_peak_rss_mib"] > 1   # the worker's own peak: at least the interpreter
+        assert row[f"{s}_peak_rss_mib"] > 1  # the worker's own peak: at least the interpreter
         assert row[f"{s}_warmup_s"] > 0 and row[f"{s}_warmup_steps"] >= 1
         by_threads = row.get(f"{s}_images_per_s_by_threads")
-        if by_threads:   # credited with its best thread count
+        if by_threads:  # credited with its best thread count
             assert v == pytest.approx(max(by_threads.values()))
             assert str(row[f"{s}_threads"]) in by_threads
         if s != "popsnn" and row.get("popsnn_images_per_s"):
@@ -63,8 +66,9 @@ def test_machine_described():
 
 def test_time_calls_interleaves_and_orders():
     calls = []
-    t = ex.time_calls({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
-                      repeats=2, warmup=1)
+    t = ex.time_calls(
+        {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, repeats=2, warmup=1
+    )
     assert calls == ["a", "b", "a", "b", "a", "b"]
     for v in t.values():
         assert 0 <= v["min_s"] <= v["median_s"] <= v["max_s"] and v["repeats"] == 2
@@ -72,21 +76,25 @@ def test_time_calls_interleaves_and_orders():
 
 def test_each_system_runs_in_its_own_worker_with_its_threads():
     work = ex.dsnn_workload(hidden=8, batch=2, steps=2)
-    variants = {"a": ("numpy_hoisted", None), "b": ("numpy_hoisted", 1),
-                "c": ("numpy_per_step", None)}
+    variants = {
+        "a": ("numpy_hoisted", None),
+        "b": ("numpy_hoisted", 1),
+        "c": ("numpy_per_step", None),
+    }
     t = workers.time_isolated(work, variants, repeats=2, settle_s=0.0)
     pids = {v["pid"] for v in t.values()}
     assert len(pids) == 3 and os.getpid() not in pids
     assert t["b"]["threads"] == 1
     for v in t.values():
         assert 0 < v["min_s"] <= v["median_s"] <= v["max_s"] and v["repeats"] == 2
-        assert v["timed_steps_per_turn"] == 1   # WARM_S = TIMED_S = 0: one step each
+        assert v["timed_steps_per_turn"] == 1  # WARM_S = TIMED_S = 0: one step each
     env = workers.worker("numpy_hoisted", 1).call("env")
     assert env["pid"] == t["b"]["pid"]
     assert all(env[k] == "1" for k in workers.THREAD_ENV)
     # A turn is a burst of back-to-back steps lasting at least timed_s.
-    burst = workers.time_isolated(work, {"a": ("numpy_hoisted", None)}, repeats=1,
-                                  settle_s=0.0, warm_s=0.0, timed_s=0.05)
+    burst = workers.time_isolated(
+        work, {"a": ("numpy_hoisted", None)}, repeats=1, settle_s=0.0, warm_s=0.0, timed_s=0.05
+    )
     assert burst["a"]["timed_steps_per_turn"] > 1
     # The workers are kept for the next configuration: same processes.
     again = workers.time_isolated(work, variants, repeats=1, settle_s=0.0)
@@ -96,8 +104,9 @@ def test_each_system_runs_in_its_own_worker_with_its_threads():
 def test_worker_errors_are_raised_and_the_pool_stays_usable():
     work = ex.dsnn_workload(hidden=8, batch=2, steps=2)
     with pytest.raises(workers.WorkerError, match="unknown system"):
-        workers.time_isolated(work, {"x": ("no_such_system", None),
-                                     "y": ("numpy_hoisted", None)}, repeats=1)
+        workers.time_isolated(
+            work, {"x": ("no_such_system", None), "y": ("numpy_hoisted", None)}, repeats=1
+        )
     t = workers.time_isolated(work, {"y": ("numpy_hoisted", None)}, repeats=1, settle_s=0.0)
     assert t["y"]["median_s"] > 0
 
@@ -111,17 +120,21 @@ def test_dsnn_batch_width_latency():
         assert row["experiment"] == "dsnn" and row["batch"] == 4
         # The limit: the step's products at the measured BLAS rate, beside the systems.
         assert row["limit_gflop_per_s"] == pytest.approx(
-            row["limit_gflop_per_step"] * row["limit_images_per_s"] / row["batch"])
-    rows = ex.exp_batch(repeats=1, batches=(2, 4), hidden=16, steps=2,
-                        include=("popsnn", "numpy_step"))
+            row["limit_gflop_per_step"] * row["limit_images_per_s"] / row["batch"]
+        )
+    rows = ex.exp_batch(
+        repeats=1, batches=(2, 4), hidden=16, steps=2, include=("popsnn", "numpy_step")
+    )
     assert [r["batch"] for r in rows] == [2, 4]
     for r in rows:
         check_throughput(r, ("popsnn", "numpy_step"))
-    rows = ex.exp_width(repeats=1, widths=(8, 16), batch=4, steps=2,
-                        include=("popsnn", "numpy_step"))
+    rows = ex.exp_width(
+        repeats=1, widths=(8, 16), batch=4, steps=2, include=("popsnn", "numpy_step")
+    )
     assert [r["hidden"] for r in rows] == [8, 16]
-    rows = ex.exp_latency(repeats=1, batches=(1, 2), hidden=16, steps=2,
-                          include=("popsnn", "snntorch", "limit"))
+    rows = ex.exp_latency(
+        repeats=1, batches=(1, 2), hidden=16, steps=2, include=("popsnn", "snntorch", "limit")
+    )
     assert [r["batch"] for r in rows] == [1, 2]
     for r in rows:
         check_throughput(r, ("popsnn", "snntorch", "limit"))
@@ -131,7 +144,7 @@ def test_dsnn_inputs():
     mnist = ex.dsnn_workload(**TINY)
     dense = ex.dsnn_workload(input="uniform", **TINY)
     assert np.array_equal(mnist.y, dense.y) and dense.x.shape == mnist.x.shape
-    assert (dense.x > 0).mean() > 0.99 and (mnist.x == 0).mean() > 0.5   # MNIST is mostly 0
+    assert (dense.x > 0).mean() > 0.99 and (mnist.x == 0).mean() > 0.5  # MNIST is mostly 0
     assert 0 <= dense.x.min() and dense.x.max() < 1
     with pytest.raises(ValueError, match="input must be one of"):
         ex.dsnn_workload(input="noise", **TINY)
@@ -154,18 +167,25 @@ def test_neurons_and_rate():
     assert [r["neuron"] for r in rows] == ["Leaky", "Synaptic", "RLeaky"]
     for r in rows:
         check_throughput(r)
-    for r in rows[1:]:   # the hand-written NumPy step is Leaky only, and says so
+    for r in rows[1:]:  # the hand-written NumPy step is Leaky only, and says so
         assert r["numpy_step_images_per_s"] is None and "Leaky only" in r["numpy_step_skipped"]
     (rate,) = ex.exp_rate(repeats=1, include=FAST, **TINY)
     check_throughput(rate)
     assert rate["numpy_hoisted_images_per_s"] is None and "hoist" in rate["numpy_hoisted_skipped"]
-    assert rate["numpy_step_images_per_s"] > 0   # layer by layer: runs on [T, B, N] too
+    assert rate["numpy_step_images_per_s"] > 0  # layer by layer: runs on [T, B, N] too
 
 
 @needs_engine
 def test_population():
-    rows = ex.exp_population(repeats=1, hidden=16, batch=4, outputs=20, train_steps=2,
-                             test_images=8, include=("popsnn", "numpy_hoisted"))
+    rows = ex.exp_population(
+        repeats=1,
+        hidden=16,
+        batch=4,
+        outputs=20,
+        train_steps=2,
+        test_images=8,
+        include=("popsnn", "numpy_hoisted"),
+    )
     assert [(r["steps"], r["outputs"]) for r in rows] == [(25, 10), (1, 20)]
     for r in rows:
         check_throughput(r, ("popsnn", "numpy_hoisted"))
@@ -175,8 +195,16 @@ def test_population():
 @needs_engine
 def test_sparse():
     # The embedded MNIST (the bench's own Fashion-MNIST is an optional download, `make data`).
-    rows = ex.exp_sparse(b_ths=(0.2,), hidden=8, steps=4, batch=8, repeats=1, train_steps=2,
-                         test_images=16, dataset="mnist")
+    rows = ex.exp_sparse(
+        b_ths=(0.2,),
+        hidden=8,
+        steps=4,
+        batch=8,
+        repeats=1,
+        train_steps=2,
+        test_images=16,
+        dataset="mnist",
+    )
     dense, sp = rows
     assert dense["b_th"] is None and sp["b_th"] == 0.2
     assert dense["active_fraction"] == 1.0 and dense["grad_cosine"] == pytest.approx(1.0)
@@ -192,7 +220,8 @@ def test_sparse():
     assert dense["buffered_peak_fraction_per_layer"] == [1.0, 1.0]
     assert all(0 <= p <= 1 for p in sp["buffered_peak_fraction_per_layer"])
     assert sp["trace_memory_saved_pct"] == pytest.approx(
-        100 * (1 - sp["trace_bytes_hidden"] / dense["trace_bytes_hidden"]))
+        100 * (1 - sp["trace_bytes_hidden"] / dense["trace_bytes_hidden"])
+    )
     for r in rows:
         assert r["backward_s_derived"] >= 0 and r["forward_s"] > 0
         assert 0 <= r["test_accuracy"] <= 1
@@ -205,9 +234,12 @@ def test_sparse():
 @needs_engine
 def test_isolation_ab_has_every_arm():
     rows = ex.exp_isolation(repeats=1, trials=1, **TINY)
-    assert [r["arm"] for r in rows] == ["in_process_with_others",
-                                        "in_process_with_others_bursts",
-                                        "worker_with_others", "worker_alone"]
+    assert [r["arm"] for r in rows] == [
+        "in_process_with_others",
+        "in_process_with_others_bursts",
+        "worker_with_others",
+        "worker_alone",
+    ]
     for r in rows:
         assert 0 < r["popsnn_step_ms_min"] <= r["popsnn_step_ms_median"]
     json.dumps(rows)
@@ -220,7 +252,8 @@ def test_ipu_estimate_is_labelled():
         assert "estimate" in r["note"] and "not measured" in r["note"]
         if r["estimate_images_per_s"] is not None:
             assert r["estimate_images_per_s"] == pytest.approx(
-                r["batch"] / r["estimate_seconds_per_step"])
+                r["batch"] / r["estimate_seconds_per_step"]
+            )
         else:
             assert r["batches_refused"]
 
@@ -230,12 +263,16 @@ def test_ipu_estimate_is_labelled():
 def test_numpy_step_matches_the_reference(reset, direct):
     """The hand-written NumPy step computes popsnn's loss and gradients (float64: to rounding;
     float32: to float tolerance), population code included, and Adam as popsnn.optim.Adam."""
-    from popsnn import losses, optim, reference
     import numpy_step as ns
-    net = ex.popsnn.Sequential(ex.popsnn.Linear(30, 40),
-                               ex.popsnn.Leaky(beta=0.9, reset_mechanism=reset),
-                               ex.popsnn.Linear(40, 20),
-                               ex.popsnn.Leaky(beta=0.8, reset_mechanism=reset))
+
+    from popsnn import losses, optim, reference
+
+    net = ex.popsnn.Sequential(
+        ex.popsnn.Linear(30, 40),
+        ex.popsnn.Leaky(beta=0.9, reset_mechanism=reset),
+        ex.popsnn.Linear(40, 20),
+        ex.popsnn.Leaky(beta=0.8, reset_mechanism=reset),
+    )
     rng = np.random.default_rng(1)
     x = rng.random((6, 30)) if direct else (rng.random((5, 6, 30)) < 0.3).astype(float)
     y = rng.integers(0, 10, 6)
@@ -243,12 +280,13 @@ def test_numpy_step_matches_the_reference(reset, direct):
     for dtype, tol in ((np.float64, 1e-12), (np.float32, 2e-5)):
         params = net.init_params(0, dtype=dtype)
         for p in params:
-            p["weight"] *= 4     # enough spikes in both layers for the gradients to matter
+            p["weight"] *= 4  # enough spikes in both layers for the gradients to matter
         xs = x.astype(dtype)
         value, grads, rec = reference.loss_and_grad(net, params, xs, y, loss, num_steps=5)
         assert 0.05 < rec.spikes[0].mean() < 0.95 and rec.spikes[1].mean() > 0.05
-        trainer = ns.NumpyStep(net, [{k: v.copy() for k, v in p.items()} for p in params], 5,
-                               num_classes=10, lr=1e-2)
+        trainer = ns.NumpyStep(
+            net, [{k: v.copy() for k, v in p.items()} for p in params], 5, num_classes=10, lr=1e-2
+        )
         mine, my_grads = trainer.loss_and_grad(xs, y)
         assert mine == pytest.approx(value, rel=tol)
         for g, h in zip(grads, my_grads):
@@ -263,8 +301,10 @@ def test_numpy_step_matches_the_reference(reset, direct):
         for p, q in zip(expect, trainer.params):
             for k in p:
                 np.testing.assert_allclose(q[k], p[k], rtol=10 * tol, atol=10 * tol)
-    assert ns.unsupported(net, losses.mse_count_loss(), x) == \
-        "the hand-written NumPy step implements ce_count only, got mse_count"
+    assert (
+        ns.unsupported(net, losses.mse_count_loss(), x)
+        == "the hand-written NumPy step implements ce_count only, got mse_count"
+    )
 
 
 @needs_torch
@@ -281,42 +321,97 @@ def test_snntorch_compiled_matches_eager(monkeypatch):
 
 
 def test_profile_table_parser():
-    text = ("Program step    kind    execs cycles/exec    compute   exchange   exch bytes "
-            "inter-IPU B     host B\n"
-            "Execute(layer1/backward)                      compute       25       46890      "
-            "46740          0            0           0          0\n"
-            "Copy('a', 'b')  exchange        1       18966       6272      12544       100352  "
-            "         0          0\n")
-    assert ex._profile_rows(text) == [("Execute(layer1/backward)", 25, 46890.0),
-                                      ("Copy('a', 'b')", 1, 18966.0)]
+    text = (
+        "Program step    kind    execs cycles/exec    compute   exchange   exch bytes "
+        "inter-IPU B     host B\n"
+        "Execute(layer1/backward)                      compute       25       46890      "
+        "46740          0            0           0          0\n"
+        "Copy('a', 'b')  exchange        1       18966       6272      12544       100352  "
+        "         0          0\n"
+    )
+    assert ex._profile_rows(text) == [
+        ("Execute(layer1/backward)", 25, 46890.0),
+        ("Copy('a', 'b')", 1, 18966.0),
+    ]
 
 
 def test_report_from_synthetic_results(tmp_path):
     m = ex.machine()
-    row = {"experiment": "dsnn", "hidden": 16, "batch": 4, "machine": m, "quick": True,
-           "input": "mnist", "popsnn_images_per_s": 30.0, "snntorch_images_per_s": 1.0,
-           "snntorch_compiled_images_per_s": 2.0, "numpy_step_images_per_s": 7.5,
-           "numpy_hoisted_images_per_s": 10.0, "numpy_per_step_images_per_s": 5.0,
-           "limit_images_per_s": 60.0, "popsnn_over_limit": 0.5,
-           "popsnn_over_snntorch": 30.0, "popsnn_over_snntorch_compiled": 15.0,
-           "popsnn_over_numpy_step": 4.0, "popsnn_over_numpy_hoisted": 3.0,
-           "popsnn_over_numpy_per_step": 6.0, "snntorch_compiled_compile_s": 42.0,
-           **{f"{s}_peak_rss_mib": 100.0 + i for i, s in enumerate(report.LABELS)}}
+    row = {
+        "experiment": "dsnn",
+        "hidden": 16,
+        "batch": 4,
+        "machine": m,
+        "quick": True,
+        "input": "mnist",
+        "popsnn_images_per_s": 30.0,
+        "snntorch_images_per_s": 1.0,
+        "snntorch_compiled_images_per_s": 2.0,
+        "numpy_step_images_per_s": 7.5,
+        "numpy_hoisted_images_per_s": 10.0,
+        "numpy_per_step_images_per_s": 5.0,
+        "limit_images_per_s": 60.0,
+        "popsnn_over_limit": 0.5,
+        "popsnn_over_snntorch": 30.0,
+        "popsnn_over_snntorch_compiled": 15.0,
+        "popsnn_over_numpy_step": 4.0,
+        "popsnn_over_numpy_hoisted": 3.0,
+        "popsnn_over_numpy_per_step": 6.0,
+        "snntorch_compiled_compile_s": 42.0,
+        **{f"{s}_peak_rss_mib": 100.0 + i for i, s in enumerate(report.LABELS)},
+    }
     dense_row = {**row, "input": "uniform", "popsnn_over_numpy_step": 3.5}
-    latency = [{**row, "experiment": "latency", "batch": b, "popsnn_step_ms": 0.5 * b,
-                "snntorch_step_ms": 10.0 * b, "limit_step_ms": 0.01 * b,
-                "popsnn_over_snntorch": 20.0} for b in (1, 8)]
-    sparse = [dict(b_th=None, hidden=8, steps=4, batch=8, dataset="fashion-mnist",
-                   encoding="latency", active_fraction=1.0, backward_s_derived=0.01,
-                   backward_speedup=1.0, trace_memory_saved_pct=0.0, test_accuracy=0.5,
-                   trace_bytes_hidden=1000.0, max_activity=1.0,
-                   train_steps=2, test_images=16, grad_cosine_hidden=1.0, machine=m),
-              dict(b_th=0.2, hidden=8, steps=4, batch=8, active_fraction=0.01,
-                   backward_s_derived=0.0001, backward_speedup=100.0,
-                   trace_memory_saved_pct=90.0, test_accuracy=0.5, accuracy_change=0.0,
-                   trace_bytes_hidden=100.0, max_activity=0.1, max_activity_start=0.05,
-                   buffered_peak_fraction_per_layer=[0.08, 0.06],
-                   grad_cosine_hidden=0.99, machine=m)]
+    latency = [
+        {
+            **row,
+            "experiment": "latency",
+            "batch": b,
+            "popsnn_step_ms": 0.5 * b,
+            "snntorch_step_ms": 10.0 * b,
+            "limit_step_ms": 0.01 * b,
+            "popsnn_over_snntorch": 20.0,
+        }
+        for b in (1, 8)
+    ]
+    sparse = [
+        dict(
+            b_th=None,
+            hidden=8,
+            steps=4,
+            batch=8,
+            dataset="fashion-mnist",
+            encoding="latency",
+            active_fraction=1.0,
+            backward_s_derived=0.01,
+            backward_speedup=1.0,
+            trace_memory_saved_pct=0.0,
+            test_accuracy=0.5,
+            trace_bytes_hidden=1000.0,
+            max_activity=1.0,
+            train_steps=2,
+            test_images=16,
+            grad_cosine_hidden=1.0,
+            machine=m,
+        ),
+        dict(
+            b_th=0.2,
+            hidden=8,
+            steps=4,
+            batch=8,
+            active_fraction=0.01,
+            backward_s_derived=0.0001,
+            backward_speedup=100.0,
+            trace_memory_saved_pct=90.0,
+            test_accuracy=0.5,
+            accuracy_change=0.0,
+            trace_bytes_hidden=100.0,
+            max_activity=0.1,
+            max_activity_start=0.05,
+            buffered_peak_fraction_per_layer=[0.08, 0.06],
+            grad_cosine_hidden=0.99,
+            machine=m,
+        ),
+    ]
     for name, rows in (("dsnn", [row, dense_row]), ("sparse", sparse), ("latency", latency)):
         (tmp_path / f"{name}.json").write_text(json.dumps(rows))
     readme = tmp_path / "README.md"
@@ -327,13 +422,19 @@ def test_report_from_synthetic_results(tmp_path):
     assert "| DSNN B=128, MNIST input: popsnn >= 40x snnTorch | 30.00x (dsnn run) | no |" in text
     assert "| DSNN B=128, MNIST input: popsnn >= 10x snnTorch compiled | 15.00x" in text
     assert "| DSNN B=128, U[0,1] input: popsnn >= 3x NumPy step | 3.50x (dsnn run) | yes |" in text
-    assert "| DSNN batch 8: popsnn >= 20x snnTorch at batch 8 | 20.00x (latency run) | yes |" \
-        in text
+    assert (
+        "| DSNN batch 8: popsnn >= 20x snnTorch at batch 8 | 20.00x (latency run) | yes |" in text
+    )
     # The limit and each system's peak memory beside the ratios; compile time apart.
-    assert "| 16 | 4 | mnist | 30 | 1 | 2 | 8 | 10 | 5 | 30.00x | 15.00x | 4.00x | 3.00x | " \
-           "6.00x | 60 | 0.50 | 100 / 101 / 102 / 103 / 104 / 105 | 42 |" in text
-    assert "| 8 | 4.00 | 80.00 | n/a | n/a | n/a | n/a | 20.0x | 15.0x | 4.0x | 3.0x | 6.0x | " \
-           "0.080 |" in text and "*The limit*" in text
+    assert (
+        "| 16 | 4 | mnist | 30 | 1 | 2 | 8 | 10 | 5 | 30.00x | 15.00x | 4.00x | 3.00x | "
+        "6.00x | 60 | 0.50 | 100 / 101 / 102 / 103 / 104 / 105 | 42 |" in text
+    )
+    assert (
+        "| 8 | 4.00 | 80.00 | n/a | n/a | n/a | n/a | 20.0x | 15.0x | 4.0x | 3.0x | 6.0x | 0.080 |"
+        in text
+        and "*The limit*" in text
+    )
     assert "B_th=0.2: 100.00x" in text and "| yes |" in text
     assert "90.0% less trace memory (measured" in text and "0.05 -> 0.1" in text
     assert (tmp_path / "sparse.png").exists()
@@ -343,11 +444,26 @@ def test_report_from_synthetic_results(tmp_path):
 def test_cli_dispatches_every_experiment(tmp_path, monkeypatch, capsys):
     run = pytest.importorskip("run")
     called = []
-    for fn in ("exp_dsnn", "exp_latency", "exp_batch", "exp_width", "exp_neurons", "exp_rate",
-               "exp_population", "exp_sparse", "exp_sparse_width", "exp_ipu",
-               "exp_isolation"):
-        monkeypatch.setattr(run.ex, fn, lambda *a, _fn=fn, **k: called.append(_fn) or
-                            [{"experiment": _fn, "popsnn_images_per_s": 1.0}])
+    for fn in (
+        "exp_dsnn",
+        "exp_latency",
+        "exp_batch",
+        "exp_width",
+        "exp_neurons",
+        "exp_rate",
+        "exp_population",
+        "exp_sparse",
+        "exp_sparse_width",
+        "exp_ipu",
+        "exp_isolation",
+    ):
+        monkeypatch.setattr(
+            run.ex,
+            fn,
+            lambda *a, _fn=fn, **k: (
+                called.append(_fn) or [{"experiment": _fn, "popsnn_images_per_s": 1.0}]
+            ),
+        )
     monkeypatch.setattr(run, "RESULTS", tmp_path)
     for name in run.EXPERIMENTS:
         assert run.main([name, "--quick", "--repeats", "1"]) == 0

@@ -9,6 +9,7 @@ sums (matrix products vs. per-tile loops): relative errors of order 1e-6 of
 the largest entry. We allow 1e-4 of each array's largest entry, far below any
 real mistake (a missing or doubled term moves entries by O(1) of the scale).
 """
+
 from __future__ import annotations
 
 import copy
@@ -42,8 +43,9 @@ def assert_close(actual, expected, what, rel=1e-4):
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
     scale = max(np.max(np.abs(expected)), 1e-30)
     err = np.max(np.abs(actual - expected)) if actual.size else 0.0
-    assert err <= rel * scale + 1e-12, \
+    assert err <= rel * scale + 1e-12, (
         f"{what}: max error {err:.3g} exceeds {rel:g} x scale {scale:.3g}"
+    )
 
 
 def assert_grads_close(grads, ref_grads, rel=1e-4):
@@ -54,22 +56,35 @@ def assert_grads_close(grads, ref_grads, rel=1e-4):
             assert_close(g[key], r[key], f"grad layer {l} {key}", rel)
 
 
-def engine_and_reference(net, loss, x, y, *, batch, steps, device="cpu", optimizer=None,
-                         seed=0, **options):
+def engine_and_reference(
+    net, loss, x, y, *, batch, steps, device="cpu", optimizer=None, seed=0, **options
+):
     """(engine loss, engine grads, engine spikes, reference (value, grads, record))."""
     params = net.init_params(seed)
     optimizer = optimizer or optim.SGD(lr=0.1)
-    backend = EngineBackend(net, params, loss, optimizer, num_steps=steps, batch_size=batch,
-                            device=device, **options)
+    backend = EngineBackend(
+        net, params, loss, optimizer, num_steps=steps, batch_size=batch, device=device, **options
+    )
     value, grads = backend.loss_and_grad(x, y)
     spikes = backend.infer(x)
-    ref = reference.loss_and_grad(net, params, x, y, loss,
-                                  num_steps=steps if x.ndim == 2 else None)
+    ref = reference.loss_and_grad(net, params, x, y, loss, num_steps=steps if x.ndim == 2 else None)
     return backend, value, grads, spikes, ref
 
 
-def train_like_the_reference(backend, net, params, loss, ref_opt, x, y, *, rates=(None,) * 3,
-                             rel_loss=2e-5, every_step=False, what=""):
+def train_like_the_reference(
+    backend,
+    net,
+    params,
+    loss,
+    ref_opt,
+    x,
+    y,
+    *,
+    rates=(None,) * 3,
+    rel_loss=2e-5,
+    every_step=False,
+    what="",
+):
     """One engine train step per entry of `rates` (None keeps the rate; a number is set on both
     sides first) beside the same step of `ref_opt` on the float32 reference: spikes identical,
     losses to `rel_loss`, weights to 1e-5 of scale after the last step (after every step with
@@ -81,14 +96,14 @@ def train_like_the_reference(backend, net, params, loss, ref_opt, x, y, *, rates
             backend.set_learning_rate(rate)
             ref_opt.hyper["lr"] = rate
         value, spikes = backend.train_step(x, y)
-        ref_value, ref_grads, rec = reference.loss_and_grad(net, ref_params, x, y, loss,
-                                                            num_steps=num_steps)
+        ref_value, ref_grads, rec = reference.loss_and_grad(
+            net, ref_params, x, y, loss, num_steps=num_steps
+        )
         ref_opt.step(ref_params, ref_grads)
         np.testing.assert_array_equal(spikes, rec.spikes[-1], err_msg=f"{what} step {step}")
         assert value == pytest.approx(ref_value, rel=rel_loss), f"{what} step {step}"
         if every_step or step == len(rates) - 1:
             for l, (p, r) in enumerate(zip(backend.get_params(), ref_params)):
                 for key in r:
-                    assert_close(p[key], r[key], f"{what} step {step}: layer {l} {key}",
-                                 rel=1e-5)
+                    assert_close(p[key], r[key], f"{what} step {step}: layer {l} {key}", rel=1e-5)
     return ref_params

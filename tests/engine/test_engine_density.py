@@ -6,17 +6,17 @@ one entry below it, for every neuron model, with and without a sparse rule. The 
 the dense product use its ragged edges: more inputs than one k block (256), a row count and
 a neuron count that are no multiple of the register tile. See engine_helpers for the
 tolerances."""
+
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from engine_helpers import assert_grads_close, labels_for
 
 import popsnn
 from popsnn import losses, optim, reference, sparse
 from popsnn.engine import EngineBackend
-
-from engine_helpers import assert_grads_close, labels_for
 
 HEADER = Path(__file__).resolve().parents[2] / "codelets" / "DenseKernels.hpp"
 BATCH, STEPS, INPUTS, HIDDEN = 8, 6, 300, 37
@@ -33,9 +33,14 @@ def threshold_count(name: str) -> int:
 
 def nonzero_counts() -> dict:
     current, grad = threshold_count("CURRENT"), threshold_count("WEIGHT_GRAD")
-    return {"sparse": BATCH * INPUTS // 50,
-            "below-current": current - 1, "at-current": current,
-            "below-grad": grad - 1, "at-grad": grad, "dense": BATCH * INPUTS}
+    return {
+        "sparse": BATCH * INPUTS // 50,
+        "below-current": current - 1,
+        "at-current": current,
+        "below-grad": grad - 1,
+        "at-grad": grad,
+        "dense": BATCH * INPUTS,
+    }
 
 
 def input_with(nonzero: int, seed: int) -> np.ndarray:
@@ -56,23 +61,28 @@ NEURONS = {
 }
 
 
-@pytest.mark.parametrize("density", ["sparse", "below-current", "at-current", "below-grad",
-                                     "at-grad", "dense"])
+@pytest.mark.parametrize(
+    "density", ["sparse", "below-current", "at-current", "below-grad", "at-grad", "dense"]
+)
 @pytest.mark.parametrize("name", sorted(NEURONS))
 def test_direct_products_equal_the_reference_on_both_sides(name, density):
-    net = popsnn.Sequential(popsnn.Linear(INPUTS, HIDDEN), NEURONS[name](),
-                            popsnn.Linear(HIDDEN, 5), popsnn.Leaky(beta=0.9))
+    net = popsnn.Sequential(
+        popsnn.Linear(INPUTS, HIDDEN),
+        NEURONS[name](),
+        popsnn.Linear(HIDDEN, 5),
+        popsnn.Leaky(beta=0.9),
+    )
     nonzero = nonzero_counts()[density]
     x = input_with(nonzero, seed=3)
     assert np.count_nonzero(x) == nonzero
     loss = losses.ce_count_loss()
     y = labels_for(loss, net, np.arange(BATCH))
     params = net.init_params(4)
-    backend = EngineBackend(net, params, loss, optim.SGD(lr=0.1), num_steps=STEPS,
-                            batch_size=BATCH, device="cpu")
+    backend = EngineBackend(
+        net, params, loss, optim.SGD(lr=0.1), num_steps=STEPS, batch_size=BATCH, device="cpu"
+    )
     value, grads = backend.loss_and_grad(x, y)
-    ref_value, ref_grads, rec = reference.loss_and_grad(net, params, x, y, loss,
-                                                        num_steps=STEPS)
+    ref_value, ref_grads, rec = reference.loss_and_grad(net, params, x, y, loss, num_steps=STEPS)
     assert rec.spikes[0].sum() > 0, "a silent hidden layer tests nothing"
     np.testing.assert_array_equal(backend.infer(x), rec.spikes[-1])
     assert value == pytest.approx(ref_value, rel=2e-5, abs=1e-7)
@@ -83,18 +93,29 @@ def test_direct_products_equal_the_reference_on_both_sides(name, density):
 def test_split_products_on_ipu_model_tiles(density):
     # On an IPU geometry the products are split over the tile's workers (by samples for
     # the current, by inputs for the weight gradient), each part choosing on its own slice.
-    net = popsnn.Sequential(popsnn.Linear(INPUTS, HIDDEN), popsnn.Leaky(beta=0.85),
-                            popsnn.Linear(HIDDEN, 5), popsnn.Leaky(beta=0.9))
+    net = popsnn.Sequential(
+        popsnn.Linear(INPUTS, HIDDEN),
+        popsnn.Leaky(beta=0.85),
+        popsnn.Linear(HIDDEN, 5),
+        popsnn.Leaky(beta=0.9),
+    )
     x = input_with(nonzero_counts()[density], seed=5)
     loss = losses.ce_count_loss()
     y = labels_for(loss, net, np.arange(BATCH))
     params = net.init_params(6)
-    backend = EngineBackend(net, params, loss, optim.SGD(lr=0.1), num_steps=STEPS,
-                            batch_size=BATCH, device="ipu-model", num_ipus=1,
-                            tiles_per_ipu=4)
+    backend = EngineBackend(
+        net,
+        params,
+        loss,
+        optim.SGD(lr=0.1),
+        num_steps=STEPS,
+        batch_size=BATCH,
+        device="ipu-model",
+        num_ipus=1,
+        tiles_per_ipu=4,
+    )
     value, grads = backend.loss_and_grad(x, y)
-    ref_value, ref_grads, rec = reference.loss_and_grad(net, params, x, y, loss,
-                                                        num_steps=STEPS)
+    ref_value, ref_grads, rec = reference.loss_and_grad(net, params, x, y, loss, num_steps=STEPS)
     np.testing.assert_array_equal(backend.infer(x), rec.spikes[-1])
     assert value == pytest.approx(ref_value, rel=2e-5, abs=1e-7)
     assert_grads_close(grads, ref_grads)

@@ -1,23 +1,27 @@
 """Multi-tile and multi-IPU geometries on the ipu-model device (layers sharded
 over many tiles, spike ids and gradients crossing tiles and IPUs), the spike
 buffer overflow, and the network that does not fit."""
+
 import numpy as np
 import pytest
+from engine_helpers import assert_grads_close, labels_for, make_input
 
 import popsnn
 from popsnn import losses, optim, reference, sparse
 from popsnn.engine import EngineBackend, NetworkDoesNotFit, SpikeBufferOverflow
-
-from engine_helpers import assert_grads_close, labels_for, make_input
 
 BATCH, STEPS = 4, 8
 
 
 def big_net(rule=None):
     return popsnn.Sequential(
-        popsnn.Linear(40, 48), popsnn.Leaky(beta=0.9, sparse=rule),
-        popsnn.Linear(48, 36), popsnn.RLeaky(beta=0.85, sparse=rule),
-        popsnn.Linear(36, 20), popsnn.Synaptic(alpha=0.6, beta=0.85, sparse=rule))
+        popsnn.Linear(40, 48),
+        popsnn.Leaky(beta=0.9, sparse=rule),
+        popsnn.Linear(48, 36),
+        popsnn.RLeaky(beta=0.85, sparse=rule),
+        popsnn.Linear(36, 20),
+        popsnn.Synaptic(alpha=0.6, beta=0.85, sparse=rule),
+    )
 
 
 GEOMETRIES = {
@@ -38,8 +42,16 @@ def test_sharded_network_equals_the_reference(geometry, direct):
     x, raw = make_input(net, BATCH, STEPS, direct, seed=11)
     y = labels_for(loss, net, raw)
     params = net.init_params(12)
-    backend = EngineBackend(net, params, loss, optim.SGD(lr=0.1), num_steps=STEPS,
-                            batch_size=BATCH, device="ipu-model", **GEOMETRIES[geometry])
+    backend = EngineBackend(
+        net,
+        params,
+        loss,
+        optim.SGD(lr=0.1),
+        num_steps=STEPS,
+        batch_size=BATCH,
+        device="ipu-model",
+        **GEOMETRIES[geometry],
+    )
     layout = backend.profile()
     assert layout["tiles"] == 16
     assert layout["step_major"] == (1 if "KiB" in geometry else 0)
@@ -47,7 +59,8 @@ def test_sharded_network_equals_the_reference(geometry, direct):
     assert all(layout[f"layer{l}_shards"] >= 10 for l in range(3))
     value, grads = backend.loss_and_grad(x, y)
     ref_value, ref_grads, rec = reference.loss_and_grad(
-        net, params, x, y, loss, num_steps=STEPS if direct else None)
+        net, params, x, y, loss, num_steps=STEPS if direct else None
+    )
     assert all(s.sum() > 0 for s in rec.spikes)
     np.testing.assert_array_equal(backend.infer(x), rec.spikes[-1])
     assert value == pytest.approx(ref_value, rel=2e-5)
@@ -59,20 +72,31 @@ def test_sharded_network_equals_the_reference(geometry, direct):
 
 
 def overflow_setup():
-    net = popsnn.Sequential(popsnn.Linear(10, 16), popsnn.Leaky(beta=0.9),
-                            popsnn.Linear(16, 3), popsnn.Leaky(beta=0.9))
+    net = popsnn.Sequential(
+        popsnn.Linear(10, 16), popsnn.Leaky(beta=0.9), popsnn.Linear(16, 3), popsnn.Leaky(beta=0.9)
+    )
     x, raw = make_input(net, BATCH, STEPS, True, seed=13, scale=3.0, density=0.9)
     return net, x, raw % 3, net.init_params(0)
 
 
 def test_overflow_is_an_error_naming_layer_step_count_and_capacity():
     net, x, y, params = overflow_setup()
-    backend = EngineBackend(net, params, losses.ce_count_loss(), optim.SGD(lr=0.1),
-                            num_steps=STEPS, batch_size=BATCH, device="cpu",
-                            max_activity=0.05)
+    backend = EngineBackend(
+        net,
+        params,
+        losses.ce_count_loss(),
+        optim.SGD(lr=0.1),
+        num_steps=STEPS,
+        batch_size=BATCH,
+        device="cpu",
+        max_activity=0.05,
+    )
     before = backend.get_params()
-    with pytest.raises(SpikeBufferOverflow, match=r"layer 0 at step \d+.*needed \d+.*holds \d+"
-                                                  r".*max_activity.*on_overflow='grow'") as info:
+    with pytest.raises(
+        SpikeBufferOverflow,
+        match=r"layer 0 at step \d+.*needed \d+.*holds \d+"
+        r".*max_activity.*on_overflow='grow'",
+    ) as info:
         backend.train_step(x, y)
     assert info.value.layer == 0 and info.value.needed > info.value.capacity
     # Nothing was updated.
@@ -84,23 +108,45 @@ def test_overflow_is_an_error_naming_layer_step_count_and_capacity():
 def test_overflow_grow_recompiles_and_equals_the_reference():
     net, x, y, params = overflow_setup()
     loss = losses.ce_count_loss()
-    backend = EngineBackend(net, params, loss, optim.SGD(lr=0.1), num_steps=STEPS,
-                            batch_size=BATCH, device="cpu", max_activity=0.05,
-                            on_overflow="grow")
+    backend = EngineBackend(
+        net,
+        params,
+        loss,
+        optim.SGD(lr=0.1),
+        num_steps=STEPS,
+        batch_size=BATCH,
+        device="cpu",
+        max_activity=0.05,
+        on_overflow="grow",
+    )
     value, grads = backend.loss_and_grad(x, y)
     assert backend.profile()["max_activity"] > 0.05
-    ref_value, ref_grads, rec = reference.loss_and_grad(net, params, x, y, loss,
-                                                        num_steps=STEPS)
+    ref_value, ref_grads, rec = reference.loss_and_grad(net, params, x, y, loss, num_steps=STEPS)
     assert value == pytest.approx(ref_value, rel=1e-5)
     assert_grads_close(grads, ref_grads)
 
 
 def test_network_that_does_not_fit_names_the_layer_and_the_fix():
-    net = popsnn.Sequential(popsnn.Linear(784, 64), popsnn.Leaky(beta=0.9),
-                            popsnn.Linear(64, 10), popsnn.Leaky(beta=0.9))
-    with pytest.raises(NetworkDoesNotFit,
-                       match=r"needs \d+ bytes.*has 65536.*layer \d \(Leaky, \d+ -> \d+ neurons"
-                             r".*takes \d+.*Fix: more tiles"):
-        EngineBackend(net, net.init_params(0), losses.ce_count_loss(), optim.SGD(lr=0.1),
-                      num_steps=25, batch_size=128, device="ipu-model", num_ipus=1,
-                      tiles_per_ipu=4, memory_bytes_per_tile=64 * 1024)
+    net = popsnn.Sequential(
+        popsnn.Linear(784, 64),
+        popsnn.Leaky(beta=0.9),
+        popsnn.Linear(64, 10),
+        popsnn.Leaky(beta=0.9),
+    )
+    with pytest.raises(
+        NetworkDoesNotFit,
+        match=r"needs \d+ bytes.*has 65536.*layer \d \(Leaky, \d+ -> \d+ neurons"
+        r".*takes \d+.*Fix: more tiles",
+    ):
+        EngineBackend(
+            net,
+            net.init_params(0),
+            losses.ce_count_loss(),
+            optim.SGD(lr=0.1),
+            num_steps=25,
+            batch_size=128,
+            device="ipu-model",
+            num_ipus=1,
+            tiles_per_ipu=4,
+            memory_bytes_per_tile=64 * 1024,
+        )

@@ -1,15 +1,15 @@
 """The learning rate is device state: changed between steps (a host write, no recompile), the
 engine's updates equal the reference optimiser's at every rate. See engine_helpers for the
 tolerances."""
+
 import copy
 
 import pytest
+from engine_helpers import assert_close, make_input, train_like_the_reference
 
 import popsnn
 from popsnn import losses, optim, reference
 from popsnn.engine import EngineBackend
-
-from engine_helpers import assert_close, make_input, train_like_the_reference
 
 BATCH, STEPS = 6, 10
 RATES = (0.01, 0.004, 0.025)  # one per step: down, then up again
@@ -25,18 +25,37 @@ OPTIMIZERS = {
 @pytest.mark.parametrize("device", ["cpu", "ipu-model"])
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
 def test_rate_changed_between_steps_equals_the_reference(name, device):
-    net = popsnn.Sequential(popsnn.Linear(10, 12), popsnn.RLeaky(beta=0.8),
-                            popsnn.Linear(12, 4), popsnn.Leaky(beta=0.9))
+    net = popsnn.Sequential(
+        popsnn.Linear(10, 12), popsnn.RLeaky(beta=0.8), popsnn.Linear(12, 4), popsnn.Leaky(beta=0.9)
+    )
     x, raw = make_input(net, BATCH, STEPS, True, seed=7)
     y = raw % 4
     params = net.init_params(8)
     loss = losses.ce_count_loss()
     options = dict(tiles_per_ipu=5) if device == "ipu-model" else {}
-    backend = EngineBackend(net, params, loss, OPTIMIZERS[name](), num_steps=STEPS,
-                            batch_size=BATCH, device=device, **options)
+    backend = EngineBackend(
+        net,
+        params,
+        loss,
+        OPTIMIZERS[name](),
+        num_steps=STEPS,
+        batch_size=BATCH,
+        device=device,
+        **options,
+    )
     engine = backend._engine
-    train_like_the_reference(backend, net, params, loss, OPTIMIZERS[name](), x, y, rates=RATES,
-                             every_step=True, what=name)
+    train_like_the_reference(
+        backend,
+        net,
+        params,
+        loss,
+        OPTIMIZERS[name](),
+        x,
+        y,
+        rates=RATES,
+        every_step=True,
+        what=name,
+    )
     assert backend._engine is engine, "changing the learning rate must not recompile"
     assert backend.optimizer.hyper["lr"] == RATES[-1] == engine.learning_rate
 
@@ -44,12 +63,14 @@ def test_rate_changed_between_steps_equals_the_reference(name, device):
 def test_rate_survives_a_recompile_and_the_optimizer_state():
     """The per-step input compiles a second engine: it starts from the rate set last. The saved
     optimiser state carries the rate, as popsnn.optim's state_dict does."""
-    net = popsnn.Sequential(popsnn.Linear(10, 12), popsnn.Leaky(beta=0.9),
-                            popsnn.Linear(12, 4), popsnn.Leaky(beta=0.9))
+    net = popsnn.Sequential(
+        popsnn.Linear(10, 12), popsnn.Leaky(beta=0.9), popsnn.Linear(12, 4), popsnn.Leaky(beta=0.9)
+    )
     params = net.init_params(3)
     loss = losses.ce_count_loss()
-    backend = EngineBackend(net, params, loss, optim.SGD(lr=0.1), num_steps=STEPS,
-                            batch_size=BATCH, device="cpu")
+    backend = EngineBackend(
+        net, params, loss, optim.SGD(lr=0.1), num_steps=STEPS, batch_size=BATCH, device="cpu"
+    )
     backend.set_learning_rate(0.03)
     x, raw = make_input(net, BATCH, STEPS, False, seed=2)
     y = raw % 4
@@ -70,8 +91,9 @@ def test_rate_survives_a_recompile_and_the_optimizer_state():
 
 def test_bad_learning_rates_are_refused_naming_the_value():
     net = popsnn.Sequential(popsnn.Linear(4, 3), popsnn.Leaky(beta=0.9))
-    model = popsnn.Model(net, optimizer=optim.Adam(lr=0.01), device="cpu", num_steps=3,
-                         batch_size=2)
+    model = popsnn.Model(
+        net, optimizer=optim.Adam(lr=0.01), device="cpu", num_steps=3, batch_size=2
+    )
     for bad in (-0.1, float("nan"), float("inf"), "0.1", True, None):
         with pytest.raises(ValueError, match="learning rate must be a finite number >= 0"):
             model.set_learning_rate(bad)

@@ -3,16 +3,22 @@ models and resets, direct and per-step input, every loss, population codes,
 the sparse rules, and Adam / AdamW updates. Small nets on the cpu device; the
 multi-tile geometries are in test_engine_geometry.py. See engine_helpers for
 the tolerances."""
+
 import copy
 
 import numpy as np
 import pytest
+from engine_helpers import (
+    assert_close,
+    assert_grads_close,
+    labels_for,
+    make_input,
+    train_like_the_reference,
+)
 
 import popsnn
 from popsnn import losses, optim, reference, sparse
 from popsnn.engine import EngineBackend
-
-from engine_helpers import assert_close, assert_grads_close, labels_for, make_input, train_like_the_reference
 
 BATCH, STEPS = 6, 10
 
@@ -25,8 +31,7 @@ NEURONS = {
     "rleaky-all-subtract": lambda: popsnn.RLeaky(beta=0.8),
     "rleaky-all-zero": lambda: popsnn.RLeaky(beta=0.8, reset_mechanism="zero"),
     "rleaky-one-subtract": lambda: popsnn.RLeaky(beta=0.8, all_to_all=False),
-    "rleaky-one-zero": lambda: popsnn.RLeaky(beta=0.8, all_to_all=False,
-                                             reset_mechanism="zero"),
+    "rleaky-one-zero": lambda: popsnn.RLeaky(beta=0.8, all_to_all=False, reset_mechanism="zero"),
 }
 
 
@@ -34,11 +39,19 @@ def check(net, loss, direct, seed=0, optimizer=None):
     x, raw = make_input(net, BATCH, STEPS, direct, seed=seed)
     y = labels_for(loss, net, raw)
     params = net.init_params(seed + 1)
-    backend = EngineBackend(net, params, loss, optimizer or optim.SGD(lr=0.1),
-                            num_steps=STEPS, batch_size=BATCH, device="cpu")
+    backend = EngineBackend(
+        net,
+        params,
+        loss,
+        optimizer or optim.SGD(lr=0.1),
+        num_steps=STEPS,
+        batch_size=BATCH,
+        device="cpu",
+    )
     value, grads = backend.loss_and_grad(x, y)
     ref_value, ref_grads, rec = reference.loss_and_grad(
-        net, params, x, y, loss, num_steps=STEPS if direct else None)
+        net, params, x, y, loss, num_steps=STEPS if direct else None
+    )
     np.testing.assert_array_equal(backend.infer(x), rec.spikes[-1])
     assert value == pytest.approx(ref_value, rel=2e-5, abs=1e-7)
     assert_grads_close(grads, ref_grads)
@@ -50,8 +63,9 @@ def check(net, loss, direct, seed=0, optimizer=None):
 def test_neuron_models_and_resets(name, direct):
     # The same model in both layers: the hidden layer exercises the spike-id
     # exchange, the output layer the loss path.
-    net = popsnn.Sequential(popsnn.Linear(12, 16), NEURONS[name](),
-                            popsnn.Linear(16, 4), NEURONS[name]())
+    net = popsnn.Sequential(
+        popsnn.Linear(12, 16), NEURONS[name](), popsnn.Linear(16, 4), NEURONS[name]()
+    )
     rec = check(net, losses.ce_count_loss(), direct)
     assert rec.spikes[0].sum() > 0, "a silent hidden layer tests nothing"
 
@@ -64,8 +78,7 @@ LOSSES = {
     "mse_membrane": lambda: losses.mse_membrane_loss(on_target=1.2, off_target=-0.2),
     "ce_max_membrane": lambda: losses.ce_max_membrane_loss(),
     "ce_count-population": lambda: losses.ce_count_loss(population_code=True, num_classes=3),
-    "mse_count-population": lambda: losses.mse_count_loss(population_code=True,
-                                                          num_classes=3),
+    "mse_count-population": lambda: losses.mse_count_loss(population_code=True, num_classes=3),
 }
 
 
@@ -73,8 +86,12 @@ LOSSES = {
 def test_losses(name):
     loss = LOSSES[name]()
     outputs = 9 if loss.population_code else 5
-    net = popsnn.Sequential(popsnn.Linear(10, 14), popsnn.Leaky(beta=0.9),
-                            popsnn.Linear(14, outputs), popsnn.Synaptic(alpha=0.5, beta=0.85))
+    net = popsnn.Sequential(
+        popsnn.Linear(10, 14),
+        popsnn.Leaky(beta=0.9),
+        popsnn.Linear(14, outputs),
+        popsnn.Synaptic(alpha=0.5, beta=0.85),
+    )
     check(net, loss, direct=True, seed=5)
 
 
@@ -87,9 +104,14 @@ RULES = {
 @pytest.mark.parametrize("direct", [True, False], ids=["direct", "per-step"])
 @pytest.mark.parametrize("rule", sorted(RULES))
 def test_sparse_rules_equal_the_masked_reference(rule, direct):
-    net = popsnn.Sequential(popsnn.Linear(12, 20), popsnn.Leaky(beta=0.9, sparse=RULES[rule]()),
-                            popsnn.Linear(20, 16), popsnn.RLeaky(beta=0.8, sparse=RULES[rule]()),
-                            popsnn.Linear(16, 4), popsnn.Leaky(beta=0.9, sparse=RULES[rule]()))
+    net = popsnn.Sequential(
+        popsnn.Linear(12, 20),
+        popsnn.Leaky(beta=0.9, sparse=RULES[rule]()),
+        popsnn.Linear(20, 16),
+        popsnn.RLeaky(beta=0.8, sparse=RULES[rule]()),
+        popsnn.Linear(16, 4),
+        popsnn.Leaky(beta=0.9, sparse=RULES[rule]()),
+    )
     rec = check(net, losses.ce_count_loss(), direct, seed=2)
     masks = rec.grad_masks
     # The rule must actually cut something, and leave something.
@@ -98,16 +120,21 @@ def test_sparse_rules_equal_the_masked_reference(rule, direct):
 
 @pytest.mark.parametrize("name", ["adam", "adamw"])
 def test_adam_and_adamw_updates(name):
-    net = popsnn.Sequential(popsnn.Linear(10, 12), popsnn.RLeaky(beta=0.8),
-                            popsnn.Linear(12, 4), popsnn.Leaky(beta=0.9))
-    make_opt = (lambda: optim.Adam(lr=0.01, weight_decay=0.01)) if name == "adam" \
+    net = popsnn.Sequential(
+        popsnn.Linear(10, 12), popsnn.RLeaky(beta=0.8), popsnn.Linear(12, 4), popsnn.Leaky(beta=0.9)
+    )
+    make_opt = (
+        (lambda: optim.Adam(lr=0.01, weight_decay=0.01))
+        if name == "adam"
         else (lambda: optim.AdamW(lr=0.01))
+    )
     x, raw = make_input(net, BATCH, STEPS, True, seed=7)
     y = raw % 4
     params = net.init_params(8)
     loss = losses.ce_count_loss()
-    backend = EngineBackend(net, params, loss, make_opt(), num_steps=STEPS, batch_size=BATCH,
-                            device="cpu")
+    backend = EngineBackend(
+        net, params, loss, make_opt(), num_steps=STEPS, batch_size=BATCH, device="cpu"
+    )
     ref_opt = make_opt()
     train_like_the_reference(backend, net, params, loss, ref_opt, x, y, what=name)
     # Optimiser state round-trips through popsnn.optim's format.
@@ -121,17 +148,18 @@ def test_adam_and_adamw_updates(name):
 
 
 def test_partial_batch_counts_only_the_valid_samples():
-    net = popsnn.Sequential(popsnn.Linear(10, 12), popsnn.Leaky(beta=0.9),
-                            popsnn.Linear(12, 3), popsnn.Leaky(beta=0.9))
+    net = popsnn.Sequential(
+        popsnn.Linear(10, 12), popsnn.Leaky(beta=0.9), popsnn.Linear(12, 3), popsnn.Leaky(beta=0.9)
+    )
     loss = losses.ce_count_loss()
     x, raw = make_input(net, BATCH, STEPS, True, seed=9)
     x, y = x[:4], raw[:4] % 3
     params = net.init_params(3)
-    backend = EngineBackend(net, params, loss, optim.SGD(lr=0.1), num_steps=STEPS,
-                            batch_size=BATCH, device="cpu")
+    backend = EngineBackend(
+        net, params, loss, optim.SGD(lr=0.1), num_steps=STEPS, batch_size=BATCH, device="cpu"
+    )
     value, grads = backend.loss_and_grad(x, y)
-    ref_value, ref_grads, rec = reference.loss_and_grad(net, params, x, y, loss,
-                                                        num_steps=STEPS)
+    ref_value, ref_grads, rec = reference.loss_and_grad(net, params, x, y, loss, num_steps=STEPS)
     assert backend.infer(x).shape == (STEPS, 4, 3)
     np.testing.assert_array_equal(backend.infer(x), rec.spikes[-1])
     assert value == pytest.approx(ref_value, rel=1e-5)
@@ -141,11 +169,22 @@ def test_partial_batch_counts_only_the_valid_samples():
 
 
 def test_params_round_trip_and_bad_params_are_refused():
-    net = popsnn.Sequential(popsnn.Linear(5, 7, bias=False), popsnn.RLeaky(beta=0.8),
-                            popsnn.Linear(7, 2), popsnn.RLeaky(beta=0.8, all_to_all=False))
+    net = popsnn.Sequential(
+        popsnn.Linear(5, 7, bias=False),
+        popsnn.RLeaky(beta=0.8),
+        popsnn.Linear(7, 2),
+        popsnn.RLeaky(beta=0.8, all_to_all=False),
+    )
     params = net.init_params(4)
-    backend = EngineBackend(net, params, losses.ce_count_loss(), optim.SGD(lr=0.1),
-                            num_steps=3, batch_size=2, device="cpu")
+    backend = EngineBackend(
+        net,
+        params,
+        losses.ce_count_loss(),
+        optim.SGD(lr=0.1),
+        num_steps=3,
+        batch_size=2,
+        device="cpu",
+    )
     for p, r in zip(backend.get_params(), params):
         assert set(p) == set(r)
         for key in r:
@@ -157,11 +196,16 @@ def test_params_round_trip_and_bad_params_are_refused():
 
 
 def test_bad_options_and_inputs_are_refused_with_the_fix():
-    net = popsnn.Sequential(popsnn.Linear(6, 5), popsnn.Leaky(beta=0.9),
-                            popsnn.Linear(5, 3), popsnn.Leaky(beta=0.9))
+    net = popsnn.Sequential(
+        popsnn.Linear(6, 5), popsnn.Leaky(beta=0.9), popsnn.Linear(5, 3), popsnn.Leaky(beta=0.9)
+    )
     params = net.init_params(0)
-    make = lambda **kw: EngineBackend(net, params, losses.ce_count_loss(), optim.SGD(lr=0.1),
-                                      num_steps=4, batch_size=2, **kw)
+
+    def make(**kw):
+        return EngineBackend(
+            net, params, losses.ce_count_loss(), optim.SGD(lr=0.1), num_steps=4, batch_size=2, **kw
+        )
+
     with pytest.raises(ValueError, match="max_activity must be a number in"):
         make(device="cpu", max_activity=1.5)
     with pytest.raises(ValueError, match="unknown device option"):
@@ -180,8 +224,15 @@ def test_bad_options_and_inputs_are_refused_with_the_fix():
 def test_ipu_device_without_hardware_says_what_to_use_instead():
     net = popsnn.Sequential(popsnn.Linear(3, 2), popsnn.Leaky(beta=0.9))
     with pytest.raises(RuntimeError, match="no IPU.*'ipu-model'.*'cpu'"):
-        EngineBackend(net, net.init_params(0), losses.ce_count_loss(), optim.SGD(lr=0.1),
-                      num_steps=2, batch_size=1, device="ipu")
+        EngineBackend(
+            net,
+            net.init_params(0),
+            losses.ce_count_loss(),
+            optim.SGD(lr=0.1),
+            num_steps=2,
+            batch_size=1,
+            device="ipu",
+        )
 
 
 @pytest.mark.parametrize("direct", [True, False], ids=["direct", "per-step"])
@@ -189,8 +240,12 @@ def test_wide_shards_take_the_blocked_paths(direct):
     # 300 neurons on the cpu device's tiles: shards of 128+ neurons, so the register-blocked
     # sparse row sums (blocks of 128 columns, then a masked partial block) run, and the
     # 10-neuron output layer gets its input pushed from them.
-    net = popsnn.Sequential(popsnn.Linear(40, 300), popsnn.Leaky(beta=0.9),
-                            popsnn.Linear(300, 10), popsnn.Leaky(beta=0.9))
+    net = popsnn.Sequential(
+        popsnn.Linear(40, 300),
+        popsnn.Leaky(beta=0.9),
+        popsnn.Linear(300, 10),
+        popsnn.Leaky(beta=0.9),
+    )
     rec = check(net, losses.ce_count_loss(), direct, seed=3)
     assert 0 < rec.spikes[0].mean() < 0.5
 
@@ -198,9 +253,14 @@ def test_wide_shards_take_the_blocked_paths(direct):
 def test_three_dense_leaky_layers():
     # Hidden Leaky layers that both receive and pass on dL/dI (the fused dense backward with
     # its dL/dI published), one with a zero reset.
-    net = popsnn.Sequential(popsnn.Linear(40, 300), popsnn.Leaky(beta=0.9),
-                            popsnn.Linear(300, 40), popsnn.Leaky(beta=0.85, reset_mechanism="zero"),
-                            popsnn.Linear(40, 10), popsnn.Leaky(beta=0.9))
+    net = popsnn.Sequential(
+        popsnn.Linear(40, 300),
+        popsnn.Leaky(beta=0.9),
+        popsnn.Linear(300, 40),
+        popsnn.Leaky(beta=0.85, reset_mechanism="zero"),
+        popsnn.Linear(40, 10),
+        popsnn.Leaky(beta=0.9),
+    )
     rec = check(net, losses.ce_count_loss(), True, seed=6)
     assert rec.spikes[1].sum() > 0
 
@@ -219,6 +279,9 @@ def test_surrogates_with_and_without_a_rule(name, rule):
     # Every surrogate through the Leaky forward (fused on AVX-512 hosts, except sigmoid).
     make = RULES[rule] if rule else (lambda: None)
     net = popsnn.Sequential(
-        popsnn.Linear(20, 40), popsnn.Leaky(beta=0.9, surrogate=SURROGATES[name](), sparse=make()),
-        popsnn.Linear(40, 4), popsnn.Leaky(beta=0.9, surrogate=SURROGATES[name]()))
+        popsnn.Linear(20, 40),
+        popsnn.Leaky(beta=0.9, surrogate=SURROGATES[name](), sparse=make()),
+        popsnn.Linear(40, 4),
+        popsnn.Leaky(beta=0.9, surrogate=SURROGATES[name]()),
+    )
     check(net, losses.ce_count_loss(), True, seed=8)

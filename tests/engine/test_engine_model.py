@@ -1,24 +1,34 @@
 """popsnn.Model on the engine devices trains like Model on the reference, and the
 optimiser state moves between the two backends (one format: popsnn.optim's)."""
+
 import numpy as np
 import pytest
+from engine_helpers import assert_close
 
 import popsnn
 from popsnn import losses, optim
 from popsnn.model import Model
 
-from engine_helpers import assert_close
-
 
 def test_model_on_cpu_trains_like_the_reference_and_state_moves_between_them():
-    net = popsnn.Sequential(popsnn.Linear(16, 24), popsnn.Leaky(beta=0.9),
-                            popsnn.Linear(24, 4), popsnn.Leaky(beta=0.9))
+    net = popsnn.Sequential(
+        popsnn.Linear(16, 24), popsnn.Leaky(beta=0.9), popsnn.Linear(24, 4), popsnn.Leaky(beta=0.9)
+    )
     rng = np.random.default_rng(0)
     xs = rng.uniform(0, 1.5, (3, 8, 16)).astype(np.float32)
     ys = rng.integers(0, 4, (3, 8))
-    models = {d: Model(net, losses.ce_count_loss(), optim.AdamW(lr=0.01), device=d,
-                       num_steps=10, batch_size=8, seed=1)
-              for d in ("reference", "cpu")}
+    models = {
+        d: Model(
+            net,
+            losses.ce_count_loss(),
+            optim.AdamW(lr=0.01),
+            device=d,
+            num_steps=10,
+            batch_size=8,
+            seed=1,
+        )
+        for d in ("reference", "cpu")
+    }
     # Two full batches and a last, partial one of 5 samples.
     for step, (x, y) in enumerate(zip(xs, ys)):
         n = 5 if step == 2 else 8
@@ -31,8 +41,15 @@ def test_model_on_cpu_trains_like_the_reference_and_state_moves_between_them():
             assert_close(p[key], r[key], f"layer {l} {key}", rel=1e-5)
     # The engine's optimiser state continues training on the reference identically.
     state = models["cpu"].optimizer_state()
-    fresh = Model(net, losses.ce_count_loss(), optim.AdamW(lr=0.01), device="reference",
-                  num_steps=10, batch_size=8, params=cpu_params)
+    fresh = Model(
+        net,
+        losses.ce_count_loss(),
+        optim.AdamW(lr=0.01),
+        device="reference",
+        num_steps=10,
+        batch_size=8,
+        params=cpu_params,
+    )
     fresh.load_optimizer_state(state)
     models["cpu"].train_step(xs[0], ys[0])
     fresh.train_step(xs[0], ys[0])
@@ -40,12 +57,20 @@ def test_model_on_cpu_trains_like_the_reference_and_state_moves_between_them():
         for key in r:
             assert_close(p[key], r[key], f"after reload: layer {l} {key}", rel=1e-5)
     # And the other way: the reference's state loaded into a fresh engine model.
-    engine = Model(net, losses.ce_count_loss(), optim.AdamW(lr=0.01), device="cpu",
-                   num_steps=10, batch_size=8, params=fresh.get_params())
+    engine = Model(
+        net,
+        losses.ce_count_loss(),
+        optim.AdamW(lr=0.01),
+        device="cpu",
+        num_steps=10,
+        batch_size=8,
+        params=fresh.get_params(),
+    )
     engine.load_optimizer_state(fresh.optimizer_state())
     engine.train_step(xs[1], ys[1])
     fresh.train_step(xs[1], ys[1])
     for l, (p, r) in enumerate(zip(engine.get_params(), fresh.get_params())):
         for key in r:
-            assert_close(p[key], r[key], f"reference state in the engine: layer {l} {key}",
-                         rel=1e-5)
+            assert_close(
+                p[key], r[key], f"reference state in the engine: layer {l} {key}", rel=1e-5
+            )

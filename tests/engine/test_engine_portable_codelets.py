@@ -3,6 +3,7 @@ package's own codelets are compiled for this machine's CPU (-march=native), whic
 the vector paths (AVX-512 or generic vector types); this test builds the same sources for
 baseline x86-64 with POPSNN_PLAIN_LOOPS (the IPU's loops and tile shapes) into a .gp of its
 own and runs the engine on it."""
+
 import platform
 import shutil
 import subprocess
@@ -11,18 +12,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from engine_helpers import assert_close, assert_grads_close, make_input
 
 import popsnn
 from popsnn import engine, losses, optim, reference, sparse
-
-from engine_helpers import assert_close, assert_grads_close, make_input
 
 CODELETS = Path(__file__).resolve().parents[2] / "codelets"
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake is not installed"),
-    pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"),
-                       reason="the baseline build targets x86-64"),
+    pytest.mark.skipif(
+        platform.machine() not in ("x86_64", "AMD64"), reason="the baseline build targets x86-64"
+    ),
 ]
 
 
@@ -37,11 +38,22 @@ find_package(popsnn CONFIG REQUIRED)
 popsnn_add_codelets(portable OUTPUT portable.gp SOURCES {sources}
   COMPILE_OPTIONS -O2 -march=x86-64 -fno-math-errno -DPOPSNN_PLAIN_LOOPS)
 """)
-    cmakedir = subprocess.run([sys.executable, "-m", "popsnn", "--cmakedir"], check=True,
-                              capture_output=True, text=True).stdout.strip()
+    cmakedir = subprocess.run(
+        [sys.executable, "-m", "popsnn", "--cmakedir"], check=True, capture_output=True, text=True
+    ).stdout.strip()
     build = src / "build"
-    for cmd in (["cmake", "-S", str(src), "-B", str(build), f"-Dpopsnn_DIR={cmakedir}",
-                 "-DCMAKE_BUILD_TYPE=Release"], ["cmake", "--build", str(build)]):
+    for cmd in (
+        [
+            "cmake",
+            "-S",
+            str(src),
+            "-B",
+            str(build),
+            f"-Dpopsnn_DIR={cmakedir}",
+            "-DCMAKE_BUILD_TYPE=Release",
+        ],
+        ["cmake", "--build", str(build)],
+    ):
         run = subprocess.run(cmd, capture_output=True, text=True)
         assert run.returncode == 0, run.stdout + run.stderr
     gp = build / "portable.gp"
@@ -50,16 +62,30 @@ popsnn_add_codelets(portable OUTPUT portable.gp SOURCES {sources}
 
 
 NETS = {
-    "leaky": lambda: popsnn.Sequential(popsnn.Linear(200, 300), popsnn.Leaky(beta=0.9),
-                                       popsnn.Linear(300, 10), popsnn.Leaky(beta=0.9)),
+    "leaky": lambda: popsnn.Sequential(
+        popsnn.Linear(200, 300),
+        popsnn.Leaky(beta=0.9),
+        popsnn.Linear(300, 10),
+        popsnn.Leaky(beta=0.9),
+    ),
     "leaky_window": lambda: popsnn.Sequential(
-        popsnn.Linear(200, 300), popsnn.Leaky(beta=0.9, sparse=sparse.window(0.3)),
-        popsnn.Linear(300, 10), popsnn.Leaky(beta=0.9)),
+        popsnn.Linear(200, 300),
+        popsnn.Leaky(beta=0.9, sparse=sparse.window(0.3)),
+        popsnn.Linear(300, 10),
+        popsnn.Leaky(beta=0.9),
+    ),
     "synaptic_zero": lambda: popsnn.Sequential(
-        popsnn.Linear(200, 64), popsnn.Synaptic(alpha=0.8, beta=0.9, reset_mechanism="zero"),
-        popsnn.Linear(64, 10), popsnn.Leaky(beta=0.9)),
-    "rleaky": lambda: popsnn.Sequential(popsnn.Linear(200, 64), popsnn.RLeaky(beta=0.9),
-                                        popsnn.Linear(64, 10), popsnn.Leaky(beta=0.9)),
+        popsnn.Linear(200, 64),
+        popsnn.Synaptic(alpha=0.8, beta=0.9, reset_mechanism="zero"),
+        popsnn.Linear(64, 10),
+        popsnn.Leaky(beta=0.9),
+    ),
+    "rleaky": lambda: popsnn.Sequential(
+        popsnn.Linear(200, 64),
+        popsnn.RLeaky(beta=0.9),
+        popsnn.Linear(64, 10),
+        popsnn.Leaky(beta=0.9),
+    ),
 }
 
 
@@ -71,11 +97,11 @@ def test_baseline_x86_codelets_equal_the_reference(name, portable_codelets, monk
     y = raw % 10
     loss = losses.ce_count_loss()
     params = net.init_params(2)
-    backend = engine.EngineBackend(net, params, loss, optim.Adam(lr=1e-2), num_steps=steps,
-                                   batch_size=batch, device="cpu")
+    backend = engine.EngineBackend(
+        net, params, loss, optim.Adam(lr=1e-2), num_steps=steps, batch_size=batch, device="cpu"
+    )
     value, grads = backend.loss_and_grad(x, y)
-    ref_value, ref_grads, rec = reference.loss_and_grad(net, params, x, y, loss,
-                                                        num_steps=steps)
+    ref_value, ref_grads, rec = reference.loss_and_grad(net, params, x, y, loss, num_steps=steps)
     np.testing.assert_array_equal(backend.infer(x), rec.spikes[-1])
     assert value == pytest.approx(ref_value, rel=2e-5, abs=1e-7)
     assert_grads_close(grads, ref_grads)

@@ -5,21 +5,24 @@ reference's for the whole batch (see engine_helpers for the tolerances)."""
 
 import numpy as np
 import pytest
+from engine_helpers import assert_grads_close, labels_for, make_input, train_like_the_reference
 
 import popsnn
 from popsnn import losses, optim, reference, sparse
 from popsnn.engine import EngineBackend, SpikeBufferOverflow
-
-from engine_helpers import assert_grads_close, labels_for, make_input, train_like_the_reference
 
 BATCH, STEPS = 12, 8
 
 
 def big_net():
     return popsnn.Sequential(
-        popsnn.Linear(40, 48), popsnn.Leaky(beta=0.9),
-        popsnn.Linear(48, 36), popsnn.RLeaky(beta=0.85),
-        popsnn.Linear(36, 20), popsnn.Synaptic(alpha=0.6, beta=0.85))
+        popsnn.Linear(40, 48),
+        popsnn.Leaky(beta=0.9),
+        popsnn.Linear(48, 36),
+        popsnn.RLeaky(beta=0.85),
+        popsnn.Linear(36, 20),
+        popsnn.Synaptic(alpha=0.6, beta=0.85),
+    )
 
 
 def geometry(kib):
@@ -39,14 +42,23 @@ def test_chunked_batch_equals_the_reference(case):
     x, raw = make_input(net, BATCH, STEPS, direct, seed=11)
     y = labels_for(loss, net, raw)
     params = net.init_params(12)
-    backend = EngineBackend(net, params, loss, optim.SGD(lr=0.1), num_steps=STEPS,
-                            batch_size=BATCH, device="ipu-model", **geometry(kib))
+    backend = EngineBackend(
+        net,
+        params,
+        loss,
+        optim.SGD(lr=0.1),
+        num_steps=STEPS,
+        batch_size=BATCH,
+        device="ipu-model",
+        **geometry(kib),
+    )
     value, grads = backend.loss_and_grad(x, y)
     layout = backend.profile()
     assert layout["sample_chunks"] > 1
     assert layout["chunk_batch"] * layout["sample_chunks"] == BATCH
     ref_value, ref_grads, rec = reference.loss_and_grad(
-        net, params, x, y, loss, num_steps=STEPS if direct else None)
+        net, params, x, y, loss, num_steps=STEPS if direct else None
+    )
     assert all(s.sum() > 0 for s in rec.spikes)
     np.testing.assert_array_equal(backend.infer(x), rec.spikes[-1])
     assert value == pytest.approx(ref_value, rel=2e-5)
@@ -54,8 +66,8 @@ def test_chunked_batch_equals_the_reference(case):
     # A partial batch: the padding samples weigh nothing, in whichever chunk they fall.
     value, grads = backend.loss_and_grad(x[:5] if direct else x[:, :5], y[:5])
     ref_value, ref_grads, _ = reference.loss_and_grad(
-        net, params, x[:5] if direct else x[:, :5], y[:5], loss,
-        num_steps=STEPS if direct else None)
+        net, params, x[:5] if direct else x[:, :5], y[:5], loss, num_steps=STEPS if direct else None
+    )
     assert value == pytest.approx(ref_value, rel=2e-5)
     assert_grads_close(grads, ref_grads)
 
@@ -66,27 +78,49 @@ def test_chunked_adam_steps_equal_the_reference():
     x, raw = make_input(net, BATCH, STEPS, True, seed=5)
     y = raw % 20
     params = net.init_params(6)
-    backend = EngineBackend(net, params, loss, optim.Adam(lr=0.01), num_steps=STEPS,
-                            batch_size=BATCH, device="ipu-model", **geometry(24))
+    backend = EngineBackend(
+        net,
+        params,
+        loss,
+        optim.Adam(lr=0.01),
+        num_steps=STEPS,
+        batch_size=BATCH,
+        device="ipu-model",
+        **geometry(24),
+    )
     assert backend.profile()["sample_chunks"] > 1
-    train_like_the_reference(backend, net, params, loss, optim.Adam(lr=0.01), x, y,
-                             rates=(0.01, 0.005, 0.01))
+    train_like_the_reference(
+        backend, net, params, loss, optim.Adam(lr=0.01), x, y, rates=(0.01, 0.005, 0.01)
+    )
 
 
 def overflow_case(**options):
     """A sparse layer whose buffers hold 5% of a shard, and a batch in which only the last
     samples (the last chunk) spike enough to overflow them."""
-    net = popsnn.Sequential(popsnn.Linear(10, 16), popsnn.Leaky(beta=0.9,
-                                                                 sparse=sparse.window(0.5)),
-                            popsnn.Linear(16, 3), popsnn.Leaky(beta=0.9))
+    net = popsnn.Sequential(
+        popsnn.Linear(10, 16),
+        popsnn.Leaky(beta=0.9, sparse=sparse.window(0.5)),
+        popsnn.Linear(16, 3),
+        popsnn.Leaky(beta=0.9),
+    )
     x, raw = make_input(net, 8, STEPS, True, seed=13, scale=3.0, density=0.9)
     params = net.init_params(0)
-    backend = EngineBackend(net, params, losses.ce_count_loss(), optim.SGD(lr=0.1),
-                            num_steps=STEPS, batch_size=8, device="ipu-model", tiles_per_ipu=4,
-                            memory_bytes_per_tile=8 * 1024, max_activity=0.05, **options)
+    backend = EngineBackend(
+        net,
+        params,
+        losses.ce_count_loss(),
+        optim.SGD(lr=0.1),
+        num_steps=STEPS,
+        batch_size=8,
+        device="ipu-model",
+        tiles_per_ipu=4,
+        memory_bytes_per_tile=8 * 1024,
+        max_activity=0.05,
+        **options,
+    )
     layout = backend.profile()
     assert layout["sample_chunks"] > 1
-    x[:8 - int(layout["chunk_batch"])] = 0.0  # all but the last chunk stay silent
+    x[: 8 - int(layout["chunk_batch"])] = 0.0  # all but the last chunk stay silent
     return net, x, raw % 3, params, backend
 
 
@@ -113,18 +147,36 @@ def test_overflow_grow_in_a_chunk_equals_the_masked_reference():
 
 def test_the_cpu_device_never_chunks():
     net = big_net()
-    backend = EngineBackend(net, net.init_params(0), losses.ce_count_loss(), optim.SGD(lr=0.1),
-                            num_steps=STEPS, batch_size=64, device="cpu")
+    backend = EngineBackend(
+        net,
+        net.init_params(0),
+        losses.ce_count_loss(),
+        optim.SGD(lr=0.1),
+        num_steps=STEPS,
+        batch_size=64,
+        device="cpu",
+    )
     assert backend.profile()["sample_chunks"] == 1
 
 
 def test_seed_000_dsnn_at_batch_128_fits_one_mk2():
     """784-1000-10, B = 128, T = 25, AdamW on the Mk2 geometry (1,472 tiles, 624 KiB each):
     the whole batch does not fit at once; in chunks it does."""
-    net = popsnn.Sequential(popsnn.Linear(784, 1000), popsnn.Leaky(beta=0.9),
-                            popsnn.Linear(1000, 10), popsnn.Leaky(beta=0.9))
-    backend = EngineBackend(net, net.init_params(0), losses.ce_count_loss(), optim.AdamW(),
-                            num_steps=25, batch_size=128, device="ipu-model")
+    net = popsnn.Sequential(
+        popsnn.Linear(784, 1000),
+        popsnn.Leaky(beta=0.9),
+        popsnn.Linear(1000, 10),
+        popsnn.Leaky(beta=0.9),
+    )
+    backend = EngineBackend(
+        net,
+        net.init_params(0),
+        losses.ce_count_loss(),
+        optim.AdamW(),
+        num_steps=25,
+        batch_size=128,
+        device="ipu-model",
+    )
     layout = backend.profile()
     assert layout["tiles"] == 1472 and layout["sample_chunks"] > 1
     assert layout["layer0_pushes"] == 1  # the readout is pushed W.S sums, not sent ids
@@ -135,20 +187,33 @@ def test_seed_000_dsnn_at_batch_128_fits_one_mk2():
 def test_wide_layer_pushes_to_a_narrow_readout_on_many_tiles(direct):
     """200 -> 10 on 64 tiles: the planner widens the hidden shards until they push W.S sums to
     the readout (instead of 64 tiny shards' ids), and puts the readout on tiles of its own."""
-    net = popsnn.Sequential(popsnn.Linear(30, 200), popsnn.Leaky(beta=0.9),
-                            popsnn.Linear(200, 10), popsnn.Leaky(beta=0.9))
+    net = popsnn.Sequential(
+        popsnn.Linear(30, 200),
+        popsnn.Leaky(beta=0.9),
+        popsnn.Linear(200, 10),
+        popsnn.Leaky(beta=0.9),
+    )
     loss = losses.ce_count_loss()
     x, raw = make_input(net, 6, STEPS, direct, seed=3)
     y = raw % 10
     params = net.init_params(4)
-    backend = EngineBackend(net, params, loss, optim.SGD(lr=0.1), num_steps=STEPS,
-                            batch_size=6, device="ipu-model", tiles_per_ipu=64)
+    backend = EngineBackend(
+        net,
+        params,
+        loss,
+        optim.SGD(lr=0.1),
+        num_steps=STEPS,
+        batch_size=6,
+        device="ipu-model",
+        tiles_per_ipu=64,
+    )
     value, grads = backend.loss_and_grad(x, y)
     layout = backend.profile()
     assert layout["layer0_pushes"] == 1 and layout["layer0_shard_size"] == 8
     assert layout["layer1_shards"] == 10 and layout["sample_chunks"] == 1
     ref_value, ref_grads, rec = reference.loss_and_grad(
-        net, params, x, y, loss, num_steps=STEPS if direct else None)
+        net, params, x, y, loss, num_steps=STEPS if direct else None
+    )
     assert rec.spikes[0].sum() > 0
     np.testing.assert_array_equal(backend.infer(x), rec.spikes[-1])
     assert value == pytest.approx(ref_value, rel=2e-5)
@@ -169,19 +234,31 @@ LOSSES = {
 def test_loss_over_groups_of_samples_on_many_tiles(name, kib):
     """On 64 tiles the loss runs as one vertex per group of samples, each group on a tile of
     its own, the parts summed; with little memory the batch is chunked as well."""
-    net = popsnn.Sequential(popsnn.Linear(30, 200), popsnn.Leaky(beta=0.9),
-                            popsnn.Linear(200, 10), popsnn.Leaky(beta=0.9))
+    net = popsnn.Sequential(
+        popsnn.Linear(30, 200),
+        popsnn.Leaky(beta=0.9),
+        popsnn.Linear(200, 10),
+        popsnn.Leaky(beta=0.9),
+    )
     loss = LOSSES[name]()
     x, raw = make_input(net, 8, STEPS, True, seed=9)
     y = labels_for(loss, net, raw)
     params = net.init_params(2)
     memory = {} if kib is None else {"memory_bytes_per_tile": kib * 1024}
-    backend = EngineBackend(net, params, loss, optim.SGD(lr=0.1), num_steps=STEPS,
-                            batch_size=8, device="ipu-model", tiles_per_ipu=64, **memory)
+    backend = EngineBackend(
+        net,
+        params,
+        loss,
+        optim.SGD(lr=0.1),
+        num_steps=STEPS,
+        batch_size=8,
+        device="ipu-model",
+        tiles_per_ipu=64,
+        **memory,
+    )
     assert (backend.profile()["sample_chunks"] > 1) == (kib is not None)
     value, grads = backend.loss_and_grad(x, y)
-    ref_value, ref_grads, rec = reference.loss_and_grad(net, params, x, y, loss,
-                                                        num_steps=STEPS)
+    ref_value, ref_grads, rec = reference.loss_and_grad(net, params, x, y, loss, num_steps=STEPS)
     np.testing.assert_array_equal(backend.infer(x), rec.spikes[-1])
     assert value == pytest.approx(ref_value, rel=2e-5)
     assert_grads_close(grads, ref_grads)

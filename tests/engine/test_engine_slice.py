@@ -4,20 +4,20 @@ the weights after three SGD steps."""
 
 import numpy as np
 import pytest
+from engine_helpers import assert_close, assert_grads_close, make_input, train_like_the_reference
 
 import popsnn
 from popsnn import losses, optim, reference
 from popsnn.engine import EngineBackend
-
-from engine_helpers import assert_close, assert_grads_close, make_input, train_like_the_reference
 
 BATCH, STEPS = 8, 12
 
 
 @pytest.fixture(scope="module")
 def net():
-    return popsnn.Sequential(popsnn.Linear(30, 24), popsnn.Leaky(beta=0.9),
-                             popsnn.Linear(24, 5), popsnn.Leaky(beta=0.8))
+    return popsnn.Sequential(
+        popsnn.Linear(30, 24), popsnn.Leaky(beta=0.9), popsnn.Linear(24, 5), popsnn.Leaky(beta=0.8)
+    )
 
 
 def test_forward_loss_and_gradients_equal_the_reference(net):
@@ -25,11 +25,11 @@ def test_forward_loss_and_gradients_equal_the_reference(net):
     y = raw % 5
     params = net.init_params(1)
     loss = losses.ce_count_loss()
-    backend = EngineBackend(net, params, loss, optim.SGD(lr=0.1), num_steps=STEPS,
-                            batch_size=BATCH, device="cpu")
+    backend = EngineBackend(
+        net, params, loss, optim.SGD(lr=0.1), num_steps=STEPS, batch_size=BATCH, device="cpu"
+    )
     value, grads = backend.loss_and_grad(x, y)
-    ref_value, ref_grads, rec = reference.loss_and_grad(net, params, x, y, loss,
-                                                        num_steps=STEPS)
+    ref_value, ref_grads, rec = reference.loss_and_grad(net, params, x, y, loss, num_steps=STEPS)
     spikes = backend.infer(x)
     assert spikes.shape == (STEPS, BATCH, 5)
     # The test is only meaningful if the network is neither silent nor saturated.
@@ -44,8 +44,15 @@ def test_three_sgd_steps_equal_the_reference(net):
     y = raw % 5
     params = net.init_params(2)
     loss = losses.ce_count_loss()
-    backend = EngineBackend(net, params, loss, optim.SGD(lr=0.5, momentum=0.9),
-                            num_steps=STEPS, batch_size=BATCH, device="cpu")
+    backend = EngineBackend(
+        net,
+        params,
+        loss,
+        optim.SGD(lr=0.5, momentum=0.9),
+        num_steps=STEPS,
+        batch_size=BATCH,
+        device="cpu",
+    )
     ref_opt = optim.SGD(lr=0.5, momentum=0.9)
     train_like_the_reference(backend, net, params, loss, ref_opt, x, y, rel_loss=1e-5)
     # Momentum buffers come back in popsnn.optim's format.

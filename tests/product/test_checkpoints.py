@@ -1,4 +1,5 @@
 """Checkpoints: round trip, atomic writes, clear errors for damaged or mismatched files."""
+
 import os
 
 import numpy as np
@@ -11,10 +12,13 @@ from popsnn.checkpoint import CheckpointError
 
 def small_net(hidden=6):
     return popsnn.Sequential(
-        popsnn.Linear(5, hidden), popsnn.Synaptic(alpha=0.7, beta=0.8,
-                                                  surrogate=surrogate.atan(3.0),
-                                                  sparse=sparse.window(0.4)),
-        popsnn.Linear(hidden, 4), popsnn.RLeaky(beta=0.9, reset_mechanism="zero"))
+        popsnn.Linear(5, hidden),
+        popsnn.Synaptic(
+            alpha=0.7, beta=0.8, surrogate=surrogate.atan(3.0), sparse=sparse.window(0.4)
+        ),
+        popsnn.Linear(hidden, 4),
+        popsnn.RLeaky(beta=0.9, reset_mechanism="zero"),
+    )
 
 
 def adam_state(net, params):
@@ -30,10 +34,16 @@ def test_round_trip_of_everything(tmp_path):
     opt = adam_state(net, params)
     rng = np.random.default_rng(11)
     rng.random(7)
-    path = checkpoint.save(tmp_path / "c.npz", net=net, params=params,
-                           optimizer_state=opt.state_dict(), epoch=4,
-                           rng_state=rng.bit_generator.state, config={"lr": 0.01, "hidden": [6]},
-                           history={"test_accuracy": [0.5, 0.75]})
+    path = checkpoint.save(
+        tmp_path / "c.npz",
+        net=net,
+        params=params,
+        optimizer_state=opt.state_dict(),
+        epoch=4,
+        rng_state=rng.bit_generator.state,
+        config={"lr": 0.01, "hidden": [6]},
+        history={"test_accuracy": [0.5, 0.75]},
+    )
     got = checkpoint.load(path, net)
     assert got["epoch"] == 4
     assert checkpoint.network_to_dict(got["network"]) == checkpoint.network_to_dict(net)

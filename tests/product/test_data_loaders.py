@@ -1,5 +1,6 @@
 """Data loaders: IDX (plain and gzipped), the embedded MNIST, SHD (HDF5), N-MNIST (binary
 events), batching. Every file is made here, small."""
+
 import gzip
 import struct
 
@@ -89,14 +90,15 @@ def test_train_and_test_image_sizes_must_agree(tmp_path):
 
 
 def test_batches_keep_the_partial_last_batch_and_shuffle_reproducibly():
-    ds = data.ImageDataset(np.arange(10 * 4, dtype=np.uint8).reshape(10, 4),
-                           np.arange(10) % 3, 3)
+    ds = data.ImageDataset(np.arange(10 * 4, dtype=np.uint8).reshape(10, 4), np.arange(10) % 3, 3)
     sizes = [len(y) for _, y in data.batches(ds, 4)]
     assert sizes == [4, 4, 2]
-    seen = np.concatenate([y for _, y in data.batches(ds, 4, shuffle=True,
-                                                      rng=np.random.default_rng(5))])
-    again = np.concatenate([y for _, y in data.batches(ds, 4, shuffle=True,
-                                                       rng=np.random.default_rng(5))])
+    seen = np.concatenate(
+        [y for _, y in data.batches(ds, 4, shuffle=True, rng=np.random.default_rng(5))]
+    )
+    again = np.concatenate(
+        [y for _, y in data.batches(ds, 4, shuffle=True, rng=np.random.default_rng(5))]
+    )
     np.testing.assert_array_equal(seen, again)
     assert sorted(seen.tolist()) == sorted(ds.labels.tolist())
     assert not np.array_equal(seen, ds.labels)  # shuffled
@@ -150,29 +152,30 @@ def test_nmnist_events_decode_and_bin(tmp_path):
     assert ds.num_inputs == 2312 and ds.labels.tolist() == [3, 7]
     spikes = ds.inputs(np.array([1]))
     assert spikes.shape == (4, 1, 2312) and spikes.sum() == 3
-    assert spikes[0, 0, 2 * 34 + 1] == 1                       # off event at (1, 2), t=0
-    assert spikes[2, 0, 34 * 34 + 33 * 34 + 33] == 1           # on event at (33, 33), t=5 s
-    assert spikes[3, 0, 34 * 34] == 1                          # on event at (0, 0), t=8.39 s
+    assert spikes[0, 0, 2 * 34 + 1] == 1  # off event at (1, 2), t=0
+    assert spikes[2, 0, 34 * 34 + 33 * 34 + 33] == 1  # on event at (33, 33), t=5 s
+    assert spikes[3, 0, 34 * 34] == 1  # on event at (0, 0), t=8.39 s
     (tmp_path / "3" / "bad.bin").write_bytes(raw[:-2])
     with pytest.raises(data.DataError, match="5-byte"):
         data.load_nmnist(tmp_path)
 
 
-@pytest.mark.skipif(data.fashion_mnist_folder() is None,
-                    reason="Fashion-MNIST is not installed (optional: `make data` fetches it)")
+@pytest.mark.skipif(
+    data.fashion_mnist_folder() is None,
+    reason="Fashion-MNIST is not installed (optional: `make data` fetches it)",
+)
 def test_fashion_mnist_where_make_data_or_debian_puts_it():
     train, test = data.load_fashion_mnist()
     assert (len(train), len(test)) == (60000, 10000) and train.image_shape == (28, 28)
     assert set(np.unique(train.labels)) == set(range(10))
 
 
-def test_fashion_mnist_found_in_the_user_data_folder_else_says_how_to_get_it(tmp_path,
-                                                                              monkeypatch):
+def test_fashion_mnist_found_in_the_user_data_folder_else_says_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setenv("POPSNN_DATA", str(tmp_path))
     monkeypatch.setattr(data, "FASHION_MNIST_SYSTEM", tmp_path / "no-such-folder")
     with pytest.raises(FileNotFoundError, match=f"make data.*{tmp_path}"):
         data.load_fashion_mnist()
-    folder = tmp_path / "fashion-mnist"          # where `make data` unpacks it
+    folder = tmp_path / "fashion-mnist"  # where `make data` unpacks it
     folder.mkdir()
     for split, count in (("train", 3), ("t10k", 2)):
         write_idx(folder / f"{split}-images-idx3-ubyte", np.full((count, 2, 2), 7, np.uint8))

@@ -1,5 +1,6 @@
 """One schema of defaults (popsnn.defaults): the Python classes take theirs from it, and the
 C++ spec (NetworkSpec.hpp, read through the binding) has the same values."""
+
 import inspect
 
 import pytest
@@ -16,7 +17,7 @@ def test_cpp_spec_defaults_equal_the_python_schema():
     for group, values in defaults.SCHEMA.items():
         assert set(cpp[group]) == set(values), group
         for key, want in values.items():
-            if isinstance(want, float):   # C++ keeps some in float32
+            if isinstance(want, float):  # C++ keeps some in float32
                 assert cpp[group][key] == pytest.approx(want, rel=1e-7), (group, key)
             else:
                 assert cpp[group][key] == want, (group, key)
@@ -31,9 +32,9 @@ def test_python_classes_take_their_defaults_from_the_schema():
     assert popsnn.Linear(2, 3).bias is n["bias"]
     assert popsnn.RLeaky(beta=0.5).all_to_all is n["all_to_all"]
     from popsnn.train import Config
+
     config = Config()
-    assert (config.beta, config.alpha, config.threshold) == (n["beta"], n["alpha"],
-                                                             n["threshold"])
+    assert (config.beta, config.alpha, config.threshold) == (n["beta"], n["alpha"], n["threshold"])
 
     loss = losses.get(defaults.LOSS["name"])
     mse = inspect.signature(losses.mse_count_loss).parameters
@@ -48,12 +49,17 @@ def test_python_classes_take_their_defaults_from_the_schema():
     assert adam["lr"] == o["lr"] and adam["betas"] == (o["beta1"], o["beta2"])
     assert adam["eps"] == o["eps"] and adam["weight_decay"] == o["weight_decay"]
     sgd = optim.SGD(lr=o["lr"]).hyper
-    assert (sgd["momentum"], sgd["dampening"], sgd["nesterov"]) == \
-        (o["momentum"], o["dampening"], o["nesterov"])
+    assert (sgd["momentum"], sgd["dampening"], sgd["nesterov"]) == (
+        o["momentum"],
+        o["dampening"],
+        o["nesterov"],
+    )
 
     net = popsnn.Sequential(popsnn.Linear(3, 2), popsnn.Leaky(beta=0.5))
     model = Model(net, device="reference")
-    assert (model.num_steps, model.batch_size) == (defaults.RUN["num_steps"],
-                                                   defaults.RUN["batch_size"])
+    assert (model.num_steps, model.batch_size) == (
+        defaults.RUN["num_steps"],
+        defaults.RUN["batch_size"],
+    )
     assert model.loss.name == loss.name and model.optimizer.name == o["name"]
     assert model.learning_rate == o["lr"]

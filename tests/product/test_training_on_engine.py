@@ -1,4 +1,5 @@
 """The training product on the engine devices: same curve as the reference, exact resume."""
+
 import numpy as np
 import pytest
 
@@ -15,8 +16,15 @@ def mnist_slice():
 
 
 def config(out, device, **kw):
-    base = dict(hidden=[64], num_steps=5, batch_size=32, lr=5e-3, device=device,
-                output=str(out), plots=False)
+    base = dict(
+        hidden=[64],
+        num_steps=5,
+        batch_size=32,
+        lr=5e-3,
+        device=device,
+        output=str(out),
+        plots=False,
+    )
     base.update(kw)
     return train.Config(**base)
 
@@ -30,8 +38,9 @@ def test_engine_follows_the_reference_curve(tmp_path, mnist_slice, device):
     assert eng["summary"]["device"] == device
     # float32 on both sides, summed in different orders: the first steps agree closely; once
     # a rounding difference flips one spike the two runs take different (equally good) paths.
-    np.testing.assert_allclose(eng["history"]["step_loss"][:4], ref["history"]["step_loss"][:4],
-                               rtol=1e-4)
+    np.testing.assert_allclose(
+        eng["history"]["step_loss"][:4], ref["history"]["step_loss"][:4], rtol=1e-4
+    )
     assert eng["summary"]["test_accuracy"] > 0.3 and ref["summary"]["test_accuracy"] > 0.3
 
 
@@ -41,14 +50,14 @@ def test_engine_resume_is_exact(tmp_path, mnist_slice, device):
     quiet = dict(train_set=tr, test_set=te, progress=False, log=lambda *_: None)
     train.fit(config(tmp_path / "a", device, epochs=2), **quiet)
     train.fit(config(tmp_path / "b", device, epochs=1), **quiet)
-    train.fit(config(tmp_path / "b", device, epochs=2), resume=tmp_path / "b" / "checkpoint.npz",
-              **quiet)
+    train.fit(
+        config(tmp_path / "b", device, epochs=2), resume=tmp_path / "b" / "checkpoint.npz", **quiet
+    )
     a = checkpoint.load(tmp_path / "a" / "checkpoint.npz")["params"]
     b = checkpoint.load(tmp_path / "b" / "checkpoint.npz")["params"]
     for pa, pb in zip(a, b):
         for k in pa:
             np.testing.assert_array_equal(pa[k], pb[k])
-
 
 
 @pytest.mark.parametrize("device", ["reference"] + ENGINE_DEVICES)
@@ -61,8 +70,14 @@ def test_new_learning_rate_without_a_rebuild_keeps_weights_and_adam_state(mnist_
     c = config("unused", device)
     after = {}
     for rate in (None, c.lr, c.lr / 2):
-        m = model.Model(c.network(784, 10), optimizer=c.make_optimizer(), device=device,
-                        num_steps=c.num_steps, batch_size=c.batch_size, seed=c.seed)
+        m = model.Model(
+            c.network(784, 10),
+            optimizer=c.make_optimizer(),
+            device=device,
+            num_steps=c.num_steps,
+            batch_size=c.batch_size,
+            seed=c.seed,
+        )
         m.train_step(x, y)
         m.train_step(x, y)
         before = m.get_params()

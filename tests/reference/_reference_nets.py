@@ -3,17 +3,18 @@
 Kept in a module with an unlikely name (tests/ has no packages) so it cannot
 shadow another room's helper.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 import popsnn
-from popsnn import losses, sparse, surrogate
+from popsnn import losses, surrogate
 
 T_STEPS = 6
 BATCH = 3
 N_IN, N_HID, N_OUT = 3, 5, 4
-NUM_CLASSES_POP = 2          # N_OUT = 4 outputs -> 2 classes of 2 neurons
+NUM_CLASSES_POP = 2  # N_OUT = 4 outputs -> 2 classes of 2 neurons
 
 MODELS = ("leaky", "synaptic", "rleaky_all", "rleaky_one")
 RESETS = ("subtract", "zero", "none")
@@ -21,14 +22,18 @@ SURROGATES = ("fast_sigmoid", "atan", "sigmoid", "straight_through")
 
 
 def make_surrogate(name):
-    return {"fast_sigmoid": surrogate.fast_sigmoid(5.0), "atan": surrogate.atan(2.0),
-            "sigmoid": surrogate.sigmoid(5.0),
-            "straight_through": surrogate.straight_through()}[name]
+    return {
+        "fast_sigmoid": surrogate.fast_sigmoid(5.0),
+        "atan": surrogate.atan(2.0),
+        "sigmoid": surrogate.sigmoid(5.0),
+        "straight_through": surrogate.straight_through(),
+    }[name]
 
 
 def neuron(model, reset="subtract", sur="atan", rule=None, threshold=1.0):
-    kw = dict(reset_mechanism=reset, surrogate=make_surrogate(sur), sparse=rule,
-              threshold=threshold)
+    kw = dict(
+        reset_mechanism=reset, surrogate=make_surrogate(sur), sparse=rule, threshold=threshold
+    )
     if model == "leaky":
         return popsnn.Leaky(beta=0.8, **kw)
     if model == "synaptic":
@@ -41,16 +46,24 @@ def neuron(model, reset="subtract", sur="atan", rule=None, threshold=1.0):
 
 
 def two_layer_net(model, reset="subtract", sur="atan", rule=None, n_out=N_OUT):
-    return popsnn.Sequential(popsnn.Linear(N_IN, N_HID), neuron(model, reset, sur, rule),
-                             popsnn.Linear(N_HID, n_out), neuron(model, reset, sur, rule))
+    return popsnn.Sequential(
+        popsnn.Linear(N_IN, N_HID),
+        neuron(model, reset, sur, rule),
+        popsnn.Linear(N_HID, n_out),
+        neuron(model, reset, sur, rule),
+    )
 
 
 def mixed_net(sur="atan"):
     """Three layers, three neuron models, three resets, one Linear without bias."""
     return popsnn.Sequential(
-        popsnn.Linear(N_IN, N_HID, bias=False), neuron("rleaky_all", "zero", sur),
-        popsnn.Linear(N_HID, N_HID), neuron("synaptic", "subtract", sur),
-        popsnn.Linear(N_HID, N_OUT), neuron("leaky", "zero", sur))
+        popsnn.Linear(N_IN, N_HID, bias=False),
+        neuron("rleaky_all", "zero", sur),
+        popsnn.Linear(N_HID, N_HID),
+        neuron("synaptic", "subtract", sur),
+        popsnn.Linear(N_HID, N_OUT),
+        neuron("leaky", "zero", sur),
+    )
 
 
 def active_params(net, seed=0, dtype=np.float64):
@@ -78,13 +91,12 @@ def targets(seed=2, batch=BATCH, num_classes=N_OUT):
 
 LOSS_CASES = {
     "ce_count": lambda: losses.ce_count_loss(),
-    "ce_count_pop": lambda: losses.ce_count_loss(population_code=True,
-                                                 num_classes=NUM_CLASSES_POP),
+    "ce_count_pop": lambda: losses.ce_count_loss(population_code=True, num_classes=NUM_CLASSES_POP),
     "ce_rate": lambda: losses.ce_rate_loss(),
     "mse_count": lambda: losses.mse_count_loss(correct_rate=0.8, incorrect_rate=0.2),
-    "mse_count_pop": lambda: losses.mse_count_loss(correct_rate=0.8, incorrect_rate=0.2,
-                                                   population_code=True,
-                                                   num_classes=NUM_CLASSES_POP),
+    "mse_count_pop": lambda: losses.mse_count_loss(
+        correct_rate=0.8, incorrect_rate=0.2, population_code=True, num_classes=NUM_CLASSES_POP
+    ),
     "mse_membrane": lambda: losses.mse_membrane_loss(on_target=1.2, off_target=0.1),
     "ce_max_membrane": lambda: losses.ce_max_membrane_loss(),
 }
@@ -95,6 +107,7 @@ def loss_classes(loss):
 
 
 # ----------------------------------------------------------------- smooth spike functions
+
 
 def antiderivative(sur):
     """F with F' = sur.grad: the smooth spike function whose exact gradient is the surrogate."""

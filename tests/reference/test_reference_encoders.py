@@ -1,4 +1,5 @@
 """Encoders: rate statistics, exact latency spike times, shapes and dtypes."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,10 +34,12 @@ def test_latency_spike_times_are_exact():
     spikes = encoders.latency(x, T, tau=tau, threshold=thr)
     assert spikes.shape == (T, 1, 7)
     # t = tau * ln(x / (x - thr)), rounded to the nearest step
-    expect = {0: round(5 * np.log(1 / 0.99)),        # 0.05 -> step 0
-              1: round(5 * np.log(0.5 / 0.49)),      # 0.10 -> 0
-              2: round(5 * np.log(0.2 / 0.19)),      # 0.26 -> 0
-              3: round(5 * np.log(0.05 / 0.04))}     # 1.12 -> 1
+    expect = {
+        0: round(5 * np.log(1 / 0.99)),  # 0.05 -> step 0
+        1: round(5 * np.log(0.5 / 0.49)),  # 0.10 -> 0
+        2: round(5 * np.log(0.2 / 0.19)),  # 0.26 -> 0
+        3: round(5 * np.log(0.05 / 0.04)),
+    }  # 1.12 -> 1
     for i, t in expect.items():
         assert spikes[:, 0, i].sum() == 1 and spikes[t, 0, i] == 1
     # 0.011: t = 5 ln 11 = 11.99 -> 12 ; at or below the threshold: no spike at all
@@ -45,7 +48,7 @@ def test_latency_spike_times_are_exact():
 
 
 def test_latency_drops_spikes_past_the_last_step_and_normalize_fits_them():
-    x = np.array([[0.011, 0.5]])                   # times 11.99 and 0.1
+    x = np.array([[0.011, 0.5]])  # times 11.99 and 0.1
     late = encoders.latency(x, 10, tau=5.0)
     assert late[:, 0, 0].sum() == 0 and late[0, 0, 1] == 1
     fitted = encoders.latency(x, 10, tau=5.0, normalize=True)
@@ -65,15 +68,18 @@ def test_integer_input_becomes_float32():
     assert encoders.rate(np.ones((2, 2), dtype=np.uint8), 3, rng=0).dtype == np.float32
 
 
-@pytest.mark.parametrize("call,match", [
-    (lambda: encoders.rate(np.ones(3), 0), "num_steps must be a positive integer, got 0"),
-    (lambda: encoders.rate(np.array([np.nan]), 3), "x contains 1 NaN or inf"),
-    (lambda: encoders.rate(np.ones(3), 3, rng="seed"), "rng must be None, an int seed"),
-    (lambda: encoders.latency(np.array([1.5]), 3), r"x must lie in \[0, 1\]"),
-    (lambda: encoders.latency(np.ones(3), 3, threshold=1.0), r"threshold must lie in \(0, 1\)"),
-    (lambda: encoders.latency(np.ones(3), 3, tau=-1), "tau must be a finite number > 0"),
-    (lambda: encoders.direct(np.array(["a"]), 3), "x must hold real numbers"),
-])
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda: encoders.rate(np.ones(3), 0), "num_steps must be a positive integer, got 0"),
+        (lambda: encoders.rate(np.array([np.nan]), 3), "x contains 1 NaN or inf"),
+        (lambda: encoders.rate(np.ones(3), 3, rng="seed"), "rng must be None, an int seed"),
+        (lambda: encoders.latency(np.array([1.5]), 3), r"x must lie in \[0, 1\]"),
+        (lambda: encoders.latency(np.ones(3), 3, threshold=1.0), r"threshold must lie in \(0, 1\)"),
+        (lambda: encoders.latency(np.ones(3), 3, tau=-1), "tau must be a finite number > 0"),
+        (lambda: encoders.direct(np.array(["a"]), 3), "x must hold real numbers"),
+    ],
+)
 def test_bad_arguments_say_what_is_wrong(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call()

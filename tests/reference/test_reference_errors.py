@@ -1,12 +1,13 @@
 """Bad input raises, naming the argument, what it got and what it expects."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from _reference_nets import active_params, sequence_input, targets, two_layer_net
 
 import popsnn
-from popsnn import losses, optim, reference, surrogate
-from _reference_nets import active_params, sequence_input, targets, two_layer_net
+from popsnn import losses, optim, reference
 
 
 @pytest.fixture
@@ -17,6 +18,7 @@ def case():
 
 def raises(exc, *fragments):
     """pytest.raises that also checks each fragment appears in the message."""
+
     class Check:
         def __enter__(self):
             self.ctx = pytest.raises(exc)
@@ -29,6 +31,7 @@ def raises(exc, *fragments):
             for f in fragments:
                 assert f in msg, f"{f!r} not in {msg!r}"
             return out
+
     return Check()
 
 
@@ -108,7 +111,8 @@ def test_targets_out_of_range_or_misshapen(case):
 def test_population_that_does_not_divide_the_outputs():
     with raises(ValueError, "4 neurons", "num_classes=3 does not divide"):
         losses.ce_count_loss(population_code=True, num_classes=3)(
-            np.zeros((2, 1, 4)), None, np.array([0]))
+            np.zeros((2, 1, 4)), None, np.array([0])
+        )
     with raises(ValueError, "num_classes is required with population_code=True"):
         losses.mse_count_loss(population_code=True)(np.zeros((2, 1, 4)), None, np.array([0]))
     with raises(ValueError, "num_classes=3 but the output layer has 4 neurons"):

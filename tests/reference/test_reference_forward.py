@@ -1,12 +1,13 @@
 """The reference forward on hand-computed trajectories, edge cases and dtypes."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from _reference_nets import MODELS, active_params, sequence_input, targets, two_layer_net
 
 import popsnn
 from popsnn import reference
-from _reference_nets import MODELS, active_params, sequence_input, targets, two_layer_net
 
 
 def one_neuron(neuron):
@@ -33,7 +34,7 @@ def test_leaky_subtract_by_hand():
 
 def test_leaky_zero_and_none_by_hand():
     u, s, _ = run(popsnn.Leaky(beta=0.5, reset_mechanism="zero"), [0.8, 0.8, 0.8, 0.0])
-    np.testing.assert_allclose(u, [0.8, 1.2, 0.8, 0.4])   # U2 = 0.5*0*1.2 + .8
+    np.testing.assert_allclose(u, [0.8, 1.2, 0.8, 0.4])  # U2 = 0.5*0*1.2 + .8
     np.testing.assert_array_equal(s, [0, 1, 0, 0])
     u, s, _ = run(popsnn.Leaky(beta=0.5, reset_mechanism="none"), [0.8, 0.8, 0.8, 0.0])
     np.testing.assert_allclose(u, [0.8, 1.2, 1.4, 0.7])
@@ -56,10 +57,9 @@ def test_synaptic_by_hand():
 
 
 def test_synaptic_zero_reset_keeps_the_current():
-    u, _, rec = run(popsnn.Synaptic(alpha=0.5, beta=0.5, reset_mechanism="zero"),
-                    [1.0, 0.5, 0.0])
+    u, _, rec = run(popsnn.Synaptic(alpha=0.5, beta=0.5, reset_mechanism="zero"), [1.0, 0.5, 0.0])
     np.testing.assert_allclose(rec.currents[0][:, 0, 0], [1.0, 1.0, 0.5])
-    np.testing.assert_allclose(u, [1.0, 1.5, 0.0])        # (1 - R)(beta U + J) with R = 1
+    np.testing.assert_allclose(u, [1.0, 1.5, 0.0])  # (1 - R)(beta U + J) with R = 1
 
 
 def test_rleaky_one_to_one_by_hand():
@@ -138,11 +138,16 @@ def test_record_shapes_and_masks_without_rule():
 
 
 def test_dsnn_size_runs_and_returns_float32():
-    net = popsnn.Sequential(popsnn.Linear(784, 1000), popsnn.Leaky(beta=0.9),
-                            popsnn.Linear(1000, 10), popsnn.Leaky(beta=0.9))
+    net = popsnn.Sequential(
+        popsnn.Linear(784, 1000),
+        popsnn.Leaky(beta=0.9),
+        popsnn.Linear(1000, 10),
+        popsnn.Leaky(beta=0.9),
+    )
     params = net.init_params(0)
     x = np.random.default_rng(0).random((128, 784), dtype=np.float32)
-    value, grads, rec = reference.loss_and_grad(net, params, x, np.arange(128) % 10,
-                                                "ce_count", num_steps=25)
+    value, grads, rec = reference.loss_and_grad(
+        net, params, x, np.arange(128) % 10, "ce_count", num_steps=25
+    )
     assert np.isfinite(value) and grads[0]["weight"].dtype == np.float32
     assert rec.spikes[0].shape == (25, 128, 1000)

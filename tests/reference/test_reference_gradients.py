@@ -23,15 +23,26 @@ Every weight and bias is checked, recurrent ones included, for each neuron
 model x reset x loss (population codes too), each surrogate x sparse rule,
 direct-current input (the hoisted W x path) and a three-layer mixed net.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from _reference_nets import (
+    LOSS_CASES,
+    MODELS,
+    RESETS,
+    SURROGATES,
+    active_params,
+    loss_classes,
+    mixed_net,
+    sequence_input,
+    smooth_spike_fn,
+    targets,
+    two_layer_net,
+)
 
 from popsnn import reference, sparse
-from _reference_nets import (LOSS_CASES, MODELS, RESETS, SURROGATES, active_params,
-                             loss_classes, mixed_net, sequence_input, smooth_spike_fn,
-                             targets, two_layer_net)
 
 STEP = 1e-6
 CLEARANCE = 1e-4
@@ -113,8 +124,9 @@ def check_against_fd(net, loss, direct=False):
     assert [sorted(g) for g in grads] == [sorted(p) for p in params]
     for l, (g, f) in enumerate(zip(grads, fd)):
         for key in g:
-            np.testing.assert_allclose(g[key], f[key], rtol=1e-5, atol=1e-8,
-                                       err_msg=f"layer {l} {key}")
+            np.testing.assert_allclose(
+                g[key], f[key], rtol=1e-5, atol=1e-8, err_msg=f"layer {l} {key}"
+            )
     total = sum(np.abs(g[k]).sum() for g in grads for k in g)
     assert total > 1e-3, "the gradient is (nearly) zero: the check would prove nothing"
 
@@ -140,8 +152,9 @@ def test_surrogates_and_sparse_rules_match_finite_differences(model, sur, rule):
 
 @pytest.mark.parametrize("model", MODELS)
 def test_direct_current_gradient_matches_finite_differences(model):
-    check_against_fd(two_layer_net(model, "subtract", "fast_sigmoid"),
-                     LOSS_CASES["ce_count"](), direct=True)
+    check_against_fd(
+        two_layer_net(model, "subtract", "fast_sigmoid"), LOSS_CASES["ce_count"](), direct=True
+    )
 
 
 @pytest.mark.parametrize("loss_name", ["ce_rate", "mse_membrane"])

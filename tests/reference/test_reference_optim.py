@@ -1,4 +1,5 @@
 """popsnn.optim against torch.optim on the same gradients, over several steps."""
+
 from __future__ import annotations
 
 import copy
@@ -9,18 +10,22 @@ import pytest
 
 from popsnn import optim
 
-torch = pytest.importorskip("torch", reason="the optimiser cross-check needs torch "
-                                            "(pip install '.[crosscheck]')")
+torch = pytest.importorskip(
+    "torch", reason="the optimiser cross-check needs torch (pip install '.[crosscheck]')"
+)
 
 STEPS = 6
 
 
 def problem(seed=0):
     rng = np.random.default_rng(seed)
-    params = [{"weight": rng.normal(size=(4, 3)), "bias": rng.normal(size=4)},
-              {"weight": rng.normal(size=(2, 4)), "recurrent_weight": rng.normal(size=2)}]
-    grads = [[{k: rng.normal(size=v.shape) for k, v in p.items()} for p in params]
-             for _ in range(STEPS)]
+    params = [
+        {"weight": rng.normal(size=(4, 3)), "bias": rng.normal(size=4)},
+        {"weight": rng.normal(size=(2, 4)), "recurrent_weight": rng.normal(size=2)},
+    ]
+    grads = [
+        [{k: rng.normal(size=v.shape) for k, v in p.items()} for p in params] for _ in range(STEPS)
+    ]
     return params, grads
 
 

@@ -15,19 +15,32 @@ Two adaptations make snnTorch run in float64; neither changes its semantics:
   float64 torch's default dtype so beta, threshold and internal zeros are
   float64 too (a float32 beta of 0.9 is not 0.9).
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from _reference_nets import (
+    LOSS_CASES,
+    MODELS,
+    NUM_CLASSES_POP,
+    RESETS,
+    SURROGATES,
+    active_params,
+    mixed_net,
+    sequence_input,
+    targets,
+    two_layer_net,
+)
 
-from popsnn import Leaky, RLeaky, Synaptic, losses, reference, surrogate
-from _reference_nets import (LOSS_CASES, MODELS, NUM_CLASSES_POP, RESETS, SURROGATES,
-                             active_params, mixed_net, sequence_input, targets, two_layer_net)
+from popsnn import Leaky, Synaptic, losses, reference, surrogate
 
-torch = pytest.importorskip("torch", reason="the snnTorch cross-check needs torch "
-                                            "(pip install '.[crosscheck]')")
-snn = pytest.importorskip("snntorch", reason="the snnTorch cross-check needs snntorch "
-                                             "(pip install '.[crosscheck]')")
+torch = pytest.importorskip(
+    "torch", reason="the snnTorch cross-check needs torch (pip install '.[crosscheck]')"
+)
+snn = pytest.importorskip(
+    "snntorch", reason="the snnTorch cross-check needs snntorch (pip install '.[crosscheck]')"
+)
 import snntorch.functional as SF  # noqa: E402
 import snntorch.functional.loss as snn_loss  # noqa: E402
 import snntorch.spikegen as snn_spikegen  # noqa: E402
@@ -58,10 +71,12 @@ def _same_dtype(function_class):
     return SameDtype
 
 
-_FUNCTIONS = {"fast_sigmoid": _same_dtype(snn_surrogate.FastSigmoid),
-              "atan": _same_dtype(snn_surrogate.ATan),
-              "sigmoid": _same_dtype(snn_surrogate.Sigmoid),
-              "straight_through": _same_dtype(snn_surrogate.StraightThroughEstimator)}
+_FUNCTIONS = {
+    "fast_sigmoid": _same_dtype(snn_surrogate.FastSigmoid),
+    "atan": _same_dtype(snn_surrogate.ATan),
+    "sigmoid": _same_dtype(snn_surrogate.Sigmoid),
+    "straight_through": _same_dtype(snn_surrogate.StraightThroughEstimator),
+}
 
 
 def torch_spike_grad(sur):
@@ -86,8 +101,11 @@ class TorchTwin:
             named = {"weight": fc.weight}
             if lin.bias:
                 named["bias"] = fc.bias
-            kw = dict(threshold=_t(neuron.threshold), reset_mechanism=neuron.reset_mechanism,
-                      spike_grad=torch_spike_grad(neuron.surrogate))
+            kw = dict(
+                threshold=_t(neuron.threshold),
+                reset_mechanism=neuron.reset_mechanism,
+                spike_grad=torch_spike_grad(neuron.surrogate),
+            )
             if isinstance(neuron, Leaky):
                 cell = snn.Leaky(beta=_t(neuron.beta), **kw)
             elif isinstance(neuron, Synaptic):
@@ -97,8 +115,9 @@ class TorchTwin:
                 named["recurrent_weight"] = cell.recurrent.weight
                 named["recurrent_bias"] = cell.recurrent.bias
             else:
-                cell = snn.RLeaky(beta=_t(neuron.beta), V=_t(p["recurrent_weight"]),
-                                  all_to_all=False, **kw)
+                cell = snn.RLeaky(
+                    beta=_t(neuron.beta), V=_t(p["recurrent_weight"]), all_to_all=False, **kw
+                )
                 named["recurrent_weight"] = cell.V
             cell.to(torch.float64)
             with torch.no_grad():
@@ -111,8 +130,11 @@ class TorchTwin:
     def run(self, x, num_steps):
         x = _t(x)
         T = num_steps
-        out = {"spikes": [[] for _ in self.neurons], "membranes": [[] for _ in self.neurons],
-               "currents": [[] for _ in self.neurons]}
+        out = {
+            "spikes": [[] for _ in self.neurons],
+            "membranes": [[] for _ in self.neurons],
+            "currents": [[] for _ in self.neurons],
+        }
         for t in range(T):
             inp = x if x.dim() == 2 else x[t]
             for l, (fc, cell) in enumerate(zip(self.linears, self.neurons)):
@@ -128,15 +150,18 @@ class TorchTwin:
 
 def torch_loss(loss, num_steps):
     if loss.name == "ce_count":
-        return SF.ce_count_loss(population_code=loss.population_code,
-                                num_classes=loss.num_classes or False)
+        return SF.ce_count_loss(
+            population_code=loss.population_code, num_classes=loss.num_classes or False
+        )
     if loss.name == "ce_rate":
         return SF.ce_rate_loss()
     if loss.name == "mse_count":
-        return SF.mse_count_loss(correct_rate=loss.correct_rate,
-                                 incorrect_rate=loss.incorrect_rate,
-                                 population_code=loss.population_code,
-                                 num_classes=loss.num_classes or False)
+        return SF.mse_count_loss(
+            correct_rate=loss.correct_rate,
+            incorrect_rate=loss.incorrect_rate,
+            population_code=loss.population_code,
+            num_classes=loss.num_classes or False,
+        )
     if loss.name == "mse_membrane":
         return SF.mse_membrane_loss(on_target=loss.on_target, off_target=loss.off_target)
     if loss.name == "ce_max_membrane":
@@ -155,23 +180,40 @@ def crosscheck(net, loss, seed=0, direct=False, steps=T_LONG):
     twin = TorchTwin(net, params)
     out = twin.run(x, steps)
     torch_value = torch_loss(loss, steps)(
-        out["spikes" if loss.uses == "spikes" else "membranes"][-1], torch.as_tensor(y))
+        out["spikes" if loss.uses == "spikes" else "membranes"][-1], torch.as_tensor(y)
+    )
     torch_value.sum().backward()
 
     for l in range(len(net)):
-        np.testing.assert_array_equal(rec.spikes[l], out["spikes"][l].detach().numpy(),
-                                      err_msg=f"spikes of layer {l}")
-        np.testing.assert_allclose(rec.membranes[l], out["membranes"][l].detach().numpy(),
-                                   rtol=0, atol=TOL, err_msg=f"membranes of layer {l}")
+        np.testing.assert_array_equal(
+            rec.spikes[l], out["spikes"][l].detach().numpy(), err_msg=f"spikes of layer {l}"
+        )
+        np.testing.assert_allclose(
+            rec.membranes[l],
+            out["membranes"][l].detach().numpy(),
+            rtol=0,
+            atol=TOL,
+            err_msg=f"membranes of layer {l}",
+        )
         if rec.currents[l] is not None:
-            np.testing.assert_allclose(rec.currents[l], out["currents"][l].detach().numpy(),
-                                       rtol=0, atol=TOL, err_msg=f"currents of layer {l}")
+            np.testing.assert_allclose(
+                rec.currents[l],
+                out["currents"][l].detach().numpy(),
+                rtol=0,
+                atol=TOL,
+                err_msg=f"currents of layer {l}",
+            )
     assert abs(value - float(torch_value.detach().sum())) < TOL
     for l, named in enumerate(twin.tensors):
         assert sorted(named) == sorted(grads[l])
         for key, tensor in named.items():
-            np.testing.assert_allclose(grads[l][key], tensor.grad.numpy(), rtol=TOL, atol=TOL,
-                                       err_msg=f"gradient of layer {l} {key}")
+            np.testing.assert_allclose(
+                grads[l][key],
+                tensor.grad.numpy(),
+                rtol=TOL,
+                atol=TOL,
+                err_msg=f"gradient of layer {l} {key}",
+            )
     # The comparison is only worth something if the net fired.
     assert all(0 < s.mean() < 1 for s in rec.spikes[:-1])
     return rec
@@ -194,8 +236,7 @@ def test_surrogates_match_snntorch(model, sur, loss_name):
 
 @pytest.mark.parametrize("model", MODELS)
 def test_direct_current_matches_snntorch(model):
-    crosscheck(two_layer_net(model, "zero", "fast_sigmoid"), LOSS_CASES["mse_count"](),
-               direct=True)
+    crosscheck(two_layer_net(model, "zero", "fast_sigmoid"), LOSS_CASES["mse_count"](), direct=True)
 
 
 def test_mixed_three_layer_net_matches_snntorch():
@@ -204,8 +245,10 @@ def test_mixed_three_layer_net_matches_snntorch():
 
 def test_population_code_with_wide_output_matches_snntorch():
     net = two_layer_net("leaky", "subtract", "atan", n_out=3 * NUM_CLASSES_POP * 2)
-    for loss in (losses.ce_count_loss(population_code=True, num_classes=4),
-                 losses.mse_count_loss(0.7, 0.1, population_code=True, num_classes=3)):
+    for loss in (
+        losses.ce_count_loss(population_code=True, num_classes=4),
+        losses.mse_count_loss(0.7, 0.1, population_code=True, num_classes=3),
+    ):
         crosscheck(net, loss, seed=5)
 
 
@@ -214,20 +257,25 @@ def test_accuracy_matches_snntorch():
     spikes = (rng.random((5, 64, 6)) < 0.3).astype(np.float64)
     y = rng.integers(0, 6, 64)
     assert losses.accuracy(spikes, y) == pytest.approx(
-        SF.accuracy_rate(torch.tensor(spikes), torch.tensor(y)))
+        SF.accuracy_rate(torch.tensor(spikes), torch.tensor(y))
+    )
     y3 = rng.integers(0, 3, 64)
     assert losses.accuracy(spikes, y3, num_classes=3) == pytest.approx(
-        SF.accuracy_rate(torch.tensor(spikes), torch.tensor(y3), population_code=True,
-                         num_classes=3))
+        SF.accuracy_rate(
+            torch.tensor(spikes), torch.tensor(y3), population_code=True, num_classes=3
+        )
+    )
 
 
 def test_latency_matches_snntorch_with_clip():
     from popsnn import encoders
+
     x = np.random.default_rng(1).random((16, 20))
     x[0, :4] = [0.0, 0.005, 0.0099, 1.0]
     ours = encoders.latency(x, 25, tau=5.0, threshold=0.01)
-    theirs = snn_spikegen.latency(torch.tensor(x), num_steps=25, tau=5.0, threshold=0.01,
-                                  clip=True, bypass=True).numpy()
+    theirs = snn_spikegen.latency(
+        torch.tensor(x), num_steps=25, tau=5.0, threshold=0.01, clip=True, bypass=True
+    ).numpy()
     np.testing.assert_array_equal(ours, theirs)
 
 
@@ -236,8 +284,11 @@ def test_mse_membrane_negative_off_target_is_a_documented_difference():
     becomes 0; popsnn uses the off target as given. Pin both behaviours."""
     mem = np.random.default_rng(2).normal(size=(4, 3, 5))
     y = np.array([0, 4, 2])
-    theirs = float(SF.mse_membrane_loss(on_target=1.0, off_target=-0.5)(
-        torch.tensor(mem), torch.tensor(y)).sum())
+    theirs = float(
+        SF.mse_membrane_loss(on_target=1.0, off_target=-0.5)(
+            torch.tensor(mem), torch.tensor(y)
+        ).sum()
+    )
     assert theirs == pytest.approx(losses.mse_membrane_loss(1.0, 0.0)(None, mem, y), abs=TOL)
     ours = losses.mse_membrane_loss(1.0, -0.5)(None, mem, y)
     target = np.full((3, 5), -0.5)
@@ -265,22 +316,30 @@ def _masked(function_class, rule, threshold):
 @pytest.mark.parametrize("model", MODELS)
 def test_sparse_rules_match_snntorch_with_a_masked_surrogate(model, rule_name, monkeypatch):
     from popsnn import sparse
+
     rule = sparse.window(0.3) if rule_name == "window" else sparse.one_sided(0.8)
     masked = _masked(snn_surrogate.FastSigmoid, rule, 1.0)
     monkeypatch.setitem(_FUNCTIONS, "fast_sigmoid", masked)
-    rec = crosscheck(two_layer_net(model, "subtract", "fast_sigmoid", rule),
-                     LOSS_CASES["ce_count"](), seed=1)
+    rec = crosscheck(
+        two_layer_net(model, "subtract", "fast_sigmoid", rule), LOSS_CASES["ce_count"](), seed=1
+    )
     assert all(0 < m.mean() < 1 for m in rec.grad_masks)
 
 
 # Far from threshold, both signs: |U - threshold| from 0.05 to 60, as float32 values so
 # that both precisions evaluate the very same points.
 _TAILS32 = np.concatenate([-np.geomspace(0.05, 60, 48), np.geomspace(0.05, 60, 48)]).astype(
-    np.float32)
+    np.float32
+)
 _TINY32 = np.finfo(np.float32).tiny
-TAIL_SURROGATES = [surrogate.fast_sigmoid(25.0), surrogate.fast_sigmoid(100.0),
-                   surrogate.atan(2.0), surrogate.sigmoid(25.0), surrogate.sigmoid(5.0),
-                   surrogate.straight_through()]
+TAIL_SURROGATES = [
+    surrogate.fast_sigmoid(25.0),
+    surrogate.fast_sigmoid(100.0),
+    surrogate.atan(2.0),
+    surrogate.sigmoid(25.0),
+    surrogate.sigmoid(5.0),
+    surrogate.straight_through(),
+]
 
 
 def snntorch_surrogate_grad(sur, x, dtype):

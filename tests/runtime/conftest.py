@@ -1,6 +1,7 @@
 """Fixtures for the Poplar-runtime tests: the C++ test programs are built once
 per session as a plain CMake project against the *installed* popsnn package
 (``python -m popsnn --cmakedir``), the way a user's program would be."""
+
 from __future__ import annotations
 
 import json
@@ -20,11 +21,18 @@ def installed_cmake_dir() -> Path:
     # Without PYTHONPATH, `python -m popsnn` is the installed copy, which has
     # the CMake package; a source checkout on PYTHONPATH has not.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([sys.executable, "-m", "popsnn", "--cmakedir"], capture_output=True,
-                          text=True, env=env, cwd="/")
+    proc = subprocess.run(
+        [sys.executable, "-m", "popsnn", "--cmakedir"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd="/",
+    )
     if proc.returncode != 0:
-        pytest.fail("popsnn is not installed with its CMake package "
-                    f"({proc.stderr.strip()}); run `pip install .` first")
+        pytest.fail(
+            "popsnn is not installed with its CMake package "
+            f"({proc.stderr.strip()}); run `pip install .` first"
+        )
     return Path(proc.stdout.strip())
 
 
@@ -33,8 +41,16 @@ def cmake_build(source: Path, build: Path, cmake_dir: Path, *options: str) -> No
     cmake = shutil.which("cmake")
     if cmake is None:
         pytest.fail("cmake is not on PATH; the runtime tests build C++ programs with it")
-    configure = [cmake, "-S", str(source), "-B", str(build), f"-Dpopsnn_DIR={cmake_dir}",
-                 "-DCMAKE_BUILD_TYPE=Debug", *options]
+    configure = [
+        cmake,
+        "-S",
+        str(source),
+        "-B",
+        str(build),
+        f"-Dpopsnn_DIR={cmake_dir}",
+        "-DCMAKE_BUILD_TYPE=Debug",
+        *options,
+    ]
     for cmd in (configure, [cmake, "--build", str(build), "-j", "2"]):
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -78,8 +94,10 @@ def cmake_dir() -> Path:
     # Only popsnn's own runtime ships the codelet ABI header; a package built on
     # Graphcore's SDK (POPSNN_USE_POPLAR_SDK=ON) has the SDK's Poplar instead.
     if not (path.parents[2] / "include" / "poplar" / "detail" / "CodeletABI.hpp").is_file():
-        pytest.skip("the installed popsnn is built on Graphcore's SDK; these tests check "
-                    "popsnn's own Poplar runtime")
+        pytest.skip(
+            "the installed popsnn is built on Graphcore's SDK; these tests check "
+            "popsnn's own Poplar runtime"
+        )
     return path
 
 
@@ -87,5 +105,6 @@ def cmake_dir() -> Path:
 def runtime_cases(tmp_path_factory, cmake_dir) -> RuntimeCases:
     build = tmp_path_factory.mktemp("runtime_build")
     cmake_build(HERE / "cpp", build, cmake_dir)
-    return RuntimeCases(build, tmp_path_factory.mktemp("codelet_cache"),
-                        tmp_path_factory.mktemp("runtime_scratch"))
+    return RuntimeCases(
+        build, tmp_path_factory.mktemp("codelet_cache"), tmp_path_factory.mktemp("runtime_scratch")
+    )

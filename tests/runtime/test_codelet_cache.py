@@ -2,6 +2,7 @@
 everything that goes into a compile, and it never loads code another user could have put
 there. Runs the `cached_value` case of cases.cpp: vertex Value writes VALUE + EXTRA, with
 VALUE from a header two includes deep."""
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,14 @@ def write_codelet(folder, value):
 
 def run_case(runtime_cases, source, env, flags=""):
     """The case's JSON, run with `env` as its whole environment."""
-    cmd = [str(runtime_cases.exe), "cached_value", "cpu", str(runtime_cases.codelets),
-           str(runtime_cases.gp), str(source)]
+    cmd = [
+        str(runtime_cases.exe),
+        "cached_value",
+        "cpu",
+        str(runtime_cases.codelets),
+        str(runtime_cases.gp),
+        str(source),
+    ]
     env = dict(env, POPSNN_CPU_TILES="4", CASE_CODELET_FLAGS=flags)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -126,8 +133,11 @@ def test_a_cache_folder_others_can_write_is_refused(cached):
 
 def test_the_temp_folder_fallback_is_checked_too(runtime_cases, tmp_path):
     source = write_codelet(tmp_path / "src", 3)
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("HOME", "XDG_CACHE_HOME", "POPSNN_CACHE_DIR")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("HOME", "XDG_CACHE_HOME", "POPSNN_CACHE_DIR")
+    }
     env["TMPDIR"] = str(tmp_path)
     fallback = tmp_path / f"popsnn-cache-{os.geteuid()}"
     assert run_case(runtime_cases, source, env)["value"] == [3]

@@ -2,6 +2,7 @@
 compatibility item of docs/poplar-compatibility.md) build unchanged with plain CMake
 against the installed package, under -std=c++11, and print what Poplar's
 documentation says they print."""
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,9 @@ def fidelity(tmp_path_factory, build_cmake_project):
 
     def run(program: str) -> str:
         env = dict(os.environ, POPSNN_CPU_TILES="2")
-        proc = subprocess.run([str(build / program)], capture_output=True, text=True, env=env,
-                              timeout=120)
+        proc = subprocess.run(
+            [str(build / program)], capture_output=True, text=True, env=env, timeout=120
+        )
         assert proc.returncode == 0, f"{program} exited {proc.returncode}:\n{proc.stderr}"
         return proc.stdout
 
@@ -40,16 +42,20 @@ def test_print_tensor_writes_poplars_format(fidelity):
         "m: [[10 11 12]\n [13 14 15]]\n"
         "cube: [[[0.2500000]\n  [-1.0000000]]\n\n [[3.0000000]\n  [1000000.0000000]]]\n"
         "slice: [[11 12]\n [14 15]]\n"
-        "counter: 7\n")
+        "counter: 7\n"
+    )
 
 
 def test_ipu_model_fields_are_honoured_or_accepted(fidelity):
     lines = fidelity("ipu_model").splitlines()
-    assert lines[0] == ("default ipus=1 tilesPerIPU=1472 bytesPerTile=638976 workers=6 "
-                        "clock=1.33e+09 arch=ipu2 model=1")
+    assert lines[0] == (
+        "default ipus=1 tilesPerIPU=1472 bytesPerTile=638976 workers=6 "
+        "clock=1.33e+09 arch=ipu2 model=1"
+    )
     assert lines[1].startswith("ipu1 ipus=1 tilesPerIPU=1216 bytesPerTile=262144 ")
-    assert lines[2] == ("set ipus=2 tilesPerIPU=8 bytesPerTile=4096 workers=6 clock=1e+09 "
-                        "arch=ipu2 model=1")
+    assert lines[2] == (
+        "set ipus=2 tilesPerIPU=8 bytesPerTile=4096 workers=6 clock=1e+09 arch=ipu2 model=1"
+    )
     assert lines[3:] == ["fits 2048", "too big 8192"]
 
 
@@ -60,22 +66,35 @@ def test_control_programs_and_compiled_executables(fidelity):
     assert lines[5:8] == ["called: 10", "block: 20", "called: 10"]
     assert lines[8:10] == ["then: 10", "loops-done: 10"]
     assert lines[10].startswith("serialize: Executable::serialize: popsnn's runtime cannot save")
-    assert lines[11] == ("duplicate: Switch::add: case 1 is already there; each value may have "
-                         "one body")
+    assert lines[11] == (
+        "duplicate: Switch::add: case 1 is already there; each value may have one body"
+    )
     assert len(lines) == 12
 
 
 def test_stream_callbacks_prefetch_fetch_complete(fidelity):
     assert fidelity("callbacks").splitlines() == [
-        "prefetch 0", "fetch 0", "complete", "t: [0 1 2]", "to host 0 1 2", "function form 2",
-        "prefetch 1", "complete", "t: [100 101 102]", "to host 100 101 102", "function form 102"]
+        "prefetch 0",
+        "fetch 0",
+        "complete",
+        "t: [0 1 2]",
+        "to host 0 1 2",
+        "function form 2",
+        "prefetch 1",
+        "complete",
+        "t: [100 101 102]",
+        "to host 100 101 102",
+        "function form 102",
+    ]
 
 
 def test_every_public_header_compiles_under_cxx11_and_cxx14(fidelity, cmake_dir):
     # Graphcore builds user programs with -std=c++11; CMakeLists.txt compiles all
     # installed poplar/*.hpp (each twice, -Wall -Wextra -pedantic -Werror) per standard.
     headers = sorted(p.name for p in (cmake_dir.parents[2] / "include" / "poplar").glob("*.hpp"))
-    assert {"Engine.hpp", "Graph.hpp", "Program.hpp", "StreamCallback.hpp", "Vertex.hpp"} <= set(headers)
+    assert {"Engine.hpp", "Graph.hpp", "Program.hpp", "StreamCallback.hpp", "Vertex.hpp"} <= set(
+        headers
+    )
     source = (fidelity.build / "all_headers.cpp").read_text()
     assert all(f"#include <poplar/{h}>" in source for h in headers)
     for lib in ("poputil", "popops"):

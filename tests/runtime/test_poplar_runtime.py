@@ -2,10 +2,10 @@
 the installed package (see conftest.py). Every case runs on the CPU device
 (4 tiles here, set by POPSNN_CPU_TILES) and on IPU models of 4 and 16 tiles and
 of 2 IPUs x 8 tiles."""
+
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import pytest
@@ -14,13 +14,16 @@ DEVICES = ["cpu", "ipu4", "ipu16", "ipu2x8"]
 NUM_TILES = {"cpu": 4, "ipu4": 4, "ipu16": 16, "ipu2x8": 16}
 
 
-@pytest.mark.parametrize("device, ipus, tiles, bytes_per_tile, kind", [
-    ("cpu", 1, 4, 2**32 - 1, "CPU"),
-    ("ipu4", 1, 4, 624 * 1024, "IPU_MODEL"),
-    ("ipu2x8", 2, 8, 624 * 1024, "IPU_MODEL"),
-    ("mk2", 1, 1472, 624 * 1024, "IPU_MODEL"),
-    ("mk1", 1, 1216, 256 * 1024, "IPU_MODEL"),
-])
+@pytest.mark.parametrize(
+    "device, ipus, tiles, bytes_per_tile, kind",
+    [
+        ("cpu", 1, 4, 2**32 - 1, "CPU"),
+        ("ipu4", 1, 4, 624 * 1024, "IPU_MODEL"),
+        ("ipu2x8", 2, 8, 624 * 1024, "IPU_MODEL"),
+        ("mk2", 1, 1472, 624 * 1024, "IPU_MODEL"),
+        ("mk1", 1, 1216, 256 * 1024, "IPU_MODEL"),
+    ],
+)
 def test_targets_have_the_ipu_figures(runtime_cases, device, ipus, tiles, bytes_per_tile, kind):
     t = runtime_cases("target", device)
     assert (t["numIPUs"], t["tilesPerIPU"], t["numTiles"]) == (ipus, tiles, ipus * tiles)
@@ -66,16 +69,21 @@ def test_tensor_views_alias_the_right_elements(runtime_cases, device):
 
 
 VERTEX_RESULTS = {
-    "added": True, "addedAgain": False,        # a second addCodelets of the same file is a no-op
-    "out": [4 * 2.5 + 7, -1 * 2.5 + 100],        # state a, default and overridden offset
-    "count": [42], "count2": [2],                # InOut scalars, two runs of Repeat(2)
-    "sum": [11, 22, 33, 44, 55],                 # Vector inputs (SPAN and ONE_PTR), Vector output
-    "ints": [0, 2, 7, 11],                       # InOut vector, range-for
-    "ids": [i % 6 for i in range(15)],           # MultiVertex: 6 workers, numWorkers() == 6
-    "sums": [6, 15, 0.5], "sums2": [9, 6],       # VectorList from a list, and entry by entry
-    "py": [1, 6, 17],                            # plain Vector member as state
-    "ff": [0.25, 1.25, 2.25], "fi": [-3, -2, -1], "fu": [7, 8],  # templates by instantiation
-    "answer": [42],                              # namespaced vertex, void compute()
+    "added": True,
+    "addedAgain": False,  # a second addCodelets of the same file is a no-op
+    "out": [4 * 2.5 + 7, -1 * 2.5 + 100],  # state a, default and overridden offset
+    "count": [42],
+    "count2": [2],  # InOut scalars, two runs of Repeat(2)
+    "sum": [11, 22, 33, 44, 55],  # Vector inputs (SPAN and ONE_PTR), Vector output
+    "ints": [0, 2, 7, 11],  # InOut vector, range-for
+    "ids": [i % 6 for i in range(15)],  # MultiVertex: 6 workers, numWorkers() == 6
+    "sums": [6, 15, 0.5],
+    "sums2": [9, 6],  # VectorList from a list, and entry by entry
+    "py": [1, 6, 17],  # plain Vector member as state
+    "ff": [0.25, 1.25, 2.25],
+    "fi": [-3, -2, -1],
+    "fu": [7, 8],  # templates by instantiation
+    "answer": [42],  # namespaced vertex, void compute()
 }
 
 
@@ -151,8 +159,9 @@ def test_half_is_stored_as_ieee_binary16(runtime_cases):
     assert r["bits"] == want
 
 
-@pytest.mark.parametrize("device, cpu_tiles", [("cpu", "7"), ("cpu", "1"), ("ipu16", "4"),
-                                               ("ipu2x8", "4"), ("mk2", "4")])
+@pytest.mark.parametrize(
+    "device, cpu_tiles", [("cpu", "7"), ("cpu", "1"), ("ipu16", "4"), ("ipu2x8", "4"), ("mk2", "4")]
+)
 def test_every_tile_runs_in_parallel_correctly(runtime_cases, device, cpu_tiles):
     r = runtime_cases("parallel", device, POPSNN_CPU_TILES=cpu_tiles)
     tiles = {"cpu": int(cpu_tiles), "ipu16": 16, "ipu2x8": 16, "mk2": 1472}[device]
@@ -208,7 +217,10 @@ def test_profile_counts_equal_hand_computed_values(runtime_cases):
     assert (local["onTileCopyBytes"], local["computeCycles"], local["exchangeCycles"]) == (32, 4, 0)
     stream = steps["StreamCopy(in -> 'inbox' (float{10}))"]
     assert (stream["hostBytes"], stream["exchangeCycles"], stream["executions"]) == (
-        40, math.ceil(40 / host_bpc), 2)
+        40,
+        math.ceil(40 / host_bpc),
+        2,
+    )
     assert steps["Sync(internal)"]["cycles"] == sync
     per_run = 3 * (250 + 166 + 167 + 154) + 154 + 150
     assert r["totalCycles"] == 2 * per_run
@@ -236,7 +248,10 @@ ERRORS = {
     "double_connect": ("graph_connection_error", ["already connected"]),
     "list_entry_without_size": ("no_size_specified", ["setFieldSize"]),
     "not_connected": ("graph_connection_error", ["'AddVectors'", "field 'b' is not connected"]),
-    "unmapped_tensor": ("invalid_tile_mapping", ["'half_mapped'", "6 of 8 elements", "setTileMapping"]),
+    "unmapped_tensor": (
+        "invalid_tile_mapping",
+        ["'half_mapped'", "6 of 8 elements", "setTileMapping"],
+    ),
     "unmapped_vertex": ("invalid_tile_mapping", ["'Increment'", "has no tile"]),
     "tile_out_of_range": ("invalid_tile_mapping", ["tile 4 does not exist"]),
     "run_before_load": ("poplar_error", ["load(device) before run()"]),
@@ -254,8 +269,10 @@ ERRORS = {
     "bad_model": ("invalid_machine_model", ["tilesPerIPU is 0"]),
     "bad_ipu_version": ("invalid_machine_model", ["'ipu9'", "ipu2"]),
     "missing_codelet_file": ("graph_program_compilation_error", ["/nonexistent/codelets.cpp"]),
-    "compile_error": ("graph_program_compilation_error",
-                      ["broken.cpp", "undefined_name", "was not declared", "command:"]),
+    "compile_error": (
+        "graph_program_compilation_error",
+        ["broken.cpp", "undefined_name", "was not declared", "command:"],
+    ),
     "gp_not_loadable": ("graph_program_compilation_error", ["cannot load codelet object"]),
     "gp_missing": ("graph_program_compilation_error", ["does not exist"]),
     "bad_extension": ("graph_program_compilation_error", ["'.txt'"]),
@@ -272,7 +289,8 @@ def test_misuse_fails_with_a_clear_error(runtime_cases, device):
     (scratch / "broken.cpp").write_text(
         "#include <poplar/Vertex.hpp>\n"
         "class Broken : public poplar::Vertex {\npublic:\n"
-        "  bool compute() { return undefined_name; }\n};\n")
+        "  bool compute() { return undefined_name; }\n};\n"
+    )
     (scratch / "garbage.gp").write_text("not a shared object\n")
     errors = runtime_cases("errors", device, str(scratch))["errors"]
     assert set(errors) == set(ERRORS)
@@ -313,7 +331,10 @@ def test_remaining_calls(runtime_cases, device):
     assert (r["runsBeforeReset"], r["runsAfterReset"]) == (1, 0)
     assert "no handle 'too-late'" in r["lateHandle"]
     assert (r["directTiles"], r["directType"], r["flag"]) == (16, "IPU", "2")
-    assert "invalid_option" in r["missingCpuTiles"] and "POPSNN_CPU_TILES='lots'" in r["missingCpuTiles"]
+    assert (
+        "invalid_option" in r["missingCpuTiles"]
+        and "POPSNN_CPU_TILES='lots'" in r["missingCpuTiles"]
+    )
 
 
 def test_scanner_reads_unusual_codelet_shapes(runtime_cases):

@@ -1,5 +1,6 @@
 """examples/poplar_tutorial builds as a plain CMake project against the installed
 popsnn::poplar and prints the numbers its header promises."""
+
 from __future__ import annotations
 
 import os
@@ -24,8 +25,13 @@ def test_tutorial_builds_and_prints_the_expected_numbers(tmp_path, build_cmake_p
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == EXPECTED
     # With a second argument it prints the profile summary, labelled as estimates.
-    proc = subprocess.run([exe, str(example / "codelets.cpp"), "profile"], capture_output=True,
-                          text=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [exe, str(example / "codelets.cpp"), "profile"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(EXPECTED)
     assert "ESTIMATES from the IPU cost model, not measurements on an IPU" in proc.stdout

@@ -6,6 +6,7 @@ the C++ example (examples/cpp_train) are built against it the same way and run. 
 sanitizer report ends the program with a non-zero status (halt_on_error, no recovery),
 leaks included; the cases must also print the very JSON the regular build prints.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,31 +16,47 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import HERE, REPO, cmake_build
 
 # -O0 with line tables only: with -O1 -g, the builder alone takes minutes to compile here.
 FLAGS = "-O0 -g1 -fsanitize=address,undefined -fno-sanitize-recover=all"
 # A build type of its own, so that no Debug/Release flags are added to FLAGS.
 CONFIG = ("-DCMAKE_BUILD_TYPE=Sanitize", f"-DCMAKE_CXX_FLAGS={FLAGS}")
-SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=1:halt_on_error=1:abort_on_error=0",
-                 "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
+SANITIZER_ENV = {
+    "ASAN_OPTIONS": "detect_leaks=1:halt_on_error=1:abort_on_error=0",
+    "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
+}
 REPORTS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 
 # (case, device, extra) of cases.cpp: every case, on the devices with the most structure.
-CASES = [("target", "ipu2x8", ""), ("tensor_views", "ipu2x8", ""), ("vertices", "cpu", ""),
-         ("gp", "ipu4", ""), ("copies", "ipu2x8", ""), ("streams", "cpu", ""),
-         ("control", "ipu4", ""), ("virtual_graph", "ipu16", ""), ("multi_program", "cpu", ""),
-         ("non_contiguous", "ipu4", ""), ("half", "ipu4", ""), ("parallel", "ipu2x8", ""),
-         ("locality", "ipu2x8", ""), ("memory", "ipu4-1k", "250"), ("memory", "ipu4-1k", "300"),
-         ("memory_mk2", "mk2", ""), ("profile", "ipu2x8", ""), ("misc", "ipu16", ""),
-         ("scanner", "ipu4", str(HERE / "cpp" / "ScannerCases.cpp"))]
+CASES = [
+    ("target", "ipu2x8", ""),
+    ("tensor_views", "ipu2x8", ""),
+    ("vertices", "cpu", ""),
+    ("gp", "ipu4", ""),
+    ("copies", "ipu2x8", ""),
+    ("streams", "cpu", ""),
+    ("control", "ipu4", ""),
+    ("virtual_graph", "ipu16", ""),
+    ("multi_program", "cpu", ""),
+    ("non_contiguous", "ipu4", ""),
+    ("half", "ipu4", ""),
+    ("parallel", "ipu2x8", ""),
+    ("locality", "ipu2x8", ""),
+    ("memory", "ipu4-1k", "250"),
+    ("memory", "ipu4-1k", "300"),
+    ("memory_mk2", "mk2", ""),
+    ("profile", "ipu2x8", ""),
+    ("misc", "ipu16", ""),
+    ("scanner", "ipu4", str(HERE / "cpp" / "ScannerCases.cpp")),
+]
 
 
 def run(cmd, **kwargs):
     proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kwargs)
-    assert proc.returncode == 0, f"{cmd} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n" \
-                                 f"{proc.stderr[-6000:]}"
+    assert proc.returncode == 0, (
+        f"{cmd} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+    )
     assert not any(r in proc.stderr for r in REPORTS), proc.stderr[-6000:]
     return proc
 
@@ -52,8 +69,18 @@ def sanitized_popsnn(tmp_path_factory) -> Path:
         pytest.fail("cmake is not on PATH; the sanitizer tests build popsnn with it")
     root = tmp_path_factory.mktemp("sanitized")
     build, prefix = root / "build", root / "prefix"
-    run([cmake, "-S", REPO, "-B", build, "-DPOPSNN_BUILD_PYTHON=OFF",
-         "-DPOPSNN_NATIVE_CODELETS=OFF", *CONFIG])
+    run(
+        [
+            cmake,
+            "-S",
+            REPO,
+            "-B",
+            build,
+            "-DPOPSNN_BUILD_PYTHON=OFF",
+            "-DPOPSNN_NATIVE_CODELETS=OFF",
+            *CONFIG,
+        ]
+    )
     run([cmake, "--build", build, "-j", "2"])
     run([cmake, "--install", build, "--prefix", prefix])
     return prefix / "lib" / "cmake" / "popsnn"
@@ -68,12 +95,18 @@ def sanitized_cases(sanitized_popsnn, tmp_path_factory) -> Path:
 
 
 def test_runtime_cases_are_clean_and_unchanged_under_the_sanitizers(
-        sanitized_cases, runtime_cases, tmp_path):
+    sanitized_cases, runtime_cases, tmp_path
+):
     build = sanitized_cases
     env = dict(runtime_cases.env(**SANITIZER_ENV), POPSNN_CACHE_DIR=str(tmp_path / "cache"))
     for case, device, extra in CASES:
-        cmd = [build / "runtime_cases", case, device, runtime_cases.codelets,
-               build / "test_codelets.gp"] + ([extra] if extra else [])
+        cmd = [
+            build / "runtime_cases",
+            case,
+            device,
+            runtime_cases.codelets,
+            build / "test_codelets.gp",
+        ] + ([extra] if extra else [])
         got = json.loads(run(cmd, env=env, timeout=300).stdout)
         assert got == runtime_cases(case, device, extra), (case, device)
 
@@ -82,12 +115,19 @@ def test_misuse_errors_are_clean_under_the_sanitizers(sanitized_cases, runtime_c
     # The error paths (exceptions thrown mid-construction) are where leaks hide.
     (tmp_path / "broken.cpp").write_text(
         "#include <poplar/Vertex.hpp>\nclass Broken : public poplar::Vertex {\npublic:\n"
-        "  bool compute() { return undefined_name; }\n};\n")
+        "  bool compute() { return undefined_name; }\n};\n"
+    )
     (tmp_path / "garbage.gp").write_text("not a shared object\n")
     build = sanitized_cases
     env = dict(runtime_cases.env(**SANITIZER_ENV), POPSNN_CACHE_DIR=str(tmp_path / "cache"))
-    cmd = [build / "runtime_cases", "errors", "ipu4", runtime_cases.codelets,
-           build / "test_codelets.gp", tmp_path]
+    cmd = [
+        build / "runtime_cases",
+        "errors",
+        "ipu4",
+        runtime_cases.codelets,
+        build / "test_codelets.gp",
+        tmp_path,
+    ]
     errors = json.loads(run(cmd, env=env, timeout=300).stdout)["errors"]
     assert errors and all(e is not None and e["error"] for e in errors.values()), errors
 

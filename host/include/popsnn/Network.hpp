@@ -35,6 +35,14 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+// A Network was called from a second thread while a call was running: a Network runs
+// one call at a time (its device tensors hold one batch's state), so the second call is
+// refused rather than interleaved. Give each thread its own Network, or serialise calls.
+class NetworkBusy : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
 enum class OverflowPolicy {
   Error, // throw SpikeBufferOverflow before anything is updated
   Grow,  // recompile with buffers large enough and redo the step
@@ -50,6 +58,9 @@ public:
 
   const NetworkSpec &spec() const;
 
+  // Every call checks its arguments whole before the device sees any of them (the Python
+  // package's checks and messages: NaN/inf input or parameters, shapes, labels) and throws
+  // std::invalid_argument; a call made while another thread's call runs throws NetworkBusy.
   // x: [B, N_in] (InputMode::Direct) or [T, B, N_in] (PerStep), float32, row-major.
   // labels: [B]. Only the first `validSamples` samples count (a last, partial batch):
   // the loss is their mean and the others get zero gradient. outSpikes (optional):

@@ -12,7 +12,7 @@ namespace popsnn {
 enum class NeuronType { Leaky, Synaptic, RLeaky };
 enum class ResetMechanism { Subtract, Zero, None };
 enum class SurrogateKind { FastSigmoid, Atan, Sigmoid, StraightThrough };
-// Which (t, b, j) entries carry gradient (SPEC section 1): all, |U - threshold| < value,
+// Which (t, b, j) entries carry gradient (docs/numerics.md): all, |U - threshold| < value,
 // or U >= value.
 enum class SparseRule { None, Window, OneSided };
 enum class LossKind { CeCount, CeRate, MseCount, MseMembrane, CeMaxMembrane };

@@ -8,6 +8,7 @@ Backends import nothing from `popsnn.model` (the model picks a backend, not the 
 round), and every backend checks its arguments with `popsnn.validation`, so all devices accept
 and refuse the same calls.
 """
+
 from __future__ import annotations
 
 from typing import Protocol

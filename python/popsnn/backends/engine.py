@@ -31,6 +31,7 @@ Device options: `num_ipus`, `tiles_per_ipu`, `memory_bytes_per_tile`
 shard's neurons, default 1.0: never overflows), `on_overflow` ("error",
 default, or "grow": recompile with larger buffers and redo the step).
 """
+
 from __future__ import annotations
 
 import time
@@ -43,17 +44,25 @@ from .. import losses as _losses
 from .._checks import one_of, positive_int
 from ..defaults import RUN
 from ..layers import RLeaky, Synaptic
-from ..validation import (check_batch, check_learning_rate, check_params, check_sizes,
-                          param_shapes)
+from ..validation import check_batch, check_learning_rate, check_params, check_sizes, param_shapes
 
-__all__ = ["EngineBackend", "SpikeBufferOverflow", "NetworkDoesNotFit", "ipu_available",
-           "codelets_path"]
+__all__ = [
+    "EngineBackend",
+    "SpikeBufferOverflow",
+    "NetworkDoesNotFit",
+    "codelets_path",
+]
 
 SpikeBufferOverflow = _native.SpikeBufferOverflow
 NetworkDoesNotFit = _native.NetworkDoesNotFit
 
-_DEVICE_OPTIONS = ("num_ipus", "tiles_per_ipu", "memory_bytes_per_tile", "max_activity",
-                   "on_overflow")
+_DEVICE_OPTIONS = (
+    "num_ipus",
+    "tiles_per_ipu",
+    "memory_bytes_per_tile",
+    "max_activity",
+    "on_overflow",
+)
 
 
 def codelets_path() -> Path:
@@ -61,18 +70,20 @@ def codelets_path() -> Path:
     return Path(__file__).resolve().parents[1] / "lib" / "popsnn_codelets.gp"
 
 
-def ipu_available() -> bool:
-    """No IPU hardware is reachable through popsnn's own runtime."""
-    return False
-
-
 def _layer_spec(lin, neuron) -> dict:
-    spec = {"inputs": lin.in_features, "outputs": lin.out_features, "bias": lin.bias,
-            "neuron": type(neuron).__name__, "beta": neuron.beta,
-            "threshold": neuron.threshold, "reset": neuron.reset_mechanism,
-            "surrogate": neuron.surrogate.name, "surrogate_param": neuron.surrogate.param,
-            "sparse": "none" if neuron.sparse is None else neuron.sparse.kind,
-            "sparse_value": 0.0 if neuron.sparse is None else neuron.sparse.value}
+    spec = {
+        "inputs": lin.in_features,
+        "outputs": lin.out_features,
+        "bias": lin.bias,
+        "neuron": type(neuron).__name__,
+        "beta": neuron.beta,
+        "threshold": neuron.threshold,
+        "reset": neuron.reset_mechanism,
+        "surrogate": neuron.surrogate.name,
+        "surrogate_param": neuron.surrogate.param,
+        "sparse": "none" if neuron.sparse is None else neuron.sparse.kind,
+        "sparse_value": 0.0 if neuron.sparse is None else neuron.sparse.value,
+    }
     if isinstance(neuron, Synaptic):
         spec["alpha"] = neuron.alpha
     if isinstance(neuron, RLeaky):
@@ -87,8 +98,10 @@ def _loss_spec(loss, num_outputs) -> dict:
     if loss.population_code:
         spec["num_classes"] = loss.num_classes
     elif loss.num_classes is not None and loss.num_classes != num_outputs:
-        raise ValueError(f"loss num_classes={loss.num_classes} but the output layer has "
-                         f"{num_outputs} neurons; pass population_code=True to pool blocks")
+        raise ValueError(
+            f"loss num_classes={loss.num_classes} but the output layer has "
+            f"{num_outputs} neurons; pass population_code=True to pool blocks"
+        )
     for key in ("correct_rate", "incorrect_rate", "on_target", "off_target"):
         if hasattr(loss, key):
             spec[key] = getattr(loss, key)
@@ -111,41 +124,57 @@ def _optimizer_spec(optimizer) -> dict:
 class EngineBackend:
     """A network compiled once into a Poplar engine; see the module docstring."""
 
-    def __init__(self, net, params, loss, optimizer, *, num_steps, batch_size, device="cpu",
-                 **device_options):
+    def __init__(
+        self, net, params, loss, optimizer, *, num_steps, batch_size, device="cpu", **device_options
+    ):
         unknown = sorted(set(device_options) - set(_DEVICE_OPTIONS))
         if unknown:
-            raise ValueError(f"unknown device option(s) {unknown}; valid: "
-                             f"{', '.join(_DEVICE_OPTIONS)}")
+            raise ValueError(
+                f"unknown device option(s) {unknown}; valid: {', '.join(_DEVICE_OPTIONS)}"
+            )
         one_of("device", device, ("cpu", "ipu-model", "ipu"))
-        if device == "cpu" and set(device_options) & {"num_ipus", "tiles_per_ipu",
-                                                      "memory_bytes_per_tile"}:
-            raise ValueError("num_ipus, tiles_per_ipu and memory_bytes_per_tile describe an "
-                             "IPU geometry: use them with device='ipu-model', not 'cpu'")
+        if device == "cpu" and set(device_options) & {
+            "num_ipus",
+            "tiles_per_ipu",
+            "memory_bytes_per_tile",
+        }:
+            raise ValueError(
+                "num_ipus, tiles_per_ipu and memory_bytes_per_tile describe an "
+                "IPU geometry: use them with device='ipu-model', not 'cpu'"
+            )
         self.net, self.loss, self.optimizer = net, loss, optimizer
         self.num_steps, self.batch_size = check_sizes(net, num_steps, batch_size)
         self.device = device
-        self.on_overflow = one_of("on_overflow", device_options.get("on_overflow", "error"),
-                                  ("error", "grow"))
+        self.on_overflow = one_of(
+            "on_overflow", device_options.get("on_overflow", "error"), ("error", "grow")
+        )
         self.max_activity = device_options.get("max_activity", RUN["max_activity"])
-        if isinstance(self.max_activity, bool) or not isinstance(self.max_activity, (int, float)) \
-                or not 0 < self.max_activity <= 1:
-            raise ValueError(f"max_activity must be a number in (0, 1] (the spike-buffer "
-                             f"capacity as a fraction of a tile's neurons), got "
-                             f"{self.max_activity!r}")
+        if (
+            isinstance(self.max_activity, bool)
+            or not isinstance(self.max_activity, (int, float))
+            or not 0 < self.max_activity <= 1
+        ):
+            raise ValueError(
+                f"max_activity must be a number in (0, 1] (the spike-buffer "
+                f"capacity as a fraction of a tile's neurons), got "
+                f"{self.max_activity!r}"
+            )
         self.max_activity = float(self.max_activity)
         self._device = {"type": device, "codelets": str(codelets_path())}
         for key in ("num_ipus", "tiles_per_ipu", "memory_bytes_per_tile"):
             if key in device_options:
                 self._device[key] = positive_int(key, device_options[key])
         check_params(net, params)
-        self._spec = {"layers": [_layer_spec(lin, n) for lin, n in net.pairs],
-                      "loss": _loss_spec(loss, net.num_outputs),
-                      "optimizer": _optimizer_spec(optimizer),
-                      "batch_size": self.batch_size, "num_steps": self.num_steps,
-                      "max_activity": self.max_activity}
+        self._spec = {
+            "layers": [_layer_spec(lin, n) for lin, n in net.pairs],
+            "loss": _loss_spec(loss, net.num_outputs),
+            "optimizer": _optimizer_spec(optimizer),
+            "batch_size": self.batch_size,
+            "num_steps": self.num_steps,
+            "max_activity": self.max_activity,
+        }
         self._params = self._as_float32(params)
-        self._opt_state = None     # carried across engines when the input mode changes
+        self._opt_state = None  # carried across engines when the input mode changes
         self._engine = None
         self._mode = None
         self._seconds = 0.0
@@ -158,8 +187,9 @@ class EngineBackend:
 
     @staticmethod
     def _as_float32(params):
-        return [{k: np.ascontiguousarray(v, dtype=np.float32) for k, v in p.items()}
-                for p in params]
+        return [
+            {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in p.items()} for p in params
+        ]
 
     def _engine_for(self, mode):
         """The engine compiled for input `mode` ("direct" [B, N] or "per_step" [T, B, N])."""
@@ -239,9 +269,10 @@ class EngineBackend:
                         if key in f:
                             state.append([l, key, {"momentum_buffer": f[key]}])
                     else:
-                        state.append([l, key, {"step": int(steps), "exp_avg": f[key],
-                                               "exp_avg_sq": s[key]}])
-        state.sort(key=lambda entry: (entry[0], entry[1]))   # popsnn.optim's order
+                        state.append(
+                            [l, key, {"step": int(steps), "exp_avg": f[key], "exp_avg_sq": s[key]}]
+                        )
+        state.sort(key=lambda entry: (entry[0], entry[1]))  # popsnn.optim's order
         return {"name": name, "hyper": dict(self.optimizer.hyper), "state": state}
 
     def load_optimizer_state(self, state) -> None:
@@ -278,8 +309,11 @@ class EngineBackend:
     def profile(self) -> dict:
         """Wall-clock time of train steps here, and the runtime's ESTIMATES of IPU cycles
         (labelled `estimate_*`; never measured on an IPU)."""
-        out = {"device": self.device, "train_steps": self._train_steps,
-               "train_seconds": self._seconds}
+        out = {
+            "device": self.device,
+            "train_steps": self._train_steps,
+            "train_seconds": self._seconds,
+        }
         out.update(self._engine.layout())
         out.update(self._engine.profile())
         out["estimate_summary"] = self._engine.profile_summary()

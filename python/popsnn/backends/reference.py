@@ -1,13 +1,13 @@
 """The dense NumPy reference (`popsnn.reference`) as a backend of `popsnn.Model`: the oracle
 every engine is checked against, and the device that always works."""
+
 from __future__ import annotations
 
 import copy
 import time
 
 from .. import reference as _reference
-from ..validation import (check_batch, check_learning_rate, check_params, check_sizes,
-                          param_shapes)
+from ..validation import check_batch, check_learning_rate, check_params, check_sizes, param_shapes
 
 __all__ = ["ReferenceBackend"]
 
@@ -18,16 +18,29 @@ class ReferenceBackend:
     It follows `popsnn.backends.Backend`.
     """
 
-    def __init__(self, net, params, loss, optimizer, *, num_steps, batch_size,
-                 device="reference", **device_options):
+    def __init__(
+        self,
+        net,
+        params,
+        loss,
+        optimizer,
+        *,
+        num_steps,
+        batch_size,
+        device="reference",
+        **device_options,
+    ):
         if device_options:
-            raise ValueError(f"the reference device takes no device options, got "
-                             f"{sorted(device_options)}; they are for the engine devices "
-                             f"cpu, ipu-model and ipu")
+            raise ValueError(
+                f"the reference device takes no device options, got "
+                f"{sorted(device_options)}; they are for the engine devices "
+                f"cpu, ipu-model and ipu"
+            )
         self.net, self.loss, self.optimizer = net, loss, optimizer
         # Spikes, membranes, currents and masks of every neuron and step, in float64.
-        self.num_steps, self.batch_size = check_sizes(net, num_steps, batch_size,
-                                                      bytes_per_neuron_step=32)
+        self.num_steps, self.batch_size = check_sizes(
+            net, num_steps, batch_size, bytes_per_neuron_step=32
+        )
         check_params(net, params)
         self.params = copy.deepcopy(params)
         self._steps = 0
@@ -36,13 +49,15 @@ class ReferenceBackend:
 
     def _checked(self, x):
         """x checked as every device checks it (its dtype is the parameters', for the oracle)."""
-        return check_batch(self.net, x, self.num_steps, self.batch_size,
-                           self.params[0]["weight"].dtype)[0]
+        return check_batch(
+            self.net, x, self.num_steps, self.batch_size, self.params[0]["weight"].dtype
+        )[0]
 
     def _loss_and_grad(self, x, y):
         x = self._checked(x)
-        return _reference.loss_and_grad(self.net, self.params, x, y, self.loss,
-                                        self.num_steps if x.ndim == 2 else None)
+        return _reference.loss_and_grad(
+            self.net, self.params, x, y, self.loss, self.num_steps if x.ndim == 2 else None
+        )
 
     def train_step(self, x, y):
         start = time.perf_counter()
@@ -63,8 +78,9 @@ class ReferenceBackend:
 
     def infer(self, x):
         x = self._checked(x)
-        return _reference.forward(self.net, self.params, x,
-                                  self.num_steps if x.ndim == 2 else None).spikes[-1]
+        return _reference.forward(
+            self.net, self.params, x, self.num_steps if x.ndim == 2 else None
+        ).spikes[-1]
 
     def get_params(self):
         return copy.deepcopy(self.params)
@@ -83,5 +99,9 @@ class ReferenceBackend:
         self.optimizer.hyper["lr"] = check_learning_rate(lr)
 
     def profile(self) -> dict:
-        return {"device": "reference", "train_steps": self._steps,
-                "train_samples": self._samples, "train_seconds": self._seconds}
+        return {
+            "device": "reference",
+            "train_steps": self._steps,
+            "train_samples": self._samples,
+            "train_seconds": self._seconds,
+        }

@@ -1,6 +1,6 @@
-// Codes shared by popsnn's vertices and the host graph builder. Plain C++ with
-// no dependencies: popc compiles it for the IPU, the builder includes it on the
-// host, so the two can never disagree on what a code means.
+// Codes shared by popsnn's vertices (codelets/) and the host graph builder (host/src/):
+// plain C++ with no dependencies, in this folder both sides include, so the two can never
+// disagree on what a code means and neither includes the other's headers.
 #pragma once
 
 namespace popsnn {

@@ -1,0 +1,173 @@
+#include "Exchange.hpp"
+
+namespace popsnn {
+
+using namespace poplar;
+using namespace poplar::program;
+
+void CopyList::append(const CopyList &other) {
+  src.insert(src.end(), other.src.begin(), other.src.end());
+  dst.insert(dst.end(), other.dst.begin(), other.dst.end());
+}
+
+Program CopyList::program() const {
+  Sequence seq;
+  std::vector<bool> done(src.size(), false);
+  for (std::size_t i = 0; i < src.size(); ++i) {
+    if (done[i])
+      continue;
+    std::vector<Tensor> s, d;
+    for (std::size_t j = i; j < src.size(); ++j)
+      if (!done[j] && src[j].elementType() == src[i].elementType()) {
+        s.push_back(src[j]);
+        d.push_back(dst[j]);
+        done[j] = true;
+      }
+    seq.add(Copy(concat(s), concat(d)));
+  }
+  return seq;
+}
+
+Program merged(const std::vector<CopyList> &lists) {
+  CopyList all;
+  for (const CopyList &c : lists)
+    all.append(c);
+  return all.program();
+}
+
+CopyList idCopies(const GraphBuild &b, const Layer &from, const Layer &to, bool recurrentStep,
+                  bool ownTraces, bool previous) {
+  CopyList c;
+  const bool oneStep = recurrentStep || b.stepMajor();
+  const std::size_t slot = std::size_t(oneStep ? 1 : b.steps()) * b.batch() * from.stride;
+  for (const Shard &dst : to.shards)
+    for (unsigned s = 0; s < from.shards.size(); ++s) {
+      const Shard &src = from.shards[s];
+      const Tensor &data = previous ? src.prevIds : oneStep ? src.outIds : src.idTrace;
+      const Tensor &into = recurrentStep ? dst.recRecv : ownTraces ? dst.ownTraces : dst.inRecv;
+      c.add(data, into.slice(s * slot, (s + 1) * slot));
+    }
+  return c;
+}
+
+CopyList gradCopies(const GraphBuild &b, const Layer &from, const Layer &to, bool recurrentStep) {
+  CopyList c;
+  const std::size_t rows =
+      std::size_t(recurrentStep || b.stepMajor() ? 1 : b.steps()) * b.batch();
+  for (const Shard &src : from.shards)
+    for (const Shard &dst : to.shards) {
+      const Tensor &into = recurrentStep ? dst.ownGrad : dst.nextGrad;
+      c.add(recurrentStep ? src.gradStep : src.gradOut,
+            into.slice(rows * src.first, rows * (src.first + src.size)));
+    }
+  return c;
+}
+
+CopyList partialCopies(const GraphBuild &b, const Layer &from, const Layer &to) {
+  CopyList c;
+  const std::size_t rows = std::size_t(b.steps()) * b.batch();
+  for (const Shard &dst : to.shards)
+    for (unsigned s = 0; s < from.shards.size(); ++s)
+      c.add(from.shards[s].nextCurrent.slice(rows * dst.first, rows * (dst.first + dst.size)),
+            dst.partialRecv.slice(s * rows * dst.size, (s + 1) * rows * dst.size));
+  return c;
+}
+
+CopyList pushedGradCopies(const Layer &from, const Layer &to) {
+  CopyList c;
+  for (const Shard &dst : to.shards)
+    for (const Shard &src : from.shards)
+      c.add(src.nextGradWeights.slice(std::size_t(src.size) * dst.first,
+                                      std::size_t(src.size) * (dst.first + dst.size)),
+            dst.grad[P_WEIGHT].slice(std::size_t(src.first) * dst.size,
+                                     std::size_t(src.first + src.size) * dst.size));
+  return c;
+}
+
+namespace {
+
+// The rows of `from`'s weights (or V) that belong to each shard of `to`, into that
+// shard's fan-out copy: [n_d, n_k] blocks, contiguous on both sides.
+CopyList weightCopies(const Layer &from, const Layer &to, bool recurrent) {
+  CopyList c;
+  for (const Shard &src : from.shards) {
+    const Tensor &w = recurrent ? src.param[P_REC_WEIGHT] : src.param[P_WEIGHT];
+    for (const Shard &dst : to.shards) {
+      const Tensor &into = recurrent ? dst.ownWeights : dst.nextWeights;
+      c.add(w.slice(std::size_t(dst.first) * src.size,
+                    std::size_t(dst.first + dst.size) * src.size),
+            into.slice(std::size_t(dst.size) * src.first,
+                       std::size_t(dst.size) * (src.first + src.size)));
+    }
+  }
+  return c;
+}
+
+} // namespace
+
+CopyList fanoutCopies(const GraphBuild &b) {
+  CopyList fanout;
+  for (unsigned l = 0; l < b.layers.size(); ++l) {
+    if (b.layers[l].a2a)
+      fanout.append(weightCopies(b.layers[l], b.layers[l], true));
+    if (l > 0)
+      fanout.append(weightCopies(b.layers[l], b.layers[l - 1], false));
+  }
+  return fanout;
+}
+
+// x is [B, N] (direct) or [T, B, N], a chunk's samples one contiguous run per step.
+CopyList inputCopies(const GraphBuild &b, unsigned m) {
+  CopyList c;
+  const std::size_t row = std::size_t(b.spec.layers[0].inputs) * b.batch();
+  const unsigned pieces = b.spec.input == InputMode::Direct ? 1 : b.steps();
+  for (const Shard &sh : b.layers[0].shards) {
+    if (b.chunks() == 1) {
+      c.add(b.io.x, sh.xLocal);
+      continue;
+    }
+    for (unsigned t = 0; t < pieces; ++t) {
+      const std::size_t from = (std::size_t(t) * b.chunks() + m) * row;
+      c.add(b.io.x.slice(from, from + row), sh.xLocal.slice(t * row, (t + 1) * row));
+    }
+  }
+  return c;
+}
+
+LossExchange lossCopies(const GraphBuild &b) {
+  LossExchange c;
+  const HostTensors &io = b.io;
+  const unsigned T = b.steps(), Bc = b.batch();
+  const std::vector<LossGroup> &groups = b.plan.lossGroups;
+  if (groups.size() == 1) {
+    for (const Shard &sh : b.layers.back().shards) {
+      const std::size_t lo = std::size_t(T) * Bc * sh.first,
+                        hi = lo + std::size_t(T) * Bc * sh.size;
+      c.gather.add(sh.recSpikes, io.gatheredS.slice(lo, hi));
+      c.gather.add(sh.recMem, io.gatheredU.slice(lo, hi));
+      c.scatter.add(io.gradS.slice(lo, hi), sh.lossGradS);
+      c.scatter.add(io.gradU.slice(lo, hi), sh.lossGradU);
+    }
+    return c;
+  }
+  // Group g's samples of step t: one run of a shard's [T, Bc, n] record, into the
+  // group's block laid out [shard][T][Bg][n].
+  const std::size_t record = std::size_t(T) * b.plan.numOutputs;
+  for (const LossGroup &g : groups) {
+    const std::size_t Bg = g.last - g.first, base = record * g.first;
+    for (const Shard &sh : b.layers.back().shards)
+      for (unsigned t = 0; t < T; ++t) {
+        const std::size_t from = (std::size_t(t) * Bc + g.first) * sh.size;
+        const std::size_t to = base + std::size_t(T) * Bg * sh.first + t * Bg * sh.size;
+        const std::size_t len = Bg * sh.size;
+        c.gather.add(sh.recSpikes.slice(from, from + len), io.gatheredS.slice(to, to + len));
+        c.gather.add(sh.recMem.slice(from, from + len), io.gatheredU.slice(to, to + len));
+        c.scatter.add(io.gradS.slice(to, to + len), sh.lossGradS.slice(from, from + len));
+        c.scatter.add(io.gradU.slice(to, to + len), sh.lossGradU.slice(from, from + len));
+      }
+  }
+  c.scatter.add(io.lossParts, io.lossPartsLocal);
+  return c;
+}
+
+} // namespace popsnn

@@ -1,0 +1,104 @@
+// One graph build: a Plan turned into a Poplar graph's tensors (this header), exchanges
+// (Exchange.hpp), vertices (VertexWiring.hpp) and programs (Programs.hpp). Each of those
+// rooms reads the plan and the tensors made before it; Network.cpp runs them in order.
+#pragma once
+
+#include <poplar/Graph.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "Plan.hpp"
+
+namespace popsnn {
+
+// A shard's tensors on its tile.
+struct Shard : ShardPlan {
+  // Parameters, their gradients and optimiser state: index P_WEIGHT.. (Plan.hpp).
+  poplar::Tensor param[NUM_PARAMS], grad[NUM_PARAMS], opt1[NUM_PARAMS], opt2[NUM_PARAMS],
+      optCount[NUM_PARAMS];
+  // outIds: a2a, or step-major feeding a layer.
+  poplar::Tensor mem, syn, prevSpikes, fwdScratch, surrTrace, idTrace, outIds, overflow;
+  poplar::Tensor surrValues; // a sparse rule: the surrogate per id-buffer entry, not surrTrace
+  poplar::Tensor stepForward, stepBackward;
+  poplar::Tensor xLocal, current, currentGradSum;
+  // inRecv: the previous layer's traces; recRecv: own ids of step t-1 (a2a forward);
+  // ownTraces: own traces (a2a backward).
+  poplar::Tensor inRecv, recRecv, ownTraces, prevIds; // prevIds: step-major a2a
+  poplar::Tensor gradMem, gradSyn, bwdScratch, gradOut, gradStep;
+  // Copies of the weights of the layer this shard feeds (and of V), on this shard's neurons.
+  poplar::Tensor nextGrad, nextWeights, nextWeightsT, ownGrad, ownWeights, ownWeightsT;
+  poplar::Tensor recSpikes, recMem, lossGradS, lossGradU;
+  // The batch split into sample chunks: gradients summed over the chunks, and every chunk's
+  // overflow counters.
+  poplar::Tensor gradTotal[NUM_PARAMS], overflowAll;
+  // A layer that pushes (LayerShape::push): its W_next.S blocks and W_next rows, dL/dW_next;
+  // the layer it feeds: the received blocks.
+  poplar::Tensor nextCurrent, nextRows, nextGradRows, nextGradWeights, partialRecv;
+};
+
+struct Layer : LayerShape {
+  std::vector<Shard> shards;
+};
+
+// The tensors outside the layers: the batch, labels, loss and output records, and the
+// learning rate (one float per tile, written by the host: a schedule needs no recompile).
+struct HostTensors {
+  poplar::Tensor x, labels, sampleWeights, lossValue, gatheredS, gatheredU, gradS, gradU,
+      lossScratch, learningRate;
+  // Chunked: the loss vertex's chunk of labels and weights, the loss and the output spikes
+  // of the whole batch.
+  poplar::Tensor labelsChunk, weightsChunk, lossTotal, spikesAll;
+  // Each loss group's part of the loss, summed (LossSum) into lossValue on the loss tile.
+  poplar::Tensor lossParts, lossPartsLocal;
+};
+
+struct GraphBuild {
+  // target null: a counting build, which makes no graph and no tensors (every Tensor stays
+  // invalid) and only counts the bytes per tile and layer -- the plan's memory.
+  GraphBuild(const NetworkSpec &spec, Plan plan, const poplar::Target *target);
+
+  const NetworkSpec &spec;
+  Plan plan;
+  std::unique_ptr<poplar::Graph> graph;
+  std::vector<Layer> layers;
+  HostTensors io;
+  // Bytes of popsnn's tensors per tile and layer (index L: the loss and host tensors).
+  std::vector<std::vector<std::uint64_t>> tileLayerBytes;
+
+  unsigned batch() const { return plan.chunkBatch; } // samples on the tiles at once
+  unsigned steps() const { return spec.numSteps; }
+  unsigned chunks() const { return plan.schedule.chunks; }
+  bool stepMajor() const { return plan.schedule.stepMajor; }
+  unsigned hostTag() const { return layers.size(); } // tileLayerBytes' loss/host column
+
+  poplar::Tensor var(const poplar::Type &type, std::size_t n, unsigned tile,
+                     const std::string &name, int layer = -1);
+  poplar::Tensor zeros(const poplar::Type &type, std::size_t n, unsigned tile,
+                       const std::string &name, int layer = -1);
+  // Unused fields of a general vertex are connected to a 1-element placeholder.
+  poplar::Tensor dummyIn(const poplar::Type &type, unsigned tile);
+  poplar::Tensor dummyOut(const poplar::Type &type, unsigned tile);
+
+  std::size_t typeSize(const poplar::Type &type) const;
+
+  // Throws NetworkDoesNotFit naming the tile and the layer that takes most of it.
+  void checkMemory(const poplar::Target &target) const;
+
+private:
+  std::map<std::pair<unsigned, std::string>, poplar::Tensor> dummies_;
+  unsigned dummyCount_ = 0;
+};
+
+// ShardTensors.cpp: every shard's tensors, and the host-facing ones.
+void createShardTensors(GraphBuild &b, Layer &layer);
+void createHostTensors(GraphBuild &b);
+// The plan's memory: bytes of popsnn's tensors per tile and layer (index L: the loss and
+// host tensors), the same count a graph build makes, without a Graph.
+GraphBuild countTensorBytes(const NetworkSpec &spec, const Plan &plan);
+
+} // namespace popsnn

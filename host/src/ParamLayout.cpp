@@ -1,0 +1,136 @@
+#include "ParamLayout.hpp"
+
+#include <algorithm>
+
+namespace popsnn {
+
+namespace {
+
+bool isMatrix(const Layer &layer, unsigned p) {
+  return p == P_WEIGHT || (p == P_REC_WEIGHT && layer.a2a);
+}
+
+std::string streamName(const std::string &prefix, const Layer &layer, unsigned shard,
+                       unsigned p) {
+  return prefix + std::to_string(layer.index) + "/" + std::to_string(shard) + "/" +
+         std::to_string(p);
+}
+
+void readParam(poplar::Engine &engine, const std::string &prefix, const Layer &layer, unsigned p,
+               std::vector<float> &out) {
+  out.assign(hostParamSize(layer.spec, p), 0.0f);
+  const unsigned rows = p == P_WEIGHT ? layer.spec.inputs : layer.spec.outputs; // device rows
+  for (unsigned k = 0; k < layer.shards.size(); ++k) {
+    const Shard &sh = layer.shards[k];
+    std::vector<float> buf(isMatrix(layer, p) ? std::size_t(rows) * sh.size : sh.size);
+    engine.readTensor(streamName(prefix, layer, k, p), buf.data(), buf.data() + buf.size());
+    if (isMatrix(layer, p)) {
+      for (unsigned i = 0; i < rows; ++i)
+        for (unsigned j = 0; j < sh.size; ++j)
+          out[std::size_t(sh.first + j) * rows + i] = buf[std::size_t(i) * sh.size + j];
+    } else {
+      std::copy(buf.begin(), buf.end(), out.begin() + sh.first);
+    }
+  }
+}
+
+void writeParam(poplar::Engine &engine, const std::string &prefix, const Layer &layer,
+                unsigned p, const std::vector<float> &in) {
+  const unsigned rows = p == P_WEIGHT ? layer.spec.inputs : layer.spec.outputs;
+  for (unsigned k = 0; k < layer.shards.size(); ++k) {
+    const Shard &sh = layer.shards[k];
+    std::vector<float> buf(isMatrix(layer, p) ? std::size_t(rows) * sh.size : sh.size);
+    if (isMatrix(layer, p)) {
+      for (unsigned i = 0; i < rows; ++i)
+        for (unsigned j = 0; j < sh.size; ++j)
+          buf[std::size_t(i) * sh.size + j] = in[std::size_t(sh.first + j) * rows + i];
+    } else {
+      std::copy(in.begin() + sh.first, in.begin() + sh.first + sh.size, buf.begin());
+    }
+    engine.writeTensor(streamName(prefix, layer, k, p), buf.data(), buf.data() + buf.size());
+  }
+}
+
+std::vector<float> &member(LayerParams &lp, unsigned p) {
+  switch (p) {
+  case P_WEIGHT:
+    return lp.weight;
+  case P_BIAS:
+    return lp.bias;
+  case P_REC_WEIGHT:
+    return lp.recurrentWeight;
+  default:
+    return lp.recurrentBias;
+  }
+}
+const std::vector<float> &member(const LayerParams &lp, unsigned p) {
+  return member(const_cast<LayerParams &>(lp), p);
+}
+
+// An optimiser slot's values, or zeros where the state leaves it empty.
+void writeSlot(poplar::Engine &engine, const std::string &prefix, const Layer &layer, unsigned p,
+               const std::vector<float> &values) {
+  if (values.empty())
+    writeParam(engine, prefix, layer, p, std::vector<float>(hostParamSize(layer.spec, p), 0.0f));
+  else
+    writeParam(engine, prefix, layer, p, values);
+}
+
+} // namespace
+
+std::vector<LayerParams> readParams(poplar::Engine &engine, const std::vector<Layer> &layers,
+                                    const std::string &prefix) {
+  std::vector<LayerParams> out(layers.size());
+  for (auto &layer : layers)
+    for (unsigned p = 0; p < NUM_PARAMS; ++p)
+      if (layer.hasParam(p))
+        readParam(engine, prefix, layer, p, member(out[layer.index], p));
+  return out;
+}
+
+void writeParams(poplar::Engine &engine, const std::vector<Layer> &layers,
+                 const std::vector<LayerParams> &params) {
+  for (auto &layer : layers)
+    for (unsigned p = 0; p < NUM_PARAMS; ++p)
+      if (layer.hasParam(p))
+        writeParam(engine, "param_w", layer, p, member(params[layer.index], p));
+}
+
+OptimizerState readOptimizerState(poplar::Engine &engine, const std::vector<Layer> &layers) {
+  OptimizerState st;
+  st.layers.resize(layers.size());
+  for (auto &layer : layers)
+    for (unsigned p = 0; p < NUM_PARAMS; ++p) {
+      if (!layer.hasParam(p))
+        continue;
+      const Shard &sh = layer.shards[0];
+      unsigned count = 0;
+      engine.readTensor(streamName("count_r", layer, 0, p), &count, &count + 1);
+      st.steps = count;
+      if (sh.opt1[p].valid())
+        readParam(engine, "opt1_r", layer, p, member(st.layers[layer.index].first, p));
+      if (sh.opt2[p].valid())
+        readParam(engine, "opt2_r", layer, p, member(st.layers[layer.index].second, p));
+    }
+  return st;
+}
+
+void writeOptimizerState(poplar::Engine &engine, const std::vector<Layer> &layers,
+                         const OptimizerState &st) {
+  for (auto &layer : layers)
+    for (unsigned p = 0; p < NUM_PARAMS; ++p) {
+      if (!layer.hasParam(p))
+        continue;
+      const Shard &sh0 = layer.shards[0];
+      if (sh0.opt1[p].valid())
+        writeSlot(engine, "opt1_w", layer, p, member(st.layers[layer.index].first, p));
+      if (sh0.opt2[p].valid())
+        writeSlot(engine, "opt2_w", layer, p, member(st.layers[layer.index].second, p));
+      for (unsigned k = 0; k < layer.shards.size(); ++k) {
+        const unsigned count = st.steps;
+        engine.writeTensor(streamName("count_w", layer, k, p), &count, &count + 1);
+      }
+    }
+}
+
+} // namespace popsnn

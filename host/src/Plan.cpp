@@ -1,0 +1,149 @@
+#include "Plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "popsnn/VertexEnums.hpp"
+
+namespace popsnn {
+
+namespace {
+
+unsigned ceilDiv(unsigned a, unsigned b) { return (a + b - 1) / b; }
+
+// A layer at most this wide, with an input layer 16 times wider, is pushed to.
+constexpr unsigned kNarrowLayer = 32;
+
+LayerPlan planLayer(const NetworkSpec &spec, unsigned l, const TargetGeometry &target,
+                    const Schedule &schedule) {
+  const unsigned L = spec.layers.size();
+  LayerPlan layer;
+  layer.spec = spec.layers[l];
+  layer.index = l;
+  layer.a2a = layer.spec.neuron == NeuronType::RLeaky && layer.spec.allToAll;
+  layer.o2o = layer.spec.neuron == NeuronType::RLeaky && !layer.spec.allToAll;
+  layer.isOutput = l + 1 == L;
+  layer.inputMode = l > 0 ? codes::INPUT_SPIKE_IDS
+                    : spec.input == InputMode::Direct ? codes::INPUT_DIRECT
+                                                      : codes::INPUT_DENSE_STEPS;
+  const unsigned N = layer.spec.outputs;
+  // Spread every layer over all tiles (spread = 1): layers run one after the other,
+  // so each phase gets the whole machine.
+  layer.shardSize =
+      ceilDiv(N, std::max(1u, std::min(N, target.numTiles) / schedule.spread));
+  // A wide layer feeding a much narrower one (a readout: 1000 -> 10) in the layer-major
+  // schedule: shards just wide enough that the narrow layer is pushed W.S sums (see
+  // LayerShape::push) rather than sent every shard's ids -- on many tiles, tiny shards
+  // would leave each of its few tiles N ids to receive and sum per (step, sample).
+  if (!schedule.stepMajor && l + 1 < L) {
+    const unsigned nextN = spec.layers[l + 1].outputs;
+    if (nextN <= kNarrowLayer && N >= 16 * nextN)
+      for (unsigned size = layer.shardSize; size <= N; ++size)
+        if (codes::BUFFER_HEADER + bufferCapacity(size, spec.maxActivity) >= nextN) {
+          layer.shardSize = size;
+          break;
+        }
+  }
+  const unsigned numShards = ceilDiv(N, layer.shardSize);
+  unsigned maxCapacity = 1;
+  for (unsigned k = 0; k < numShards; ++k) {
+    ShardPlan sh;
+    sh.tile = k;
+    sh.first = k * layer.shardSize;
+    sh.size = std::min(layer.shardSize, N - sh.first);
+    sh.capacity = bufferCapacity(sh.size, spec.maxActivity);
+    maxCapacity = std::max(maxCapacity, sh.capacity);
+    layer.shards.push_back(sh);
+  }
+  layer.stride = codes::BUFFER_HEADER + maxCapacity;
+  return layer;
+}
+
+} // namespace
+
+const char *paramName(unsigned p) {
+  static const char *names[NUM_PARAMS] = {"weight", "bias", "recurrent_weight",
+                                          "recurrent_bias"};
+  return names[p];
+}
+
+bool layerHasParam(const LayerSpec &s, unsigned p) {
+  const bool recurrent = s.neuron == NeuronType::RLeaky;
+  return p == P_WEIGHT || (p == P_BIAS && s.bias) || (p == P_REC_WEIGHT && recurrent) ||
+         (p == P_REC_BIAS && recurrent && s.allToAll);
+}
+
+std::size_t hostParamSize(const LayerSpec &s, unsigned p) {
+  if (p == P_WEIGHT)
+    return std::size_t(s.outputs) * s.inputs;
+  if (p == P_REC_WEIGHT && s.neuron == NeuronType::RLeaky && s.allToAll)
+    return std::size_t(s.outputs) * s.outputs;
+  return s.outputs;
+}
+
+bool hasOptimizerSlot(const OptimizerSpec &o, unsigned slot) {
+  const bool sgd = o.kind == OptimizerKind::SGD;
+  return slot == 0 ? !sgd || o.momentum != 0.0 : !sgd;
+}
+
+std::size_t LayerShape::paramSize(unsigned p, unsigned n) const {
+  switch (p) {
+  case P_WEIGHT:
+    return std::size_t(spec.inputs) * n;
+  case P_REC_WEIGHT:
+    return a2a ? std::size_t(spec.outputs) * n : n;
+  default:
+    return n;
+  }
+}
+
+unsigned bufferCapacity(unsigned size, float maxActivity) {
+  return std::min<unsigned>(size,
+                            std::max(1u, unsigned(std::ceil(double(maxActivity) * size))));
+}
+
+Plan planNetwork(const NetworkSpec &spec, const TargetGeometry &target,
+                 const Schedule &schedule) {
+  if (schedule.chunks == 0 || spec.batchSize % schedule.chunks)
+    throw std::invalid_argument("a plan's chunks must divide the batch of " +
+                                std::to_string(spec.batchSize) + ", got " +
+                                std::to_string(schedule.chunks));
+  if (target.numTiles == 0 || schedule.spread == 0)
+    throw std::invalid_argument("a plan needs at least one tile and a spread >= 1");
+  Plan plan;
+  plan.schedule = schedule;
+  plan.numTiles = target.numTiles;
+  plan.chunkBatch = spec.batchSize / schedule.chunks;
+  const unsigned L = spec.layers.size();
+  for (unsigned l = 0; l < L; ++l)
+    plan.layers.push_back(planLayer(spec, l, target, schedule));
+  std::vector<LayerPlan> &layers = plan.layers;
+  for (unsigned l = 0; l + 1 < L; ++l) {
+    // Per (step, sample) and receiving shard: n_k floats instead of a whole id buffer.
+    layers[l].push = !schedule.stepMajor && layers[l + 1].spec.outputs <= layers[l].stride;
+    if (layers[l].push) {
+      layers[l + 1].inputMode = codes::INPUT_PARTIAL_CURRENT;
+      // The pushed-to layer's shards on the tiles after the pusher's where there is room:
+      // a tile then holds one shard's blocks of partial sums, not those beside the pusher's.
+      const unsigned offset = layers[l].shards.back().tile + 1;
+      if (offset + layers[l + 1].shards.size() <= target.numTiles)
+        for (ShardPlan &sh : layers[l + 1].shards)
+          sh.tile += offset;
+    }
+  }
+  plan.numOutputs = spec.layers.back().outputs;
+  plan.numClasses = spec.loss.numClasses ? spec.loss.numClasses : plan.numOutputs;
+  plan.outShardSize = layers.back().shardSize;
+  // Host-facing tensors and the loss on the last tile, the one with the fewest shards; on
+  // an IPU a loss group per 16 tiles, up to one per sample, tiles from the last one down.
+  plan.lossTile = target.numTiles - 1;
+  const unsigned Bc = plan.chunkBatch;
+  const unsigned numGroups =
+      target.ipu ? std::min(Bc, std::max(1u, target.numTiles / 16)) : 1u;
+  for (unsigned g = 0; g < numGroups; ++g)
+    plan.lossGroups.push_back({Bc * g / numGroups, Bc * (g + 1) / numGroups, plan.lossTile - g});
+  return plan;
+}
+
+} // namespace popsnn

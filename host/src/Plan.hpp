@@ -1,0 +1,83 @@
+// The planner: a pure function of the network and the target's geometry that decides
+// how the network is laid out on the tiles -- shards per layer (tiles, neurons, buffer
+// capacities), which layers push W.S sums instead of sending ids, the loss groups and
+// the chunk of samples the tiles hold. No Graph is needed: the planner is tested alone
+// (popsnn._core.plan), and the graph builder turns a Plan into tensors and vertices.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "popsnn/NetworkSpec.hpp"
+
+namespace popsnn {
+
+// What the planner needs to know of the device.
+struct TargetGeometry {
+  unsigned numTiles = 1;
+  bool ipu = false;       // an IPU target (hardware or model), not the cpu device
+  unsigned workers = 1;   // worker contexts per tile
+};
+
+// The choices the fit search makes (see Network.cpp): the schedule, how many shards
+// fewer than tiles a layer gets (spread 1: as many as tiles), the batch's chunks.
+struct Schedule {
+  bool stepMajor = false;
+  unsigned spread = 1;
+  unsigned chunks = 1;
+};
+
+enum ParamIndex { P_WEIGHT = 0, P_BIAS = 1, P_REC_WEIGHT = 2, P_REC_BIAS = 3, NUM_PARAMS = 4 };
+const char *paramName(unsigned p); // PyTorch's: "weight", "bias", "recurrent_weight", ...
+// Whether a layer has parameter p, and its elements in PyTorch's layout.
+bool layerHasParam(const LayerSpec &s, unsigned p);
+std::size_t hostParamSize(const LayerSpec &s, unsigned p);
+// Whether the optimiser keeps state slot 0 (SGD's momentum buffer, Adam's exp_avg) or
+// 1 (Adam's exp_avg_sq).
+bool hasOptimizerSlot(const OptimizerSpec &o, unsigned slot);
+
+struct ShardPlan {
+  unsigned tile = 0, first = 0, size = 0, capacity = 0;
+};
+
+// A layer's plan, without its shards (shared by the plan and the built layer).
+struct LayerShape {
+  LayerSpec spec;
+  unsigned index = 0, shardSize = 0, stride = 0, inputMode = 0;
+  bool a2a = false, o2o = false, isOutput = false;
+  // push: the next layer is narrower than this one's id buffers, so each shard computes
+  // its spikes' contribution W_next.S[t] to the next layer's input itself, and the next
+  // layer's weight gradient on its neurons; those dense blocks cross tiles instead of the
+  // id buffers (layer-major schedule only).
+  bool push = false;
+  bool hasParam(unsigned p) const { return layerHasParam(spec, p); }
+  // Elements of parameter p on a shard of n neurons (device layout [in, n] for weights).
+  std::size_t paramSize(unsigned p, unsigned n) const;
+};
+
+struct LayerPlan : LayerShape {
+  std::vector<ShardPlan> shards;
+};
+
+// The loss over groups of samples, one OutputLoss vertex each on a tile of its own.
+struct LossGroup {
+  unsigned first = 0, last = 0, tile = 0;
+};
+
+struct Plan {
+  Schedule schedule;
+  unsigned numTiles = 0, numOutputs = 0, numClasses = 0, outShardSize = 0, lossTile = 0;
+  unsigned chunkBatch = 0; // samples the tiles hold at once (batch / chunks)
+  std::vector<LayerPlan> layers;
+  std::vector<LossGroup> lossGroups;
+};
+
+// Spike-buffer entries of a shard of `size` neurons at the given max activity.
+unsigned bufferCapacity(unsigned size, float maxActivity);
+
+// Throws std::invalid_argument when the schedule does not apply to the spec (chunks not
+// dividing the batch); the spec must have been validated.
+Plan planNetwork(const NetworkSpec &spec, const TargetGeometry &target, const Schedule &schedule);
+
+} // namespace popsnn

@@ -1,0 +1,258 @@
+// Every shard's tensors on its tile, and the host-facing tensors (GraphBuild.hpp). The sizes
+// follow from the plan alone; each tensor's bytes are counted per tile and layer for the
+// does-not-fit error.
+#include <poplar/Target.hpp>
+
+#include <algorithm>
+
+#include "GraphBuild.hpp"
+#include "popsnn/VertexEnums.hpp"
+
+namespace popsnn {
+
+using namespace poplar;
+
+namespace {
+
+// One shard's tensors, in groups: parameters and optimiser state, neuron state and traces,
+// its input, and what it shares with its neighbours (the layers before and after, itself).
+struct ShardTensorMaker {
+  GraphBuild &b;
+  const Layer &layer;
+  Shard &sh;
+  const std::string name;
+  const unsigned B, T, l, n, tile, nIn, N;
+  const bool stepMajor;
+  const std::vector<Layer> &layers;
+  const int L;
+
+  ShardTensorMaker(GraphBuild &build, const Layer &ly, Shard &shard, unsigned k)
+      : b(build), layer(ly), sh(shard),
+        name("layer" + std::to_string(ly.index) + "/shard" + std::to_string(k) + "/"),
+        B(build.batch()), T(build.steps()), l(ly.index), n(shard.size), tile(shard.tile),
+        nIn(ly.spec.inputs), N(ly.spec.outputs), stepMajor(build.stepMajor()),
+        layers(build.layers), L(int(ly.index)) {}
+
+  void params() {
+    for (unsigned p = 0; p < NUM_PARAMS; ++p) {
+      // The bias always exists on the device (zero and never updated without one).
+      if (!layer.hasParam(p) && p != P_BIAS)
+        continue;
+      sh.param[p] = b.zeros(FLOAT, layer.paramSize(p, n), tile, name + paramName(p), L);
+      sh.grad[p] = b.zeros(FLOAT, layer.paramSize(p, n), tile, name + "grad_" + paramName(p), L);
+      if (!layer.hasParam(p))
+        continue;
+      const OptimizerSpec &o = b.spec.optimizer;
+      if (hasOptimizerSlot(o, 0))
+        sh.opt1[p] = b.zeros(FLOAT, layer.paramSize(p, n), tile, name + "opt1_" + paramName(p), L);
+      if (hasOptimizerSlot(o, 1))
+        sh.opt2[p] = b.zeros(FLOAT, layer.paramSize(p, n), tile, name + "opt2_" + paramName(p), L);
+      sh.optCount[p] = b.zeros(UNSIGNED_INT, 1, tile, name + "count_" + paramName(p), L);
+      if (b.chunks() > 1)
+        sh.gradTotal[p] =
+            b.zeros(FLOAT, layer.paramSize(p, n), tile, name + "grad_total_" + paramName(p), L);
+    }
+  }
+
+  void state() {
+    sh.mem = b.zeros(FLOAT, B * n, tile, name + "mem", L);
+    if (layer.spec.neuron == NeuronType::Synaptic) {
+      sh.syn = b.zeros(FLOAT, B * n, tile, name + "syn", L);
+      sh.gradSyn = b.zeros(FLOAT, B * n, tile, name + "grad_syn", L);
+    }
+    sh.prevSpikes = b.zeros(FLOAT, B * n, tile, name + "prev_spikes", L);
+    sh.fwdScratch = b.zeros(FLOAT, 3 * n, tile, name + "fwd_scratch", L);
+    sh.bwdScratch = b.zeros(FLOAT,
+                          2 * n + (l + 1 < layers.size()
+                                       ? codes::pushWidth(layers[l + 1].spec.outputs)
+                                       : 0),
+                          tile, name + "bwd_scratch", L);
+    // The surrogate kept for the backward: dense without a sparse rule (every entry carries
+    // gradient), else only beside the id buffers' entries (spikes, gradient candidates).
+    if (layer.spec.sparseRule == SparseRule::None)
+      sh.surrTrace = b.zeros(FLOAT, std::size_t(T) * B * n, tile, name + "surrogate_trace", L);
+    else
+      sh.surrValues = b.zeros(FLOAT, std::size_t(T) * B * (layer.stride - codes::BUFFER_HEADER),
+                            tile, name + "surrogate_values", L);
+    sh.idTrace = b.zeros(INT, std::size_t(T) * B * layer.stride, tile, name + "id_trace", L);
+    const bool feedsNext = l + 1 < layers.size();
+    if (layer.a2a || (stepMajor && feedsNext))
+      sh.outIds = b.zeros(INT, B * layer.stride, tile, name + "ids", L);
+    if (layer.a2a && stepMajor)
+      sh.prevIds = b.zeros(INT, B * layer.stride, tile, name + "prev_ids", L);
+    sh.overflow = b.zeros(UNSIGNED_INT, codes::OVERFLOW_FIELDS, tile, name + "overflow", L);
+    if (b.chunks() > 1)
+      sh.overflowAll = b.zeros(UNSIGNED_INT, b.chunks() * codes::OVERFLOW_FIELDS, tile,
+                             name + "overflow_all", L);
+    sh.stepForward = b.zeros(UNSIGNED_INT, 1, tile, name + "step_forward", L);
+    sh.stepBackward = b.zeros(UNSIGNED_INT, 1, tile, name + "step_backward", L);
+    sh.gradMem = b.zeros(FLOAT, B * n, tile, name + "grad_mem", L);
+  }
+
+  void input() {
+    if (layer.inputMode == codes::INPUT_DIRECT) {
+      sh.xLocal = b.zeros(FLOAT, std::size_t(B) * nIn, tile, name + "x", L);
+      sh.current = b.zeros(FLOAT, B * n, tile, name + "current", L);
+      sh.currentGradSum = b.zeros(FLOAT, B * n, tile, name + "current_grad_sum", L);
+    } else if (layer.inputMode == codes::INPUT_DENSE_STEPS) {
+      sh.xLocal = b.zeros(FLOAT, std::size_t(T) * B * nIn, tile, name + "x", L);
+    } else if (layer.inputMode == codes::INPUT_PARTIAL_CURRENT) {
+      sh.current = b.zeros(FLOAT, B * n, tile, name + "partial_sum", L);
+      sh.partialRecv = b.zeros(FLOAT, layers[l - 1].shards.size() * std::size_t(T) * B * n, tile,
+                             name + "partial_current", L);
+    } else {
+      const Layer &prev = layers[l - 1];
+      sh.inRecv = b.zeros(INT, prev.shards.size() * (stepMajor ? 1 : T) * B * prev.stride, tile,
+                        name + "in_ids", L);
+    }
+  }
+
+  void neighbours() {
+    if (layer.push) {
+      const std::size_t nextN = layers[l + 1].spec.outputs;
+      sh.nextCurrent = b.zeros(FLOAT, std::size_t(T) * B * nextN, tile, name + "next_current", L);
+      const std::size_t rows = (n + 1) * codes::pushWidth(nextN);
+      sh.nextRows = b.zeros(FLOAT, rows, tile, name + "next_rows", L);
+      sh.nextGradRows = b.zeros(FLOAT, rows, tile, name + "next_grad_rows", L);
+      sh.nextGradWeights = b.zeros(FLOAT, n * nextN, tile, name + "next_grad_weights", L);
+    }
+    const bool dense = layer.spec.sparseRule == SparseRule::None;
+    if (l > 0)
+      sh.gradOut =
+          b.zeros(FLOAT, std::size_t(stepMajor ? 1 : T) * B * n, tile, name + "grad_out", L);
+    if (layer.a2a) {
+      sh.recRecv = b.zeros(INT, layer.shards.size() * B * layer.stride, tile, name + "rec_ids", L);
+      if (!stepMajor)
+        sh.ownTraces =
+            b.zeros(INT, layer.shards.size() * T * B * layer.stride, tile, name + "own_ids", L);
+      sh.gradStep = b.zeros(FLOAT, std::size_t(B) * n, tile, name + "grad_step", L);
+      sh.ownGrad = b.zeros(FLOAT, std::size_t(B) * N, tile, name + "own_grad", L);
+      sh.ownWeights = b.zeros(FLOAT, std::size_t(n) * N, tile, name + "own_weights", L);
+      if (dense)
+        sh.ownWeightsT = b.zeros(FLOAT, std::size_t(n) * N, tile, name + "own_weights_t", L);
+    }
+    if (!layer.isOutput) {
+      const unsigned nextN = layers[l + 1].spec.outputs;
+      sh.nextGrad = b.zeros(FLOAT, std::size_t(stepMajor ? 1 : T) * B * nextN, tile,
+                          name + "next_grad", L);
+      sh.nextWeights = b.zeros(FLOAT, std::size_t(n) * nextN, tile, name + "next_weights", L);
+      // Dense: [N_next, n]; a sparse rule: padded rows [n, P] (see LifBackward).
+      sh.nextWeightsT = b.zeros(FLOAT, std::size_t(n) * (dense ? nextN : codes::pushWidth(nextN)),
+                              tile, name + "next_weights_t", L);
+    } else {
+      sh.recSpikes = b.zeros(FLOAT, std::size_t(T) * B * n, tile, name + "out_spikes", L);
+      sh.recMem = b.zeros(FLOAT, std::size_t(T) * B * n, tile, name + "out_mem", L);
+      sh.lossGradS = b.zeros(FLOAT, std::size_t(T) * B * n, tile, name + "loss_grad_spikes", L);
+      sh.lossGradU = b.zeros(FLOAT, std::size_t(T) * B * n, tile, name + "loss_grad_mem", L);
+    }
+  }
+};
+
+} // namespace
+
+void createShardTensors(GraphBuild &b, Layer &layer) {
+  for (unsigned k = 0; k < layer.shards.size(); ++k) {
+    ShardTensorMaker make(b, layer, layer.shards[k], k);
+    make.params();
+    make.state();
+    make.input();
+    make.neighbours();
+  }
+}
+
+namespace {
+
+// A tensor of `perSample` elements per sample of a chunk (plus `perGroup` per loss group),
+// each loss group's block on its tile, laid out within a block as one group-sized batch.
+Tensor grouped(GraphBuild &b, const Type &type, std::size_t perSample, std::size_t perGroup,
+               const std::string &name) {
+  const std::vector<LossGroup> &groups = b.plan.lossGroups;
+  for (const LossGroup &g : groups)
+    b.tileLayerBytes[g.tile][b.hostTag()] +=
+        (perSample * (g.last - g.first) + perGroup) * b.typeSize(type);
+  if (!b.graph)
+    return Tensor();
+  const std::size_t size = perSample * b.batch() + perGroup * groups.size();
+  Tensor t = b.graph->addVariable(type, {size}, name);
+  std::size_t at = 0;
+  for (const LossGroup &g : groups) {
+    const std::size_t n = perSample * (g.last - g.first) + perGroup;
+    b.graph->setTileMapping(t.slice(at, at + n), g.tile);
+    at += n;
+  }
+  if (type == FLOAT)
+    b.graph->setInitialValue(t, 0.0f);
+  else
+    b.graph->setInitialValue(t, 0);
+  return t;
+}
+
+// The batch lands spread over all tiles, so that its broadcast to the first layer's
+// tiles is sent by many tiles, not queued behind one; the learning rate one float per tile.
+void createInputTensors(GraphBuild &b) {
+  const unsigned numTiles = b.plan.numTiles, tag = b.hostTag();
+  const std::size_t xSize = std::size_t(b.spec.input == InputMode::Direct ? 1 : b.steps()) *
+                            b.spec.batchSize * b.spec.layers[0].inputs;
+  const std::size_t chunk = (xSize + numTiles - 1) / numTiles;
+  Graph::TileToTensorMapping mapping(numTiles);
+  for (unsigned tile = 0; tile < numTiles && tile * chunk < xSize; ++tile) {
+    const std::size_t end = std::min(xSize, (tile + 1) * chunk);
+    mapping[tile].push_back(Interval(tile * chunk, end));
+    b.tileLayerBytes[tile][tag] += (end - tile * chunk) * sizeof(float);
+  }
+  for (unsigned tile = 0; tile < numTiles; ++tile)
+    b.tileLayerBytes[tile][tag] += sizeof(float); // the learning rate
+  if (!b.graph)
+    return;
+  HostTensors &io = b.io;
+  io.x = b.graph->addVariable(FLOAT, {xSize}, "x");
+  b.graph->setTileMapping(io.x, mapping);
+  b.graph->setInitialValue(io.x, 0.0f);
+  io.learningRate = b.graph->addVariable(FLOAT, {numTiles}, "learning_rate");
+  for (unsigned tile = 0; tile < numTiles; ++tile)
+    b.graph->setTileMapping(io.learningRate[tile], tile);
+  b.graph->setInitialValue(io.learningRate, float(b.spec.optimizer.lr));
+}
+
+} // namespace
+
+void createHostTensors(GraphBuild &b) {
+  createInputTensors(b);
+  HostTensors &io = b.io;
+  const unsigned lossTile = b.plan.lossTile, B = b.spec.batchSize;
+  const int tag = int(b.hostTag());
+  const bool chunked = b.chunks() > 1;
+  // Unchunked, the host writes labels and weights straight into the groups' blocks.
+  io.labels = chunked ? b.zeros(INT, B, lossTile, "labels", tag) : grouped(b, INT, 1, 0, "labels");
+  io.sampleWeights = chunked ? b.zeros(FLOAT, B, lossTile, "sample_weights", tag)
+                             : grouped(b, FLOAT, 1, 0, "sample_weights");
+  io.lossValue = b.zeros(FLOAT, 1, lossTile, "loss", tag);
+  const std::size_t outSize = std::size_t(b.steps()) * b.batch() * b.plan.numOutputs;
+  if (chunked) {
+    io.labelsChunk = grouped(b, INT, 1, 0, "labels_chunk");
+    io.weightsChunk = grouped(b, FLOAT, 1, 0, "sample_weights_chunk");
+    io.lossTotal = b.zeros(FLOAT, 1, lossTile, "loss_total", tag);
+    io.spikesAll = b.zeros(FLOAT, outSize * b.chunks(), lossTile, "spikes_all", tag);
+  }
+  const std::size_t record = std::size_t(b.steps()) * b.plan.numOutputs; // per sample
+  io.gatheredS = grouped(b, FLOAT, record, 0, "gathered_spikes");
+  io.gatheredU = grouped(b, FLOAT, record, 0, "gathered_mem");
+  io.gradS = grouped(b, FLOAT, record, 0, "loss_grad_spikes");
+  io.gradU = grouped(b, FLOAT, record, 0, "loss_grad_mem");
+  io.lossScratch = grouped(b, FLOAT, 0, 2 * b.plan.numOutputs, "loss_scratch");
+  if (b.plan.lossGroups.size() > 1) {
+    io.lossParts = grouped(b, FLOAT, 0, 1, "loss_parts");
+    io.lossPartsLocal =
+        b.zeros(FLOAT, b.plan.lossGroups.size(), lossTile, "loss_parts_local", tag);
+  }
+}
+
+GraphBuild countTensorBytes(const NetworkSpec &spec, const Plan &plan) {
+  GraphBuild b(spec, plan, nullptr);
+  for (auto &layer : b.layers)
+    createShardTensors(b, layer);
+  createHostTensors(b);
+  return b;
+}
+
+} // namespace popsnn

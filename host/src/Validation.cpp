@@ -1,0 +1,213 @@
+#include "Validation.hpp"
+
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+
+#include "Plan.hpp"
+
+namespace popsnn {
+
+namespace {
+
+std::string str(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+[[noreturn]] void invalid(const std::string &what) { throw std::invalid_argument(what); }
+
+// As popsnn.optim's: lr, eps, momentum, ... finite and >= 0; Adam's betas below 1.
+void nonNegative(const std::string &name, double v) {
+  if (!std::isfinite(v) || v < 0)
+    invalid(name + " must be a finite number >= 0, got " + str(v));
+}
+
+void validateOptimizer(const OptimizerSpec &o) {
+  nonNegative("optimizer.lr", o.lr);
+  nonNegative("optimizer.weightDecay", o.weightDecay);
+  if (o.kind == OptimizerKind::SGD) {
+    nonNegative("optimizer.momentum", o.momentum);
+    nonNegative("optimizer.dampening", o.dampening);
+    if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
+      invalid("nesterov=True needs momentum > 0 and dampening = 0, got momentum=" +
+              str(o.momentum) + ", dampening=" + str(o.dampening));
+    return;
+  }
+  nonNegative("optimizer.eps", o.eps);
+  for (const auto &[name, beta] : {std::pair{"optimizer.beta1", o.beta1},
+                                   std::pair{"optimizer.beta2", o.beta2}}) {
+    nonNegative(name, beta);
+    if (beta >= 1)
+      invalid(std::string(name) + " must lie in [0, 1), got " + str(beta));
+  }
+}
+
+// The surrogate's shape parameter, named as popsnn.surrogate names it.
+void validateSurrogate(const std::string &at, const LayerSpec &s) {
+  if (s.surrogate == SurrogateKind::StraightThrough)
+    return;
+  const char *name = s.surrogate == SurrogateKind::Atan ? "alpha" : "slope";
+  if (!std::isfinite(s.surrogateParam) || !(s.surrogateParam > 0))
+    invalid(at + "the surrogate's " + name + " must be a finite number > 0, got " +
+            str(s.surrogateParam));
+}
+
+void validateLayer(const NetworkSpec &spec, std::size_t l) {
+  const LayerSpec &s = spec.layers[l];
+  const std::string at = "layer " + std::to_string(l) + ": ";
+  if (s.inputs == 0 || s.outputs == 0)
+    invalid(at + "inputs and outputs must be >= 1, got " + std::to_string(s.inputs) + " and " +
+            std::to_string(s.outputs));
+  if (l > 0 && s.inputs != spec.layers[l - 1].outputs)
+    invalid(at + "inputs=" + std::to_string(s.inputs) + " does not match the previous layer's " +
+            "outputs=" + std::to_string(spec.layers[l - 1].outputs));
+  if (!(s.beta >= 0.0f && s.beta <= 1.0f))
+    invalid(at + "beta must lie in [0, 1], got " + str(s.beta));
+  if (!(s.alpha >= 0.0f && s.alpha <= 1.0f))
+    invalid(at + "alpha must lie in [0, 1], got " + str(s.alpha));
+  if (!(s.threshold > 0.0f) || !std::isfinite(s.threshold))
+    invalid(at + "threshold must be a finite number > 0, got " + str(s.threshold));
+  validateSurrogate(at, s);
+  if (s.sparseRule != SparseRule::None && !std::isfinite(s.sparseValue))
+    invalid(at + "the sparse rule's value must be a finite number, got " + str(s.sparseValue));
+  if (s.sparseRule == SparseRule::Window && !(s.sparseValue > 0.0f))
+    invalid(at + "the window rule's b_th must be > 0, got " + str(s.sparseValue));
+  if (s.sparseRule == SparseRule::OneSided && !(s.sparseValue < s.threshold))
+    invalid(at + "the one-sided rule's theta_grad must be below the threshold " +
+            str(s.threshold) + ", got " + str(s.sparseValue));
+}
+
+void validateLoss(const NetworkSpec &spec) {
+  const LossSpec &loss = spec.loss;
+  const unsigned C = spec.layers.back().outputs;
+  const unsigned K = loss.numClasses ? loss.numClasses : C;
+  if (C % K)
+    invalid("loss.numClasses=" + std::to_string(K) + " does not divide the " + std::to_string(C) +
+            " outputs; a population code needs a multiple of the number of classes");
+  if (K != C && (loss.kind == LossKind::CeRate || loss.kind == LossKind::MseMembrane ||
+                 loss.kind == LossKind::CeMaxMembrane))
+    invalid("this loss has no population code: numClasses must equal the " + std::to_string(C) +
+            " outputs, got " + std::to_string(K));
+  for (const auto &[name, rate] : {std::pair{"loss.correctRate", loss.correctRate},
+                                   std::pair{"loss.incorrectRate", loss.incorrectRate}})
+    if (!(rate >= 0.0 && rate <= 1.0))
+      invalid(std::string(name) + " must lie in [0, 1], got " + str(rate));
+  if (!std::isfinite(loss.onTarget) || !std::isfinite(loss.offTarget))
+    invalid("loss.onTarget and loss.offTarget must be finite numbers, got " +
+            str(loss.onTarget) + " and " + str(loss.offTarget));
+}
+
+std::string member(const std::string &name, std::size_t l, unsigned p) {
+  return name + "[" + std::to_string(l) + "]['" + paramName(p) + "']";
+}
+
+const std::vector<float> &memberOf(const LayerParams &lp, unsigned p) {
+  switch (p) {
+  case P_WEIGHT:
+    return lp.weight;
+  case P_BIAS:
+    return lp.bias;
+  case P_REC_WEIGHT:
+    return lp.recurrentWeight;
+  default:
+    return lp.recurrentBias;
+  }
+}
+
+// One layer's arrays: the expected sizes where `present`, empty elsewhere.
+void layerArrays(const NetworkSpec &spec, std::size_t l, const LayerParams &lp,
+                 const std::string &name, bool present, bool emptyIsZero) {
+  const LayerSpec &s = spec.layers[l];
+  for (unsigned p = 0; p < NUM_PARAMS; ++p) {
+    const std::vector<float> &values = memberOf(lp, p);
+    const std::string what = member(name, l, p);
+    if (!present || !layerHasParam(s, p)) {
+      if (!values.empty())
+        invalid(what + " given, but layer " + std::to_string(l) + " has none; leave it out");
+      continue;
+    }
+    if (values.empty() && emptyIsZero)
+      continue;
+    if (values.size() != hostParamSize(s, p))
+      invalid(what + " has " + std::to_string(values.size()) + " values, expected " +
+              std::to_string(hostParamSize(s, p)) + " for layer " + std::to_string(l) +
+              " of the net");
+    checks::finiteArray(what, values.data(), values.size());
+  }
+}
+
+} // namespace
+
+void NetworkSpec::validate() const {
+  if (layers.empty())
+    invalid("NetworkSpec.layers is empty; give at least one layer");
+  if (batchSize == 0)
+    invalid("NetworkSpec.batchSize must be >= 1, got 0");
+  if (numSteps == 0)
+    invalid("NetworkSpec.numSteps must be >= 1, got 0");
+  if (!(maxActivity > 0.0f && maxActivity <= 1.0f))
+    invalid("NetworkSpec.maxActivity must lie in (0, 1], got " + str(maxActivity));
+  for (std::size_t l = 0; l < layers.size(); ++l)
+    validateLayer(*this, l);
+  validateLoss(*this);
+  validateOptimizer(optimizer);
+}
+
+namespace checks {
+
+void finiteArray(const std::string &name, const float *values, std::size_t n) {
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    bad += !std::isfinite(values[i]);
+  if (bad)
+    invalid(name + " contains " + std::to_string(bad) +
+            " NaN or inf value(s); clean or clip the input before passing it to popsnn");
+}
+
+void learningRate(double lr) {
+  if (!std::isfinite(lr) || lr < 0)
+    invalid("the learning rate must be a finite number >= 0, got " + str(lr));
+}
+
+void batch(const NetworkSpec &spec, const float *x, std::size_t xSize, const int *labels,
+           unsigned valid, unsigned numClasses) {
+  const unsigned B = spec.batchSize;
+  if (valid == 0 || valid > B)
+    invalid("validSamples must lie in [1, " + std::to_string(B) + "], got " +
+            std::to_string(valid));
+  if (!x)
+    invalid("x is a null pointer; pass the batch's " + std::to_string(xSize) + " floats");
+  finiteArray("x", x, xSize);
+  if (!labels)
+    return;
+  for (unsigned b = 0; b < valid; ++b)
+    if (labels[b] < 0 || unsigned(labels[b]) >= numClasses)
+      invalid("label " + std::to_string(labels[b]) + " of sample " + std::to_string(b) +
+              " is outside [0, " + std::to_string(numClasses) + ")");
+}
+
+void params(const NetworkSpec &spec, const std::vector<LayerParams> &ps,
+            const std::string &name) {
+  if (ps.size() != spec.layers.size())
+    invalid(name + " has " + std::to_string(ps.size()) + " layer(s), the network has " +
+            std::to_string(spec.layers.size()));
+  for (std::size_t l = 0; l < ps.size(); ++l)
+    layerArrays(spec, l, ps[l], name, true, false);
+}
+
+void optimizerState(const NetworkSpec &spec, const OptimizerState &state) {
+  if (state.layers.size() != spec.layers.size())
+    invalid("optimiser state has " + std::to_string(state.layers.size()) +
+            " layer(s), the network has " + std::to_string(spec.layers.size()));
+  for (std::size_t l = 0; l < state.layers.size(); ++l) {
+    layerArrays(spec, l, state.layers[l].first, "optimiser state first", 
+                hasOptimizerSlot(spec.optimizer, 0), true);
+    layerArrays(spec, l, state.layers[l].second, "optimiser state second",
+                hasOptimizerSlot(spec.optimizer, 1), true);
+  }
+}
+
+} // namespace checks
+} // namespace popsnn

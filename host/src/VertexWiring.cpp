@@ -1,0 +1,414 @@
+#include "VertexWiring.hpp"
+
+#include <poplar/Target.hpp>
+
+#include <algorithm>
+
+#include "CycleEstimates.hpp"
+#include "popsnn/VertexEnums.hpp"
+
+namespace popsnn {
+
+using namespace poplar;
+
+namespace {
+
+Tensor orElse(const Tensor &t, const Tensor &fallback) { return t.valid() ? t : fallback; }
+
+unsigned neuronCode(const LayerSpec &s) {
+  if (s.neuron == NeuronType::Synaptic)
+    return codes::SYNAPTIC;
+  if (s.neuron == NeuronType::RLeaky)
+    return s.allToAll ? codes::RLEAKY_ALL_TO_ALL : codes::RLEAKY_ONE_TO_ONE;
+  return codes::LEAKY;
+}
+
+// Vertices of any kind: constant fields and cycle estimates.
+struct Wiring {
+  GraphBuild &b;
+  template <typename T> void setField(VertexRef v, const char *field, T value) {
+    b.graph->setInitialValue(v[field], value);
+  }
+  void setEstimate(VertexRef v, const std::string &name, const VertexWork &w) {
+    b.graph->setPerfEstimate(v, estimateCycles(name, w));
+  }
+};
+
+// One shard's vertices: x.W (direct input), forward, backward, optimiser.
+struct ShardWiring : Wiring {
+  const Layer &layer;
+  Shard &sh;
+  const unsigned B, T, l;
+  const LayerSpec &s;
+  const unsigned nIn;
+  const Layer *prev, *next;
+  const unsigned numSrc, inStride, numOwn;
+  const unsigned surrogate, rule, reset; // LayerSpec's enum orders match codes::'s
+  const unsigned prevCap, ownCap, tile, n;
+  const bool stepMajor;
+  const Tensor fIn, iIn;
+  VertexWork work;
+
+  ShardWiring(GraphBuild &build, const Layer &ly, Shard &shard)
+      : Wiring{build}, layer(ly), sh(shard), B(build.batch()), T(build.steps()), l(ly.index),
+        s(ly.spec), nIn(ly.spec.inputs), prev(l > 0 ? &build.layers[l - 1] : nullptr),
+        next(l + 1 < build.layers.size() ? &build.layers[l + 1] : nullptr),
+        numSrc(prev ? prev->shards.size() : 0), inStride(prev ? prev->stride : 0),
+        numOwn(ly.shards.size()), surrogate(unsigned(s.surrogate)),
+        rule(unsigned(s.sparseRule)), reset(unsigned(s.reset)),
+        prevCap(prev ? prev->stride - codes::BUFFER_HEADER : 0),
+        ownCap(ly.stride - codes::BUFFER_HEADER), tile(shard.tile), n(shard.size),
+        stepMajor(build.stepMajor()), fIn(build.dummyIn(FLOAT, shard.tile)),
+        iIn(build.dummyIn(INT, shard.tile)) {
+    work.batch = B;
+    work.neurons = n;
+    work.inputs = nIn;
+    work.steps = T;
+    work.activeInputs = layer.inputMode == codes::INPUT_SPIKE_IDS         ? numSrc * prevCap
+                        : layer.inputMode == codes::INPUT_PARTIAL_CURRENT ? numSrc
+                        : layer.inputMode == codes::INPUT_DENSE_STEPS     ? nIn
+                                                                          : 0;
+    work.spikes = sh.capacity;
+    work.pushOutputs = layer.push ? next->spec.outputs : 0;
+    work.activeCandidates = sh.capacity + (layer.a2a ? numOwn * ownCap : 0);
+    work.stepsPerCall = layer.a2a || stepMajor ? 1u : T;
+  }
+
+  // The shard's geometry and neuron model: the same constants on its forward and
+  // backward vertices.
+  void setShardFields(VertexRef v) {
+    setField(v, "pushNext", unsigned(layer.push));
+    setField(v, "batch", B);
+    setField(v, "numNeurons", n);
+    setField(v, "numSteps", T);
+    setField(v, "numInputs", nIn);
+    setField(v, "numSrc", numSrc);
+    setField(v, "inStride", inStride);
+    setField(v, "numOwn", numOwn);
+    setField(v, "stride", layer.stride);
+    setField(v, "offset", sh.first);
+    setField(v, "neuron", neuronCode(s));
+    setField(v, "reset", reset);
+    setField(v, "inputMode", layer.inputMode);
+  }
+
+  void direct(ComputeSet csDirect, ComputeSet csDirectGrad) {
+    // On an IPU a tile's vertices share its worker threads: x.W over one vertex per
+    // worker, by samples (DirectCurrent) and by inputs (DirectWeightGrad); the same
+    // arithmetic per entry either way. The cpu device runs a tile's vertices in turn:
+    // one of each there.
+    const unsigned workers =
+        b.graph->getTarget().getTargetType() == TargetType::CPU
+            ? 1u
+            : std::max(1u, b.graph->getTarget().getNumWorkerContexts());
+    const unsigned sampleParts = std::min(workers, B);
+    for (unsigned part = 0; part < sampleParts; ++part) {
+      const unsigned b0 = B * part / sampleParts, b1 = B * (part + 1) / sampleParts;
+      VertexRef v = b.graph->addVertex(csDirect, "DirectCurrent");
+      b.graph->connect(v["x"], sh.xLocal.slice(std::size_t(b0) * nIn, std::size_t(b1) * nIn));
+      b.graph->connect(v["weights"], sh.param[P_WEIGHT]);
+      b.graph->connect(v["bias"], sh.param[P_BIAS]);
+      b.graph->connect(v["current"], sh.current.slice(b0 * n, b1 * n));
+      b.graph->connect(v["nzIndex"], b.var(UNSIGNED_INT, nIn, tile, "nz_index", int(l)));
+      b.graph->connect(v["nzValue"], b.var(FLOAT, nIn, tile, "nz_value", int(l)));
+      setField(v, "batch", b1 - b0);
+      setField(v, "numInputs", nIn);
+      setField(v, "numNeurons", n);
+      b.graph->setTileMapping(v, tile);
+      VertexWork dw = work;
+      dw.batch = b1 - b0;
+      setEstimate(v, "DirectCurrent", dw);
+    }
+    const unsigned inputParts = std::min(workers, nIn);
+    for (unsigned part = 0; part < inputParts; ++part) {
+      const unsigned i0 = nIn * part / inputParts, i1 = nIn * (part + 1) / inputParts;
+      VertexRef g = b.graph->addVertex(csDirectGrad, "DirectWeightGrad");
+      b.graph->connect(g["x"], sh.xLocal);
+      b.graph->connect(g["currentGradSum"], sh.currentGradSum);
+      b.graph->connect(g["gradWeights"],
+                     sh.grad[P_WEIGHT].slice(std::size_t(i0) * n, std::size_t(i1) * n));
+      // DirectWeightGrad::GROUP inputs' lists of samples.
+      b.graph->connect(g["nzIndex"], b.var(UNSIGNED_INT, 16 * B, tile, "nz_samples", int(l)));
+      b.graph->connect(g["nzValue"], b.var(FLOAT, 16 * B, tile, "nz_sample_values", int(l)));
+      setField(g, "batch", B);
+      setField(g, "numInputs", i1 - i0);
+      setField(g, "numNeurons", n);
+      setField(g, "xStride", nIn);
+      setField(g, "firstInput", i0);
+      b.graph->setTileMapping(g, tile);
+      VertexWork gw = work;
+      gw.inputs = i1 - i0;
+      setEstimate(g, "DirectWeightGrad", gw);
+    }
+  }
+
+  void forward(ComputeSet csForward) {
+    VertexRef v = b.graph->addVertex(csForward, "LifForward");
+    b.graph->connect(v["step"], sh.stepForward[0]);
+    b.graph->connect(v["current"], orElse(sh.current, b.dummyOut(FLOAT, tile)));
+    b.graph->connect(v["denseIn"],
+                   layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : fIn);
+    b.graph->connect(v["inIds"], orElse(sh.inRecv, iIn));
+    b.graph->connect(v["weights"], sh.param[P_WEIGHT]);
+    b.graph->connect(v["bias"], sh.param[P_BIAS]);
+    b.graph->connect(v["recIds"], orElse(sh.recRecv, iIn));
+    b.graph->connect(v["recWeights"], orElse(sh.param[P_REC_WEIGHT], fIn));
+    b.graph->connect(v["recBias"], orElse(sh.param[P_REC_BIAS], fIn));
+    b.graph->connect(v["mem"], sh.mem);
+    b.graph->connect(v["syn"], orElse(sh.syn, b.dummyOut(FLOAT, tile)));
+    b.graph->connect(v["prevSpikes"], sh.prevSpikes);
+    b.graph->connect(v["scratch"], sh.fwdScratch);
+    b.graph->connect(v["surrTrace"], orElse(sh.surrTrace, b.dummyOut(FLOAT, tile)));
+    b.graph->connect(v["surrValues"], orElse(sh.surrValues, b.dummyOut(FLOAT, tile)));
+    b.graph->connect(v["idTrace"], sh.idTrace);
+    b.graph->connect(v["outIds"], orElse(sh.outIds, b.dummyOut(INT, tile)));
+    b.graph->connect(v["prevIds"], orElse(sh.prevIds, b.dummyOut(INT, tile)));
+    b.graph->connect(v["recSpikes"], orElse(sh.recSpikes, b.dummyOut(FLOAT, tile)));
+    b.graph->connect(v["recMem"], orElse(sh.recMem, b.dummyOut(FLOAT, tile)));
+    b.graph->connect(v["overflow"], sh.overflow);
+    b.graph->connect(v["partialIn"], orElse(sh.partialRecv, fIn));
+    b.graph->connect(v["nextWeights"], layer.push ? sh.nextWeights : fIn);
+    b.graph->connect(v["nextCurrent"], orElse(sh.nextCurrent, b.dummyOut(FLOAT, tile)));
+    b.graph->connect(v["nextRows"], orElse(sh.nextRows, b.dummyOut(FLOAT, tile)));
+    setShardFields(v);
+    setField(v, "nextShardSize", next ? next->shardSize : 1u);
+    setField(v, "nextLayerSize", next ? next->spec.outputs : 0u);
+    setField(v, "capacity", sh.capacity);
+    setField(v, "surrogate", surrogate);
+    setField(v, "rule", rule);
+    setField(v, "record", unsigned(layer.isOutput));
+    setField(v, "stepsPerCall", layer.a2a || stepMajor ? 1u : T);
+    setField(v, "stepMajor", unsigned(stepMajor));
+    setField(v, "publishStep", unsigned(sh.outIds.valid()));
+    setField(v, "beta", s.beta);
+    setField(v, "alpha", s.alpha);
+    setField(v, "threshold", s.threshold);
+    setField(v, "surrogateParam", s.surrogateParam);
+    setField(v, "ruleValue", s.sparseValue);
+    b.graph->setTileMapping(v, tile);
+    VertexWork fw = work;
+    if (layer.inputMode == codes::INPUT_PARTIAL_CURRENT) { // summed a [B, n] row at a time
+      fw.activeInputs = 0;
+      fw.partialSources = numSrc;
+    }
+    setEstimate(v, "LifForward", fw);
+  }
+
+  void backward(ComputeSet csBackward) {
+    VertexRef v = b.graph->addVertex(csBackward, "LifBackward");
+    b.graph->connect(v["step"], sh.stepBackward[0]);
+    b.graph->connect(v["lossGradSpikes"], orElse(sh.lossGradS, fIn));
+    b.graph->connect(v["lossGradMem"], orElse(sh.lossGradU, fIn));
+    b.graph->connect(v["nextGrad"], orElse(sh.nextGrad, fIn));
+    b.graph->connect(v["nextWeights"], orElse(sh.nextWeights, fIn));
+    b.graph->connect(v["nextWeightsT"], orElse(sh.nextWeightsT, b.dummyOut(FLOAT, tile)));
+    b.graph->connect(v["ownGrad"], orElse(sh.ownGrad, fIn));
+    b.graph->connect(v["ownWeights"], orElse(sh.ownWeights, fIn));
+    b.graph->connect(v["ownWeightsT"], orElse(sh.ownWeightsT, b.dummyOut(FLOAT, tile)));
+    b.graph->connect(v["surrTrace"], orElse(sh.surrTrace, fIn));
+    b.graph->connect(v["surrValues"], orElse(sh.surrValues, fIn));
+    b.graph->connect(v["idTrace"], sh.idTrace);
+    b.graph->connect(v["inIds"], orElse(sh.inRecv, iIn));
+    b.graph->connect(v["denseIn"],
+                   layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : fIn);
+    b.graph->connect(v["recIds"], orElse(stepMajor ? sh.recRecv : sh.ownTraces, iIn));
+    b.graph->connect(v["weights"], sh.param[P_WEIGHT]);
+    b.graph->connect(v["recWeights"], orElse(sh.param[P_REC_WEIGHT], fIn));
+    b.graph->connect(v["gradMem"], sh.gradMem);
+    b.graph->connect(v["gradSyn"], orElse(sh.gradSyn, b.dummyOut(FLOAT, tile)));
+    b.graph->connect(v["gradWeights"], sh.grad[P_WEIGHT]);
+    b.graph->connect(v["gradBias"], sh.grad[P_BIAS]);
+    b.graph->connect(v["gradRecWeights"],
+                   orElse(sh.grad[P_REC_WEIGHT], b.dummyOut(FLOAT, tile)));
+    b.graph->connect(v["gradRecBias"], orElse(sh.grad[P_REC_BIAS], b.dummyOut(FLOAT, tile)));
+    b.graph->connect(v["currentGradSum"], orElse(sh.currentGradSum, b.dummyOut(FLOAT, tile)));
+    b.graph->connect(v["gradOut"], orElse(sh.gradOut, b.dummyOut(FLOAT, tile)));
+    b.graph->connect(v["gradStep"], orElse(sh.gradStep, b.dummyOut(FLOAT, tile)));
+    // Step-major: the backward re-sends each step's ids (through the forward's buffers).
+    b.graph->connect(v["outIds"], stepMajor && next ? sh.outIds : b.dummyOut(INT, tile));
+    b.graph->connect(v["prevIds"], orElse(sh.prevIds, b.dummyOut(INT, tile)));
+    b.graph->connect(v["scratch"], sh.bwdScratch);
+    b.graph->connect(v["nextGradWeights"],
+                   orElse(sh.nextGradWeights, b.dummyOut(FLOAT, tile)));
+    b.graph->connect(v["nextGradRows"], orElse(sh.nextGradRows, b.dummyOut(FLOAT, tile)));
+    setShardFields(v);
+    setField(v, "isOutput", unsigned(layer.isOutput));
+    setField(v, "dense", unsigned(s.sparseRule == SparseRule::None));
+    setField(v, "publishGrad", unsigned(sh.gradOut.valid()));
+    setField(v, "stepsPerCall", layer.a2a || stepMajor ? 1u : T);
+    setField(v, "stepMajor", unsigned(stepMajor));
+    setField(v, "publishIds", unsigned(stepMajor && next != nullptr));
+    setField(v, "nextShardSize", next ? next->shardSize : 1u);
+    setField(v, "nextLayerSize", next ? next->spec.outputs : 0u);
+    setField(v, "ownShardSize", layer.shardSize);
+    setField(v, "ownLayerSize", s.outputs);
+    setField(v, "beta", s.beta);
+    setField(v, "alpha", s.alpha);
+    b.graph->setTileMapping(v, tile);
+    VertexWork bw = work;
+    if (layer.inputMode == codes::INPUT_PARTIAL_CURRENT) // its dL/dW comes from the pushers
+      bw.activeInputs = 0;
+    // dL/dS entries computed: all of the shard without a rule, else its candidates.
+    const unsigned candidates = s.sparseRule == SparseRule::None ? n : sh.capacity;
+    bw.activeCandidates = (next ? candidates * next->spec.outputs / std::max(1u, n) : 0) +
+                          (layer.a2a ? candidates * s.outputs / std::max(1u, n) : 0);
+    setEstimate(v, "LifBackward", bw);
+  }
+
+  void optimiser(ComputeSet csOptim) {
+    const OptimizerSpec &o = b.spec.optimizer;
+    for (unsigned p = 0; p < NUM_PARAMS; ++p) {
+      if (!layer.hasParam(p))
+        continue;
+      VertexWork ow;
+      ow.elements = sh.param[p].numElements();
+      if (o.kind == OptimizerKind::SGD) {
+        VertexRef v = b.graph->addVertex(csOptim, "SgdStep");
+        b.graph->connect(v["param"], sh.param[p]);
+        b.graph->connect(v["grad"], b.chunks() > 1 ? sh.gradTotal[p] : sh.grad[p]);
+        b.graph->connect(v["momentumBuffer"], orElse(sh.opt1[p], b.dummyOut(FLOAT, tile)));
+        b.graph->connect(v["count"], sh.optCount[p][0]);
+        b.graph->connect(v["lr"], b.io.learningRate[tile]);
+        setField(v, "momentum", float(o.momentum));
+        setField(v, "oneMinusDampening", float(1.0 - o.dampening));
+        setField(v, "weightDecay", float(o.weightDecay));
+        setField(v, "nesterov", unsigned(o.nesterov));
+        b.graph->setTileMapping(v, tile);
+        setEstimate(v, "SgdStep", ow);
+      } else {
+        VertexRef v = b.graph->addVertex(csOptim, "AdamStep");
+        b.graph->connect(v["param"], sh.param[p]);
+        b.graph->connect(v["grad"], b.chunks() > 1 ? sh.gradTotal[p] : sh.grad[p]);
+        b.graph->connect(v["expAvg"], sh.opt1[p]);
+        b.graph->connect(v["expAvgSq"], sh.opt2[p]);
+        b.graph->connect(v["count"], sh.optCount[p][0]);
+        b.graph->connect(v["lr"], b.io.learningRate[tile]);
+        setField(v, "beta1", float(o.beta1));
+        setField(v, "beta2", float(o.beta2));
+        setField(v, "oneMinusBeta1", float(1.0 - o.beta1));
+        setField(v, "oneMinusBeta2", float(1.0 - o.beta2));
+        setField(v, "eps", float(o.eps));
+        setField(v, "weightDecay", float(o.weightDecay));
+        setField(v, "decoupled", unsigned(o.kind == OptimizerKind::AdamW));
+        b.graph->setTileMapping(v, tile);
+        setEstimate(v, "AdamStep", ow);
+      }
+    }
+  }
+};
+
+// The loss over groups of samples (one OutputLoss vertex per group) and their sum.
+struct LossWiring : Wiring {
+  void addLossVertices(ComputeSet cs, ComputeSet csSum) {
+    const HostTensors &io = b.io;
+    const unsigned T = b.steps(), C = b.plan.numOutputs;
+    const std::size_t record = std::size_t(T) * C;
+    for (unsigned k = 0; k < b.plan.lossGroups.size(); ++k) {
+      const LossGroup &g = b.plan.lossGroups[k];
+      const unsigned Bg = g.last - g.first;
+      const Tensor &lab = b.chunks() > 1 ? io.labelsChunk : io.labels;
+      const Tensor &wts = b.chunks() > 1 ? io.weightsChunk : io.sampleWeights;
+      VertexRef v = b.graph->addVertex(cs, "OutputLoss");
+      b.graph->connect(v["spikes"], io.gatheredS.slice(record * g.first, record * g.last));
+      b.graph->connect(v["membranes"], io.gatheredU.slice(record * g.first, record * g.last));
+      b.graph->connect(v["labels"], lab.slice(g.first, g.last));
+      b.graph->connect(v["sampleWeights"], wts.slice(g.first, g.last));
+      b.graph->connect(v["gradSpikes"], io.gradS.slice(record * g.first, record * g.last));
+      b.graph->connect(v["gradMembranes"], io.gradU.slice(record * g.first, record * g.last));
+      b.graph->connect(v["loss"], b.plan.lossGroups.size() > 1 ? io.lossParts[k] : io.lossValue[0]);
+      b.graph->connect(v["scratch"],
+                     io.lossScratch.slice(2 * C * k, 2 * C * (k + 1)));
+      setLossFields(v, Bg);
+      b.graph->setTileMapping(v, g.tile);
+    }
+    if (b.plan.lossGroups.size() > 1) {
+      VertexRef v = b.graph->addVertex(csSum, "LossSum");
+      b.graph->connect(v["parts"], io.lossPartsLocal);
+      b.graph->connect(v["loss"], io.lossValue[0]);
+      b.graph->setTileMapping(v, b.plan.lossTile);
+      VertexWork w;
+      w.elements = b.plan.lossGroups.size();
+      setEstimate(v, "LossSum", w);
+    }
+  }
+
+  void setLossFields(VertexRef v, unsigned B) {
+    const unsigned T = b.steps();
+    const LossSpec &ls = b.spec.loss;
+    float on = ls.onTarget, off = ls.offTarget;
+    if (ls.kind == LossKind::MseCount) {
+      // Target spike counts as popsnn.losses.mse_count_loss (snnTorch): int() truncation,
+      // times the population per class.
+      const unsigned C = b.plan.numOutputs, K = b.plan.numClasses;
+      const double perClass = K != C ? double(C) / K : 1.0;
+      on = float(int(T * double(ls.correctRate) * perClass));
+      off = float(int(T * double(ls.incorrectRate) * perClass));
+    }
+    setField(v, "kind", unsigned(ls.kind)); // LossKind's order matches codes::Loss
+    setField(v, "numSteps", T);
+    setField(v, "batch", B);
+    setField(v, "numOutputs", b.plan.numOutputs);
+    setField(v, "numClasses", b.plan.numClasses);
+    setField(v, "shardSize", b.plan.outShardSize);
+    setField(v, "onTarget", on);
+    setField(v, "offTarget", off);
+    VertexWork w;
+    w.batch = B;
+    w.neurons = b.plan.numOutputs;
+    w.elements = T * B * b.plan.numOutputs;
+    setEstimate(v, "OutputLoss", w);
+  }
+};
+
+// Chunks: the first chunk's gradients (and loss) are copied into the totals, the others'
+// added by AccumulateGrad vertices on the owning tiles.
+CopyList addChunkAccumulation(GraphBuild &b, ComputeSet csAccum) {
+  CopyList firstChunkGrads;
+  Wiring w{b};
+  auto accumulate = [&](const Tensor &total, const Tensor &part, unsigned tile) {
+    VertexRef v = b.graph->addVertex(csAccum, "AccumulateGrad");
+    b.graph->connect(v["total"], total);
+    b.graph->connect(v["part"], part);
+    b.graph->setTileMapping(v, tile);
+    VertexWork work;
+    work.elements = total.numElements();
+    w.setEstimate(v, "AccumulateGrad", work);
+    firstChunkGrads.add(part, total);
+  };
+  for (auto &layer : b.layers)
+    for (auto &sh : layer.shards)
+      for (unsigned p = 0; p < NUM_PARAMS; ++p)
+        if (layer.hasParam(p))
+          accumulate(sh.gradTotal[p], sh.grad[p], sh.tile);
+  accumulate(b.io.lossTotal, b.io.lossValue, b.plan.lossTile);
+  return firstChunkGrads;
+}
+
+} // namespace
+
+CopyList addVertices(GraphBuild &b, ComputeSets &cs) {
+  Graph &graph = *b.graph;
+  cs.direct = graph.addComputeSet("direct_current");
+  cs.directGrad = graph.addComputeSet("direct_weight_grad");
+  cs.loss = graph.addComputeSet("loss");
+  cs.optimiser = graph.addComputeSet("optimiser");
+  cs.accumulate = graph.addComputeSet("accumulate_chunk_gradients");
+  for (auto &layer : b.layers) {
+    const std::string tag = "layer" + std::to_string(layer.index);
+    cs.forward.push_back(graph.addComputeSet(tag + "/forward"));
+    cs.backward.push_back(graph.addComputeSet(tag + "/backward"));
+    for (Shard &sh : layer.shards) {
+      ShardWiring wire(b, layer, sh);
+      if (layer.inputMode == codes::INPUT_DIRECT)
+        wire.direct(cs.direct, cs.directGrad);
+      wire.forward(cs.forward.back());
+      wire.backward(cs.backward.back());
+      wire.optimiser(cs.optimiser);
+    }
+  }
+  // The groups' loss parts are summed beside the output layer's first backward phase.
+  LossWiring{b}.addLossVertices(cs.loss, cs.backward.back());
+  return b.chunks() > 1 ? addChunkAccumulation(b, cs.accumulate) : CopyList{};
+}
+
+} // namespace popsnn
