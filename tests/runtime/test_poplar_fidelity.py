@@ -110,12 +110,18 @@ def test_poputil_and_popops_subset(fidelity):
     lines = fidelity("poplibs").splitlines()
     assert lines[:3] == ["grain2: 0-4 4-8 8-10 -", "min6: 0-6 6-10 - -", "a: 0-2 2-4 4-6 -"]
     # The errors come from graph construction, before the engine runs.
-    assert lines[3] == ("error: popops::add: A has shape {2,3} but B has shape {2,3,4}; popsnn's "
-                        "popops does not broadcast, give tensors of one shape")
-    assert lines[4] == ("error: popops::map: the expression uses _3 but 2 tensors were given; "
-                        "pass one tensor per placeholder")
-    assert lines[5] == ("error: popops::reduce: dimension 3 is out of range for a tensor of rank "
-                        "3; give dims below the rank")
+    assert lines[3] == (
+        "error: popops::add: A has shape {2,3} but B has shape {2,3,4}; popsnn's "
+        "popops does not broadcast, give tensors of one shape"
+    )
+    assert lines[4] == (
+        "error: popops::map: the expression uses _3 but 2 tensors were given; "
+        "pass one tensor per placeholder"
+    )
+    assert lines[5] == (
+        "error: popops::reduce: dimension 3 is out of range for a tensor of rank "
+        "3; give dims below the rank"
+    )
     a = np.arange(1, 7).reshape(2, 3)
     b = np.array([[10, -20, 30], [-40, 50, -60]])
     x = np.arange(24, dtype=np.float32)
@@ -124,16 +130,25 @@ def test_poputil_and_popops_subset(fidelity):
 
     def text(title, array, floats=False):
         fmt = "{:.7f}" if floats else "{}"
-        body = np.array2string(np.asarray(array), separator=" ", threshold=10**6,
-                               formatter={"all": fmt.format})
+        body = np.array2string(
+            np.asarray(array), separator=" ", threshold=10**6, formatter={"all": fmt.format}
+        )
         return f"{title}: {body}"
 
     expected = [
-        text("add", a + b), text("sub", a - b), text("mul", a * b), text("max", np.maximum(a, b)),
-        text("expr1", a * b + 3), text("expr2", np.maximum(b, 0) - a), text("expr3", b),
-        text("sum02", x.sum(axis=(0, 2)), True), text("max1", x.max(axis=1), True),
-        f"min-all: {x.min():.7f}", text("mul0", a.prod(axis=0)),
-        text("fill", np.full(5, 3.5), True), text("zero", [[7, 7], [0, 0]]),
+        text("add", a + b),
+        text("sub", a - b),
+        text("mul", a * b),
+        text("max", np.maximum(a, b)),
+        text("expr1", a * b + 3),
+        text("expr2", np.maximum(b, 0) - a),
+        text("expr3", b),
+        text("sum02", x.sum(axis=(0, 2)), True),
+        text("max1", x.max(axis=1), True),
+        f"min-all: {x.min():.7f}",
+        text("mul0", a.prod(axis=0)),
+        text("fill", np.full(5, 3.5), True),
+        text("zero", [[7, 7], [0, 0]]),
         text("cast-float", a.astype(np.float32), True),
         text("cast-bool-int", (x[:1, :1] != 0).astype(int)),
         text("cast-unsigned", b[:1].astype(np.int64) % 2**32),
