@@ -8,8 +8,8 @@
 // prints one line per (product, density):
 //   "product density sparse_median_ms dense_median_ms sparse_min_ms dense_min_ms max_diff"
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -69,16 +69,15 @@ int main(int argc, char **argv) {
                                           sparseOut.data());
         },
         [&] {
-          popsnn::dense::denseProduct(B, n, nIn, x.data(), nIn, 1, w.data(), n, denseOut.data(),
+          popsnn::dense::denseProduct(B, n, nIn, x.data(), nIn, 1, w.data(), n, denseOut.data(), n);
+        },
+        [&] {
+          popsnn::lif::sparseInputTransposedProduct(x.data(), nIn, B, nIn, g.data(), n, idx.data(),
+                                                    val.data(), sparseGrad.data());
+        },
+        [&] {
+          popsnn::dense::denseProduct(nIn, n, B, x.data(), 1, nIn, g.data(), n, denseGrad.data(),
                                       n);
-        },
-        [&] {
-          popsnn::lif::sparseInputTransposedProduct(x.data(), nIn, B, nIn, g.data(), n,
-                                                    idx.data(), val.data(), sparseGrad.data());
-        },
-        [&] {
-          popsnn::dense::denseProduct(nIn, n, B, x.data(), 1, nIn, g.data(), n,
-                                      denseGrad.data(), n);
         }};
     // The kernels take turns, so that load from other processes falls on all alike.
     std::vector<double> ms[4];
@@ -91,8 +90,8 @@ int main(int argc, char **argv) {
       }
     // The two kernels sum the same terms in the same order: a sanity check, not a test.
     const float diff = std::max(maxAbsDiff(sparseOut, denseOut), maxAbsDiff(sparseGrad, denseGrad));
-    std::printf("current %.3f %.4f %.4f %.4f %.4f %.3g\n", density, median(ms[0]),
-                median(ms[1]), least(ms[0]), least(ms[1]), diff);
+    std::printf("current %.3f %.4f %.4f %.4f %.4f %.3g\n", density, median(ms[0]), median(ms[1]),
+                least(ms[0]), least(ms[1]), diff);
     std::printf("weight_grad %.3f %.4f %.4f %.4f %.4f %.3g\n", density, median(ms[2]),
                 median(ms[3]), least(ms[2]), least(ms[3]), diff);
     std::fflush(stdout);

@@ -55,8 +55,8 @@ inline void storeLanes(float *p, Lanes v) { __builtin_memcpy(p, &v, sizeof v); }
 // `panelStride` apart; the first k block writes c (`accumulate` false), later ones add.
 template <unsigned R>
 inline void productTile(unsigned kc, const float *__restrict a, unsigned aRow, unsigned aCol,
-                        const float *__restrict panel, unsigned panelStride,
-                        float *__restrict c, unsigned ldc, unsigned cols, bool accumulate) {
+                        const float *__restrict panel, unsigned panelStride, float *__restrict c,
+                        unsigned ldc, unsigned cols, bool accumulate) {
   Lanes acc[R][TILE_VECS];
   if (!accumulate) {
     for (unsigned r = 0; r < R; ++r)
@@ -103,16 +103,17 @@ inline void productTile(unsigned kc, const float *__restrict a, unsigned aRow, u
 }
 
 // The tiles of rows [0, rows) against one panel: full tiles, then one of the rest.
-inline void productRows(unsigned rows, unsigned kc, const float *a, unsigned aRow,
-                        unsigned aCol, const float *panel, unsigned panelStride, float *c,
-                        unsigned ldc, unsigned cols, bool accumulate) {
+inline void productRows(unsigned rows, unsigned kc, const float *a, unsigned aRow, unsigned aCol,
+                        const float *panel, unsigned panelStride, float *c, unsigned ldc,
+                        unsigned cols, bool accumulate) {
   unsigned i = 0;
   for (; i + TILE_ROWS <= rows; i += TILE_ROWS)
-    productTile<TILE_ROWS>(kc, a + i * aRow, aRow, aCol, panel, panelStride, c + i * ldc, ldc,
-                           cols, accumulate);
+    productTile<TILE_ROWS>(kc, a + i * aRow, aRow, aCol, panel, panelStride, c + i * ldc, ldc, cols,
+                           accumulate);
   const float *ar = a + i * aRow;
   float *cr = c + i * ldc;
   switch (rows - i) {
+    // clang-format off: a case per macro line
 #define POPSNN_TILE(R)                                                                     \
   case R:                                                                                  \
     productTile<R>(kc, ar, aRow, aCol, panel, panelStride, cr, ldc, cols, accumulate);     \
@@ -121,8 +122,9 @@ inline void productRows(unsigned rows, unsigned kc, const float *a, unsigned aRo
     POPSNN_TILE(6) POPSNN_TILE(7) POPSNN_TILE(8) POPSNN_TILE(9) POPSNN_TILE(10)
     POPSNN_TILE(11)
 #undef POPSNN_TILE
-  default:
-    break;
+    default:
+      break;
+    // clang-format on
   }
   static_assert(TILE_ROWS <= 12, "productRows handles remainders of up to 11 rows");
 }
@@ -183,8 +185,7 @@ inline unsigned long long countNonzero(const float *__restrict x, unsigned rows,
 }
 
 // Whether `nonzero` of `total` entries reach `perMille` (one of the thresholds above).
-inline bool denseEnough(unsigned long long nonzero, unsigned long long total,
-                        unsigned perMille) {
+inline bool denseEnough(unsigned long long nonzero, unsigned long long total, unsigned perMille) {
   return nonzero * 1000ull >= total * perMille;
 }
 

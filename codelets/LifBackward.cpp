@@ -42,46 +42,46 @@ inline void gatherNextGrad(const float *nextGrad, float *__restrict g, unsigned 
 
 class LifBackward : public Vertex {
 public:
-  InOut<unsigned> step;             // counts 0..T-1; t = T-1-step
+  InOut<unsigned> step;                // counts 0..T-1; t = T-1-step
   Input<Vector<float>> lossGradSpikes; // output layer: dL/dS [T, B, n]
   Input<Vector<float>> lossGradMem;    // output layer: dL/dU [T, B, n] (membrane losses)
   // dL/dS of this layer comes from the dL/dI of the layers it feeds: their shards' dL/dI
   // ([B, n_k] blocks, one per shard k) and this tile's copy of their weights on its
   // neurons ([n, n_k] blocks), so only the small dL/dI crosses tiles.
-  Input<Vector<float>> nextGrad;     // next layer's dL/dI, blocks [T, B, n_k] ([B, n_k] step-major)
-  Input<Vector<float>> nextWeights;  // next layer's W on this shard's neurons, blocks [n, n_k]
+  Input<Vector<float>> nextGrad;    // next layer's dL/dI, blocks [T, B, n_k] ([B, n_k] step-major)
+  Input<Vector<float>> nextWeights; // next layer's W on this shard's neurons, blocks [n, n_k]
   // No sparse rule: nextWeights by downstream neuron [N_next, n]. A sparse rule: by own
   // neuron, rows padded to P = pushWidth(N_next): [n, P] (one dot per id-buffer entry).
   InOut<Vector<float>> nextWeightsT;
-  Input<Vector<float>> ownGrad;      // all-to-all: this layer's dL/dI[t+1], blocks [B, n_k]
-  Input<Vector<float>> ownWeights;   // all-to-all: V on this shard's neurons, blocks [n, n_k]
-  InOut<Vector<float>> ownWeightsT;  // all-to-all, dense: [N, n]
+  Input<Vector<float>> ownGrad;     // all-to-all: this layer's dL/dI[t+1], blocks [B, n_k]
+  Input<Vector<float>> ownWeights;  // all-to-all: V on this shard's neurons, blocks [n, n_k]
+  InOut<Vector<float>> ownWeightsT; // all-to-all, dense: [N, n]
   Input<Vector<float>> surrTrace;   // no sparse rule: [T, B, n]
   Input<Vector<float>> surrValues;  // a sparse rule: per id-buffer entry [T, B, slot]
   Input<Vector<int>> idTrace;       // own buffers [T, B, stride]
   Input<Vector<int>> inIds;         // INPUT_SPIKE_IDS: as LifForward's
 
-  Input<Vector<float>> denseIn;     // INPUT_DENSE_STEPS: [T, B, nIn]
+  Input<Vector<float>> denseIn; // INPUT_DENSE_STEPS: [T, B, nIn]
   // All-to-all: own layer's buffers, [numOwn, T, B, stride] (layer-major: whole traces)
   // or [numOwn, B, stride] (step-major: step t-1's).
   Input<Vector<int>> recIds;
-  Input<Vector<float>> weights;     // [nIn, n]
-  Input<Vector<float>> recWeights;  // all-to-all [N, n]; one-to-one [n]
-  InOut<Vector<float>> gradMem;     // dL/dU[t+1] carried [B, n]
-  InOut<Vector<float>> gradSyn;     // dL/dJ[t+1] carried [B, n] (Synaptic)
-  InOut<Vector<float>> gradWeights; // [nIn, n]
-  InOut<Vector<float>> gradBias;    // [n]
+  Input<Vector<float>> weights;        // [nIn, n]
+  Input<Vector<float>> recWeights;     // all-to-all [N, n]; one-to-one [n]
+  InOut<Vector<float>> gradMem;        // dL/dU[t+1] carried [B, n]
+  InOut<Vector<float>> gradSyn;        // dL/dJ[t+1] carried [B, n] (Synaptic)
+  InOut<Vector<float>> gradWeights;    // [nIn, n]
+  InOut<Vector<float>> gradBias;       // [n]
   InOut<Vector<float>> gradRecWeights; // like recWeights
-  InOut<Vector<float>> gradRecBias; // [n]
+  InOut<Vector<float>> gradRecBias;    // [n]
   InOut<Vector<float>> currentGradSum; // INPUT_DIRECT: sum_t dL/dI [B, n]
-  Output<Vector<float>> gradOut;    // dL/dI [T, B, n] ([B, n] step-major), for the previous layer
-  Output<Vector<float>> gradStep;   // all-to-all: dL/dI[t] [B, n], for the recurrence
+  Output<Vector<float>> gradOut;  // dL/dI [T, B, n] ([B, n] step-major), for the previous layer
+  Output<Vector<float>> gradStep; // all-to-all: dL/dI[t] [B, n], for the recurrence
   // Step-major: for the next backward step, this shard's buffers of step t-1 (for the layer
   // it feeds) and, all-to-all, of step t-2 (its recurrence). The forward leaves those of
   // steps T-1 and T-2 there for the first backward step.
-  Output<Vector<int>> outIds;       // [B, stride]
-  Output<Vector<int>> prevIds;      // [B, stride]
-  InOut<Vector<float>> scratch;     // [2n + P]
+  Output<Vector<int>> outIds;   // [B, stride]
+  Output<Vector<int>> prevIds;  // [B, stride]
+  InOut<Vector<float>> scratch; // [2n + P]
   // pushNext: dL/dW of the next layer on this shard's neurons (blocks [n, n_k] as
   // nextWeights): its input is this shard's spikes, its dL/dI is nextGrad.
   Output<Vector<float>> nextGradWeights;
@@ -100,11 +100,11 @@ public:
   unsigned reset;
   unsigned inputMode;
   unsigned isOutput;
-  unsigned dense;          // no sparse rule on this layer: every entry carries gradient
-  unsigned publishGrad;    // gradOut is read by another layer or the recurrence
-  unsigned stepsPerCall;   // T (layer-major schedule) or 1 (all-to-all recurrence, step-major)
-  unsigned stepMajor;      // schedule: 0 layer-major, 1 step-major (see the graph builder)
-  unsigned publishIds;     // step-major: write outIds for the layer this one feeds
+  unsigned dense;        // no sparse rule on this layer: every entry carries gradient
+  unsigned publishGrad;  // gradOut is read by another layer or the recurrence
+  unsigned stepsPerCall; // T (layer-major schedule) or 1 (all-to-all recurrence, step-major)
+  unsigned stepMajor;    // schedule: 0 layer-major, 1 step-major (see the graph builder)
+  unsigned publishIds;   // step-major: write outIds for the layer this one feeds
   unsigned pushNext;
   unsigned nextShardSize;
   unsigned nextLayerSize;
@@ -208,8 +208,8 @@ private:
         // each (padded rows of W_next with the gathered dL/dI_next); then the sums.
         const unsigned P = pushWidth(nextLayerSize);
         float *__restrict g = &scratch[2 * n];
-        gatherNextGrad(&nextGrad[0], g, nextLayerSize, nextShardSize,
-                       stepMajor ? b : t * batch + b, stepMajor ? batch : numSteps * batch);
+        gatherNextGrad(&nextGrad[0], g, nextLayerSize, nextShardSize, stepMajor ? b : t * batch + b,
+                       stepMajor ? batch : numSteps * batch);
         if (reset == RESET_ZERO) // a spike at t cuts the leak path
           for (int k = 0; k < own[0]; ++k)
             gU[unsigned(own[BUFFER_HEADER + k]) - offset] = 0.0f;
@@ -234,121 +234,121 @@ private:
             acc[j] += gU[j];
         }
       } else {
-      // dL/dS[t]: from the loss or the next layer, plus the recurrent path.
-      if (isOutput) {
-        const float *__restrict g = &lossGradSpikes[(t * batch + b) * n];
-        for (unsigned j = 0; j < n; ++j)
-          eps[j] = g[j];
-      } else if (!dense) {
-        // One dot per id-buffer entry inside the rule: its padded row of W_next with this
-        // (step, sample)'s dL/dI_next, gathered padded from the downstream shards' blocks.
-        for (unsigned j = 0; j < n; ++j)
-          eps[j] = 0.0f;
-        const unsigned P = pushWidth(nextLayerSize);
-        float *__restrict g = &scratch[2 * n];
-        gatherNextGrad(&nextGrad[0], g, nextLayerSize, nextShardSize,
-                       stepMajor ? b : t * batch + b, stepMajor ? batch : numSteps * batch);
-        for (int k = 0; k < own[1]; ++k) {
-          if (vals[k] == 0.0f) // a spike off the rule's window
-            continue;
-          const unsigned j = unsigned(own[BUFFER_HEADER + k]) - offset;
-          eps[j] += dotPadded(&nextWeightsT[j * P], g, P);
-        }
-      } else {
-        for (unsigned j = 0; j < n; ++j)
-          eps[j] = 0.0f;
-        fromFanout(eps, vals, own, &nextWeights[0], &nextWeightsT[0], &nextGrad[0],
-                   nextShardSize, nextLayerSize, stepMajor ? b : t * batch + b,
-                   stepMajor ? batch : numSteps * batch);
-      }
-      if (neuron == RLEAKY_ALL_TO_ALL && t + 1 < numSteps) {
-        fromFanout(eps, vals, own, &ownWeights[0], &ownWeightsT[0], &ownGrad[0], ownShardSize,
-                   ownLayerSize, b, batch);
-      } else if (neuron == RLEAKY_ONE_TO_ONE) {
-        for (unsigned j = 0; j < n; ++j)
-          eps[j] += recWeights[j] * gU[j];
-      }
-      const bool recurrent = neuron == RLEAKY_ALL_TO_ALL || neuron == RLEAKY_ONE_TO_ONE;
-      // A zero reset cuts the leak path of neurons that spiked at t: U[t+1] starts from 0.
-      // (RLeaky's carry is already gated: see below.)
-      if (reset == RESET_ZERO && !recurrent)
-        for (int k = 0; k < own[0]; ++k)
-          gU[unsigned(own[BUFFER_HEADER + k]) - offset] = 0.0f;
-      // dL/dU[t] = surrogate * dL/dS[t] (+ a membrane loss) + leak * dL/dU[t+1].
-      // Entries off the sparse rule have surrogate exactly 0: eps is not computed there.
-      const float *__restrict gMem = isOutput ? &lossGradMem[(t * batch + b) * n] : nullptr;
-      if (!dense) {
-        // Only the id buffer's entries carry surrogate; the rest decays.
-        if (gMem)
+        // dL/dS[t]: from the loss or the next layer, plus the recurrent path.
+        if (isOutput) {
+          const float *__restrict g = &lossGradSpikes[(t * batch + b) * n];
           for (unsigned j = 0; j < n; ++j)
-            gU[j] = gMem[j] + beta * gU[j];
-        else
+            eps[j] = g[j];
+        } else if (!dense) {
+          // One dot per id-buffer entry inside the rule: its padded row of W_next with this
+          // (step, sample)'s dL/dI_next, gathered padded from the downstream shards' blocks.
           for (unsigned j = 0; j < n; ++j)
-            gU[j] = beta * gU[j];
-        for (int k = 0; k < own[1]; ++k)
-          if (vals[k] != 0.0f) {
+            eps[j] = 0.0f;
+          const unsigned P = pushWidth(nextLayerSize);
+          float *__restrict g = &scratch[2 * n];
+          gatherNextGrad(&nextGrad[0], g, nextLayerSize, nextShardSize,
+                         stepMajor ? b : t * batch + b, stepMajor ? batch : numSteps * batch);
+          for (int k = 0; k < own[1]; ++k) {
+            if (vals[k] == 0.0f) // a spike off the rule's window
+              continue;
             const unsigned j = unsigned(own[BUFFER_HEADER + k]) - offset;
-            gU[j] += vals[k] * eps[j];
+            eps[j] += dotPadded(&nextWeightsT[j * P], g, P);
           }
-      } else if (gMem) {
-        for (unsigned j = 0; j < n; ++j)
-          gU[j] = ((sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + gMem[j]) + beta * gU[j];
-      } else {
-        for (unsigned j = 0; j < n; ++j)
-          gU[j] = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + beta * gU[j];
-      }
-      float *__restrict dI = eps; // eps is spent: reuse its storage for dL/dI[t]
-      if (neuron == SYNAPTIC) {
-        float *__restrict gJ = &gradSyn[b * n];
-        if (reset == RESET_ZERO) {
-          // U[t] = (1 - S[t-1]) (beta U[t-1] + J[t]): the reset also gates J's path.
-          for (unsigned j = 0; j < n; ++j)
-            keep[j] = 1.0f;
-          if (t > 0) {
-            const int *prevOwn = &idTrace[((t - 1) * batch + b) * stride];
-            for (int k = 0; k < prevOwn[0]; ++k)
-              keep[unsigned(prevOwn[BUFFER_HEADER + k]) - offset] = 0.0f;
-          }
-          for (unsigned j = 0; j < n; ++j)
-            gJ[j] = keep[j] * gU[j] + alpha * gJ[j];
         } else {
           for (unsigned j = 0; j < n; ++j)
-            gJ[j] = gU[j] + alpha * gJ[j];
+            eps[j] = 0.0f;
+          fromFanout(eps, vals, own, &nextWeights[0], &nextWeightsT[0], &nextGrad[0], nextShardSize,
+                     nextLayerSize, stepMajor ? b : t * batch + b,
+                     stepMajor ? batch : numSteps * batch);
         }
-        for (unsigned j = 0; j < n; ++j)
-          dI[j] = gJ[j];
-      } else {
-        if (recurrent && reset == RESET_ZERO) {
-          // U[t] = (1 - S[t-1]) (beta U[t-1] + I[t] + V S[t-1] + b_V): carry and dL/dI are
-          // the gradient of that bracket.
-          if (t > 0) {
-            const int *prevOwn = &idTrace[((t - 1) * batch + b) * stride];
-            for (int k = 0; k < prevOwn[0]; ++k)
-              gU[unsigned(prevOwn[BUFFER_HEADER + k]) - offset] = 0.0f;
+        if (neuron == RLEAKY_ALL_TO_ALL && t + 1 < numSteps) {
+          fromFanout(eps, vals, own, &ownWeights[0], &ownWeightsT[0], &ownGrad[0], ownShardSize,
+                     ownLayerSize, b, batch);
+        } else if (neuron == RLEAKY_ONE_TO_ONE) {
+          for (unsigned j = 0; j < n; ++j)
+            eps[j] += recWeights[j] * gU[j];
+        }
+        const bool recurrent = neuron == RLEAKY_ALL_TO_ALL || neuron == RLEAKY_ONE_TO_ONE;
+        // A zero reset cuts the leak path of neurons that spiked at t: U[t+1] starts from 0.
+        // (RLeaky's carry is already gated: see below.)
+        if (reset == RESET_ZERO && !recurrent)
+          for (int k = 0; k < own[0]; ++k)
+            gU[unsigned(own[BUFFER_HEADER + k]) - offset] = 0.0f;
+        // dL/dU[t] = surrogate * dL/dS[t] (+ a membrane loss) + leak * dL/dU[t+1].
+        // Entries off the sparse rule have surrogate exactly 0: eps is not computed there.
+        const float *__restrict gMem = isOutput ? &lossGradMem[(t * batch + b) * n] : nullptr;
+        if (!dense) {
+          // Only the id buffer's entries carry surrogate; the rest decays.
+          if (gMem)
+            for (unsigned j = 0; j < n; ++j)
+              gU[j] = gMem[j] + beta * gU[j];
+          else
+            for (unsigned j = 0; j < n; ++j)
+              gU[j] = beta * gU[j];
+          for (int k = 0; k < own[1]; ++k)
+            if (vals[k] != 0.0f) {
+              const unsigned j = unsigned(own[BUFFER_HEADER + k]) - offset;
+              gU[j] += vals[k] * eps[j];
+            }
+        } else if (gMem) {
+          for (unsigned j = 0; j < n; ++j)
+            gU[j] = ((sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + gMem[j]) + beta * gU[j];
+        } else {
+          for (unsigned j = 0; j < n; ++j)
+            gU[j] = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + beta * gU[j];
+        }
+        float *__restrict dI = eps; // eps is spent: reuse its storage for dL/dI[t]
+        if (neuron == SYNAPTIC) {
+          float *__restrict gJ = &gradSyn[b * n];
+          if (reset == RESET_ZERO) {
+            // U[t] = (1 - S[t-1]) (beta U[t-1] + J[t]): the reset also gates J's path.
+            for (unsigned j = 0; j < n; ++j)
+              keep[j] = 1.0f;
+            if (t > 0) {
+              const int *prevOwn = &idTrace[((t - 1) * batch + b) * stride];
+              for (int k = 0; k < prevOwn[0]; ++k)
+                keep[unsigned(prevOwn[BUFFER_HEADER + k]) - offset] = 0.0f;
+            }
+            for (unsigned j = 0; j < n; ++j)
+              gJ[j] = keep[j] * gU[j] + alpha * gJ[j];
+          } else {
+            for (unsigned j = 0; j < n; ++j)
+              gJ[j] = gU[j] + alpha * gJ[j];
           }
+          for (unsigned j = 0; j < n; ++j)
+            dI[j] = gJ[j];
+        } else {
+          if (recurrent && reset == RESET_ZERO) {
+            // U[t] = (1 - S[t-1]) (beta U[t-1] + I[t] + V S[t-1] + b_V): carry and dL/dI are
+            // the gradient of that bracket.
+            if (t > 0) {
+              const int *prevOwn = &idTrace[((t - 1) * batch + b) * stride];
+              for (int k = 0; k < prevOwn[0]; ++k)
+                gU[unsigned(prevOwn[BUFFER_HEADER + k]) - offset] = 0.0f;
+            }
+          }
+          for (unsigned j = 0; j < n; ++j)
+            dI[j] = gU[j];
         }
+        if (publishGrad) {
+          float *__restrict out = &gradOut[((stepMajor ? 0 : t * batch) + b) * n];
+          for (unsigned j = 0; j < n; ++j)
+            out[j] = dI[j];
+        }
+        if (neuron == RLEAKY_ALL_TO_ALL) {
+          float *__restrict out = &gradStep[b * n];
+          for (unsigned j = 0; j < n; ++j)
+            out[j] = dI[j];
+        }
+        float *__restrict gb = &gradBias[0];
         for (unsigned j = 0; j < n; ++j)
-          dI[j] = gU[j];
-      }
-      if (publishGrad) {
-        float *__restrict out = &gradOut[((stepMajor ? 0 : t * batch) + b) * n];
-        for (unsigned j = 0; j < n; ++j)
-          out[j] = dI[j];
-      }
-      if (neuron == RLEAKY_ALL_TO_ALL) {
-        float *__restrict out = &gradStep[b * n];
-        for (unsigned j = 0; j < n; ++j)
-          out[j] = dI[j];
-      }
-      float *__restrict gb = &gradBias[0];
-      for (unsigned j = 0; j < n; ++j)
-        gb[j] += dI[j];
-      if (inputMode == INPUT_DIRECT) {
-        float *__restrict acc = &currentGradSum[b * n];
-        for (unsigned j = 0; j < n; ++j)
-          acc[j] += dI[j];
-      }
-      dIn = dI;
+          gb[j] += dI[j];
+        if (inputMode == INPUT_DIRECT) {
+          float *__restrict acc = &currentGradSum[b * n];
+          for (unsigned j = 0; j < n; ++j)
+            acc[j] += dI[j];
+        }
+        dIn = dI;
       } // not fused
       const float *__restrict dI = dIn;
       // Weight gradient: sparse in the input (direct input: summed over steps above).
@@ -364,8 +364,7 @@ private:
         }
       } else if (inputMode == INPUT_SPIKE_IDS) {
         for (unsigned s = 0; s < numSrc; ++s) {
-          const int *buf =
-              &inIds[((stepMajor ? s : s * numSteps + t) * batch + b) * inStride];
+          const int *buf = &inIds[((stepMajor ? s : s * numSteps + t) * batch + b) * inStride];
           for (int k = 0; k < buf[0]; ++k) {
             float *__restrict row = &gradWeights[unsigned(buf[BUFFER_HEADER + k]) * n];
             for (unsigned j = 0; j < n; ++j)
@@ -398,8 +397,7 @@ private:
           gvb[j] += dI[j];
         if (t > 0) {
           for (unsigned o = 0; o < numOwn; ++o) {
-            const int *buf =
-                &recIds[((stepMajor ? o : o * numSteps + t - 1) * batch + b) * stride];
+            const int *buf = &recIds[((stepMajor ? o : o * numSteps + t - 1) * batch + b) * stride];
             for (int k = 0; k < buf[0]; ++k) {
               float *__restrict row = &gradRecWeights[unsigned(buf[BUFFER_HEADER + k]) * n];
               for (unsigned j = 0; j < n; ++j)
@@ -486,8 +484,7 @@ private:
       float sum = 0.0f;
       for (unsigned first = 0; first < layerSize; first += shardSize) {
         const unsigned size = layerSize - first < shardSize ? layerSize - first : shardSize;
-        sum += dot(fanout + n * first + j * size, grads + rowsPerBlock * first + row * size,
-                   size);
+        sum += dot(fanout + n * first + j * size, grads + rowsPerBlock * first + row * size, size);
       }
       eps[j] += sum;
     }

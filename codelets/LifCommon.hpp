@@ -84,8 +84,8 @@ inline void copyBuffer(const int *src, int *dst) {
 
 // Blocks [n, n_k] (one per downstream shard k of a layer of `layerSize` neurons in shards
 // of `shardSize`) <-> rows [n, pushWidth(layerSize)], zero-padded.
-inline void blocksToRows(const float *blocks, unsigned n, unsigned shardSize,
-                         unsigned layerSize, float *rows) {
+inline void blocksToRows(const float *blocks, unsigned n, unsigned shardSize, unsigned layerSize,
+                         float *rows) {
   const unsigned P = pushWidth(layerSize);
   for (unsigned k = 0; k < n * P; ++k)
     rows[k] = 0.0f;
@@ -225,9 +225,9 @@ inline unsigned appendSpikes(const float *__restrict u, float threshold, float *
                              unsigned capacity) {
 #ifdef POPSNN_SPARSE_ROWS_AVX512
   const __m512 th = _mm512_set1_ps(threshold), one = _mm512_set1_ps(1.0f);
-  __m512i lane = _mm512_add_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-      _mm512_set1_epi32(int(offset)));
+  __m512i lane =
+      _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                       _mm512_set1_epi32(int(offset)));
   const __m512i sixteen = _mm512_set1_epi32(16);
   for (unsigned j0 = 0; j0 < n; j0 += 16) {
     const unsigned rest = n - j0;
@@ -268,9 +268,9 @@ inline unsigned leakForwardRow(unsigned n, float beta, float threshold, unsigned
   const __m512 half = _mm512_set1_ps(2.0f), halfParam = _mm512_set1_ps(param / 2.0f);
   const __m512 rv = _mm512_set1_ps(ruleValue);
   const __m512 absMask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
-  __m512i lane = _mm512_add_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-      _mm512_set1_epi32(int(offset)));
+  __m512i lane =
+      _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                       _mm512_set1_epi32(int(offset)));
   const __m512i sixteen = _mm512_set1_epi32(16);
   for (unsigned j0 = 0; j0 < n; j0 += 16) {
     const unsigned rest = n - j0;
@@ -318,11 +318,11 @@ inline unsigned leakForwardRow(unsigned n, float beta, float threshold, unsigned
 
 // The gradient candidates of a row (no spike, non-zero masked surrogate), appended.
 inline unsigned appendCandidates(const float *__restrict prev, const float *__restrict sg,
-                                 unsigned n, unsigned offset, int *__restrict ids,
-                                 unsigned needed, unsigned capacity) {
+                                 unsigned n, unsigned offset, int *__restrict ids, unsigned needed,
+                                 unsigned capacity) {
   for (unsigned j0 = 0; j0 < n; j0 += 32)
-    needed = appendBits(candidateBits(prev + j0, sg + j0, j0 + 32 < n ? 32 : n - j0),
-                        offset + j0, ids, needed, capacity);
+    needed = appendBits(candidateBits(prev + j0, sg + j0, j0 + 32 < n ? 32 : n - j0), offset + j0,
+                        ids, needed, capacity);
   return needed;
 }
 
@@ -336,8 +336,8 @@ inline unsigned appendCandidates(const float *__restrict prev, const float *__re
 template <unsigned V>
 inline void leakBackwardBlock(const float *__restrict g, unsigned K, const float *__restrict wT,
                               unsigned n, const float *__restrict sg, float beta,
-                              float *__restrict gU, float *__restrict acc,
-                              float *__restrict out, float *__restrict gb, __mmask16 lastMask) {
+                              float *__restrict gU, float *__restrict acc, float *__restrict out,
+                              float *__restrict gb, __mmask16 lastMask) {
   __m512 e[V];
 #pragma GCC unroll 8
   for (unsigned c = 0; c < V; ++c)
@@ -348,8 +348,7 @@ inline void leakBackwardBlock(const float *__restrict g, unsigned K, const float
 #pragma GCC unroll 8
     for (unsigned c = 0; c < V; ++c)
       e[c] = _mm512_fmadd_ps(
-          gk, _mm512_maskz_loadu_ps(c + 1 == V ? lastMask : __mmask16(0xffff), row + 16 * c),
-          e[c]);
+          gk, _mm512_maskz_loadu_ps(c + 1 == V ? lastMask : __mmask16(0xffff), row + 16 * c), e[c]);
   }
   const __m512 b = _mm512_set1_ps(beta), zero = _mm512_setzero_ps();
 #pragma GCC unroll 8
@@ -358,8 +357,8 @@ inline void leakBackwardBlock(const float *__restrict g, unsigned K, const float
     const unsigned o = 16 * c;
     const __m512 s = _mm512_maskz_loadu_ps(m, sg + o);
     const __mmask16 nz = _mm512_mask_cmp_ps_mask(m, s, zero, _CMP_NEQ_UQ);
-    const __m512 u = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(m, gU + o),
-                                     _mm512_maskz_mul_ps(nz, s, e[c]));
+    const __m512 u =
+        _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(m, gU + o), _mm512_maskz_mul_ps(nz, s, e[c]));
     _mm512_mask_storeu_ps(gU + o, m, u);
     if (acc)
       _mm512_mask_storeu_ps(acc + o, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, acc + o), u));
@@ -381,6 +380,7 @@ inline void leakBackwardRow(const float *__restrict g, unsigned K, const float *
     return;
   const __mmask16 mask = __mmask16((1u << (rest - (rest - 1) / 16 * 16)) - 1u);
   switch ((rest + 15) / 16) {
+    // clang-format off: a case per macro line
 #define POPSNN_BLOCK(V)                                                                    \
   case V:                                                                                  \
     leakBackwardBlock<V>(g, K, wT + j, n, sg + j, beta, gU + j, acc ? acc + j : nullptr,   \
@@ -389,6 +389,7 @@ inline void leakBackwardRow(const float *__restrict g, unsigned K, const float *
     POPSNN_BLOCK(1) POPSNN_BLOCK(2) POPSNN_BLOCK(3) POPSNN_BLOCK(4)
     POPSNN_BLOCK(5) POPSNN_BLOCK(6) POPSNN_BLOCK(7) POPSNN_BLOCK(8)
 #undef POPSNN_BLOCK
+    // clang-format on
   }
 }
 #elif defined(POPSNN_FLOATS16)
@@ -398,10 +399,9 @@ inline void leakBackwardRow(const float *__restrict g, unsigned K, const float *
 constexpr unsigned NATIVE_LANES = sizeof(NativeFloats) / sizeof(float);
 typedef int NativeInts __attribute__((vector_size(sizeof(NativeFloats))));
 template <unsigned V>
-inline void leakBackwardVectors(const float *__restrict g, unsigned K,
-                                const float *__restrict wT, unsigned n,
-                                const float *__restrict sg, float beta, float *__restrict gU,
-                                float *__restrict acc, float *__restrict out,
+inline void leakBackwardVectors(const float *__restrict g, unsigned K, const float *__restrict wT,
+                                unsigned n, const float *__restrict sg, float beta,
+                                float *__restrict gU, float *__restrict acc, float *__restrict out,
                                 float *__restrict gb) {
   typedef UnalignedFloats F;
   NativeFloats e[V] = {};
@@ -438,6 +438,7 @@ inline void leakBackwardRow(const float *__restrict g, unsigned K, const float *
     leakBackwardVectors<8>(g, K, wT + j, n, sg + j, beta, gU + j, acc ? acc + j : nullptr,
                            out ? out + j : nullptr, gb + j);
   switch ((n - j) / NATIVE_LANES) {
+    // clang-format off: a case per macro line
 #define POPSNN_BLOCK(V)                                                                    \
   case V:                                                                                  \
     leakBackwardVectors<V>(g, K, wT + j, n, sg + j, beta, gU + j, acc ? acc + j : nullptr, \
@@ -446,8 +447,9 @@ inline void leakBackwardRow(const float *__restrict g, unsigned K, const float *
     POPSNN_BLOCK(1) POPSNN_BLOCK(2) POPSNN_BLOCK(3) POPSNN_BLOCK(4)
     POPSNN_BLOCK(5) POPSNN_BLOCK(6) POPSNN_BLOCK(7)
 #undef POPSNN_BLOCK
-  default:
-    break;
+    default:
+      break;
+    // clang-format on
   }
   for (j += (n - j) / NATIVE_LANES * NATIVE_LANES; j < n; ++j) {
     float e = 0.0f;

@@ -16,10 +16,10 @@ using namespace popsnn::lif;
 // skips zero inputs (image data is mostly zeros); the same sum per entry either way.
 class DirectCurrent : public Vertex {
 public:
-  Input<Vector<float>> x;       // [B, nIn]
-  Input<Vector<float>> weights; // [nIn, n] (transposed: one contiguous row per input)
-  Input<Vector<float>> bias;    // [n]
-  Output<Vector<float>> current; // [B, n]
+  Input<Vector<float>> x;          // [B, nIn]
+  Input<Vector<float>> weights;    // [nIn, n] (transposed: one contiguous row per input)
+  Input<Vector<float>> bias;       // [n]
+  Output<Vector<float>> current;   // [B, n]
   InOut<Vector<unsigned>> nzIndex; // [nIn]: a sample's non-zero inputs (sparse kernel)
   InOut<Vector<float>> nzValue;    // [nIn]
   unsigned batch;
@@ -48,23 +48,24 @@ public:
 // candidates) for every sample.
 class LifForward : public Vertex {
 public:
-  InOut<unsigned> step;           // device-side step counter, wraps at numSteps
+  InOut<unsigned> step; // device-side step counter, wraps at numSteps
   // INPUT_DIRECT: x.W + b [B, n]. INPUT_PARTIAL_CURRENT: this step's sum of the partial
   // blocks [B, n] (written here, without the bias).
   InOut<Vector<float>> current;
-  Input<Vector<float>> denseIn;   // INPUT_DENSE_STEPS: [T, B, nIn]
+  Input<Vector<float>> denseIn; // INPUT_DENSE_STEPS: [T, B, nIn]
   // INPUT_SPIKE_IDS: the previous layer's buffers, [numSrc, T, B, inStride] (layer-major
   // schedule: its whole traces) or [numSrc, B, inStride] (step-major: this step's).
   Input<Vector<int>> inIds;
-  Input<Vector<float>> weights;   // [nIn, n]
-  Input<Vector<float>> bias;      // [n]
-  Input<Vector<int>> recIds;      // RLEAKY_ALL_TO_ALL: own layer's buffers of step t-1 [numOwn, B, stride]
+  Input<Vector<float>> weights; // [nIn, n]
+  Input<Vector<float>> bias;    // [n]
+  Input<Vector<int>>
+      recIds; // RLEAKY_ALL_TO_ALL: own layer's buffers of step t-1 [numOwn, B, stride]
   Input<Vector<float>> recWeights; // all-to-all: [N, n]; one-to-one: [n]
-  Input<Vector<float>> recBias;   // all-to-all: [n]
-  InOut<Vector<float>> mem;       // U [B, n]
-  InOut<Vector<float>> syn;       // J [B, n] (Synaptic)
+  Input<Vector<float>> recBias;    // all-to-all: [n]
+  InOut<Vector<float>> mem;        // U [B, n]
+  InOut<Vector<float>> syn;        // J [B, n] (Synaptic)
   InOut<Vector<float>> prevSpikes; // S[t-1] [B, n]
-  InOut<Vector<float>> scratch;   // [3n]
+  InOut<Vector<float>> scratch;    // [3n]
   // The masked surrogate dS/dU kept for the backward. No sparse rule: dense, surrTrace
   // [T, B, n]. A sparse rule: only for the entries of the id buffer (spikes, then gradient
   // candidates), surrValues [T, B, slot] beside idTrace (slot = stride - BUFFER_HEADER),
@@ -187,8 +188,7 @@ private:
           }
         } else {
           for (unsigned s = 0; s < numSrc; ++s) {
-            const int *buf =
-                &inIds[((stepMajor ? s : s * numSteps + t) * batch + b) * inStride];
+            const int *buf = &inIds[((stepMajor ? s : s * numSteps + t) * batch + b) * inStride];
             const int spikes = buf[0];
             for (int k = 0; k < spikes; ++k) {
               const float *__restrict row = &weights[unsigned(buf[BUFFER_HEADER + k]) * n];
@@ -269,8 +269,7 @@ private:
             u[j] = beta * u[j] + in[j];
       }
       // Masked surrogate dS/dU, kept for the backward.
-      float *__restrict sg =
-          rule == RULE_NONE ? &surrTrace[(t * batch + b) * n] : &scratch[2 * n];
+      float *__restrict sg = rule == RULE_NONE ? &surrTrace[(t * batch + b) * n] : &scratch[2 * n];
       // Spikes and the id buffer: spikes first, then gradient candidates.
       int *buf = &idTrace[(t * batch + b) * stride];
       unsigned spikes = 0, needed = 0;

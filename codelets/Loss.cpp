@@ -13,14 +13,14 @@ using namespace popsnn::codes;
 
 class OutputLoss : public Vertex {
 public:
-  Input<Vector<float>> spikes;       // [T, B, C], shard-major
-  Input<Vector<float>> membranes;    // [T, B, C], shard-major
-  Input<Vector<int>> labels;         // [B]
+  Input<Vector<float>> spikes;        // [T, B, C], shard-major
+  Input<Vector<float>> membranes;     // [T, B, C], shard-major
+  Input<Vector<int>> labels;          // [B]
   Input<Vector<float>> sampleWeights; // [B]
-  Output<Vector<float>> gradSpikes;  // like spikes
+  Output<Vector<float>> gradSpikes;   // like spikes
   Output<Vector<float>> gradMembranes;
   Output<float> loss;
-  InOut<Vector<float>> scratch;      // [2 * C]
+  InOut<Vector<float>> scratch; // [2 * C]
 
   unsigned kind;
   unsigned numSteps;
@@ -28,7 +28,7 @@ public:
   unsigned numOutputs;
   unsigned numClasses;
   unsigned shardSize;
-  float onTarget;  // mse_count: target count of the label; mse_membrane: on target
+  float onTarget; // mse_count: target count of the label; mse_membrane: on target
   float offTarget;
 
   unsigned at(unsigned t, unsigned b, unsigned c) const {

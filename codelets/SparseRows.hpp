@@ -106,8 +106,8 @@ inline void sparseRowBlock(const unsigned *__restrict idx, const float *__restri
 // V full vectors of 16 columns and a last one masked to `lastMask`.
 template <unsigned V>
 inline void sparseRowBlockMasked(const unsigned *__restrict idx, const float *__restrict val,
-                                 unsigned count, const float *__restrict rows,
-                                 unsigned rowStride, float *__restrict out, __mmask16 lastMask) {
+                                 unsigned count, const float *__restrict rows, unsigned rowStride,
+                                 float *__restrict out, __mmask16 lastMask) {
   Floats16 acc[V + 1];
   for (unsigned c = 0; c <= V; ++c)
     acc[c] = Floats16{};
@@ -117,8 +117,8 @@ inline void sparseRowBlockMasked(const unsigned *__restrict idx, const float *__
 #pragma GCC unroll 8
     for (unsigned c = 0; c < V; ++c)
       acc[c] += v * loadFloats16(row + 16 * c);
-    acc[V] = _mm512_fmadd_ps(_mm512_set1_ps(v), _mm512_maskz_loadu_ps(lastMask, row + 16 * V),
-                             acc[V]);
+    acc[V] =
+        _mm512_fmadd_ps(_mm512_set1_ps(v), _mm512_maskz_loadu_ps(lastMask, row + 16 * V), acc[V]);
   }
 #pragma GCC unroll 8
   for (unsigned c = 0; c < V; ++c)
@@ -128,8 +128,8 @@ inline void sparseRowBlockMasked(const unsigned *__restrict idx, const float *__
 #endif
 
 inline void sparseRowCombination(const unsigned *__restrict idx, const float *__restrict val,
-                                 unsigned count, const float *__restrict rows,
-                                 unsigned rowStride, float *__restrict out, unsigned n) {
+                                 unsigned count, const float *__restrict rows, unsigned rowStride,
+                                 float *__restrict out, unsigned n) {
 #ifdef POPSNN_SPARSE_ROWS_AVX512
   unsigned j = 0;
   for (; j + 128 <= n; j += 128)
@@ -140,29 +140,35 @@ inline void sparseRowCombination(const unsigned *__restrict idx, const float *__
   // (rest - 1) / 16 full vectors, then 1..16 masked columns.
   const __mmask16 mask = __mmask16((1u << (rest - (rest - 1) / 16 * 16)) - 1u);
   switch ((rest - 1) / 16) {
-#define POPSNN_BLOCK(V)                                                                    \
-  case V:                                                                                  \
-    sparseRowBlockMasked<V>(idx, val, count, rows + j, rowStride, out + j, mask);          \
+    // clang-format off: a case per macro line
+#define POPSNN_BLOCK(V)                                                                            \
+  case V:                                                                                          \
+    sparseRowBlockMasked<V>(idx, val, count, rows + j, rowStride, out + j, mask);                  \
     break;
-    POPSNN_BLOCK(0) POPSNN_BLOCK(1) POPSNN_BLOCK(2) POPSNN_BLOCK(3)
-    POPSNN_BLOCK(4) POPSNN_BLOCK(5) POPSNN_BLOCK(6) POPSNN_BLOCK(7)
+    POPSNN_BLOCK(0)
+    POPSNN_BLOCK(1) POPSNN_BLOCK(2) POPSNN_BLOCK(3) POPSNN_BLOCK(4) POPSNN_BLOCK(5) POPSNN_BLOCK(6)
+        POPSNN_BLOCK(7)
 #undef POPSNN_BLOCK
+    // clang-format on
   }
 #elif defined(POPSNN_FLOATS16)
   constexpr unsigned BLOCK = 16 * SPARSE_BLOCK_VECS;
   unsigned j = 0;
   for (; j + BLOCK <= n; j += BLOCK)
     sparseRowBlock<SPARSE_BLOCK_VECS>(idx, val, count, rows + j, rowStride, out + j);
-  switch ((n - j) / 16) { // whole vectors of the rest, then 0..15 columns one by one
-#define POPSNN_BLOCK(V)                                                                    \
-  case V:                                                                                  \
-    sparseRowBlock<V>(idx, val, count, rows + j, rowStride, out + j);                      \
+  // Whole vectors of the rest, then 0..15 columns one by one.
+  switch ((n - j) / 16) {
+    // clang-format off: a case per macro line
+#define POPSNN_BLOCK(V)                                                                            \
+  case V:                                                                                          \
+    sparseRowBlock<V>(idx, val, count, rows + j, rowStride, out + j);                              \
     break;
-    POPSNN_BLOCK(1) POPSNN_BLOCK(2) POPSNN_BLOCK(3) POPSNN_BLOCK(4)
-    POPSNN_BLOCK(5) POPSNN_BLOCK(6) POPSNN_BLOCK(7)
+    POPSNN_BLOCK(1)
+    POPSNN_BLOCK(2) POPSNN_BLOCK(3) POPSNN_BLOCK(4) POPSNN_BLOCK(5) POPSNN_BLOCK(6) POPSNN_BLOCK(7)
 #undef POPSNN_BLOCK
-  default:
-    break;
+    default:
+      break;
+    // clang-format on
   }
   j += (n - j) / 16 * 16;
   for (unsigned c = j; c < n; ++c)
@@ -207,9 +213,8 @@ inline void sparseInputProduct(const float *__restrict x, unsigned batch, unsign
 // SPARSE_INPUT_GROUP at a time, so that x is read a cache line at a time; idx, val:
 // [SPARSE_INPUT_GROUP * batch] scratch (each input's list of samples).
 constexpr unsigned SPARSE_INPUT_GROUP = 16;
-inline void sparseInputTransposedProduct(const float *__restrict x, unsigned stride,
-                                         unsigned batch, unsigned numInputs,
-                                         const float *__restrict g, unsigned n,
+inline void sparseInputTransposedProduct(const float *__restrict x, unsigned stride, unsigned batch,
+                                         unsigned numInputs, const float *__restrict g, unsigned n,
                                          unsigned *__restrict idx, float *__restrict val,
                                          float *__restrict out) {
   constexpr unsigned GROUP = SPARSE_INPUT_GROUP;
@@ -224,8 +229,7 @@ inline void sparseInputTransposedProduct(const float *__restrict x, unsigned str
         count[c] += v != 0.0f;
       }
     for (unsigned c = 0; c < group; ++c)
-      sparseRowCombination(&idx[c * batch], &val[c * batch], count[c], g, n, out + (i0 + c) * n,
-                           n);
+      sparseRowCombination(&idx[c * batch], &val[c * batch], count[c], g, n, out + (i0 + c) * n, n);
   }
 }
 

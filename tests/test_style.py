@@ -30,3 +30,12 @@ def test_ruff_check_finds_nothing():
 def test_python_is_formatted():
     r = run(tool("ruff"), "format", "--no-cache", "--check", ".")
     assert r.returncode == 0, f"run `ruff format .`:\n{r.stdout}{r.stderr}"
+
+
+def test_cpp_is_formatted():
+    listed = run("git", "ls-files", "*.cpp", "*.hpp", "*.h")
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout: the C++ files to check are the tracked ones")
+    files = [f for f in listed.stdout.split() if not f.startswith("docker/")]
+    r = run(tool("clang-format"), "--dry-run", "--Werror", *files)
+    assert r.returncode == 0, f"run `clang-format -i` on these:\n{r.stderr[:4000]}"

@@ -12,7 +12,8 @@ public:
 
   bool compute() {
     float sum = 0;
-    for (unsigned i = 0; i < in.size(); ++i) sum += in[i];
+    for (unsigned i = 0; i < in.size(); ++i)
+      sum += in[i];
     *out = sum;
     return true;
   }
@@ -26,20 +27,21 @@ public:
   float a; // vertex state, set with graph.setInitialValue
 
   void compute(unsigned workerId) {
-    for (unsigned i = workerId; i < y.size(); i += numWorkers()) y[i] += a * x[i];
+    for (unsigned i = workerId; i < y.size(); i += numWorkers())
+      y[i] += a * x[i];
   }
 };
 
 // Scales every vector of a list in place: a templated vertex, addressed as "Scale<float>".
-template <typename T>
-class Scale : public Vertex {
+template <typename T> class Scale : public Vertex {
 public:
   InOut<VectorList<T, VectorListLayout::DELTANELEMENTS>> data;
   T factor;
 
   bool compute() {
     for (unsigned v = 0; v < data.size(); ++v)
-      for (auto &e : data[v]) e *= factor;
+      for (auto &e : data[v])
+        e *= factor;
     return true;
   }
 };

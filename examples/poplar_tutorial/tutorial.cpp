@@ -20,7 +20,8 @@ using namespace poplar::program;
 
 static void print(const char *label, const std::vector<float> &v) {
   std::cout << label << ":";
-  for (float x : v) std::cout << " " << x;
+  for (float x : v)
+    std::cout << " " << x;
   std::cout << "\n";
 }
 
@@ -78,16 +79,19 @@ int main(int argc, char **argv) {
   graph.createHostRead("y-read", y);
   graph.createHostRead("list-read", list);
 
-  Sequence prog({Execute(sumCs), Execute(axpyCs), Execute(scaleCs),
-                 Copy(toDevice, inbox), Copy(inbox, outbox), Copy(outbox, toHost)});
+  Sequence prog({Execute(sumCs), Execute(axpyCs), Execute(scaleCs), Copy(toDevice, inbox),
+                 Copy(inbox, outbox), Copy(outbox, toHost)});
 
   Engine engine(graph, prog);
   engine.load(device);
 
   std::vector<float> hostX(16), hostList(6), hostIn{10, 11, 12, 13}, hostOut(4);
-  for (unsigned i = 0; i < 16; ++i) hostX[i] = float(i);
-  for (unsigned i = 0; i < 6; ++i) hostList[i] = float(i);
-  for (float &v : hostIn) v *= 6;
+  for (unsigned i = 0; i < 16; ++i)
+    hostX[i] = float(i);
+  for (unsigned i = 0; i < 6; ++i)
+    hostList[i] = float(i);
+  for (float &v : hostIn)
+    v *= 6;
   engine.writeTensor("x-write", hostX.data(), hostX.data() + hostX.size());
   engine.writeTensor("list-write", hostList.data(), hostList.data() + hostList.size());
   engine.connectStream("to-device", hostIn.data());
@@ -102,6 +106,7 @@ int main(int argc, char **argv) {
   print("axpy", hostY);
   print("scaled", hostList);
   print("streamed", hostOut);
-  if (argc > 2) engine.printProfileSummary(std::cout);
+  if (argc > 2)
+    engine.printProfileSummary(std::cout);
   return 0;
 }

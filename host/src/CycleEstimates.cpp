@@ -49,8 +49,7 @@ const std::map<std::string, Estimator> &table() {
        }},
       {"DirectWeightGrad",
        [](const VertexWork &w) {
-         return kVertexOverhead +
-                std::uint64_t(w.batch) * w.inputs * (2 + vectorPass(w.neurons));
+         return kVertexOverhead + std::uint64_t(w.batch) * w.inputs * (2 + vectorPass(w.neurons));
        }},
       {"OutputLoss",
        [](const VertexWork &w) {

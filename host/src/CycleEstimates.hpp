@@ -19,10 +19,10 @@ struct VertexWork {
   unsigned steps = 0;
   unsigned activeInputs = 0;
   unsigned activeCandidates = 0;
-  unsigned elements = 0; // optimiser steps and the loss: elements touched
-  unsigned stepsPerCall = 1; // time steps one execution of the vertex covers
-  unsigned spikes = 0;       // expected spikes per (sample, step) of the shard (its capacity)
-  unsigned pushOutputs = 0;  // next layer's width where this shard pushes W_next.S to it
+  unsigned elements = 0;       // optimiser steps and the loss: elements touched
+  unsigned stepsPerCall = 1;   // time steps one execution of the vertex covers
+  unsigned spikes = 0;         // expected spikes per (sample, step) of the shard (its capacity)
+  unsigned pushOutputs = 0;    // next layer's width where this shard pushes W_next.S to it
   unsigned partialSources = 0; // blocks of pushed W.S sums summed per step, [B, n] each
 };
 

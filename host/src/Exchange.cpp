@@ -52,8 +52,7 @@ CopyList idCopies(const GraphBuild &b, const Layer &from, const Layer &to, bool 
 
 CopyList gradCopies(const GraphBuild &b, const Layer &from, const Layer &to, bool recurrentStep) {
   CopyList c;
-  const std::size_t rows =
-      std::size_t(recurrentStep || b.stepMajor() ? 1 : b.steps()) * b.batch();
+  const std::size_t rows = std::size_t(recurrentStep || b.stepMajor() ? 1 : b.steps()) * b.batch();
   for (const Shard &src : from.shards)
     for (const Shard &dst : to.shards) {
       const Tensor &into = recurrentStep ? dst.ownGrad : dst.nextGrad;
@@ -94,10 +93,10 @@ CopyList weightCopies(const Layer &from, const Layer &to, bool recurrent) {
     const Tensor &w = recurrent ? src.param[P_REC_WEIGHT] : src.param[P_WEIGHT];
     for (const Shard &dst : to.shards) {
       const Tensor &into = recurrent ? dst.ownWeights : dst.nextWeights;
-      c.add(w.slice(std::size_t(dst.first) * src.size,
-                    std::size_t(dst.first + dst.size) * src.size),
-            into.slice(std::size_t(dst.size) * src.first,
-                       std::size_t(dst.size) * (src.first + src.size)));
+      c.add(
+          w.slice(std::size_t(dst.first) * src.size, std::size_t(dst.first + dst.size) * src.size),
+          into.slice(std::size_t(dst.size) * src.first,
+                     std::size_t(dst.size) * (src.first + src.size)));
     }
   }
   return c;

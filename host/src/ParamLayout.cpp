@@ -10,8 +10,7 @@ bool isMatrix(const Layer &layer, unsigned p) {
   return p == P_WEIGHT || (p == P_REC_WEIGHT && layer.a2a);
 }
 
-std::string streamName(const std::string &prefix, const Layer &layer, unsigned shard,
-                       unsigned p) {
+std::string streamName(const std::string &prefix, const Layer &layer, unsigned shard, unsigned p) {
   return prefix + std::to_string(layer.index) + "/" + std::to_string(shard) + "/" +
          std::to_string(p);
 }
@@ -34,8 +33,8 @@ void readParam(poplar::Engine &engine, const std::string &prefix, const Layer &l
   }
 }
 
-void writeParam(poplar::Engine &engine, const std::string &prefix, const Layer &layer,
-                unsigned p, const std::vector<float> &in) {
+void writeParam(poplar::Engine &engine, const std::string &prefix, const Layer &layer, unsigned p,
+                const std::vector<float> &in) {
   const unsigned rows = p == P_WEIGHT ? layer.spec.inputs : layer.spec.outputs;
   for (unsigned k = 0; k < layer.shards.size(); ++k) {
     const Shard &sh = layer.shards[k];

@@ -24,14 +24,13 @@ LayerPlan planLayer(const NetworkSpec &spec, unsigned l, const TargetGeometry &t
   layer.a2a = layer.spec.neuron == NeuronType::RLeaky && layer.spec.allToAll;
   layer.o2o = layer.spec.neuron == NeuronType::RLeaky && !layer.spec.allToAll;
   layer.isOutput = l + 1 == L;
-  layer.inputMode = l > 0 ? codes::INPUT_SPIKE_IDS
+  layer.inputMode = l > 0                             ? codes::INPUT_SPIKE_IDS
                     : spec.input == InputMode::Direct ? codes::INPUT_DIRECT
                                                       : codes::INPUT_DENSE_STEPS;
   const unsigned N = layer.spec.outputs;
   // Spread every layer over all tiles (spread = 1): layers run one after the other,
   // so each phase gets the whole machine.
-  layer.shardSize =
-      ceilDiv(N, std::max(1u, std::min(N, target.numTiles) / schedule.spread));
+  layer.shardSize = ceilDiv(N, std::max(1u, std::min(N, target.numTiles) / schedule.spread));
   // A wide layer feeding a much narrower one (a readout: 1000 -> 10) in the layer-major
   // schedule: shards just wide enough that the narrow layer is pushed W.S sums (see
   // LayerShape::push) rather than sent every shard's ids -- on many tiles, tiny shards
@@ -63,8 +62,7 @@ LayerPlan planLayer(const NetworkSpec &spec, unsigned l, const TargetGeometry &t
 } // namespace
 
 const char *paramName(unsigned p) {
-  static const char *names[NUM_PARAMS] = {"weight", "bias", "recurrent_weight",
-                                          "recurrent_bias"};
+  static const char *names[NUM_PARAMS] = {"weight", "bias", "recurrent_weight", "recurrent_bias"};
   return names[p];
 }
 
@@ -99,12 +97,10 @@ std::size_t LayerShape::paramSize(unsigned p, unsigned n) const {
 }
 
 unsigned bufferCapacity(unsigned size, float maxActivity) {
-  return std::min<unsigned>(size,
-                            std::max(1u, unsigned(std::ceil(double(maxActivity) * size))));
+  return std::min<unsigned>(size, std::max(1u, unsigned(std::ceil(double(maxActivity) * size))));
 }
 
-Plan planNetwork(const NetworkSpec &spec, const TargetGeometry &target,
-                 const Schedule &schedule) {
+Plan planNetwork(const NetworkSpec &spec, const TargetGeometry &target, const Schedule &schedule) {
   if (schedule.chunks == 0 || spec.batchSize % schedule.chunks)
     throw std::invalid_argument("a plan's chunks must divide the batch of " +
                                 std::to_string(spec.batchSize) + ", got " +
@@ -139,8 +135,7 @@ Plan planNetwork(const NetworkSpec &spec, const TargetGeometry &target,
   // an IPU a loss group per 16 tiles, up to one per sample, tiles from the last one down.
   plan.lossTile = target.numTiles - 1;
   const unsigned Bc = plan.chunkBatch;
-  const unsigned numGroups =
-      target.ipu ? std::min(Bc, std::max(1u, target.numTiles / 16)) : 1u;
+  const unsigned numGroups = target.ipu ? std::min(Bc, std::max(1u, target.numTiles / 16)) : 1u;
   for (unsigned g = 0; g < numGroups; ++g)
     plan.lossGroups.push_back({Bc * g / numGroups, Bc * (g + 1) / numGroups, plan.lossTile - g});
   return plan;

@@ -16,8 +16,8 @@ namespace popsnn {
 // What the planner needs to know of the device.
 struct TargetGeometry {
   unsigned numTiles = 1;
-  bool ipu = false;       // an IPU target (hardware or model), not the cpu device
-  unsigned workers = 1;   // worker contexts per tile
+  bool ipu = false;     // an IPU target (hardware or model), not the cpu device
+  unsigned workers = 1; // worker contexts per tile
 };
 
 // The choices the fit search makes (see Network.cpp): the schedule, how many shards

@@ -37,9 +37,9 @@ Sequence forwardLayerMajor(const GraphBuild &b, const ComputeSets &cs) {
   Sequence forward;
   for (unsigned l = 0; l < L; ++l) {
     if (layers[l].a2a) {
-      forward.add(Repeat(b.steps(),
-                         Sequence{Execute(cs.forward[l]),
-                                  idCopies(b, layers[l], layers[l], true, false).program()}));
+      forward.add(
+          Repeat(b.steps(), Sequence{Execute(cs.forward[l]),
+                                     idCopies(b, layers[l], layers[l], true, false).program()}));
     } else {
       forward.add(Execute(cs.forward[l]));
     }
@@ -86,9 +86,9 @@ Sequence backwardLayerMajor(const GraphBuild &b, const ComputeSets &cs) {
   Sequence backward;
   for (unsigned l = layers.size(); l-- > 0;) {
     if (layers[l].a2a) {
-      backward.add(Repeat(b.steps(),
-                          Sequence{Execute(cs.backward[l]),
-                                   gradCopies(b, layers[l], layers[l], true).program()}));
+      backward.add(
+          Repeat(b.steps(), Sequence{Execute(cs.backward[l]),
+                                     gradCopies(b, layers[l], layers[l], true).program()}));
     } else {
       backward.add(Execute(cs.backward[l]));
     }
@@ -104,9 +104,9 @@ Sequence backwardLayerMajor(const GraphBuild &b, const ComputeSets &cs) {
 
 // The batch split into chunks: every chunk's forward (program 0), every chunk's forward
 // and backward with its gradients summed (1), the optimiser step (2).
-std::vector<Program> chunkedPrograms(GraphBuild &b, const ComputeSets &cs,
-                                     const Sequence &forward, const Sequence &backward,
-                                     const CopyList &fanout, const CopyList &firstChunkGrads) {
+std::vector<Program> chunkedPrograms(GraphBuild &b, const ComputeSets &cs, const Sequence &forward,
+                                     const Sequence &backward, const CopyList &fanout,
+                                     const CopyList &firstChunkGrads) {
   const HostTensors &io = b.io;
   const unsigned Bc = b.batch();
   const std::size_t outSize = std::size_t(b.steps()) * Bc * b.plan.numOutputs;

@@ -30,8 +30,8 @@ struct ShardTensorMaker {
       : b(build), layer(ly), sh(shard),
         name("layer" + std::to_string(ly.index) + "/shard" + std::to_string(k) + "/"),
         B(build.batch()), T(build.steps()), l(ly.index), n(shard.size), tile(shard.tile),
-        nIn(ly.spec.inputs), N(ly.spec.outputs), stepMajor(build.stepMajor()),
-        layers(build.layers), L(int(ly.index)) {}
+        nIn(ly.spec.inputs), N(ly.spec.outputs), stepMajor(build.stepMajor()), layers(build.layers),
+        L(int(ly.index)) {}
 
   void params() {
     for (unsigned p = 0; p < NUM_PARAMS; ++p) {
@@ -62,18 +62,16 @@ struct ShardTensorMaker {
     }
     sh.prevSpikes = b.zeros(FLOAT, B * n, tile, name + "prev_spikes", L);
     sh.fwdScratch = b.zeros(FLOAT, 3 * n, tile, name + "fwd_scratch", L);
-    sh.bwdScratch = b.zeros(FLOAT,
-                          2 * n + (l + 1 < layers.size()
-                                       ? codes::pushWidth(layers[l + 1].spec.outputs)
-                                       : 0),
-                          tile, name + "bwd_scratch", L);
+    sh.bwdScratch = b.zeros(
+        FLOAT, 2 * n + (l + 1 < layers.size() ? codes::pushWidth(layers[l + 1].spec.outputs) : 0),
+        tile, name + "bwd_scratch", L);
     // The surrogate kept for the backward: dense without a sparse rule (every entry carries
     // gradient), else only beside the id buffers' entries (spikes, gradient candidates).
     if (layer.spec.sparseRule == SparseRule::None)
       sh.surrTrace = b.zeros(FLOAT, std::size_t(T) * B * n, tile, name + "surrogate_trace", L);
     else
       sh.surrValues = b.zeros(FLOAT, std::size_t(T) * B * (layer.stride - codes::BUFFER_HEADER),
-                            tile, name + "surrogate_values", L);
+                              tile, name + "surrogate_values", L);
     sh.idTrace = b.zeros(INT, std::size_t(T) * B * layer.stride, tile, name + "id_trace", L);
     const bool feedsNext = l + 1 < layers.size();
     if (layer.a2a || (stepMajor && feedsNext))
@@ -83,7 +81,7 @@ struct ShardTensorMaker {
     sh.overflow = b.zeros(UNSIGNED_INT, codes::OVERFLOW_FIELDS, tile, name + "overflow", L);
     if (b.chunks() > 1)
       sh.overflowAll = b.zeros(UNSIGNED_INT, b.chunks() * codes::OVERFLOW_FIELDS, tile,
-                             name + "overflow_all", L);
+                               name + "overflow_all", L);
     sh.stepForward = b.zeros(UNSIGNED_INT, 1, tile, name + "step_forward", L);
     sh.stepBackward = b.zeros(UNSIGNED_INT, 1, tile, name + "step_backward", L);
     sh.gradMem = b.zeros(FLOAT, B * n, tile, name + "grad_mem", L);
@@ -99,11 +97,11 @@ struct ShardTensorMaker {
     } else if (layer.inputMode == codes::INPUT_PARTIAL_CURRENT) {
       sh.current = b.zeros(FLOAT, B * n, tile, name + "partial_sum", L);
       sh.partialRecv = b.zeros(FLOAT, layers[l - 1].shards.size() * std::size_t(T) * B * n, tile,
-                             name + "partial_current", L);
+                               name + "partial_current", L);
     } else {
       const Layer &prev = layers[l - 1];
       sh.inRecv = b.zeros(INT, prev.shards.size() * (stepMajor ? 1 : T) * B * prev.stride, tile,
-                        name + "in_ids", L);
+                          name + "in_ids", L);
     }
   }
 
@@ -133,12 +131,12 @@ struct ShardTensorMaker {
     }
     if (!layer.isOutput) {
       const unsigned nextN = layers[l + 1].spec.outputs;
-      sh.nextGrad = b.zeros(FLOAT, std::size_t(stepMajor ? 1 : T) * B * nextN, tile,
-                          name + "next_grad", L);
+      sh.nextGrad =
+          b.zeros(FLOAT, std::size_t(stepMajor ? 1 : T) * B * nextN, tile, name + "next_grad", L);
       sh.nextWeights = b.zeros(FLOAT, std::size_t(n) * nextN, tile, name + "next_weights", L);
       // Dense: [N_next, n]; a sparse rule: padded rows [n, P] (see LifBackward).
       sh.nextWeightsT = b.zeros(FLOAT, std::size_t(n) * (dense ? nextN : codes::pushWidth(nextN)),
-                              tile, name + "next_weights_t", L);
+                                tile, name + "next_weights_t", L);
     } else {
       sh.recSpikes = b.zeros(FLOAT, std::size_t(T) * B * n, tile, name + "out_spikes", L);
       sh.recMem = b.zeros(FLOAT, std::size_t(T) * B * n, tile, name + "out_mem", L);
@@ -242,8 +240,7 @@ void createHostTensors(GraphBuild &b) {
   io.lossScratch = grouped(b, FLOAT, 0, 2 * b.plan.numOutputs, "loss_scratch");
   if (b.plan.lossGroups.size() > 1) {
     io.lossParts = grouped(b, FLOAT, 0, 1, "loss_parts");
-    io.lossPartsLocal =
-        b.zeros(FLOAT, b.plan.lossGroups.size(), lossTile, "loss_parts_local", tag);
+    io.lossPartsLocal = b.zeros(FLOAT, b.plan.lossGroups.size(), lossTile, "loss_parts_local", tag);
   }
 }
 

@@ -36,8 +36,8 @@ void validateOptimizer(const OptimizerSpec &o) {
     return;
   }
   nonNegative("optimizer.eps", o.eps);
-  for (const auto &[name, beta] : {std::pair{"optimizer.beta1", o.beta1},
-                                   std::pair{"optimizer.beta2", o.beta2}}) {
+  for (const auto &[name, beta] :
+       {std::pair{"optimizer.beta1", o.beta1}, std::pair{"optimizer.beta2", o.beta2}}) {
     nonNegative(name, beta);
     if (beta >= 1)
       invalid(std::string(name) + " must lie in [0, 1), got " + str(beta));
@@ -75,8 +75,8 @@ void validateLayer(const NetworkSpec &spec, std::size_t l) {
   if (s.sparseRule == SparseRule::Window && !(s.sparseValue > 0.0f))
     invalid(at + "the window rule's b_th must be > 0, got " + str(s.sparseValue));
   if (s.sparseRule == SparseRule::OneSided && !(s.sparseValue < s.threshold))
-    invalid(at + "the one-sided rule's theta_grad must be below the threshold " +
-            str(s.threshold) + ", got " + str(s.sparseValue));
+    invalid(at + "the one-sided rule's theta_grad must be below the threshold " + str(s.threshold) +
+            ", got " + str(s.sparseValue));
 }
 
 void validateLoss(const NetworkSpec &spec) {
@@ -95,8 +95,8 @@ void validateLoss(const NetworkSpec &spec) {
     if (!(rate >= 0.0 && rate <= 1.0))
       invalid(std::string(name) + " must lie in [0, 1], got " + str(rate));
   if (!std::isfinite(loss.onTarget) || !std::isfinite(loss.offTarget))
-    invalid("loss.onTarget and loss.offTarget must be finite numbers, got " +
-            str(loss.onTarget) + " and " + str(loss.offTarget));
+    invalid("loss.onTarget and loss.offTarget must be finite numbers, got " + str(loss.onTarget) +
+            " and " + str(loss.offTarget));
 }
 
 std::string member(const std::string &name, std::size_t l, unsigned p) {
@@ -188,8 +188,7 @@ void batch(const NetworkSpec &spec, const float *x, std::size_t xSize, const int
               " is outside [0, " + std::to_string(numClasses) + ")");
 }
 
-void params(const NetworkSpec &spec, const std::vector<LayerParams> &ps,
-            const std::string &name) {
+void params(const NetworkSpec &spec, const std::vector<LayerParams> &ps, const std::string &name) {
   if (ps.size() != spec.layers.size())
     invalid(name + " has " + std::to_string(ps.size()) + " layer(s), the network has " +
             std::to_string(spec.layers.size()));
@@ -202,7 +201,7 @@ void optimizerState(const NetworkSpec &spec, const OptimizerState &state) {
     invalid("optimiser state has " + std::to_string(state.layers.size()) +
             " layer(s), the network has " + std::to_string(spec.layers.size()));
   for (std::size_t l = 0; l < state.layers.size(); ++l) {
-    layerArrays(spec, l, state.layers[l].first, "optimiser state first", 
+    layerArrays(spec, l, state.layers[l].first, "optimiser state first",
                 hasOptimizerSlot(spec.optimizer, 0), true);
     layerArrays(spec, l, state.layers[l].second, "optimiser state second",
                 hasOptimizerSlot(spec.optimizer, 1), true);

@@ -54,9 +54,8 @@ struct ShardWiring : Wiring {
         s(ly.spec), nIn(ly.spec.inputs), prev(l > 0 ? &build.layers[l - 1] : nullptr),
         next(l + 1 < build.layers.size() ? &build.layers[l + 1] : nullptr),
         numSrc(prev ? prev->shards.size() : 0), inStride(prev ? prev->stride : 0),
-        numOwn(ly.shards.size()), surrogate(unsigned(s.surrogate)),
-        rule(unsigned(s.sparseRule)), reset(unsigned(s.reset)),
-        prevCap(prev ? prev->stride - codes::BUFFER_HEADER : 0),
+        numOwn(ly.shards.size()), surrogate(unsigned(s.surrogate)), rule(unsigned(s.sparseRule)),
+        reset(unsigned(s.reset)), prevCap(prev ? prev->stride - codes::BUFFER_HEADER : 0),
         ownCap(ly.stride - codes::BUFFER_HEADER), tile(shard.tile), n(shard.size),
         stepMajor(build.stepMajor()), fIn(build.dummyIn(FLOAT, shard.tile)),
         iIn(build.dummyIn(INT, shard.tile)) {
@@ -97,10 +96,9 @@ struct ShardWiring : Wiring {
     // worker, by samples (DirectCurrent) and by inputs (DirectWeightGrad); the same
     // arithmetic per entry either way. The cpu device runs a tile's vertices in turn:
     // one of each there.
-    const unsigned workers =
-        b.graph->getTarget().getTargetType() == TargetType::CPU
-            ? 1u
-            : std::max(1u, b.graph->getTarget().getNumWorkerContexts());
+    const unsigned workers = b.graph->getTarget().getTargetType() == TargetType::CPU
+                                 ? 1u
+                                 : std::max(1u, b.graph->getTarget().getNumWorkerContexts());
     const unsigned sampleParts = std::min(workers, B);
     for (unsigned part = 0; part < sampleParts; ++part) {
       const unsigned b0 = B * part / sampleParts, b1 = B * (part + 1) / sampleParts;
@@ -126,7 +124,7 @@ struct ShardWiring : Wiring {
       b.graph->connect(g["x"], sh.xLocal);
       b.graph->connect(g["currentGradSum"], sh.currentGradSum);
       b.graph->connect(g["gradWeights"],
-                     sh.grad[P_WEIGHT].slice(std::size_t(i0) * n, std::size_t(i1) * n));
+                       sh.grad[P_WEIGHT].slice(std::size_t(i0) * n, std::size_t(i1) * n));
       // DirectWeightGrad::GROUP inputs' lists of samples.
       b.graph->connect(g["nzIndex"], b.var(UNSIGNED_INT, 16 * B, tile, "nz_samples", int(l)));
       b.graph->connect(g["nzValue"], b.var(FLOAT, 16 * B, tile, "nz_sample_values", int(l)));
@@ -146,8 +144,7 @@ struct ShardWiring : Wiring {
     VertexRef v = b.graph->addVertex(csForward, "LifForward");
     b.graph->connect(v["step"], sh.stepForward[0]);
     b.graph->connect(v["current"], orElse(sh.current, b.dummyOut(FLOAT, tile)));
-    b.graph->connect(v["denseIn"],
-                   layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : fIn);
+    b.graph->connect(v["denseIn"], layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : fIn);
     b.graph->connect(v["inIds"], orElse(sh.inRecv, iIn));
     b.graph->connect(v["weights"], sh.param[P_WEIGHT]);
     b.graph->connect(v["bias"], sh.param[P_BIAS]);
@@ -209,8 +206,7 @@ struct ShardWiring : Wiring {
     b.graph->connect(v["surrValues"], orElse(sh.surrValues, fIn));
     b.graph->connect(v["idTrace"], sh.idTrace);
     b.graph->connect(v["inIds"], orElse(sh.inRecv, iIn));
-    b.graph->connect(v["denseIn"],
-                   layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : fIn);
+    b.graph->connect(v["denseIn"], layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : fIn);
     b.graph->connect(v["recIds"], orElse(stepMajor ? sh.recRecv : sh.ownTraces, iIn));
     b.graph->connect(v["weights"], sh.param[P_WEIGHT]);
     b.graph->connect(v["recWeights"], orElse(sh.param[P_REC_WEIGHT], fIn));
@@ -218,8 +214,7 @@ struct ShardWiring : Wiring {
     b.graph->connect(v["gradSyn"], orElse(sh.gradSyn, b.dummyOut(FLOAT, tile)));
     b.graph->connect(v["gradWeights"], sh.grad[P_WEIGHT]);
     b.graph->connect(v["gradBias"], sh.grad[P_BIAS]);
-    b.graph->connect(v["gradRecWeights"],
-                   orElse(sh.grad[P_REC_WEIGHT], b.dummyOut(FLOAT, tile)));
+    b.graph->connect(v["gradRecWeights"], orElse(sh.grad[P_REC_WEIGHT], b.dummyOut(FLOAT, tile)));
     b.graph->connect(v["gradRecBias"], orElse(sh.grad[P_REC_BIAS], b.dummyOut(FLOAT, tile)));
     b.graph->connect(v["currentGradSum"], orElse(sh.currentGradSum, b.dummyOut(FLOAT, tile)));
     b.graph->connect(v["gradOut"], orElse(sh.gradOut, b.dummyOut(FLOAT, tile)));
@@ -228,8 +223,7 @@ struct ShardWiring : Wiring {
     b.graph->connect(v["outIds"], stepMajor && next ? sh.outIds : b.dummyOut(INT, tile));
     b.graph->connect(v["prevIds"], orElse(sh.prevIds, b.dummyOut(INT, tile)));
     b.graph->connect(v["scratch"], sh.bwdScratch);
-    b.graph->connect(v["nextGradWeights"],
-                   orElse(sh.nextGradWeights, b.dummyOut(FLOAT, tile)));
+    b.graph->connect(v["nextGradWeights"], orElse(sh.nextGradWeights, b.dummyOut(FLOAT, tile)));
     b.graph->connect(v["nextGradRows"], orElse(sh.nextGradRows, b.dummyOut(FLOAT, tile)));
     setShardFields(v);
     setField(v, "isOutput", unsigned(layer.isOutput));
@@ -316,8 +310,7 @@ struct LossWiring : Wiring {
       b.graph->connect(v["gradSpikes"], io.gradS.slice(record * g.first, record * g.last));
       b.graph->connect(v["gradMembranes"], io.gradU.slice(record * g.first, record * g.last));
       b.graph->connect(v["loss"], b.plan.lossGroups.size() > 1 ? io.lossParts[k] : io.lossValue[0]);
-      b.graph->connect(v["scratch"],
-                     io.lossScratch.slice(2 * C * k, 2 * C * (k + 1)));
+      b.graph->connect(v["scratch"], io.lossScratch.slice(2 * C * k, 2 * C * (k + 1)));
       setLossFields(v, Bg);
       b.graph->setTileMapping(v, g.tile);
     }

@@ -20,7 +20,11 @@ enum InputSource : unsigned {
   INPUT_PARTIAL_CURRENT = 3,
 };
 enum Loss : unsigned {
-  CE_COUNT = 0, CE_RATE = 1, MSE_COUNT = 2, MSE_MEMBRANE = 3, CE_MAX_MEMBRANE = 4
+  CE_COUNT = 0,
+  CE_RATE = 1,
+  MSE_COUNT = 2,
+  MSE_MEMBRANE = 3,
+  CE_MAX_MEMBRANE = 4
 };
 
 // A spike buffer per (step, sample, shard): [spike count, spike + candidate count, ids...].
@@ -32,7 +36,12 @@ constexpr unsigned BUFFER_HEADER = 2;
 constexpr unsigned PUSH_CHUNK = 16;
 constexpr unsigned pushWidth(unsigned n) { return (n + PUSH_CHUNK - 1) / PUSH_CHUNK * PUSH_CHUNK; }
 
-enum OverflowField : unsigned { OVERFLOWED = 0, FIRST_STEP = 1, MOST_NEEDED = 2, OVERFLOW_FIELDS = 3 };
+enum OverflowField : unsigned {
+  OVERFLOWED = 0,
+  FIRST_STEP = 1,
+  MOST_NEEDED = 2,
+  OVERFLOW_FIELDS = 3
+};
 
 } // namespace codes
 } // namespace popsnn

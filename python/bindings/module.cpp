@@ -81,15 +81,15 @@ popsnn::NetworkSpec specFromDict(const py::dict &d) {
     s.beta = get<float>(l, "beta", s.beta);
     s.alpha = get<float>(l, "alpha", s.alpha);
     s.threshold = get<float>(l, "threshold", s.threshold);
-    s.reset = choose("reset_mechanism", get<std::string>(l, "reset", nameOf(s.reset, kResets)),
-                     kResets);
-    s.surrogate = choose("surrogate",
-                         get<std::string>(l, "surrogate", nameOf(s.surrogate, kSurrogates)),
-                         kSurrogates);
+    s.reset =
+        choose("reset_mechanism", get<std::string>(l, "reset", nameOf(s.reset, kResets)), kResets);
+    s.surrogate =
+        choose("surrogate", get<std::string>(l, "surrogate", nameOf(s.surrogate, kSurrogates)),
+               kSurrogates);
     s.surrogateParam = get<float>(l, "surrogate_param", s.surrogateParam);
-    s.sparseRule = choose("sparse rule",
-                          get<std::string>(l, "sparse", nameOf(s.sparseRule, kSparseRules)),
-                          kSparseRules);
+    s.sparseRule =
+        choose("sparse rule", get<std::string>(l, "sparse", nameOf(s.sparseRule, kSparseRules)),
+               kSparseRules);
     s.sparseValue = get<float>(l, "sparse_value", s.sparseValue);
     spec.layers.push_back(s);
   }
@@ -113,8 +113,7 @@ popsnn::NetworkSpec specFromDict(const py::dict &d) {
   o.eps = get<double>(opt, "eps", o.eps);
   spec.batchSize = d["batch_size"].cast<unsigned>();
   spec.numSteps = d["num_steps"].cast<unsigned>();
-  spec.input = choose("input", get<std::string>(d, "input", nameOf(spec.input, kInputs)),
-                      kInputs);
+  spec.input = choose("input", get<std::string>(d, "input", nameOf(spec.input, kInputs)), kInputs);
   spec.maxActivity = get<float>(d, "max_activity", spec.maxActivity);
   return spec;
 }
@@ -241,8 +240,8 @@ struct PyNetwork {
   }
   py::array_t<float> newSpikes() const {
     const auto &s = net->spec();
-    return py::array_t<float>({py::ssize_t(s.numSteps), py::ssize_t(s.batchSize),
-                               py::ssize_t(s.layers.back().outputs)});
+    return py::array_t<float>(
+        {py::ssize_t(s.numSteps), py::ssize_t(s.batchSize), py::ssize_t(s.layers.back().outputs)});
   }
   void checkInputs(const FloatArray &x, const IntArray *labels) const {
     checkSize("x", x.size(), inputSize(), "the padded batch");
@@ -252,8 +251,8 @@ struct PyNetwork {
 };
 
 // The planner's decisions for a spec on a target of `tiles` tiles: no graph is built.
-py::dict planToDict(const py::dict &spec, unsigned tiles, bool ipu, bool stepMajor,
-                    unsigned spread, unsigned chunks) {
+py::dict planToDict(const py::dict &spec, unsigned tiles, bool ipu, bool stepMajor, unsigned spread,
+                    unsigned chunks) {
   popsnn::NetworkSpec s = specFromDict(spec);
   s.validate();
   popsnn::TargetGeometry target;
@@ -334,9 +333,9 @@ PYBIND11_MODULE(_native, m) {
              dev.tilesPerIPU = get<unsigned>(device, "tiles_per_ipu", 0u);
              dev.memoryBytesPerTile = get<unsigned>(device, "memory_bytes_per_tile", 0u);
              dev.codeletsPath = get<std::string>(device, "codelets", "");
-             auto policy = choose<popsnn::OverflowPolicy>(
-                 "on_overflow", overflow,
-                 {{"error", popsnn::OverflowPolicy::Error}, {"grow", popsnn::OverflowPolicy::Grow}});
+             auto policy = choose<popsnn::OverflowPolicy>("on_overflow", overflow,
+                                                          {{"error", popsnn::OverflowPolicy::Error},
+                                                           {"grow", popsnn::OverflowPolicy::Grow}});
              popsnn::NetworkSpec s = specFromDict(spec);
              PyNetwork n;
              py::gil_scoped_release release;

@@ -39,7 +39,7 @@ struct LayerSpec {
 
 struct LossSpec {
   LossKind kind = LossKind::CeCount;
-  unsigned numClasses = 0; // 0: one class per output neuron; fewer: a population code
+  unsigned numClasses = 0;    // 0: one class per output neuron; fewer: a population code
   double correctRate = 1.0;   // mse_count (double: int(T * rate) must truncate as Python does)
   double incorrectRate = 0.0; // mse_count
   float onTarget = 1.0f;      // mse_membrane

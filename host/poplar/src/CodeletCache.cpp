@@ -34,7 +34,8 @@ std::string octal(mode_t mode) {
 
 std::string realPath(const std::string &path) {
   char *r = ::realpath(path.c_str(), nullptr);
-  if (!r) return "";
+  if (!r)
+    return "";
   std::string out = r;
   std::free(r);
   return out;
@@ -42,13 +43,15 @@ std::string realPath(const std::string &path) {
 
 std::string folderOf(const std::string &path) {
   auto slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
+  if (slash == std::string::npos)
+    return ".";
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
 bool readFile(const std::string &path, std::string &out) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
+  if (!in)
+    return false;
   std::stringstream ss;
   ss << in.rdbuf();
   out = ss.str();
@@ -62,9 +65,12 @@ bool isRegularFile(const std::string &path) {
 
 // The folder chosen by the environment, and whether it is the shared-temp fallback.
 std::string chosenCacheDir() {
-  if (const char *env = std::getenv("POPSNN_CACHE_DIR"); env && *env) return env;
-  if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/popsnn";
-  if (const char *home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/popsnn";
+  if (const char *env = std::getenv("POPSNN_CACHE_DIR"); env && *env)
+    return env;
+  if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return std::string(xdg) + "/popsnn";
+  if (const char *home = std::getenv("HOME"); home && *home)
+    return std::string(home) + "/.cache/popsnn";
   const char *tmp = std::getenv("TMPDIR");
   return std::string(tmp && *tmp ? tmp : "/tmp") + "/popsnn-cache-" + std::to_string(::geteuid());
 }
@@ -83,7 +89,8 @@ void checkPrivateFolder(const std::string &dir) {
     fail("the codelet cache folder '" + dir + "' is not a folder" + fix);
   if (st.st_uid != ::geteuid())
     fail("the codelet cache folder '" + dir + "' belongs to uid " + std::to_string(st.st_uid) +
-         ", not to you (uid " + std::to_string(::geteuid()) + "), so it could hold planted code" + fix);
+         ", not to you (uid " + std::to_string(::geteuid()) + "), so it could hold planted code" +
+         fix);
   if (st.st_mode & (S_IWGRP | S_IWOTH))
     fail("the codelet cache folder '" + dir + "' is writable by group or others (mode " +
          octal(st.st_mode) + "), so it could hold planted code; run chmod go-w '" + dir +
@@ -95,14 +102,17 @@ void checkPrivateFolder(const std::string &dir) {
 std::vector<std::string> includeFolders(const std::string &flags) {
   std::vector<std::string> tokens, dirs;
   std::istringstream in(flags);
-  for (std::string t; in >> t;) tokens.push_back(t);
+  for (std::string t; in >> t;)
+    tokens.push_back(t);
   for (std::size_t i = 0; i < tokens.size(); ++i)
     for (const char *opt : {"-I", "-iquote", "-isystem"}) {
       const std::string o = opt;
-      if (tokens[i] == o && i + 1 < tokens.size()) dirs.push_back(tokens[++i]);
+      if (tokens[i] == o && i + 1 < tokens.size())
+        dirs.push_back(tokens[++i]);
       else if (tokens[i].size() > o.size() && tokens[i].compare(0, o.size(), o) == 0)
         dirs.push_back(tokens[i].substr(o.size()));
-      else continue;
+      else
+        continue;
       break;
     }
   return dirs;
@@ -120,14 +130,18 @@ std::vector<IncludeDirective> includeDirectives(const std::string &text) {
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
     std::size_t i = line.find_first_not_of(" \t");
-    if (i == std::string::npos || line[i] != '#') continue;
+    if (i == std::string::npos || line[i] != '#')
+      continue;
     i = line.find_first_not_of(" \t", i + 1);
-    if (i == std::string::npos || line.compare(i, 7, "include") != 0) continue;
+    if (i == std::string::npos || line.compare(i, 7, "include") != 0)
+      continue;
     i = line.find_first_not_of(" \t", i + 7);
-    if (i == std::string::npos || (line[i] != '"' && line[i] != '<')) continue;
+    if (i == std::string::npos || (line[i] != '"' && line[i] != '<'))
+      continue;
     const char close = line[i] == '"' ? '"' : '>';
     std::size_t end = line.find(close, i + 1);
-    if (end == std::string::npos) continue;
+    if (end == std::string::npos)
+      continue;
     out.push_back({line.substr(i + 1, end - i - 1), close == '"'});
   }
   return out;
@@ -151,7 +165,8 @@ std::string sha256Hex(const std::string &data) {
 
 void makePrivateDirs(const std::string &path) {
   for (std::size_t i = 1; i <= path.size(); ++i)
-    if (i == path.size() || path[i] == '/') ::mkdir(path.substr(0, i).c_str(), 0700);
+    if (i == path.size() || path[i] == '/')
+      ::mkdir(path.substr(0, i).c_str(), 0700);
 }
 
 std::string codeletCacheDir() {
@@ -167,25 +182,30 @@ bool isPrivateFile(const std::string &path, std::string &why) {
     why = std::strerror(errno);
     return false;
   }
-  if (!S_ISREG(st.st_mode)) why = "it is not a regular file";
-  else if (st.st_uid != ::geteuid()) why = "it belongs to uid " + std::to_string(st.st_uid) + ", not to you";
+  if (!S_ISREG(st.st_mode))
+    why = "it is not a regular file";
+  else if (st.st_uid != ::geteuid())
+    why = "it belongs to uid " + std::to_string(st.st_uid) + ", not to you";
   else if (st.st_mode & (S_IWGRP | S_IWOTH))
     why = "it is writable by group or others (mode " + octal(st.st_mode) + ")";
-  else return true;
+  else
+    return true;
   return false;
 }
 
 void writeFileAtomically(const std::string &path, const std::string &text) {
   std::string tmp = path + ".XXXXXX";
-  int fd = ::mkstemp(&tmp[0]);  // mode 0600, a fresh name no one else can pre-create
+  int fd = ::mkstemp(&tmp[0]); // mode 0600, a fresh name no one else can pre-create
   if (fd < 0)
     fail("cannot write in the codelet cache ('" + path + "': " + std::strerror(errno) +
          "); set POPSNN_CACHE_DIR to a writable folder");
   std::size_t done = 0;
   while (done < text.size()) {
     ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
     done += static_cast<std::size_t>(n);
   }
   const bool ok = done == text.size() && ::close(fd) == 0;
@@ -200,7 +220,8 @@ void writeFileAtomically(const std::string &path, const std::string &text) {
 std::string includedFilesFingerprint(const std::string &sourcePath, const std::string &source,
                                      const std::string &flags) {
   std::vector<std::string> folders{folderOf(sourcePath)};
-  for (const std::string &d : includeFolders(flags)) folders.push_back(d);
+  for (const std::string &d : includeFolders(flags))
+    folders.push_back(d);
   std::set<std::string> seen{realPath(sourcePath)};
   std::vector<std::pair<std::string, std::string>> pending{{sourcePath, source}};
   std::string fingerprint;
@@ -209,10 +230,13 @@ std::string includedFilesFingerprint(const std::string &sourcePath, const std::s
     pending.pop_back();
     for (const IncludeDirective &inc : includeDirectives(text)) {
       std::vector<std::string> candidates;
-      if (inc.quoted) candidates.push_back(folderOf(file) + "/" + inc.name);
-      for (const std::string &d : folders) candidates.push_back(d + "/" + inc.name);
+      if (inc.quoted)
+        candidates.push_back(folderOf(file) + "/" + inc.name);
+      for (const std::string &d : folders)
+        candidates.push_back(d + "/" + inc.name);
       for (const std::string &c : candidates) {
-        if (!isRegularFile(c)) continue;
+        if (!isRegularFile(c))
+          continue;
         std::string real = realPath(c), content;
         if (seen.insert(real).second && readFile(real, content)) {
           fingerprint += real + '\0' + content + '\0';

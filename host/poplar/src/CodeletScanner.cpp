@@ -13,7 +13,9 @@ namespace {
 struct Token {
   std::string text;
   unsigned line;
-  bool word() const { return !text.empty() && (std::isalnum((unsigned char)text[0]) || text[0] == '_'); }
+  bool word() const {
+    return !text.empty() && (std::isalnum((unsigned char)text[0]) || text[0] == '_');
+  }
 };
 
 // Comments, string/char literals and preprocessor lines removed; newlines kept.
@@ -45,7 +47,8 @@ std::vector<Token> tokenize(const std::string &src) {
         if (src[i] == '/' && i + 1 < n && src[i + 1] == '*') {
           i += 2;
           while (i + 1 < n && !(src[i] == '*' && src[i + 1] == '/')) {
-            if (src[i] == '\n') ++line;
+            if (src[i] == '\n')
+              ++line;
             ++i;
           }
           i += 2;
@@ -57,13 +60,15 @@ std::vector<Token> tokenize(const std::string &src) {
     }
     lineStart = false;
     if (c == '/' && i + 1 < n && src[i + 1] == '/') {
-      while (i < n && src[i] != '\n') ++i;
+      while (i < n && src[i] != '\n')
+        ++i;
       continue;
     }
     if (c == '/' && i + 1 < n && src[i + 1] == '*') {
       i += 2;
       while (i + 1 < n && !(src[i] == '*' && src[i + 1] == '/')) {
-        if (src[i] == '\n') ++line;
+        if (src[i] == '\n')
+          ++line;
         ++i;
       }
       i += 2;
@@ -76,7 +81,8 @@ std::vector<Token> tokenize(const std::string &src) {
       std::string close = ")" + delim + "\"";
       std::size_t endPos = src.find(close, open);
       for (std::size_t k = i; k < endPos && k < n; ++k)
-        if (src[k] == '\n') ++line;
+        if (src[k] == '\n')
+          ++line;
       i = endPos == std::string::npos ? n : endPos + close.size();
       out.push_back({"\"\"", line});
       continue;
@@ -85,7 +91,8 @@ std::vector<Token> tokenize(const std::string &src) {
       char q = c;
       ++i;
       while (i < n && src[i] != q) {
-        if (src[i] == '\\') ++i;
+        if (src[i] == '\\')
+          ++i;
         ++i;
       }
       ++i;
@@ -118,7 +125,8 @@ std::string join(const std::vector<Token> &t, std::size_t b, std::size_t e, bool
   for (std::size_t i = b; i < e; ++i) {
     if (!s.empty()) {
       bool needSpace = t[i].word() && (std::isalnum((unsigned char)s.back()) || s.back() == '_');
-      if (!compact || needSpace) s += ' ';
+      if (!compact || needSpace)
+        s += ' ';
     }
     s += t[i].text;
   }
@@ -134,19 +142,22 @@ struct ClassInfo {
 
 class Scanner {
 public:
-  Scanner(std::vector<Token> toks, std::string file) : t_(std::move(toks)), file_(std::move(file)) {}
+  Scanner(std::vector<Token> toks, std::string file)
+      : t_(std::move(toks)), file_(std::move(file)) {}
 
   std::vector<ScannedVertex> run() {
     scope(0, t_.size(), "");
     std::vector<ScannedVertex> out;
     std::set<std::string> seen;
     for (const auto &c : classes_) {
-      if (c.isTemplate) continue;
+      if (c.isTemplate)
+        continue;
       out.push_back({c.qualifiedName, normaliseName(c.qualifiedName), c.fields, c.line});
     }
     for (const auto &inst : instantiations_) {
       auto it = byName_.find(inst.first);
-      if (it == byName_.end()) continue; // an instantiation of something that is not a vertex
+      if (it == byName_.end())
+        continue; // an instantiation of something that is not a vertex
       const ClassInfo &c = classes_[it->second];
       std::string type = c.qualifiedName + "<" + inst.second + ">";
       out.push_back({type, normaliseName(type), c.fields, c.line});
@@ -163,10 +174,13 @@ public:
       char c = s[i];
       if (std::isspace((unsigned char)c)) {
         std::size_t j = i;
-        while (j < s.size() && std::isspace((unsigned char)s[j])) ++j;
-        bool before = !out.empty() && (std::isalnum((unsigned char)out.back()) || out.back() == '_');
+        while (j < s.size() && std::isspace((unsigned char)s[j]))
+          ++j;
+        bool before =
+            !out.empty() && (std::isalnum((unsigned char)out.back()) || out.back() == '_');
         bool after = j < s.size() && (std::isalnum((unsigned char)s[j]) || s[j] == '_');
-        if (before && after) out += ' ';
+        if (before && after)
+          out += ' ';
         i = j - 1;
         continue;
       }
@@ -184,8 +198,10 @@ private:
   std::size_t matching(std::size_t i, const char *open, const char *close) const {
     int depth = 0;
     for (; i < t_.size(); ++i) {
-      if (t_[i].text == open) ++depth;
-      else if (t_[i].text == close && --depth == 0) return i;
+      if (t_[i].text == open)
+        ++depth;
+      else if (t_[i].text == close && --depth == 0)
+        return i;
     }
     throw ScanError(file_ + ": unbalanced '" + open + "'");
   }
@@ -195,11 +211,16 @@ private:
     int depth = 0, paren = 0;
     for (; i < t_.size(); ++i) {
       const std::string &s = t_[i].text;
-      if (s == "(") ++paren;
-      else if (s == ")") --paren;
-      else if (paren == 0 && s == "<") ++depth;
-      else if (paren == 0 && s == ">" && --depth == 0) return i + 1;
-      else if (s == ";" || s == "{") break;
+      if (s == "(")
+        ++paren;
+      else if (s == ")")
+        --paren;
+      else if (paren == 0 && s == "<")
+        ++depth;
+      else if (paren == 0 && s == ">" && --depth == 0)
+        return i + 1;
+      else if (s == ";" || s == "{")
+        break;
     }
     throw ScanError(file_ + ": unbalanced '<' in a template declaration");
   }
@@ -212,7 +233,8 @@ private:
       if (s == "namespace") {
         std::size_t j = i + 1;
         std::string name;
-        while (j < e && text(j) != "{" && text(j) != ";" && text(j) != "=") name += text(j++);
+        while (j < e && text(j) != "{" && text(j) != ";" && text(j) != "=")
+          name += text(j++);
         if (text(j) == "{") {
           std::size_t close = matching(j, "{", "}");
           std::string inner = name.empty() ? ns : (ns.empty() ? name : ns + "::" + name);
@@ -234,20 +256,22 @@ private:
         if (text(j) == "class" || text(j) == "struct") {
           ++j;
           std::size_t nameBegin = j;
-          while (j < e && text(j) != "<" && text(j) != ";") ++j;
+          while (j < e && text(j) != "<" && text(j) != ";")
+            ++j;
           if (text(j) == "<") {
             std::string name = join(t_, nameBegin, j, true);
-            if (name.rfind("::", 0) == 0) name = name.substr(2);
+            if (name.rfind("::", 0) == 0)
+              name = name.substr(2);
             std::size_t close = skipAngles(j);
             std::string args = join(t_, j + 1, close - 1, false);
-            std::string qualified = name.find("::") == std::string::npos && !ns.empty()
-                                        ? ns + "::" + name
-                                        : name;
+            std::string qualified =
+                name.find("::") == std::string::npos && !ns.empty() ? ns + "::" + name : name;
             instantiations_.emplace_back(qualified, args);
             j = close;
           }
         }
-        while (j < e && text(j) != ";") ++j;
+        while (j < e && text(j) != ";")
+          ++j;
         i = j + 1;
         continue;
       }
@@ -259,11 +283,15 @@ private:
         while (j < e && (text(j) == "alignas" || text(j) == "[")) {
           j = text(j) == "[" ? matching(j, "[", "]") + 1 : matching(j + 1, "(", ")") + 1;
         }
-        if (j >= e || !t_[j].word()) { i = j; continue; }
+        if (j >= e || !t_[j].word()) {
+          i = j;
+          continue;
+        }
         std::string name = text(j);
         unsigned line = t_[j].line;
         ++j;
-        if (text(j) == "final") ++j;
+        if (text(j) == "final")
+          ++j;
         bool vertex = false;
         if (text(j) == ":") {
           std::size_t k = j + 1;
@@ -272,13 +300,20 @@ private:
             if ((w == "Vertex" || w == "MultiVertex" || w == "SupervisorVertex") &&
                 (text(k + 1) == "," || text(k + 1) == "{"))
               vertex = true;
-            if (w == "<") { k = skipAngles(k); continue; }
+            if (w == "<") {
+              k = skipAngles(k);
+              continue;
+            }
             ++k;
           }
           j = k;
         }
-        while (j < e && text(j) != "{" && text(j) != ";") ++j;
-        if (text(j) != "{") { i = j + 1; continue; }
+        while (j < e && text(j) != "{" && text(j) != ";")
+          ++j;
+        if (text(j) != "{") {
+          i = j + 1;
+          continue;
+        }
         std::size_t close = matching(j, "{", "}");
         if (vertex) {
           ClassInfo c;
@@ -298,7 +333,8 @@ private:
         pendingTemplate = false;
         continue;
       }
-      if (s == ";") pendingTemplate = false;
+      if (s == ";")
+        pendingTemplate = false;
       ++i;
     }
   }
@@ -307,10 +343,11 @@ private:
   std::vector<std::string> members(std::size_t b, std::size_t e) {
     std::vector<std::string> out;
     std::vector<std::size_t> stmt; // token indices of the current declaration
-    bool hasParen = false;            // a '(' before any '=': a function declaration
+    bool hasParen = false;         // a '(' before any '=': a function declaration
     bool sawAssign = false;
     auto finish = [&]() {
-      if (!stmt.empty() && !hasParen) declaration(stmt, out);
+      if (!stmt.empty() && !hasParen)
+        declaration(stmt, out);
       stmt.clear();
       hasParen = false;
       sawAssign = false;
@@ -318,7 +355,8 @@ private:
     std::size_t i = b;
     while (i < e) {
       const std::string &s = text(i);
-      if ((s == "public" || s == "private" || s == "protected") && text(i + 1) == ":" && stmt.empty()) {
+      if ((s == "public" || s == "private" || s == "protected") && text(i + 1) == ":" &&
+          stmt.empty()) {
         i += 2;
         continue;
       }
@@ -333,13 +371,15 @@ private:
         ++i;
         continue;
       }
-      if (s == "=") sawAssign = true;
+      if (s == "=")
+        sawAssign = true;
       if (s == "(") {
         // alignas(16), __attribute__((...)), decltype(x): part of a type, not a call.
         static const std::set<std::string> typeWords = {"alignas", "__attribute__", "decltype",
                                                         "sizeof", "alignof"};
         const bool typePart = !stmt.empty() && typeWords.count(text(stmt.back()));
-        if (!sawAssign && !typePart) hasParen = true;
+        if (!sawAssign && !typePart)
+          hasParen = true;
         stmt.push_back(i);
         i = matching(i, "(", ")") + 1;
         continue;
@@ -347,21 +387,24 @@ private:
       if (s == "{") {
         std::size_t close = matching(i, "{", "}");
         const std::string first = stmt.empty() ? "" : text(stmt.front());
-        bool nestedType = first == "struct" || first == "class" || first == "union" || first == "enum";
+        bool nestedType =
+            first == "struct" || first == "class" || first == "union" || first == "enum";
         if (hasParen) {
           // A function body: the declaration ends here unless a ';' follows.
           stmt.clear();
           hasParen = false;
           sawAssign = false;
           i = close + 1;
-          if (text(i) == ";") ++i;
+          if (text(i) == ";")
+            ++i;
           continue;
         }
         if (nestedType) {
           // Nested type: what follows up to ';' may declare members of it.
           i = close + 1;
           stmt.clear();
-          while (i < e && text(i) != ";") ++i;
+          while (i < e && text(i) != ";")
+            ++i;
           ++i;
           continue;
         }
@@ -378,10 +421,11 @@ private:
 
   void declaration(const std::vector<std::size_t> &stmt, std::vector<std::string> &out) {
     static const std::set<std::string> skip = {
-        "using", "typedef", "static", "friend", "template", "static_assert", "enum",
-        "struct", "class", "union", "constexpr", "operator", "virtual", "extern"};
+        "using",  "typedef", "static", "friend",    "template", "static_assert", "enum",
+        "struct", "class",   "union",  "constexpr", "operator", "virtual",       "extern"};
     for (std::size_t k : stmt)
-      if (skip.count(text(k))) return;
+      if (skip.count(text(k)))
+        return;
     // Split into declarators at commas outside <...>.
     int angle = 0;
     std::vector<std::size_t> cur;
@@ -395,21 +439,27 @@ private:
           cur.clear();
           return;
         }
-        if (w == "=" || w == "{" || w == "[") break;
-        if (t_[k].word() && !std::isdigit((unsigned char)w[0])) name = w;
+        if (w == "=" || w == "{" || w == "[")
+          break;
+        if (t_[k].word() && !std::isdigit((unsigned char)w[0]))
+          name = w;
       }
-      static const std::set<std::string> keywords = {"const", "volatile", "mutable",
-                                                     "unsigned", "signed", "int", "float",
-                                                     "char", "short", "long", "bool", "double"};
-      if (!name.empty() && !keywords.count(name)) out.push_back(name);
+      static const std::set<std::string> keywords = {"const",  "volatile", "mutable", "unsigned",
+                                                     "signed", "int",      "float",   "char",
+                                                     "short",  "long",     "bool",    "double"};
+      if (!name.empty() && !keywords.count(name))
+        out.push_back(name);
       cur.clear();
     };
     bool inInit = false;
     for (std::size_t k : stmt) {
       const std::string &w = text(k);
-      if (w == "<" && !inInit) ++angle;
-      else if (w == ">" && !inInit) --angle;
-      else if (w == "=") inInit = true;
+      if (w == "<" && !inInit)
+        ++angle;
+      else if (w == ">" && !inInit)
+        --angle;
+      else if (w == "=")
+        inInit = true;
       if (w == "," && angle <= 0) {
         take();
         inInit = false;
@@ -430,7 +480,8 @@ private:
 std::string cString(const std::string &s) {
   std::string out = "\"";
   for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
+    if (c == '"' || c == '\\')
+      out += '\\';
     out += c;
   }
   return out + "\"";
@@ -458,9 +509,9 @@ std::string generateGluePart(unsigned part, const std::string &codeletPath,
     if (!vx.fields.empty()) {
       os << "const popsnn_field_desc " << alias << "_fields[] = {\n";
       for (const auto &f : vx.fields)
-        os << "  ::poplar::detail::describeField<" << alias << ", decltype(" << alias
-           << "::" << f << ")>(" << cString(f) << ", [](void *v) -> void * { return &static_cast<"
-           << alias << " *>(v)->" << f << "; }),\n";
+        os << "  ::poplar::detail::describeField<" << alias << ", decltype(" << alias << "::" << f
+           << ")>(" << cString(f) << ", [](void *v) -> void * { return &static_cast<" << alias
+           << " *>(v)->" << f << "; }),\n";
       os << "};\n";
     }
   }
@@ -471,10 +522,11 @@ std::string generateGluePart(unsigned part, const std::string &codeletPath,
        << ", " << (vertices[v].fields.empty() ? "nullptr" : alias + "_fields") << ", "
        << vertices[v].fields.size() << "),\n";
   }
-  if (vertices.empty()) os << "  popsnn_vertex_desc{},\n";
+  if (vertices.empty())
+    os << "  popsnn_vertex_desc{},\n";
   os << "};\n"
-     << "const popsnn_codelet_table popsnn_part = {POPSNN_CODELET_ABI_VERSION, "
-     << vertices.size() << "u, popsnn_vertices};\n"
+     << "const popsnn_codelet_table popsnn_part = {POPSNN_CODELET_ABI_VERSION, " << vertices.size()
+     << "u, popsnn_vertices};\n"
      << "} // namespace\n\n"
      << "extern \"C\" const popsnn_codelet_table *popsnn_codelet_part_" << part
      << "() { return &popsnn_part; }\n";
@@ -493,12 +545,15 @@ std::string generateGlueMaster(unsigned numParts) {
      << "  static const popsnn_codelet_table table = [] {\n"
      << "    static std::vector<popsnn_vertex_desc> all;\n"
      << "    const popsnn_codelet_table *parts[] = {";
-  for (unsigned p = 0; p < numParts; ++p) os << (p ? ", " : "") << "popsnn_codelet_part_" << p << "()";
-  if (numParts == 0) os << "nullptr";
+  for (unsigned p = 0; p < numParts; ++p)
+    os << (p ? ", " : "") << "popsnn_codelet_part_" << p << "()";
+  if (numParts == 0)
+    os << "nullptr";
   os << "};\n"
      << "    for (const popsnn_codelet_table *t : parts)\n"
      << "      if (t) all.insert(all.end(), t->vertices, t->vertices + t->numVertices);\n"
-     << "    return popsnn_codelet_table{POPSNN_CODELET_ABI_VERSION, unsigned(all.size()), all.data()};\n"
+     << "    return popsnn_codelet_table{POPSNN_CODELET_ABI_VERSION, unsigned(all.size()), "
+        "all.data()};\n"
      << "  }();\n"
      << "  return &table;\n"
      << "}\n";

@@ -10,8 +10,8 @@ namespace poplar {
 namespace detail {
 
 struct ScannedVertex {
-  std::string cppType;            // a C++ type expression, e.g. "ns::Foo<float, 2>"
-  std::string name;               // the name addVertex uses, e.g. "ns::Foo<float,2>"
+  std::string cppType; // a C++ type expression, e.g. "ns::Foo<float, 2>"
+  std::string name;    // the name addVertex uses, e.g. "ns::Foo<float,2>"
   std::vector<std::string> fields;
   unsigned line = 0;
 };

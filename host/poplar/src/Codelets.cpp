@@ -45,7 +45,8 @@ bool fileExists(const std::string &path) {
 
 bool readFile(const std::string &path, std::string &out) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
+  if (!in)
+    return false;
   std::stringstream ss;
   ss << in.rdbuf();
   out = ss.str();
@@ -55,15 +56,18 @@ bool readFile(const std::string &path, std::string &out) {
 std::string shellQuote(const std::string &s) {
   std::string out = "'";
   for (char c : s) {
-    if (c == '\'') out += "'\\''";
-    else out += c;
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
   }
   return out + "'";
 }
 
 std::string absolutePath(const std::string &path) {
   char *r = ::realpath(path.c_str(), nullptr);
-  if (!r) return path;
+  if (!r)
+    return path;
   std::string out = r;
   std::free(r);
   return out;
@@ -71,19 +75,23 @@ std::string absolutePath(const std::string &path) {
 
 std::string compiler() {
   if (const char *env = std::getenv("POPSNN_CXX"))
-    if (*env) return env;
+    if (*env)
+      return env;
   std::string def = POPSNN_DEFAULT_CXX;
-  if (!def.empty() && def[0] == '/' && !fileExists(def)) return "c++";
+  if (!def.empty() && def[0] == '/' && !fileExists(def))
+    return "c++";
   return def;
 }
 
 // Runs a shell command; returns its exit status, its output in `output`.
 int runCommand(const std::string &cmd, std::string &output) {
   FILE *pipe = ::popen(cmd.c_str(), "r");
-  if (!pipe) return -1;
+  if (!pipe)
+    return -1;
   char buf[4096];
   std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) output.append(buf, n);
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0)
+    output.append(buf, n);
   return ::pclose(pipe);
 }
 
@@ -92,10 +100,13 @@ int runCommand(const std::string &cmd, std::string &output) {
 std::string compilerIdentity(const std::string &cxx) {
   static std::map<std::string, std::string> known;
   auto it = known.find(cxx);
-  if (it != known.end()) return it->second;
+  if (it != known.end())
+    return it->second;
   std::string path;
-  if (runCommand("command -v " + shellQuote(cxx) + " 2>/dev/null", path) != 0) path = cxx;
-  while (!path.empty() && (path.back() == '\n' || path.back() == '\r')) path.pop_back();
+  if (runCommand("command -v " + shellQuote(cxx) + " 2>/dev/null", path) != 0)
+    path = cxx;
+  while (!path.empty() && (path.back() == '\n' || path.back() == '\r'))
+    path.pop_back();
   std::string version;
   int status = runCommand(shellQuote(cxx) + " --version 2>&1", version);
   return known[cxx] = absolutePath(path) + '\0' + version + '\0' + std::to_string(status);
@@ -111,7 +122,8 @@ std::string headerDir(const std::string &cache, std::string &digest) {
   std::string dir = cache + "/include-" + digest.substr(0, 16);
   for (unsigned i = 0; i < kNumEmbeddedHeaders; ++i) {
     std::string p = dir + "/" + kEmbeddedHeaders[i].path, old, why;
-    if (isPrivateFile(p, why) && readFile(p, old) && old == kEmbeddedHeaders[i].content) continue;
+    if (isPrivateFile(p, why) && readFile(p, old) && old == kEmbeddedHeaders[i].content)
+      continue;
     makePrivateDirs(p.substr(0, p.rfind('/')));
     writeFileAtomically(p, kEmbeddedHeaders[i].content);
   }
@@ -142,7 +154,8 @@ const popsnn_codelet_table *loadCodeletObject(const std::string &path) {
   static std::map<std::string, const popsnn_codelet_table *> loaded;
   std::string abs = absolutePath(path);
   auto it = loaded.find(abs);
-  if (it != loaded.end()) return it->second;
+  if (it != loaded.end())
+    return it->second;
   if (!fileExists(abs))
     throw graph_program_compilation_error("codelet object '" + path + "' does not exist");
   // Never dlclose(): engines keep pointers to the vertex code.
@@ -153,7 +166,8 @@ const popsnn_codelet_table *loadCodeletObject(const std::string &path) {
   auto fn = reinterpret_cast<popsnn_codelet_table_fn>(::dlsym(handle, "popsnn_codelet_table_v1"));
   if (!fn)
     throw graph_program_compilation_error(
-        "'" + path + "' is not a popsnn codelet object (no popsnn_codelet_table_v1); build it "
+        "'" + path +
+        "' is not a popsnn codelet object (no popsnn_codelet_table_v1); build it "
         "with popsnn_add_codelets() in CMake. A .gp made by Graphcore's popc holds IPU code, "
         "which this CPU runtime cannot run: pass the codelet source instead");
   const popsnn_codelet_table *table = fn();
@@ -199,16 +213,18 @@ std::string compileCodeletSource(const std::string &path, const std::string &fla
   std::string base = cache + "/codelet-" + sha256Hex(keyText);
   std::string object = base + ".gp";
   std::string why;
-  if (isPrivateFile(object, why)) return object;
+  if (isPrivateFile(object, why))
+    return object;
   if (fileExists(object))
     std::cerr << "popsnn: not loading the cached codelet object '" << object << "': " << why
               << "; compiling it again\n";
 
   writeFileAtomically(base + ".glue.cpp", glue);
   std::string tmp = base + ".tmp" + std::to_string(::getpid()) + ".gp";
-  std::string cmd = shellQuote(cxx) + " -std=c++17 -O3" + native + " -fPIC -shared -fvisibility=hidden -I" +
-                    shellQuote(headers) + " -I" + shellQuote(dir) + " " + flags + " -o " +
-                    shellQuote(tmp) + " " + shellQuote(base + ".glue.cpp") + " 2>&1";
+  std::string cmd = shellQuote(cxx) + " -std=c++17 -O3" + native +
+                    " -fPIC -shared -fvisibility=hidden -I" + shellQuote(headers) + " -I" +
+                    shellQuote(dir) + " " + flags + " -o " + shellQuote(tmp) + " " +
+                    shellQuote(base + ".glue.cpp") + " 2>&1";
   std::string output;
   int status = runCommand(cmd, output);
   if (status == -1)
@@ -217,9 +233,10 @@ std::string compileCodeletSource(const std::string &path, const std::string &fla
   // The compiler's umask-given mode may let the group write; the cache holds only private files.
   if (status != 0 || ::chmod(tmp.c_str(), 0700) != 0) {
     std::remove(tmp.c_str());
-    if (output.size() > 8000) output = output.substr(0, 8000) + "\n[... truncated]";
-    throw graph_program_compilation_error("compiling codelets '" + path +
-                                          "' failed:\n" + output + "\ncommand: " + cmd);
+    if (output.size() > 8000)
+      output = output.substr(0, 8000) + "\n[... truncated]";
+    throw graph_program_compilation_error("compiling codelets '" + path + "' failed:\n" + output +
+                                          "\ncommand: " + cmd);
   }
   if (std::rename(tmp.c_str(), object.c_str()) != 0) {
     std::remove(tmp.c_str());

@@ -4,7 +4,7 @@ namespace poplar {
 namespace detail {
 
 struct EmbeddedHeader {
-  const char *path;    // relative to the include directory, e.g. "poplar/Vertex.hpp"
+  const char *path; // relative to the include directory, e.g. "poplar/Vertex.hpp"
   const char *content;
 };
 

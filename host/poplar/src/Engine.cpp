@@ -36,7 +36,9 @@ using Buffer = std::unique_ptr<char, FreeDeleter>;
 Buffer allocate(std::size_t bytes) {
   std::size_t size = (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64;
   void *p = std::aligned_alloc(64, size);
-  if (!p) throw graph_memory_allocation_error("out of host memory allocating " + std::to_string(bytes) + " bytes");
+  if (!p)
+    throw graph_memory_allocation_error("out of host memory allocating " + std::to_string(bytes) +
+                                        " bytes");
   std::memset(p, 0, size);
   return Buffer(static_cast<char *>(p));
 }
@@ -48,7 +50,8 @@ struct Seg {
 };
 
 void addSeg(std::vector<Seg> &segs, char *dst, const char *src, std::size_t bytes) {
-  if (!bytes) return;
+  if (!bytes)
+    return;
   if (!segs.empty() && segs.back().dst + segs.back().bytes == dst &&
       segs.back().src + segs.back().bytes == src) {
     segs.back().bytes += bytes;
@@ -104,14 +107,18 @@ struct Step {
 
 std::string humanBytes(std::uint64_t b) {
   std::ostringstream os;
-  if (b >= (1u << 20)) os << std::fixed << std::setprecision(2) << double(b) / (1 << 20) << " MiB";
-  else if (b >= 1024) os << std::fixed << std::setprecision(1) << double(b) / 1024 << " KiB";
-  else os << b << " B";
+  if (b >= (1u << 20))
+    os << std::fixed << std::setprecision(2) << double(b) / (1 << 20) << " MiB";
+  else if (b >= 1024)
+    os << std::fixed << std::setprecision(1) << double(b) / 1024 << " KiB";
+  else
+    os << b << " B";
   return os.str();
 }
 
 std::uint64_t ceilDiv(std::uint64_t a, double b) {
-  if (a == 0) return 0;
+  if (a == 0)
+    return 0;
   double q = double(a) / b;
   std::uint64_t r = static_cast<std::uint64_t>(q);
   return double(r) < q ? r + 1 : r;
@@ -126,8 +133,8 @@ public:
 
   GraphState g;
   Target target;
-  std::vector<Buffer> data;                         // per variable
-  std::vector<Buffer> extra;                        // vertex objects, lists, state, rearrangements
+  std::vector<Buffer> data;  // per variable
+  std::vector<Buffer> extra; // vertex objects, lists, state, rearrangements
   std::vector<std::pair<void *, void (*)(void *)>> constructed;
   std::map<unsigned, std::unique_ptr<CompiledComputeSet>> computeSets;
   std::vector<Step> programs;
@@ -146,8 +153,10 @@ public:
     for (const auto &r : t.regions()) {
       std::size_t sz = g.vars[r.var].type.sizeInBytes();
       char *p = address(r.var, r.begin);
-      if (!out.empty() && out.back().first + out.back().second == p) out.back().second += (r.end - r.begin) * sz;
-      else out.emplace_back(p, (r.end - r.begin) * sz);
+      if (!out.empty() && out.back().first + out.back().second == p)
+        out.back().second += (r.end - r.begin) * sz;
+      else
+        out.emplace_back(p, (r.end - r.begin) * sz);
     }
     return out;
   }
@@ -179,19 +188,25 @@ public:
   // Vertex-state bytes charged per field, as an IPU would lay them out (estimate).
   static std::uint64_t fieldStateBytes(const popsnn_field_desc &d, const FieldState &fs) {
     if (d.access == kFieldState) {
-      if (d.shape == kShapeVector) return 8 + fs.values.size() * d.elementSize;
+      if (d.shape == kShapeVector)
+        return 8 + fs.values.size() * d.elementSize;
       return (std::max(d.elementSize, 4u) + 3) / 4 * 4;
     }
     switch (d.shape) {
-    case kShapeScalar: return 4;
+    case kShapeScalar:
+      return 4;
     case kShapeVector: {
       auto l = static_cast<VectorLayout>(d.layout);
-      if (l == VectorLayout::SPAN) return 8;
-      if (l == VectorLayout::ONE_PTR || l == VectorLayout::COMPACT_PTR) return 4;
+      if (l == VectorLayout::SPAN)
+        return 8;
+      if (l == VectorLayout::ONE_PTR || l == VectorLayout::COMPACT_PTR)
+        return 4;
       return 2;
     }
-    case kShapeVectorList: return 8 + 8 * fs.tensors.size();
-    default: return 0;
+    case kShapeVectorList:
+      return 8 + 8 * fs.tensors.size();
+    default:
+      return 0;
     }
   }
 };
@@ -199,20 +214,27 @@ public:
 EngineImpl::EngineImpl(const Graph &graph, ArrayRef<program::Program> progs)
     : g(*graph.state()), target(graph.state()->target) {
   // The copied vertex records still point at the graph's class table; re-point them.
-  for (auto &v : g.vertices) v.cls = &g.vertexClasses.at(v.cls->name);
+  for (auto &v : g.vertices)
+    v.cls = &g.vertexClasses.at(v.cls->name);
   checkMapped();
   allocateVariables();
   tileBytes.assign(target.getNumTiles(), 0);
-  for (unsigned cs = 0; cs < g.computeSets.size(); ++cs) compileComputeSet(cs);
+  for (unsigned cs = 0; cs < g.computeSets.size(); ++cs)
+    compileComputeSet(cs);
   checkMemory();
-  for (const auto &kv : g.streams) streams[kv.first];
-  for (const auto &kv : g.hostWrites) hostWrites[kv.first] = tensorRuns(kv.second.tensor);
-  for (const auto &kv : g.hostReads) hostReads[kv.first] = tensorRuns(kv.second.tensor);
-  for (const auto &p : progs) programs.push_back(compile(*p.node()));
+  for (const auto &kv : g.streams)
+    streams[kv.first];
+  for (const auto &kv : g.hostWrites)
+    hostWrites[kv.first] = tensorRuns(kv.second.tensor);
+  for (const auto &kv : g.hostReads)
+    hostReads[kv.first] = tensorRuns(kv.second.tensor);
+  for (const auto &p : progs)
+    programs.push_back(compile(*p.node()));
 }
 
 EngineImpl::~EngineImpl() {
-  for (auto &c : constructed) c.second(c.first);
+  for (auto &c : constructed)
+    c.second(c.first);
 }
 
 void EngineImpl::checkMapped() {
@@ -236,7 +258,8 @@ void EngineImpl::allocateVariables() {
   for (const auto &v : g.vars) {
     std::size_t bytes = v.numElements * v.type.sizeInBytes();
     data.push_back(allocate(bytes));
-    if (!v.init.empty()) std::memcpy(data.back().get(), v.init.data(), bytes);
+    if (!v.init.empty())
+      std::memcpy(data.back().get(), v.init.data(), bytes);
   }
 }
 
@@ -272,11 +295,13 @@ CompiledComputeSet &EngineImpl::compileComputeSet(unsigned csId) {
     for (unsigned f = 0; f < d.numFields; ++f) {
       const popsnn_field_desc &fd = d.fields[f];
       const FieldState &fs = v.fields[f];
-      const std::string where = vertexName(id) + " on tile " + std::to_string(tile) + ", field '" + fd.name + "'";
+      const std::string where =
+          vertexName(id) + " on tile " + std::to_string(tile) + ", field '" + fd.name + "'";
       stateBytes += fieldStateBytes(fd, fs);
       auto *raw = static_cast<RawSpan *>(fd.address(obj.get()));
       if (fd.access == kFieldState) {
-        if (!fs.hasValue) continue; // keeps the member's own initialiser
+        if (!fs.hasValue)
+          continue; // keeps the member's own initialiser
         const Type *et = typeFromName(fd.element);
         if (fd.shape == kShapeScalar) {
           storeAs(*et, fs.values[0], raw);
@@ -290,10 +315,13 @@ CompiledComputeSet &EngineImpl::compileComputeSet(unsigned csId) {
         }
         continue;
       }
-      if (fd.shape == kShapeUnsupported) continue;
+      if (fd.shape == kShapeUnsupported)
+        continue;
       if (!fs.connected)
-        throw graph_connection_error(where + " is not connected; connect a tensor with "
-                                     "graph.connect(v[\"" + std::string(fd.name) + "\"], tensor)");
+        throw graph_connection_error(where +
+                                     " is not connected; connect a tensor with "
+                                     "graph.connect(v[\"" +
+                                     std::string(fd.name) + "\"], tensor)");
       // Bind one tensor to a span; non-contiguous tensors get an on-tile buffer
       // with gather/scatter copies around the compute set, as Poplar rearranges.
       auto bind = [&](const Tensor &t, RawSpan &span) {
@@ -321,8 +349,10 @@ CompiledComputeSet &EngineImpl::compileComputeSet(unsigned csId) {
         span.ptr = tmp.get();
         std::size_t off = 0;
         for (const auto &run : runs) {
-          if (fd.access != kFieldOutput) addSeg(cs->pre, tmp.get() + off, run.first, run.second);
-          if (fd.access != kFieldInput) addSeg(cs->post, run.first, tmp.get() + off, run.second);
+          if (fd.access != kFieldOutput)
+            addSeg(cs->pre, tmp.get() + off, run.first, run.second);
+          if (fd.access != kFieldInput)
+            addSeg(cs->post, run.first, tmp.get() + off, run.second);
           off += run.second;
         }
         rearrangeBytes[tile] += bytes * ((fd.access == kFieldInOut) ? 2 : 1);
@@ -332,7 +362,8 @@ CompiledComputeSet &EngineImpl::compileComputeSet(unsigned csId) {
       if (fd.shape == kShapeVectorList) {
         Buffer list = allocate(fs.tensors.size() * sizeof(RawSpan));
         auto *spans = reinterpret_cast<RawSpan *>(list.get());
-        for (std::size_t i = 0; i < fs.tensors.size(); ++i) bind(fs.tensors[i], spans[i]);
+        for (std::size_t i = 0; i < fs.tensors.size(); ++i)
+          bind(fs.tensors[i], spans[i]);
         raw->ptr = spans;
         raw->size = static_cast<unsigned>(fs.tensors.size());
         extra.push_back(std::move(list));
@@ -349,7 +380,8 @@ CompiledComputeSet &EngineImpl::compileComputeSet(unsigned csId) {
     // estimate; a MultiVertex occupies every worker context for its estimate.
     auto &load = workerLoad[tile];
     if (d.isMultiVertex) {
-      for (auto &w : load) w += v.cycles;
+      for (auto &w : load)
+        w += v.cycles;
     } else {
       *std::min_element(load.begin(), load.end()) += v.cycles;
     }
@@ -370,12 +402,15 @@ CompiledComputeSet &EngineImpl::compileComputeSet(unsigned csId) {
   // Chunks of whole tiles with about equal cost, a few per thread.
   const std::size_t want = std::min<std::size_t>(tileOf.size(), std::size_t(poolThreads()) * 4);
   std::uint64_t total = 0;
-  for (auto c : tileCost) total += c;
+  for (auto c : tileCost)
+    total += c;
   std::size_t begin = 0, instIdx = 0;
   std::uint64_t acc = 0;
   for (std::size_t t = 0; t < tileOf.size(); ++t) {
     std::size_t endInst = instIdx;
-    while (endInst < cs->instances.size() && g.vertices[cs->instances[endInst].id].tile == tileOf[t]) ++endInst;
+    while (endInst < cs->instances.size() &&
+           g.vertices[cs->instances[endInst].id].tile == tileOf[t])
+      ++endInst;
     instIdx = endInst;
     acc += tileCost[t];
     if (want && (acc * want >= total * (cs->chunks.size() + 1) || t + 1 == tileOf.size())) {
@@ -396,7 +431,8 @@ void EngineImpl::checkMemory() {
     // Walk runs of equal tiles: variables are mostly mapped in long blocks.
     std::map<std::int32_t, std::uint64_t> perTile;
     for (std::size_t i = 0, j; i < v.tile.size(); i = j) {
-      for (j = i + 1; j < v.tile.size() && v.tile[j] == v.tile[i];) ++j;
+      for (j = i + 1; j < v.tile.size() && v.tile[j] == v.tile[i];)
+        ++j;
       perTile[v.tile[i]] += (j - i) * v.type.sizeInBytes();
     }
     for (const auto &kv : perTile) {
@@ -405,9 +441,11 @@ void EngineImpl::checkMemory() {
       byTile[static_cast<std::size_t>(kv.first)].emplace_back(b, vi);
     }
   }
-  if (!target.checksMemory()) return;
+  if (!target.checksMemory())
+    return;
   for (std::size_t t = 0; t < tileBytes.size(); ++t) {
-    if (tileBytes[t] <= target.getBytesPerTile()) continue;
+    if (tileBytes[t] <= target.getBytesPerTile())
+      continue;
     auto list = byTile[t];
     std::sort(list.rbegin(), list.rend());
     std::ostringstream os;
@@ -417,7 +455,8 @@ void EngineImpl::checkMemory() {
     for (std::size_t k = 0; k < list.size() && k < 3; ++k)
       os << (k ? "," : "") << " '" << g.vars[list[k].second].name << "' " << list[k].first << " B";
     std::uint64_t varBytes = 0;
-    for (const auto &e : list) varBytes += e.first;
+    for (const auto &e : list)
+      varBytes += e.first;
     os << "; vertex state and rearrangement buffers " << (tileBytes[t] - varBytes)
        << " B. Spread the tensors over more tiles (or use more IPUs)";
     throw graph_memory_allocation_error(os.str());
@@ -430,13 +469,17 @@ void EngineImpl::checkMemory() {
 void EngineImpl::splitForThreads(Step &s, const ProgramNode &n) {
   constexpr std::size_t kParallelBytes = 1 << 19;
   std::size_t total = 0;
-  for (const auto &seg : s.segs) total += seg.bytes;
+  for (const auto &seg : s.segs)
+    total += seg.bytes;
   const std::size_t threads = poolThreads();
-  if (threads < 2 || total < kParallelBytes) return;
+  if (threads < 2 || total < kParallelBytes)
+    return;
   std::set<unsigned> srcVars;
-  for (const auto &r : n.src.regions()) srcVars.insert(r.var);
+  for (const auto &r : n.src.regions())
+    srcVars.insert(r.var);
   for (const auto &r : n.dst.regions())
-    if (srcVars.count(r.var)) return;
+    if (srcVars.count(r.var))
+      return;
   const std::size_t pieces = threads * 4, target = (total + pieces - 1) / pieces;
   std::vector<Seg> split;
   for (const auto &seg : s.segs)
@@ -460,7 +503,8 @@ Step EngineImpl::compile(const ProgramNode &n) {
   auto label = [&](const std::string &generated) { return n.name.empty() ? generated : n.name; };
   switch (n.kind) {
   case ProgramNode::Sequence:
-    for (const auto &c : n.children) s.children.push_back(compile(*c));
+    for (const auto &c : n.children)
+      s.children.push_back(compile(*c));
     break;
   case ProgramNode::Repeat:
     s.count = n.count;
@@ -476,7 +520,8 @@ Step EngineImpl::compile(const ProgramNode &n) {
     s.predicateType = g.vars[r.var].type;
     s.whileTrue = n.whileTrue;
     s.caseValues.assign(n.caseValues.begin(), n.caseValues.end());
-    for (const auto &c : n.children) s.children.push_back(compile(*c));
+    for (const auto &c : n.children)
+      s.children.push_back(compile(*c));
     break;
   }
   case ProgramNode::Execute: {
@@ -537,8 +582,10 @@ Step EngineImpl::compile(const ProgramNode &n) {
       }
       si += len;
       dj += len;
-      if (si == sr[i].end && ++i < sr.size()) si = sr[i].begin;
-      if (dj == dr[j].end && ++j < dr.size()) dj = dr[j].begin;
+      if (si == sr[i].end && ++i < sr.size())
+        si = sr[i].begin;
+      if (dj == dr[j].end && ++j < dr.size())
+        dj = dr[j].begin;
     }
     splitForThreads(s, n);
     std::uint64_t maxTile = 0, maxOnTile = 0;
@@ -557,7 +604,8 @@ Step EngineImpl::compile(const ProgramNode &n) {
   case ProgramNode::TensorToStream: {
     const bool in = n.kind == ProgramNode::StreamToTensor;
     const Tensor &t = in ? n.dst : n.src;
-    if (t.graphId() != g.id) throw control_program_error("Copy: the tensor belongs to another graph");
+    if (t.graphId() != g.id)
+      throw control_program_error("Copy: the tensor belongs to another graph");
     s.stream = n.stream.handle();
     if (in)
       for (const auto &r : t.regions())
@@ -565,15 +613,17 @@ Step EngineImpl::compile(const ProgramNode &n) {
           throw control_program_error("Copy: stream '" + s.stream + "' writes to constant '" +
                                       g.vars[r.var].name + "'; copy into a variable");
     if (!g.streams.count(s.stream))
-      throw stream_connection_error("Copy: stream '" + s.stream + "' does not belong to this graph");
+      throw stream_connection_error("Copy: stream '" + s.stream +
+                                    "' does not belong to this graph");
     s.conn = &streams[s.stream];
     s.runs = tensorRuns(t);
     s.bytes = t.numElements() * t.elementType().sizeInBytes();
     s.conn->scratch.resize(std::max(s.conn->scratch.size(), s.bytes));
-    s.profile = addProfile(label(std::string(in ? "StreamCopy(" + s.stream + " -> " + tensorName(t)
-                                                : "StreamCopy(" + tensorName(t) + " -> " + s.stream) +
-                                 ")"),
-                           "stream");
+    s.profile =
+        addProfile(label(std::string(in ? "StreamCopy(" + s.stream + " -> " + tensorName(t)
+                                        : "StreamCopy(" + tensorName(t) + " -> " + s.stream) +
+                         ")"),
+                   "stream");
     auto &p = profile[static_cast<std::size_t>(s.profile)];
     p.hostBytes = s.bytes;
     p.exchangeCycles = ceilDiv(s.bytes, target.getHostBytesPerCycle());
@@ -587,15 +637,18 @@ Step EngineImpl::compile(const ProgramNode &n) {
     break;
   }
   case ProgramNode::Print: {
-    if (n.src.graphId() != g.id) throw control_program_error("PrintTensor: the tensor belongs to another graph");
+    if (n.src.graphId() != g.id)
+      throw control_program_error("PrintTensor: the tensor belongs to another graph");
     // Untitled, Poplar prints the tensor's debug name (its variable's, here).
     s.stream = n.name;
-    if (s.stream.empty() && !n.src.regions().empty()) s.stream = g.vars[n.src.regions().front().var].name;
+    if (s.stream.empty() && !n.src.regions().empty())
+      s.stream = g.vars[n.src.regions().front().var].name;
     s.printed = n.src;
     break;
   }
   case ProgramNode::Sync: {
-    s.profile = addProfile(label(n.sync == SyncType::INTERNAL ? "Sync(internal)" : "Sync(global)"), "sync");
+    s.profile =
+        addProfile(label(n.sync == SyncType::INTERNAL ? "Sync(internal)" : "Sync(global)"), "sync");
     profile[static_cast<std::size_t>(s.profile)].syncs = 1;
     break;
   }
@@ -628,7 +681,8 @@ void runChunk(void *ctx, std::size_t c) {
     for (unsigned k = v.preBegin; k < v.preEnd; ++k)
       std::memcpy(cs.pre[k].dst, cs.pre[k].src, cs.pre[k].bytes);
     if (v.worker) {
-      for (unsigned w = 0; w < kWorkers; ++w) v.worker(v.obj, w);
+      for (unsigned w = 0; w < kWorkers; ++w)
+        v.worker(v.obj, w);
     } else if (!v.compute(v.obj)) {
       unsigned expected = ~0u;
       cs.failedVertex.compare_exchange_strong(expected, v.id);
@@ -650,19 +704,23 @@ void EngineImpl::runComputeSet(CompiledComputeSet &cs) {
 }
 
 void EngineImpl::execute(const Step &s) {
-  if (s.profile >= 0) ++profile[static_cast<std::size_t>(s.profile)].executions;
+  if (s.profile >= 0)
+    ++profile[static_cast<std::size_t>(s.profile)].executions;
   switch (s.kind) {
   case ProgramNode::Sequence:
-    for (const auto &c : s.children) execute(c);
+    for (const auto &c : s.children)
+      execute(c);
     break;
   case ProgramNode::Repeat:
-    for (unsigned k = 0; k < s.count; ++k) execute(s.children[0]);
+    for (unsigned k = 0; k < s.count; ++k)
+      execute(s.children[0]);
     break;
   case ProgramNode::RepeatWhile:
     for (;;) {
       execute(s.children[0]);
       bool value = loadAs(s.predicateType, s.predicate) != 0;
-      if (value != s.whileTrue) break;
+      if (value != s.whileTrue)
+        break;
       execute(s.children[1]);
     }
     break;
@@ -672,7 +730,8 @@ void EngineImpl::execute(const Step &s) {
   case ProgramNode::Switch: {
     const auto value = static_cast<std::int64_t>(loadAs(s.predicateType, s.predicate));
     std::size_t k = 0;
-    while (k < s.caseValues.size() && s.caseValues[k] != value) ++k;
+    while (k < s.caseValues.size() && s.caseValues[k] != value)
+      ++k;
     execute(s.children[k]); // k == caseValues.size(): the default
     break;
   }
@@ -684,7 +743,8 @@ void EngineImpl::execute(const Step &s) {
       parallelFor(s.copyChunks.size(), &runCopyChunk, const_cast<Step *>(&s));
       break;
     }
-    for (const auto &seg : s.segs) std::memmove(seg.dst, seg.src, seg.bytes);
+    for (const auto &seg : s.segs)
+      std::memmove(seg.dst, seg.src, seg.bytes);
     break;
   case ProgramNode::StreamToTensor:
   case ProgramNode::TensorToStream: {
@@ -693,7 +753,8 @@ void EngineImpl::execute(const Step &s) {
     char *host;
     if (c.callback) {
       host = c.scratch.data();
-      if (in) c.callback(host);
+      if (in)
+        c.callback(host);
     } else if (c.begin) {
       if (c.end) {
         std::size_t size = static_cast<std::size_t>(c.end - c.begin);
@@ -701,7 +762,8 @@ void EngineImpl::execute(const Step &s) {
           throw stream_connection_error("stream '" + s.stream + "': the connected buffer holds " +
                                         std::to_string(size) + " bytes but one transfer needs " +
                                         std::to_string(s.bytes));
-        if (c.offset + s.bytes > size) c.offset = 0;
+        if (c.offset + s.bytes > size)
+          c.offset = 0;
         host = c.begin + c.offset;
         c.offset += s.bytes;
       } else {
@@ -714,11 +776,14 @@ void EngineImpl::execute(const Step &s) {
     }
     std::size_t off = 0;
     for (const auto &r : s.runs) {
-      if (in) std::memcpy(r.first, host + off, r.second);
-      else std::memcpy(host + off, r.first, r.second);
+      if (in)
+        std::memcpy(r.first, host + off, r.second);
+      else
+        std::memcpy(host + off, r.first, r.second);
       off += r.second;
     }
-    if (!in && c.callback) c.callback(host);
+    if (!in && c.callback)
+      c.callback(host);
     break;
   }
   case ProgramNode::Sync:
@@ -749,12 +814,14 @@ using detail::EngineImpl;
 Engine::Engine(const Graph &graph, const program::Program &prog, const OptionFlags &, ProgressFunc)
     : impl_(std::make_unique<EngineImpl>(graph, ArrayRef<program::Program>(&prog, 1))) {}
 
-Engine::Engine(const Graph &graph, ArrayRef<program::Program> progs, const OptionFlags &, ProgressFunc)
+Engine::Engine(const Graph &graph, ArrayRef<program::Program> progs, const OptionFlags &,
+               ProgressFunc)
     : impl_(std::make_unique<EngineImpl>(graph, progs)) {}
 
 Engine::Engine(Executable &&exe, const OptionFlags &) : impl_(std::move(exe.impl_)) {
   if (!impl_)
-    throw poplar_error("Engine: the Executable was already used by another Engine; compile the graph again");
+    throw poplar_error(
+        "Engine: the Executable was already used by another Engine; compile the graph again");
 }
 
 Executable compileGraph(const Graph &graph, ArrayRef<program::Program> progs, const OptionFlags &,
@@ -768,8 +835,9 @@ Executable &Executable::operator=(Executable &&) noexcept = default;
 Executable::~Executable() = default;
 
 void Executable::serialize(std::ostream &) const {
-  throw poplar_error("Executable::serialize: popsnn's runtime cannot save a compiled graph (its "
-                     "codelets are host code loaded at run time); keep the Graph and call compileGraph again");
+  throw poplar_error(
+      "Executable::serialize: popsnn's runtime cannot save a compiled graph (its "
+      "codelets are host code loaded at run time); keep the Graph and call compileGraph again");
 }
 
 Executable Executable::deserialize(std::istream &) {
@@ -814,9 +882,11 @@ detail::StreamConnection &connection(EngineImpl &e, StringRef handle) {
   auto it = e.streams.find(handle.str());
   if (it == e.streams.end()) {
     std::string known;
-    for (const auto &kv : e.streams) known += (known.empty() ? "" : ", ") + kv.first;
+    for (const auto &kv : e.streams)
+      known += (known.empty() ? "" : ", ") + kv.first;
     throw stream_connection_error("connectStream: no stream named '" + handle.str() +
-                                  "' in the graph (streams: " + (known.empty() ? "none" : known) + ")");
+                                  "' in the graph (streams: " + (known.empty() ? "none" : known) +
+                                  ")");
   }
   return it->second;
 }
@@ -845,18 +915,21 @@ void Engine::connectStreamToCallback(StringRef handle, std::function<void(void *
   connection(*impl_, handle).callback = std::move(callback);
 }
 
-void Engine::connectStreamToCallback(StringRef handle, unsigned, std::function<void(void *)> callback) {
+void Engine::connectStreamToCallback(StringRef handle, unsigned,
+                                     std::function<void(void *)> callback) {
   connectStreamToCallback(handle, std::move(callback));
 }
 
 void Engine::connectStreamToCallback(StringRef handle, StreamCallbackHandle callback) {
   if (!callback)
     throw poplar_error("connectStreamToCallback('" + handle.str() + "'): the callback is empty");
-  const bool toDevice = impl_->g.streams.count(handle.str()) &&
-                        impl_->g.streams.at(handle.str()).type() == DataStreamType::HostToDeviceFIFO;
+  const bool toDevice =
+      impl_->g.streams.count(handle.str()) &&
+      impl_->g.streams.at(handle.str()).type() == DataStreamType::HostToDeviceFIFO;
   std::shared_ptr<StreamCallback> cb(std::move(callback));
   connectStreamToCallback(handle, [cb, toDevice](void *p) {
-    if (!toDevice || cb->prefetch(p) != StreamCallback::Result::Success) cb->fetch(p);
+    if (!toDevice || cb->prefetch(p) != StreamCallback::Result::Success)
+      cb->fetch(p);
     cb->complete();
   });
 }
@@ -868,11 +941,12 @@ void Engine::connectStreamToCallback(StringRef handle, unsigned, StreamCallbackH
 namespace {
 std::size_t runsBytes(const std::vector<std::pair<char *, std::size_t>> &runs) {
   std::size_t n = 0;
-  for (const auto &r : runs) n += r.second;
+  for (const auto &r : runs)
+    n += r.second;
   return n;
 }
-const std::vector<std::pair<char *, std::size_t>> &
-hostHandle(EngineImpl &e, bool write, StringRef handle, const char *op) {
+const std::vector<std::pair<char *, std::size_t>> &hostHandle(EngineImpl &e, bool write,
+                                                              StringRef handle, const char *op) {
   if (!e.loaded)
     throw tensor_io_state_error(std::string(op) + ": call engine.load(device) first");
   auto &map = write ? e.hostWrites : e.hostReads;
@@ -880,12 +954,13 @@ hostHandle(EngineImpl &e, bool write, StringRef handle, const char *op) {
   if (it == map.end())
     throw stream_connection_error(std::string(op) + ": no handle '" + handle.str() +
                                   "'; create it with graph." +
-                                  (write ? "createHostWrite" : "createHostRead") +
-                                  "(\"" + handle.str() + "\", tensor) before building the Engine");
+                                  (write ? "createHostWrite" : "createHostRead") + "(\"" +
+                                  handle.str() + "\", tensor) before building the Engine");
   return it->second;
 }
 void checkSize(StringRef handle, const char *op, std::size_t need, const void *b, const void *e) {
-  std::size_t have = static_cast<std::size_t>(static_cast<const char *>(e) - static_cast<const char *>(b));
+  std::size_t have =
+      static_cast<std::size_t>(static_cast<const char *>(e) - static_cast<const char *>(b));
   if (have != need)
     throw stream_connection_error(std::string(op) + "('" + handle.str() + "'): the buffer holds " +
                                   std::to_string(have) + " bytes but the tensor needs " +
@@ -945,7 +1020,8 @@ ProfileEstimate Engine::getProfileEstimate() const {
 }
 
 void Engine::resetExecutionProfile() {
-  for (auto &s : impl_->profile) s.executions = 0;
+  for (auto &s : impl_->profile)
+    s.executions = 0;
   impl_->runs = 0;
 }
 
@@ -956,13 +1032,14 @@ void Engine::printProfileSummary(std::ostream &out, const OptionFlags &) const {
   os << "popsnn profile summary: ESTIMATES from the IPU cost model, not measurements on an IPU\n"
      << "Target: " << toString(t.getTargetType()) << " " << t.getTargetArchString() << ", "
      << t.getNumIPUs() << " IPU(s) x " << t.getTilesPerIPU() << " tiles, "
-     << t.getNumWorkerContexts() << " workers/tile, " << t.getTileClockFrequency() / 1e9
-     << " GHz, " << detail::humanBytes(t.getBytesPerTile()) << " per tile\n";
+     << t.getNumWorkerContexts() << " workers/tile, " << t.getTileClockFrequency() / 1e9 << " GHz, "
+     << detail::humanBytes(t.getBytesPerTile()) << " per tile\n";
   std::uint64_t total = 0;
   std::size_t maxTile = 0;
   for (std::size_t i = 0; i < p.tileBytes.size(); ++i) {
     total += p.tileBytes[i];
-    if (p.tileBytes[i] > p.tileBytes[maxTile]) maxTile = i;
+    if (p.tileBytes[i] > p.tileBytes[maxTile])
+      maxTile = i;
   }
   os << "Memory (estimate): " << detail::humanBytes(total) << " in total; fullest tile " << maxTile
      << " with " << detail::humanBytes(p.tileBytes.empty() ? 0 : p.tileBytes[maxTile]) << "\n"
@@ -973,11 +1050,10 @@ void Engine::printProfileSummary(std::ostream &out, const OptionFlags &) const {
      << "inter-IPU B" << std::setw(11) << "host B" << "\n";
   for (const auto &s : p.steps) {
     std::string name = s.name.size() > 43 ? s.name.substr(0, 40) + "..." : s.name;
-    os << std::left << std::setw(44) << name << std::right << std::setw(9) << s.kind
-       << std::setw(9) << s.executions << std::setw(12) << s.cycles << std::setw(11)
-       << s.computeCycles << std::setw(11) << s.exchangeCycles << std::setw(13)
-       << s.exchangeBytesWithinIPU << std::setw(12) << s.exchangeBytesBetweenIPUs << std::setw(11)
-       << s.hostBytes << "\n";
+    os << std::left << std::setw(44) << name << std::right << std::setw(9) << s.kind << std::setw(9)
+       << s.executions << std::setw(12) << s.cycles << std::setw(11) << s.computeCycles
+       << std::setw(11) << s.exchangeCycles << std::setw(13) << s.exchangeBytesWithinIPU
+       << std::setw(12) << s.exchangeBytesBetweenIPUs << std::setw(11) << s.hostBytes << "\n";
   }
   os << "\nTotals over all executions (estimates):\n"
      << "  compute cycles      " << p.computeCycles << "\n"
@@ -987,8 +1063,8 @@ void Engine::printProfileSummary(std::ostream &out, const OptionFlags &) const {
      << "  exchange bytes      " << p.exchangeBytesWithinIPU << " within IPUs, "
      << p.exchangeBytesBetweenIPUs << " between IPUs, " << p.onTileCopyBytes << " on-tile, "
      << p.hostBytes << " host\n"
-     << "  estimated time      " << std::setprecision(6) << p.estimatedSeconds() * 1e3
-     << " ms at " << t.getTileClockFrequency() / 1e9 << " GHz (estimate)\n";
+     << "  estimated time      " << std::setprecision(6) << p.estimatedSeconds() * 1e3 << " ms at "
+     << t.getTileClockFrequency() / 1e9 << " GHz (estimate)\n";
   out << os.str();
 }
 

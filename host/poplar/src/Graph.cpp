@@ -18,11 +18,14 @@ GraphState::GraphState(const Target &t) : target(t) {
 }
 
 const Type *typeFromName(const char *name) {
-  static const Type *all[] = {&BOOL, &CHAR, &UNSIGNED_CHAR, &SIGNED_CHAR, &SHORT, &UNSIGNED_SHORT,
-                              &INT, &UNSIGNED_INT, &LONGLONG, &UNSIGNED_LONGLONG, &HALF, &FLOAT};
-  if (!name) return nullptr;
+  static const Type *all[] = {
+      &BOOL, &CHAR,         &UNSIGNED_CHAR, &SIGNED_CHAR,       &SHORT, &UNSIGNED_SHORT,
+      &INT,  &UNSIGNED_INT, &LONGLONG,      &UNSIGNED_LONGLONG, &HALF,  &FLOAT};
+  if (!name)
+    return nullptr;
   for (const Type *t : all)
-    if (t->toString() == name) return t;
+    if (t->toString() == name)
+      return t;
   return nullptr;
 }
 
@@ -30,12 +33,15 @@ std::string describeTensor(const GraphState &g, const Tensor &t) {
   std::ostringstream os;
   std::vector<unsigned> vars;
   for (const auto &r : t.regions())
-    if (std::find(vars.begin(), vars.end(), r.var) == vars.end()) vars.push_back(r.var);
+    if (std::find(vars.begin(), vars.end(), r.var) == vars.end())
+      vars.push_back(r.var);
   os << "'";
   for (std::size_t i = 0; i < vars.size() && i < 3; ++i)
     os << (i ? "', '" : "") << (vars[i] < g.vars.size() ? g.vars[vars[i]].name : "?");
-  if (vars.size() > 3) os << "', ...";
-  else os << "'";
+  if (vars.size() > 3)
+    os << "', ...";
+  else
+    os << "'";
   os << " (" << t.shortString() << ")";
   return os.str();
 }
@@ -50,10 +56,14 @@ namespace {
 
 const char *accessName(unsigned a) {
   switch (a) {
-  case detail::kFieldInput: return "Input";
-  case detail::kFieldOutput: return "Output";
-  case detail::kFieldInOut: return "InOut";
-  default: return "plain member";
+  case detail::kFieldInput:
+    return "Input";
+  case detail::kFieldOutput:
+    return "Output";
+  case detail::kFieldInOut:
+    return "InOut";
+  default:
+    return "plain member";
   }
 }
 
@@ -79,8 +89,8 @@ unsigned fieldIndex(GraphState &g, const FieldRef &f, const char *op) {
     for (unsigned i = 0; i < v.cls->desc->numFields; ++i)
       known += std::string(i ? ", " : "") + v.cls->desc->fields[i].name;
     throw unknown_field(std::string(op) + ": " + vertexLabel(g, f.vertex().getId()) +
-                        " has no field '" + f.name() + "'; its fields are: " +
-                        (known.empty() ? "(none)" : known));
+                        " has no field '" + f.name() +
+                        "'; its fields are: " + (known.empty() ? "(none)" : known));
   }
   return it->second;
 }
@@ -98,8 +108,7 @@ void requireOwnTensor(const GraphState &g, const Tensor &t, const char *op) {
 
 } // namespace
 
-Graph::Graph(const Target &target)
-    : state_(std::make_shared<GraphState>(target)), target_(target) {
+Graph::Graph(const Target &target) : state_(std::make_shared<GraphState>(target)), target_(target) {
   if (target.getNumTiles() == 0)
     throw invalid_machine_model("Graph: the target has no tiles; make it with "
                                 "IPUModel().createDevice().getTarget() or Target::createIPUTarget");
@@ -121,19 +130,25 @@ unsigned Graph::absoluteTile(unsigned tile, const char *what) const {
 
 bool Graph::addCodelets(StringRef src, CodeletFileType type, StringRef compileFlags, StringRef) {
   std::string path = src.str();
-  std::string ext = path.substr(path.find_last_of('.') == std::string::npos ? path.size()
-                                                                             : path.find_last_of('.'));
+  std::string ext = path.substr(
+      path.find_last_of('.') == std::string::npos ? path.size() : path.find_last_of('.'));
   bool object;
   switch (type) {
   case CodeletFileType::IPUObject:
-  case CodeletFileType::Object: object = true; break;
+  case CodeletFileType::Object:
+    object = true;
+    break;
   case CodeletFileType::CppSource:
   case CodeletFileType::PreprocessedCppSource:
   case CodeletFileType::CSource:
-  case CodeletFileType::PreprocessedCSource: object = false; break;
+  case CodeletFileType::PreprocessedCSource:
+    object = false;
+    break;
   case CodeletFileType::Auto:
-    if (ext == ".gp" || ext == ".so" || ext == ".o") object = true;
-    else if (ext == ".cpp" || ext == ".cc" || ext == ".cxx" || ext == ".C" || ext == ".c") object = false;
+    if (ext == ".gp" || ext == ".so" || ext == ".o")
+      object = true;
+    else if (ext == ".cpp" || ext == ".cc" || ext == ".cxx" || ext == ".C" || ext == ".c")
+      object = false;
     else
       throw graph_program_compilation_error(
           "addCodelets('" + path + "'): cannot tell the file type from '" + ext +
@@ -163,7 +178,8 @@ bool Graph::addCodelets(StringRef src, CodeletFileType type, StringRef compileFl
     c.name = detail::normaliseVertexName(d.name);
     c.origin = path;
     c.desc = &d;
-    for (unsigned f = 0; f < d.numFields; ++f) c.fieldIndex[d.fields[f].name] = f;
+    for (unsigned f = 0; f < d.numFields; ++f)
+      c.fieldIndex[d.fields[f].name] = f;
     g.vertexClasses[c.name] = std::move(c);
   }
   g.codeletFiles.push_back(objectPath);
@@ -171,7 +187,8 @@ bool Graph::addCodelets(StringRef src, CodeletFileType type, StringRef compileFl
 }
 
 void Graph::addCodelets(ArrayRef<std::string> srcs, StringRef compileFlags) {
-  for (const auto &s : srcs) addCodelets(s, CodeletFileType::Auto, compileFlags);
+  for (const auto &s : srcs)
+    addCodelets(s, CodeletFileType::Auto, compileFlags);
 }
 
 Tensor Graph::addVariable(const Type &type, ArrayRef<std::size_t> shape, const DebugContext &dc) {
@@ -184,12 +201,14 @@ Tensor Graph::addVariable(const Type &type, ArrayRef<std::size_t> shape, const D
   v.type = type;
   v.shape.assign(shape.begin(), shape.end());
   v.numElements = 1;
-  for (auto d : shape) v.numElements *= d;
+  for (auto d : shape)
+    v.numElements *= d;
   v.tile.assign(v.numElements, -1);
   unsigned id = static_cast<unsigned>(g.vars.size());
   g.vars.push_back(std::move(v));
   std::vector<detail::TensorRegion> regions;
-  if (g.vars.back().numElements) regions.push_back({id, 0, g.vars.back().numElements});
+  if (g.vars.back().numElements)
+    regions.push_back({id, 0, g.vars.back().numElements});
   return Tensor(g.id, type, g.vars.back().shape, std::move(regions));
 }
 
@@ -202,7 +221,8 @@ Tensor Graph::addVariable(const Type &type, ArrayRef<std::size_t> shape,
     Tensor flat = t.flatten();
     for (std::size_t k = 0; k < tiles; ++k) {
       std::size_t b = n * k / tiles, e = n * (k + 1) / tiles;
-      if (b < e) setTileMapping(flat.slice(b, e), static_cast<unsigned>(k));
+      if (b < e)
+        setTileMapping(flat.slice(b, e), static_cast<unsigned>(k));
     }
   }
   return t;
@@ -216,14 +236,16 @@ Tensor Graph::clone(const Tensor &t, const DebugContext &dc) {
   auto &dst = g.vars[c.regions().empty() ? 0 : c.regions()[0].var].tile;
   std::size_t k = 0;
   for (const auto &r : t.regions())
-    for (std::size_t e = r.begin; e < r.end; ++e) dst[k++] = g.vars[r.var].tile[e];
+    for (std::size_t e = r.begin; e < r.end; ++e)
+      dst[k++] = g.vars[r.var].tile[e];
   return c;
 }
 
 Tensor Graph::addConstantImpl(const Type &type, ArrayRef<std::size_t> shape, const double *values,
                               std::size_t n, const DebugContext &dc) {
   Tensor t = addVariable(type, shape, dc);
-  if (t.numElements() == 0) return t;
+  if (t.numElements() == 0)
+    return t;
   auto &v = state_->vars[t.regions()[0].var];
   v.isConstant = true;
   if (n != 1 && n != v.numElements)
@@ -250,7 +272,8 @@ void Graph::setTensorValueImpl(const Tensor &t, const double *values, std::size_
   for (const auto &r : t.regions()) {
     auto &v = g.vars[r.var];
     const unsigned sz = v.type.sizeInBytes();
-    if (v.init.empty()) v.init.assign(v.numElements * sz, 0);
+    if (v.init.empty())
+      v.init.assign(v.numElements * sz, 0);
     for (std::size_t e = r.begin; e < r.end; ++e, ++k)
       detail::storeAs(v.type, values[broadcast ? 0 : k], v.init.data() + e * sz);
   }
@@ -274,7 +297,8 @@ void Graph::setTileMapping(const Tensor &t, const TileToTensorMapping &mapping) 
         throw invalid_tile_mapping("setTileMapping: interval " + std::to_string(i.begin()) + ".." +
                                    std::to_string(i.end()) + " lies outside the tensor's " +
                                    std::to_string(flat.numElements()) + " elements");
-      if (i.size()) setTileMapping(flat.slice(i.begin(), i.end()), static_cast<unsigned>(tile));
+      if (i.size())
+        setTileMapping(flat.slice(i.begin(), i.end()), static_cast<unsigned>(tile));
     }
 }
 
@@ -295,15 +319,18 @@ Graph::TileToTensorMapping Graph::getTileMapping(const Tensor &t, bool requireCo
       std::int64_t tile = tiles[e];
       if (tile < lo || tile >= hi) {
         if (requireComplete)
-          throw invalid_tile_mapping("getTileMapping: element " + std::to_string(pos) +
-                                     " of tensor " + detail::describeTensor(g, t) +
-                                     (tile < 0 ? " has no tile mapping" : " is mapped outside this graph's tiles") +
-                                     "; map it with setTileMapping");
+          throw invalid_tile_mapping(
+              "getTileMapping: element " + std::to_string(pos) + " of tensor " +
+              detail::describeTensor(g, t) +
+              (tile < 0 ? " has no tile mapping" : " is mapped outside this graph's tiles") +
+              "; map it with setTileMapping");
         continue;
       }
       auto &list = m[static_cast<std::size_t>(tile - lo)];
-      if (!list.empty() && list.back().end() == pos) list.back() = Interval(list.back().begin(), pos + 1);
-      else list.emplace_back(pos, pos + 1);
+      if (!list.empty() && list.back().end() == pos)
+        list.back() = Interval(list.back().begin(), pos + 1);
+      else
+        list.emplace_back(pos, pos + 1);
     }
   }
   return m;
@@ -320,7 +347,8 @@ unsigned Graph::getTileMapping(VertexRef v) const {
 ComputeSet Graph::addComputeSet(const DebugContext &dc) {
   GraphState &g = *state_;
   unsigned id = static_cast<unsigned>(g.computeSets.size());
-  g.computeSets.push_back({dc.getPathName().empty() ? "cs" + std::to_string(id) : dc.getPathName(), {}});
+  g.computeSets.push_back(
+      {dc.getPathName().empty() ? "cs" + std::to_string(id) : dc.getPathName(), {}});
   return ComputeSet(id);
 }
 
@@ -335,7 +363,10 @@ VertexRef Graph::addVertex(ComputeSet cs, StringRef vertexType) {
     std::string known;
     unsigned k = 0;
     for (const auto &kv : g.vertexClasses) {
-      if (k++ == 20) { known += ", ..."; break; }
+      if (k++ == 20) {
+        known += ", ...";
+        break;
+      }
       known += (known.empty() ? "" : ", ") + kv.first;
     }
     throw unknown_vertex_type("addVertex: no vertex type '" + vertexType.str() +
@@ -354,9 +385,11 @@ VertexRef Graph::addVertex(ComputeSet cs, StringRef vertexType) {
   return VertexRef(&g, id);
 }
 
-VertexRef Graph::addVertex(ComputeSet cs, StringRef vertexType, ArrayRef<ConnectionDesc> connections) {
+VertexRef Graph::addVertex(ComputeSet cs, StringRef vertexType,
+                           ArrayRef<ConnectionDesc> connections) {
   VertexRef v = addVertex(cs, vertexType);
-  for (const auto &c : connections) connect(v[c.field], c.tensor);
+  for (const auto &c : connections)
+    connect(v[c.field], c.tensor);
   return v;
 }
 
@@ -366,7 +399,8 @@ void Graph::connect(FieldRef field, const Tensor &tensor) {
   VertexInfo &v = g.vertices[field.vertex().getId()];
   const popsnn_field_desc &d = v.cls->desc->fields[fi];
   FieldState &fs = v.fields[fi];
-  const std::string where = vertexLabel(g, field.vertex().getId()) + " field '" + field.name() + "'";
+  const std::string where =
+      vertexLabel(g, field.vertex().getId()) + " field '" + field.name() + "'";
   requireOwnTensor(g, tensor, "connect");
   if (d.access == detail::kFieldState)
     throw graph_connection_error("connect: " + where +
@@ -378,11 +412,10 @@ void Graph::connect(FieldRef field, const Tensor &tensor) {
                                  "InOut of a scalar, Vector or VectorList of a Poplar type)");
   const Type *et = detail::typeFromName(d.element);
   if (!et || *et != tensor.elementType())
-    throw graph_connection_error("connect: " + where + " holds " +
-                                 (d.element ? d.element : "a non-Poplar type") + " but tensor " +
-                                 detail::describeTensor(g, tensor) + " holds " +
-                                 tensor.elementType().toString() +
-                                 "; connect a tensor of the field's element type");
+    throw graph_connection_error(
+        "connect: " + where + " holds " + (d.element ? d.element : "a non-Poplar type") +
+        " but tensor " + detail::describeTensor(g, tensor) + " holds " +
+        tensor.elementType().toString() + "; connect a tensor of the field's element type");
   if (d.shape == detail::kShapeScalar && (field.isIndexed() || tensor.numElements() != 1))
     throw graph_connection_error("connect: " + where + " is a scalar " + accessName(d.access) +
                                  " but tensor " + detail::describeTensor(g, tensor) + " has " +
@@ -400,11 +433,13 @@ void Graph::connect(FieldRef field, const Tensor &tensor) {
       return;
     }
     if (tensor.rank() != 2)
-      throw graph_connection_error("connect: " + where + " is a VectorList; connect a list of "
+      throw graph_connection_error("connect: " + where +
+                                   " is a VectorList; connect a list of "
                                    "tensors or a rank-2 tensor (one vector per row), not " +
                                    tensor.shortString());
     std::vector<Tensor> rows;
-    for (std::size_t r = 0; r < tensor.dim(0); ++r) rows.push_back(tensor[r]);
+    for (std::size_t r = 0; r < tensor.dim(0); ++r)
+      rows.push_back(tensor[r]);
     connect(field, rows);
     return;
   }
@@ -422,17 +457,17 @@ void Graph::connect(FieldRef field, ArrayRef<Tensor> tensors) {
   VertexInfo &v = g.vertices[field.vertex().getId()];
   const popsnn_field_desc &d = v.cls->desc->fields[fi];
   if (d.shape != detail::kShapeVectorList)
-    throw graph_connection_error("connect: " + vertexLabel(g, field.vertex().getId()) +
-                                 " field '" + field.name() +
-                                 "' is not a VectorList; connect one tensor to it");
+    throw graph_connection_error("connect: " + vertexLabel(g, field.vertex().getId()) + " field '" +
+                                 field.name() + "' is not a VectorList; connect one tensor to it");
   FieldState &fs = v.fields[fi];
   if (fs.connected)
-    throw graph_connection_error("connect: " + vertexLabel(g, field.vertex().getId()) +
-                                 " field '" + field.name() + "' is already connected");
+    throw graph_connection_error("connect: " + vertexLabel(g, field.vertex().getId()) + " field '" +
+                                 field.name() + "' is already connected");
   fs.tensors.assign(tensors.size(), Tensor());
   fs.entrySet.assign(tensors.size(), false);
   fs.sizeSet = true;
-  for (std::size_t i = 0; i < tensors.size(); ++i) connect(field[i], tensors[i]);
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    connect(field[i], tensors[i]);
   fs.connected = true;
 }
 
@@ -441,9 +476,9 @@ void Graph::setFieldSize(FieldRef field, std::size_t size) {
   const unsigned fi = fieldIndex(g, field, "setFieldSize");
   VertexInfo &v = g.vertices[field.vertex().getId()];
   if (v.cls->desc->fields[fi].shape != detail::kShapeVectorList)
-    throw graph_connection_error("setFieldSize: " + vertexLabel(g, field.vertex().getId()) +
-                                 " field '" + field.name() +
-                                 "' is not a VectorList; Vector sizes come from the connected tensor");
+    throw graph_connection_error(
+        "setFieldSize: " + vertexLabel(g, field.vertex().getId()) + " field '" + field.name() +
+        "' is not a VectorList; Vector sizes come from the connected tensor");
   FieldState &fs = v.fields[fi];
   fs.tensors.assign(size, Tensor());
   fs.entrySet.assign(size, false);
@@ -462,14 +497,16 @@ void Graph::setFieldValueImpl(FieldRef field, const double *values, std::size_t 
   const unsigned fi = fieldIndex(g, field, "setInitialValue");
   VertexInfo &v = g.vertices[field.vertex().getId()];
   const popsnn_field_desc &d = v.cls->desc->fields[fi];
-  const std::string where = vertexLabel(g, field.vertex().getId()) + " field '" + field.name() + "'";
+  const std::string where =
+      vertexLabel(g, field.vertex().getId()) + " field '" + field.name() + "'";
   if (d.access != detail::kFieldState)
     throw graph_connection_error("setInitialValue: " + where + " is an " + accessName(d.access) +
                                  " edge; connect a tensor to it (or give the tensor an initial "
                                  "value with setInitialValue(tensor, ...))");
   if (d.shape == detail::kShapeUnsupported || !detail::typeFromName(d.element))
-    throw graph_connection_error("setInitialValue: " + where +
-                                 " is not a scalar or Vector of a Poplar type; popsnn cannot set it");
+    throw graph_connection_error(
+        "setInitialValue: " + where +
+        " is not a scalar or Vector of a Poplar type; popsnn cannot set it");
   if (d.shape == detail::kShapeScalar && (isList || n != 1))
     throw graph_connection_error("setInitialValue: " + where + " is a scalar; pass one value");
   if (d.shape == detail::kShapeVector && !isList)
@@ -488,7 +525,8 @@ DataStream Graph::addHostToDeviceFIFO(StringRef handle, const Type &elementType,
                                       std::size_t numElements, ReplicatedStreamMode,
                                       const OptionFlags &) {
   GraphState &g = *state_;
-  if (handle.empty()) throw stream_connection_error("addHostToDeviceFIFO: the handle is empty");
+  if (handle.empty())
+    throw stream_connection_error("addHostToDeviceFIFO: the handle is empty");
   if (g.streams.count(handle.str()))
     throw stream_connection_error("addHostToDeviceFIFO: a stream named '" + handle.str() +
                                   "' already exists; stream handles must be unique");
@@ -500,7 +538,8 @@ DataStream Graph::addHostToDeviceFIFO(StringRef handle, const Type &elementType,
 DataStream Graph::addDeviceToHostFIFO(StringRef handle, const Type &elementType,
                                       std::size_t numElements, const OptionFlags &) {
   GraphState &g = *state_;
-  if (handle.empty()) throw stream_connection_error("addDeviceToHostFIFO: the handle is empty");
+  if (handle.empty())
+    throw stream_connection_error("addDeviceToHostFIFO: the handle is empty");
   if (g.streams.count(handle.str()))
     throw stream_connection_error("addDeviceToHostFIFO: a stream named '" + handle.str() +
                                   "' already exists; stream handles must be unique");

@@ -22,8 +22,8 @@ struct VariableInfo {
   std::vector<std::size_t> shape;
   std::size_t numElements = 0;
   bool isConstant = false;
-  std::vector<std::int32_t> tile;   // absolute tile per element; -1 while unmapped
-  std::vector<unsigned char> init;  // initial contents (numElements * size) or empty for zeros
+  std::vector<std::int32_t> tile;  // absolute tile per element; -1 while unmapped
+  std::vector<unsigned char> init; // initial contents (numElements * size) or empty for zeros
 };
 
 // A vertex class found in loaded codelets.
@@ -36,10 +36,10 @@ struct VertexClass {
 
 struct FieldState {
   bool connected = false;
-  std::vector<Tensor> tensors;      // one for scalars and vectors; one per entry for lists
-  std::vector<bool> entrySet;       // VectorList entries connected one at a time
-  bool sizeSet = false;             // setFieldSize was called (VectorList)
-  bool hasValue = false;            // setInitialValue on a state field
+  std::vector<Tensor> tensors; // one for scalars and vectors; one per entry for lists
+  std::vector<bool> entrySet;  // VectorList entries connected one at a time
+  bool sizeSet = false;        // setFieldSize was called (VectorList)
+  bool hasValue = false;       // setInitialValue on a state field
   std::vector<double> values;
 };
 

@@ -1,6 +1,6 @@
+#include "poplar/Program.hpp"
 #include "ProgramNode.hpp"
 #include "poplar/Graph.hpp"
-#include "poplar/Program.hpp"
 #include "poplar/exceptions.hpp"
 
 namespace poplar {
@@ -36,7 +36,8 @@ Sequence::Sequence(const DebugContext &dc) : Program(makeNode(ProgramNode::Seque
 
 Sequence::Sequence(std::initializer_list<Program> programs, const DebugContext &dc)
     : Program(makeNode(ProgramNode::Sequence, dc)) {
-  for (const auto &p : programs) add(p);
+  for (const auto &p : programs)
+    add(p);
 }
 
 void Sequence::add(const Program &p) {
@@ -45,7 +46,8 @@ void Sequence::add(const Program &p) {
   node_->children.push_back(p.node());
 }
 
-Execute::Execute(ComputeSet cs, const DebugContext &dc) : Program(makeNode(ProgramNode::Execute, dc)) {
+Execute::Execute(ComputeSet cs, const DebugContext &dc)
+    : Program(makeNode(ProgramNode::Execute, dc)) {
   node_->cs = cs;
 }
 
@@ -59,8 +61,9 @@ Copy::Copy(const Tensor &src, const Tensor &dst, bool, const DebugContext &dc)
                                 "; copies do not convert types");
   if (src.numElements() != dst.numElements())
     throw control_program_error("Copy: the source " + src.shortString() + " has " +
-                                std::to_string(src.numElements()) + " elements but the destination " +
-                                dst.shortString() + " has " + std::to_string(dst.numElements()));
+                                std::to_string(src.numElements()) +
+                                " elements but the destination " + dst.shortString() + " has " +
+                                std::to_string(dst.numElements()));
   node_->src = src;
   node_->dst = dst;
 }
@@ -68,7 +71,8 @@ Copy::Copy(const Tensor &src, const Tensor &dst, bool, const DebugContext &dc)
 Copy::Copy(const DataStream &stream, const Tensor &dst, bool, const DebugContext &dc)
     : Program(makeNode(ProgramNode::StreamToTensor, dc)) {
   if (!stream.valid() || stream.type() != DataStreamType::HostToDeviceFIFO)
-    throw control_program_error("Copy(stream, tensor): the stream must come from addHostToDeviceFIFO");
+    throw control_program_error(
+        "Copy(stream, tensor): the stream must come from addHostToDeviceFIFO");
   if (!dst.valid() || dst.elementType() != stream.elementType() ||
       dst.numElements() != stream.numElements())
     throw control_program_error("Copy: stream '" + stream.handle() + "' carries " +
@@ -82,7 +86,8 @@ Copy::Copy(const DataStream &stream, const Tensor &dst, bool, const DebugContext
 Copy::Copy(const Tensor &src, const DataStream &stream, bool, const DebugContext &dc)
     : Program(makeNode(ProgramNode::TensorToStream, dc)) {
   if (!stream.valid() || stream.type() != DataStreamType::DeviceToHostFIFO)
-    throw control_program_error("Copy(tensor, stream): the stream must come from addDeviceToHostFIFO");
+    throw control_program_error(
+        "Copy(tensor, stream): the stream must come from addDeviceToHostFIFO");
   if (!src.valid() || src.elementType() != stream.elementType() ||
       src.numElements() != stream.numElements())
     throw control_program_error("Copy: stream '" + stream.handle() + "' carries " +
@@ -146,7 +151,8 @@ Switch::Switch(const Tensor &control, const Cases &cases, const Program &default
                                 "; use an integral type (INT, UNSIGNED_INT, SHORT, ...)");
   node_->predicate = control;
   node_->children.push_back(defaultCase.node());
-  for (const auto &c : cases) add(c.first, c.second);
+  for (const auto &c : cases)
+    add(c.first, c.second);
 }
 
 Switch &Switch::add(std::int32_t value, const Program &body) {
@@ -160,13 +166,16 @@ Switch &Switch::add(std::int32_t value, const Program &body) {
   return *this;
 }
 
-Call::Call(const Function &f, const DebugContext &dc) : Program(makeNode(ProgramNode::Sequence, dc)) {
+Call::Call(const Function &f, const DebugContext &dc)
+    : Program(makeNode(ProgramNode::Sequence, dc)) {
   if (!f.body())
-    throw control_program_error("Call: the Function is empty; make it with graph.addFunction(program)");
+    throw control_program_error(
+        "Call: the Function is empty; make it with graph.addFunction(program)");
   node_->children.push_back(f.body());
 }
 
-Block::Block(const Program &p, const DebugContext &dc) : Program(makeNode(ProgramNode::Sequence, dc)) {
+Block::Block(const Program &p, const DebugContext &dc)
+    : Program(makeNode(ProgramNode::Sequence, dc)) {
   node_->children.push_back(p.node());
 }
 
@@ -178,14 +187,16 @@ PrintTensor::PrintTensor(const Tensor &t, const DebugContext &dc) : PrintTensor(
 
 PrintTensor::PrintTensor(StringRef title, const Tensor &t, const DebugContext &dc)
     : Program(makeNode(ProgramNode::Print, dc)) {
-  if (!t.valid()) throw control_program_error("PrintTensor: the tensor is empty (default-constructed)");
+  if (!t.valid())
+    throw control_program_error("PrintTensor: the tensor is empty (default-constructed)");
   node_->src = t;
   node_->name = title.str();
 }
 
 WriteUndef::WriteUndef(const Tensor &t, const DebugContext &dc)
     : Program(makeNode(ProgramNode::Sequence, dc)) {
-  if (!t.valid()) throw control_program_error("WriteUndef: the tensor is empty (default-constructed)");
+  if (!t.valid())
+    throw control_program_error("WriteUndef: the tensor is empty (default-constructed)");
 }
 
 } // namespace program

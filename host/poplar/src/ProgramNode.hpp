@@ -14,10 +14,23 @@ namespace poplar {
 namespace detail {
 
 struct ProgramNode {
-  enum Kind { Sequence, Execute, Copy, StreamToTensor, TensorToStream, Repeat, RepeatWhile, If, Switch, Sync, Print };
+  enum Kind {
+    Sequence,
+    Execute,
+    Copy,
+    StreamToTensor,
+    TensorToStream,
+    Repeat,
+    RepeatWhile,
+    If,
+    Switch,
+    Sync,
+    Print
+  };
   Kind kind = Sequence;
   std::string name;
-  std::vector<std::shared_ptr<ProgramNode>> children; // Sequence; Repeat: body; RepeatWhile: cond, body; If: then, else
+  std::vector<std::shared_ptr<ProgramNode>>
+      children; // Sequence; Repeat: body; RepeatWhile: cond, body; If: then, else
   ComputeSet cs;
   Tensor src, dst, predicate;
   DataStream stream;

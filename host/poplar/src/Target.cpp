@@ -99,8 +99,10 @@ Target Target::createCPUTarget(bool, unsigned numIPUs) {
 Target Target::createVirtualTarget(unsigned lo, unsigned hi) const {
   if (lo >= hi || hi > getNumTiles())
     throw invalid_tile_mapping("createVirtualGraph(" + std::to_string(lo) + ", " +
-                               std::to_string(hi) + "): the tile range must be non-empty and "
-                               "inside this graph's " + std::to_string(getNumTiles()) + " tiles");
+                               std::to_string(hi) +
+                               "): the tile range must be non-empty and "
+                               "inside this graph's " +
+                               std::to_string(getNumTiles()) + " tiles");
   Target t = *this;
   t.tileOffset_ = tileOffset_ + lo;
   // A virtual graph on one IPU keeps the per-IPU figure meaningful; one that
@@ -145,9 +147,7 @@ Target IPUModel::createTarget() const {
   return Target::fromFigures(f);
 }
 
-Device IPUModel::createDevice(OptionFlags, bool, unsigned) const {
-  return Device(createTarget());
-}
+Device IPUModel::createDevice(OptionFlags, bool, unsigned) const { return Device(createTarget()); }
 
 Device Device::createCPUDevice(unsigned numIPUs) {
   return Device(Target::createCPUTarget(false, numIPUs));

@@ -17,20 +17,23 @@ using Regions = std::vector<TensorRegion>;
 std::size_t product(const std::vector<std::size_t> &s, std::size_t from = 0,
                     std::size_t to = ~std::size_t(0)) {
   std::size_t n = 1;
-  for (std::size_t i = from; i < s.size() && i < to; ++i) n *= s[i];
+  for (std::size_t i = from; i < s.size() && i < to; ++i)
+    n *= s[i];
   return n;
 }
 
 std::string shapeString(const std::vector<std::size_t> &s) {
   std::ostringstream os;
   os << "{";
-  for (std::size_t i = 0; i < s.size(); ++i) os << (i ? "," : "") << s[i];
+  for (std::size_t i = 0; i < s.size(); ++i)
+    os << (i ? "," : "") << s[i];
   os << "}";
   return os.str();
 }
 
 void append(Regions &out, unsigned var, std::size_t b, std::size_t e) {
-  if (b == e) return;
+  if (b == e)
+    return;
   if (!out.empty() && out.back().var == var && out.back().end == b) {
     out.back().end = e;
     return;
@@ -46,7 +49,8 @@ public:
       starts_[i + 1] = starts_[i] + (r[i].end - r[i].begin);
   }
   void map(std::size_t a, std::size_t b, Regions &out) const {
-    if (a >= b) return;
+    if (a >= b)
+      return;
     auto it = std::upper_bound(starts_.begin(), starts_.end(), a);
     std::size_t i = static_cast<std::size_t>(it - starts_.begin()) - 1;
     while (a < b) {
@@ -63,7 +67,8 @@ public:
     std::size_t i = 0;
     while (i < idx.size()) {
       std::size_t j = i + 1;
-      while (j < idx.size() && idx[j] == idx[j - 1] + 1) ++j;
+      while (j < idx.size() && idx[j] == idx[j - 1] + 1)
+        ++j;
       map(idx[i], idx[j - 1] + 1, out);
       i = j;
     }
@@ -123,17 +128,22 @@ Tensor Tensor::slice(ArrayRef<std::size_t> begin, ArrayRef<std::size_t> end) con
     newShape[d] = end[d] - begin[d];
   }
   Regions out;
-  if (r == 0) return *this;
-  if (product(newShape) == 0) return withRegions(newShape, {});
+  if (r == 0)
+    return *this;
+  if (product(newShape) == 0)
+    return withRegions(newShape, {});
   RangeMapper mapper(regions());
   std::vector<std::size_t> strides(r, 1);
-  for (std::size_t d = r - 1; d > 0; --d) strides[d - 1] = strides[d] * shape_[d];
+  for (std::size_t d = r - 1; d > 0; --d)
+    strides[d - 1] = strides[d] * shape_[d];
   std::vector<std::size_t> idx(begin.begin(), begin.end());
   for (;;) {
     std::size_t off = 0;
-    for (std::size_t d = 0; d + 1 < r; ++d) off += idx[d] * strides[d];
+    for (std::size_t d = 0; d + 1 < r; ++d)
+      off += idx[d] * strides[d];
     mapper.map(off + begin[r - 1], off + end[r - 1], out);
-    if (r == 1) break;
+    if (r == 1)
+      break;
     // Next combination of the outer indices (dimensions 0 .. r-2).
     bool done = true;
     for (std::size_t d = r - 1; d-- > 0;) {
@@ -143,7 +153,8 @@ Tensor Tensor::slice(ArrayRef<std::size_t> begin, ArrayRef<std::size_t> end) con
       }
       idx[d] = begin[d];
     }
-    if (done) break;
+    if (done)
+      break;
   }
   return withRegions(newShape, std::move(out));
 }
@@ -165,7 +176,8 @@ Tensor Tensor::slice(const Interval &region, unsigned dimension) const {
 
 std::vector<Tensor> Tensor::slices(ArrayRef<Interval> intervals, unsigned dimension) const {
   std::vector<Tensor> out;
-  for (const auto &i : intervals) out.push_back(slice(i, dimension));
+  for (const auto &i : intervals)
+    out.push_back(slice(i, dimension));
   return out;
 }
 
@@ -183,7 +195,8 @@ Tensor Tensor::operator[](std::size_t i) const {
 
 Tensor Tensor::index(ArrayRef<std::size_t> indices) const {
   Tensor t = *this;
-  for (auto i : indices) t = t[i];
+  for (auto i : indices)
+    t = t[i];
   return t;
 }
 
@@ -222,23 +235,28 @@ Tensor Tensor::dimShuffle(ArrayRef<unsigned> permutation) const {
   std::vector<unsigned> sorted = p;
   std::sort(sorted.begin(), sorted.end());
   bool ok = p.size() == r;
-  for (std::size_t i = 0; ok && i < r; ++i) ok = sorted[i] == i;
+  for (std::size_t i = 0; ok && i < r; ++i)
+    ok = sorted[i] == i;
   if (!ok)
     throw index_error("Tensor::dimShuffle: the permutation must list each of the " +
                       std::to_string(r) + " dimensions exactly once");
   std::vector<std::size_t> newShape(r), strides(r, 1);
-  for (std::size_t d = r; d-- > 1;) strides[d - 1] = strides[d] * shape_[d];
-  for (std::size_t d = 0; d < r; ++d) newShape[d] = shape_[p[d]];
+  for (std::size_t d = r; d-- > 1;)
+    strides[d - 1] = strides[d] * shape_[d];
+  for (std::size_t d = 0; d < r; ++d)
+    newShape[d] = shape_[p[d]];
   const std::size_t n = numElements();
   std::vector<std::size_t> src;
   src.reserve(n);
   std::vector<std::size_t> idx(r, 0);
   for (std::size_t k = 0; k < n; ++k) {
     std::size_t off = 0;
-    for (std::size_t d = 0; d < r; ++d) off += idx[d] * strides[p[d]];
+    for (std::size_t d = 0; d < r; ++d)
+      off += idx[d] * strides[p[d]];
     src.push_back(off);
     for (std::size_t d = r; d-- > 0;) {
-      if (++idx[d] < newShape[d]) break;
+      if (++idx[d] < newShape[d])
+        break;
       idx[d] = 0;
     }
   }
@@ -253,7 +271,8 @@ Tensor Tensor::dimRoll(unsigned dimIdx, unsigned newIdx) const {
     throw index_error("Tensor::dimRoll: dimensions must be below the rank " + std::to_string(r));
   std::vector<unsigned> p;
   for (unsigned d = 0; d < r; ++d)
-    if (d != dimIdx) p.push_back(d);
+    if (d != dimIdx)
+      p.push_back(d);
   p.insert(p.begin() + newIdx, dimIdx);
   return dimShuffle(p);
 }
@@ -272,8 +291,8 @@ Tensor Tensor::expand(ArrayRef<std::size_t> indices) const {
   for (std::size_t k = 0; k < idx.size(); ++k) {
     std::size_t at = idx[k] + k;
     if (at > s.size())
-      throw index_error("Tensor::expand: index " + std::to_string(idx[k]) +
-                        " is beyond the rank " + std::to_string(shape_.size()));
+      throw index_error("Tensor::expand: index " + std::to_string(idx[k]) + " is beyond the rank " +
+                        std::to_string(shape_.size()));
     s.insert(s.begin() + static_cast<std::ptrdiff_t>(at), 1);
   }
   return reshape(s);
@@ -289,7 +308,8 @@ Tensor Tensor::squeeze(ArrayRef<std::size_t> indices) const {
   }
   std::vector<std::size_t> s;
   for (std::size_t d = 0; d < shape_.size(); ++d)
-    if (!drop[d]) s.push_back(shape_[d]);
+    if (!drop[d])
+      s.push_back(shape_[d]);
   return reshape(s);
 }
 
@@ -327,15 +347,15 @@ std::vector<Interval> Tensor::getContiguousRegions() const {
   return out;
 }
 
-std::string Tensor::shortString() const {
-  return type_.toString() + shapeString(shape_);
-}
+std::string Tensor::shortString() const { return type_.toString() + shapeString(shape_); }
 
 Tensor concat(ArrayRef<Tensor> ts, unsigned dimension) {
-  if (ts.empty()) throw poplar_error("concat: needs at least one tensor");
+  if (ts.empty())
+    throw poplar_error("concat: needs at least one tensor");
   const Tensor &first = ts[0];
   for (const auto &t : ts)
-    if (!t.valid()) throw poplar_error("concat: a tensor in the list is empty (default-constructed)");
+    if (!t.valid())
+      throw poplar_error("concat: a tensor in the list is empty (default-constructed)");
   std::vector<std::size_t> shape = first.shape();
   if (dimension >= shape.size())
     throw index_error("concat: dimension " + std::to_string(dimension) +
@@ -356,7 +376,8 @@ Tensor concat(ArrayRef<Tensor> ts, unsigned dimension) {
     total += s[dimension];
   }
   std::size_t outer = 1;
-  for (unsigned d = 0; d < dimension; ++d) outer *= shape[d];
+  for (unsigned d = 0; d < dimension; ++d)
+    outer *= shape[d];
   std::vector<RangeMapper> mappers;
   std::vector<std::size_t> slab;
   mappers.reserve(ts.size());
@@ -364,7 +385,8 @@ Tensor concat(ArrayRef<Tensor> ts, unsigned dimension) {
     mappers.emplace_back(t.regions());
     std::size_t inner = 1;
     auto s = t.shape();
-    for (std::size_t d = dimension; d < s.size(); ++d) inner *= s[d];
+    for (std::size_t d = dimension; d < s.size(); ++d)
+      inner *= s[d];
     slab.push_back(inner);
   }
   Regions out;

@@ -12,8 +12,10 @@ namespace {
 std::string formatValue(double v, bool floatingPoint) {
   char buf[64];
   if (floatingPoint) {
-    if (std::isnan(v)) return "nan";
-    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    if (std::isnan(v))
+      return "nan";
+    if (std::isinf(v))
+      return v > 0 ? "inf" : "-inf";
     std::snprintf(buf, sizeof buf, "%.7f", v);
   } else {
     std::snprintf(buf, sizeof buf, "%" PRId64, static_cast<std::int64_t>(v));
@@ -23,12 +25,13 @@ std::string formatValue(double v, bool floatingPoint) {
 
 // Writes dimension `d` of the block starting at element `first`.
 void formatDim(std::string &out, const std::vector<std::size_t> &shape,
-               const std::vector<std::size_t> &strides, const std::vector<double> &values,
-               bool fp, std::size_t d, std::size_t first) {
+               const std::vector<std::size_t> &strides, const std::vector<double> &values, bool fp,
+               std::size_t d, std::size_t first) {
   out += '[';
   for (std::size_t i = 0; i < shape[d]; ++i) {
     if (d + 1 == shape.size()) {
-      if (i) out += ' ';
+      if (i)
+        out += ' ';
       out += formatValue(values[first + i], fp);
       continue;
     }
@@ -52,7 +55,8 @@ std::string formatTensor(const std::string &title, const std::vector<std::size_t
     out += formatValue(values.empty() ? 0.0 : values[0], floatingPoint);
   } else {
     std::vector<std::size_t> strides(shape.size(), 1);
-    for (std::size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
+    for (std::size_t d = shape.size(); d-- > 1;)
+      strides[d - 1] = strides[d] * shape[d];
     formatDim(out, shape, strides, values, floatingPoint, 0, 0);
   }
   return out + "\n";

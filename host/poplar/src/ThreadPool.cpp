@@ -31,16 +31,19 @@ constexpr auto kSpin = std::chrono::microseconds(50);
 template <typename Ready> bool spinUntil(Ready ready) {
   const auto deadline = std::chrono::steady_clock::now() + kSpin;
   for (unsigned i = 1;; ++i) {
-    if (ready()) return true;
+    if (ready())
+      return true;
     POPSNN_PAUSE();
-    if ((i & 63) == 0 && std::chrono::steady_clock::now() > deadline) return false;
+    if ((i & 63) == 0 && std::chrono::steady_clock::now() > deadline)
+      return false;
   }
 }
 
 class Pool {
 public:
   explicit Pool(unsigned threads) {
-    for (unsigned i = 1; i < threads; ++i) workers_.emplace_back([this] { loop(); });
+    for (unsigned i = 1; i < threads; ++i)
+      workers_.emplace_back([this] { loop(); });
   }
   ~Pool() {
     {
@@ -49,7 +52,8 @@ public:
       generation_.fetch_add(1);
     }
     wake_.notify_all();
-    for (auto &t : workers_) t.join();
+    for (auto &t : workers_)
+      t.join();
   }
   unsigned size() const { return static_cast<unsigned>(workers_.size()) + 1; }
 
@@ -72,19 +76,22 @@ public:
       std::unique_lock<std::mutex> lock(m_);
       done_.wait(lock, [this] { return busy_.load(std::memory_order_acquire) == 0; });
     }
-    if (error_) std::rethrow_exception(error_);
+    if (error_)
+      std::rethrow_exception(error_);
   }
 
 private:
   void work() {
     for (;;) {
       std::size_t i = next_.fetch_add(1, std::memory_order_relaxed);
-      if (i >= n_) return;
+      if (i >= n_)
+        return;
       try {
         fn_(ctx_, i);
       } catch (...) {
         std::lock_guard<std::mutex> lock(m_);
-        if (!error_) error_ = std::current_exception();
+        if (!error_)
+          error_ = std::current_exception();
       }
     }
   }
@@ -99,7 +106,8 @@ private:
       seen = generation_.load(std::memory_order_acquire);
       {
         std::lock_guard<std::mutex> lock(m_);
-        if (stop_) return;
+        if (stop_)
+          return;
       }
       work();
       if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -125,7 +133,8 @@ private:
 unsigned configuredThreads() {
   if (const char *env = std::getenv("POPSNN_NUM_THREADS")) {
     long v = std::strtol(env, nullptr, 10);
-    if (v > 0 && v <= 1024) return static_cast<unsigned>(v);
+    if (v > 0 && v <= 1024)
+      return static_cast<unsigned>(v);
   }
   unsigned hw = std::thread::hardware_concurrency();
   return hw ? hw : 1;
@@ -141,9 +150,11 @@ Pool &pool() {
 unsigned poolThreads() { return pool().size(); }
 
 void parallelFor(std::size_t n, TaskFn fn, void *context) {
-  if (n == 0) return;
+  if (n == 0)
+    return;
   if (n == 1 || poolThreads() == 1) {
-    for (std::size_t i = 0; i < n; ++i) fn(context, i);
+    for (std::size_t i = 0; i < n; ++i)
+      fn(context, i);
     return;
   }
   pool().run(n, fn, context);

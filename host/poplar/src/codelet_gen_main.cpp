@@ -21,7 +21,8 @@ bool writeIfChanged(const std::string &path, const std::string &text) {
   if (in) {
     std::stringstream old;
     old << in.rdbuf();
-    if (old.str() == text) return true;
+    if (old.str() == text)
+      return true;
   }
   // Through a temporary and rename(): make may run this command twice at once
   // for its several outputs, and a compiler must never read a half-written file.
@@ -29,7 +30,8 @@ bool writeIfChanged(const std::string &path, const std::string &text) {
   {
     std::ofstream out(tmp, std::ios::binary);
     out << text;
-    if (!out) return false;
+    if (!out)
+      return false;
   }
   return std::rename(tmp.c_str(), path.c_str()) == 0;
 }
@@ -41,8 +43,10 @@ int main(int argc, char **argv) {
   std::vector<std::string> sources;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "-o" && i + 1 < argc) prefix = argv[++i];
-    else sources.push_back(a);
+    if (a == "-o" && i + 1 < argc)
+      prefix = argv[++i];
+    else
+      sources.push_back(a);
   }
   if (prefix.empty() || sources.empty()) {
     std::cerr << "usage: popsnn_codelet_gen -o <glue-prefix> <codelet.cpp>...\n";
@@ -58,8 +62,9 @@ int main(int argc, char **argv) {
     ss << in.rdbuf();
     try {
       auto vertices = poplar::detail::scanCodelets(ss.str(), sources[p]);
-      if (!writeIfChanged(prefix + "_part" + std::to_string(p) + ".cpp",
-                          poplar::detail::generateGluePart(static_cast<unsigned>(p), sources[p], vertices))) {
+      if (!writeIfChanged(
+              prefix + "_part" + std::to_string(p) + ".cpp",
+              poplar::detail::generateGluePart(static_cast<unsigned>(p), sources[p], vertices))) {
         std::cerr << "popsnn_codelet_gen: cannot write glue for " << sources[p] << "\n";
         return 1;
       }

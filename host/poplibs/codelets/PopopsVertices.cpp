@@ -6,13 +6,13 @@ using namespace poplar;
 
 namespace popops {
 
-template <typename T>
-class PopsnnFill : public Vertex {
+template <typename T> class PopsnnFill : public Vertex {
 public:
   Output<Vector<T>> out;
   T value;
   bool compute() {
-    for (unsigned i = 0; i < out.size(); ++i) out[i] = value;
+    for (unsigned i = 0; i < out.size(); ++i)
+      out[i] = value;
     return true;
   }
 };
@@ -21,13 +21,13 @@ template class PopsnnFill<int>;
 template class PopsnnFill<unsigned int>;
 template class PopsnnFill<bool>;
 
-template <typename From, typename To>
-class PopsnnCast : public Vertex {
+template <typename From, typename To> class PopsnnCast : public Vertex {
 public:
   Input<Vector<From>> in;
   Output<Vector<To>> out;
   bool compute() {
-    for (unsigned i = 0; i < out.size(); ++i) out[i] = static_cast<To>(in[i]);
+    for (unsigned i = 0; i < out.size(); ++i)
+      out[i] = static_cast<To>(in[i]);
     return true;
   }
 };
@@ -46,8 +46,7 @@ template class PopsnnCast<bool, unsigned int>;
 
 // kind: 0 add, 1 subtract, 2 multiply, 3 max, 4 min (popops::expr::BinaryOpType order
 // is not relied on; the host maps its enum to these codes).
-template <typename T>
-class PopsnnBinary : public Vertex {
+template <typename T> class PopsnnBinary : public Vertex {
 public:
   Input<Vector<T>> in1;
   Input<Vector<T>> in2;
@@ -57,11 +56,21 @@ public:
     for (unsigned i = 0; i < out.size(); ++i) {
       const T a = in1[i], b = in2[i];
       switch (kind) {
-      case 0: out[i] = a + b; break;
-      case 1: out[i] = a - b; break;
-      case 2: out[i] = a * b; break;
-      case 3: out[i] = a > b ? a : b; break;
-      default: out[i] = a < b ? a : b; break;
+      case 0:
+        out[i] = a + b;
+        break;
+      case 1:
+        out[i] = a - b;
+        break;
+      case 2:
+        out[i] = a * b;
+        break;
+      case 3:
+        out[i] = a > b ? a : b;
+        break;
+      default:
+        out[i] = a < b ? a : b;
+        break;
       }
     }
     return true;
@@ -73,8 +82,7 @@ template class PopsnnBinary<unsigned int>;
 
 // Reduces each of out.size() consecutive rows of rowLength elements of in.
 // kind: 0 add, 1 multiply, 2 max, 3 min.
-template <typename T>
-class PopsnnReduce : public Vertex {
+template <typename T> class PopsnnReduce : public Vertex {
 public:
   Input<Vector<T>> in;
   Output<Vector<T>> out;
@@ -87,10 +95,18 @@ public:
       for (unsigned i = 1; i < rowLength; ++i) {
         const T x = in[base + i];
         switch (kind) {
-        case 0: acc = acc + x; break;
-        case 1: acc = acc * x; break;
-        case 2: acc = x > acc ? x : acc; break;
-        default: acc = x < acc ? x : acc; break;
+        case 0:
+          acc = acc + x;
+          break;
+        case 1:
+          acc = acc * x;
+          break;
+        case 2:
+          acc = x > acc ? x : acc;
+          break;
+        default:
+          acc = x < acc ? x : acc;
+          break;
         }
       }
       out[r] = acc;

@@ -19,8 +19,8 @@ poplar::Tensor cast(poplar::Graph &graph, const poplar::Tensor &src, const popla
     return out;
   }
   poplar::ComputeSet cs = graph.addComputeSet({debugContext, "popops::cast"});
-  const std::string vertex = "popops::PopsnnCast<" + srcType.toString() + "," +
-                             dstType.toString() + ">";
+  const std::string vertex =
+      "popops::PopsnnCast<" + srcType.toString() + "," + dstType.toString() + ">";
   const poplar::Tensor in = src.flatten(), flatOut = out.flatten();
   detail::forEachTileInterval(graph, in, [&](unsigned tile, std::size_t begin, std::size_t end) {
     poplar::VertexRef v = graph.addVertex(

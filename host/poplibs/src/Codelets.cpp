@@ -22,7 +22,8 @@ namespace {
 
 bool holds(const std::string &path, const std::string &text) {
   std::string why;
-  if (!poplar::detail::isPrivateFile(path, why)) return false;
+  if (!poplar::detail::isPrivateFile(path, why))
+    return false;
   std::ifstream in(path, std::ios::binary);
   std::ostringstream content;
   content << in.rdbuf();
@@ -34,7 +35,8 @@ std::string vertexSourcePath() {
   const std::string source = detail::kVertexSource;
   const std::string path = poplar::detail::codeletCacheDir() + "/popops-vertices-" +
                            poplar::detail::sha256Hex(source).substr(0, 32) + ".cpp";
-  if (!holds(path, source)) poplar::detail::writeFileAtomically(path, source);
+  if (!holds(path, source))
+    poplar::detail::writeFileAtomically(path, source);
   return path;
 }
 

@@ -12,11 +12,16 @@ namespace {
 
 const char *opName(expr::BinaryOpType op) {
   switch (op) {
-  case expr::BinaryOpType::ADD: return "add";
-  case expr::BinaryOpType::SUBTRACT: return "sub";
-  case expr::BinaryOpType::MULTIPLY: return "mul";
-  case expr::BinaryOpType::MAXIMUM: return "max";
-  case expr::BinaryOpType::MINIMUM: return "min";
+  case expr::BinaryOpType::ADD:
+    return "add";
+  case expr::BinaryOpType::SUBTRACT:
+    return "sub";
+  case expr::BinaryOpType::MULTIPLY:
+    return "mul";
+  case expr::BinaryOpType::MAXIMUM:
+    return "max";
+  case expr::BinaryOpType::MINIMUM:
+    return "min";
   }
   return "map";
 }
@@ -24,25 +29,31 @@ const char *opName(expr::BinaryOpType op) {
 // The `kind` codes of PopsnnBinary in PopopsVertices.cpp.
 unsigned vertexKind(expr::BinaryOpType op) {
   switch (op) {
-  case expr::BinaryOpType::ADD: return 0;
-  case expr::BinaryOpType::SUBTRACT: return 1;
-  case expr::BinaryOpType::MULTIPLY: return 2;
-  case expr::BinaryOpType::MAXIMUM: return 3;
-  case expr::BinaryOpType::MINIMUM: return 4;
+  case expr::BinaryOpType::ADD:
+    return 0;
+  case expr::BinaryOpType::SUBTRACT:
+    return 1;
+  case expr::BinaryOpType::MULTIPLY:
+    return 2;
+  case expr::BinaryOpType::MAXIMUM:
+    return 3;
+  case expr::BinaryOpType::MINIMUM:
+    return 4;
   }
   throw poplar::poplar_error("popops::map: unknown BinaryOpType");
 }
 
 std::string shapeText(const poplar::Tensor &t) {
   std::string text = "{";
-  for (std::size_t d : t.shape()) text += (text.size() > 1 ? "," : "") + std::to_string(d);
+  for (std::size_t d : t.shape())
+    text += (text.size() > 1 ? "," : "") + std::to_string(d);
   return text + "}";
 }
 
 void checkOperands(const char *name, const poplar::Tensor &A, const poplar::Tensor &B) {
   if (A.shape() != B.shape())
-    throw poplar::poplar_error(std::string("popops::") + name + ": A has shape " +
-                               shapeText(A) + " but B has shape " + shapeText(B) +
+    throw poplar::poplar_error(std::string("popops::") + name + ": A has shape " + shapeText(A) +
+                               " but B has shape " + shapeText(B) +
                                "; popsnn's popops does not broadcast, give tensors of one shape");
   if (A.elementType() != B.elementType())
     throw poplar::poplar_error(std::string("popops::") + name + ": A is " +

@@ -28,9 +28,8 @@ struct Evaluator {
   poplar::Tensor operator()(const expr::Expr &e) {
     if (const auto *p = dynamic_cast<const expr::PlaceHolder *>(&e)) {
       if (p->index == 0 || p->index > ts.size())
-        throw poplar::poplar_error("popops::map: the expression uses _" +
-                                   std::to_string(p->index) + " but " +
-                                   std::to_string(ts.size()) +
+        throw poplar::poplar_error("popops::map: the expression uses _" + std::to_string(p->index) +
+                                   " but " + std::to_string(ts.size()) +
                                    " tensors were given; pass one tensor per placeholder");
       return ts[p->index - 1];
     }
@@ -41,8 +40,10 @@ struct Evaluator {
                                    "the host and pass one constant");
       poplar::Tensor a = ca ? poplar::Tensor() : (*this)(*op->a);
       poplar::Tensor b = cb ? poplar::Tensor() : (*this)(*op->b);
-      if (ca) a = constantLike(*ca, b);
-      if (cb) b = constantLike(*cb, a);
+      if (ca)
+        a = constantLike(*ca, b);
+      if (cb)
+        b = constantLike(*cb, a);
       return map(graph, op->type, a, b, prog, debugContext);
     }
     throw poplar::poplar_error("popops::map: popsnn's popops evaluates placeholders, constants "

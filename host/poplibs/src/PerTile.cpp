@@ -6,11 +6,15 @@ namespace popops {
 namespace detail {
 
 void requireType(const char *function, const poplar::Type &type, bool allowBool) {
-  if (type == poplar::FLOAT || type == poplar::INT || type == poplar::UNSIGNED_INT) return;
-  if (allowBool && type == poplar::BOOL) return;
+  if (type == poplar::FLOAT || type == poplar::INT || type == poplar::UNSIGNED_INT)
+    return;
+  if (allowBool && type == poplar::BOOL)
+    return;
   throw poplar::poplar_error(std::string("popops::") + function + ": element type " +
-                             type.toString() + " is not provided by popsnn's popops; use float, "
-                             "int or unsigned int" + (allowBool ? " or bool" : ""));
+                             type.toString() +
+                             " is not provided by popsnn's popops; use float, "
+                             "int or unsigned int" +
+                             (allowBool ? " or bool" : ""));
 }
 
 std::string vertexName(const char *base, const poplar::Type &type) {
@@ -19,7 +23,8 @@ std::string vertexName(const char *base, const poplar::Type &type) {
 
 poplar::Tensor alignedTo(poplar::Graph &graph, const poplar::Tensor &t, const poplar::Tensor &like,
                          poplar::program::Sequence &prog, const std::string &name) {
-  if (graph.getTileMapping(t) == graph.getTileMapping(like)) return t;
+  if (graph.getTileMapping(t) == graph.getTileMapping(like))
+    return t;
   poplar::Tensor copy = graph.clone(like, name);
   prog.add(poplar::program::Copy(t, copy));
   return copy;

@@ -28,7 +28,8 @@ void forEachTileInterval(const poplar::Graph &graph, const poplar::Tensor &t, Fn
   const auto mapping = graph.getTileMapping(t);
   for (unsigned tile = 0; tile < mapping.size(); ++tile)
     for (const auto &interval : mapping[tile])
-      if (interval.size() != 0) fn(tile, interval.begin(), interval.end());
+      if (interval.size() != 0)
+        fn(tile, interval.begin(), interval.end());
 }
 
 } // namespace detail

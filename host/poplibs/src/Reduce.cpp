@@ -18,10 +18,14 @@ namespace {
 // The `kind` codes of PopsnnReduce in PopopsVertices.cpp.
 unsigned vertexKind(Operation op) {
   switch (op) {
-  case Operation::ADD: return 0;
-  case Operation::MUL: return 1;
-  case Operation::MAX: return 2;
-  case Operation::MIN: return 3;
+  case Operation::ADD:
+    return 0;
+  case Operation::MUL:
+    return 1;
+  case Operation::MAX:
+    return 2;
+  case Operation::MIN:
+    return 3;
   default:
     throw poplar::poplar_error("popops::reduce: popsnn's popops provides Operation ADD, MUL, MAX "
                                "and MIN only; compose the others from map and reduce");
@@ -44,8 +48,10 @@ std::vector<unsigned> keptThenReduced(const poplar::Tensor &in,
   }
   std::vector<unsigned> order;
   for (unsigned d = 0; d < in.rank(); ++d)
-    if (!reduced[d]) order.push_back(d);
-  for (std::size_t d : dims) order.push_back(static_cast<unsigned>(d));
+    if (!reduced[d])
+      order.push_back(d);
+  for (std::size_t d : dims)
+    order.push_back(static_cast<unsigned>(d));
   return order;
 }
 
@@ -80,13 +86,14 @@ poplar::Tensor reduce(poplar::Graph &graph, const poplar::Tensor &in,
   const std::string label = "popops::reduce";
   poplar::Tensor out = graph.addVariable(in.elementType(), outShape, {debugContext, label});
   poputil::mapTensorLinearly(graph, out);
-  if (numOut == 0) return out;
+  if (numOut == 0)
+    return out;
   const poplar::Tensor rows = in.dimShuffle(order).flatten();
   const poplar::Tensor flatOut = out.flatten();
 
   // Stage the rows on the tiles of their output elements.
-  poplar::Tensor staged = graph.addVariable(in.elementType(), {numOut * rowLength},
-                                            {debugContext, label + "/rows"});
+  poplar::Tensor staged =
+      graph.addVariable(in.elementType(), {numOut * rowLength}, {debugContext, label + "/rows"});
   const auto outMapping = graph.getTileMapping(flatOut);
   poplar::Graph::TileToTensorMapping stagedMapping(outMapping.size());
   for (std::size_t tile = 0; tile < outMapping.size(); ++tile)
@@ -97,15 +104,16 @@ poplar::Tensor reduce(poplar::Graph &graph, const poplar::Tensor &in,
 
   poplar::ComputeSet cs = graph.addComputeSet({debugContext, label});
   const std::string vertex = detail::vertexName("PopsnnReduce", in.elementType());
-  detail::forEachTileInterval(graph, flatOut, [&](unsigned tile, std::size_t begin,
-                                                  std::size_t end) {
-    poplar::VertexRef v = graph.addVertex(
-        cs, vertex, {{"in", staged.slice(begin * rowLength, end * rowLength)},
-                     {"out", flatOut.slice(begin, end)}});
-    graph.setInitialValue(v["rowLength"], static_cast<unsigned>(rowLength));
-    graph.setInitialValue(v["kind"], kind);
-    graph.setTileMapping(v, tile);
-  });
+  detail::forEachTileInterval(
+      graph, flatOut, [&](unsigned tile, std::size_t begin, std::size_t end) {
+        poplar::VertexRef v =
+            graph.addVertex(cs, vertex,
+                            {{"in", staged.slice(begin * rowLength, end * rowLength)},
+                             {"out", flatOut.slice(begin, end)}});
+        graph.setInitialValue(v["rowLength"], static_cast<unsigned>(rowLength));
+        graph.setInitialValue(v["kind"], kind);
+        graph.setTileMapping(v, tile);
+      });
   prog.add(poplar::program::Execute(cs));
   return out;
 }

@@ -8,14 +8,16 @@
 
 namespace poputil {
 
-std::vector<std::vector<poplar::Interval>>
-calcLinearTileMapping(const poplar::Graph &graph, std::vector<std::size_t> shape,
-                      unsigned minElementsPerTile, unsigned grainSize) {
+std::vector<std::vector<poplar::Interval>> calcLinearTileMapping(const poplar::Graph &graph,
+                                                                 std::vector<std::size_t> shape,
+                                                                 unsigned minElementsPerTile,
+                                                                 unsigned grainSize) {
   if (grainSize == 0)
     throw poplar::poplar_error("poputil::calcLinearTileMapping: grainSize is 0; give 1 or more");
   const unsigned numTiles = graph.getTarget().getNumTiles();
   std::size_t numElements = 1;
-  for (std::size_t d : shape) numElements *= d;
+  for (std::size_t d : shape)
+    numElements *= d;
   const std::size_t numGrains = (numElements + grainSize - 1) / grainSize;
   std::size_t grainsPerTile = (numGrains + numTiles - 1) / numTiles;
   const std::size_t minGrains = (minElementsPerTile + grainSize - 1) / grainSize;
@@ -25,7 +27,8 @@ calcLinearTileMapping(const poplar::Graph &graph, std::vector<std::size_t> shape
   std::vector<std::vector<poplar::Interval>> mapping(numTiles);
   for (unsigned tile = 0; tile < numTiles; ++tile) {
     const std::size_t begin = tile * perTile;
-    if (begin >= numElements) break;
+    if (begin >= numElements)
+      break;
     mapping[tile].emplace_back(begin, std::min(numElements, begin + perTile));
   }
   return mapping;

@@ -16,8 +16,8 @@ namespace {
 
 int failures = 0;
 
-template <typename E> void expectThrow(const char *name, const std::string &text,
-                                       const std::function<void()> &call) {
+template <typename E>
+void expectThrow(const char *name, const std::string &text, const std::function<void()> &call) {
   try {
     call();
     std::printf("FAIL %s: no exception\n", name);
@@ -71,24 +71,24 @@ void specChecks(const popsnn::DeviceSpec &device) {
       popsnn::Network net(spec, device);
     };
   };
-  expectThrow<std::invalid_argument>(
-      "nan_surrogate_param", "layer 1: the surrogate's slope must be a finite number > 0",
-      build([&](popsnn::NetworkSpec &s) {
-        s.layers[1].surrogate = popsnn::SurrogateKind::FastSigmoid;
-        s.layers[1].surrogateParam = nan;
-      }));
-  expectThrow<std::invalid_argument>(
-      "zero_atan_alpha", "layer 0: the surrogate's alpha must be a finite number > 0",
-      build([](popsnn::NetworkSpec &s) {
-        s.layers[0].surrogate = popsnn::SurrogateKind::Atan;
-        s.layers[0].surrogateParam = 0.0f;
-      }));
+  expectThrow<std::invalid_argument>("nan_surrogate_param",
+                                     "layer 1: the surrogate's slope must be a finite number > 0",
+                                     build([&](popsnn::NetworkSpec &s) {
+                                       s.layers[1].surrogate = popsnn::SurrogateKind::FastSigmoid;
+                                       s.layers[1].surrogateParam = nan;
+                                     }));
+  expectThrow<std::invalid_argument>("zero_atan_alpha",
+                                     "layer 0: the surrogate's alpha must be a finite number > 0",
+                                     build([](popsnn::NetworkSpec &s) {
+                                       s.layers[0].surrogate = popsnn::SurrogateKind::Atan;
+                                       s.layers[0].surrogateParam = 0.0f;
+                                     }));
   expectThrow<std::invalid_argument>(
       "nan_learning_rate", "optimizer.lr must be a finite number >= 0, got nan",
       build([](popsnn::NetworkSpec &s) { s.optimizer.lr = std::nan(""); }));
-  expectThrow<std::invalid_argument>(
-      "negative_learning_rate", "optimizer.lr must be a finite number >= 0, got -0.5",
-      build([](popsnn::NetworkSpec &s) { s.optimizer.lr = -0.5; }));
+  expectThrow<std::invalid_argument>("negative_learning_rate",
+                                     "optimizer.lr must be a finite number >= 0, got -0.5",
+                                     build([](popsnn::NetworkSpec &s) { s.optimizer.lr = -0.5; }));
 }
 
 void runChecks(popsnn::Network &net) {
@@ -123,9 +123,9 @@ void runChecks(popsnn::Network &net) {
     for (float &v : layer.first.weight)
       v = 7.0f;
   st.layers[1].second.bias.resize(1);
-  expectThrow<std::invalid_argument>(
-      "set_optimizer_state_shape", "optimiser state second[1]['bias'] has 1 values, expected 3",
-      [&] { net.setOptimizerState(st); });
+  expectThrow<std::invalid_argument>("set_optimizer_state_shape",
+                                     "optimiser state second[1]['bias'] has 1 values, expected 3",
+                                     [&] { net.setOptimizerState(st); });
   const auto after = net.getOptimizerState();
   expect("set_optimizer_state_nothing_written",
          after.steps == state.steps &&
@@ -159,8 +159,8 @@ void concurrencyCheck(popsnn::Network &net) {
   stop = true;
   worker.join();
   expect("concurrent_call_refused",
-         refused && message.find("already running a call from another thread") !=
-                        std::string::npos);
+         refused &&
+             message.find("already running a call from another thread") != std::string::npos);
 }
 
 } // namespace

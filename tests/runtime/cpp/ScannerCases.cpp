@@ -8,8 +8,7 @@
 
 namespace outer::inner {
 
-template <typename T, unsigned N>
-struct alignas(16) Repeat final : public poplar::MultiVertex {
+template <typename T, unsigned N> struct alignas(16) Repeat final : public poplar::MultiVertex {
   poplar::Input<poplar::Vector<T>> a, b; // two fields in one declaration
   poplar::Output<poplar::Vector<T>> out;
   alignas(8) T scale = T(1);
@@ -17,8 +16,10 @@ struct alignas(16) Repeat final : public poplar::MultiVertex {
   T table[2] = {T(0), T(0)};
 
   void compute(unsigned worker) {
-    if (worker != 0) return;
-    for (unsigned i = 0; i < out.size(); ++i) out[i] = T(N) * scale * (a[i] + b[i]);
+    if (worker != 0)
+      return;
+    for (unsigned i = 0; i < out.size(); ++i)
+      out[i] = T(N) * scale * (a[i] + b[i]);
   }
 };
 

@@ -35,7 +35,8 @@ public:
   bool compute() {
     const char *text = "class NotAVertex : public Vertex {};";
     (void)text;
-    for (unsigned i = 0; i < out.size(); ++i) out[i] = a[i] + b[i];
+    for (unsigned i = 0; i < out.size(); ++i)
+      out[i] = a[i] + b[i];
     return true;
   }
 };
@@ -44,7 +45,8 @@ class Increment : public Vertex {
 public:
   InOut<Vector<int>> v;
   bool compute() {
-    for (auto &x : v) x += 1;
+    for (auto &x : v)
+      x += 1;
     return true;
   }
 };
@@ -54,7 +56,8 @@ class WorkerIds : public MultiVertex {
 public:
   Output<Vector<unsigned>> ids;
   void compute(unsigned workerId) {
-    for (unsigned i = workerId; i < ids.size(); i += numWorkers()) ids[i] = workerId;
+    for (unsigned i = workerId; i < ids.size(); i += numWorkers())
+      ids[i] = workerId;
   }
 };
 
@@ -65,7 +68,8 @@ public:
   bool compute() {
     for (unsigned v = 0; v < in.size(); ++v) {
       float s = 0;
-      for (unsigned i = 0; i < in[v].size(); ++i) s += in[v][i];
+      for (unsigned i = 0; i < in[v].size(); ++i)
+        s += in[v][i];
       sums[v] = s;
     }
     return true;
@@ -82,25 +86,29 @@ public:
 
   float eval(float v) const {
     float acc = 0, p = 1;
-    for (unsigned k = 0; k < coeffs.size(); ++k, p *= v) acc += coeffs[k] * p;
+    for (unsigned k = 0; k < coeffs.size(); ++k, p *= v)
+      acc += coeffs[k] * p;
     return acc;
   }
   bool compute() {
-    struct Local { int k; } local{0};
+    struct Local {
+      int k;
+    } local{0};
     (void)local;
-    for (unsigned i = 0; i < x.size(); ++i) y[i] = eval(x[i]);
+    for (unsigned i = 0; i < x.size(); ++i)
+      y[i] = eval(x[i]);
     ++calls;
     return true;
   }
 };
 
-template <typename T>
-class Fill : public Vertex {
+template <typename T> class Fill : public Vertex {
 public:
   Output<Vector<T>> out;
   T value;
   bool compute() {
-    for (unsigned i = 0; i < out.size(); ++i) out.data()[i] = value + T(i);
+    for (unsigned i = 0; i < out.size(); ++i)
+      out.data()[i] = value + T(i);
     return true;
   }
 };

@@ -35,7 +35,8 @@ public:
   template <typename T> void list(const std::string &k, const std::vector<T> &v) {
     std::ostream &os = field(k);
     os << "[";
-    for (std::size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << fmt(double(v[i]));
+    for (std::size_t i = 0; i < v.size(); ++i)
+      os << (i ? "," : "") << fmt(double(v[i]));
     os << "]";
   }
   void raw(const std::string &k, const std::string &json) { field(k) << json; }
@@ -43,10 +44,14 @@ public:
   static std::string quote(const std::string &s) {
     std::string o = "\"";
     for (char c : s) {
-      if (c == '"' || c == '\\') o += '\\', o += c;
-      else if (c == '\n') o += "\\n";
-      else if (static_cast<unsigned char>(c) < 0x20) o += ' ';
-      else o += c;
+      if (c == '"' || c == '\\')
+        o += '\\', o += c;
+      else if (c == '\n')
+        o += "\\n";
+      else if (static_cast<unsigned char>(c) < 0x20)
+        o += ' ';
+      else
+        o += c;
     }
     return o + "\"";
   }
@@ -76,10 +81,13 @@ struct Ctx {
 };
 
 Device makeDevice(const std::string &spec) {
-  if (spec == "cpu") return Device::createCPUDevice();
+  if (spec == "cpu")
+    return Device::createCPUDevice();
   IPUModel model;
-  if (spec == "ipu4") model.tilesPerIPU = 4;
-  else if (spec == "ipu16") model.tilesPerIPU = 16;
+  if (spec == "ipu4")
+    model.tilesPerIPU = 4;
+  else if (spec == "ipu16")
+    model.tilesPerIPU = 16;
   else if (spec == "ipu2x8") {
     model.numIPUs = 2;
     model.tilesPerIPU = 8;
@@ -140,7 +148,8 @@ void caseTarget(Ctx &c) {
 void caseTensorViews(Ctx &c) {
   Graph graph(c.device.getTarget());
   Tensor x = graph.addVariable(INT, {2, 3, 4}, "x");
-  for (unsigned i = 0; i < 2; ++i) graph.setTileMapping(x[i], c.tile(i));
+  for (unsigned i = 0; i < 2; ++i)
+    graph.setTileMapping(x[i], c.tile(i));
   Tensor y = graph.addVariable(INT, {3}, "y");
   graph.setTileMapping(y, c.tile(2));
   std::map<std::string, Tensor> views = {
@@ -161,11 +170,13 @@ void caseTensorViews(Ctx &c) {
   };
   graph.createHostWrite("x", x);
   graph.createHostWrite("y", y);
-  for (auto &kv : views) graph.createHostRead(kv.first, kv.second);
+  for (auto &kv : views)
+    graph.createHostRead(kv.first, kv.second);
   Engine engine(graph, Sequence());
   engine.load(c.device);
   std::vector<int> xs(24), ys{100, 101, 102};
-  for (int i = 0; i < 24; ++i) xs[i] = i;
+  for (int i = 0; i < 24; ++i)
+    xs[i] = i;
   engine.writeTensor("x", xs.data(), xs.data() + xs.size());
   engine.writeTensor("y", ys.data(), ys.data() + ys.size());
   for (auto &kv : views) {
@@ -180,7 +191,8 @@ void caseTensorViews(Ctx &c) {
   std::ostringstream os;
   os << "[";
   for (std::size_t t = 0; t < mapping.size(); ++t)
-    for (const auto &iv : mapping[t]) os << (os.tellp() > 1 ? "," : "") << "[" << t << "," << iv.begin() << "," << iv.end() << "]";
+    for (const auto &iv : mapping[t])
+      os << (os.tellp() > 1 ? "," : "") << "[" << t << "," << iv.begin() << "," << iv.end() << "]";
   os << "]";
   c.out.raw("mapping_slice_dim2", os.str());
   c.out.str("elementType", x.elementType().toString());
@@ -200,7 +212,8 @@ void caseVertices(Ctx &c, const std::string &codelets) {
   Tensor out = graph.addVariable(FLOAT, {2}, "out");
   Tensor count = graph.addVariable(INT, {}, "count");
   graph.setInitialValue(count, 40);
-  for (const Tensor &t : {in, out, count}) graph.setTileMapping(t, t0);
+  for (const Tensor &t : {in, out, count})
+    graph.setTileMapping(t, t0);
   VertexRef s1 = graph.addVertex(cs, "Scalars", {{"in", in}, {"out", out[0]}, {"count", count}});
   graph.setInitialValue(s1["a"], 4);
   graph.setTileMapping(s1, t0);
@@ -223,7 +236,8 @@ void caseVertices(Ctx &c, const std::string &codelets) {
   Tensor ints = graph.addVariable(INT, {4}, "ints");
   graph.setInitialValue<int>(ints, {-2, 0, 5, 9});
   Tensor ids = graph.addVariable(UNSIGNED_INT, {15}, "ids");
-  for (const Tensor &t : {a, b, sum, ints, ids}) graph.setTileMapping(t, t1);
+  for (const Tensor &t : {a, b, sum, ints, ids})
+    graph.setTileMapping(t, t1);
   VertexRef add = graph.addVertex(cs, "AddVectors", {{"a", a}, {"b", b}, {"out", sum}});
   graph.setTileMapping(add, t1);
   VertexRef inc = graph.addVertex(cs, "Increment", {{"v", ints}});
@@ -265,12 +279,22 @@ void caseVertices(Ctx &c, const std::string &codelets) {
   VertexRef f3 = graph.addVertex(cs, "Fill<unsigned int>", {{"out", fu}});
   graph.setInitialValue(f3["value"], 7u);
   VertexRef ans = graph.addVertex(cs, "testns::Answer", {{"out", answer[0]}});
-  for (const VertexRef &v : {f1, f2, f3, ans}) graph.setTileMapping(v, t2);
+  for (const VertexRef &v : {f1, f2, f3, ans})
+    graph.setTileMapping(v, t2);
 
-  for (auto [name, t] : std::vector<std::pair<std::string, Tensor>>{
-           {"out", out}, {"count", count}, {"count2", count2}, {"sum", sum}, {"ints", ints},
-           {"ids", ids}, {"sums", sums}, {"sums2", sums2}, {"py", py}, {"ff", ff}, {"fi", fi},
-           {"fu", fu}, {"answer", answer}})
+  for (auto [name, t] : std::vector<std::pair<std::string, Tensor>>{{"out", out},
+                                                                    {"count", count},
+                                                                    {"count2", count2},
+                                                                    {"sum", sum},
+                                                                    {"ints", ints},
+                                                                    {"ids", ids},
+                                                                    {"sums", sums},
+                                                                    {"sums2", sums2},
+                                                                    {"py", py},
+                                                                    {"ff", ff},
+                                                                    {"fi", fi},
+                                                                    {"fu", fu},
+                                                                    {"answer", answer}})
     graph.createHostRead(name, t);
   Engine engine(graph, Repeat(2, Execute(cs)));
   engine.load(c.device);
@@ -315,7 +339,8 @@ void caseCopies(Ctx &c) {
   Engine engine(graph, prog);
   engine.load(c.device);
   std::vector<float> host(n * 4);
-  for (unsigned i = 0; i < n * 4; ++i) host[i] = float(i);
+  for (unsigned i = 0; i < n * 4; ++i)
+    host[i] = float(i);
   engine.writeTensor("src", host.data(), host.data() + host.size());
   engine.run();
   c.out.list("dst", read<float>(engine, "dst", n * 4));
@@ -337,17 +362,20 @@ void caseCopies(Ctx &c) {
   Engine bigEngine(big, Copy(a.reverse(0), b));
   bigEngine.load(c.device);
   std::vector<float> in(n * row), out(n * row);
-  for (std::size_t i = 0; i < in.size(); ++i) in[i] = float(i % 1000003);
+  for (std::size_t i = 0; i < in.size(); ++i)
+    in[i] = float(i % 1000003);
   bigEngine.writeTensor("a", in.data(), in.data() + in.size());
   bigEngine.run();
   bigEngine.readTensor("b", out.data(), out.data() + out.size());
   std::size_t wrong = 0;
   for (std::size_t r = 0; r < n; ++r)
-    for (std::size_t k = 0; k < row; ++k) wrong += out[r * row + k] != in[(n - 1 - r) * row + k];
+    for (std::size_t k = 0; k < row; ++k)
+      wrong += out[r * row + k] != in[(n - 1 - r) * row + k];
   c.out.num("bigWrong", wrong);
-  c.out.num("bigExchangeBytes", bigEngine.getProfileEstimate().steps[0].exchangeBytesWithinIPU +
-                                    bigEngine.getProfileEstimate().steps[0].exchangeBytesBetweenIPUs +
-                                    bigEngine.getProfileEstimate().steps[0].onTileCopyBytes);
+  c.out.num("bigExchangeBytes",
+            bigEngine.getProfileEstimate().steps[0].exchangeBytesWithinIPU +
+                bigEngine.getProfileEstimate().steps[0].exchangeBytesBetweenIPUs +
+                bigEngine.getProfileEstimate().steps[0].onTileCopyBytes);
 }
 
 void caseStreams(Ctx &c) {
@@ -406,7 +434,8 @@ void caseControl(Ctx &c) {
   Tensor flag = graph.addVariable(INT, {1}, "flag");
   Tensor thenCount = graph.addVariable(INT, {1}, "thenCount");
   Tensor elseCount = graph.addVariable(INT, {1}, "elseCount");
-  for (const Tensor &x : {n, positive, hits, flag, thenCount, elseCount}) graph.setTileMapping(x, t);
+  for (const Tensor &x : {n, positive, hits, flag, thenCount, elseCount})
+    graph.setTileMapping(x, t);
   graph.setInitialValue(n, 5);
   ComputeSet down = graph.addComputeSet("down");
   graph.setTileMapping(graph.addVertex(down, "CountDown", {{"n", n}, {"positive", positive}}), t);
@@ -458,12 +487,14 @@ void caseVirtualGraph(Ctx &c) {
   auto m = graph.getTileMapping(v);
   std::vector<unsigned> tiles;
   for (unsigned t = 0; t < m.size(); ++t)
-    if (!m[t].empty()) tiles.push_back(t);
+    if (!m[t].empty())
+      tiles.push_back(t);
   c.out.list("deviceTiles", tiles);
   auto vm = upper.getTileMapping(v);
   tiles.clear();
   for (unsigned t = 0; t < vm.size(); ++t)
-    if (!vm[t].empty()) tiles.push_back(t);
+    if (!vm[t].empty())
+      tiles.push_back(t);
   c.out.list("virtualTilesUsed", tiles);
   graph.createHostRead("v", v);
   Engine engine(graph, Execute(cs));
@@ -500,13 +531,15 @@ void caseNonContiguous(Ctx &c) {
   Tensor m = graph.addVariable(FLOAT, {3, 4}, "m");
   Tensor o = graph.addVariable(FLOAT, {4, 3}, "o");
   Tensor iv = graph.addVariable(INT, {2, 3}, "iv");
-  for (const Tensor &t : {m, o, iv}) graph.setTileMapping(t, c.tile(1));
+  for (const Tensor &t : {m, o, iv})
+    graph.setTileMapping(t, c.tile(1));
   graph.setInitialValue<float>(m, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
   graph.setInitialValue<int>(iv, {0, 10, 20, 30, 40, 50});
   ComputeSet cs = graph.addComputeSet("nc");
   // Column 1 of m plus column 2 of m -> column 0 of o (transposed views).
-  VertexRef add = graph.addVertex(cs, "AddVectors",
-                                  {{"a", m.transpose()[1]}, {"b", m.transpose()[2]}, {"out", o.transpose()[0].slice(0, 3)}});
+  VertexRef add = graph.addVertex(
+      cs, "AddVectors",
+      {{"a", m.transpose()[1]}, {"b", m.transpose()[2]}, {"out", o.transpose()[0].slice(0, 3)}});
   VertexRef inc = graph.addVertex(cs, "Increment", {{"v", iv.transpose().flatten()}});
   graph.setTileMapping(add, c.tile(1));
   graph.setTileMapping(inc, c.tile(1));
@@ -559,9 +592,9 @@ void caseProfile(Ctx &c) {
   graph.setPerfEstimate(b, 50);
   graph.setPerfEstimate(m, 30);
   graph.setPerfEstimate(d, 40);
-  Tensor x = graph.addVariable(FLOAT, {16}, "x");        // tile 0
-  Tensor xNext = graph.addVariable(FLOAT, {16}, "xNext"); // tile 1 (same IPU)
-  Tensor xFar = graph.addVariable(FLOAT, {16}, "xFar");   // tile 8 (IPU 1)
+  Tensor x = graph.addVariable(FLOAT, {16}, "x");          // tile 0
+  Tensor xNext = graph.addVariable(FLOAT, {16}, "xNext");  // tile 1 (same IPU)
+  Tensor xFar = graph.addVariable(FLOAT, {16}, "xFar");    // tile 8 (IPU 1)
   Tensor xLocal = graph.addVariable(FLOAT, {8}, "xLocal"); // tile 0
   graph.setTileMapping(x, 0);
   graph.setTileMapping(xNext, 1);
@@ -570,7 +603,8 @@ void caseProfile(Ctx &c) {
   DataStream in = graph.addHostToDeviceFIFO("in", FLOAT, 10);
   Tensor inbox = graph.addVariable(FLOAT, {10}, "inbox");
   graph.setTileMapping(inbox, 2);
-  Sequence body({Execute(cs, "work-step"), Copy(x, xNext), Copy(x, xFar), Copy(x.slice(0, 8), xLocal)});
+  Sequence body(
+      {Execute(cs, "work-step"), Copy(x, xNext), Copy(x, xFar), Copy(x.slice(0, 8), xLocal)});
   Sequence prog({Repeat(3, body), Copy(in, inbox), Sync(SyncType::INTERNAL)});
   Engine engine(graph, prog);
   engine.load(c.device);
@@ -890,11 +924,13 @@ void caseParallel(Ctx &c) {
     graph.setTileMapping(v[t], t);
     graph.setTileMapping(ids[t], t);
     graph.setTileMapping(shifted[t], (t + 1) % n);
-    for (unsigned k = 0; k < 3; ++k) graph.setTileMapping(graph.addVertex(cs, "Increment", {{"v", v[t][k]}}), t);
+    for (unsigned k = 0; k < 3; ++k)
+      graph.setTileMapping(graph.addVertex(cs, "Increment", {{"v", v[t][k]}}), t);
     graph.setTileMapping(graph.addVertex(cs, "WorkerIds", {{"ids", ids[t]}}), t);
   }
   std::vector<int> init(n * 15);
-  for (unsigned i = 0; i < init.size(); ++i) init[i] = int(i);
+  for (unsigned i = 0; i < init.size(); ++i)
+    init[i] = int(i);
   graph.setInitialValue<int>(v, init);
   graph.createHostRead("v", v);
   graph.createHostRead("ids", ids);
@@ -906,9 +942,11 @@ void caseParallel(Ctx &c) {
   std::vector<int> got = read<int>(engine, "v", n * 15);
   std::vector<int> sh = read<int>(engine, "shifted", n * 15);
   unsigned wrong = 0;
-  for (unsigned i = 0; i < got.size(); ++i) wrong += got[i] != int(i) + 100 || sh[i] != got[i];
+  for (unsigned i = 0; i < got.size(); ++i)
+    wrong += got[i] != int(i) + 100 || sh[i] != got[i];
   std::vector<unsigned> id = read<unsigned>(engine, "ids", n * 7);
-  for (unsigned i = 0; i < id.size(); ++i) wrong += id[i] != (i % 7) % 6;
+  for (unsigned i = 0; i < id.size(); ++i)
+    wrong += id[i] != (i % 7) % 6;
   c.out.num("wrong", wrong);
   c.out.num("elements", got.size());
 }
@@ -924,7 +962,8 @@ void caseMisc(Ctx &c) {
   std::vector<std::size_t> perTile;
   for (const auto &iv : graph.getTileMapping(lin)) {
     std::size_t k = 0;
-    for (const auto &i : iv) k += i.size();
+    for (const auto &i : iv)
+      k += i.size();
     perTile.push_back(k);
   }
   c.out.list("linearPerTile", perTile);
@@ -936,7 +975,8 @@ void caseMisc(Ctx &c) {
   auto m = graph.getTileMapping(byIntervals);
   for (std::size_t t = 0; t < m.size(); ++t)
     for (const auto &i : m[t])
-      for (std::size_t e = i.begin(); e < i.end(); ++e) tileOf.push_back(unsigned(t) * 100 + unsigned(e));
+      for (std::size_t e = i.begin(); e < i.end(); ++e)
+        tileOf.push_back(unsigned(t) * 100 + unsigned(e));
   c.out.list("intervalMapping", tileOf);
   const int raw[4] = {5, 6, 7, 8};
   Tensor fromPtr = graph.addConstant(INT, {2, 2}, raw, "fromPtr");
@@ -946,10 +986,12 @@ void caseMisc(Ctx &c) {
   Tensor countdown = graph.addVariable(INT, {}, "countdown");
   Tensor positive = graph.addVariable(BOOL, {}, "positive");
   Tensor loops = graph.addVariable(INT, {1}, "loops");
-  for (const Tensor &t : {countdown, positive, loops}) graph.setTileMapping(t, 0);
+  for (const Tensor &t : {countdown, positive, loops})
+    graph.setTileMapping(t, 0);
   graph.setInitialValue(countdown, 3);
   ComputeSet down = graph.addComputeSet("down");
-  graph.setTileMapping(graph.addVertex(down, "CountDown", {{"n", countdown}, {"positive", positive}}), 0);
+  graph.setTileMapping(
+      graph.addVertex(down, "CountDown", {{"n", countdown}, {"positive", positive}}), 0);
   ComputeSet inc = graph.addComputeSet("inc");
   graph.setTileMapping(graph.addVertex(inc, "Increment", {{"v", loops}}), 0);
   DataStream out = graph.addDeviceToHostFIFO("out", INT, 3);
@@ -958,15 +1000,15 @@ void caseMisc(Ctx &c) {
   // countdown 3 -> 2 makes `positive` true at once, so the body never runs.
   graph.createHostRead("loops", loops);
   graph.createHostRead("countdown", countdown);
-  Engine engine(graph, Sequence({RepeatWhileFalse(Execute(down), positive, Execute(inc)),
-                                 Copy(three, out), PrintTensor("fromPtr", fromPtr),
-                                 PrintTensor(countdown), WriteUndef(loops)}),
-                OptionFlags{{"debug.instrument", "false"}});
+  Engine engine(
+      graph,
+      Sequence({RepeatWhileFalse(Execute(down), positive, Execute(inc)), Copy(three, out),
+                PrintTensor("fromPtr", fromPtr), PrintTensor(countdown), WriteUndef(loops)}),
+      OptionFlags{{"debug.instrument", "false"}});
   engine.load(c.device);
   std::vector<int> got;
-  engine.connectStreamToCallback("out", 0, [&](void *p) {
-    got.assign(static_cast<int *>(p), static_cast<int *>(p) + 3);
-  });
+  engine.connectStreamToCallback(
+      "out", 0, [&](void *p) { got.assign(static_cast<int *>(p), static_cast<int *>(p) + 3); });
   graph.createHostRead("too-late", loops); // after the Engine: not part of it
   std::ostringstream printed;
   engine.setPrintStream(printed);
@@ -988,7 +1030,10 @@ void caseMisc(Ctx &c) {
   OptionFlags flags{{"a", "1"}};
   flags.set("b", "2");
   c.out.str("flag", flags.at("b").str());
-  c.out.str("missingCpuTiles", errorJson([&] { setenv("POPSNN_CPU_TILES", "lots", 1); Device::createCPUDevice(); }));
+  c.out.str("missingCpuTiles", errorJson([&] {
+              setenv("POPSNN_CPU_TILES", "lots", 1);
+              Device::createCPUDevice();
+            }));
 }
 
 // ScannerCases.cpp (the `extra` argument): unusual but valid codelet shapes.
@@ -1001,13 +1046,17 @@ void caseScanner(Ctx &c) {
   Tensor ia = graph.addConstant<int>(INT, {2}, {1, 2}, "ia");
   Tensor io = graph.addVariable(INT, {2}, "io");
   Tensor ho = graph.addVariable(INT, {1}, "ho");
-  for (const Tensor &t : {fa, fb, fo, ia, io, ho}) graph.setTileMapping(t, 0);
+  for (const Tensor &t : {fa, fb, fo, ia, io, ho})
+    graph.setTileMapping(t, 0);
   ComputeSet cs = graph.addComputeSet("scan");
-  VertexRef f = graph.addVertex(cs, "outer::inner::Repeat<float, 3>", {{"a", fa}, {"b", fb}, {"out", fo}});
+  VertexRef f =
+      graph.addVertex(cs, "outer::inner::Repeat<float, 3>", {{"a", fa}, {"b", fb}, {"out", fo}});
   graph.setInitialValue(f["scale"], 0.5f);
-  VertexRef i = graph.addVertex(cs, "outer::inner::Repeat<int,2>", {{"a", ia}, {"b", ia}, {"out", io}});
+  VertexRef i =
+      graph.addVertex(cs, "outer::inner::Repeat<int,2>", {{"a", ia}, {"b", ia}, {"out", io}});
   VertexRef h = graph.addVertex(cs, "Hidden", {{"out", ho[0]}});
-  for (const VertexRef &v : {f, i, h}) graph.setTileMapping(v, 0);
+  for (const VertexRef &v : {f, i, h})
+    graph.setTileMapping(v, 0);
   c.out.str("arrayField", errorJson([&] { graph.setInitialValue(f["table"], 1.0f); }));
   graph.createHostRead("fo", fo);
   graph.createHostRead("io", io);

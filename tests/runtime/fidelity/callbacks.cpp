@@ -17,7 +17,8 @@ class Counter : public StreamCallback {
 public:
   Result prefetch(void *p) override {
     std::cout << "prefetch " << n << "\n";
-    if (n % 2 == 0) return Result::NotAvailable;
+    if (n % 2 == 0)
+      return Result::NotAvailable;
     fill(p);
     return Result::Success;
   }
@@ -30,7 +31,8 @@ public:
 private:
   void fill(void *p) {
     int *v = static_cast<int *>(p);
-    for (int i = 0; i < 3; ++i) v[i] = 100 * n + i;
+    for (int i = 0; i < 3; ++i)
+      v[i] = 100 * n + i;
     ++n;
   }
   int n = 0;
@@ -59,9 +61,8 @@ int main() {
   engine.load(device);
   engine.connectStreamToCallback("in", std::unique_ptr<StreamCallback>(new Counter()));
   engine.connectStreamToCallback("out", 0, std::unique_ptr<StreamCallback>(new Printer()));
-  engine.connectStreamToCallback("out2", [](void *p) {
-    std::cout << "function form " << static_cast<int *>(p)[2] << "\n";
-  });
+  engine.connectStreamToCallback(
+      "out2", [](void *p) { std::cout << "function form " << static_cast<int *>(p)[2] << "\n"; });
   engine.run(0);
   engine.run(0);
   return 0;

@@ -24,8 +24,10 @@ static void printMapping(const char *title, const Graph::TileToTensorMapping &m)
   std::cout << title << ":";
   for (const auto &tile : m) {
     std::cout << " ";
-    if (tile.empty()) std::cout << "-";
-    for (const auto &iv : tile) std::cout << iv.begin() << "-" << iv.end();
+    if (tile.empty())
+      std::cout << "-";
+    for (const auto &iv : tile)
+      std::cout << iv.begin() << "-" << iv.end();
   }
   std::cout << "\n";
 }
@@ -59,12 +61,14 @@ int main() {
   }
 
   std::vector<float> xValues(24);
-  for (unsigned i = 0; i < xValues.size(); ++i) xValues[i] = i % 5 == 0 ? -float(i) : float(i);
+  for (unsigned i = 0; i < xValues.size(); ++i)
+    xValues[i] = i % 5 == 0 ? -float(i) : float(i);
   Tensor x = graph.addConstant<float>(FLOAT, {2, 3, 4}, xValues.data(), "x");
   poputil::mapTensorLinearly(graph, x, 0, 4);
   prog.add(PrintTensor("sum02", popops::reduce(graph, x, {0, 2}, popops::Operation::ADD, prog)));
   prog.add(PrintTensor("max1", popops::reduce(graph, x, {1}, popops::Operation::MAX, prog)));
-  prog.add(PrintTensor("min-all", popops::reduce(graph, x, {2, 0, 1}, popops::Operation::MIN, prog)));
+  prog.add(
+      PrintTensor("min-all", popops::reduce(graph, x, {2, 0, 1}, popops::Operation::MIN, prog)));
   prog.add(PrintTensor("mul0", popops::reduce(graph, a, {0}, popops::Operation::MUL, prog)));
 
   Tensor f = graph.addVariable(FLOAT, {5}, "f");

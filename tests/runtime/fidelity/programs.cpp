@@ -25,11 +25,14 @@ int main() {
   Tensor out = graph.addVariable(INT, {}, "out");
   Tensor flag = graph.addVariable(BOOL, {}, "flag");
   std::vector<Tensor> k;
-  for (int v = 0; v < 5; ++v) k.push_back(graph.addConstant<int>(INT, {}, v * 10));
+  for (int v = 0; v < 5; ++v)
+    k.push_back(graph.addConstant<int>(INT, {}, v * 10));
   Tensor yes = graph.addConstant<bool>(BOOL, {}, true);
   Tensor no = graph.addConstant<bool>(BOOL, {}, false);
-  for (Tensor t : {sel, out, flag, yes, no}) graph.setTileMapping(t, 0);
-  for (Tensor t : k) graph.setTileMapping(t, 2);
+  for (Tensor t : {sel, out, flag, yes, no})
+    graph.setTileMapping(t, 0);
+  for (Tensor t : k)
+    graph.setTileMapping(t, 2);
   graph.createHostWrite("sel", sel);
 
   // Switch: cases from the constructor and from add(); others run the default.
@@ -39,7 +42,8 @@ int main() {
 
   // A Function called twice; Block wraps a program.
   Function addTen = graph.addFunction(Sequence({Copy(k[1], out), PrintTensor("called", out)}));
-  Sequence callProg({Call(addTen), Block(Copy(k[2], out)), PrintTensor("block", out), Call(addTen)});
+  Sequence callProg(
+      {Call(addTen), Block(Copy(k[2], out)), PrintTensor("block", out), Call(addTen)});
 
   // If with and without an else; RepeatWhileFalse runs cond first, then stops
   // at once because the cond sets the predicate true.

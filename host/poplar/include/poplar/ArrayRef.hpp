@@ -8,8 +8,7 @@
 
 namespace poplar {
 
-template <typename T>
-class ArrayRef {
+template <typename T> class ArrayRef {
 public:
   using value_type = T;
   using const_iterator = const T *;
@@ -18,10 +17,8 @@ public:
   ArrayRef() = default;
   ArrayRef(const T *data, std::size_t size) : data_(data), size_(size) {}
   ArrayRef(const std::vector<T> &v) : data_(v.data()), size_(v.size()) {}
-  template <std::size_t N>
-  ArrayRef(const std::array<T, N> &a) : data_(a.data()), size_(N) {}
-  template <std::size_t N>
-  ArrayRef(const T (&a)[N]) : data_(a), size_(N) {}
+  template <std::size_t N> ArrayRef(const std::array<T, N> &a) : data_(a.data()), size_(N) {}
+  template <std::size_t N> ArrayRef(const T (&a)[N]) : data_(a), size_(N) {}
   // Valid only for the full-expression that holds the brace list, as in Poplar.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push

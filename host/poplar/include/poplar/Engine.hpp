@@ -21,19 +21,21 @@
 
 namespace poplar {
 
-namespace detail { class EngineImpl; }
+namespace detail {
+class EngineImpl;
+}
 
 // popsnn extension: the numbers behind printProfileSummary(). Every figure is
 // an ESTIMATE from the IPU cost model of docs/poplar-runtime.md (perf
 // estimates, exchange bytes, syncs), never a measurement on an IPU.
 struct ProfileStepEstimate {
-  std::string name;                     // e.g. "Execute(layer1/fwd)", "Copy(a -> b)"
-  std::string kind;                     // "compute", "exchange", "stream", "sync", "control"
-  std::uint64_t executions = 0;         // times the step ran (summed over runs)
+  std::string name;             // e.g. "Execute(layer1/fwd)", "Copy(a -> b)"
+  std::string kind;             // "compute", "exchange", "stream", "sync", "control"
+  std::uint64_t executions = 0; // times the step ran (summed over runs)
   // Per execution:
   std::uint64_t vertices = 0;
   std::uint64_t tilesUsed = 0;
-  std::uint64_t computeCycles = 0;      // slowest tile, from setPerfEstimate
+  std::uint64_t computeCycles = 0; // slowest tile, from setPerfEstimate
   std::uint64_t exchangeBytesWithinIPU = 0;
   std::uint64_t exchangeBytesBetweenIPUs = 0;
   std::uint64_t onTileCopyBytes = 0;
@@ -41,7 +43,7 @@ struct ProfileStepEstimate {
   std::uint64_t exchangeCycles = 0;
   std::uint64_t syncs = 0;
   std::uint64_t syncCycles = 0;
-  std::uint64_t cycles = 0;             // compute + exchange + sync
+  std::uint64_t cycles = 0; // compute + exchange + sync
 };
 
 struct ProfileEstimate {
@@ -66,7 +68,8 @@ struct ProfileEstimate {
   std::vector<std::uint64_t> tileBytes;
   std::uint64_t maxTileBytes() const {
     std::uint64_t m = 0;
-    for (auto b : tileBytes) m = b > m ? b : m;
+    for (auto b : tileBytes)
+      m = b > m ? b : m;
     return m;
   }
 };

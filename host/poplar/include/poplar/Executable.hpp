@@ -7,7 +7,9 @@
 
 namespace poplar {
 
-namespace detail { class EngineImpl; }
+namespace detail {
+class EngineImpl;
+}
 class Engine;
 
 class Executable {

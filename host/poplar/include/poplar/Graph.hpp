@@ -23,7 +23,9 @@
 #include "poplar/Type.hpp"
 
 namespace poplar {
-namespace program { class Program; }
+namespace program {
+class Program;
+}
 
 enum class CodeletFileType {
   PreprocessedAsmSource,
@@ -45,7 +47,8 @@ public:
   using TileToTensorMapping = std::vector<std::vector<Interval>>;
 
   struct ConnectionDesc {
-    ConnectionDesc(StringRef field, Tensor tensor) : field(field.str()), tensor(std::move(tensor)) {}
+    ConnectionDesc(StringRef field, Tensor tensor)
+        : field(field.str()), tensor(std::move(tensor)) {}
     std::string field;
     Tensor tensor;
   };
@@ -85,7 +88,8 @@ public:
   Tensor addConstant(const Type &type, ArrayRef<std::size_t> shape, const T *values,
                      const DebugContext &dc = {"<const>"}) {
     std::size_t n = 1;
-    for (auto d : shape) n *= d;
+    for (auto d : shape)
+      n *= d;
     std::vector<double> v(values, values + n);
     return addConstantImpl(type, shape, v.data(), v.size(), dc);
   }
@@ -113,8 +117,7 @@ public:
     double v = static_cast<double>(value);
     setFieldValueImpl(field, &v, 1, /*isList=*/false);
   }
-  template <typename T>
-  void setInitialValue(FieldRef field, ArrayRef<T> values) {
+  template <typename T> void setInitialValue(FieldRef field, ArrayRef<T> values) {
     std::vector<double> v(values.begin(), values.end());
     setFieldValueImpl(field, v.data(), v.size(), /*isList=*/true);
   }
@@ -123,8 +126,7 @@ public:
     double v = static_cast<double>(value);
     setTensorValueImpl(t, &v, 1, /*broadcast=*/true);
   }
-  template <typename T>
-  void setInitialValue(const Tensor &t, ArrayRef<T> values) {
+  template <typename T> void setInitialValue(const Tensor &t, ArrayRef<T> values) {
     std::vector<double> v(values.begin(), values.end());
     setTensorValueImpl(t, v.data(), v.size(), /*broadcast=*/false);
   }
@@ -133,12 +135,11 @@ public:
   Graph createVirtualGraph(unsigned lowerTile, unsigned upperTile);
 
   // Host transfers.
-  DataStream addHostToDeviceFIFO(StringRef handle, const Type &elementType,
-                                 std::size_t numElements,
+  DataStream addHostToDeviceFIFO(StringRef handle, const Type &elementType, std::size_t numElements,
                                  ReplicatedStreamMode mode = ReplicatedStreamMode::REPLICATE,
                                  const OptionFlags &options = {});
-  DataStream addDeviceToHostFIFO(StringRef handle, const Type &elementType,
-                                 std::size_t numElements, const OptionFlags &options = {});
+  DataStream addDeviceToHostFIFO(StringRef handle, const Type &elementType, std::size_t numElements,
+                                 const OptionFlags &options = {});
   void createHostWrite(StringRef handle, const Tensor &t, bool rearrangeOnHost = false);
   void createHostRead(StringRef handle, const Tensor &t, bool rearrangeOnHost = false);
 

@@ -11,9 +11,13 @@
 namespace poplar {
 
 class Graph;
-namespace detail { class GraphState; }
+namespace detail {
+class GraphState;
+}
 
-namespace detail { struct ProgramNode; }
+namespace detail {
+struct ProgramNode;
+}
 
 // A program added to a graph with Graph::addFunction, run by program::Call.
 class Function {

@@ -19,7 +19,8 @@ public:
   OptionFlags(initializer_list list) : flags_(list) {}
 
   void set(initializer_list list) {
-    for (const auto &kv : list) flags_[kv.first] = kv.second;
+    for (const auto &kv : list)
+      flags_[kv.first] = kv.second;
   }
   void set(StringRef option, StringRef value) { flags_[option.str()] = value.str(); }
   // Throws std::out_of_range when the option is not set, as Poplar does.

@@ -17,7 +17,9 @@
 #include "poplar/Tensor.hpp"
 
 namespace poplar {
-namespace detail { struct ProgramNode; }
+namespace detail {
+struct ProgramNode;
+}
 
 namespace program {
 

@@ -7,9 +7,12 @@ enum class TargetType { IPU, IPU_MODEL, CPU };
 
 inline std::string toString(TargetType t) {
   switch (t) {
-  case TargetType::IPU: return "IPU";
-  case TargetType::IPU_MODEL: return "IPU_MODEL";
-  case TargetType::CPU: return "CPU";
+  case TargetType::IPU:
+    return "IPU";
+  case TargetType::IPU_MODEL:
+    return "IPU_MODEL";
+  case TargetType::CPU:
+    return "CPU";
   }
   return "?";
 }

@@ -44,16 +44,38 @@ extern const Type FLOAT;
 
 // The poplar::Type for a C++ element type (Poplar: poplar::equivalent_device_type).
 template <typename T> struct equivalent_device_type;
-template <> struct equivalent_device_type<bool> { const Type &value = BOOL; };
-template <> struct equivalent_device_type<char> { const Type &value = CHAR; };
-template <> struct equivalent_device_type<unsigned char> { const Type &value = UNSIGNED_CHAR; };
-template <> struct equivalent_device_type<signed char> { const Type &value = SIGNED_CHAR; };
-template <> struct equivalent_device_type<short> { const Type &value = SHORT; };
-template <> struct equivalent_device_type<unsigned short> { const Type &value = UNSIGNED_SHORT; };
-template <> struct equivalent_device_type<int> { const Type &value = INT; };
-template <> struct equivalent_device_type<unsigned> { const Type &value = UNSIGNED_INT; };
-template <> struct equivalent_device_type<long long> { const Type &value = LONGLONG; };
-template <> struct equivalent_device_type<unsigned long long> { const Type &value = UNSIGNED_LONGLONG; };
-template <> struct equivalent_device_type<float> { const Type &value = FLOAT; };
+template <> struct equivalent_device_type<bool> {
+  const Type &value = BOOL;
+};
+template <> struct equivalent_device_type<char> {
+  const Type &value = CHAR;
+};
+template <> struct equivalent_device_type<unsigned char> {
+  const Type &value = UNSIGNED_CHAR;
+};
+template <> struct equivalent_device_type<signed char> {
+  const Type &value = SIGNED_CHAR;
+};
+template <> struct equivalent_device_type<short> {
+  const Type &value = SHORT;
+};
+template <> struct equivalent_device_type<unsigned short> {
+  const Type &value = UNSIGNED_SHORT;
+};
+template <> struct equivalent_device_type<int> {
+  const Type &value = INT;
+};
+template <> struct equivalent_device_type<unsigned> {
+  const Type &value = UNSIGNED_INT;
+};
+template <> struct equivalent_device_type<long long> {
+  const Type &value = LONGLONG;
+};
+template <> struct equivalent_device_type<unsigned long long> {
+  const Type &value = UNSIGNED_LONGLONG;
+};
+template <> struct equivalent_device_type<float> {
+  const Type &value = FLOAT;
+};
 
 } // namespace poplar

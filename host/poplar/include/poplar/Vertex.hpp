@@ -23,8 +23,7 @@ struct RawSpan {
   unsigned size = 0;
 };
 
-template <typename T>
-class SpanView {
+template <typename T> class SpanView {
 public:
   using value_type = T;
   using iterator = T *;
@@ -83,8 +82,7 @@ namespace detail {
 
 // The storage of Input/Output/InOut<X>; `E` is the element type as the vertex
 // sees it (const for Input).
-template <typename X, typename E>
-class FieldBase {
+template <typename X, typename E> class FieldBase {
 public:
   // Scalar access: `*in`, `in` (implicit conversion), `out = v`, `in->member`.
   E &operator*() const { return *static_cast<E *>(raw_.ptr); }
@@ -93,8 +91,7 @@ public:
   RawSpan raw_;
 };
 
-template <typename E>
-class VectorFieldBase {
+template <typename E> class VectorFieldBase {
 public:
   using value_type = typename std::remove_const<E>::type;
   using iterator = E *;
@@ -106,8 +103,7 @@ public:
   RawSpan raw_;
 };
 
-template <typename E>
-class VectorListFieldBase {
+template <typename E> class VectorListFieldBase {
 public:
   SpanView<E> operator[](std::size_t i) const {
     const RawSpan &s = static_cast<const RawSpan *>(raw_.ptr)[i];
@@ -117,8 +113,7 @@ public:
   RawSpan raw_;
 };
 
-template <typename X, bool Const>
-struct FieldStorage {
+template <typename X, bool Const> struct FieldStorage {
   using E = typename std::conditional<Const, const X, X>::type;
   using type = FieldBase<X, E>;
 };
@@ -134,12 +129,10 @@ struct FieldStorage<VectorList<T, L, A, I>, Const> {
 } // namespace detail
 
 // An edge into the vertex: read-only data on the vertex's tile.
-template <typename X>
-class Input : public detail::FieldStorage<X, true>::type {};
+template <typename X> class Input : public detail::FieldStorage<X, true>::type {};
 
 // An edge out of the vertex: data on the vertex's tile that it writes.
-template <typename X>
-class Output : public detail::FieldStorage<X, false>::type {
+template <typename X> class Output : public detail::FieldStorage<X, false>::type {
 public:
   template <typename V, typename = typename std::enable_if<std::is_assignable<X &, V>::value>::type>
   Output &operator=(const V &v) {
@@ -149,8 +142,7 @@ public:
 };
 
 // An edge both read and written by the vertex.
-template <typename X>
-class InOut : public detail::FieldStorage<X, false>::type {
+template <typename X> class InOut : public detail::FieldStorage<X, false>::type {
 public:
   template <typename V, typename = typename std::enable_if<std::is_assignable<X &, V>::value>::type>
   InOut &operator=(const V &v) {

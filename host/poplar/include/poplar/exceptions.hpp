@@ -9,13 +9,15 @@ namespace poplar {
 
 struct poplar_error : std::runtime_error {
   std::string type;
-  explicit poplar_error(const std::string &message) : std::runtime_error(message), type("poplar_error") {}
-  poplar_error(const std::string &message, const char *kind) : std::runtime_error(message), type(kind) {}
+  explicit poplar_error(const std::string &message)
+      : std::runtime_error(message), type("poplar_error") {}
+  poplar_error(const std::string &message, const char *kind)
+      : std::runtime_error(message), type(kind) {}
 };
 
-#define POPSNN_POPLAR_ERROR(NAME)                                                   \
-  struct NAME : poplar_error {                                                       \
-    explicit NAME(const std::string &message) : poplar_error(message, #NAME) {}      \
+#define POPSNN_POPLAR_ERROR(NAME)                                                                  \
+  struct NAME : poplar_error {                                                                     \
+    explicit NAME(const std::string &message) : poplar_error(message, #NAME) {}                    \
   };
 
 POPSNN_POPLAR_ERROR(control_program_error)

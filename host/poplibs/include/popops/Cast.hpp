@@ -12,8 +12,7 @@ namespace popops {
 
 // A new tensor of dstType, mapped as src, holding src's values converted as C++ does.
 poplar::Tensor cast(poplar::Graph &graph, const poplar::Tensor &src, const poplar::Type &dstType,
-                    poplar::program::Sequence &prog,
-                    const poplar::DebugContext &debugContext = {});
+                    poplar::program::Sequence &prog, const poplar::DebugContext &debugContext = {});
 
 } // namespace popops
 

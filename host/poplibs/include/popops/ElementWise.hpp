@@ -26,16 +26,13 @@ poplar::Tensor map(poplar::Graph &graph, const expr::Expr &expr,
                    const poplar::DebugContext &debugContext = {},
                    const poplar::OptionFlags &options = {});
 poplar::Tensor add(poplar::Graph &graph, const poplar::Tensor &A, const poplar::Tensor &B,
-                   poplar::program::Sequence &prog,
-                   const poplar::DebugContext &debugContext = {},
+                   poplar::program::Sequence &prog, const poplar::DebugContext &debugContext = {},
                    const poplar::OptionFlags &options = {});
 poplar::Tensor sub(poplar::Graph &graph, const poplar::Tensor &A, const poplar::Tensor &B,
-                   poplar::program::Sequence &prog,
-                   const poplar::DebugContext &debugContext = {},
+                   poplar::program::Sequence &prog, const poplar::DebugContext &debugContext = {},
                    const poplar::OptionFlags &options = {});
 poplar::Tensor mul(poplar::Graph &graph, const poplar::Tensor &A, const poplar::Tensor &B,
-                   poplar::program::Sequence &prog,
-                   const poplar::DebugContext &debugContext = {},
+                   poplar::program::Sequence &prog, const poplar::DebugContext &debugContext = {},
                    const poplar::OptionFlags &options = {});
 
 } // namespace popops

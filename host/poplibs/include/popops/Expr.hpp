@@ -20,7 +20,9 @@ public:
 class PlaceHolder : public Expr {
 public:
   explicit PlaceHolder(unsigned index) : index(index) {}
-  std::unique_ptr<Expr> clone() const override { return std::unique_ptr<Expr>(new PlaceHolder(*this)); }
+  std::unique_ptr<Expr> clone() const override {
+    return std::unique_ptr<Expr>(new PlaceHolder(*this));
+  }
   unsigned index;
 };
 
@@ -36,16 +38,19 @@ class BinaryOp : public Expr {
 public:
   BinaryOp(BinaryOpType type, const Expr &a, const Expr &b)
       : type(type), a(a.clone()), b(b.clone()) {}
-  BinaryOp(const BinaryOp &other) : Expr(), type(other.type), a(other.a->clone()), b(other.b->clone()) {}
-  std::unique_ptr<Expr> clone() const override { return std::unique_ptr<Expr>(new BinaryOp(*this)); }
+  BinaryOp(const BinaryOp &other)
+      : Expr(), type(other.type), a(other.a->clone()), b(other.b->clone()) {}
+  std::unique_ptr<Expr> clone() const override {
+    return std::unique_ptr<Expr>(new BinaryOp(*this));
+  }
   BinaryOpType type;
   std::unique_ptr<Expr> a, b;
 };
 
-#define POPSNN_POPOPS_BINARY(Name, Kind)                                                  \
-  class Name : public BinaryOp {                                                            \
-  public:                                                                                   \
-    Name(const Expr &a, const Expr &b) : BinaryOp(BinaryOpType::Kind, a, b) {}              \
+#define POPSNN_POPOPS_BINARY(Name, Kind)                                                           \
+  class Name : public BinaryOp {                                                                   \
+  public:                                                                                          \
+    Name(const Expr &a, const Expr &b) : BinaryOp(BinaryOpType::Kind, a, b) {}                     \
   };
 POPSNN_POPOPS_BINARY(Add, ADD)
 POPSNN_POPOPS_BINARY(Sub, SUBTRACT)

@@ -12,14 +12,15 @@ namespace poputil {
 
 // Spreads the flattened elements over the graph's tiles in order, in whole
 // grains of grainSize, at least minElementsPerTile per used tile.
-std::vector<std::vector<poplar::Interval>>
-calcLinearTileMapping(const poplar::Graph &graph, std::vector<std::size_t> shape,
-                      unsigned minElementsPerTile, unsigned grainSize);
+std::vector<std::vector<poplar::Interval>> calcLinearTileMapping(const poplar::Graph &graph,
+                                                                 std::vector<std::size_t> shape,
+                                                                 unsigned minElementsPerTile,
+                                                                 unsigned grainSize);
 std::vector<std::vector<poplar::Interval>> calcLinearTileMapping(const poplar::Graph &graph,
                                                                  const poplar::Tensor &t);
 
-void mapTensorLinearly(poplar::Graph &graph, const poplar::Tensor &t,
-                       unsigned minElementsPerTile, unsigned grainSize);
+void mapTensorLinearly(poplar::Graph &graph, const poplar::Tensor &t, unsigned minElementsPerTile,
+                       unsigned grainSize);
 void mapTensorLinearly(poplar::Graph &graph, const poplar::Tensor &t);
 
 } // namespace poputil

@@ -25,9 +25,13 @@ enum FieldShape : unsigned {
   kShapeUnsupported = 3
 };
 
-template <typename T> struct ElementName { static constexpr const char *value = nullptr; };
-#define POPSNN_ELEMENT_NAME(T, NAME)                                                 \
-  template <> struct ElementName<T> { static constexpr const char *value = NAME; };
+template <typename T> struct ElementName {
+  static constexpr const char *value = nullptr;
+};
+#define POPSNN_ELEMENT_NAME(T, NAME)                                                               \
+  template <> struct ElementName<T> {                                                              \
+    static constexpr const char *value = NAME;                                                     \
+  };
 POPSNN_ELEMENT_NAME(bool, "bool")
 POPSNN_ELEMENT_NAME(char, "char")
 POPSNN_ELEMENT_NAME(unsigned char, "unsigned char")
@@ -46,7 +50,7 @@ struct FieldInfo {
   unsigned shape;
   const char *element; // Poplar type name, or nullptr if not a Poplar type
   unsigned elementSize;
-  unsigned layout;     // VectorLayout / VectorListLayout as unsigned, 0 for scalars
+  unsigned layout; // VectorLayout / VectorListLayout as unsigned, 0 for scalars
 };
 
 template <typename T> struct ElementInfo {
@@ -64,7 +68,8 @@ template <typename T, VectorLayout L, unsigned A, bool I> struct ShapeOf<Vector<
   static constexpr unsigned shape = kShapeVector;
   static constexpr unsigned layout = static_cast<unsigned>(L);
 };
-template <typename T, VectorListLayout L, unsigned A, bool I> struct ShapeOf<VectorList<T, L, A, I>> {
+template <typename T, VectorListLayout L, unsigned A, bool I>
+struct ShapeOf<VectorList<T, L, A, I>> {
   using element = T;
   static constexpr unsigned shape = kShapeVectorList;
   static constexpr unsigned layout = static_cast<unsigned>(L);
@@ -74,8 +79,7 @@ template <typename F> struct FieldTraits {
   // A plain member: a scalar or Vector constant set with setInitialValue.
   using S = ShapeOf<F>;
   static constexpr unsigned access = kFieldState;
-  static constexpr unsigned shape =
-      S::shape == kShapeVectorList ? kShapeUnsupported : S::shape;
+  static constexpr unsigned shape = S::shape == kShapeVectorList ? kShapeUnsupported : S::shape;
   using element = typename S::element;
 };
 template <typename X> struct FieldTraits<Input<X>> {
@@ -119,7 +123,7 @@ struct popsnn_vertex_desc {
   unsigned isMultiVertex;
   void (*construct)(void *where);
   void (*destroy)(void *vertex);
-  bool (*compute)(void *vertex);                      // Vertex
+  bool (*compute)(void *vertex);                        // Vertex
   void (*computeWorker)(void *vertex, unsigned worker); // MultiVertex
   const popsnn_field_desc *fields;
   unsigned numFields;
