@@ -17,10 +17,13 @@ give the median over rounds, the [min, max], and after/before ratios of the medi
 from __future__ import annotations
 
 import argparse
+import io
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -38,33 +41,31 @@ from popsnn import engine, optim  # noqa: E402
 
 
 def export_codelets(rev: str | None, into: Path) -> Path:
-    """codelets/ of `rev` (None: the working tree) copied into `into`."""
+    """codelets/ of `rev` (None: the working tree), with the shared headers under include/
+    that codelets reach by relative path, copied into `into`; returns the codelets folder."""
+    folders = ("codelets", "include")
     into.mkdir(parents=True)
-    names = (
-        sorted(p.name for p in (ROOT / "codelets").iterdir())
-        if rev is None
-        else subprocess.run(
-            ["git", "ls-tree", "--name-only", f"{rev}:codelets"],
+    if rev is None:
+        for folder in folders:
+            if (ROOT / folder).is_dir():
+                shutil.copytree(ROOT / folder, into / folder)
+    else:
+        top = subprocess.run(
+            ["git", "ls-tree", "--name-only", rev],
             cwd=ROOT,
             check=True,
             capture_output=True,
             text=True,
         ).stdout.split()
-    )
-    for name in names:
-        text = (
-            (ROOT / "codelets" / name).read_text()
-            if rev is None
-            else subprocess.run(
-                ["git", "show", f"{rev}:codelets/{name}"],
-                cwd=ROOT,
-                check=True,
-                capture_output=True,
-                text=True,
-            ).stdout
-        )
-        (into / name).write_text(text)
-    return into
+        archive = subprocess.run(
+            ["git", "archive", rev, *[f for f in folders if f in top]],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        ).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(into, filter="data")
+    return into / "codelets"
 
 
 def build_codelets(src: Path, build: Path) -> Path:
