@@ -552,11 +552,20 @@ def load_named(name: str, path=None, num_steps: int = 25) -> tuple:
     if name == "shd":
         train = load_shd(folder / "shd_train.h5", num_steps=num_steps)
         test = load_shd(folder / "shd_test.h5", num_steps=num_steps, num_classes=train.num_classes)
-        return train, test
-    return (
-        load_nmnist(folder / "Train", num_steps=num_steps),
-        load_nmnist(folder / "Test", num_steps=num_steps),
-    )
+    else:
+        train = load_nmnist(folder / "Train", num_steps=num_steps)
+        test = load_nmnist(folder / "Test", num_steps=num_steps)
+    return same_time_bins(train, test)
+
+
+def same_time_bins(*sets: EventDataset) -> tuple:
+    """The sets binned alike: each one's own span would give train and test different time-bin
+    widths (a step would mean a different duration in each). Both spans already cover all of
+    their events, so the longer one covers both and drops nothing."""
+    span = max(s.max_time for s in sets)
+    for s in sets:
+        s.max_time = span
+    return sets
 
 
 _EVENT_LAYOUT = {

@@ -160,6 +160,21 @@ def test_nmnist_events_decode_and_bin(tmp_path):
         data.load_nmnist(tmp_path)
 
 
+def test_nmnist_train_and_test_share_one_time_bin_width(tmp_path):
+    # Train recordings last 8 s, test recordings 2 s: a step must mean the same time in both.
+    for split, last_us in (("Train", 8_000_000), ("Test", 2_000_000)):
+        for digit in (0, 1):
+            (tmp_path / split / str(digit)).mkdir(parents=True)
+            raw = encode_nmnist([1, 2], [1, 2], [1, 1], [0, last_us])
+            (tmp_path / split / str(digit) / "00001.bin").write_bytes(raw)
+    train, test = data.load_named("nmnist", tmp_path, num_steps=4)
+    assert train.max_time == test.max_time > 8.0
+    assert train.dropped_events == test.dropped_events == 0
+    # The test set's last event (2 s) falls in the first quarter of the shared 8 s span.
+    spikes = test.inputs(np.array([0]))
+    assert spikes[0, 0].sum() == 2 and spikes[1:].sum() == 0
+
+
 @pytest.mark.skipif(
     data.fashion_mnist_folder() is None,
     reason="Fashion-MNIST is not installed (optional: `make data` fetches it)",
