@@ -85,14 +85,15 @@ def test_the_planner_validates_the_spec_first():
         _native.plan(bad, 4)
 
 
-def test_the_engine_builds_the_plan():
+def engine_40_100_10(**device_options):
+    """A 40-100-10 Leaky network on a 32-tile ipu-model, T 3, B 4."""
     net = popsnn.Sequential(
         popsnn.Linear(40, 100),
         popsnn.Leaky(beta=0.9),
         popsnn.Linear(100, 10),
         popsnn.Leaky(beta=0.9),
     )
-    backend = EngineBackend(
+    return EngineBackend(
         net,
         net.init_params(0),
         popsnn.losses.ce_count_loss(),
@@ -101,8 +102,12 @@ def test_the_engine_builds_the_plan():
         batch_size=4,
         device="ipu-model",
         tiles_per_ipu=32,
-        max_activity=0.5,
+        **device_options,
     )
+
+
+def test_the_engine_builds_the_plan():
+    backend = engine_40_100_10(max_activity=0.5)
     layout = backend._engine.layout()
     plan = _native.plan(
         dict(backend._spec, input="direct"),
@@ -126,23 +131,7 @@ def test_the_plans_memory_grows_with_the_batch_and_steps_and_decides_the_schedul
     assert len(small) == 32 and min(small) > 0
     assert all(w > s for w, s in zip(wider, small)) and sum(longer) > sum(small)
     # A tile with less memory than the plan needs: the engine settles on another mapping.
-    net = popsnn.Sequential(
-        popsnn.Linear(40, 100),
-        popsnn.Leaky(beta=0.9),
-        popsnn.Linear(100, 10),
-        popsnn.Leaky(beta=0.9),
-    )
-    backend = EngineBackend(
-        net,
-        net.init_params(0),
-        popsnn.losses.ce_count_loss(),
-        optim.SGD(lr=0.1),
-        num_steps=3,
-        batch_size=4,
-        device="ipu-model",
-        tiles_per_ipu=32,
-        memory_bytes_per_tile=max(small) - 4,
-    )
+    backend = engine_40_100_10(memory_bytes_per_tile=max(small) - 4)
     layout = backend._engine.layout()
     assert (
         layout["step_major"]
