@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,7 @@ def sanitized_popsnn(tmp_path_factory) -> Path:
             build,
             "-DPOPSNN_BUILD_PYTHON=OFF",
             "-DPOPSNN_NATIVE_CODELETS=OFF",
+            f"-DPython_EXECUTABLE={sys.executable}",  # its nlohmann-json (checkpoint reader)
             *CONFIG,
         ]
     )
