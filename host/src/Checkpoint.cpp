@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -109,6 +110,13 @@ struct Reader {
       damaged(where + " must be a finite number, got " + shown(v));
     return v.get<double>();
   }
+  // A float32 field: converting a larger double to float would be undefined behaviour.
+  float real(const json &v, const std::string &where) const {
+    const double x = number(v, where);
+    if (std::fabs(x) > std::numeric_limits<float>::max())
+      damaged(where + " is out of float32's range, got " + shown(v));
+    return float(x);
+  }
   unsigned count(const json &v, const std::string &where, unsigned lowest) const {
     if (!v.is_number_integer() || v.get<long long>() < lowest || v.get<long long>() > 0x7fffffff)
       damaged(where + " must be an integer >= " + std::to_string(lowest) + ", got " + shown(v));
@@ -186,9 +194,10 @@ struct Reader {
       } else {
         std::memcpy(&v, a.bytes.data() + 8 * i, 8);
       }
+      if (!std::isfinite(v) || std::fabs(v) > std::numeric_limits<float>::max())
+        damaged(where + " holds NaN, inf or a value beyond float32 (element " + std::to_string(i) +
+                ")");
       out[i] = float(v);
-      if (!std::isfinite(out[i]))
-        damaged(where + " holds NaN or inf (element " + std::to_string(i) + ")");
     }
     return out;
   }
@@ -266,23 +275,23 @@ void Reader::network(const json &layers, NetworkSpec &spec) {
     s.bias = boolean(field(lin, "bias", where), where + " bias");
     s.neuron = name(field(n, "type", where), where + " neuron type", kNeurons);
     std::size_t keys = 6;
-    s.threshold = float(number(field(n, "threshold", where), where + " threshold"));
-    s.beta = float(number(field(n, "beta", where), where + " beta"));
+    s.threshold = real(field(n, "threshold", where), where + " threshold");
+    s.beta = real(field(n, "beta", where), where + " beta");
     s.reset = name(field(n, "reset_mechanism", where), where + " reset_mechanism", kResets);
     const json &sur = field(n, "surrogate", where);
     if (sur.size() != 2)
       damaged(where + " surrogate must be {name, param}");
     s.surrogate = name(field(sur, "name", where), where + " surrogate name", kSurrogates);
-    s.surrogateParam = float(number(field(sur, "param", where), where + " surrogate param"));
+    s.surrogateParam = real(field(sur, "param", where), where + " surrogate param");
     const json &rule = field(n, "sparse", where);
     if (!rule.is_null()) {
       if (rule.size() != 2)
         damaged(where + " sparse must be null or {kind, value}");
       s.sparseRule = name(field(rule, "kind", where), where + " sparse kind", kSparseRules);
-      s.sparseValue = float(number(field(rule, "value", where), where + " sparse value"));
+      s.sparseValue = real(field(rule, "value", where), where + " sparse value");
     }
     if (s.neuron == NeuronType::Synaptic) {
-      s.alpha = float(number(field(n, "alpha", where), where + " alpha"));
+      s.alpha = real(field(n, "alpha", where), where + " alpha");
       ++keys;
     }
     if (s.neuron == NeuronType::RLeaky) {

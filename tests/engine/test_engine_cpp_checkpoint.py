@@ -185,11 +185,11 @@ DAMAGE = {
     ),
     "NaN weight": (
         _set("params/0/bias", lambda a: np.where(np.arange(a.size) == 2, np.nan, a)),
-        "layer 0 bias holds NaN or inf (element 2)",
+        "layer 0 bias holds NaN, inf or a value beyond float32 (element 2)",
     ),
     "NaN Adam moment": (
         _set("optimizer/state/0/2/exp_avg", lambda a: a * np.inf),
-        "exp_avg holds NaN or inf",
+        "exp_avg holds NaN, inf",
     ),
     "missing array": (lambda arrays, meta: arrays.pop("params/1/weight"), "must name an array"),
     "bad beta": (
