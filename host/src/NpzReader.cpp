@@ -1,6 +1,6 @@
-// The .npz reader (NpzReader.hpp): the zip container (PKWARE's APPNOTE: end-of-central-
-// directory record, its zip64 form, the central directory, local headers) and NumPy's .npy
-// format (magic, version, a Python-literal header dict, the raw data).
+// The .npz reader (NpzReader.hpp): the zip container (end-of-central-directory record, its
+// zip64 form, the central directory, local headers) and NumPy's .npy format (magic, version,
+// a Python-literal header dict, the raw data); docs/checkpoint-format.md describes both.
 #include "NpzReader.hpp"
 
 #include <zlib.h>
