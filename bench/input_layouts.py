@@ -32,14 +32,15 @@ def median_ms(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def main(argv=None) -> int:
+def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--hidden", type=int, default=1000)
     args = parser.parse_args(argv)
     net = popsnn.Sequential(
-        popsnn.Linear(784, 1000),
+        popsnn.Linear(784, args.hidden),
         popsnn.Leaky(beta=0.9),
-        popsnn.Linear(1000, 10),
+        popsnn.Linear(args.hidden, 10),
         popsnn.Leaky(beta=0.9),
     )
     model = popsnn.Model(
@@ -69,8 +70,8 @@ def main(argv=None) -> int:
         "note": "CPU measurements on this machine, not an IPU",
     }
     print(json.dumps(row))
-    return 0
+    return row
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()
