@@ -77,18 +77,19 @@ def format_summary(profile: dict, batch_size: int, measured_images_per_s=None) -
     clock = float(profile.get("tile_clock_hz") or 1.33e9)
     groups = by_phase(program_rows(profile.get("estimate_summary", "")))
     total = sum(sum(g[k] for k in ("compute", "exchange", "sync")) for g in groups.values())
+    width = max([len(phase) for phase, _ in groups] + [12])
     lines = [
         f"Profile of a training step on device {profile.get('device')} "
         f"({int(profile.get('tiles', 0))} tiles), averaged over {steps} step(s).",
         "Cycles are ESTIMATES of popsnn's IPU cost model for that target, not measurements.",
-        f"{'phase':<12} {'layer':<8} {'compute':>12} {'exchange':>12} {'sync':>10} "
+        f"{'phase':<{width}} {'layer':<8} {'compute':>12} {'exchange':>12} {'sync':>10} "
         f"{'exch. bytes':>12} {'share':>6}",
     ]
     for (phase, layer), g in sorted(groups.items(), key=lambda kv: -sum(kv[1].values())):
         cycles = g["compute"] + g["exchange"] + g["sync"]
         lines.append(
-            f"{phase:<12} {layer:<8} {g['compute'] // steps:>12,} {g['exchange'] // steps:>12,} "
-            f"{g['sync'] // steps:>10,} {g['bytes'] // steps:>12,} "
+            f"{phase:<{width}} {layer:<8} {g['compute'] // steps:>12,} "
+            f"{g['exchange'] // steps:>12,} {g['sync'] // steps:>10,} {g['bytes'] // steps:>12,} "
             f"{100 * cycles / max(total, 1):>5.1f}%"
         )
     if total:

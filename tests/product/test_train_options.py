@@ -11,7 +11,7 @@ import pytest
 from test_cli_train import popsnn_cli  # pytest puts this folder on sys.path
 
 import popsnn
-from popsnn import losses, plots, profile_report, train
+from popsnn import engine, losses, plots, profile_report, train
 from popsnn.__main__ import main
 from popsnn.train_config import Config, ConfigError, make_config
 
@@ -72,7 +72,7 @@ def test_a_network_that_does_not_fit_fails_before_data_loading(monkeypatch, tmp_
     config = Config(
         device="ipu-model", tiles_per_ipu=2, hidden=[4000], plots=False, output=str(tmp_path)
     )
-    with pytest.raises(popsnn.engine.NetworkDoesNotFit, match="does not fit"):
+    with pytest.raises(engine.NetworkDoesNotFit, match="does not fit"):
         train.fit(config, progress=False, log=lambda *a: None)
 
 
@@ -90,7 +90,10 @@ def test_cli_names_the_flags_that_fix_a_network_that_does_not_fit(tmp_path):
 
 def trained_ipu_model(steps=2):
     net = popsnn.Sequential(
-        popsnn.Linear(784, 64), popsnn.Leaky(beta=0.9), popsnn.Linear(64, 10), popsnn.Leaky()
+        popsnn.Linear(784, 64),
+        popsnn.Leaky(beta=0.9),
+        popsnn.Linear(64, 10),
+        popsnn.Leaky(beta=0.9),
     )
     model = popsnn.Model(net, device="ipu-model", batch_size=16, num_steps=8)
     rng = np.random.default_rng(0)
