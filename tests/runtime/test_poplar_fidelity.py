@@ -104,6 +104,13 @@ def test_every_public_header_compiles_under_cxx11_and_cxx14(fidelity, cmake_dir)
         assert (fidelity.build / f"headers_cxx{std}").is_file()
 
 
+def test_codelets_compile_as_popc_compiles_them(fidelity):
+    """__POPC__ defined and __IPU__ not (the codelet #errors otherwise); a SupervisorVertex
+    runs its compute() once beside a Vertex."""
+    out = fidelity("codelet_macros").splitlines()
+    assert out == ["twice: [2.0000000 4.0000000 6.0000000 8.0000000]", "total: 10.0000000"]
+
+
 def test_poputil_and_popops_subset(fidelity):
     # Item 8: poputil's linear mapping and popops' vertices, as the SDK documents them.
     # Every value is checked exactly against NumPy (integer-valued floats: sums are exact).

@@ -54,6 +54,7 @@ function(popsnn_add_codelets target)
   target_include_directories(${target} PRIVATE
     $<TARGET_PROPERTY:popsnn::poplar,INTERFACE_INCLUDE_DIRECTORIES>)
   target_compile_features(${target} PRIVATE cxx_std_17)
+  target_compile_definitions(${target} PRIVATE __POPC__) # as popc defines it for every codelet
   if(ARG_COMPILE_OPTIONS)
     target_compile_options(${target} PRIVATE ${ARG_COMPILE_OPTIONS})
   endif()

@@ -204,7 +204,7 @@ std::string compileCodeletSource(const std::string &path, const std::string &fla
   std::string cpuKey;
   const std::string native = nativeFlags(cpuKey);
   // Everything that goes into the compile, each part ended by a NUL.
-  std::string keyText = std::string("popsnn codelet cache 2") + '\0';
+  std::string keyText = std::string("popsnn codelet cache 3") + '\0';
   for (const std::string &part :
        {std::string(POPSNN_RUNTIME_VERSION), std::to_string(POPSNN_CODELET_ABI_VERSION), source,
         glue, includedFilesFingerprint(abs, source, flags), flags, native, cpuKey,
@@ -221,7 +221,8 @@ std::string compileCodeletSource(const std::string &path, const std::string &fla
 
   writeFileAtomically(base + ".glue.cpp", glue);
   std::string tmp = base + ".tmp" + std::to_string(::getpid()) + ".gp";
-  std::string cmd = shellQuote(cxx) + " -std=c++17 -O3" + native +
+  // __POPC__ as popc defines it for every codelet; __IPU__ stays undefined (host code).
+  std::string cmd = shellQuote(cxx) + " -std=c++17 -O3 -D__POPC__" + native +
                     " -fPIC -shared -fvisibility=hidden -I" + shellQuote(headers) + " -I" +
                     shellQuote(dir) + " " + flags + " -o " + shellQuote(tmp) + " " +
                     shellQuote(base + ".glue.cpp") + " 2>&1";

@@ -44,6 +44,10 @@ private:
 // Base of single-worker vertices: `bool compute()` (or `void compute()`).
 class Vertex {};
 
+// Base of vertices that run on a tile's supervisor context: `bool compute()`, once per
+// compute set (the runtime runs it as a Vertex; see docs/poplar-compatibility.md).
+class SupervisorVertex {};
+
 // Base of vertices that run on every worker of a tile: `void compute(unsigned workerId)`.
 class MultiVertex {
 public:
