@@ -7,8 +7,9 @@
 
 Weights and neuron parameters (beta, alpha, threshold, reset mechanism, surrogate, recurrent
 weights) are copied. Anything popsnn cannot express the same way (other layer types, per-neuron
-beta, inhibition, graded spikes, immediate reset `reset_delay=False`, an unknown surrogate)
-raises `InteropError` naming the layer and the setting, rather than converting approximately.
+beta, learnable beta/threshold/alpha, a frozen recurrence, inhibition, graded spikes, immediate
+reset `reset_delay=False`, an unknown surrogate) raises `InteropError` naming the layer and the
+setting, rather than converting approximately.
 torch and snntorch are imported only when these functions are called.
 """
 
@@ -86,8 +87,32 @@ def _numpy(tensor, dtype) -> np.ndarray:
     return tensor.detach().cpu().numpy().astype(dtype)
 
 
+# snnTorch keeps a neuron parameter as an nn.Parameter when its learn_* flag is set; popsnn's
+# are constants of the layer, so converting would silently stop them learning.
+_LEARN_FLAGS = {"beta": "learn_beta", "threshold": "learn_threshold", "alpha": "learn_alpha"}
+
+
+def _check_trainability(layer, where: str, torch) -> None:
+    for name, flag in _LEARN_FLAGS.items():
+        value = getattr(layer, name, None)
+        if isinstance(value, torch.nn.Parameter) and value.requires_grad:
+            raise InteropError(
+                f"{where}: {flag}=True makes {name} trainable, but popsnn keeps {name} fixed; "
+                f"build the layer with {flag}=False"
+            )
+    recurrent = [p for n, p in layer.named_parameters() if n.startswith("recurrent.")]
+    frozen = getattr(layer, "V", None) is not None and not getattr(layer, "all_to_all", True)
+    frozen = frozen and not isinstance(layer.V, torch.nn.Parameter)
+    if any(not p.requires_grad for p in recurrent) or frozen:
+        raise InteropError(
+            f"{where}: learn_recurrent=False freezes the recurrent weights, but popsnn trains "
+            f"them; build the layer with learn_recurrent=True"
+        )
+
+
 def _neuron_from_torch(layer, where: str):
     torch, snntorch = _import_torch()
+    _check_trainability(layer, where, torch)
     for flag, meaning in (("inhibition", "inhibition=True"), ("state_quant", "state_quant")):
         if getattr(layer, flag, False):
             raise InteropError(

@@ -56,6 +56,20 @@ def assert_grads_close(grads, ref_grads, rel=1e-4):
             assert_close(g[key], r[key], f"grad layer {l} {key}", rel)
 
 
+def sgd_backend(net, params, loss, *, steps, batch, lr=0.1, device="cpu", **options):
+    """The engine the tests mostly build: plain SGD, the given shape, any backend options."""
+    return EngineBackend(
+        net,
+        params,
+        loss,
+        optim.SGD(lr=lr),
+        num_steps=steps,
+        batch_size=batch,
+        device=device,
+        **options,
+    )
+
+
 def engine_and_reference(
     net, loss, x, y, *, batch, steps, device="cpu", optimizer=None, seed=0, **options
 ):

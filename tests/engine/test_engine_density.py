@@ -12,11 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from engine_helpers import assert_grads_close, labels_for
+from engine_helpers import assert_grads_close, labels_for, sgd_backend
 
 import popsnn
-from popsnn import losses, optim, reference, sparse
-from popsnn.engine import EngineBackend
+from popsnn import losses, reference, sparse
 
 HEADER = Path(__file__).resolve().parents[2] / "codelets" / "DenseKernels.hpp"
 BATCH, STEPS, INPUTS, HIDDEN = 8, 6, 300, 37
@@ -78,9 +77,7 @@ def test_direct_products_equal_the_reference_on_both_sides(name, density):
     loss = losses.ce_count_loss()
     y = labels_for(loss, net, np.arange(BATCH))
     params = net.init_params(4)
-    backend = EngineBackend(
-        net, params, loss, optim.SGD(lr=0.1), num_steps=STEPS, batch_size=BATCH, device="cpu"
-    )
+    backend = sgd_backend(net, params, loss, steps=STEPS, batch=BATCH, device="cpu")
     value, grads = backend.loss_and_grad(x, y)
     ref_value, ref_grads, rec = reference.loss_and_grad(net, params, x, y, loss, num_steps=STEPS)
     assert rec.spikes[0].sum() > 0, "a silent hidden layer tests nothing"
@@ -103,13 +100,12 @@ def test_split_products_on_ipu_model_tiles(density):
     loss = losses.ce_count_loss()
     y = labels_for(loss, net, np.arange(BATCH))
     params = net.init_params(6)
-    backend = EngineBackend(
+    backend = sgd_backend(
         net,
         params,
         loss,
-        optim.SGD(lr=0.1),
-        num_steps=STEPS,
-        batch_size=BATCH,
+        steps=STEPS,
+        batch=BATCH,
         device="ipu-model",
         num_ipus=1,
         tiles_per_ipu=4,

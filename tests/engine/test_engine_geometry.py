@@ -4,7 +4,7 @@ buffer overflow, and the network that does not fit."""
 
 import numpy as np
 import pytest
-from engine_helpers import assert_grads_close, labels_for, make_input
+from engine_helpers import assert_grads_close, labels_for, make_input, sgd_backend
 
 import popsnn
 from popsnn import losses, optim, reference, sparse
@@ -42,13 +42,12 @@ def test_sharded_network_equals_the_reference(geometry, direct):
     x, raw = make_input(net, BATCH, STEPS, direct, seed=11)
     y = labels_for(loss, net, raw)
     params = net.init_params(12)
-    backend = EngineBackend(
+    backend = sgd_backend(
         net,
         params,
         loss,
-        optim.SGD(lr=0.1),
-        num_steps=STEPS,
-        batch_size=BATCH,
+        steps=STEPS,
+        batch=BATCH,
         device="ipu-model",
         **GEOMETRIES[geometry],
     )
@@ -108,13 +107,12 @@ def test_overflow_is_an_error_naming_layer_step_count_and_capacity():
 def test_overflow_grow_recompiles_and_equals_the_reference():
     net, x, y, params = overflow_setup()
     loss = losses.ce_count_loss()
-    backend = EngineBackend(
+    backend = sgd_backend(
         net,
         params,
         loss,
-        optim.SGD(lr=0.1),
-        num_steps=STEPS,
-        batch_size=BATCH,
+        steps=STEPS,
+        batch=BATCH,
         device="cpu",
         max_activity=0.05,
         on_overflow="grow",

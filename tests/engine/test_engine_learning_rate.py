@@ -5,7 +5,7 @@ tolerances."""
 import copy
 
 import pytest
-from engine_helpers import assert_close, make_input, train_like_the_reference
+from engine_helpers import assert_close, make_input, sgd_backend, train_like_the_reference
 
 import popsnn
 from popsnn import losses, optim, reference
@@ -68,9 +68,7 @@ def test_rate_survives_a_recompile_and_the_optimizer_state():
     )
     params = net.init_params(3)
     loss = losses.ce_count_loss()
-    backend = EngineBackend(
-        net, params, loss, optim.SGD(lr=0.1), num_steps=STEPS, batch_size=BATCH, device="cpu"
-    )
+    backend = sgd_backend(net, params, loss, steps=STEPS, batch=BATCH, device="cpu")
     backend.set_learning_rate(0.03)
     x, raw = make_input(net, BATCH, STEPS, False, seed=2)
     y = raw % 4

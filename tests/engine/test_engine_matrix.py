@@ -13,6 +13,7 @@ from engine_helpers import (
     assert_grads_close,
     labels_for,
     make_input,
+    sgd_backend,
     train_like_the_reference,
 )
 
@@ -155,9 +156,7 @@ def test_partial_batch_counts_only_the_valid_samples():
     x, raw = make_input(net, BATCH, STEPS, True, seed=9)
     x, y = x[:4], raw[:4] % 3
     params = net.init_params(3)
-    backend = EngineBackend(
-        net, params, loss, optim.SGD(lr=0.1), num_steps=STEPS, batch_size=BATCH, device="cpu"
-    )
+    backend = sgd_backend(net, params, loss, steps=STEPS, batch=BATCH, device="cpu")
     value, grads = backend.loss_and_grad(x, y)
     ref_value, ref_grads, rec = reference.loss_and_grad(net, params, x, y, loss, num_steps=STEPS)
     assert backend.infer(x).shape == (STEPS, 4, 3)

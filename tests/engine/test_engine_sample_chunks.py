@@ -5,7 +5,13 @@ reference's for the whole batch (see engine_helpers for the tolerances)."""
 
 import numpy as np
 import pytest
-from engine_helpers import assert_grads_close, labels_for, make_input, train_like_the_reference
+from engine_helpers import (
+    assert_grads_close,
+    labels_for,
+    make_input,
+    sgd_backend,
+    train_like_the_reference,
+)
 
 import popsnn
 from popsnn import losses, optim, reference, sparse
@@ -42,13 +48,12 @@ def test_chunked_batch_equals_the_reference(case):
     x, raw = make_input(net, BATCH, STEPS, direct, seed=11)
     y = labels_for(loss, net, raw)
     params = net.init_params(12)
-    backend = EngineBackend(
+    backend = sgd_backend(
         net,
         params,
         loss,
-        optim.SGD(lr=0.1),
-        num_steps=STEPS,
-        batch_size=BATCH,
+        steps=STEPS,
+        batch=BATCH,
         device="ipu-model",
         **geometry(kib),
     )
@@ -197,13 +202,12 @@ def test_wide_layer_pushes_to_a_narrow_readout_on_many_tiles(direct):
     x, raw = make_input(net, 6, STEPS, direct, seed=3)
     y = raw % 10
     params = net.init_params(4)
-    backend = EngineBackend(
+    backend = sgd_backend(
         net,
         params,
         loss,
-        optim.SGD(lr=0.1),
-        num_steps=STEPS,
-        batch_size=6,
+        steps=STEPS,
+        batch=6,
         device="ipu-model",
         tiles_per_ipu=64,
     )
@@ -245,13 +249,12 @@ def test_loss_over_groups_of_samples_on_many_tiles(name, kib):
     y = labels_for(loss, net, raw)
     params = net.init_params(2)
     memory = {} if kib is None else {"memory_bytes_per_tile": kib * 1024}
-    backend = EngineBackend(
+    backend = sgd_backend(
         net,
         params,
         loss,
-        optim.SGD(lr=0.1),
-        num_steps=STEPS,
-        batch_size=8,
+        steps=STEPS,
+        batch=8,
         device="ipu-model",
         tiles_per_ipu=64,
         **memory,

@@ -4,7 +4,13 @@ the weights after three SGD steps."""
 
 import numpy as np
 import pytest
-from engine_helpers import assert_close, assert_grads_close, make_input, train_like_the_reference
+from engine_helpers import (
+    assert_close,
+    assert_grads_close,
+    make_input,
+    sgd_backend,
+    train_like_the_reference,
+)
 
 import popsnn
 from popsnn import losses, optim, reference
@@ -25,9 +31,7 @@ def test_forward_loss_and_gradients_equal_the_reference(net):
     y = raw % 5
     params = net.init_params(1)
     loss = losses.ce_count_loss()
-    backend = EngineBackend(
-        net, params, loss, optim.SGD(lr=0.1), num_steps=STEPS, batch_size=BATCH, device="cpu"
-    )
+    backend = sgd_backend(net, params, loss, steps=STEPS, batch=BATCH, device="cpu")
     value, grads = backend.loss_and_grad(x, y)
     ref_value, ref_grads, rec = reference.loss_and_grad(net, params, x, y, loss, num_steps=STEPS)
     spikes = backend.infer(x)

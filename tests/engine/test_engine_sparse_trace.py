@@ -4,7 +4,7 @@ entry that does not fit is counted and surfaced (docs/numerics.md, section 7), n
 
 import numpy as np
 import pytest
-from engine_helpers import assert_grads_close, make_input
+from engine_helpers import assert_grads_close, make_input, sgd_backend
 
 import popsnn
 from popsnn import losses, optim, reference, sparse
@@ -30,13 +30,12 @@ def test_sparse_trace_equals_the_masked_reference_and_is_smaller_than_dense():
     x, raw = make_input(net, BATCH, STEPS, True, seed=4)
     y = raw % 3
     params = net.init_params(5)
-    backend = EngineBackend(
+    backend = sgd_backend(
         net,
         params,
         loss,
-        optim.SGD(lr=0.1),
-        num_steps=STEPS,
-        batch_size=BATCH,
+        steps=STEPS,
+        batch=BATCH,
         device="cpu",
         max_activity=0.5,
         on_overflow="grow",

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from engine_helpers import sgd_backend
 
 import popsnn
-from popsnn import losses, optim, reference
-from popsnn.engine import EngineBackend
+from popsnn import losses, reference
 
 SURROGATES = {
     "fast_sigmoid": popsnn.surrogate.fast_sigmoid(25.0),
@@ -40,9 +40,7 @@ def test_tail_gradients_match_the_float64_reference(name):
     x = rng.uniform(0.0, 1.0, (BATCH, INPUTS)).astype(np.float32)
     y = np.arange(BATCH) % OUTPUTS
     loss = losses.ce_count_loss()
-    backend = EngineBackend(
-        net, params, loss, optim.SGD(lr=0.1), num_steps=STEPS, batch_size=BATCH, device="cpu"
-    )
+    backend = sgd_backend(net, params, loss, steps=STEPS, batch=BATCH, device="cpu")
     _, grads = backend.loss_and_grad(x, y)
     params64 = [{k: v.astype(np.float64) for k, v in p.items()} for p in params]
     _, ref_grads, record = reference.loss_and_grad(

@@ -98,3 +98,38 @@ def test_unsupported_layers_are_named():
         )
     with pytest.raises(InteropError, match="expected a torch.nn.Sequential"):
         interop.from_snntorch(snn.Leaky(beta=0.9))
+
+
+@pytest.mark.parametrize(
+    "cell, flag",
+    [
+        (lambda: snn.Leaky(beta=0.9, learn_beta=True), "learn_beta=True"),
+        (lambda: snn.Leaky(beta=0.9, learn_threshold=True), "learn_threshold=True"),
+        (lambda: snn.Synaptic(alpha=0.8, beta=0.9, learn_alpha=True), "learn_alpha=True"),
+        (
+            lambda: snn.RLeaky(beta=0.9, linear_features=3, learn_recurrent=False),
+            "learn_recurrent=False",
+        ),
+        (
+            lambda: snn.RLeaky(beta=0.9, all_to_all=False, V=0.5, learn_recurrent=False),
+            "learn_recurrent=False",
+        ),
+    ],
+)
+def test_trainability_popsnn_cannot_keep_is_refused(cell, flag):
+    """A learnable beta/threshold/alpha or a frozen recurrence would silently change what
+    trains after conversion: refused, naming the flag and the layer."""
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), cell())
+    with pytest.raises(InteropError, match=rf"layer 1 .*{flag}"):
+        interop.from_snntorch(model)
+
+
+def test_default_trainability_converts():
+    model = torch.nn.Sequential(
+        torch.nn.Linear(4, 3),
+        snn.RLeaky(beta=0.9, linear_features=3),
+        torch.nn.Linear(3, 2),
+        snn.RLeaky(beta=0.9, all_to_all=False, V=0.5),
+    )
+    net, _ = interop.from_snntorch(model)
+    assert [type(layer).__name__ for layer in net.layers][1::2] == ["RLeaky", "RLeaky"]
