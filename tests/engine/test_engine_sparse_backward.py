@@ -4,6 +4,11 @@ not, and the inputs past the last whole block of 16 are visited one by one. Chec
 the dense reference, with and without a sparse rule (the rule's reference masks its
 surrogate the same way)."""
 
+import platform
+import shutil
+import subprocess
+from pathlib import Path
+
 import numpy as np
 import pytest
 from engine_helpers import assert_grads_close, engine_and_reference
@@ -11,6 +16,7 @@ from engine_helpers import assert_grads_close, engine_and_reference
 import popsnn
 from popsnn import losses, sparse
 
+CODELETS = Path(__file__).resolve().parents[2] / "codelets"
 BATCH, STEPS, INPUTS = 5, 9, 37  # 37 = two blocks of 16 and a tail of 5
 
 
@@ -50,3 +56,61 @@ def test_weight_gradient_on_spike_steps_matches_the_reference(rule):
     assert never[[3, 21]].all()
     assert np.all(grads[0]["weight"][:, never] == 0)
     assert np.any(grads[0]["weight"][:, 36] != 0)
+
+
+KERNEL_CHECK = r"""
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include "SparseBackward.hpp"
+int main() {
+  // Every length 0..70 (whole blocks of 16 and tails), zeros, -0.0, NaN, a denormal,
+  // infinities and ordinary values at pseudo-random places.
+  const float odd[] = {0.0f, -0.0f, 1.0f, -2.5f, 1e-39f, std::numeric_limits<float>::quiet_NaN(),
+                       std::numeric_limits<float>::infinity(), 0.0f, 0.0f, 0.0f};
+  unsigned seed = 12345, failures = 0;
+  float x[70];
+  for (unsigned n = 0; n <= 70; ++n)
+    for (unsigned trial = 0; trial < 20; ++trial) {
+      for (unsigned i = 0; i < n; ++i) {
+        seed = seed * 1103515245u + 12345u;
+        x[i] = odd[(seed >> 16) % 10];
+      }
+      unsigned expected[70], count = 0, got = 0;
+      for (unsigned i = 0; i < n; ++i)
+        if (x[i] != 0.0f)
+          expected[count++] = i;
+      bool same = true;
+      popsnn::lif::forEachNonzero(x, n, [&](unsigned i, float v) {
+        same = same && got < count && expected[got] == i && std::memcmp(&v, &x[i], 4) == 0;
+        ++got;
+      });
+      failures += !(same && got == count);
+    }
+  std::printf("%u\n", failures);
+  return failures != 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("c++") is None, reason="no C++ compiler")
+@pytest.mark.parametrize(
+    "flags",
+    [["-march=native"], ["-march=x86-64"], ["-DPOPSNN_PLAIN_LOOPS"]],
+    ids=["native", "sse2", "plain"],
+)
+def test_nonzero_scan_visits_exactly_the_non_zero_inputs_in_order(flags, tmp_path):
+    if flags[0].startswith("-march") and platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("x86-64 flags")
+    src = tmp_path / "check.cpp"
+    src.write_text(KERNEL_CHECK)
+    exe = tmp_path / "check"
+    build = subprocess.run(
+        ["c++", "-std=c++17", "-O2", *flags, f"-I{CODELETS}", str(src), "-o", str(exe)],
+        capture_output=True,
+        text=True,
+    )
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and run.stdout.strip() == "0", run.stdout + run.stderr
