@@ -7,6 +7,7 @@
 
 #include "DenseKernels.hpp"
 #include "LifCommon.hpp"
+#include "SparseBackward.hpp"
 
 using namespace poplar;
 using namespace popsnn::codes;
@@ -172,6 +173,12 @@ private:
       if (b + 4 < batch) {
         __builtin_prefetch(own + 4 * stride);
         __builtin_prefetch(own + 4 * stride + 16);
+        if (vals)
+          __builtin_prefetch(vals + 4 * (stride - BUFFER_HEADER));
+        if (inputMode == INPUT_SPIKE_IDS) // the weight gradient's input buffers, as own
+          for (unsigned s = 0; s < numSrc; ++s)
+            __builtin_prefetch(
+                &inIds[((stepMajor ? s : s * numSteps + t) * batch + b + 4) * inStride]);
       }
 #endif
 #ifdef POPSNN_FUSED_LEAK_BACKWARD
@@ -208,31 +215,24 @@ private:
         // each (padded rows of W_next with the gathered dL/dI_next); then the sums.
         const unsigned P = pushWidth(nextLayerSize);
         float *__restrict g = &scratch[2 * n];
-        gatherNextGrad(&nextGrad[0], g, nextLayerSize, nextShardSize, stepMajor ? b : t * batch + b,
-                       stepMajor ? batch : numSteps * batch);
         if (reset == RESET_ZERO) // a spike at t cuts the leak path
           for (int k = 0; k < own[0]; ++k)
             gU[unsigned(own[BUFFER_HEADER + k]) - offset] = 0.0f;
         for (unsigned j = 0; j < n; ++j)
           gU[j] = beta * gU[j];
+        // The next layer's dL/dI row is read only if an entry is inside the rule.
+        bool gathered = false;
         for (int k = 0; k < own[1]; ++k)
           if (vals[k] != 0.0f) { // not a spike off the rule's window
+            if (!gathered)
+              gatherNextGrad(&nextGrad[0], g, nextLayerSize, nextShardSize,
+                             stepMajor ? b : t * batch + b, stepMajor ? batch : numSteps * batch);
+            gathered = true;
             const unsigned j = unsigned(own[BUFFER_HEADER + k]) - offset;
             gU[j] += vals[k] * dotPadded(&nextWeightsT[j * P], g, P);
           }
-        if (publishGrad) {
-          float *__restrict out = &gradOut[((stepMajor ? 0 : t * batch) + b) * n];
-          for (unsigned j = 0; j < n; ++j)
-            out[j] = gU[j];
-        }
-        float *__restrict gb = &gradBias[0];
-        for (unsigned j = 0; j < n; ++j)
-          gb[j] += gU[j];
-        if (inputMode == INPUT_DIRECT) {
-          float *__restrict acc = &currentGradSum[b * n];
-          for (unsigned j = 0; j < n; ++j)
-            acc[j] += gU[j];
-        }
+        publishCarry(gU, n, publishGrad ? &gradOut[((stepMajor ? 0 : t * batch) + b) * n] : nullptr,
+                     &gradBias[0], inputMode == INPUT_DIRECT ? &currentGradSum[b * n] : nullptr);
       } else {
         // dL/dS[t]: from the loss or the next layer, plus the recurrent path.
         if (isOutput) {
@@ -353,15 +353,11 @@ private:
       const float *__restrict dI = dIn;
       // Weight gradient: sparse in the input (direct input: summed over steps above).
       if (inputMode == INPUT_DENSE_STEPS) {
-        const float *__restrict xb = &denseIn[(t * batch + b) * numInputs];
-        for (unsigned i = 0; i < numInputs; ++i) {
-          const float xi = xb[i];
-          if (xi == 0.0f)
-            continue;
+        forEachNonzero(&denseIn[(t * batch + b) * numInputs], numInputs, [&](unsigned i, float xi) {
           float *__restrict row = &gradWeights[i * n];
           for (unsigned j = 0; j < n; ++j)
             row[j] += xi * dI[j];
-        }
+        });
       } else if (inputMode == INPUT_SPIKE_IDS) {
         for (unsigned s = 0; s < numSrc; ++s) {
           const int *buf = &inIds[((stepMajor ? s : s * numSteps + t) * batch + b) * inStride];

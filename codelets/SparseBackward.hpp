@@ -1,0 +1,81 @@
+// Kernels of the sparse backward (LifBackward.cpp): finding the few non-zero inputs of a
+// row without a branch per input, and publishing a shard's dL/dI row in one pass.
+// Inline functions only: no state.
+#pragma once
+
+#if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS) && defined(__SSE2__)
+#include <immintrin.h>
+#define POPSNN_NONZERO_BITS 1
+#endif
+
+namespace popsnn {
+namespace lif {
+
+#ifdef POPSNN_NONZERO_BITS
+// Bit c set iff x[c] != 0 (NaN counts, -0 does not: the same test as `x != 0.0f`), for 16
+// floats: one compare per vector instead of a branch per float, which mispredicts at random
+// on spike inputs.
+inline unsigned nonzeroBits16(const float *x) {
+#if defined(__AVX512F__)
+  return unsigned(_mm512_cmp_ps_mask(_mm512_loadu_ps(x), _mm512_setzero_ps(), _CMP_NEQ_UQ));
+#elif defined(__AVX__)
+  const __m256 z = _mm256_setzero_ps();
+  const unsigned lo =
+      unsigned(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x), z, _CMP_NEQ_UQ)));
+  const unsigned hi =
+      unsigned(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + 8), z, _CMP_NEQ_UQ)));
+  return lo | hi << 8;
+#else
+  const __m128 z = _mm_setzero_ps();
+  unsigned bits = 0;
+  for (unsigned q = 0; q < 4; ++q)
+    bits |= unsigned(_mm_movemask_ps(_mm_cmpneq_ps(_mm_loadu_ps(x + 4 * q), z))) << (4 * q);
+  return bits;
+#endif
+}
+#endif
+
+// Calls f(i, x[i]) for every i < n with x[i] != 0, in increasing i. Spike inputs (latency
+// or rate coded) are mostly zeros: 16 floats are ruled out per compare.
+template <class F> inline void forEachNonzero(const float *__restrict x, unsigned n, F &&f) {
+  unsigned i = 0;
+#ifdef POPSNN_NONZERO_BITS
+  for (; i + 16 <= n; i += 16)
+    for (unsigned bits = nonzeroBits16(x + i); bits; bits &= bits - 1) {
+      const unsigned c = i + unsigned(__builtin_ctz(bits));
+      f(c, x[c]);
+    }
+#endif
+  for (; i < n; ++i)
+    if (x[i] != 0.0f)
+      f(i, x[i]);
+}
+
+// dL/dI[t] = gU (after the carry and the entries of the id buffer) copied out (if another layer
+// reads it), added to the bias gradient and (direct input) to the sum over steps, in one pass.
+inline void publishCarry(const float *__restrict gU, unsigned n, float *__restrict out,
+                         float *__restrict gb, float *__restrict acc) {
+  if (out && acc) {
+    for (unsigned j = 0; j < n; ++j) {
+      out[j] = gU[j];
+      gb[j] += gU[j];
+      acc[j] += gU[j];
+    }
+  } else if (out) {
+    for (unsigned j = 0; j < n; ++j) {
+      out[j] = gU[j];
+      gb[j] += gU[j];
+    }
+  } else if (acc) {
+    for (unsigned j = 0; j < n; ++j) {
+      gb[j] += gU[j];
+      acc[j] += gU[j];
+    }
+  } else {
+    for (unsigned j = 0; j < n; ++j)
+      gb[j] += gU[j];
+  }
+}
+
+} // namespace lif
+} // namespace popsnn
