@@ -6,6 +6,7 @@
 
 #include "GraphBuild.hpp" // the builder's planner and its memory count (host/src), for tests
 #include "Plan.hpp"
+#include "popsnn/Checkpoint.hpp"
 #include "popsnn/Network.hpp"
 #include "popsnn/version.hpp"
 
@@ -295,6 +296,40 @@ py::dict planToDict(const py::dict &spec, unsigned tiles, bool ipu, bool stepMaj
   return out;
 }
 
+// The C++ checkpoint reader's result (popsnn/Checkpoint.hpp), for the tests that compare
+// it with Python's reader and fuzz it.
+py::dict checkpointToDict(const std::string &path) {
+  popsnn::Checkpoint c = popsnn::loadCheckpoint(path);
+  py::list layers;
+  for (const auto &l : c.spec.layers) {
+    py::dict d;
+    d["inputs"] = l.inputs;
+    d["outputs"] = l.outputs;
+    d["neuron"] = nameOf(l.neuron, kNeurons);
+    d["beta"] = l.beta;
+    layers.append(d);
+  }
+  py::dict out;
+  out["epoch"] = c.epoch;
+  out["layers"] = layers;
+  out["num_steps"] = c.spec.numSteps;
+  out["batch_size"] = c.spec.batchSize;
+  out["loss"] = nameOf(c.spec.loss.kind, kLosses);
+  out["optimizer"] = nameOf(c.spec.optimizer.kind, kOptimizers);
+  out["lr"] = c.spec.optimizer.lr;
+  out["params"] = paramsToList(c.spec, c.params);
+  out["optimizer_state"] = py::none();
+  if (c.hasOptimizerState) {
+    py::list first, second;
+    for (unsigned l = 0; l < c.optimizerState.layers.size(); ++l) {
+      first.append(toDict(c.spec, l, c.optimizerState.layers[l].first));
+      second.append(toDict(c.spec, l, c.optimizerState.layers[l].second));
+    }
+    out["optimizer_state"] = py::make_tuple(c.optimizerState.steps, first, second);
+  }
+  return out;
+}
+
 } // namespace
 
 PYBIND11_MODULE(_native, m) {
@@ -304,6 +339,8 @@ PYBIND11_MODULE(_native, m) {
         py::arg("spec"), py::arg("tiles"), py::arg("ipu") = false, py::arg("step_major") = false,
         py::arg("spread") = 1u, py::arg("chunks") = 1u);
   m.def("defaults", &defaultsDict, "The C++ spec's defaults (NetworkSpec.hpp) by Python name.");
+  m.def("load_checkpoint", &checkpointToDict,
+        "A checkpoint read by the C++ API (ValueError if bad).", py::arg("path"));
 
   static py::exception<popsnn::SpikeBufferOverflow> overflowError(m, "SpikeBufferOverflow",
                                                                   PyExc_RuntimeError);

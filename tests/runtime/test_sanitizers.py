@@ -2,9 +2,10 @@
 
 popsnn itself (runtime, graph builder, its codelet object) is built from this checkout
 with both sanitizers into a private prefix; the runtime's test cases (cpp/cases.cpp) and
-the C++ example (examples/cpp_train) are built against it the same way and run. Every
-sanitizer report ends the program with a non-zero status (halt_on_error, no recovery),
-leaks included; the cases must also print the very JSON the regular build prints.
+the C++ examples (examples/cpp_train, examples/cpp_checkpoint) are built against it the
+same way and run. Every sanitizer report ends the program with a non-zero status
+(halt_on_error, no recovery), leaks included; the cases must also print the very JSON the
+regular build prints.
 """
 
 from __future__ import annotations
@@ -13,10 +14,15 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import HERE, REPO, cmake_build
+
+import popsnn
+from popsnn import checkpoint
 
 # -O0 with line tables only: with -O1 -g, the builder alone takes minutes to compile here.
 FLAGS = "-O0 -g1 -fsanitize=address,undefined -fno-sanitize-recover=all"
@@ -78,6 +84,7 @@ def sanitized_popsnn(tmp_path_factory) -> Path:
             build,
             "-DPOPSNN_BUILD_PYTHON=OFF",
             "-DPOPSNN_NATIVE_CODELETS=OFF",
+            f"-DPython_EXECUTABLE={sys.executable}",  # its nlohmann-json (checkpoint reader)
             *CONFIG,
         ]
     )
@@ -140,3 +147,24 @@ def test_cpp_example_is_clean_under_the_sanitizers(sanitized_popsnn, tmp_path):
         last = run([build / "cpp_train", device], env=env, timeout=300).stdout.split("\n")[-2]
         words = last.split()
         assert words[:2] == ["first", "loss"] and float(words[5]) < float(words[2]), last
+
+
+def test_cpp_checkpoint_reader_is_clean_under_the_sanitizers(sanitized_popsnn, tmp_path):
+    """examples/cpp_checkpoint on a Python-saved checkpoint and on damaged copies of it: the
+    reader's checks of untrusted bytes run under ASan/UBSan with no report."""
+    build = tmp_path / "example"
+    cmake_build(REPO / "examples" / "cpp_checkpoint", build, sanitized_popsnn, *CONFIG)
+    net = popsnn.Sequential(
+        popsnn.Linear(6, 8), popsnn.Leaky(beta=0.9), popsnn.Linear(8, 2), popsnn.Leaky(beta=0.9)
+    )
+    good = checkpoint.save(tmp_path / "good.npz", net=net, params=net.init_params(0))
+    np.full((2, 6), 1.5, "<f4").tofile(tmp_path / "x.f32")
+    raw = good.read_bytes()
+    (tmp_path / "truncated.npz").write_bytes(raw[: len(raw) // 2])
+    (tmp_path / "flipped.npz").write_bytes(raw[:-30] + bytes([raw[-30] ^ 0xFF]) + raw[-29:])
+    env = dict(os.environ, **SANITIZER_ENV)
+    for name, status in (("good", 0), ("truncated", 1), ("flipped", 1)):
+        cmd = [build / "cpp_checkpoint", tmp_path / f"{name}.npz", tmp_path / "x.f32", "2"]
+        proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env)
+        assert proc.returncode == status, (name, proc.stderr[-3000:])
+        assert not any(r in proc.stderr for r in REPORTS), proc.stderr[-6000:]

@@ -23,6 +23,11 @@ neither way, it runs in chunks of samples one after the other (gradients summed
 over the chunks, one optimiser step; the results are the whole batch's):
 `profile()["sample_chunks"]` and `["chunk_batch"]`.
 
+Each input layout ([B, N] direct current, [T, B, N] per step) has its own engine, compiled
+the first time the layout is used and kept: switching layouts hands the weights, optimiser
+state and learning rate over (host copies) instead of recompiling; `engine_builds` counts the
+compilations. A model fed both layouts holds both engines' memory.
+
 The learning rate is device state (one float per tile, written from the host):
 `set_learning_rate(lr)` changes it between steps without a recompile.
 
@@ -175,15 +180,17 @@ class EngineBackend:
             "num_steps": self.num_steps,
             "max_activity": self.max_activity,
         }
-        self._params = self._as_float32(params)
-        self._opt_state = None  # carried across engines when the input mode changes
-        self._engine = None
+        # One engine per input layout, each compiled the first time its layout is used and
+        # kept: alternating [B, N] and [T, B, N] inputs costs a state hand-over, not a build.
+        self._engines: dict = {}
+        self.engine_builds = 0
+        self._engine = None  # the engine holding the current weights and optimiser state
         self._mode = None
         self._seconds = 0.0
         self._train_steps = 0
         # Direct-current input is the common case: compile for it now, so that a
         # network that does not fit fails at construction.
-        self._engine_for("direct")
+        self._engine_for("direct").set_params(self._as_float32(params))
 
     # -- engines ---------------------------------------------------------------
 
@@ -194,17 +201,21 @@ class EngineBackend:
         ]
 
     def _engine_for(self, mode):
-        """The engine compiled for input `mode` ("direct" [B, N] or "per_step" [T, B, N])."""
+        """The engine for input `mode` ("direct" [B, N] or "per_step" [T, B, N]), holding the
+        current weights, optimiser state and learning rate (handed over from the engine used
+        last; host copies, no recompile once both layouts have been seen)."""
         if self._mode == mode:
             return self._engine
+        engine = self._engines.get(mode)
+        if engine is None:
+            spec = dict(self._spec, input=mode)
+            engine = _native.Network(spec, self._device, self.on_overflow)
+            self._engines[mode] = engine
+            self.engine_builds += 1
         if self._engine is not None:
-            self._params = self._engine.get_params()
-            self._opt_state = self._engine.get_optimizer_state()
-        spec = dict(self._spec, input=mode)
-        engine = _native.Network(spec, self._device, self.on_overflow)
-        engine.set_params(self._params)
-        if self._opt_state is not None:
-            engine.set_optimizer_state(*self._opt_state)
+            engine.set_params(self._engine.get_params())
+            engine.set_optimizer_state(*self._engine.get_optimizer_state())
+            engine.set_learning_rate(self._spec["optimizer"]["lr"])
         self._engine, self._mode = engine, mode
         return engine
 
@@ -256,8 +267,7 @@ class EngineBackend:
 
     def set_params(self, params):
         check_params(self.net, params)
-        self._params = self._as_float32(params)
-        self._engine.set_params(self._params)
+        self._engine.set_params(self._as_float32(params))
 
     def optimizer_state(self) -> dict:
         """In popsnn.optim's state_dict format, so either backend can load it."""
@@ -304,7 +314,7 @@ class EngineBackend:
         per tile, written from the host -- no recompile (train.py's per-epoch decay uses it)."""
         lr = check_learning_rate(lr)
         self._engine.set_learning_rate(lr)
-        # Engines compiled later (another input mode, grown buffers) start from it too.
+        # The other layout's engine gets it at the hand-over; engines built later start from it.
         self._spec["optimizer"]["lr"] = lr
         self.optimizer.hyper["lr"] = lr
 
@@ -315,6 +325,7 @@ class EngineBackend:
             "device": self.device,
             "train_steps": self._train_steps,
             "train_seconds": self._seconds,
+            "engine_builds": self.engine_builds,  # one per input layout used, never more
         }
         out.update(self._engine.layout())
         out.update(self._engine.profile())
