@@ -307,6 +307,7 @@ py::dict checkpointToDict(const std::string &path) {
     d["outputs"] = l.outputs;
     d["neuron"] = nameOf(l.neuron, kNeurons);
     d["beta"] = l.beta;
+    d["gain"] = l.gain;
     layers.append(d);
   }
   py::dict out;
