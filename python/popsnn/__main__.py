@@ -24,7 +24,7 @@ def main(argv=None) -> int:
     train_parser = commands.add_parser(
         "train", help="train a network (default: Sun et al.'s DSNN 784-1000-10 on MNIST)"
     )
-    from .train import add_arguments
+    from .train_cli import add_arguments
 
     add_arguments(train_parser)
     args, unknown = parser.parse_known_args(argv)
@@ -34,7 +34,7 @@ def main(argv=None) -> int:
         named = [u for u in unknown if u.startswith("-")] or unknown
         valid.error(f"unknown option(s) {' '.join(named)}; valid options: {', '.join(flags)}")
     if args.command == "train":
-        from .train import run_cli
+        from .train_cli import run_cli
 
         return run_cli(args)
     if args.cmakedir:

@@ -1,32 +1,32 @@
-"""Pictures of a training run (PNG, matplotlib's Agg backend, so no display is needed).
+"""Pictures of a training run, as matplotlib Figures.
 
 - `plot_curves`: loss per step and per epoch, train and test accuracy per epoch.
 - `plot_raster`: the spikes of one sample, one panel per layer (time x neuron).
 - `plot_activity`: mean firing rate of every layer after each epoch.
+
+Each returns a `matplotlib.figure.Figure` built without pyplot, so no backend is chosen or
+forced and nothing is kept open: show it in a notebook, or `fig.savefig("x.png")` (what
+`popsnn train` does with them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
 
-def _pyplot():
-    import matplotlib
+def _figure(**kwargs):
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
+    return Figure(**kwargs)
 
 
-def plot_curves(history: dict, path) -> Path:
+def plot_curves(history: dict):
     """`history` as `popsnn.train.fit` keeps it: `step_loss` (one value per minibatch) and per
     epoch `epoch`, `train_loss`, `train_accuracy`, `test_accuracy`."""
-    plt = _pyplot()
-    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(11, 4))
+    fig = _figure(figsize=(11, 4))
+    ax_loss, ax_acc = fig.subplots(1, 2)
     epochs = np.asarray(history.get("epoch", []))
     step_loss = np.asarray(history.get("step_loss", []), float)
     if len(step_loss):
@@ -45,45 +45,37 @@ def plot_curves(history: dict, path) -> Path:
     for ax in (ax_loss, ax_acc):
         _integer_epochs(ax)
         ax.grid(alpha=0.3)
-        ax.legend()
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
     fig.tight_layout()
-    return _save(fig, path)
+    return fig
 
 
-def plot_raster(
-    spikes: Sequence[np.ndarray], path, sample: int = 0, title: str = "Spike raster"
-) -> Path:
-    """`spikes`: one [T, B, N] array per layer; draws sample `sample` of the batch."""
-    plt = _pyplot()
-    fig, axes = plt.subplots(
-        len(spikes), 1, figsize=(8, 2.2 * len(spikes) + 0.6), sharex=True, squeeze=False
-    )
-    for i, (ax, s) in enumerate(zip(axes[:, 0], spikes)):
+def plot_raster(spikes: Sequence[np.ndarray], sample: int = 0, title: str = "Spike raster"):
+    """`spikes`: one [T, B, N] array per layer; draws sample `sample` of the batch. Every
+    spike of every neuron is a dot (an image of a wide layer would be resampled to the
+    figure's few hundred pixel rows and drop most neurons)."""
+    fig = _figure(figsize=(8, 2.2 * len(spikes) + 0.6))
+    axes = fig.subplots(len(spikes), 1, sharex=True, squeeze=False)[:, 0]
+    for i, (ax, s) in enumerate(zip(axes, spikes)):
         grid = np.asarray(s)[:, sample, :]
-        # One cell per (step, neuron): readable for a few steps and thousands of neurons.
-        ax.imshow(
-            grid.T,
-            aspect="auto",
-            origin="lower",
-            cmap="Greys",
-            vmin=0,
-            vmax=1,
-            interpolation="nearest",
-        )
+        steps, neurons = np.nonzero(grid)
+        ax.scatter(steps, neurons, s=4, marker="|", c="black", linewidths=0.8)
+        ax.set_ylim(-0.5, grid.shape[1] - 0.5)
         rate = float(np.mean(grid))
         ax.set(
             ylabel="neuron", title=f"layer {i + 1}: {s.shape[2]} neurons, {100 * rate:.2f}% active"
         )
-    axes[-1, 0].set(xlabel="time step", xlim=(-0.5, spikes[0].shape[0] - 0.5))
+    axes[-1].set(xlabel="time step", xlim=(-0.5, np.asarray(spikes[0]).shape[0] - 0.5))
     fig.suptitle(title)
     fig.tight_layout()
-    return _save(fig, path)
+    return fig
 
 
-def plot_activity(history: dict, path) -> Path:
+def plot_activity(history: dict):
     """`history["activity"]`: per epoch, the mean firing rate of each layer."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig = _figure(figsize=(6, 4))
+    ax = fig.subplots()
     activity = np.asarray(history.get("activity", []), float)
     epochs = np.asarray(history.get("epoch", []))[: len(activity)]
     if activity.size:
@@ -96,20 +88,10 @@ def plot_activity(history: dict, path) -> Path:
     _integer_epochs(ax)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    return _save(fig, path)
+    return fig
 
 
 def _integer_epochs(ax):
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-
-
-def _save(fig, path) -> Path:
-    import matplotlib.pyplot as plt
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
