@@ -5,43 +5,24 @@
 // masked surrogate is non-zero; without one, for every entry.
 #include <poplar/Vertex.hpp>
 
+#include <type_traits>
+
+#include "BackwardRows.hpp"
 #include "DenseKernels.hpp"
 #include "LifCommon.hpp"
+#include "Neurons.hpp"
 #include "SparseBackward.hpp"
 
 using namespace poplar;
 using namespace popsnn::codes;
 using namespace popsnn::lif;
 
-namespace {
+using namespace popsnn::backward_rows;
 
-inline float dot(const float *__restrict a, const float *__restrict b, unsigned n) {
-  float s = 0.0f;
-  for (unsigned j = 0; j < n; ++j)
-    s += a[j] * b[j];
-  return s;
-}
-
-// One (step, sample) row of the next layer's dL/dI, gathered from its shards' blocks
-// (`rowsPerBlock` rows each, a shard's width per row) into g, zero-padded to
-// pushWidth(nextLayerSize) so it lines up with the padded rows of W_next.
-inline void gatherNextGrad(const float *nextGrad, float *__restrict g, unsigned nextLayerSize,
-                           unsigned nextShardSize, unsigned row, unsigned rowsPerBlock) {
-  const unsigned P = pushWidth(nextLayerSize);
-  for (unsigned c = 0; c < P; ++c)
-    g[c] = 0.0f;
-  for (unsigned first = 0; first < nextLayerSize; first += nextShardSize) {
-    const unsigned size =
-        nextLayerSize - first < nextShardSize ? nextLayerSize - first : nextShardSize;
-    const float *__restrict block = &nextGrad[rowsPerBlock * first + row * size];
-    for (unsigned c = 0; c < size; ++c)
-      g[first + c] = block[c];
-  }
-}
-
-} // namespace
-
-class LifBackward : public Vertex {
+// BPTT of one shard, specialised on the layer's neuron model and reset (codelets/
+// Neurons.hpp). The surrogate's values come from the forward; of the sparse rule only
+// whether there is one matters (`dense`).
+template <class Neuron, class Reset> class LifBackward : public Vertex {
 public:
   InOut<unsigned> step;                // counts 0..T-1; t = T-1-step
   Input<Vector<float>> lossGradSpikes; // output layer: dL/dS [T, B, n]
@@ -97,8 +78,6 @@ public:
   unsigned numOwn;
   unsigned stride;
   unsigned offset;
-  unsigned neuron;
-  unsigned reset;
   unsigned inputMode;
   unsigned isOutput;
   unsigned dense;        // no sparse rule on this layer: every entry carries gradient
@@ -112,7 +91,7 @@ public:
   unsigned ownShardSize;
   unsigned ownLayerSize;
   float beta;
-  float alpha;
+  float alpha; // the neuron's second constant (popsnn::NeuronConstants)
 
   bool compute() {
     for (unsigned call = 0; call < stepsPerCall; ++call)
@@ -121,371 +100,373 @@ public:
   }
 
 private:
+  static constexpr popsnn::Recurrence recurrence = Neuron::recurrence;
+  static constexpr bool leaky = std::is_same<Neuron, popsnn::Leaky>::value;
+  static constexpr bool zeroReset = Reset::code == RESET_ZERO;
+
   void step1(unsigned t) {
     // Float members copied to locals (see LifForward).
-    const float beta = this->beta, alpha = this->alpha;
-    const unsigned n = numNeurons;
-    const unsigned bn = batch * n;
-    if (t + 1 == numSteps) {
-      if (!isOutput && dense)
-        transposeFanout(&nextWeights[0], nextShardSize, nextLayerSize, &nextWeightsT[0]);
-      else if (!isOutput)
-        blocksToRows(&nextWeights[0], n, nextShardSize, nextLayerSize, &nextWeightsT[0]);
-      if (neuron == RLEAKY_ALL_TO_ALL && dense)
-        transposeFanout(&ownWeights[0], ownShardSize, ownLayerSize, &ownWeightsT[0]);
-      for (unsigned k = 0; k < bn; ++k)
-        gradMem[k] = 0.0f;
-      if (neuron == SYNAPTIC)
-        for (unsigned k = 0; k < bn; ++k)
-          gradSyn[k] = 0.0f;
-      // DirectWeightGrad writes it whole; a partial-current input's is the previous
-      // layer's (copied in).
-      if (inputMode != INPUT_DIRECT && inputMode != INPUT_PARTIAL_CURRENT)
-        for (unsigned k = 0; k < gradWeights.size(); ++k)
-          gradWeights[k] = 0.0f;
-      if (pushNext)
-        for (unsigned k = 0; k < nextGradRows.size(); ++k)
-          nextGradRows[k] = 0.0f;
-      for (unsigned k = 0; k < n; ++k)
-        gradBias[k] = 0.0f;
-      if (neuron == RLEAKY_ALL_TO_ALL || neuron == RLEAKY_ONE_TO_ONE) {
-        for (unsigned k = 0; k < gradRecWeights.size(); ++k)
-          gradRecWeights[k] = 0.0f;
-        for (unsigned k = 0; k < gradRecBias.size(); ++k)
-          gradRecBias[k] = 0.0f;
-      }
-      if (inputMode == INPUT_DIRECT)
-        for (unsigned k = 0; k < bn; ++k)
-          currentGradSum[k] = 0.0f;
-    }
-    float *__restrict eps = &scratch[0];
-    float *__restrict keep = &scratch[n];
+    const popsnn::NeuronConstants c{beta, alpha, 0.0f};
+    if (t + 1 == numSteps)
+      start();
     for (unsigned b = 0; b < batch; ++b) {
-      float *__restrict gU = &gradMem[b * n];
-      // The masked surrogate: dense (sg) or per id-buffer entry (vals).
-      const float *__restrict sg = dense ? &surrTrace[(t * batch + b) * n] : nullptr;
-      const float *__restrict vals =
-          dense ? nullptr : &surrValues[(t * batch + b) * (stride - BUFFER_HEADER)];
       const int *own = &idTrace[(t * batch + b) * stride];
 #ifndef __IPU__
       // The traces were written in the forward, long out of cache; each sample's buffer
       // is its own cache lines: fetch a later sample's early (its header and first ids).
-      if (b + 4 < batch) {
-        __builtin_prefetch(own + 4 * stride);
-        __builtin_prefetch(own + 4 * stride + 16);
-        if (vals)
-          __builtin_prefetch(vals + 4 * (stride - BUFFER_HEADER));
-        if (inputMode == INPUT_SPIKE_IDS) // the weight gradient's input buffers, as own
-          for (unsigned s = 0; s < numSrc; ++s)
-            __builtin_prefetch(
-                &inIds[((stepMajor ? s : s * numSteps + t) * batch + b + 4) * inStride]);
-      }
+      if (b + 4 < batch)
+        prefetchSample(t, b + 4, own + 4 * stride);
 #endif
-#ifdef POPSNN_FUSED_LEAK_BACKWARD
-      // A dense Leaky shard feeding another layer: one fused pass (see leakBackwardRow).
-      const bool fused = dense && !isOutput && neuron == LEAKY;
-#else
-      const bool fused = false;
-#endif
-      const float *dIn = gU; // this sample's dL/dI[t]
-      if (fused) {
-#ifdef POPSNN_FUSED_LEAK_BACKWARD
-        // dL/dI of the next layer's neurons at (t, b), contiguous, from its shards' blocks.
-        float *__restrict g = &scratch[2 * n];
-        const unsigned row = stepMajor ? b : t * batch + b;
-        const unsigned rowsPerBlock = stepMajor ? batch : numSteps * batch;
-        for (unsigned first = 0; first < nextLayerSize; first += nextShardSize) {
-          const unsigned size =
-              nextLayerSize - first < nextShardSize ? nextLayerSize - first : nextShardSize;
-          const float *__restrict block = &nextGrad[rowsPerBlock * first + row * size];
-          for (unsigned c = 0; c < size; ++c)
-            g[first + c] = block[c];
-        }
-        if (reset == RESET_ZERO) // as below: a spike at t cuts the leak path
-          for (int k = 0; k < own[0]; ++k)
-            gU[unsigned(own[BUFFER_HEADER + k]) - offset] = 0.0f;
-        leakBackwardRow(g, nextLayerSize, &nextWeightsT[0], n, sg, beta, gU,
-                        inputMode == INPUT_DIRECT ? &currentGradSum[b * n] : nullptr,
-                        publishGrad ? &gradOut[((stepMajor ? 0 : t * batch) + b) * n] : nullptr,
-                        &gradBias[0]);
-#endif
-      } else if (!dense && !isOutput && neuron == LEAKY) {
-        // A sparse rule on a Leaky shard that feeds another layer: dL/dU decays everywhere,
-        // and only the id buffer's entries inside the rule add surrogate * dL/dS, one dot
-        // each (padded rows of W_next with the gathered dL/dI_next); then the sums.
-        const unsigned P = pushWidth(nextLayerSize);
-        float *__restrict g = &scratch[2 * n];
-        if (reset == RESET_ZERO) // a spike at t cuts the leak path
-          for (int k = 0; k < own[0]; ++k)
-            gU[unsigned(own[BUFFER_HEADER + k]) - offset] = 0.0f;
-        for (unsigned j = 0; j < n; ++j)
-          gU[j] = beta * gU[j];
-        // The next layer's dL/dI row is read only if an entry is inside the rule.
-        bool gathered = false;
-        for (int k = 0; k < own[1]; ++k)
-          if (vals[k] != 0.0f) { // not a spike off the rule's window
-            if (!gathered)
-              gatherNextGrad(&nextGrad[0], g, nextLayerSize, nextShardSize,
-                             stepMajor ? b : t * batch + b, stepMajor ? batch : numSteps * batch);
-            gathered = true;
-            const unsigned j = unsigned(own[BUFFER_HEADER + k]) - offset;
-            gU[j] += vals[k] * dotPadded(&nextWeightsT[j * P], g, P);
-          }
-        publishCarry(gU, n, publishGrad ? &gradOut[((stepMajor ? 0 : t * batch) + b) * n] : nullptr,
-                     &gradBias[0], inputMode == INPUT_DIRECT ? &currentGradSum[b * n] : nullptr);
-      } else {
-        // dL/dS[t]: from the loss or the next layer, plus the recurrent path.
-        if (isOutput) {
-          const float *__restrict g = &lossGradSpikes[(t * batch + b) * n];
-          for (unsigned j = 0; j < n; ++j)
-            eps[j] = g[j];
-        } else if (!dense) {
-          // One dot per id-buffer entry inside the rule: its padded row of W_next with this
-          // (step, sample)'s dL/dI_next, gathered padded from the downstream shards' blocks.
-          for (unsigned j = 0; j < n; ++j)
-            eps[j] = 0.0f;
-          const unsigned P = pushWidth(nextLayerSize);
-          float *__restrict g = &scratch[2 * n];
-          gatherNextGrad(&nextGrad[0], g, nextLayerSize, nextShardSize,
-                         stepMajor ? b : t * batch + b, stepMajor ? batch : numSteps * batch);
-          for (int k = 0; k < own[1]; ++k) {
-            if (vals[k] == 0.0f) // a spike off the rule's window
-              continue;
-            const unsigned j = unsigned(own[BUFFER_HEADER + k]) - offset;
-            eps[j] += dotPadded(&nextWeightsT[j * P], g, P);
-          }
-        } else {
-          for (unsigned j = 0; j < n; ++j)
-            eps[j] = 0.0f;
-          fromFanout(eps, vals, own, &nextWeights[0], &nextWeightsT[0], &nextGrad[0], nextShardSize,
-                     nextLayerSize, stepMajor ? b : t * batch + b,
-                     stepMajor ? batch : numSteps * batch);
-        }
-        if (neuron == RLEAKY_ALL_TO_ALL && t + 1 < numSteps) {
-          fromFanout(eps, vals, own, &ownWeights[0], &ownWeightsT[0], &ownGrad[0], ownShardSize,
-                     ownLayerSize, b, batch);
-        } else if (neuron == RLEAKY_ONE_TO_ONE) {
-          for (unsigned j = 0; j < n; ++j)
-            eps[j] += recWeights[j] * gU[j];
-        }
-        const bool recurrent = neuron == RLEAKY_ALL_TO_ALL || neuron == RLEAKY_ONE_TO_ONE;
-        // A zero reset cuts the leak path of neurons that spiked at t: U[t+1] starts from 0.
-        // (RLeaky's carry is already gated: see below.)
-        if (reset == RESET_ZERO && !recurrent)
-          for (int k = 0; k < own[0]; ++k)
-            gU[unsigned(own[BUFFER_HEADER + k]) - offset] = 0.0f;
-        // dL/dU[t] = surrogate * dL/dS[t] (+ a membrane loss) + leak * dL/dU[t+1].
-        // Entries off the sparse rule have surrogate exactly 0: eps is not computed there.
-        const float *__restrict gMem = isOutput ? &lossGradMem[(t * batch + b) * n] : nullptr;
-        if (!dense) {
-          // Only the id buffer's entries carry surrogate; the rest decays.
-          if (gMem)
-            for (unsigned j = 0; j < n; ++j)
-              gU[j] = gMem[j] + beta * gU[j];
-          else
-            for (unsigned j = 0; j < n; ++j)
-              gU[j] = beta * gU[j];
-          for (int k = 0; k < own[1]; ++k)
-            if (vals[k] != 0.0f) {
-              const unsigned j = unsigned(own[BUFFER_HEADER + k]) - offset;
-              gU[j] += vals[k] * eps[j];
-            }
-        } else if (gMem) {
-          for (unsigned j = 0; j < n; ++j)
-            gU[j] = ((sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + gMem[j]) + beta * gU[j];
-        } else {
-          for (unsigned j = 0; j < n; ++j)
-            gU[j] = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + beta * gU[j];
-        }
-        float *__restrict dI = eps; // eps is spent: reuse its storage for dL/dI[t]
-        if (neuron == SYNAPTIC) {
-          float *__restrict gJ = &gradSyn[b * n];
-          if (reset == RESET_ZERO) {
-            // U[t] = (1 - S[t-1]) (beta U[t-1] + J[t]): the reset also gates J's path.
-            for (unsigned j = 0; j < n; ++j)
-              keep[j] = 1.0f;
-            if (t > 0) {
-              const int *prevOwn = &idTrace[((t - 1) * batch + b) * stride];
-              for (int k = 0; k < prevOwn[0]; ++k)
-                keep[unsigned(prevOwn[BUFFER_HEADER + k]) - offset] = 0.0f;
-            }
-            for (unsigned j = 0; j < n; ++j)
-              gJ[j] = keep[j] * gU[j] + alpha * gJ[j];
-          } else {
-            for (unsigned j = 0; j < n; ++j)
-              gJ[j] = gU[j] + alpha * gJ[j];
-          }
-          for (unsigned j = 0; j < n; ++j)
-            dI[j] = gJ[j];
-        } else {
-          if (recurrent && reset == RESET_ZERO) {
-            // U[t] = (1 - S[t-1]) (beta U[t-1] + I[t] + V S[t-1] + b_V): carry and dL/dI are
-            // the gradient of that bracket.
-            if (t > 0) {
-              const int *prevOwn = &idTrace[((t - 1) * batch + b) * stride];
-              for (int k = 0; k < prevOwn[0]; ++k)
-                gU[unsigned(prevOwn[BUFFER_HEADER + k]) - offset] = 0.0f;
-            }
-          }
-          for (unsigned j = 0; j < n; ++j)
-            dI[j] = gU[j];
-        }
-        if (publishGrad) {
-          float *__restrict out = &gradOut[((stepMajor ? 0 : t * batch) + b) * n];
-          for (unsigned j = 0; j < n; ++j)
-            out[j] = dI[j];
-        }
-        if (neuron == RLEAKY_ALL_TO_ALL) {
-          float *__restrict out = &gradStep[b * n];
-          for (unsigned j = 0; j < n; ++j)
-            out[j] = dI[j];
-        }
-        float *__restrict gb = &gradBias[0];
-        for (unsigned j = 0; j < n; ++j)
-          gb[j] += dI[j];
-        if (inputMode == INPUT_DIRECT) {
-          float *__restrict acc = &currentGradSum[b * n];
-          for (unsigned j = 0; j < n; ++j)
-            acc[j] += dI[j];
-        }
-        dIn = dI;
-      } // not fused
-      const float *__restrict dI = dIn;
-      // Weight gradient: sparse in the input (direct input: summed over steps above).
-      if (inputMode == INPUT_DENSE_STEPS) {
-        forEachNonzero(&denseIn[(t * batch + b) * numInputs], numInputs, [&](unsigned i, float xi) {
-          float *__restrict row = &gradWeights[i * n];
-          for (unsigned j = 0; j < n; ++j)
-            row[j] += xi * dI[j];
-        });
-      } else if (inputMode == INPUT_SPIKE_IDS) {
-        for (unsigned s = 0; s < numSrc; ++s) {
-          const int *buf = &inIds[((stepMajor ? s : s * numSteps + t) * batch + b) * inStride];
-          for (int k = 0; k < buf[0]; ++k) {
-            float *__restrict row = &gradWeights[unsigned(buf[BUFFER_HEADER + k]) * n];
-            for (unsigned j = 0; j < n; ++j)
-              row[j] += dI[j];
-          }
-        }
-      }
-      if (pushNext) {
-        // dL/dW_next[j, :] += dL/dI_next[t, b, :] for each own spike j, on padded rows.
-        const unsigned P = pushWidth(nextLayerSize);
-        float *__restrict g = &nextGradRows[n * P];
-        for (unsigned first = 0; first < nextLayerSize; first += nextShardSize) {
-          const unsigned size =
-              nextLayerSize - first < nextShardSize ? nextLayerSize - first : nextShardSize;
-          const float *__restrict block =
-              &nextGrad[numSteps * batch * first + (t * batch + b) * size];
-          for (unsigned c = 0; c < size; ++c)
-            g[first + c] = block[c];
-        }
-        for (int k = 0; k < own[0]; ++k) {
-          float *__restrict row = &nextGradRows[(unsigned(own[BUFFER_HEADER + k]) - offset) * P];
-          for (unsigned c0 = 0; c0 < P; c0 += PUSH_CHUNK)
-            for (unsigned c = 0; c < PUSH_CHUNK; ++c)
-              row[c0 + c] += g[c0 + c];
-        }
-      }
-      if (neuron == RLEAKY_ALL_TO_ALL) {
-        float *__restrict gvb = &gradRecBias[0];
-        for (unsigned j = 0; j < n; ++j)
-          gvb[j] += dI[j];
-        if (t > 0) {
-          for (unsigned o = 0; o < numOwn; ++o) {
-            const int *buf = &recIds[((stepMajor ? o : o * numSteps + t - 1) * batch + b) * stride];
-            for (int k = 0; k < buf[0]; ++k) {
-              float *__restrict row = &gradRecWeights[unsigned(buf[BUFFER_HEADER + k]) * n];
-              for (unsigned j = 0; j < n; ++j)
-                row[j] += dI[j];
-            }
-          }
-        }
-      } else if (neuron == RLEAKY_ONE_TO_ONE && t > 0) {
-        const int *prevOwn = &idTrace[((t - 1) * batch + b) * stride];
-        for (int k = 0; k < prevOwn[0]; ++k) {
-          const unsigned j = unsigned(prevOwn[BUFFER_HEADER + k]) - offset;
-          gradRecWeights[j] += dI[j];
-        }
-      }
+      const float *dI = nullptr;
+      if constexpr (leaky)
+        dI = leakyFeedingPath(t, b, c.beta, own);
+      if (!dI)
+        dI = generic(t, b, c, own);
+      weightGrads(t, b, dI);
+      if (pushNext)
+        pushGrads(t, b, own);
+      recurrentGrads(t, b, dI);
     }
-    if (stepMajor) {
-      for (unsigned b = 0; b < batch; ++b) {
-        if (publishIds)
-          copyBuffer(t >= 1 ? &idTrace[((t - 1) * batch + b) * stride] : nullptr,
-                     &outIds[b * stride]);
-        if (neuron == RLEAKY_ALL_TO_ALL)
-          copyBuffer(t >= 2 ? &idTrace[((t - 2) * batch + b) * stride] : nullptr,
-                     &prevIds[b * stride]);
-      }
-    }
+    if (stepMajor)
+      publishStepMajor(t);
     if (pushNext && t == 0)
-      rowsToBlocks(&nextGradRows[0], n, nextShardSize, nextLayerSize, &nextGradWeights[0]);
+      rowsToBlocks(&nextGradRows[0], numNeurons, nextShardSize, nextLayerSize, &nextGradWeights[0]);
     *step = (*step + 1 == numSteps) ? 0 : *step + 1;
   }
 
-  // Fan-out blocks [n, n_k] (one per downstream shard k) -> [N_down, n].
-  void transposeFanout(const float *__restrict fanout, unsigned shardSize, unsigned layerSize,
-                       float *__restrict byDownstream) const {
+  // The first backward step (t = T-1): fan-out copies rearranged, carries and sums zeroed.
+  void start() {
+    const unsigned n = numNeurons, bn = batch * n;
+    if (!isOutput && dense)
+      transposeFanout(&nextWeights[0], n, nextShardSize, nextLayerSize, &nextWeightsT[0]);
+    else if (!isOutput)
+      blocksToRows(&nextWeights[0], n, nextShardSize, nextLayerSize, &nextWeightsT[0]);
+    if (recurrence == popsnn::Recurrence::ALL_TO_ALL && dense)
+      transposeFanout(&ownWeights[0], n, ownShardSize, ownLayerSize, &ownWeightsT[0]);
+    for (unsigned k = 0; k < bn; ++k)
+      gradMem[k] = 0.0f;
+    if (Neuron::synaptic)
+      for (unsigned k = 0; k < bn; ++k)
+        gradSyn[k] = 0.0f;
+    // DirectWeightGrad writes it whole; a partial-current input's is the previous
+    // layer's (copied in).
+    if (inputMode != INPUT_DIRECT && inputMode != INPUT_PARTIAL_CURRENT)
+      for (unsigned k = 0; k < gradWeights.size(); ++k)
+        gradWeights[k] = 0.0f;
+    if (pushNext)
+      for (unsigned k = 0; k < nextGradRows.size(); ++k)
+        nextGradRows[k] = 0.0f;
+    for (unsigned k = 0; k < n; ++k)
+      gradBias[k] = 0.0f;
+    if (recurrence != popsnn::Recurrence::NONE) {
+      for (unsigned k = 0; k < gradRecWeights.size(); ++k)
+        gradRecWeights[k] = 0.0f;
+      for (unsigned k = 0; k < gradRecBias.size(); ++k)
+        gradRecBias[k] = 0.0f;
+    }
+    if (inputMode == INPUT_DIRECT)
+      for (unsigned k = 0; k < bn; ++k)
+        currentGradSum[k] = 0.0f;
+  }
+
+  unsigned nextRow(unsigned t, unsigned b) const { return stepMajor ? b : t * batch + b; }
+  unsigned nextRowsPerBlock() const { return stepMajor ? batch : numSteps * batch; }
+  float *gradOutRow(unsigned t, unsigned b) {
+    return &gradOut[((stepMajor ? 0 : t * batch) + b) * numNeurons];
+  }
+
+  // A Leaky shard that feeds another layer: the fused pass (no rule, where the CPU has
+  // one) or the sparse-rule pass; else nullptr (generic() then).
+  const float *leakyFeedingPath(unsigned t, unsigned b, float beta, const int *own) {
+    if (isOutput)
+      return nullptr;
+    if (!dense)
+      return leakySparse(t, b, beta, own);
+#ifdef POPSNN_FUSED_LEAK_BACKWARD
+    return leakyFused(t, b, beta, own);
+#else
+    return nullptr;
+#endif
+  }
+
+#ifdef POPSNN_FUSED_LEAK_BACKWARD
+  // A dense Leaky shard feeding another layer: one fused pass (see leakBackwardRow).
+  const float *leakyFused(unsigned t, unsigned b, float beta, const int *own) {
     const unsigned n = numNeurons;
-    for (unsigned first = 0; first < layerSize; first += shardSize) {
-      const unsigned size = layerSize - first < shardSize ? layerSize - first : shardSize;
-      const float *__restrict block = fanout + n * first;
-      for (unsigned i = 0; i < n; ++i)
-        for (unsigned k = 0; k < size; ++k)
-          byDownstream[(first + k) * n + i] = block[i * size + k];
+    float *__restrict gU = &gradMem[b * n];
+    // dL/dI of the next layer's neurons at (t, b), contiguous, from its shards' blocks.
+    float *__restrict g = &scratch[2 * n];
+    const unsigned row = nextRow(t, b), rowsPerBlock = nextRowsPerBlock();
+    for (unsigned first = 0; first < nextLayerSize; first += nextShardSize) {
+      const unsigned size =
+          nextLayerSize - first < nextShardSize ? nextLayerSize - first : nextShardSize;
+      const float *__restrict block = &nextGrad[rowsPerBlock * first + row * size];
+      for (unsigned c = 0; c < size; ++c)
+        g[first + c] = block[c];
+    }
+    if (zeroReset) // as in generic(): a spike at t cuts the leak path
+      zeroAtSpikes(own, offset, gU);
+    leakBackwardRow(g, nextLayerSize, &nextWeightsT[0], n, &surrTrace[(t * batch + b) * n], beta,
+                    gU, inputMode == INPUT_DIRECT ? &currentGradSum[b * n] : nullptr,
+                    publishGrad ? gradOutRow(t, b) : nullptr, &gradBias[0]);
+    return gU;
+  }
+#endif
+
+#ifndef __IPU__
+  // The traces were written in the forward, long out of cache: a later sample's id buffer
+  // (header and first ids), surrogate values and, for the weight gradient, input buffers.
+  void prefetchSample(unsigned t, unsigned b, const int *own) {
+    __builtin_prefetch(own);
+    __builtin_prefetch(own + 16);
+    if (!dense)
+      __builtin_prefetch(&surrValues[(t * batch + b) * (stride - BUFFER_HEADER)]);
+    if (inputMode == INPUT_SPIKE_IDS)
+      for (unsigned s = 0; s < numSrc; ++s)
+        __builtin_prefetch(&inIds[((stepMajor ? s : s * numSteps + t) * batch + b) * inStride]);
+  }
+#endif
+
+  // A sparse rule on a Leaky shard that feeds another layer: dL/dU decays everywhere, and
+  // only the id buffer's entries inside the rule add surrogate * dL/dS, one dot each
+  // (padded rows of W_next with the gathered dL/dI_next); then the sums.
+  const float *leakySparse(unsigned t, unsigned b, float beta, const int *own) {
+    const unsigned n = numNeurons, P = pushWidth(nextLayerSize);
+    float *__restrict gU = &gradMem[b * n];
+    const float *__restrict vals = &surrValues[(t * batch + b) * (stride - BUFFER_HEADER)];
+    float *__restrict g = &scratch[2 * n];
+    if (zeroReset) // a spike at t cuts the leak path
+      zeroAtSpikes(own, offset, gU);
+    for (unsigned j = 0; j < n; ++j)
+      gU[j] = beta * gU[j];
+    bool gathered = false; // the next layer's dL/dI row: read only if an entry is in the rule
+    for (int k = 0; k < own[1]; ++k)
+      if (vals[k] != 0.0f) { // not a spike off the rule's window
+        if (!gathered)
+          gatherNextGrad(&nextGrad[0], g, nextLayerSize, nextShardSize, nextRow(t, b),
+                         nextRowsPerBlock());
+        gathered = true;
+        const unsigned j = unsigned(own[BUFFER_HEADER + k]) - offset;
+        gU[j] += vals[k] * dotPadded(&nextWeightsT[j * P], g, P);
+      }
+    publishCarry(gU, n, publishGrad ? gradOutRow(t, b) : nullptr, &gradBias[0],
+                 inputMode == INPUT_DIRECT ? &currentGradSum[b * n] : nullptr);
+    return gU;
+  }
+
+  // dL/dS[t] into eps: from the loss or the next layer, plus the recurrent path.
+  void spikeGrad(unsigned t, unsigned b, const int *own, float *__restrict eps) {
+    const unsigned n = numNeurons;
+    const float *__restrict vals =
+        dense ? nullptr : &surrValues[(t * batch + b) * (stride - BUFFER_HEADER)];
+    if (isOutput) {
+      copyTo(eps, &lossGradSpikes[(t * batch + b) * n], n);
+    } else if (!dense) {
+      // One dot per id-buffer entry inside the rule: its padded row of W_next with this
+      // (step, sample)'s dL/dI_next, gathered padded from the downstream shards' blocks.
+      for (unsigned j = 0; j < n; ++j)
+        eps[j] = 0.0f;
+      const unsigned P = pushWidth(nextLayerSize);
+      float *__restrict g = &scratch[2 * n];
+      gatherNextGrad(&nextGrad[0], g, nextLayerSize, nextShardSize, nextRow(t, b),
+                     nextRowsPerBlock());
+      for (int k = 0; k < own[1]; ++k) {
+        if (vals[k] == 0.0f) // a spike off the rule's window
+          continue;
+        const unsigned j = unsigned(own[BUFFER_HEADER + k]) - offset;
+        eps[j] += dotPadded(&nextWeightsT[j * P], g, P);
+      }
+    } else {
+      for (unsigned j = 0; j < n; ++j)
+        eps[j] = 0.0f;
+      fromFanoutDense(eps, n, &nextWeightsT[0], &nextGrad[0], nextShardSize, nextLayerSize,
+                      nextRow(t, b), nextRowsPerBlock());
+    }
+    if (recurrence == popsnn::Recurrence::ALL_TO_ALL && t + 1 < numSteps) {
+      if (dense)
+        fromFanoutDense(eps, n, &ownWeightsT[0], &ownGrad[0], ownShardSize, ownLayerSize, b, batch);
+      else
+        fromFanoutSparse(eps, n, offset, vals, own, &ownWeights[0], &ownGrad[0], ownShardSize,
+                         ownLayerSize, b, batch);
+    } else if (recurrence == popsnn::Recurrence::ONE_TO_ONE) {
+      const float *__restrict gU = &gradMem[b * n];
+      for (unsigned j = 0; j < n; ++j)
+        eps[j] += recWeights[j] * gU[j];
     }
   }
 
-  // eps[j] += sum_k W_down[k, j] * dL/dI_down[b, k] over a downstream layer's neurons k.
-  // Dense: one multiply-add pass over this shard per downstream neuron (zero dL/dI skipped).
-  // Sparse rule: only for the entries of this step's id buffer (spikes, then gradient
-  // candidates) whose surrogate is non-zero, one dot per entry.
-  // `grads` holds one block per downstream shard k at rowsPerBlock * first_k, [rows, n_k];
-  // `row` picks the (step, sample) or sample row within each block.
-  void fromFanout(float *__restrict eps, const float *__restrict vals, const int *ids,
-                  const float *fanout, const float *byDownstream, const float *grads,
-                  unsigned shardSize, unsigned layerSize, unsigned row,
-                  unsigned rowsPerBlock) const {
+  // dL/dU[t] = surrogate * dL/dS[t] (+ a membrane loss) + leak * dL/dU[t+1], in gU.
+  // Entries off the sparse rule have surrogate exactly 0: eps is not computed there.
+  void membraneGrad(unsigned t, unsigned b, float beta, const int *own, const float *__restrict eps,
+                    float *__restrict gU) {
     const unsigned n = numNeurons;
-    if (dense) {
-      for (unsigned first = 0; first < layerSize; first += shardSize) {
-        const unsigned size = layerSize - first < shardSize ? layerSize - first : shardSize;
-        const float *__restrict g = grads + rowsPerBlock * first + row * size;
-        const float *__restrict rows = byDownstream + first * n;
-        unsigned k = 0;
-        // Four downstream neurons per pass: one load and store of eps for four rows.
-        for (; k + 4 <= size; k += 4) {
-          const float g0 = g[k], g1 = g[k + 1], g2 = g[k + 2], g3 = g[k + 3];
-          const float *__restrict r0 = rows + k * n;
-          const float *__restrict r1 = r0 + n;
-          const float *__restrict r2 = r1 + n;
-          const float *__restrict r3 = r2 + n;
-          for (unsigned j = 0; j < n; ++j)
-            eps[j] += g0 * r0[j] + g1 * r1[j] + g2 * r2[j] + g3 * r3[j];
+    // A zero reset cuts the leak path of neurons that spiked at t: U[t+1] starts from 0.
+    // (Where it gates the whole update, the carry is gated after: see inputGrad.)
+    if (zeroReset && !Neuron::gatesInput)
+      zeroAtSpikes(own, offset, gU);
+    const float *__restrict gMem = isOutput ? &lossGradMem[(t * batch + b) * n] : nullptr;
+    if (!dense) {
+      // Only the id buffer's entries carry surrogate; the rest decays.
+      const float *__restrict vals = &surrValues[(t * batch + b) * (stride - BUFFER_HEADER)];
+      if (gMem)
+        for (unsigned j = 0; j < n; ++j)
+          gU[j] = gMem[j] + beta * gU[j];
+      else
+        for (unsigned j = 0; j < n; ++j)
+          gU[j] = beta * gU[j];
+      for (int k = 0; k < own[1]; ++k)
+        if (vals[k] != 0.0f) {
+          const unsigned j = unsigned(own[BUFFER_HEADER + k]) - offset;
+          gU[j] += vals[k] * eps[j];
         }
-        for (; k < size; ++k) {
-          const float gk = g[k];
-          const float *__restrict row = rows + k * n;
-          for (unsigned j = 0; j < n; ++j)
-            eps[j] += gk * row[j];
-        }
-      }
       return;
     }
-    for (int k = 0; k < ids[1]; ++k) {
-      const unsigned j = unsigned(ids[BUFFER_HEADER + k]) - offset;
-      if (vals[k] == 0.0f) // a spike off the rule's window
-        continue;
-      float sum = 0.0f;
-      for (unsigned first = 0; first < layerSize; first += shardSize) {
-        const unsigned size = layerSize - first < shardSize ? layerSize - first : shardSize;
-        sum += dot(fanout + n * first + j * size, grads + rowsPerBlock * first + row * size, size);
+    const float *__restrict sg = &surrTrace[(t * batch + b) * n];
+    if (gMem)
+      for (unsigned j = 0; j < n; ++j)
+        gU[j] = ((sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + gMem[j]) + beta * gU[j];
+    else
+      for (unsigned j = 0; j < n; ++j)
+        gU[j] = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + beta * gU[j];
+  }
+
+  // dL/dI[t] from dL/dU[t] (gU) into dI, through the model's input path.
+  void inputGrad(unsigned t, unsigned b, const popsnn::NeuronConstants &c, float *__restrict gU,
+                 float *__restrict dI) {
+    const unsigned n = numNeurons;
+    const int *prevOwn = t > 0 ? &idTrace[((t - 1) * batch + b) * stride] : nullptr;
+    if constexpr (Neuron::synaptic) {
+      float *__restrict gJ = &gradSyn[b * n];
+      if (zeroReset) {
+        // U[t] = (1 - S[t-1]) (beta U[t-1] + J[t]): the reset also gates J's path.
+        float *__restrict keep = &scratch[n];
+        for (unsigned j = 0; j < n; ++j)
+          keep[j] = 1.0f;
+        if (prevOwn)
+          zeroAtSpikes(prevOwn, offset, keep);
+        for (unsigned j = 0; j < n; ++j)
+          gJ[j] = keep[j] * gU[j] + c.alpha * gJ[j];
+      } else {
+        for (unsigned j = 0; j < n; ++j)
+          gJ[j] = gU[j] + c.alpha * gJ[j];
       }
-      eps[j] += sum;
+      copyTo(dI, gJ, n);
+      return;
+    }
+    // U[t] = (1 - S[t-1]) (beta U[t-1] + input terms): carry and dL/dI are the gradient of
+    // that bracket.
+    if (zeroReset && Neuron::gatesInput && prevOwn)
+      zeroAtSpikes(prevOwn, offset, gU);
+    if constexpr (Neuron::scalesInput) {
+      const float gain = Neuron::inputGain(c);
+      for (unsigned j = 0; j < n; ++j)
+        dI[j] = gain * gU[j];
+    } else {
+      copyTo(dI, gU, n);
+    }
+  }
+
+  // Every model's path: dL/dS, dL/dU, dL/dI and their sums; returns dL/dI[t].
+  const float *generic(unsigned t, unsigned b, const popsnn::NeuronConstants &c, const int *own) {
+    const unsigned n = numNeurons;
+    float *__restrict eps = &scratch[0];
+    float *__restrict gU = &gradMem[b * n];
+    spikeGrad(t, b, own, eps);
+    membraneGrad(t, b, c.beta, own, eps, gU);
+    float *__restrict dI = eps; // eps is spent: reuse its storage for dL/dI[t]
+    inputGrad(t, b, c, gU, dI);
+    if (publishGrad)
+      copyTo(gradOutRow(t, b), dI, n);
+    if (recurrence == popsnn::Recurrence::ALL_TO_ALL)
+      copyTo(&gradStep[b * n], dI, n);
+    addTo(&gradBias[0], dI, n);
+    if (inputMode == INPUT_DIRECT)
+      addTo(&currentGradSum[b * n], dI, n);
+    return dI;
+  }
+
+  // Weight gradient: sparse in the input (direct input: summed over steps above).
+  void weightGrads(unsigned t, unsigned b, const float *__restrict dI) {
+    const unsigned n = numNeurons;
+    if (inputMode == INPUT_DENSE_STEPS) {
+      forEachNonzero(&denseIn[(t * batch + b) * numInputs], numInputs, [&](unsigned i, float xi) {
+        float *__restrict row = &gradWeights[i * n];
+        for (unsigned j = 0; j < n; ++j)
+          row[j] += xi * dI[j];
+      });
+    } else if (inputMode == INPUT_SPIKE_IDS) {
+      for (unsigned s = 0; s < numSrc; ++s)
+        addAtSpikeRows(&inIds[((stepMajor ? s : s * numSteps + t) * batch + b) * inStride], dI, n,
+                       &gradWeights[0]);
+    }
+  }
+
+  // dL/dW_next[j, :] += dL/dI_next[t, b, :] for each own spike j, on padded rows.
+  void pushGrads(unsigned t, unsigned b, const int *own) {
+    const unsigned n = numNeurons, P = pushWidth(nextLayerSize);
+    float *__restrict g = &nextGradRows[n * P];
+    for (unsigned first = 0; first < nextLayerSize; first += nextShardSize) {
+      const unsigned size =
+          nextLayerSize - first < nextShardSize ? nextLayerSize - first : nextShardSize;
+      const float *__restrict block = &nextGrad[numSteps * batch * first + (t * batch + b) * size];
+      for (unsigned c = 0; c < size; ++c)
+        g[first + c] = block[c];
+    }
+    for (int k = 0; k < own[0]; ++k) {
+      float *__restrict row = &nextGradRows[(unsigned(own[BUFFER_HEADER + k]) - offset) * P];
+      for (unsigned c0 = 0; c0 < P; c0 += PUSH_CHUNK)
+        for (unsigned c = 0; c < PUSH_CHUNK; ++c)
+          row[c0 + c] += g[c0 + c];
+    }
+  }
+
+  // RLeaky's V and b_V: S[t-1] is V's input at step t.
+  void recurrentGrads(unsigned t, unsigned b, const float *__restrict dI) {
+    const unsigned n = numNeurons;
+    if (recurrence == popsnn::Recurrence::ALL_TO_ALL) {
+      addTo(&gradRecBias[0], dI, n);
+      if (t > 0)
+        for (unsigned o = 0; o < numOwn; ++o)
+          addAtSpikeRows(&recIds[((stepMajor ? o : o * numSteps + t - 1) * batch + b) * stride], dI,
+                         n, &gradRecWeights[0]);
+    } else if (recurrence == popsnn::Recurrence::ONE_TO_ONE && t > 0) {
+      const int *prevOwn = &idTrace[((t - 1) * batch + b) * stride];
+      for (int k = 0; k < prevOwn[0]; ++k) {
+        const unsigned j = unsigned(prevOwn[BUFFER_HEADER + k]) - offset;
+        gradRecWeights[j] += dI[j];
+      }
+    }
+  }
+
+  void publishStepMajor(unsigned t) {
+    for (unsigned b = 0; b < batch; ++b) {
+      if (publishIds)
+        copyBuffer(t >= 1 ? &idTrace[((t - 1) * batch + b) * stride] : nullptr,
+                   &outIds[b * stride]);
+      if (recurrence == popsnn::Recurrence::ALL_TO_ALL)
+        copyBuffer(t >= 2 ? &idTrace[((t - 2) * batch + b) * stride] : nullptr,
+                   &prevIds[b * stride]);
     }
   }
 };
+
+// Every combination of the units (include/popsnn/VertexUnits.hpp names them for the host).
+
+template class LifBackward<popsnn::Leaky, popsnn::ResetSubtract>;
+template class LifBackward<popsnn::Leaky, popsnn::ResetZero>;
+template class LifBackward<popsnn::Leaky, popsnn::ResetNone>;
+template class LifBackward<popsnn::Synaptic, popsnn::ResetSubtract>;
+template class LifBackward<popsnn::Synaptic, popsnn::ResetZero>;
+template class LifBackward<popsnn::Synaptic, popsnn::ResetNone>;
+template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract>;
+template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetZero>;
+template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetNone>;
+template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract>;
+template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetZero>;
+template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetNone>;
+template class LifBackward<popsnn::Lapicque, popsnn::ResetSubtract>;
+template class LifBackward<popsnn::Lapicque, popsnn::ResetZero>;
+template class LifBackward<popsnn::Lapicque, popsnn::ResetNone>;
 
 // dL/dW = x^T . sum_t dL/dI for direct-current input, once per minibatch, each
 // weight-gradient row written once.

@@ -1,5 +1,5 @@
 // Device-side helpers shared by the LIF vertices (LifForward.cpp, LifBackward.cpp are
-// separate translation units): the surrogate gradients, id-buffer copies, and the row
+// separate translation units): id-buffer copies, and the row
 // layout of a pushing shard's next-layer weights, the spike and candidate ids, the fused
 // Leaky steps (the sparse row kernels are in SparseRows.hpp). Inline functions only.
 #pragma once
@@ -16,59 +16,6 @@ namespace popsnn {
 namespace lif {
 
 using namespace popsnn::codes;
-
-// dS/dU as a function of x = U - threshold (docs/numerics.md).
-inline float fastSigmoid(float x, float k) {
-  const float d = 1.0f + k * std::fabs(x);
-  return 1.0f / (d * d);
-}
-inline float atanSurrogate(float x, float alpha) {
-  const float z = 3.14159265358979323846f * alpha * x / 2.0f;
-  return (alpha / 2.0f) / (1.0f + z * z);
-}
-// k e^(-k|x|) / (1 + e^(-k|x|))^2: equal to k s (1 - s) with s = sigmoid(kx) (the function is
-// even), but e^(-k|x|) <= 1 never overflows and keeps full precision far in the tails, where
-// 1 - s rounds to 0 in float32.
-inline float sigmoidSurrogate(float x, float k) {
-  const float e = std::exp(-k * std::fabs(x));
-  const float d = 1.0f + e;
-  return k * e / (d * d);
-}
-
-inline float surrogateAt(unsigned kind, float param, float x) {
-  switch (kind) {
-  case FAST_SIGMOID:
-    return fastSigmoid(x, param);
-  case ATAN:
-    return atanSurrogate(x, param);
-  case SIGMOID:
-    return sigmoidSurrogate(x, param);
-  default:
-    return 1.0f;
-  }
-}
-
-// The surrogate of a row of membranes: the switch outside the loops, so each vectorises.
-inline void surrogateRow(unsigned kind, float param, float threshold, const float *__restrict u,
-                         float *__restrict sg, unsigned n) {
-  switch (kind) {
-  case FAST_SIGMOID:
-    for (unsigned j = 0; j < n; ++j)
-      sg[j] = fastSigmoid(u[j] - threshold, param);
-    break;
-  case ATAN:
-    for (unsigned j = 0; j < n; ++j)
-      sg[j] = atanSurrogate(u[j] - threshold, param);
-    break;
-  case SIGMOID:
-    for (unsigned j = 0; j < n; ++j)
-      sg[j] = sigmoidSurrogate(u[j] - threshold, param);
-    break;
-  default:
-    for (unsigned j = 0; j < n; ++j)
-      sg[j] = 1.0f;
-  }
-}
 
 // Copies an id buffer (header and used entries), or writes an empty one.
 inline void copyBuffer(const int *src, int *dst) {

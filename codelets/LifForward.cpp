@@ -3,9 +3,12 @@
 #include <poplar/Vertex.hpp>
 
 #include <cmath>
+#include <type_traits>
 
 #include "DenseKernels.hpp"
 #include "LifCommon.hpp"
+#include "Neurons.hpp"
+#include "SparseBackward.hpp" // forEachNonzero
 
 using namespace poplar;
 using namespace popsnn::codes;
@@ -43,10 +46,165 @@ public:
   }
 };
 
-// One LIF step of a shard: synaptic input, membrane update, spike decision,
-// surrogate trace, and the shard's spike-id buffer (spikes, then gradient
-// candidates) for every sample.
-class LifForward : public Vertex {
+namespace {
+
+// The parts of a forward step that do not depend on the neuron's units: compiled once,
+// not once per vertex specialisation (kept out of line: each is a whole row's work).
+#define ONCE __attribute__((noinline))
+
+// The previous layer's W.S blocks of step t summed over its shards, a [B, n] row of each
+// at a time (for every entry the same order of additions as one sample at a time).
+ONCE void sumPartials(const float *partialIn, unsigned numSrc, unsigned numSteps, unsigned t,
+                      unsigned rows, float *__restrict sum) {
+  for (unsigned k = 0; k < rows; ++k)
+    sum[k] = 0.0f;
+  for (unsigned s = 0; s < numSrc; ++s) {
+    const float *__restrict part = &partialIn[(s * numSteps + t) * rows];
+    for (unsigned k = 0; k < rows; ++k)
+      sum[k] += part[k];
+  }
+}
+
+// One sample's synaptic input I[t] = W.x[t] + b (dense steps: zero inputs skipped) or the
+// sum over the previous layer's spike ids, into acc.
+ONCE void inputFromDense(const float *__restrict xb, unsigned numInputs, const float *weights,
+                         const float *__restrict bias, unsigned n, float *__restrict acc) {
+  for (unsigned j = 0; j < n; ++j)
+    acc[j] = 0.0f;
+  forEachNonzero(xb, numInputs, [&](unsigned i, float xi) {
+    const float *__restrict row = &weights[i * n];
+    for (unsigned j = 0; j < n; ++j)
+      acc[j] += xi * row[j];
+  });
+  for (unsigned j = 0; j < n; ++j)
+    acc[j] += bias[j];
+}
+// Source shard s's id buffer for this (step, sample) is at ids + s * srcStride.
+ONCE void inputFromIds(const int *ids, unsigned srcStride, unsigned numSrc, const float *weights,
+                       const float *__restrict bias, unsigned n, float *__restrict acc) {
+  for (unsigned j = 0; j < n; ++j)
+    acc[j] = 0.0f;
+  for (unsigned s = 0; s < numSrc; ++s) {
+    const int *buf = ids + s * srcStride;
+    const int spikes = buf[0];
+    for (int k = 0; k < spikes; ++k) {
+      const float *__restrict row = &weights[unsigned(buf[BUFFER_HEADER + k]) * n];
+      for (unsigned j = 0; j < n; ++j)
+        acc[j] += row[j];
+    }
+  }
+  for (unsigned j = 0; j < n; ++j)
+    acc[j] += bias[j];
+}
+ONCE void inputFromPartials(const float *__restrict sum, const float *__restrict bias, unsigned n,
+                            float *__restrict acc) {
+  for (unsigned j = 0; j < n; ++j)
+    acc[j] = 0.0f;
+  for (unsigned j = 0; j < n; ++j)
+    acc[j] += sum[j];
+  for (unsigned j = 0; j < n; ++j)
+    acc[j] += bias[j];
+}
+
+// RLeaky all-to-all's V.S[t-1] + b_V, summed over the spikes of every shard of this layer
+// (kept apart from I[t] to add in the reference's order).
+ONCE void recurrentAllToAll(const int *recIds, unsigned numOwn, unsigned batch, unsigned b,
+                            unsigned stride, bool first, const float *recWeights,
+                            const float *__restrict recBias, unsigned n, float *__restrict rec) {
+  for (unsigned j = 0; j < n; ++j)
+    rec[j] = 0.0f;
+  if (!first)
+    for (unsigned s = 0; s < numOwn; ++s) {
+      const int *buf = &recIds[(s * batch + b) * stride];
+      for (int k = 0; k < buf[0]; ++k) {
+        const float *__restrict row = &recWeights[unsigned(buf[BUFFER_HEADER + k]) * n];
+        for (unsigned j = 0; j < n; ++j)
+          rec[j] += row[j];
+      }
+    }
+  for (unsigned j = 0; j < n; ++j)
+    rec[j] = rec[j] + recBias[j];
+}
+
+// W_next.S[t] of a pushing shard: the rows of the stored spikes, PUSH_CHUNK columns at a
+// time in registers, into the downstream shards' blocks. (A buffer that overflowed fails
+// the step: its sums are never used.)
+ONCE void pushSpikes(const int *ids, unsigned stored, unsigned offset, const float *rows,
+                     unsigned nextN, unsigned nextShardSize, unsigned rowInBlock,
+                     unsigned rowsPerBlock, float *__restrict pushed, float *nextCurrent) {
+  sumRows(ids, stored, offset, rows, pushWidth(nextN), pushed);
+  for (unsigned first = 0; first < nextN; first += nextShardSize) {
+    const unsigned size = nextN - first < nextShardSize ? nextN - first : nextShardSize;
+    float *__restrict out = &nextCurrent[rowsPerBlock * first + rowInBlock * size];
+    for (unsigned k = 0; k < size; ++k)
+      out[k] = pushed[first + k];
+  }
+}
+
+// Never truncate silently: the host reads these counters and refuses the result.
+ONCE void countOverflow(unsigned needed, unsigned capacity, unsigned t, unsigned *overflow) {
+  if (needed <= capacity)
+    return;
+  if (overflow[OVERFLOWED] == 0)
+    overflow[FIRST_STEP] = t + 1;
+  overflow[OVERFLOWED] += 1;
+  if (needed > overflow[MOST_NEEDED])
+    overflow[MOST_NEEDED] = needed;
+}
+
+// The masked surrogate of a row of membranes: 0 off the sparse rule, one branch-free loop
+// per (surrogate, rule) unit pair.
+template <class Surrogate, class Rule>
+void surrogateRow(float param, float threshold, float ruleValue, const float *__restrict u,
+                  float *__restrict sg, unsigned n) {
+  for (unsigned j = 0; j < n; ++j) {
+    const float s = Surrogate::at(u[j] - threshold, param);
+    sg[j] = Rule::keep(u[j], threshold, ruleValue) ? s : 0.0f;
+  }
+}
+template <class Surrogate>
+void surrogateRow(unsigned rule, float param, float threshold, float ruleValue,
+                  const float *__restrict u, float *__restrict sg, unsigned n) {
+  if (rule == RULE_WINDOW)
+    surrogateRow<Surrogate, popsnn::Window>(param, threshold, ruleValue, u, sg, n);
+  else if (rule == RULE_ONE_SIDED)
+    surrogateRow<Surrogate, popsnn::OneSided>(param, threshold, ruleValue, u, sg, n);
+  else
+    surrogateRow<Surrogate, popsnn::NoRule>(param, threshold, ruleValue, u, sg, n);
+}
+// Picks the row kernel once per row: the units' choice stays out of the loops.
+ONCE void surrogateRow(unsigned surrogate, unsigned rule, float param, float threshold,
+                       float ruleValue, const float *__restrict u, float *__restrict sg,
+                       unsigned n) {
+  switch (surrogate) {
+  case FAST_SIGMOID:
+    return surrogateRow<popsnn::FastSigmoid>(rule, param, threshold, ruleValue, u, sg, n);
+  case ATAN:
+    return surrogateRow<popsnn::Atan>(rule, param, threshold, ruleValue, u, sg, n);
+  case SIGMOID:
+    return surrogateRow<popsnn::Sigmoid>(rule, param, threshold, ruleValue, u, sg, n);
+  default:
+    return surrogateRow<popsnn::StraightThrough>(rule, param, threshold, ruleValue, u, sg, n);
+  }
+}
+
+ONCE unsigned spikesOf(const float *__restrict u, float threshold, float *__restrict prev,
+                       unsigned n, unsigned offset, int *__restrict ids, unsigned capacity) {
+  return appendSpikes(u, threshold, prev, n, offset, ids, 0, capacity);
+}
+ONCE unsigned candidatesOf(const float *__restrict prev, const float *__restrict sg, unsigned n,
+                           unsigned offset, int *__restrict ids, unsigned needed,
+                           unsigned capacity) {
+  return appendCandidates(prev, sg, n, offset, ids, needed, capacity);
+}
+
+} // namespace
+
+// One LIF step of a shard: synaptic input, membrane update, spike decision, surrogate
+// trace, and the shard's spike-id buffer (spikes, then gradient candidates) for every
+// sample. Specialised on the layer's neuron model and reset (codelets/Neurons.hpp); its
+// surrogate and sparse rule pick a row kernel once per row.
+template <class Neuron, class Reset> class LifForward : public Vertex {
 public:
   InOut<unsigned> step; // device-side step counter, wraps at numSteps
   // INPUT_DIRECT: x.W + b [B, n]. INPUT_PARTIAL_CURRENT: this step's sum of the partial
@@ -99,10 +257,8 @@ public:
   unsigned stride;
   unsigned offset;
   unsigned capacity;
-  unsigned neuron;
-  unsigned reset;
-  unsigned surrogate;
-  unsigned rule;
+  unsigned surrogate; // codes::Surrogate
+  unsigned rule;      // codes::Rule
   unsigned inputMode;
   unsigned record;
   unsigned stepsPerCall;
@@ -112,7 +268,7 @@ public:
   unsigned nextShardSize;
   unsigned nextLayerSize;
   float beta;
-  float alpha;
+  float alpha; // the neuron's second constant (popsnn::NeuronConstants)
   float threshold;
   float surrogateParam;
   float ruleValue;
@@ -120,225 +276,153 @@ public:
   bool compute() {
     // Float members copied to locals: stores through float pointers could alias them,
     // which would force reloads and block vectorisation.
-    const float beta = this->beta, alpha = this->alpha, threshold = this->threshold;
-    const float surrogateParam = this->surrogateParam, ruleValue = this->ruleValue;
-    // Likewise the unsigned members that int stores (the id buffers) could alias.
-    const unsigned capacity = this->capacity, offset = this->offset;
+    const popsnn::NeuronConstants c{beta, alpha, threshold};
     // All steps in one call (a layer-major schedule), or one (an all-to-all recurrence
     // needs every shard's spikes of step t-1 before step t).
     for (unsigned call = 0; call < stepsPerCall; ++call)
-      step1(*step, beta, alpha, threshold, surrogateParam, ruleValue, capacity, offset);
+      step1(*step, c, surrogateParam, ruleValue);
     return true;
   }
 
 private:
-  void step1(unsigned t, float beta, float alpha, float threshold, float surrogateParam,
-             float ruleValue, unsigned capacity, unsigned offset) {
+  static constexpr popsnn::Recurrence recurrence = Neuron::recurrence;
+
+  void start() {
     const unsigned n = numNeurons;
-    if (t == 0) {
-      for (unsigned k = 0; k < OVERFLOW_FIELDS; ++k)
-        overflow[k] = 0;
-      for (unsigned k = 0; k < batch * n; ++k) {
-        mem[k] = 0.0f;
-        prevSpikes[k] = 0.0f;
-      }
-      if (neuron == SYNAPTIC)
-        for (unsigned k = 0; k < batch * n; ++k)
-          syn[k] = 0.0f;
-      if (pushNext) // one contiguous, zero-padded row of next-layer weights per own neuron
-        blocksToRows(&nextWeights[0], n, nextShardSize, nextLayerSize, &nextRows[0]);
+    for (unsigned k = 0; k < OVERFLOW_FIELDS; ++k)
+      overflow[k] = 0;
+    for (unsigned k = 0; k < batch * n; ++k) {
+      mem[k] = 0.0f;
+      prevSpikes[k] = 0.0f;
     }
+    if (Neuron::synaptic)
+      for (unsigned k = 0; k < batch * n; ++k)
+        syn[k] = 0.0f;
+    if (pushNext) // one contiguous, zero-padded row of next-layer weights per own neuron
+      blocksToRows(&nextWeights[0], n, nextShardSize, nextLayerSize, &nextRows[0]);
+  }
+
+  // Sample b's synaptic input I[t]: the direct current, or computed into scratch.
+  const float *inputOf(unsigned t, unsigned b) {
+    const unsigned n = numNeurons;
+    float *acc = &scratch[0];
+    if (inputMode == INPUT_DIRECT)
+      return &current[b * n];
+    if (inputMode == INPUT_PARTIAL_CURRENT)
+      inputFromPartials(&current[b * n], &bias[0], n, acc);
+    else if (inputMode == INPUT_DENSE_STEPS)
+      inputFromDense(&denseIn[(t * batch + b) * numInputs], numInputs, &weights[0], &bias[0], n,
+                     acc);
+    else // buffers [numSrc, T, B, inStride] (step-major: [numSrc, B, inStride])
+      inputFromIds(&inIds[((stepMajor ? 0 : t) * batch + b) * inStride],
+                   (stepMajor ? 1 : numSteps) * batch * inStride, numSrc, &weights[0], &bias[0], n,
+                   acc);
+    return acc;
+  }
+
+  // The recurrent term of sample b (RLeaky), in scratch[n .. 2n).
+  const float *recurrentOf(unsigned t, unsigned b) {
+    const unsigned n = numNeurons;
+    float *__restrict rec = &scratch[n];
+    if (recurrence == popsnn::Recurrence::ALL_TO_ALL)
+      recurrentAllToAll(&recIds[0], numOwn, batch, b, stride, t == 0, &recWeights[0], &recBias[0],
+                        n, rec);
+    else if (recurrence == popsnn::Recurrence::ONE_TO_ONE)
+      for (unsigned j = 0; j < n; ++j)
+        rec[j] = prevSpikes[b * n + j] * recWeights[j];
+    return rec;
+  }
+
+  // Membrane update, masked surrogate and spikes of sample b; returns the ids appended.
+  unsigned neuronStep(const popsnn::NeuronConstants &c, float param, float ruleValue,
+                      const float *in, const float *rec, unsigned b, float *__restrict sg,
+                      int *__restrict ids) {
+    const unsigned n = numNeurons;
+    float *__restrict u = &mem[b * n];
+    float *__restrict prev = &prevSpikes[b * n];
+    float *__restrict j = Neuron::synaptic ? &syn[b * n] : nullptr;
+#ifdef POPSNN_FUSED_LEAK_FORWARD
+    // Leaky's update, surrogate, rule and spikes in one AVX-512 pass (no exp: not Sigmoid).
+    if (std::is_same<Neuron, popsnn::Leaky>::value && surrogate != SIGMOID)
+      return leakForwardRow(n, c.beta, c.threshold, Reset::code, surrogate, param, rule, ruleValue,
+                            in, u, prev, sg, offset, ids, 0, capacity);
+#endif
+    // The reset R[t] = S[t-1] is decided by the previous step.
+    Neuron::template forwardRow<Reset>(c, n, in, rec, j, u, prev);
+    surrogateRow(surrogate, rule, param, c.threshold, ruleValue, u, sg, n);
+    // Spikes are rare: decided many neurons at a time into bit masks, whose set bits
+    // become ids (see appendSpikes).
+    return spikesOf(u, c.threshold, prev, n, offset, ids, capacity);
+  }
+
+  void step1(unsigned t, const popsnn::NeuronConstants &c, float param, float ruleValue) {
+    const unsigned n = numNeurons;
+    if (t == 0)
+      start();
     const unsigned nextN = nextLayerSize, P = pushWidth(nextN);
-    float *__restrict pushed = pushNext ? &nextRows[n * P] : nullptr;
-    if (inputMode == INPUT_PARTIAL_CURRENT) {
-      // The previous layer's W.S blocks of step t summed over its shards, a [B, n] row of
-      // each at a time (for every entry the same order of additions as one sample at a time).
-      float *__restrict sum = &current[0];
-      const unsigned rows = batch * n;
-      for (unsigned k = 0; k < rows; ++k)
-        sum[k] = 0.0f;
-      for (unsigned s = 0; s < numSrc; ++s) {
-        const float *__restrict part = &partialIn[(s * numSteps + t) * rows];
-        for (unsigned k = 0; k < rows; ++k)
-          sum[k] += part[k];
-      }
-    }
+    if (inputMode == INPUT_PARTIAL_CURRENT)
+      sumPartials(&partialIn[0], numSrc, numSteps, t, batch * n, &current[0]);
+    const bool sparse = rule != RULE_NONE;
     for (unsigned b = 0; b < batch; ++b) {
-      // Synaptic input I[t] into scratch.
-      const float *in = &scratch[0]; // may alias acc below: not restrict
-      if (inputMode == INPUT_DIRECT) {
-        in = &current[b * n];
-      } else {
-        float *__restrict acc = &scratch[0];
-        for (unsigned j = 0; j < n; ++j)
-          acc[j] = 0.0f;
-        if (inputMode == INPUT_PARTIAL_CURRENT) {
-          const float *__restrict sum = &current[b * n];
-          for (unsigned j = 0; j < n; ++j)
-            acc[j] += sum[j];
-        } else if (inputMode == INPUT_DENSE_STEPS) {
-          const float *__restrict xb = &denseIn[(t * batch + b) * numInputs];
-          for (unsigned i = 0; i < numInputs; ++i) {
-            const float xi = xb[i];
-            if (xi == 0.0f)
-              continue;
-            const float *__restrict row = &weights[i * n];
-            for (unsigned j = 0; j < n; ++j)
-              acc[j] += xi * row[j];
-          }
-        } else {
-          for (unsigned s = 0; s < numSrc; ++s) {
-            const int *buf = &inIds[((stepMajor ? s : s * numSteps + t) * batch + b) * inStride];
-            const int spikes = buf[0];
-            for (int k = 0; k < spikes; ++k) {
-              const float *__restrict row = &weights[unsigned(buf[BUFFER_HEADER + k]) * n];
-              for (unsigned j = 0; j < n; ++j)
-                acc[j] += row[j];
-            }
-          }
-        }
-        for (unsigned j = 0; j < n; ++j)
-          acc[j] += bias[j];
-      }
-      float *__restrict u = &mem[b * n];
-      float *__restrict prev = &prevSpikes[b * n];
-      // RLeaky's recurrent term V.S[t-1] (+ b_V), kept apart to add in the reference's order.
-      float *__restrict rec = &scratch[n];
-      if (neuron == RLEAKY_ALL_TO_ALL) {
-        // V.S[t-1] + b_V, summed over the spikes of every shard of this layer.
-        for (unsigned j = 0; j < n; ++j)
-          rec[j] = 0.0f;
-        if (t > 0)
-          for (unsigned s = 0; s < numOwn; ++s) {
-            const int *buf = &recIds[(s * batch + b) * stride];
-            for (int k = 0; k < buf[0]; ++k) {
-              const float *__restrict row = &recWeights[unsigned(buf[BUFFER_HEADER + k]) * n];
-              for (unsigned j = 0; j < n; ++j)
-                rec[j] += row[j];
-            }
-          }
-        for (unsigned j = 0; j < n; ++j)
-          rec[j] = rec[j] + recBias[j];
-      } else if (neuron == RLEAKY_ONE_TO_ONE) {
-        for (unsigned j = 0; j < n; ++j)
-          rec[j] = prev[j] * recWeights[j];
-      }
-      const bool recurrent = neuron == RLEAKY_ALL_TO_ALL || neuron == RLEAKY_ONE_TO_ONE;
-#ifdef POPSNN_FUSED_LEAK_FORWARD
-      const bool fusedLeak = neuron == LEAKY && surrogate != SIGMOID;
-#else
-      const bool fusedLeak = false;
-#endif
-      // Membrane update; the reset R[t] = S[t-1] is decided by the previous step.
-      // One branch-free loop per (model, reset), so that the compiler vectorises it.
-      if (neuron == SYNAPTIC) {
-        float *__restrict jsyn = &syn[b * n];
-        for (unsigned j = 0; j < n; ++j)
-          jsyn[j] = alpha * jsyn[j] + in[j];
-        if (reset == RESET_SUBTRACT)
-          for (unsigned j = 0; j < n; ++j)
-            u[j] = beta * u[j] + jsyn[j] - prev[j] * threshold;
-        else if (reset == RESET_ZERO)
-          for (unsigned j = 0; j < n; ++j)
-            u[j] = (1.0f - prev[j]) * (beta * u[j] + jsyn[j]);
-        else
-          for (unsigned j = 0; j < n; ++j)
-            u[j] = beta * u[j] + jsyn[j];
-      } else if (recurrent) {
-        // snnTorch's RLeaky zero reset zeroes the whole update, input included.
-        if (reset == RESET_SUBTRACT)
-          for (unsigned j = 0; j < n; ++j)
-            u[j] = beta * u[j] + in[j] + rec[j] - prev[j] * threshold;
-        else if (reset == RESET_ZERO)
-          for (unsigned j = 0; j < n; ++j)
-            u[j] = (1.0f - prev[j]) * (beta * u[j] + in[j] + rec[j]);
-        else
-          for (unsigned j = 0; j < n; ++j)
-            u[j] = beta * u[j] + in[j] + rec[j];
-      } else if (fusedLeak) {
-        // below, with the surrogate and the spikes
-      } else {
-        if (reset == RESET_SUBTRACT)
-          for (unsigned j = 0; j < n; ++j)
-            u[j] = beta * u[j] + in[j] - prev[j] * threshold;
-        else if (reset == RESET_ZERO)
-          for (unsigned j = 0; j < n; ++j)
-            u[j] = beta * (1.0f - prev[j]) * u[j] + in[j];
-        else
-          for (unsigned j = 0; j < n; ++j)
-            u[j] = beta * u[j] + in[j];
-      }
-      // Masked surrogate dS/dU, kept for the backward.
-      float *__restrict sg = rule == RULE_NONE ? &surrTrace[(t * batch + b) * n] : &scratch[2 * n];
-      // Spikes and the id buffer: spikes first, then gradient candidates.
+      const float *in = inputOf(t, b);
+      const float *rec = recurrentOf(t, b);
+      float *__restrict sg = sparse ? &scratch[2 * n] : &surrTrace[(t * batch + b) * n];
+      // The id buffer: spikes first, then gradient candidates.
       int *buf = &idTrace[(t * batch + b) * stride];
-      unsigned spikes = 0, needed = 0;
       int *__restrict ids = buf + BUFFER_HEADER;
-      if (fusedLeak) {
-#ifdef POPSNN_FUSED_LEAK_FORWARD
-        // Membrane update (skipped above), surrogate, rule and spikes in one pass.
-        needed = leakForwardRow(n, beta, threshold, reset, surrogate, surrogateParam, rule,
-                                ruleValue, in, u, prev, sg, offset, ids, needed, capacity);
-#endif
-      } else {
-        surrogateRow(surrogate, surrogateParam, threshold, u, sg, n);
-        if (rule == RULE_WINDOW) {
-          for (unsigned j = 0; j < n; ++j)
-            sg[j] = std::fabs(u[j] - threshold) < ruleValue ? sg[j] : 0.0f;
-        } else if (rule == RULE_ONE_SIDED) {
-          for (unsigned j = 0; j < n; ++j)
-            sg[j] = u[j] >= ruleValue ? sg[j] : 0.0f;
-        }
-        // Spikes are rare: decided many neurons at a time into bit masks, whose set bits
-        // become ids (see appendSpikes).
-        needed = appendSpikes(u, threshold, prev, n, offset, ids, needed, capacity);
-      }
-      if (pushed) {
-        // W_next.S[t]: the rows of the stored spikes, PUSH_CHUNK columns at a time in
-        // registers. (A buffer that overflowed fails the step: its sums are never used.)
-        sumRows(ids, needed < capacity ? needed : capacity, offset, &nextRows[0], P, pushed);
-        for (unsigned first = 0; first < nextN; first += nextShardSize) {
-          const unsigned size = nextN - first < nextShardSize ? nextN - first : nextShardSize;
-          float *__restrict out = &nextCurrent[numSteps * batch * first + (t * batch + b) * size];
-          for (unsigned k = 0; k < size; ++k)
-            out[k] = pushed[first + k];
-        }
-      }
-      spikes = needed;
-      if (rule != RULE_NONE) {
-        // Gradient candidates (no spike, surrogate inside the rule), after the spikes.
-        needed = appendCandidates(prev, sg, n, offset, ids, needed, capacity);
-      }
-      if (needed > capacity) {
-        // Never truncate silently: the host reads these and refuses the result.
-        if (overflow[OVERFLOWED] == 0)
-          overflow[FIRST_STEP] = t + 1;
-        overflow[OVERFLOWED] += 1;
-        if (needed > overflow[MOST_NEEDED])
-          overflow[MOST_NEEDED] = needed;
-      }
-      if (rule != RULE_NONE) {
-        const unsigned stored = needed < capacity ? needed : capacity;
+      const unsigned spikes = neuronStep(c, param, ruleValue, in, rec, b, sg, ids);
+      if (pushNext)
+        pushSpikes(ids, spikes < capacity ? spikes : capacity, offset, &nextRows[0], nextN,
+                   nextShardSize, t * batch + b, numSteps * batch, &nextRows[n * P],
+                   &nextCurrent[0]);
+      unsigned needed = spikes;
+      if (sparse) // gradient candidates: no spike, surrogate inside the rule
+        needed = candidatesOf(&prevSpikes[b * n], sg, n, offset, ids, needed, capacity);
+      countOverflow(needed, capacity, t, &overflow[0]);
+      const unsigned stored = needed < capacity ? needed : capacity;
+      if (sparse) {
         float *__restrict vals = &surrValues[(t * batch + b) * (stride - BUFFER_HEADER)];
         for (unsigned k = 0; k < stored; ++k)
-          vals[k] = sg[unsigned(buf[BUFFER_HEADER + k]) - offset];
+          vals[k] = sg[unsigned(ids[k]) - offset];
       }
       buf[0] = int(spikes < capacity ? spikes : capacity);
-      buf[1] = int(needed < capacity ? needed : capacity);
-      if (publishStep)
-        copyBuffer(buf, &outIds[b * stride]);
-      if (stepMajor && neuron == RLEAKY_ALL_TO_ALL)
-        copyBuffer(t > 0 ? &idTrace[((t - 1) * batch + b) * stride] : nullptr,
-                   &prevIds[b * stride]);
-      if (record) {
-        float *__restrict rs = &recSpikes[(t * batch + b) * n];
-        float *__restrict rm = &recMem[(t * batch + b) * n];
-        for (unsigned j = 0; j < n; ++j) {
-          rs[j] = prev[j];
-          rm[j] = u[j];
-        }
-      }
+      buf[1] = int(stored);
+      finishSample(t, b, buf);
     }
     *step = (t + 1 == numSteps) ? 0 : t + 1;
   }
+
+  // What leaves the step: the buffers exchanged per step and the output layer's records.
+  void finishSample(unsigned t, unsigned b, const int *buf) {
+    const unsigned n = numNeurons;
+    if (publishStep)
+      copyBuffer(buf, &outIds[b * stride]);
+    if (stepMajor && recurrence == popsnn::Recurrence::ALL_TO_ALL)
+      copyBuffer(t > 0 ? &idTrace[((t - 1) * batch + b) * stride] : nullptr, &prevIds[b * stride]);
+    if (record) {
+      float *__restrict rs = &recSpikes[(t * batch + b) * n];
+      float *__restrict rm = &recMem[(t * batch + b) * n];
+      for (unsigned j = 0; j < n; ++j) {
+        rs[j] = prevSpikes[b * n + j];
+        rm[j] = mem[b * n + j];
+      }
+    }
+  }
 };
+
+// Every combination of the units (include/popsnn/VertexUnits.hpp names them for the host).
+template class LifForward<popsnn::Leaky, popsnn::ResetSubtract>;
+template class LifForward<popsnn::Leaky, popsnn::ResetZero>;
+template class LifForward<popsnn::Leaky, popsnn::ResetNone>;
+template class LifForward<popsnn::Synaptic, popsnn::ResetSubtract>;
+template class LifForward<popsnn::Synaptic, popsnn::ResetZero>;
+template class LifForward<popsnn::Synaptic, popsnn::ResetNone>;
+template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract>;
+template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetZero>;
+template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetNone>;
+template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract>;
+template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetZero>;
+template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetNone>;
+template class LifForward<popsnn::Lapicque, popsnn::ResetSubtract>;
+template class LifForward<popsnn::Lapicque, popsnn::ResetZero>;
+template class LifForward<popsnn::Lapicque, popsnn::ResetNone>;

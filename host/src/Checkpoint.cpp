@@ -27,7 +27,8 @@ constexpr int kMaxDepth = 64; // far deeper than any checkpoint's metadata nests
 template <typename E> using Names = std::vector<std::pair<const char *, E>>;
 const Names<NeuronType> kNeurons = {{"Leaky", NeuronType::Leaky},
                                     {"Synaptic", NeuronType::Synaptic},
-                                    {"RLeaky", NeuronType::RLeaky}};
+                                    {"RLeaky", NeuronType::RLeaky},
+                                    {"Lapicque", NeuronType::Lapicque}};
 const Names<ResetMechanism> kResets = {{"subtract", ResetMechanism::Subtract},
                                        {"zero", ResetMechanism::Zero},
                                        {"none", ResetMechanism::None}};
@@ -204,6 +205,7 @@ struct Reader {
 
   json metadata() const;
   void network(const json &layers, NetworkSpec &spec);
+  void lapicque(const json &n, const std::string &where, LayerSpec &s) const;
   void layerParams(const json &params, const NetworkSpec &spec, std::vector<LayerParams> &out);
   void optimizer(const json &opt, Checkpoint &ckpt);
   void optimizerHyper(const json &hyper, OptimizerSpec &o);
@@ -276,7 +278,12 @@ void Reader::network(const json &layers, NetworkSpec &spec) {
     s.neuron = name(field(n, "type", where), where + " neuron type", kNeurons);
     std::size_t keys = 6;
     s.threshold = real(field(n, "threshold", where), where + " threshold");
-    s.beta = real(field(n, "beta", where), where + " beta");
+    if (s.neuron == NeuronType::Lapicque) {
+      lapicque(n, where, s);
+      keys += 3;
+    } else {
+      s.beta = real(field(n, "beta", where), where + " beta");
+    }
     s.reset = name(field(n, "reset_mechanism", where), where + " reset_mechanism", kResets);
     const json &sur = field(n, "surrogate", where);
     if (sur.size() != 2)
@@ -302,6 +309,34 @@ void Reader::network(const json &layers, NetworkSpec &spec) {
       damaged(where + " " + n["type"].get<std::string>() + " has fields it does not take");
     spec.layers.push_back(s);
   }
+}
+
+// Lapicque's decay 1 - dt/(RC) and gain dt/C from what its layer was built with (beta, or
+// R and C, or beta with one of them, and time_step), as python/popsnn/layers.py derives them.
+void Reader::lapicque(const json &n, const std::string &where, LayerSpec &s) const {
+  const json &beta = field(n, "beta", where), &R = field(n, "R", where), &C = field(n, "C", where);
+  const double dt = number(field(n, "time_step", where), where + " time_step");
+  double r = 1.0, c = 1.0;
+  if (beta.is_null()) {
+    r = number(R, where + " R");
+    c = number(C, where + " C");
+  } else {
+    const double b = number(beta, where + " beta");
+    if (!(b > 0.0 && b < 1.0) || (!R.is_null() && !C.is_null()))
+      damaged(where + " Lapicque needs beta in (0, 1) or R and C, not all three");
+    const double logInvBeta = std::log(1.0 / b);
+    if (C.is_null()) {
+      r = R.is_null() ? 1.0 : number(R, where + " R");
+      c = dt / (r * logInvBeta);
+    } else {
+      c = number(C, where + " C");
+      r = dt / (c * logInvBeta);
+    }
+  }
+  if (!(r > 0.0 && c > 0.0 && dt > 0.0 && dt <= r * c))
+    damaged(where + " Lapicque needs R, C, time_step > 0 and time_step <= R*C");
+  s.beta = float(1.0 - dt / (r * c));
+  s.gain = float(dt / c);
 }
 
 // "params": a list of per-layer dicts {name: array} in PyTorch's layout.

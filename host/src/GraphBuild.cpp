@@ -18,6 +18,8 @@ const char *layerKind(const LayerSpec &s) {
     return "Synaptic";
   case NeuronType::RLeaky:
     return "RLeaky";
+  case NeuronType::Lapicque:
+    return "Lapicque";
   default:
     return "Leaky";
   }

@@ -67,6 +67,8 @@ void validateLayer(const NetworkSpec &spec, std::size_t l) {
     invalid(at + "beta must lie in [0, 1], got " + str(s.beta));
   if (!(s.alpha >= 0.0f && s.alpha <= 1.0f))
     invalid(at + "alpha must lie in [0, 1], got " + str(s.alpha));
+  if (!(s.gain > 0.0f) || !std::isfinite(s.gain))
+    invalid(at + "gain (Lapicque's dt/C) must be a finite number > 0, got " + str(s.gain));
   if (!(s.threshold > 0.0f) || !std::isfinite(s.threshold))
     invalid(at + "threshold must be a finite number > 0, got " + str(s.threshold));
   validateSurrogate(at, s);

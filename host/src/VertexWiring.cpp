@@ -6,6 +6,7 @@
 
 #include "CycleEstimates.hpp"
 #include "popsnn/VertexEnums.hpp"
+#include "popsnn/VertexUnits.hpp"
 
 namespace popsnn {
 
@@ -20,7 +21,14 @@ unsigned neuronCode(const LayerSpec &s) {
     return codes::SYNAPTIC;
   if (s.neuron == NeuronType::RLeaky)
     return s.allToAll ? codes::RLEAKY_ALL_TO_ALL : codes::RLEAKY_ONE_TO_ONE;
+  if (s.neuron == NeuronType::Lapicque)
+    return codes::LAPICQUE;
   return codes::LEAKY;
+}
+
+// The neuron's second constant (codelets/Neurons.hpp): Synaptic's alpha, Lapicque's gain.
+float neuronConstant(const LayerSpec &s) {
+  return s.neuron == NeuronType::Lapicque ? s.gain : s.alpha;
 }
 
 // Vertices of any kind: constant fields and cycle estimates.
@@ -86,9 +94,9 @@ struct ShardWiring : Wiring {
     setField(v, "numOwn", numOwn);
     setField(v, "stride", layer.stride);
     setField(v, "offset", sh.first);
-    setField(v, "neuron", neuronCode(s));
-    setField(v, "reset", reset);
     setField(v, "inputMode", layer.inputMode);
+    setField(v, "beta", s.beta);
+    setField(v, "alpha", neuronConstant(s));
   }
 
   void direct(ComputeSet csDirect, ComputeSet csDirectGrad) {
@@ -141,7 +149,7 @@ struct ShardWiring : Wiring {
   }
 
   void forward(ComputeSet csForward) {
-    VertexRef v = b.graph->addVertex(csForward, "LifForward");
+    VertexRef v = b.graph->addVertex(csForward, units::lifForward(neuronCode(s), reset));
     b.graph->connect(v["step"], sh.stepForward[0]);
     b.graph->connect(v["current"], orElse(sh.current, b.dummyOut(FLOAT, tile)));
     b.graph->connect(v["denseIn"], layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : fIn);
@@ -177,8 +185,6 @@ struct ShardWiring : Wiring {
     setField(v, "stepsPerCall", layer.a2a || stepMajor ? 1u : T);
     setField(v, "stepMajor", unsigned(stepMajor));
     setField(v, "publishStep", unsigned(sh.outIds.valid()));
-    setField(v, "beta", s.beta);
-    setField(v, "alpha", s.alpha);
     setField(v, "threshold", s.threshold);
     setField(v, "surrogateParam", s.surrogateParam);
     setField(v, "ruleValue", s.sparseValue);
@@ -192,7 +198,7 @@ struct ShardWiring : Wiring {
   }
 
   void backward(ComputeSet csBackward) {
-    VertexRef v = b.graph->addVertex(csBackward, "LifBackward");
+    VertexRef v = b.graph->addVertex(csBackward, units::lifBackward(neuronCode(s), reset));
     b.graph->connect(v["step"], sh.stepBackward[0]);
     b.graph->connect(v["lossGradSpikes"], orElse(sh.lossGradS, fIn));
     b.graph->connect(v["lossGradMem"], orElse(sh.lossGradU, fIn));
@@ -236,8 +242,6 @@ struct ShardWiring : Wiring {
     setField(v, "nextLayerSize", next ? next->spec.outputs : 0u);
     setField(v, "ownShardSize", layer.shardSize);
     setField(v, "ownLayerSize", s.outputs);
-    setField(v, "beta", s.beta);
-    setField(v, "alpha", s.alpha);
     b.graph->setTileMapping(v, tile);
     VertexWork bw = work;
     if (layer.inputMode == codes::INPUT_PARTIAL_CURRENT) // its dL/dW comes from the pushers

@@ -6,10 +6,23 @@
 namespace popsnn {
 namespace codes {
 
-enum Neuron : unsigned { LEAKY = 0, SYNAPTIC = 1, RLEAKY_ALL_TO_ALL = 2, RLEAKY_ONE_TO_ONE = 3 };
-enum Reset : unsigned { RESET_SUBTRACT = 0, RESET_ZERO = 1, RESET_NONE = 2 };
-enum Surrogate : unsigned { FAST_SIGMOID = 0, ATAN = 1, SIGMOID = 2, STRAIGHT_THROUGH = 3 };
-enum Rule : unsigned { RULE_NONE = 0, RULE_WINDOW = 1, RULE_ONE_SIDED = 2 };
+enum Neuron : unsigned {
+  LEAKY = 0,
+  SYNAPTIC = 1,
+  RLEAKY_ALL_TO_ALL = 2,
+  RLEAKY_ONE_TO_ONE = 3,
+  LAPICQUE = 4,
+  NUM_NEURONS = 5
+};
+enum Reset : unsigned { RESET_SUBTRACT = 0, RESET_ZERO = 1, RESET_NONE = 2, NUM_RESETS = 3 };
+enum Surrogate : unsigned {
+  FAST_SIGMOID = 0,
+  ATAN = 1,
+  SIGMOID = 2,
+  STRAIGHT_THROUGH = 3,
+  NUM_SURROGATES = 4
+};
+enum Rule : unsigned { RULE_NONE = 0, RULE_WINDOW = 1, RULE_ONE_SIDED = 2, NUM_RULES = 3 };
 // Where a layer's synaptic input comes from.
 enum InputSource : unsigned {
   INPUT_DIRECT = 0,      // x [B, N_in] the same every step: x.W computed once per minibatch

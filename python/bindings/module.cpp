@@ -26,7 +26,8 @@ template <typename T> T get(const py::dict &d, const char *key, T fallback) {
 template <typename E> using Names = std::vector<std::pair<const char *, E>>;
 const Names<popsnn::NeuronType> kNeurons = {{"Leaky", popsnn::NeuronType::Leaky},
                                             {"Synaptic", popsnn::NeuronType::Synaptic},
-                                            {"RLeaky", popsnn::NeuronType::RLeaky}};
+                                            {"RLeaky", popsnn::NeuronType::RLeaky},
+                                            {"Lapicque", popsnn::NeuronType::Lapicque}};
 const Names<popsnn::ResetMechanism> kResets = {{"subtract", popsnn::ResetMechanism::Subtract},
                                                {"zero", popsnn::ResetMechanism::Zero},
                                                {"none", popsnn::ResetMechanism::None}};
@@ -81,6 +82,7 @@ popsnn::NetworkSpec specFromDict(const py::dict &d) {
     s.allToAll = get<bool>(l, "all_to_all", s.allToAll);
     s.beta = get<float>(l, "beta", s.beta);
     s.alpha = get<float>(l, "alpha", s.alpha);
+    s.gain = get<float>(l, "gain", s.gain);
     s.threshold = get<float>(l, "threshold", s.threshold);
     s.reset =
         choose("reset_mechanism", get<std::string>(l, "reset", nameOf(s.reset, kResets)), kResets);
@@ -305,6 +307,7 @@ py::dict checkpointToDict(const std::string &path) {
     d["outputs"] = l.outputs;
     d["neuron"] = nameOf(l.neuron, kNeurons);
     d["beta"] = l.beta;
+    d["gain"] = l.gain;
     layers.append(d);
   }
   py::dict out;

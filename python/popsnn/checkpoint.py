@@ -64,6 +64,8 @@ def network_to_dict(net: _layers.Sequential) -> list:
         d["beta"] = neuron.beta
         if isinstance(neuron, _layers.RLeaky):
             d["all_to_all"] = neuron.all_to_all
+        if isinstance(neuron, _layers.Lapicque):  # as given: beta or R and C may be None
+            d.update(R=neuron.R, C=neuron.C, time_step=neuron.time_step)
         out.append(d)
     return out
 
@@ -76,9 +78,7 @@ def network_from_dict(layers: list) -> _layers.Sequential:
         if kind == "Linear":
             built.append(_layers.Linear(**d))
             continue
-        cls = {"Leaky": _layers.Leaky, "Synaptic": _layers.Synaptic, "RLeaky": _layers.RLeaky}.get(
-            kind
-        )
+        cls = {c.__name__: c for c in _layers.NEURON_TYPES}.get(kind)
         if cls is None:
             raise CheckpointError(f"unknown layer type {kind!r} in the network description")
         s = d.pop("surrogate")

@@ -1,15 +1,15 @@
 """snnTorch interop: a PyTorch `nn.Sequential` of `nn.Linear` and `snn.Leaky` / `snn.Synaptic` /
-`snn.RLeaky` layers to a popsnn network and its parameters, and back.
+`snn.RLeaky` / `snn.Lapicque` layers to a popsnn network and its parameters, and back.
 
     net, params = popsnn.interop.from_snntorch(torch_model)
     torch_model = popsnn.interop.to_snntorch(net, params)
     spikes = popsnn.interop.run_snntorch(torch_model, x, num_steps=25)   # [T, B, C] NumPy
 
-Weights and neuron parameters (beta, alpha, threshold, reset mechanism, surrogate, recurrent
-weights) are copied. Anything popsnn cannot express the same way (other layer types, per-neuron
-beta, learnable beta/threshold/alpha, a frozen recurrence, inhibition, graded spikes, immediate
-reset `reset_delay=False`, an unknown surrogate) raises `InteropError` naming the layer and the
-setting, rather than converting approximately.
+Weights and neuron parameters (beta, alpha, Lapicque's R, C and time step, threshold, reset
+mechanism, surrogate, recurrent weights) are copied. Anything popsnn cannot express the same
+way (other layer types, per-neuron beta, learnable beta/threshold/alpha, a frozen recurrence,
+inhibition, graded spikes, immediate reset `reset_delay=False`, an unknown surrogate) raises
+`InteropError` naming the layer and the setting, rather than converting approximately.
 torch and snntorch are imported only when these functions are called.
 """
 
@@ -138,6 +138,13 @@ def _neuron_from_torch(layer, where: str):
     )
     beta = _scalar(layer, "beta", where)
     try:
+        if isinstance(layer, snntorch.Lapicque):  # its update uses R, C and time_step only
+            return _layers.Lapicque(
+                R=_scalar(layer, "R", where),
+                C=_scalar(layer, "C", where),
+                time_step=_scalar(layer, "time_step", where),
+                **common,
+            )
         if isinstance(layer, snntorch.RLeaky):
             return _layers.RLeaky(beta=beta, all_to_all=bool(layer.all_to_all), **common)
         if isinstance(layer, snntorch.Synaptic):
@@ -149,9 +156,9 @@ def _neuron_from_torch(layer, where: str):
 
 def from_snntorch(model, dtype=np.float32) -> tuple:
     """(popsnn.Sequential, params) from an `nn.Sequential` of alternating `nn.Linear` and
-    snnTorch Leaky / Synaptic / RLeaky layers (a leading `nn.Flatten` is allowed)."""
+    snnTorch Leaky / Synaptic / RLeaky / Lapicque layers (a leading `nn.Flatten` is allowed)."""
     torch, snntorch = _import_torch()
-    supported = (snntorch.Leaky, snntorch.Synaptic, snntorch.RLeaky)
+    supported = (snntorch.Leaky, snntorch.Synaptic, snntorch.RLeaky, snntorch.Lapicque)
     modules = list(model.children()) if isinstance(model, torch.nn.Sequential) else None
     if modules is None:
         raise InteropError(
@@ -169,7 +176,7 @@ def from_snntorch(model, dtype=np.float32) -> tuple:
                 raise InteropError(
                     f"{where}: expected nn.Linear here (popsnn networks "
                     f"alternate nn.Linear and a spiking neuron); supported "
-                    f"layers: nn.Linear, snn.Leaky, snn.Synaptic, snn.RLeaky"
+                    f"layers: nn.Linear, snn.Leaky, snn.Synaptic, snn.RLeaky, snn.Lapicque"
                 )
             layers.append(_layers.Linear(m.in_features, m.out_features, bias=m.bias is not None))
             p = {"weight": _numpy(m.weight, dtype)}
@@ -179,7 +186,7 @@ def from_snntorch(model, dtype=np.float32) -> tuple:
             continue
         if type(m) not in supported:
             raise InteropError(
-                f"{where}: expected snn.Leaky, snn.Synaptic or snn.RLeaky after "
+                f"{where}: expected snn.Leaky, snn.Synaptic, snn.RLeaky or snn.Lapicque after "
                 f"nn.Linear; {type(m).__name__} is not supported by popsnn"
             )
         neuron = _neuron_from_torch(m, where)
@@ -254,6 +261,9 @@ def to_snntorch(net: _layers.Sequential, params):
                 )
         elif isinstance(neuron, _layers.Synaptic):
             cell = snntorch.Synaptic(alpha=neuron.alpha, beta=neuron.beta, **common)
+        elif isinstance(neuron, _layers.Lapicque):
+            R, C = neuron.resistance_capacitance()
+            cell = snntorch.Lapicque(R=R, C=C, time_step=neuron.time_step, **common)
         else:
             cell = snntorch.Leaky(beta=neuron.beta, **common)
         modules += [linear, cell.to(tdtype)]

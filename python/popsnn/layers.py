@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import surrogate as _surrogate
-from ._checks import finite_real, one_of, positive_int, unit_interval
+from ._checks import finite_real, one_of, positive_int, positive_real, unit_interval
 from .defaults import NEURON
 from .sparse import SparseRule
 
@@ -116,8 +116,71 @@ class RLeaky(_Neuron):
         self._check_common()
 
 
-Neuron = Leaky | Synaptic | RLeaky
-NEURON_TYPES = (Leaky, Synaptic, RLeaky)
+@dataclass(frozen=True)
+class Lapicque(_Neuron):
+    """snnTorch's Lapicque RC neuron, stepped as snnTorch steps it (forward Euler, step dt):
+    U[t] = (1 - dt/(R*C))*U[t-1] + (dt/C)*I[t] - R[t]*threshold.
+
+    Give beta (then R = 1 and C = time_step / ln(1/beta)), or R and C, or beta with one of R
+    and C (the other is derived), as snnTorch does. `decay` and `gain` are the two constants
+    the update uses; the Euler step must not overshoot: time_step <= R*C.
+    """
+
+    beta: float | None = None
+    R: float | None = None
+    C: float | None = None
+    time_step: float = 1.0
+
+    def __post_init__(self):
+        self._check_common()
+        for name in ("beta", "R", "C", "time_step"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, positive_real(name, getattr(self, name)))
+        given = tuple(getattr(self, n) is not None for n in ("beta", "R", "C"))
+        if given not in (
+            (True, False, False),
+            (False, True, True),
+            (True, True, False),
+            (True, False, True),
+        ):
+            raise ValueError(
+                "Lapicque needs beta, or R and C, or beta with one of R and C "
+                f"(as snnTorch's), got beta={self.beta}, R={self.R}, C={self.C}"
+            )
+        if self.beta is not None and self.beta >= 1:
+            raise ValueError(f"Lapicque beta must lie in (0, 1), got {self.beta}")
+        R, C = self.resistance_capacitance()
+        if self.time_step > R * C:
+            raise ValueError(
+                f"Lapicque time_step/(R*C) = {self.time_step / (R * C):.4g} > 1 overshoots "
+                f"(the decay 1 - time_step/(R*C) turns negative); use a smaller time_step, a "
+                f"larger R*C, or beta >= 1/e"
+            )
+
+    def resistance_capacitance(self) -> tuple:
+        """(R, C) as snnTorch's Lapicque derives them from what was given."""
+        if self.beta is None:
+            return float(self.R), float(self.C)
+        log_inv_beta = float(np.log(1.0 / self.beta))
+        if self.C is None:
+            R = 1.0 if self.R is None else float(self.R)
+            return R, self.time_step / (R * log_inv_beta)
+        return self.time_step / (self.C * log_inv_beta), float(self.C)
+
+    @property
+    def decay(self) -> float:
+        """1 - dt/(R*C): the factor on U[t-1]."""
+        R, C = self.resistance_capacitance()
+        return 1.0 - self.time_step / (R * C)
+
+    @property
+    def gain(self) -> float:
+        """dt/C: the factor on the input current I[t]."""
+        return self.time_step / self.resistance_capacitance()[1]
+
+
+Neuron = Leaky | Synaptic | RLeaky | Lapicque
+NEURON_TYPES = (Leaky, Synaptic, RLeaky, Lapicque)
 
 
 class Sequential:
@@ -138,7 +201,8 @@ class Sequential:
                 raise TypeError(f"layer {i} must be popsnn.Linear, got {type(lin).__name__}")
             if not isinstance(neuron, NEURON_TYPES):
                 raise TypeError(
-                    f"layer {i + 1} must be Leaky, Synaptic or RLeaky, got {type(neuron).__name__}"
+                    f"layer {i + 1} must be Leaky, Synaptic, RLeaky or Lapicque, got "
+                    f"{type(neuron).__name__}"
                 )
             if pairs and pairs[-1][0].out_features != lin.in_features:
                 raise ValueError(

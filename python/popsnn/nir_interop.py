@@ -87,6 +87,11 @@ def _neuron_metadata(neuron) -> dict:
 
 
 def _neuron_node(nir, neuron, n: int, dt: float):
+    if isinstance(neuron, _layers.Lapicque):
+        raise NIRError(
+            "export_to_nir: a Lapicque layer has no NIR export in popsnn yet; export a net of "
+            "Leaky, Synaptic or RLeaky layers"
+        )
     tau_mem = _tau(neuron.beta, dt, n)
     common = dict(
         r=tau_mem / dt,

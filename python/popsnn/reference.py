@@ -17,6 +17,8 @@ Conventions
   membrane, `R[t] = H(U[t-1] - threshold)`, and is a constant in BPTT (as
   snnTorch, which detaches it). `H(x) = x > 0`. The membrane a layer reports
   is the pre-reset one: the subtraction for a spike at t lands at t + 1.
+* Lapicque: `U = decay*U_prev + gain*I` (decay = 1 - dt/(RC), gain = dt/C), the
+  reset applied to the whole update (zero: `(1-R)*(...)`, as snnTorch).
 * Zero reset: Leaky `U = beta*(1-R)*U_prev + I`; Synaptic
   `U = (1-R)*(beta*U_prev + J)` with J never reset; RLeaky
   `U = (1-R)*(beta*U_prev + I + V S_prev + b_V)`. The RLeaky form is
@@ -39,7 +41,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .layers import Leaky, RLeaky, Sequential, Synaptic
+from .layers import Lapicque, Leaky, RLeaky, Sequential, Synaptic
 
 # The argument checks live in popsnn.validation (every device uses them); re-exported here.
 from .validation import check_input, check_params, param_shapes
@@ -77,6 +79,11 @@ class Record:
 
 
 # --------------------------------------------------------------------------- forward
+
+
+def _decay(neuron) -> float:
+    """The factor on U[t-1]: beta, or Lapicque's 1 - dt/(R*C)."""
+    return neuron.decay if isinstance(neuron, Lapicque) else neuron.beta
 
 
 def _heaviside(x: np.ndarray) -> np.ndarray:
@@ -118,7 +125,7 @@ def _simulate(net, params, x, num_steps, direct, spike_fns=None) -> Record:
             inputs = iter(flat.reshape(T, batch, -1))
         n = lin.out_features
         theta = dtype.type(neuron.threshold)
-        beta = dtype.type(neuron.beta)
+        beta = dtype.type(_decay(neuron))
         mode = neuron.reset_mechanism
         U = np.empty((T, batch, n), dtype)
         S = np.empty((T, batch, n), dtype)
@@ -139,6 +146,10 @@ def _simulate(net, params, x, num_steps, direct, spike_fns=None) -> Record:
                     u = beta * (1 - reset) * u_prev + i_t
                 else:
                     u = beta * u_prev + i_t
+            elif isinstance(neuron, Lapicque):
+                u = beta * u_prev + dtype.type(neuron.gain) * i_t
+                if mode == "zero":
+                    u = (1 - reset) * u
             elif isinstance(neuron, Synaptic):
                 j_prev = alpha * j_prev + i_t
                 J[t] = j_prev
@@ -199,7 +210,7 @@ def _backward(net, params, rec, g_spikes, g_membranes, input_grad=False):
         U = rec.membranes[l]
         dtype = U.dtype
         theta = dtype.type(neuron.threshold)
-        beta = dtype.type(neuron.beta)
+        beta = dtype.type(_decay(neuron))
         zero_reset = neuron.reset_mechanism == "zero"
         # dS/dU, zero wherever the sparse rule says so.
         dsdu = neuron.surrogate.grad(U - theta)
@@ -232,6 +243,18 @@ def _backward(net, params, rec, g_spikes, g_membranes, input_grad=False):
             for t in range(T - 2, -1, -1):
                 dJ[t] += alpha * dJ[t + 1]
             d_input = dJ
+        elif isinstance(neuron, Lapicque):
+            # U[t] = keep[t] (decay U[t-1] + gain I[t]) under the zero reset: the bracket's
+            # gradient is both the carry and, times gain, dL/dI.
+            d_base = np.empty_like(U)
+            next_base = np.zeros(U.shape[1:], dtype)
+            for t in range(T - 1, -1, -1):
+                du = dsdu[t] * g_spikes[t] + beta * next_base
+                if g_membranes is not None:
+                    du += g_membranes[t]
+                next_base = du * keep[t] if zero_reset else du
+                d_base[t] = next_base
+            d_input = dtype.type(neuron.gain) * d_base
         else:  # RLeaky
             v = p["recurrent_weight"]
             g_s = g_spikes

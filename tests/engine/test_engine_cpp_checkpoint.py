@@ -138,6 +138,22 @@ def test_the_cpp_reader_reads_what_python_saved(saved):
         np.testing.assert_array_equal(second[l][key], s["exp_avg_sq"])
 
 
+def test_the_cpp_reader_derives_lapicques_constants_as_python(tmp_path):
+    given = [dict(beta=0.85), dict(R=4.0, C=1.25), dict(beta=0.9, C=3.0, time_step=0.5)]
+    layers = []
+    for i, kw in enumerate(given):
+        layers += [popsnn.Linear(INPUTS if i == 0 else 5, 5), popsnn.Lapicque(**kw)]
+    net = popsnn.Sequential(*layers)
+    config = {"num_steps": STEPS, "batch_size": 4, "loss": "ce_count"}
+    path = checkpoint.save(
+        tmp_path / "lapicque.npz", net=net, params=net.init_params(), config=config
+    )
+    got = _native.load_checkpoint(str(path))["layers"]
+    for mine, (_, neuron) in zip(got, net.pairs):
+        assert mine["neuron"] == "Lapicque"
+        assert (mine["beta"], mine["gain"]) == (np.float32(neuron.decay), np.float32(neuron.gain))
+
+
 def test_sgd_momentum_state_and_a_deflated_file_are_read(tmp_path):
     path = _trained_checkpoint(tmp_path / "sgd.npz", optim.SGD(lr=0.1, momentum=0.9))
     with np.load(path) as z:
@@ -198,7 +214,7 @@ DAMAGE = {
     ),
     "unknown neuron": (
         lambda arrays, meta: meta["network"][3].update(type="Izhikevich"),
-        "neuron type must be one of Leaky, Synaptic, RLeaky",
+        "neuron type must be one of Leaky, Synaptic, RLeaky, Lapicque",
     ),
     "newer version": (lambda arrays, meta: meta.update(version=2), "this popsnn reads version 1"),
 }

@@ -33,6 +33,9 @@ NEURONS = {
     "rleaky-all-zero": lambda: popsnn.RLeaky(beta=0.8, reset_mechanism="zero"),
     "rleaky-one-subtract": lambda: popsnn.RLeaky(beta=0.8, all_to_all=False),
     "rleaky-one-zero": lambda: popsnn.RLeaky(beta=0.8, all_to_all=False, reset_mechanism="zero"),
+    "lapicque-subtract": lambda: popsnn.Lapicque(beta=0.85, C=0.5),
+    "lapicque-zero": lambda: popsnn.Lapicque(R=4.0, C=1.25, reset_mechanism="zero"),
+    "lapicque-none": lambda: popsnn.Lapicque(beta=0.8, C=0.5, reset_mechanism="none"),
 }
 
 

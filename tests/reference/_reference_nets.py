@@ -16,7 +16,7 @@ BATCH = 3
 N_IN, N_HID, N_OUT = 3, 5, 4
 NUM_CLASSES_POP = 2  # N_OUT = 4 outputs -> 2 classes of 2 neurons
 
-MODELS = ("leaky", "synaptic", "rleaky_all", "rleaky_one")
+MODELS = ("leaky", "synaptic", "rleaky_all", "rleaky_one", "lapicque")
 RESETS = ("subtract", "zero", "none")
 SURROGATES = ("fast_sigmoid", "atan", "sigmoid", "straight_through")
 
@@ -42,6 +42,8 @@ def neuron(model, reset="subtract", sur="atan", rule=None, threshold=1.0):
         return popsnn.RLeaky(beta=0.75, all_to_all=True, **kw)
     if model == "rleaky_one":
         return popsnn.RLeaky(beta=0.75, all_to_all=False, **kw)
+    if model == "lapicque":  # decay 1 - 1/(R C) = 0.8, gain dt/C = 0.8
+        return popsnn.Lapicque(R=4.0, C=1.25, **kw)
     raise ValueError(model)
 
 

@@ -33,7 +33,7 @@ from _reference_nets import (
     two_layer_net,
 )
 
-from popsnn import Leaky, Synaptic, losses, reference, surrogate
+from popsnn import Lapicque, Leaky, Synaptic, losses, reference, surrogate
 
 torch = pytest.importorskip(
     "torch", reason="the snnTorch cross-check needs torch (pip install '.[crosscheck]')"
@@ -110,6 +110,9 @@ class TorchTwin:
                 cell = snn.Leaky(beta=_t(neuron.beta), **kw)
             elif isinstance(neuron, Synaptic):
                 cell = snn.Synaptic(alpha=_t(neuron.alpha), beta=_t(neuron.beta), **kw)
+            elif isinstance(neuron, Lapicque):  # snnTorch derives its update from R and C
+                R, C = neuron.resistance_capacitance()
+                cell = snn.Lapicque(R=_t(R), C=_t(C), time_step=_t(neuron.time_step), **kw)
             elif neuron.all_to_all:
                 cell = snn.RLeaky(beta=_t(neuron.beta), linear_features=lin.out_features, **kw)
                 named["recurrent_weight"] = cell.recurrent.weight

@@ -9,7 +9,7 @@
 
 namespace popsnn {
 
-enum class NeuronType { Leaky, Synaptic, RLeaky };
+enum class NeuronType { Leaky, Synaptic, RLeaky, Lapicque };
 enum class ResetMechanism { Subtract, Zero, None };
 enum class SurrogateKind { FastSigmoid, Atan, Sigmoid, StraightThrough };
 // Which (t, b, j) entries carry gradient (docs/numerics.md): all, |U - threshold| < value,
@@ -29,6 +29,9 @@ struct LayerSpec {
   bool allToAll = true; // RLeaky: V is [N, N] with a bias (true) or one weight per neuron
   float beta = 0.9f;
   float alpha = 0.8f; // Synaptic
+  // Lapicque: U[t] = beta U[t-1] + gain I[t], beta = 1 - dt/(RC) and gain = dt/C
+  // (python/popsnn/layers.py derives both from snnTorch's beta, R, C and time_step).
+  float gain = 1.0f;
   float threshold = 1.0f;
   ResetMechanism reset = ResetMechanism::Subtract;
   SurrogateKind surrogate = SurrogateKind::Atan; // snnTorch's default spike_grad

@@ -48,7 +48,7 @@ from .. import _native
 from .. import losses as _losses
 from .._checks import one_of, positive_int
 from ..defaults import RUN
-from ..layers import RLeaky, Synaptic
+from ..layers import Lapicque, RLeaky, Synaptic
 from ..validation import check_batch, check_learning_rate, check_params, check_sizes, param_shapes
 
 __all__ = [
@@ -93,6 +93,8 @@ def _layer_spec(lin, neuron) -> dict:
         spec["alpha"] = neuron.alpha
     if isinstance(neuron, RLeaky):
         spec["all_to_all"] = neuron.all_to_all
+    if isinstance(neuron, Lapicque):  # U = decay U + gain I: the two constants it steps with
+        spec["beta"], spec["gain"] = neuron.decay, neuron.gain
     return spec
 
 

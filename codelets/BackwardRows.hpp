@@ -1,0 +1,128 @@
+// Row helpers of the backward vertices (LifBackward.cpp) that do not depend on the neuron's
+// units: the downstream layers' dL/dI gathered and multiplied back through their weights,
+// and the sums over an id buffer's spikes. Out of line where a call is a whole row's work,
+// so they are compiled once, not once per vertex specialisation.
+#pragma once
+
+#include "../include/popsnn/VertexEnums.hpp"
+#include "LifCommon.hpp"
+
+#define POPSNN_ONCE inline __attribute__((noinline))
+
+namespace popsnn {
+namespace backward_rows {
+
+using namespace popsnn::codes;
+
+inline float dot(const float *__restrict a, const float *__restrict b, unsigned n) {
+  float s = 0.0f;
+  for (unsigned j = 0; j < n; ++j)
+    s += a[j] * b[j];
+  return s;
+}
+
+// One (step, sample) row of the next layer's dL/dI, gathered from its shards' blocks
+// (`rowsPerBlock` rows each, a shard's width per row) into g, zero-padded to
+// pushWidth(nextLayerSize) so it lines up with the padded rows of W_next.
+POPSNN_ONCE void gatherNextGrad(const float *nextGrad, float *__restrict g, unsigned nextLayerSize,
+                                unsigned nextShardSize, unsigned row, unsigned rowsPerBlock) {
+  const unsigned P = pushWidth(nextLayerSize);
+  for (unsigned c = 0; c < P; ++c)
+    g[c] = 0.0f;
+  for (unsigned first = 0; first < nextLayerSize; first += nextShardSize) {
+    const unsigned size =
+        nextLayerSize - first < nextShardSize ? nextLayerSize - first : nextShardSize;
+    const float *__restrict block = &nextGrad[rowsPerBlock * first + row * size];
+    for (unsigned c = 0; c < size; ++c)
+      g[first + c] = block[c];
+  }
+}
+
+// Fan-out blocks [n, n_k] (one per downstream shard k) -> [N_down, n].
+POPSNN_ONCE void transposeFanout(const float *__restrict fanout, unsigned n, unsigned shardSize,
+                                 unsigned layerSize, float *__restrict byDownstream) {
+  for (unsigned first = 0; first < layerSize; first += shardSize) {
+    const unsigned size = layerSize - first < shardSize ? layerSize - first : shardSize;
+    const float *__restrict block = fanout + n * first;
+    for (unsigned i = 0; i < n; ++i)
+      for (unsigned k = 0; k < size; ++k)
+        byDownstream[(first + k) * n + i] = block[i * size + k];
+  }
+}
+
+// eps[j] += sum_k W_down[k, j] * dL/dI_down[b, k] over a downstream layer's neurons k.
+// `grads` holds one block per downstream shard k at rowsPerBlock * first_k, [rows, n_k];
+// `row` picks the (step, sample) or sample row within each block.
+// Dense: one multiply-add pass over this shard per downstream neuron.
+POPSNN_ONCE void fromFanoutDense(float *__restrict eps, unsigned n, const float *byDownstream,
+                                 const float *grads, unsigned shardSize, unsigned layerSize,
+                                 unsigned row, unsigned rowsPerBlock) {
+  for (unsigned first = 0; first < layerSize; first += shardSize) {
+    const unsigned size = layerSize - first < shardSize ? layerSize - first : shardSize;
+    const float *__restrict g = grads + rowsPerBlock * first + row * size;
+    const float *__restrict rows = byDownstream + first * n;
+    unsigned k = 0;
+    // Four downstream neurons per pass: one load and store of eps for four rows.
+    for (; k + 4 <= size; k += 4) {
+      const float g0 = g[k], g1 = g[k + 1], g2 = g[k + 2], g3 = g[k + 3];
+      const float *__restrict r0 = rows + k * n;
+      const float *__restrict r1 = r0 + n;
+      const float *__restrict r2 = r1 + n;
+      const float *__restrict r3 = r2 + n;
+      for (unsigned j = 0; j < n; ++j)
+        eps[j] += g0 * r0[j] + g1 * r1[j] + g2 * r2[j] + g3 * r3[j];
+    }
+    for (; k < size; ++k) {
+      const float gk = g[k];
+      const float *__restrict row = rows + k * n;
+      for (unsigned j = 0; j < n; ++j)
+        eps[j] += gk * row[j];
+    }
+  }
+}
+// A sparse rule: only for the entries of this step's id buffer (spikes, then gradient
+// candidates) whose surrogate is non-zero, one dot per entry.
+POPSNN_ONCE void fromFanoutSparse(float *__restrict eps, unsigned n, unsigned offset,
+                                  const float *__restrict vals, const int *ids, const float *fanout,
+                                  const float *grads, unsigned shardSize, unsigned layerSize,
+                                  unsigned row, unsigned rowsPerBlock) {
+  for (int k = 0; k < ids[1]; ++k) {
+    const unsigned j = unsigned(ids[BUFFER_HEADER + k]) - offset;
+    if (vals[k] == 0.0f) // a spike off the rule's window
+      continue;
+    float sum = 0.0f;
+    for (unsigned first = 0; first < layerSize; first += shardSize) {
+      const unsigned size = layerSize - first < shardSize ? layerSize - first : shardSize;
+      sum += dot(fanout + n * first + j * size, grads + rowsPerBlock * first + row * size, size);
+    }
+    eps[j] += sum;
+  }
+}
+
+// Sets v[id - offset] = 0 for the spikes of an id buffer.
+void zeroAtSpikes(const int *buf, unsigned offset, float *__restrict v) {
+  for (int k = 0; k < buf[0]; ++k)
+    v[unsigned(buf[BUFFER_HEADER + k]) - offset] = 0.0f;
+}
+
+// rows[id] += dI for the spikes of an id buffer (weight gradients of spike inputs).
+POPSNN_ONCE void addAtSpikeRows(const int *buf, const float *__restrict dI, unsigned n,
+                                float *__restrict rows) {
+  for (int k = 0; k < buf[0]; ++k) {
+    float *__restrict row = &rows[unsigned(buf[BUFFER_HEADER + k]) * n];
+    for (unsigned j = 0; j < n; ++j)
+      row[j] += dI[j];
+  }
+}
+
+POPSNN_ONCE void addTo(float *__restrict acc, const float *__restrict v, unsigned n) {
+  for (unsigned j = 0; j < n; ++j)
+    acc[j] += v[j];
+}
+POPSNN_ONCE void copyTo(float *__restrict out, const float *__restrict v, unsigned n) {
+  for (unsigned j = 0; j < n; ++j)
+    out[j] = v[j];
+}
+
+} // namespace backward_rows
+} // namespace popsnn

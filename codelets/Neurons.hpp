@@ -1,0 +1,175 @@
+// The compile-time units the LIF vertices are specialised on (docs/numerics.md has the
+// equations): a neuron model, a reset, a surrogate gradient and a sparse rule, each a small
+// type with inline functions. LifForward<Neuron, Reset, Surrogate, Rule> and
+// LifBackward<Neuron, Reset, Rule> take them as template arguments, so every per-element
+// choice among them is made by the compiler and the row loops have no branches on them.
+// include/popsnn/VertexUnits.hpp names each unit for the host; docs/adding-a-neuron.md
+// says what a new neuron model needs.
+#pragma once
+
+#include <cmath>
+
+#include "../include/popsnn/VertexEnums.hpp"
+
+namespace popsnn {
+
+// A layer's neuron constants, as the vertices' fields hold them. `alpha` is the model's
+// second constant: Synaptic's alpha, Lapicque's input gain dt/C; Leaky and RLeaky ignore it.
+struct NeuronConstants {
+  float beta;
+  float alpha;
+  float threshold;
+};
+
+// ---------------------------------------------------------------------------- resets
+// The reset R = S[t-1] applied to a neuron's update `base` (snnTorch's forms).
+struct ResetSubtract {
+  static constexpr unsigned code = codes::RESET_SUBTRACT;
+  static float apply(float base, float p, float threshold) { return base - p * threshold; }
+};
+struct ResetZero {
+  static constexpr unsigned code = codes::RESET_ZERO;
+  static float apply(float base, float p, float) { return (1.0f - p) * base; }
+};
+struct ResetNone {
+  static constexpr unsigned code = codes::RESET_NONE;
+  static float apply(float base, float, float) { return base; }
+};
+
+// ------------------------------------------------------------------------ surrogates
+// dS/dU as a function of x = U - threshold, with the surrogate's one parameter.
+struct FastSigmoid {
+  static constexpr unsigned code = codes::FAST_SIGMOID;
+  static float at(float x, float k) {
+    const float d = 1.0f + k * std::fabs(x);
+    return 1.0f / (d * d);
+  }
+};
+struct Atan {
+  static constexpr unsigned code = codes::ATAN;
+  static float at(float x, float alpha) {
+    const float z = 3.14159265358979323846f * alpha * x / 2.0f;
+    return (alpha / 2.0f) / (1.0f + z * z);
+  }
+};
+// k e^(-k|x|) / (1 + e^(-k|x|))^2: equal to k s (1 - s) with s = sigmoid(kx) (the function
+// is even), but e^(-k|x|) <= 1 never overflows and keeps full precision far in the tails,
+// where 1 - s rounds to 0 in float32.
+struct Sigmoid {
+  static constexpr unsigned code = codes::SIGMOID;
+  static float at(float x, float k) {
+    const float e = std::exp(-k * std::fabs(x));
+    const float d = 1.0f + e;
+    return k * e / (d * d);
+  }
+};
+struct StraightThrough {
+  static constexpr unsigned code = codes::STRAIGHT_THROUGH;
+  static float at(float, float) { return 1.0f; }
+};
+
+// ---------------------------------------------------------------------- sparse rules
+// Which entries carry gradient: `keep(u, threshold, value)`; off it the surrogate is 0.
+struct NoRule {
+  static constexpr unsigned code = codes::RULE_NONE;
+  static constexpr bool sparse = false;
+  static bool keep(float, float, float) { return true; }
+};
+struct Window { // |U - threshold| < b_th
+  static constexpr unsigned code = codes::RULE_WINDOW;
+  static constexpr bool sparse = true;
+  static bool keep(float u, float threshold, float value) {
+    return std::fabs(u - threshold) < value;
+  }
+};
+struct OneSided { // U >= theta_grad
+  static constexpr unsigned code = codes::RULE_ONE_SIDED;
+  static constexpr bool sparse = true;
+  static bool keep(float u, float, float value) { return u >= value; }
+};
+
+// --------------------------------------------------------------------- neuron models
+// Each model: `forwardRow<Reset>` (one sample's membrane update for n neurons, from this
+// step's input current `in`, the recurrent term `rec`, the synaptic state `syn` and the
+// previous spikes `prev`), and what the backward needs:
+//   synaptic      a current J with its own decay (Synaptic)
+//   recurrent     a term V.S[t-1] (+ b_V) from the layer's own spikes: ALL_TO_ALL (V [N, N]
+//                 and b_V) or ONE_TO_ONE (V [n])
+//   gatesInput    under the zero reset, (1 - R) multiplies the whole update, input included,
+//                 so dL/dI is gated too (else only the leak path is)
+//   scalesInput   dU[t]/dI[t] is inputGain(c), not 1 (Lapicque)
+enum class Recurrence { NONE, ALL_TO_ALL, ONE_TO_ONE };
+
+// U[t] = beta U[t-1] + I[t] - R[t] threshold (zero reset: beta (1 - R) U[t-1] + I[t]).
+struct Leaky {
+  static constexpr unsigned code = codes::LEAKY;
+  static constexpr bool synaptic = false, gatesInput = false, scalesInput = false;
+  static constexpr Recurrence recurrence = Recurrence::NONE;
+  static float inputGain(const NeuronConstants &) { return 1.0f; }
+  template <class Reset>
+  static void forwardRow(const NeuronConstants &c, unsigned n, const float *in,
+                         const float *__restrict, float *__restrict, float *__restrict u,
+                         const float *__restrict prev) {
+    for (unsigned j = 0; j < n; ++j) {
+      if constexpr (Reset::code == codes::RESET_ZERO)
+        u[j] = c.beta * (1.0f - prev[j]) * u[j] + in[j];
+      else
+        u[j] = Reset::apply(c.beta * u[j] + in[j], prev[j], c.threshold);
+    }
+  }
+};
+
+// J[t] = alpha J[t-1] + I[t]; U[t] = beta U[t-1] + J[t], reset applied to U's update.
+struct Synaptic {
+  static constexpr unsigned code = codes::SYNAPTIC;
+  static constexpr bool synaptic = true, gatesInput = false, scalesInput = false;
+  static constexpr Recurrence recurrence = Recurrence::NONE;
+  static float inputGain(const NeuronConstants &) { return 1.0f; }
+  template <class Reset>
+  static void forwardRow(const NeuronConstants &c, unsigned n, const float *in,
+                         const float *__restrict, float *__restrict syn, float *__restrict u,
+                         const float *__restrict prev) {
+    for (unsigned j = 0; j < n; ++j)
+      syn[j] = c.alpha * syn[j] + in[j];
+    for (unsigned j = 0; j < n; ++j)
+      u[j] = Reset::apply(c.beta * u[j] + syn[j], prev[j], c.threshold);
+  }
+};
+
+// U[t] = beta U[t-1] + I[t] + V S[t-1] (+ b_V) - R[t] threshold. snnTorch's zero reset
+// zeroes the whole update, input included.
+template <Recurrence R> struct RLeakyModel {
+  static constexpr unsigned code =
+      R == Recurrence::ALL_TO_ALL ? codes::RLEAKY_ALL_TO_ALL : codes::RLEAKY_ONE_TO_ONE;
+  static constexpr bool synaptic = false, gatesInput = true, scalesInput = false;
+  static constexpr Recurrence recurrence = R;
+  static float inputGain(const NeuronConstants &) { return 1.0f; }
+  template <class Reset>
+  static void forwardRow(const NeuronConstants &c, unsigned n, const float *in,
+                         const float *__restrict rec, float *__restrict, float *__restrict u,
+                         const float *__restrict prev) {
+    for (unsigned j = 0; j < n; ++j)
+      u[j] = Reset::apply(c.beta * u[j] + in[j] + rec[j], prev[j], c.threshold);
+  }
+};
+using RLeakyAllToAll = RLeakyModel<Recurrence::ALL_TO_ALL>;
+using RLeakyOneToOne = RLeakyModel<Recurrence::ONE_TO_ONE>;
+
+// Lapicque's RC membrane as snnTorch steps it (forward Euler, step dt):
+// U[t] = (1 - dt/(RC)) U[t-1] + (dt/C) I[t], the reset applied to the whole update.
+// beta holds 1 - dt/(RC), alpha the gain dt/C (python/popsnn/layers.py derives them).
+struct Lapicque {
+  static constexpr unsigned code = codes::LAPICQUE;
+  static constexpr bool synaptic = false, gatesInput = true, scalesInput = true;
+  static constexpr Recurrence recurrence = Recurrence::NONE;
+  static float inputGain(const NeuronConstants &c) { return c.alpha; }
+  template <class Reset>
+  static void forwardRow(const NeuronConstants &c, unsigned n, const float *in,
+                         const float *__restrict, float *__restrict, float *__restrict u,
+                         const float *__restrict prev) {
+    for (unsigned j = 0; j < n; ++j)
+      u[j] = Reset::apply(c.beta * u[j] + c.alpha * in[j], prev[j], c.threshold);
+  }
+};
+
+} // namespace popsnn

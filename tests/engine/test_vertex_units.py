@@ -1,0 +1,35 @@
+"""The one table of vertex units (include/popsnn/VertexUnits.hpp), from which the host names
+the LIF vertices, against the specialisations the codelets instantiate: every name the host
+can ask for exists, and every unit type the table names is defined in codelets/Neurons.hpp."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def table(name: str) -> list:
+    text = (ROOT / "include/popsnn/VertexUnits.hpp").read_text()
+    body = re.search(rf"\*{name}\[[^\]]*\]\s*=\s*\{{(.*?)\}};", text, re.S).group(1)
+    return re.findall(r'"([^"]+)"', body)
+
+
+def instantiated(vertex: str, source: str) -> set:
+    text = (ROOT / "codelets" / source).read_text()
+    pattern = rf"^template class {vertex}<([^;]*)>;$"
+    return {tuple(a.strip() for a in m.split(",")) for m in re.findall(pattern, text, re.M)}
+
+
+def test_every_vertex_the_host_can_name_is_instantiated():
+    neurons, resets = table("NEURONS"), table("RESETS")
+    assert len(neurons) == 5 and len(resets) == 3
+    wanted = {(n, r) for n in neurons for r in resets}
+    assert instantiated("LifForward", "LifForward.cpp") == wanted
+    assert instantiated("LifBackward", "LifBackward.cpp") == wanted
+
+
+def test_every_unit_in_the_table_is_defined():
+    units = (ROOT / "codelets/Neurons.hpp").read_text()
+    defined = set(re.findall(r"^(?:struct|using) (\w+)", units, re.M))
+    for name in table("NEURONS") + table("RESETS"):
+        assert name.removeprefix("popsnn::") in defined, name
