@@ -196,14 +196,8 @@ private:
     float *__restrict gU = &gradMem[b * n];
     // dL/dI of the next layer's neurons at (t, b), contiguous, from its shards' blocks.
     float *__restrict g = &scratch[2 * n];
-    const unsigned row = nextRow(t, b), rowsPerBlock = nextRowsPerBlock();
-    for (unsigned first = 0; first < nextLayerSize; first += nextShardSize) {
-      const unsigned size =
-          nextLayerSize - first < nextShardSize ? nextLayerSize - first : nextShardSize;
-      const float *__restrict block = &nextGrad[rowsPerBlock * first + row * size];
-      for (unsigned c = 0; c < size; ++c)
-        g[first + c] = block[c];
-    }
+    gatherNextGrad(&nextGrad[0], g, nextLayerSize, nextShardSize, nextRow(t, b),
+                   nextRowsPerBlock());
     if (zeroReset) // as in generic(): a spike at t cuts the leak path
       zeroAtSpikes(own, offset, gU);
     leakBackwardRow(g, nextLayerSize, &nextWeightsT[0], n, &surrTrace[(t * batch + b) * n], beta,
