@@ -10,6 +10,12 @@ Two kinds of data set, one interface (`len`, `labels`, `num_classes`, `num_input
 Loaders: `load_mnist` (embedded copy, or a folder of IDX files, gzipped or not),
 `load_fashion_mnist`, `load_idx_folder`, `load_shd` (HDF5), `load_nmnist` (40-bit binary events).
 `batches` walks a data set in (optionally shuffled) minibatches; the last partial batch is kept.
+
+Readers: SHD's HDF5 through h5py. IDX and N-MNIST's binary events are
+decoded with NumPy here: each is a fixed header or a 5-byte record, a few lines of
+`np.frombuffer`, and the maintained reader of N-MNIST (tonic) would bring librosa, numba and
+SciPy (hundreds of MB) into every install for those lines. Every reader validates the file
+fully (tests/product/test_loader_fuzz.py fuzzes them).
 """
 
 from __future__ import annotations
