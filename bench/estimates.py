@@ -169,7 +169,9 @@ def exp_weak_scaling(
 ):
     """Finkbeiner & Neftci's weak scaling as cost-model ESTIMATES: per number of IPUs, a
     network of `layers_per_ipu` x IPUs hidden layers of `width` (so the neurons per IPU stay
-    fixed: 16 IPUs x 12 x 1,000 = 192,000 neurons, ~190 M weights), the one-sided rule,
+    fixed: 16 IPUs x 12 x 1,000 = 192,000 neurons, ~190 M weights: their 190k neurons and
+    180 M parameters point to depth, as dense layers' weights grow with the square of the
+    width), the one-sided rule,
     id buffers of `max_activity` (their 5%), on a generated SHD-format batch; the estimated
     time per training step and the weak-scaling efficiency t(1 IPU) / t(k IPUs). ESTIMATES
     from the ipu-model device, never measurements on an IPU."""
@@ -205,6 +207,7 @@ def exp_weak_scaling(
         row.update(_estimate_step(net, x, y, steps, batch, seed, opts))
         rows.append(row)
     base = next((r for r in rows if r.get("estimate_seconds_per_step")), None)
+    # 1 = perfect weak scaling: k IPUs take as long for k times the neurons as one for one.
     for r in rows:
         if base and r.get("estimate_seconds_per_step"):
             r["weak_scaling_efficiency_estimate"] = (

@@ -45,6 +45,9 @@ class SparseCase:
     test_images: int = 0
     pretrain_steps: int = 0
     activity: str = "natural"
+    # Hidden weights at initialisation x this: deep stacks are silent at popsnn's default
+    # (PyTorch's) initialisation, and then no rule, nor dense training, has gradient to use.
+    init_gain: float = 1.0
     paper: str = ""
     seed: int = 0
     extra: dict = field(default_factory=dict)
@@ -89,6 +92,13 @@ def _net(case: SparseCase, rule):
     return sparse_net(case.task.num_inputs, case.hidden, rule, case.layers, case.task.num_classes)
 
 
+def _init_params(case: SparseCase) -> list:
+    params = _net(case, None).init_params(case.seed, np.float32)
+    for p in params[: case.layers]:
+        p["weight"] *= case.init_gain
+    return params
+
+
 def _model(case, rule, params=None, **opts):
     return popsnn.Model(
         _net(case, rule),
@@ -98,7 +108,7 @@ def _model(case, rule, params=None, **opts):
         num_steps=case.steps,
         batch_size=case.batch,
         seed=case.seed,
-        params=params,
+        params=_init_params(case) if params is None else params,
         **opts,
     )
 
@@ -159,6 +169,7 @@ def _start_rows(case: SparseCase, repeats: int) -> list:
             "activity": case.activity,
             "paper": case.paper,
             "repeats": repeats,
+            "init_gain": case.init_gain,
             **case.extra,
             "_rule": rule,
         }
@@ -187,7 +198,7 @@ def _train_rows(case: SparseCase, rows: list):
             row["weights"] = f"after {case.pretrain_steps} dense minibatches"
     if trained is not None:
         return trained
-    params = _net(case, None).init_params(case.seed, np.float32)
+    params = _init_params(case)
     if case.activity == "fixed":
         for p in params[: case.layers]:
             p["bias"][:] = 10.0  # far above the threshold (1): every neuron spikes every step
@@ -203,9 +214,7 @@ def _gradient_rows(case: SparseCase, rows: list, params, x, y) -> dict:
     fixed = case.activity == "fixed"
     dense_net = _net(case, None)
     _, dense_grads, _ = reference.loss_and_grad(dense_net, params, x, y, loss)
-    init = dense_net.init_params(case.seed, dtype=np.float32)
-    if fixed:
-        init = params
+    init = params if fixed else _init_params(case)
     _, dense_init, _ = reference.loss_and_grad(dense_net, init, x, y, loss)
     masks = {}
     for k, row in enumerate(rows):

@@ -40,7 +40,7 @@ class Size:
 
 
 FULL = Size(100, 256, (200, 400), 300, 1472, 150, 2000, (4000, 1000), (0.05, 0.1, 0.2, 0.5, 0.95))
-QUICK = Size(25, 32, (200, 400), 300, 400, 40, 256, (512, 256), (0.05, 0.2, 0.5, 0.95))
+QUICK = Size(25, 32, (200, 400), 300, 400, 150, 512, (1024, 512), (0.05, 0.2, 0.5, 0.95))
 TINY = Size(4, 8, (8, 12), 8, 16, 2, 16, (20, 8), (0.2, 0.95), image_dataset="mnist")
 
 
@@ -70,6 +70,7 @@ def seed003_cases(size: Size, tasks: dict) -> list:
                 size.deep,
                 rules=(sparse.window(size.b_ths[len(size.b_ths) // 2]),),
                 layers=5,
+                init_gain=3.0,  # at 1, layers 2-5 never fire at initialisation (T=25)
                 **common,
             ),
         ]
