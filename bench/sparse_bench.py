@@ -16,7 +16,7 @@ import statistics
 from dataclasses import dataclass, field
 
 import numpy as np
-from common import Task, time_calls, train_and_test
+from common import Task, time_bursts, train_and_test
 from estimates import backward_estimate_cycles, engine_memory_bytes
 
 import popsnn
@@ -284,8 +284,9 @@ def _engine(case: SparseCase, row: dict, params, x, y):
 
 
 def _time_rows(case: SparseCase, rows: list, masks: dict, params, x, y, repeats: int):
-    """Interleaved timings, two engine models alive at a time (each holds gigabytes at the
-    papers' sizes): the dense one, and each rule's in turn against it."""
+    """Interleaved timings in bursts (common.time_bursts), two engine models alive at a time
+    (each holds gigabytes at the papers' sizes): the dense one, and each rule's in turn
+    against it."""
 
     def calls(m):
         return {
@@ -307,7 +308,7 @@ def _time_rows(case: SparseCase, rows: list, masks: dict, params, x, y, repeats:
             m, est = _engine(case, row, params, x, y)
             row.update(est)
             fns.update({f"sparse/{k}": f for k, f in calls(m).items()})
-        t = {k: v["median_s"] for k, v in time_calls(fns, repeats).items()}
+        t = time_bursts(fns, repeats)
         dense_t.append(t)
         if row is not None:
             _timing_fields(row, t["sparse/grad"], t["sparse/infer"], t["sparse/train"])

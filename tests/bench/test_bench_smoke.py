@@ -64,6 +64,16 @@ def test_machine_described():
     assert m["cores"] >= 1 and m["numpy"] and m["popsnn"]
 
 
+def test_time_bursts_times_each_call_in_rotation(monkeypatch):
+    import common
+
+    monkeypatch.setattr(common, "BURST_S", 0.02)
+    calls = []
+    t = common.time_bursts({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, 2)
+    assert calls[:2] == ["a", "b"] and calls.count("a") > 3 and calls.count("b") > 3
+    assert 0 < t["a"] < 0.02 and 0 < t["b"] < 0.02
+
+
 def test_time_calls_interleaves_and_orders():
     calls = []
     t = ex.time_calls(
