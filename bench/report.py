@@ -1,9 +1,8 @@
 """Plots (PNG) and the README's results tables from the JSON files in bench/results/.
 
 `python bench/run.py report` calls write_all(); each part is skipped when its JSON is missing.
-The goals (issue 12's speed targets, see DSNN_GOALS; the sparse one from before): sparse
-backward >= 50x faster than dense with >= 80% less trace memory at a B_th where the accuracy
-is unchanged (here: within ACCURACY_TOLERANCE of the dense run's).
+The goals: issue 12's speed targets (DSNN_GOALS) and issue 13's sparse ones
+(report_sparse.goal_lines); the sparse experiments' tables and plot are in report_sparse.py.
 """
 
 from __future__ import annotations
@@ -11,8 +10,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import report_sparse
+
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
-ACCURACY_TOLERANCE = 0.01  # one point: about the standard error of 2,000 test images
 LABELS = {
     "popsnn": "popsnn engine (cpu device)",
     "snntorch": "snnTorch (CPU)",
@@ -118,87 +118,6 @@ def latency_table(rows) -> str:
         cells.append(_f(r.get("limit_step_ms"), "{:.3f}"))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def sparse_table(rows, width=False) -> str:
-    head = [
-        "B_th",
-        "active (t,b,j) %",
-        "grad cosine (hidden)",
-        "grad rel. error (hidden)",
-        "grad cosine layer 0 / 1",
-        "weight grads exactly 0, layer 0 / 1 (%)",
-        "active % at init",
-        "grad cosine at init (hidden)",
-        "backward ms (derived)",
-        "backward speed-up",
-        "est. speed-up (cost model)",
-        "trace saved % (measured)",
-        "trace MiB, hidden (measured)",
-        "max_activity start -> used",
-        "peak buffered % per (t,b,shard)",
-        "engine memory MiB (estimate)",
-        "test accuracy",
-    ]
-    if width:
-        head = ["hidden"] + head[:2] + head[3:4] + head[8:16]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        cells = [
-            "dense" if r["b_th"] is None else f"{r['b_th']:g}",
-            _f(100 * r["active_fraction"], "{:.2f}"),
-            _f(r.get("grad_cosine_hidden"), "{:.4f}"),
-            _f(r.get("grad_rel_norm_error_hidden"), "{:.3f}"),
-            " / ".join(_f(r.get(f"grad_cosine_layer{l}"), "{:.4f}") for l in range(2)),
-            " / ".join(
-                _f(
-                    100 * r[f"zero_weight_grad_fraction_layer{l}"]
-                    if f"zero_weight_grad_fraction_layer{l}" in r
-                    else None,
-                    "{:.1f}",
-                )
-                for l in range(2)
-            ),
-            _f(
-                100 * r["active_fraction_at_init"] if "active_fraction_at_init" in r else None,
-                "{:.2f}",
-            ),
-            _f(r.get("grad_cosine_hidden_at_init"), "{:.4f}"),
-            _f(1e3 * r["backward_s_derived"], "{:.1f}"),
-            _f(r.get("backward_speedup"), "{:.2f}x"),
-            _f(r.get("backward_speedup_estimate"), "{:.2f}x"),
-            _f(_measured_saving(r), "{:.1f}"),
-            _f(r["trace_bytes_hidden"] / 2**20 if r.get("trace_bytes_hidden") else None, "{:.2f}"),
-            _buffers(r),
-            " / ".join(f"{100 * v:.0f}" for v in r.get("buffered_peak_fraction_per_layer") or [])
-            or "n/a",
-            _f(
-                r["engine_memory_bytes_estimate"] / 2**20
-                if r.get("engine_memory_bytes_estimate")
-                else None,
-                "{:.1f}",
-            ),
-            _f(r.get("test_accuracy"), "{:.3f}"),
-        ]
-        if width:
-            cells = [str(r["hidden"])] + cells[:2] + cells[3:4] + cells[8:16]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def _measured_saving(r):
-    """Trace memory saved against dense, only where the engine measured it (results written
-    before the engine reported trace bytes carry a figure computed from the active fraction:
-    not shown as measured)."""
-    return r.get("trace_memory_saved_pct") if "trace_bytes_hidden" in r else None
-
-
-def _buffers(r):
-    if r.get("max_activity") is None:
-        return "n/a"
-    if r.get("max_activity_start") is None:
-        return f"{r['max_activity']:.3g}"
-    return f"{r['max_activity_start']:.3g} -> {r['max_activity']:.3g}"
 
 
 def ipu_table(rows) -> str:
@@ -331,33 +250,7 @@ def _dsnn_goals(res: dict) -> list:
 def goals(res: dict) -> str:
     lines = ["| goal | measured | met? |", "|---|---|---|"]
     lines += _dsnn_goals(res)
-    sp = res.get("sparse")
-    if sp:
-        dense = sp[0]
-        ok = [
-            r
-            for r in sp[1:]
-            if r.get("accuracy_change") is not None and r["accuracy_change"] >= -ACCURACY_TOLERANCE
-        ]
-        best = max(ok, key=lambda r: r.get("backward_speedup") or 0, default=None)
-        if best is None:
-            lines.append(
-                "| sparse backward >= 50x, >= 80% less trace memory, accuracy "
-                "unchanged | no B_th kept the accuracy within "
-                f"{100 * ACCURACY_TOLERANCE:.0f} point of dense "
-                f"({_f(dense.get('test_accuracy'), '{:.3f}')}) | no |"
-            )
-        else:
-            sp_ok = (best.get("backward_speedup") or 0) >= 50
-            mem_ok = (_measured_saving(best) or 0) >= 80
-            lines.append(
-                f"| sparse backward >= 50x, >= 80% less trace memory, accuracy unchanged | "
-                f"B_th={best['b_th']:g}: {_f(best.get('backward_speedup'), '{:.2f}x')} "
-                f"(wall clock, derived), {_f(_measured_saving(best), '{:.1f}')}% less trace "
-                f"memory (measured, engine profile), accuracy {best['test_accuracy']:.3f} vs "
-                f"dense "
-                f"{dense['test_accuracy']:.3f} | {'yes' if sp_ok and mem_ok else 'no'} |"
-            )
+    lines += report_sparse.goal_lines(res)
     return "\n".join(lines)
 
 
@@ -429,24 +322,6 @@ def tables(res: dict) -> str:
         )
     if any("limit_images_per_s" in r for rows in res.values() for r in rows):
         parts.append(LIMIT_NOTE)
-    if res.get("sparse"):
-        r0 = res["sparse"][0]
-        parts.append(
-            f"### Sparse backward (Perez-Nieves & Goodman setting, scaled): "
-            f"784-{r0['hidden']}-{r0['hidden']}"
-            f"-10, T={r0['steps']}, B={r0['batch']}, {r0['dataset']} {r0['encoding']}-coded\n\n"
-            + sparse_table(res["sparse"])
-            + f"\n\nAccuracy: {r0.get('train_steps')} minibatches of {r0['batch']} from "
-            f"scratch per row, tested on {r0.get('test_images')} test images."
-        )
-    if res.get("sparse_width"):
-        r0 = res["sparse_width"][0]
-        parts.append(
-            f"### Sparse backward as the hidden layers widen "
-            f"(Perez-Nieves & Goodman Fig. 4C setting, "
-            f"scaled): T={r0['steps']}, B={r0['batch']}, weights {r0.get('weights')}\n\n"
-            + sparse_table(res["sparse_width"], width=True)
-        )
     if res.get("isolation"):
         parts.append(
             "### Timing isolation (A/B): popsnn's step beside the other systems\n\n"
@@ -457,6 +332,7 @@ def tables(res: dict) -> str:
             "### DSNN on the IPU Mk2 geometry (device='ipu-model'): ESTIMATES from "
             "popsnn's cost model, not measurements on an IPU\n\n" + ipu_table(res["ipu"])
         )
+    parts += report_sparse.sections(res)
     return "\n\n".join(parts) + "\n"
 
 
@@ -526,71 +402,7 @@ def plots(res: dict, results: Path) -> list:
         fig.savefig(path, dpi=100)
         plt.close(fig)
         written.append(path)
-    rows = res.get("sparse")
-    if rows:
-        sp = [r for r in rows if r["b_th"] is not None]
-        b = [r["b_th"] for r in sp]
-        dense = rows[0]
-        fig, axes = plt.subplots(2, 2, figsize=(9, 7))
-        ax = axes[0][0]
-        ax.plot(
-            b,
-            [r.get("backward_speedup") or 0 for r in sp],
-            "o-",
-            label="wall clock (grad - forward), derived",
-        )
-        ax.plot(
-            b,
-            [r.get("backward_speedup_estimate") or 0 for r in sp],
-            "s--",
-            label="cost-model estimate",
-        )
-        ax.axhline(50, color="grey", ls=":", label="goal 50x")
-        ax.set_yscale("log")
-        ax.set_ylabel("backward speed-up over dense")
-        ax.legend(fontsize=7)
-        ax = axes[0][1]
-        ax.plot(
-            b, [_measured_saving(r) or 0 for r in sp], "o-", label="measured (engine's trace bytes)"
-        )
-        ax.plot(
-            b,
-            [100 * (1 - 2 * r["active_fraction"]) for r in sp],
-            "s--",
-            label="computed: value + index per active entry",
-        )
-        ax.axhline(80, color="grey", ls=":", label="goal 80%")
-        ax.set_ylabel("trace memory saved %")
-        ax.legend(fontsize=7)
-        ax = axes[1][0]
-        ax.plot(b, [100 * r["active_fraction"] for r in sp], "o-", label="active entries")
-        ax.plot(
-            b,
-            [100 * (1 - r["grad_cosine_hidden"]) for r in sp],
-            "s--",
-            label="100 x (1 - grad cosine), hidden",
-        )
-        ax.set_yscale("log")
-        ax.set_xlabel("B_th")
-        ax.set_ylabel("%")
-        ax.legend(fontsize=7)
-        ax = axes[1][1]
-        if dense.get("test_accuracy") is not None:
-            ax.plot(b, [r["test_accuracy"] for r in sp], "o-", label="window(B_th)")
-            ax.axhline(dense["test_accuracy"], color="k", ls="--", label="dense")
-            ax.set_ylabel(f"test accuracy after {dense['train_steps']} minibatches")
-            ax.legend(fontsize=7)
-        ax.set_xlabel("B_th")
-        fig.suptitle(
-            f"Sparse backward over B_th: 784-{dense['hidden']}-{dense['hidden']}-10, "
-            f"T={dense['steps']}, B={dense['batch']} (this CPU, not an IPU)",
-            fontsize=9,
-        )
-        fig.tight_layout()
-        path = results / "sparse.png"
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        written.append(path)
+    written += report_sparse.plot(res, results, plt)
     return written
 
 

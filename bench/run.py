@@ -8,12 +8,14 @@
     python bench/run.py neurons          Leaky / Synaptic / RLeaky
     python bench/run.py rate             rate-coded input (nothing to hoist)
     python bench/run.py population       1 step, 500 outputs pooled over 10 classes (Sun et al. V)
-    python bench/run.py sparse           Perez-Nieves & Goodman: backward time, trace memory,
-                                         gradient error,
-                                         activity and accuracy over B_th
+    python bench/run.py sparse           Perez-Nieves & Goodman (F-MNIST, N-MNIST, SHD, B_th up
+                                         to 0.95, 5 hidden layers) and Finkbeiner & Neftci
+                                         (one-sided rule, natural vs fixed activity): accuracy
+                                         beside backward / training-step speed-up and memory
     python bench/run.py sparse_width     Perez-Nieves & Goodman: dense vs one B_th as the
                                          hidden layers widen
     python bench/run.py ipu              DSNN on the Mk2 geometry: runtime ESTIMATE of images/s
+    python bench/run.py weak_scaling     Finkbeiner & Neftci's weak scaling over IPUs: ESTIMATES
     python bench/run.py isolation        A/B: popsnn timed beside the others in one process vs
                                          in its own worker process
     python bench/run.py report           plots (PNG) and the README table from saved results
@@ -33,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -53,6 +56,7 @@ EXPERIMENTS = (
     "sparse",
     "sparse_width",
     "ipu",
+    "weak_scaling",
     "isolation",
 )
 
@@ -80,34 +84,21 @@ def run_experiment(name: str, quick: bool, repeats: int) -> list:
             repeats, train_steps=20 if quick else 200, test_images=500 if quick else 2000
         )
     if name == "sparse":
-        if quick:
-            return ex.exp_sparse(
-                b_ths=(0.05, 0.2, 0.5),
-                hidden=200,
-                steps=25,
-                batch=64,
-                repeats=repeats,
-                train_steps=30,
-                test_images=500,
-            )
-        return ex.exp_sparse(
-            b_ths=(0.05, 0.1, 0.2, 0.3, 0.5),
-            hidden=200,
-            steps=100,
-            batch=256,
-            repeats=repeats,
-            train_steps=150,
-            test_images=2000,
-        )
+        return ex.exp_sparse(ex.QUICK if quick else ex.FULL, repeats)
     if name == "sparse_width":
+        # FULL's T=100, B=256 halved: at hidden 1,000 an engine model takes ~2.6 GB here, and
+        # two are alive while timing.
+        size = ex.QUICK if quick else replace(ex.FULL, steps=50, batch=128)
+        hiddens = (100, 200) if quick else (200, 500, 1000)
+        return ex.exp_sparse_width(
+            hiddens, size=size, repeats=repeats, pretrain_steps=5 if quick else 30
+        )
+    if name == "weak_scaling":
         if quick:
-            return ex.exp_sparse_width(
-                hiddens=(50, 100), steps=25, batch=64, repeats=repeats, pretrain_steps=5
+            return ex.exp_weak_scaling(
+                ipus=(1, 2, 4), layers_per_ipu=1, width=500, steps=10, batch=4
             )
-        # T=50, B=128 rather than Perez-Nieves & Goodman's 100+ and 256: at hidden 1,000 an engine
-        # model
-        # takes ~2.6 GB here (two compiled engines), and two are alive while timing.
-        return ex.exp_sparse_width(hiddens=(200, 500, 1000), steps=50, batch=128, repeats=repeats)
+        return ex.exp_weak_scaling()
     if name == "ipu":
         return ex.exp_ipu()
     if name == "isolation":

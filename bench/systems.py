@@ -122,22 +122,13 @@ def dense_products(work: Workload):
     return step, flops
 
 
-def snntorch(work: Workload, compiled: bool = False) -> Step:
-    """The same network and step in snnTorch on the CPU (float32, PyTorch's own threads),
-    written as snnTorch's tutorials do: explicit state, one Python loop over the steps.
-    `compiled`: forward and loss through `torch.compile` (the fastest CPU path an snnTorch
-    user has; the first steps compile, which the worker reports apart as warm-up time)."""
-    import snntorch as snn
-    import snntorch.functional as SF
-    import torch
-    from torch import nn
-
+def _snntorch_layers(net, snn, nn) -> tuple:
+    """snnTorch's nn.Linear and neuron modules for popsnn's layers, with the same surrogate
+    as popsnn's layer, so both libraries do the same arithmetic."""
     from popsnn.interop import snntorch_surrogate
 
-    torch.manual_seed(work.seed)
     linears, neurons = nn.ModuleList(), nn.ModuleList()
-    for lin, neuron in work.net.pairs:
-        # The same surrogate as popsnn's layer, so both libraries do the same arithmetic.
+    for lin, neuron in net.pairs:
         common = dict(
             threshold=neuron.threshold,
             reset_mechanism=neuron.reset_mechanism,
@@ -157,6 +148,21 @@ def snntorch(work: Workload, compiled: bool = False) -> Step:
                     **common,
                 )
             )
+    return linears, neurons
+
+
+def snntorch(work: Workload, compiled: bool = False) -> Step:
+    """The same network and step in snnTorch on the CPU (float32, PyTorch's own threads),
+    written as snnTorch's tutorials do: explicit state, one Python loop over the steps.
+    `compiled`: forward and loss through `torch.compile` (the fastest CPU path an snnTorch
+    user has; the first steps compile, which the worker reports apart as warm-up time)."""
+    import snntorch as snn
+    import snntorch.functional as SF
+    import torch
+    from torch import nn
+
+    torch.manual_seed(work.seed)
+    linears, neurons = _snntorch_layers(work.net, snn, nn)
     params = list(linears.parameters()) + list(neurons.parameters())
     opt = torch.optim.Adam(params, lr=work.lr)
     if work.loss.name != "ce_count":

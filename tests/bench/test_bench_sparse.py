@@ -1,0 +1,161 @@
+"""Smoke test of the sparse experiments (bench/sparse_*.py, event_tasks.py, the weak-scaling
+estimates): the whole suite at its tiniest, rows of the right shape with self-consistent
+numbers; the generated recordings read back through popsnn's own loaders. No timing is
+asserted (the machine is shared)."""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+
+ex = pytest.importorskip("experiments")
+systems = pytest.importorskip("systems")
+
+needs_engine = pytest.mark.skipif(
+    systems.engine_available() is not None, reason="popsnn's engine is not built"
+)
+
+
+@pytest.fixture(scope="module")
+def sparse_rows():
+    """The whole sparse suite at its tiniest (the embedded MNIST instead of Fashion-MNIST,
+    which is an optional download), in a few seconds."""
+    if systems.engine_available() is not None:
+        pytest.skip("popsnn's engine is not built")
+    import common
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(common, "BURST_S", 0.0)  # one call per turn: nothing is timed here
+        return ex.exp_sparse(ex.TINY, repeats=1)
+
+
+def _cases(rows):
+    out = {}
+    for r in rows:
+        out.setdefault(r["case"], []).append(r)
+    return out
+
+
+def test_sparse_suite_has_both_papers_cases(sparse_rows):
+    json.dumps(sparse_rows)
+    cases = _cases(sparse_rows)
+    assert set(cases) == {
+        "seed003-mnist-h8",
+        "seed003-mnist-5x8",
+        "seed003-nmnist-h8",
+        "seed003-shd-h12",
+        "seed002-shd-natural",
+        "seed002-shd-fixed",
+        "seed002-nmnist-natural",
+        "seed002-nmnist-fixed",
+    }
+    assert [r["b_th"] for r in cases["seed003-shd-h12"]] == [None, 0.2, 0.95]
+    assert cases["seed003-mnist-5x8"][0]["layers"] == 5
+    assert all(r["inputs"] == 700 and r["classes"] == 20 for r in cases["seed003-shd-h12"])
+    assert all(r["inputs"] == 2312 for r in cases["seed003-nmnist-h8"])
+    assert all("generated" in r["data_source"] for r in cases["seed002-shd-fixed"])
+    for name in ("seed002-shd-natural", "seed002-nmnist-fixed"):
+        dense, one = cases[name]
+        assert dense["rule"] == "dense" and one["rule"] == "one_sided"
+        assert one["theta_grad"] == 0.9
+
+
+def test_sparse_rows_are_consistent(sparse_rows):
+    for rows in _cases(sparse_rows).values():
+        dense = rows[0]
+        assert dense["active_fraction"] == 1.0 and dense["grad_cosine"] == pytest.approx(1.0)
+        assert dense["max_activity"] == 1.0 and dense["trace_memory_saved_pct"] == 0.0
+        assert dense["train_step_speedup"] == 1.0
+        assert dense["backward_speedup"] in (None, pytest.approx(1.0))
+        for r in rows:
+            h = r["layers"]
+            assert len(r["active_fraction_per_layer"]) == h
+            assert r["trace_bytes_all"] >= r["trace_bytes_hidden"] > 0
+            assert r["trace_bytes_hidden"] == sum(r[f"layer{l}_trace_bytes"] for l in range(h))
+            assert all(0 <= p <= 1 for p in r["buffered_peak_fraction_per_layer"])
+            assert r["backward_s_derived"] >= 0 and r["forward_s"] > 0
+            assert r["train_step_s"] > 0
+        for r in rows[1:]:
+            assert 0 <= r["active_fraction"] <= 1
+            assert -1 - 1e-9 <= r["grad_cosine_hidden"] <= 1 + 1e-9
+            # The engine keeps max_activity in float32.
+            assert r["max_activity"] >= r["max_activity_start"] * (1 - 1e-6) > 0
+            assert r["trace_memory_saved_pct"] == pytest.approx(
+                100 * (1 - r["trace_bytes_hidden"] / dense["trace_bytes_hidden"])
+            )
+            assert r["train_step_speedup"] == pytest.approx(
+                r["dense_train_step_s_same_run"] / r["train_step_s"]
+            )
+            if dense.get("test_accuracy") is not None:
+                assert r["accuracy_change"] == pytest.approx(
+                    r["test_accuracy"] - dense["test_accuracy"]
+                )
+
+
+def test_fixed_activity_fires_every_neuron_and_natural_trains(sparse_rows):
+    cases = _cases(sparse_rows)
+    for name in ("seed002-shd-fixed", "seed002-nmnist-fixed"):
+        for r in cases[name]:
+            assert r["hidden_spike_rate"] == 1.0 and "test_accuracy" not in r
+    for r in cases["seed002-shd-natural"]:
+        assert 0 <= r["test_accuracy"] <= 1 and r["train_images"] == 16
+
+
+def test_generated_recordings_read_back_through_popsnn_loaders(tmp_path):
+    import event_tasks as et
+
+    et.write_nmnist(tmp_path / "n", 6, 3, seed=0)
+    et.write_shd(tmp_path / "s", 20, 4, seed=0)
+    data = ex.popsnn.data
+    train, test = data.load_named("nmnist", tmp_path / "n", num_steps=10)
+    assert len(train) == 6 and len(test) == 3 and train.num_inputs == 2312
+    x = train.inputs(np.arange(6))
+    assert x.shape == (10, 6, 2312) and 0 < x.mean() < 0.2
+    assert x[:, :, :1156].sum() > 0 and x[:, :, 1156:].sum() > 0  # OFF and ON events
+    train, test = data.load_named("shd", tmp_path / "s", num_steps=20)
+    assert train.num_classes == 20 and sorted(set(train.labels)) == list(range(20))
+    assert train.num_inputs == 700 and 0 < train.inputs(np.arange(4)).mean() < 0.5
+    # Events of one N-MNIST image: saccade-driven, within the sensor and the recording.
+    img = np.zeros((28, 28), np.float32)
+    img[10:18, 10:18] = 1
+    x, y, p, t = et.nmnist_events(img, np.random.default_rng(0))
+    assert len(x) > 0 and x.max() < 34 and y.max() < 34 and set(p) == {0, 1}
+    assert np.all(np.diff(t) >= 0) and t.max() < et.NMNIST_FRAMES * et.NMNIST_FRAME_US
+    with pytest.raises(ValueError, match="'nmnist' or 'shd'"):
+        et.event_task("dvs", 10, 4, 2)
+
+
+@needs_engine
+def test_sparse_width_is_the_same_case_runner(monkeypatch):
+    import common
+
+    monkeypatch.setattr(common, "BURST_S", 0.0)
+    size = ex.Size(4, 8, (8,), 8, 8, 0, 0, (20, 8), (0.2,), image_dataset="mnist")
+    rows = ex.exp_sparse_width(hiddens=(8, 12), size=size, repeats=1, pretrain_steps=1)
+    assert [(r["hidden"], r["b_th"]) for r in rows] == [(8, None), (8, 0.2), (12, None), (12, 0.2)]
+    assert all(r["experiment"] == "sparse_width" for r in rows)
+    assert rows[0]["weights"] == "after 1 dense minibatches"
+
+
+@needs_engine
+def test_weak_scaling_estimates_are_labelled():
+    rows = ex.exp_weak_scaling(
+        ipus=(1, 2), layers_per_ipu=1, width=16, steps=3, batch=2, tiles_per_ipu=16
+    )
+    assert [(r["ipus"], r["hidden_layers"], r["neurons"]) for r in rows] == [(1, 1, 16), (2, 2, 32)]
+    for r in rows:
+        assert "estimate" in r["note"] and "not measured" in r["note"]
+        assert r["estimate_seconds_per_step"] > 0
+        assert (
+            r["parameters"]
+            == 700 * 16 + 16 + (r["hidden_layers"] - 1) * (16 * 16 + 16) + 16 * 20 + 20
+        )
+    assert rows[0]["weak_scaling_efficiency_estimate"] == 1.0
+    assert rows[1]["weak_scaling_efficiency_estimate"] == pytest.approx(
+        rows[0]["estimate_seconds_per_step"] / rows[1]["estimate_seconds_per_step"]
+    )
