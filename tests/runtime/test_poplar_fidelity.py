@@ -111,6 +111,16 @@ def test_codelets_compile_as_popc_compiles_them(fidelity):
     assert out == ["twice: [2.0000000 4.0000000 6.0000000 8.0000000]", "total: 10.0000000"]
 
 
+def test_a_field_on_other_tiles_gets_the_exchange_poplar_inserts(fidelity):
+    """Three of the six elements live on tile 3, the vertex on tile 0: 12 bytes go in
+    before the compute set and 12 come back after it."""
+    out = fidelity("remote_field").splitlines()
+    assert out == [
+        "x: [1.0000000 2.0000000 3.0000000 4.0000000 5.0000000 6.0000000]",
+        "exchanged bytes: 24",
+    ]
+
+
 def test_poputil_and_popops_subset(fidelity):
     # Item 8: poputil's linear mapping and popops' vertices, as the SDK documents them.
     # Every value is checked exactly against NumPy (integer-valued floats: sums are exact).

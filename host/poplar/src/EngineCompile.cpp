@@ -58,6 +58,40 @@ void EngineImpl::allocateVariables() {
   }
 }
 
+// Whether tensor t, connected to a field of a vertex on `tile`, has elements on other
+// tiles; counts the bytes that cross (in before the compute set for inputs, back after it
+// for outputs) for the cycle estimate.
+bool EngineImpl::countExchange(CompiledComputeSet &cs, const Tensor &t, unsigned access,
+                               std::int32_t tile, const std::string &where) {
+  const std::size_t sz = t.elementType().sizeInBytes();
+  const unsigned ways = access == kFieldInOut ? 2 : 1;
+  bool remote = false;
+  for (const auto &r : t.regions()) {
+    if (access != kFieldInput && g.vars[r.var].isConstant)
+      throw graph_connection_error(where + " writes to constant '" + g.vars[r.var].name +
+                                   "'; connect a variable, or make the field an Input");
+    const auto &tiles = g.vars[r.var].tile;
+    for (std::size_t e = r.begin; e < r.end; ++e) {
+      const std::int32_t other = tiles[e];
+      if (other == tile)
+        continue;
+      remote = true;
+      const bool sameIPU =
+          unsigned(other) / target.getTilesPerIPU() == unsigned(tile) / target.getTilesPerIPU();
+      (sameIPU ? cs.exchangeBytesWithinIPU : cs.exchangeBytesBetweenIPUs) += sz * ways;
+      if (access != kFieldOutput) {
+        cs.tileSent[other] += sz;
+        cs.tileReceived[tile] += sz;
+      }
+      if (access != kFieldInput) {
+        cs.tileSent[tile] += sz;
+        cs.tileReceived[other] += sz;
+      }
+    }
+  }
+  return remote;
+}
+
 CompiledComputeSet &EngineImpl::compileComputeSet(unsigned csId) {
   auto cs = std::make_unique<CompiledComputeSet>();
   cs->name = g.computeSets[csId].name;
@@ -120,37 +154,29 @@ CompiledComputeSet &EngineImpl::compileComputeSet(unsigned csId) {
       // Bind one tensor to a span; non-contiguous tensors get an on-tile buffer
       // with gather/scatter copies around the compute set, as Poplar rearranges.
       auto bind = [&](const Tensor &t, RawSpan &span) {
-        for (const auto &r : t.regions()) {
-          if (fd.access != kFieldInput && g.vars[r.var].isConstant)
-            throw graph_connection_error(where + " writes to constant '" + g.vars[r.var].name +
-                                         "'; connect a variable, or make the field an Input");
-          const auto &tiles = g.vars[r.var].tile;
-          for (std::size_t e = r.begin; e < r.end; ++e)
-            if (tiles[e] != tile)
-              throw invalid_tile_mapping(
-                  where + " is connected to tensor " + tensorName(t) + " whose element " +
-                  std::to_string(e) + " of '" + g.vars[r.var].name + "' is on tile " +
-                  std::to_string(tiles[e]) + "; a vertex may only touch data on its own tile: " +
-                  "map the data to tile " + std::to_string(tile) + " or Copy it there first");
-        }
+        const bool remote = countExchange(*cs, t, fd.access, tile, where);
         span.size = static_cast<unsigned>(t.numElements());
         auto runs = tensorRuns(t);
-        if (runs.size() <= 1) {
+        if (runs.size() <= 1 && !remote) {
           span.ptr = runs.empty() ? nullptr : runs[0].first;
           return;
         }
+        // An on-tile buffer: gathered/scattered around the vertex when the data are on its
+        // tile but not contiguous (as Poplar rearranges), exchanged around the whole compute
+        // set when some are on other tiles (as Poplar's compiler inserts an exchange).
         std::size_t bytes = t.numElements() * t.elementType().sizeInBytes();
         Buffer tmp = allocate(bytes);
         span.ptr = tmp.get();
         std::size_t off = 0;
         for (const auto &run : runs) {
           if (fd.access != kFieldOutput)
-            addSeg(cs->pre, tmp.get() + off, run.first, run.second);
+            addSeg(remote ? cs->exchangeIn : cs->pre, tmp.get() + off, run.first, run.second);
           if (fd.access != kFieldInput)
-            addSeg(cs->post, run.first, tmp.get() + off, run.second);
+            addSeg(remote ? cs->exchangeOut : cs->post, run.first, tmp.get() + off, run.second);
           off += run.second;
         }
-        rearrangeBytes[tile] += bytes * ((fd.access == kFieldInOut) ? 2 : 1);
+        if (!remote)
+          rearrangeBytes[tile] += bytes * ((fd.access == kFieldInOut) ? 2 : 1);
         stateBytes += bytes;
         extra.push_back(std::move(tmp));
       };
@@ -329,7 +355,15 @@ Step EngineImpl::compile(const ProgramNode &n) {
     p.vertices = s.cs->vertices;
     p.tilesUsed = s.cs->tilesUsed;
     p.computeCycles = s.cs->computeCycles;
-    p.syncs = 1;
+    p.exchangeBytesWithinIPU = s.cs->exchangeBytesWithinIPU;
+    p.exchangeBytesBetweenIPUs = s.cs->exchangeBytesBetweenIPUs;
+    std::uint64_t busiest = 0;
+    for (const auto *side : {&s.cs->tileSent, &s.cs->tileReceived})
+      for (const auto &kv : *side)
+        busiest = std::max(busiest, kv.second);
+    p.exchangeCycles = ceilDiv(busiest, double(target.getExchangeBytesPerCycle())) +
+                       ceilDiv(p.exchangeBytesBetweenIPUs, target.getInterIPUBytesPerCycle());
+    p.syncs = s.cs->exchangeOut.empty() ? 1 : 2; // outputs return in a phase of their own
     break;
   }
   case ProgramNode::Copy: {

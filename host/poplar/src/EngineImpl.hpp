@@ -73,6 +73,12 @@ struct CompiledComputeSet {
   std::vector<VertexInstance> instances; // grouped by tile, in vertex order within a tile
   std::vector<std::pair<std::size_t, std::size_t>> chunks; // instance ranges, tile-aligned
   std::vector<Seg> pre, post;
+  // Fields connected to data on other tiles: the exchange Poplar's compiler inserts, as
+  // phases of the whole compute set (every tile's inputs arrive before any vertex runs,
+  // outputs return after all have run).
+  std::vector<Seg> exchangeIn, exchangeOut;
+  std::map<std::int32_t, std::uint64_t> tileSent, tileReceived; // bytes, for the estimate
+  std::uint64_t exchangeBytesWithinIPU = 0, exchangeBytesBetweenIPUs = 0;
   std::atomic<unsigned> failedVertex{~0u};
   std::uint64_t computeCycles = 0, vertices = 0, tilesUsed = 0;
 };
@@ -161,6 +167,8 @@ public:
   void checkMapped();
   void allocateVariables();
   CompiledComputeSet &compileComputeSet(unsigned cs);
+  bool countExchange(CompiledComputeSet &cs, const Tensor &t, unsigned access, std::int32_t tile,
+                     const std::string &where);
   void checkMemory();
   Step compile(const ProgramNode &n);
   void splitForThreads(Step &s, const ProgramNode &n);

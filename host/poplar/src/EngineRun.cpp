@@ -40,8 +40,12 @@ void runChunk(void *ctx, std::size_t c) {
 } // namespace
 
 void EngineImpl::runComputeSet(CompiledComputeSet &cs) {
+  for (const Seg &seg : cs.exchangeIn)
+    std::memcpy(seg.dst, seg.src, seg.bytes);
   ChunkContext ctx{&cs};
   parallelFor(cs.chunks.size(), &runChunk, &ctx);
+  for (const Seg &seg : cs.exchangeOut)
+    std::memcpy(seg.dst, seg.src, seg.bytes);
   unsigned failed = cs.failedVertex.exchange(~0u);
   if (failed != ~0u)
     throw poplar_error(vertexName(failed) + " on tile " + std::to_string(g.vertices[failed].tile) +
