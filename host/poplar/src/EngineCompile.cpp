@@ -92,6 +92,60 @@ bool EngineImpl::countExchange(CompiledComputeSet &cs, const Tensor &t, unsigned
   return remote;
 }
 
+// Points `span` at tensor t for field fd of a vertex on `tile`: at the tensor itself when it
+// is one run on that tile, else at a buffer on the tile filled and emptied by copies.
+void EngineImpl::bindTensor(CompiledComputeSet &cs, const popsnn_field_desc &fd, std::int32_t tile,
+                            const std::string &where, const Tensor &t, RawSpan &span,
+                            std::uint64_t &rearrange, std::uint64_t &stateBytes) {
+  const bool remote = countExchange(cs, t, fd.access, tile, where);
+  span.size = static_cast<unsigned>(t.numElements());
+  auto runs = tensorRuns(t);
+  if (runs.size() <= 1 && !remote) {
+    span.ptr = runs.empty() ? nullptr : runs[0].first;
+    return;
+  }
+  // An on-tile buffer: gathered/scattered around the vertex when the data are on its
+  // tile but not contiguous (as Poplar rearranges), exchanged around the whole compute
+  // set when some are on other tiles (as Poplar's compiler inserts an exchange).
+  std::size_t bytes = t.numElements() * t.elementType().sizeInBytes();
+  Buffer tmp = allocate(bytes);
+  span.ptr = tmp.get();
+  std::size_t off = 0;
+  for (const auto &run : runs) {
+    if (fd.access != kFieldOutput)
+      addSeg(remote ? cs.exchangeIn : cs.pre, tmp.get() + off, run.first, run.second);
+    if (fd.access != kFieldInput)
+      addSeg(remote ? cs.exchangeOut : cs.post, run.first, tmp.get() + off, run.second);
+    off += run.second;
+  }
+  if (!remote)
+    rearrange += bytes * ((fd.access == kFieldInOut) ? 2 : 1);
+  stateBytes += bytes;
+  extra.push_back(std::move(tmp));
+}
+
+// Chunks of whole tiles with about equal cost, a few per thread.
+void EngineImpl::chunkByTileCost(CompiledComputeSet &cs, const std::vector<std::int32_t> &tileOf,
+                                 const std::vector<std::uint64_t> &tileCost) {
+  const std::size_t want = std::min<std::size_t>(tileOf.size(), std::size_t(poolThreads()) * 4);
+  std::uint64_t total = 0;
+  for (auto c : tileCost)
+    total += c;
+  std::size_t begin = 0, instIdx = 0;
+  std::uint64_t acc = 0;
+  for (std::size_t t = 0; t < tileOf.size(); ++t) {
+    std::size_t endInst = instIdx;
+    while (endInst < cs.instances.size() && g.vertices[cs.instances[endInst].id].tile == tileOf[t])
+      ++endInst;
+    instIdx = endInst;
+    acc += tileCost[t];
+    if (want && (acc * want >= total * (cs.chunks.size() + 1) || t + 1 == tileOf.size())) {
+      cs.chunks.emplace_back(begin, endInst);
+      begin = endInst;
+    }
+  }
+}
+
 CompiledComputeSet &EngineImpl::compileComputeSet(unsigned csId) {
   auto cs = std::make_unique<CompiledComputeSet>();
   cs->name = g.computeSets[csId].name;
@@ -154,31 +208,7 @@ CompiledComputeSet &EngineImpl::compileComputeSet(unsigned csId) {
       // Bind one tensor to a span; non-contiguous tensors get an on-tile buffer
       // with gather/scatter copies around the compute set, as Poplar rearranges.
       auto bind = [&](const Tensor &t, RawSpan &span) {
-        const bool remote = countExchange(*cs, t, fd.access, tile, where);
-        span.size = static_cast<unsigned>(t.numElements());
-        auto runs = tensorRuns(t);
-        if (runs.size() <= 1 && !remote) {
-          span.ptr = runs.empty() ? nullptr : runs[0].first;
-          return;
-        }
-        // An on-tile buffer: gathered/scattered around the vertex when the data are on its
-        // tile but not contiguous (as Poplar rearranges), exchanged around the whole compute
-        // set when some are on other tiles (as Poplar's compiler inserts an exchange).
-        std::size_t bytes = t.numElements() * t.elementType().sizeInBytes();
-        Buffer tmp = allocate(bytes);
-        span.ptr = tmp.get();
-        std::size_t off = 0;
-        for (const auto &run : runs) {
-          if (fd.access != kFieldOutput)
-            addSeg(remote ? cs->exchangeIn : cs->pre, tmp.get() + off, run.first, run.second);
-          if (fd.access != kFieldInput)
-            addSeg(remote ? cs->exchangeOut : cs->post, run.first, tmp.get() + off, run.second);
-          off += run.second;
-        }
-        if (!remote)
-          rearrangeBytes[tile] += bytes * ((fd.access == kFieldInOut) ? 2 : 1);
-        stateBytes += bytes;
-        extra.push_back(std::move(tmp));
+        bindTensor(*cs, fd, tile, where, t, span, rearrangeBytes[tile], stateBytes);
       };
       if (fd.shape == kShapeVectorList) {
         Buffer list = allocate(fs.tensors.size() * sizeof(RawSpan));
@@ -220,25 +250,7 @@ CompiledComputeSet &EngineImpl::compileComputeSet(unsigned csId) {
     c += ceilDiv(rearrangeBytes[kv.first], 8.0);
     cs->computeCycles = std::max(cs->computeCycles, c);
   }
-  // Chunks of whole tiles with about equal cost, a few per thread.
-  const std::size_t want = std::min<std::size_t>(tileOf.size(), std::size_t(poolThreads()) * 4);
-  std::uint64_t total = 0;
-  for (auto c : tileCost)
-    total += c;
-  std::size_t begin = 0, instIdx = 0;
-  std::uint64_t acc = 0;
-  for (std::size_t t = 0; t < tileOf.size(); ++t) {
-    std::size_t endInst = instIdx;
-    while (endInst < cs->instances.size() &&
-           g.vertices[cs->instances[endInst].id].tile == tileOf[t])
-      ++endInst;
-    instIdx = endInst;
-    acc += tileCost[t];
-    if (want && (acc * want >= total * (cs->chunks.size() + 1) || t + 1 == tileOf.size())) {
-      cs->chunks.emplace_back(begin, endInst);
-      begin = endInst;
-    }
-  }
+  chunkByTileCost(*cs, tileOf, tileCost);
   auto &ref = *cs;
   computeSets[csId] = std::move(cs);
   return ref;
@@ -318,10 +330,134 @@ void EngineImpl::splitForThreads(Step &s, const ProgramNode &n) {
   }
 }
 
+namespace {
+// A program step's name in the profile: the one the user gave, else one made from its parts.
+std::string labelOf(const ProgramNode &n, const std::string &generated) {
+  return n.name.empty() ? generated : n.name;
+}
+} // namespace
+
+void EngineImpl::compileExecute(Step &s, const ProgramNode &n) {
+  auto it = computeSets.find(n.cs.getId());
+  if (it == computeSets.end())
+    throw control_program_error("Execute: the compute set does not belong to this graph");
+  s.cs = it->second.get();
+  s.profile = addProfile(labelOf(n, "Execute(" + s.cs->name + ")"), "compute");
+  auto &p = profile[static_cast<std::size_t>(s.profile)];
+  p.vertices = s.cs->vertices;
+  p.tilesUsed = s.cs->tilesUsed;
+  p.computeCycles = s.cs->computeCycles;
+  p.exchangeBytesWithinIPU = s.cs->exchangeBytesWithinIPU;
+  p.exchangeBytesBetweenIPUs = s.cs->exchangeBytesBetweenIPUs;
+  std::uint64_t busiest = 0;
+  for (const auto *side : {&s.cs->tileSent, &s.cs->tileReceived})
+    for (const auto &kv : *side)
+      busiest = std::max(busiest, kv.second);
+  p.exchangeCycles = ceilDiv(busiest, double(target.getExchangeBytesPerCycle())) +
+                     ceilDiv(p.exchangeBytesBetweenIPUs, target.getInterIPUBytesPerCycle());
+  p.syncs = s.cs->exchangeOut.empty() ? 1 : 2; // outputs return in a phase of their own
+}
+
+void EngineImpl::compileCopy(Step &s, const ProgramNode &n) {
+  if (n.src.graphId() != g.id || n.dst.graphId() != g.id)
+    throw control_program_error("Copy: a tensor belongs to another graph");
+  for (const auto &r : n.dst.regions())
+    if (g.vars[r.var].isConstant)
+      throw control_program_error("Copy: the destination '" + g.vars[r.var].name +
+                                  "' is a constant; copy into a variable");
+  s.profile = addProfile(labelOf(n, "Copy(" + tensorName(n.src) + " -> " + tensorName(n.dst) + ")"),
+                         "exchange");
+  auto &p = profile[static_cast<std::size_t>(s.profile)];
+  std::vector<std::uint64_t> sent(target.getNumTiles(), 0), recv(target.getNumTiles(), 0),
+      onTile(target.getNumTiles(), 0);
+  std::set<std::int32_t> tiles;
+  const auto &sr = n.src.regions();
+  const auto &dr = n.dst.regions();
+  const std::size_t sz = n.src.elementType().sizeInBytes();
+  std::size_t i = 0, j = 0, si = sr.empty() ? 0 : sr[0].begin, dj = dr.empty() ? 0 : dr[0].begin;
+  while (i < sr.size() && j < dr.size()) {
+    std::size_t len = std::min(sr[i].end - si, dr[j].end - dj);
+    addSeg(s.segs, address(dr[j].var, dj), address(sr[i].var, si), len * sz);
+    const auto &st = g.vars[sr[i].var].tile;
+    const auto &dt = g.vars[dr[j].var].tile;
+    std::int32_t lastA = -1, lastB = -1;
+    for (std::size_t k = 0; k < len; ++k) {
+      std::int32_t a = st[si + k], b = dt[dj + k];
+      if (a != lastA || b != lastB) {
+        tiles.insert(a);
+        tiles.insert(b);
+        lastA = a;
+        lastB = b;
+      }
+      if (a == b) {
+        onTile[static_cast<std::size_t>(a)] += sz;
+        p.onTileCopyBytes += sz;
+      } else {
+        sent[static_cast<std::size_t>(a)] += sz;
+        recv[static_cast<std::size_t>(b)] += sz;
+        if (unsigned(a) / target.getTilesPerIPU() == unsigned(b) / target.getTilesPerIPU())
+          p.exchangeBytesWithinIPU += sz;
+        else
+          p.exchangeBytesBetweenIPUs += sz;
+      }
+    }
+    si += len;
+    dj += len;
+    if (si == sr[i].end && ++i < sr.size())
+      si = sr[i].begin;
+    if (dj == dr[j].end && ++j < dr.size())
+      dj = dr[j].begin;
+  }
+  splitForThreads(s, n);
+  std::uint64_t maxTile = 0, maxOnTile = 0;
+  for (std::size_t t = 0; t < sent.size(); ++t) {
+    maxTile = std::max({maxTile, sent[t], recv[t]});
+    maxOnTile = std::max(maxOnTile, onTile[t]);
+  }
+  p.tilesUsed = tiles.size();
+  p.computeCycles = ceilDiv(maxOnTile, 8.0);
+  p.exchangeCycles = ceilDiv(maxTile, double(target.getExchangeBytesPerCycle())) +
+                     ceilDiv(p.exchangeBytesBetweenIPUs, target.getInterIPUBytesPerCycle());
+  p.syncs = 1;
+}
+
+void EngineImpl::compileStreamCopy(Step &s, const ProgramNode &n) {
+  const bool in = n.kind == ProgramNode::StreamToTensor;
+  const Tensor &t = in ? n.dst : n.src;
+  if (t.graphId() != g.id)
+    throw control_program_error("Copy: the tensor belongs to another graph");
+  s.stream = n.stream.handle();
+  if (in)
+    for (const auto &r : t.regions())
+      if (g.vars[r.var].isConstant)
+        throw control_program_error("Copy: stream '" + s.stream + "' writes to constant '" +
+                                    g.vars[r.var].name + "'; copy into a variable");
+  if (!g.streams.count(s.stream))
+    throw stream_connection_error("Copy: stream '" + s.stream + "' does not belong to this graph");
+  s.conn = &streams[s.stream];
+  s.runs = tensorRuns(t);
+  s.bytes = t.numElements() * t.elementType().sizeInBytes();
+  s.conn->scratch.resize(std::max(s.conn->scratch.size(), s.bytes));
+  s.profile =
+      addProfile(labelOf(n, std::string(in ? "StreamCopy(" + s.stream + " -> " + tensorName(t)
+                                           : "StreamCopy(" + tensorName(t) + " -> " + s.stream) +
+                                ")"),
+                 "stream");
+  auto &p = profile[static_cast<std::size_t>(s.profile)];
+  p.hostBytes = s.bytes;
+  p.exchangeCycles = ceilDiv(s.bytes, target.getHostBytesPerCycle());
+  p.syncs = 1;
+  std::set<std::int32_t> tiles;
+  for (const auto &r : t.regions())
+    for (std::size_t e = r.begin; e < r.end; ++e)
+      if (e == r.begin || g.vars[r.var].tile[e] != g.vars[r.var].tile[e - 1])
+        tiles.insert(g.vars[r.var].tile[e]);
+  p.tilesUsed = tiles.size();
+}
+
 Step EngineImpl::compile(const ProgramNode &n) {
   Step s;
   s.kind = n.kind;
-  auto label = [&](const std::string &generated) { return n.name.empty() ? generated : n.name; };
   switch (n.kind) {
   case ProgramNode::Sequence:
     for (const auto &c : n.children)
@@ -345,126 +481,16 @@ Step EngineImpl::compile(const ProgramNode &n) {
       s.children.push_back(compile(*c));
     break;
   }
-  case ProgramNode::Execute: {
-    auto it = computeSets.find(n.cs.getId());
-    if (it == computeSets.end())
-      throw control_program_error("Execute: the compute set does not belong to this graph");
-    s.cs = it->second.get();
-    s.profile = addProfile(label("Execute(" + s.cs->name + ")"), "compute");
-    auto &p = profile[static_cast<std::size_t>(s.profile)];
-    p.vertices = s.cs->vertices;
-    p.tilesUsed = s.cs->tilesUsed;
-    p.computeCycles = s.cs->computeCycles;
-    p.exchangeBytesWithinIPU = s.cs->exchangeBytesWithinIPU;
-    p.exchangeBytesBetweenIPUs = s.cs->exchangeBytesBetweenIPUs;
-    std::uint64_t busiest = 0;
-    for (const auto *side : {&s.cs->tileSent, &s.cs->tileReceived})
-      for (const auto &kv : *side)
-        busiest = std::max(busiest, kv.second);
-    p.exchangeCycles = ceilDiv(busiest, double(target.getExchangeBytesPerCycle())) +
-                       ceilDiv(p.exchangeBytesBetweenIPUs, target.getInterIPUBytesPerCycle());
-    p.syncs = s.cs->exchangeOut.empty() ? 1 : 2; // outputs return in a phase of their own
+  case ProgramNode::Execute:
+    compileExecute(s, n);
     break;
-  }
-  case ProgramNode::Copy: {
-    if (n.src.graphId() != g.id || n.dst.graphId() != g.id)
-      throw control_program_error("Copy: a tensor belongs to another graph");
-    for (const auto &r : n.dst.regions())
-      if (g.vars[r.var].isConstant)
-        throw control_program_error("Copy: the destination '" + g.vars[r.var].name +
-                                    "' is a constant; copy into a variable");
-    s.profile = addProfile(label("Copy(" + tensorName(n.src) + " -> " + tensorName(n.dst) + ")"),
-                           "exchange");
-    auto &p = profile[static_cast<std::size_t>(s.profile)];
-    std::vector<std::uint64_t> sent(target.getNumTiles(), 0), recv(target.getNumTiles(), 0),
-        onTile(target.getNumTiles(), 0);
-    std::set<std::int32_t> tiles;
-    const auto &sr = n.src.regions();
-    const auto &dr = n.dst.regions();
-    const std::size_t sz = n.src.elementType().sizeInBytes();
-    std::size_t i = 0, j = 0, si = sr.empty() ? 0 : sr[0].begin, dj = dr.empty() ? 0 : dr[0].begin;
-    while (i < sr.size() && j < dr.size()) {
-      std::size_t len = std::min(sr[i].end - si, dr[j].end - dj);
-      addSeg(s.segs, address(dr[j].var, dj), address(sr[i].var, si), len * sz);
-      const auto &st = g.vars[sr[i].var].tile;
-      const auto &dt = g.vars[dr[j].var].tile;
-      std::int32_t lastA = -1, lastB = -1;
-      for (std::size_t k = 0; k < len; ++k) {
-        std::int32_t a = st[si + k], b = dt[dj + k];
-        if (a != lastA || b != lastB) {
-          tiles.insert(a);
-          tiles.insert(b);
-          lastA = a;
-          lastB = b;
-        }
-        if (a == b) {
-          onTile[static_cast<std::size_t>(a)] += sz;
-          p.onTileCopyBytes += sz;
-        } else {
-          sent[static_cast<std::size_t>(a)] += sz;
-          recv[static_cast<std::size_t>(b)] += sz;
-          if (unsigned(a) / target.getTilesPerIPU() == unsigned(b) / target.getTilesPerIPU())
-            p.exchangeBytesWithinIPU += sz;
-          else
-            p.exchangeBytesBetweenIPUs += sz;
-        }
-      }
-      si += len;
-      dj += len;
-      if (si == sr[i].end && ++i < sr.size())
-        si = sr[i].begin;
-      if (dj == dr[j].end && ++j < dr.size())
-        dj = dr[j].begin;
-    }
-    splitForThreads(s, n);
-    std::uint64_t maxTile = 0, maxOnTile = 0;
-    for (std::size_t t = 0; t < sent.size(); ++t) {
-      maxTile = std::max({maxTile, sent[t], recv[t]});
-      maxOnTile = std::max(maxOnTile, onTile[t]);
-    }
-    p.tilesUsed = tiles.size();
-    p.computeCycles = ceilDiv(maxOnTile, 8.0);
-    p.exchangeCycles = ceilDiv(maxTile, double(target.getExchangeBytesPerCycle())) +
-                       ceilDiv(p.exchangeBytesBetweenIPUs, target.getInterIPUBytesPerCycle());
-    p.syncs = 1;
+  case ProgramNode::Copy:
+    compileCopy(s, n);
     break;
-  }
   case ProgramNode::StreamToTensor:
-  case ProgramNode::TensorToStream: {
-    const bool in = n.kind == ProgramNode::StreamToTensor;
-    const Tensor &t = in ? n.dst : n.src;
-    if (t.graphId() != g.id)
-      throw control_program_error("Copy: the tensor belongs to another graph");
-    s.stream = n.stream.handle();
-    if (in)
-      for (const auto &r : t.regions())
-        if (g.vars[r.var].isConstant)
-          throw control_program_error("Copy: stream '" + s.stream + "' writes to constant '" +
-                                      g.vars[r.var].name + "'; copy into a variable");
-    if (!g.streams.count(s.stream))
-      throw stream_connection_error("Copy: stream '" + s.stream +
-                                    "' does not belong to this graph");
-    s.conn = &streams[s.stream];
-    s.runs = tensorRuns(t);
-    s.bytes = t.numElements() * t.elementType().sizeInBytes();
-    s.conn->scratch.resize(std::max(s.conn->scratch.size(), s.bytes));
-    s.profile =
-        addProfile(label(std::string(in ? "StreamCopy(" + s.stream + " -> " + tensorName(t)
-                                        : "StreamCopy(" + tensorName(t) + " -> " + s.stream) +
-                         ")"),
-                   "stream");
-    auto &p = profile[static_cast<std::size_t>(s.profile)];
-    p.hostBytes = s.bytes;
-    p.exchangeCycles = ceilDiv(s.bytes, target.getHostBytesPerCycle());
-    p.syncs = 1;
-    std::set<std::int32_t> tiles;
-    for (const auto &r : t.regions())
-      for (std::size_t e = r.begin; e < r.end; ++e)
-        if (e == r.begin || g.vars[r.var].tile[e] != g.vars[r.var].tile[e - 1])
-          tiles.insert(g.vars[r.var].tile[e]);
-    p.tilesUsed = tiles.size();
+  case ProgramNode::TensorToStream:
+    compileStreamCopy(s, n);
     break;
-  }
   case ProgramNode::Print: {
     if (n.src.graphId() != g.id)
       throw control_program_error("PrintTensor: the tensor belongs to another graph");
@@ -476,8 +502,8 @@ Step EngineImpl::compile(const ProgramNode &n) {
     break;
   }
   case ProgramNode::Sync: {
-    s.profile =
-        addProfile(label(n.sync == SyncType::INTERNAL ? "Sync(internal)" : "Sync(global)"), "sync");
+    s.profile = addProfile(
+        labelOf(n, n.sync == SyncType::INTERNAL ? "Sync(internal)" : "Sync(global)"), "sync");
     profile[static_cast<std::size_t>(s.profile)].syncs = 1;
     break;
   }

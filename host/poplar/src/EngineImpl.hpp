@@ -167,6 +167,14 @@ public:
   void checkMapped();
   void allocateVariables();
   CompiledComputeSet &compileComputeSet(unsigned cs);
+  void bindTensor(CompiledComputeSet &cs, const popsnn_field_desc &fd, std::int32_t tile,
+                  const std::string &where, const Tensor &t, RawSpan &span,
+                  std::uint64_t &rearrange, std::uint64_t &stateBytes);
+  void chunkByTileCost(CompiledComputeSet &cs, const std::vector<std::int32_t> &tileOf,
+                       const std::vector<std::uint64_t> &tileCost);
+  void compileExecute(Step &s, const ProgramNode &n);
+  void compileCopy(Step &s, const ProgramNode &n);
+  void compileStreamCopy(Step &s, const ProgramNode &n);
   bool countExchange(CompiledComputeSet &cs, const Tensor &t, unsigned access, std::int32_t tile,
                      const std::string &where);
   void checkMemory();
