@@ -146,6 +146,63 @@ void EngineImpl::chunkByTileCost(CompiledComputeSet &cs, const std::vector<std::
   }
 }
 
+// Sets or binds every field of vertex `id` (its object at obj, on `tile`); returns the
+// bytes of vertex state the tile holds for it.
+std::uint64_t EngineImpl::bindFields(CompiledComputeSet &cs, unsigned id, char *obj,
+                                     std::int32_t tile, std::uint64_t &rearrange) {
+  const VertexInfo &v = g.vertices[id];
+  const popsnn_vertex_desc &d = *v.cls->desc;
+  std::uint64_t stateBytes = 8;
+  for (unsigned f = 0; f < d.numFields; ++f) {
+    const popsnn_field_desc &fd = d.fields[f];
+    const FieldState &fs = v.fields[f];
+    const std::string where =
+        vertexName(id) + " on tile " + std::to_string(tile) + ", field '" + fd.name + "'";
+    stateBytes += fieldStateBytes(fd, fs);
+    auto *raw = static_cast<RawSpan *>(fd.address(obj));
+    if (fd.access == kFieldState) {
+      if (!fs.hasValue)
+        continue; // keeps the member's own initialiser
+      const Type *et = typeFromName(fd.element);
+      if (fd.shape == kShapeScalar) {
+        storeAs(*et, fs.values[0], raw);
+      } else {
+        Buffer store = allocate(fs.values.size() * fd.elementSize);
+        for (std::size_t i = 0; i < fs.values.size(); ++i)
+          storeAs(*et, fs.values[i], store.get() + i * fd.elementSize);
+        raw->ptr = store.get();
+        raw->size = static_cast<unsigned>(fs.values.size());
+        extra.push_back(std::move(store));
+      }
+      continue;
+    }
+    if (fd.shape == kShapeUnsupported)
+      continue;
+    if (!fs.connected)
+      throw graph_connection_error(where +
+                                   " is not connected; connect a tensor with "
+                                   "graph.connect(v[\"" +
+                                   std::string(fd.name) + "\"], tensor)");
+    // Bind one tensor to a span; non-contiguous tensors get an on-tile buffer
+    // with gather/scatter copies around the compute set, as Poplar rearranges.
+    auto bind = [&](const Tensor &t, RawSpan &span) {
+      bindTensor(cs, fd, tile, where, t, span, rearrange, stateBytes);
+    };
+    if (fd.shape == kShapeVectorList) {
+      Buffer list = allocate(fs.tensors.size() * sizeof(RawSpan));
+      auto *spans = reinterpret_cast<RawSpan *>(list.get());
+      for (std::size_t i = 0; i < fs.tensors.size(); ++i)
+        bind(fs.tensors[i], spans[i]);
+      raw->ptr = spans;
+      raw->size = static_cast<unsigned>(fs.tensors.size());
+      extra.push_back(std::move(list));
+    } else {
+      bind(fs.tensors[0], *raw);
+    }
+  }
+  return stateBytes;
+}
+
 CompiledComputeSet &EngineImpl::compileComputeSet(unsigned csId) {
   auto cs = std::make_unique<CompiledComputeSet>();
   cs->name = g.computeSets[csId].name;
@@ -173,55 +230,7 @@ CompiledComputeSet &EngineImpl::compileComputeSet(unsigned csId) {
     VertexInstance inst{obj.get(), d.compute, d.computeWorker, id, 0, 0, 0, 0};
     inst.preBegin = inst.preEnd = static_cast<unsigned>(cs->pre.size());
     inst.postBegin = inst.postEnd = static_cast<unsigned>(cs->post.size());
-    std::uint64_t stateBytes = 8;
-
-    for (unsigned f = 0; f < d.numFields; ++f) {
-      const popsnn_field_desc &fd = d.fields[f];
-      const FieldState &fs = v.fields[f];
-      const std::string where =
-          vertexName(id) + " on tile " + std::to_string(tile) + ", field '" + fd.name + "'";
-      stateBytes += fieldStateBytes(fd, fs);
-      auto *raw = static_cast<RawSpan *>(fd.address(obj.get()));
-      if (fd.access == kFieldState) {
-        if (!fs.hasValue)
-          continue; // keeps the member's own initialiser
-        const Type *et = typeFromName(fd.element);
-        if (fd.shape == kShapeScalar) {
-          storeAs(*et, fs.values[0], raw);
-        } else {
-          Buffer store = allocate(fs.values.size() * fd.elementSize);
-          for (std::size_t i = 0; i < fs.values.size(); ++i)
-            storeAs(*et, fs.values[i], store.get() + i * fd.elementSize);
-          raw->ptr = store.get();
-          raw->size = static_cast<unsigned>(fs.values.size());
-          extra.push_back(std::move(store));
-        }
-        continue;
-      }
-      if (fd.shape == kShapeUnsupported)
-        continue;
-      if (!fs.connected)
-        throw graph_connection_error(where +
-                                     " is not connected; connect a tensor with "
-                                     "graph.connect(v[\"" +
-                                     std::string(fd.name) + "\"], tensor)");
-      // Bind one tensor to a span; non-contiguous tensors get an on-tile buffer
-      // with gather/scatter copies around the compute set, as Poplar rearranges.
-      auto bind = [&](const Tensor &t, RawSpan &span) {
-        bindTensor(*cs, fd, tile, where, t, span, rearrangeBytes[tile], stateBytes);
-      };
-      if (fd.shape == kShapeVectorList) {
-        Buffer list = allocate(fs.tensors.size() * sizeof(RawSpan));
-        auto *spans = reinterpret_cast<RawSpan *>(list.get());
-        for (std::size_t i = 0; i < fs.tensors.size(); ++i)
-          bind(fs.tensors[i], spans[i]);
-        raw->ptr = spans;
-        raw->size = static_cast<unsigned>(fs.tensors.size());
-        extra.push_back(std::move(list));
-      } else {
-        bind(fs.tensors[0], *raw);
-      }
-    }
+    const std::uint64_t stateBytes = bindFields(*cs, id, obj.get(), tile, rearrangeBytes[tile]);
     inst.preEnd = static_cast<unsigned>(cs->pre.size());
     inst.postEnd = static_cast<unsigned>(cs->post.size());
     tileBytes[static_cast<std::size_t>(tile)] += stateBytes;

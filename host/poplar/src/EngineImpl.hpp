@@ -167,6 +167,8 @@ public:
   void checkMapped();
   void allocateVariables();
   CompiledComputeSet &compileComputeSet(unsigned cs);
+  std::uint64_t bindFields(CompiledComputeSet &cs, unsigned id, char *obj, std::int32_t tile,
+                           std::uint64_t &rearrange);
   void bindTensor(CompiledComputeSet &cs, const popsnn_field_desc &fd, std::int32_t tile,
                   const std::string &where, const Tensor &t, RawSpan &span,
                   std::uint64_t &rearrange, std::uint64_t &stateBytes);
