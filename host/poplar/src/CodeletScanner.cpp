@@ -18,6 +18,47 @@ struct Token {
   }
 };
 
+// Past the block comment that starts at i ("/*"), counting its newlines.
+std::size_t skipBlockComment(const std::string &src, std::size_t i, unsigned &line) {
+  const std::size_t n = src.size();
+  i += 2;
+  while (i + 1 < n && !(src[i] == '*' && src[i + 1] == '/')) {
+    if (src[i] == '\n')
+      ++line;
+    ++i;
+  }
+  return i + 2;
+}
+
+// Past the preprocessor directive that starts at i, with its continuation lines and comments.
+std::size_t skipDirective(const std::string &src, std::size_t i, unsigned &line) {
+  const std::size_t n = src.size();
+  while (i < n && src[i] != '\n') {
+    if (src[i] == '\\' && i + 1 < n && src[i + 1] == '\n') {
+      ++line;
+      i += 2;
+    } else if (src[i] == '/' && i + 1 < n && src[i + 1] == '*') {
+      i = skipBlockComment(src, i, line);
+    } else {
+      ++i;
+    }
+  }
+  return i;
+}
+
+// Past the raw string literal R"delim( ... )delim" that starts at i.
+std::size_t skipRawString(const std::string &src, std::size_t i, unsigned &line) {
+  const std::size_t n = src.size();
+  std::size_t open = src.find('(', i + 2);
+  std::string delim = src.substr(i + 2, open - (i + 2));
+  std::string close = ")" + delim + "\"";
+  std::size_t endPos = src.find(close, open);
+  for (std::size_t k = i; k < endPos && k < n; ++k)
+    if (src[k] == '\n')
+      ++line;
+  return endPos == std::string::npos ? n : endPos + close.size();
+}
+
 // Comments, string/char literals and preprocessor lines removed; newlines kept.
 std::vector<Token> tokenize(const std::string &src) {
   std::vector<Token> out;
@@ -37,25 +78,7 @@ std::vector<Token> tokenize(const std::string &src) {
       continue;
     }
     if (lineStart && c == '#') {
-      // Skip the directive, with its continuation lines and comments.
-      while (i < n && src[i] != '\n') {
-        if (src[i] == '\\' && i + 1 < n && src[i + 1] == '\n') {
-          ++line;
-          i += 2;
-          continue;
-        }
-        if (src[i] == '/' && i + 1 < n && src[i + 1] == '*') {
-          i += 2;
-          while (i + 1 < n && !(src[i] == '*' && src[i + 1] == '/')) {
-            if (src[i] == '\n')
-              ++line;
-            ++i;
-          }
-          i += 2;
-          continue;
-        }
-        ++i;
-      }
+      i = skipDirective(src, i, line);
       continue;
     }
     lineStart = false;
@@ -65,25 +88,11 @@ std::vector<Token> tokenize(const std::string &src) {
       continue;
     }
     if (c == '/' && i + 1 < n && src[i + 1] == '*') {
-      i += 2;
-      while (i + 1 < n && !(src[i] == '*' && src[i + 1] == '/')) {
-        if (src[i] == '\n')
-          ++line;
-        ++i;
-      }
-      i += 2;
+      i = skipBlockComment(src, i, line);
       continue;
     }
     if (c == 'R' && i + 1 < n && src[i + 1] == '"') {
-      // Raw string literal R"delim( ... )delim"
-      std::size_t open = src.find('(', i + 2);
-      std::string delim = src.substr(i + 2, open - (i + 2));
-      std::string close = ")" + delim + "\"";
-      std::size_t endPos = src.find(close, open);
-      for (std::size_t k = i; k < endPos && k < n; ++k)
-        if (src[k] == '\n')
-          ++line;
-      i = endPos == std::string::npos ? n : endPos + close.size();
+      i = skipRawString(src, i, line);
       out.push_back({"\"\"", line});
       continue;
     }

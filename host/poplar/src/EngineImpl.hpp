@@ -185,6 +185,7 @@ public:
   void execute(const Step &s);
   void runComputeSet(CompiledComputeSet &cs);
   void print(const Step &s);
+  void streamCopy(const Step &s);
   std::ostream *printStream = nullptr;
   std::string tensorName(const Tensor &t) const { return describeTensor(g, t); }
   std::string vertexName(unsigned id) const {

@@ -52,6 +52,47 @@ void EngineImpl::runComputeSet(CompiledComputeSet &cs) {
                        " returned false from compute()");
 }
 
+// A host stream copy: through the stream's callback, or the connected buffer (a ring of
+// transfers when its end is known).
+void EngineImpl::streamCopy(const Step &s) {
+  StreamConnection &c = *s.conn;
+  const bool in = s.kind == ProgramNode::StreamToTensor;
+  char *host;
+  if (c.callback) {
+    host = c.scratch.data();
+    if (in)
+      c.callback(host);
+  } else if (c.begin) {
+    if (c.end) {
+      std::size_t size = static_cast<std::size_t>(c.end - c.begin);
+      if (size < s.bytes)
+        throw stream_connection_error("stream '" + s.stream + "': the connected buffer holds " +
+                                      std::to_string(size) + " bytes but one transfer needs " +
+                                      std::to_string(s.bytes));
+      if (c.offset + s.bytes > size)
+        c.offset = 0;
+      host = c.begin + c.offset;
+      c.offset += s.bytes;
+    } else {
+      host = c.begin;
+    }
+  } else {
+    throw stream_connection_error("stream '" + s.stream +
+                                  "' is not connected; call engine.connectStream(\"" + s.stream +
+                                  "\", buffer) before engine.run()");
+  }
+  std::size_t off = 0;
+  for (const auto &r : s.runs) {
+    if (in)
+      std::memcpy(r.first, host + off, r.second);
+    else
+      std::memcpy(host + off, r.first, r.second);
+    off += r.second;
+  }
+  if (!in && c.callback)
+    c.callback(host);
+}
+
 void EngineImpl::execute(const Step &s) {
   if (s.profile >= 0)
     ++profile[static_cast<std::size_t>(s.profile)].executions;
@@ -96,45 +137,9 @@ void EngineImpl::execute(const Step &s) {
       std::memmove(seg.dst, seg.src, seg.bytes);
     break;
   case ProgramNode::StreamToTensor:
-  case ProgramNode::TensorToStream: {
-    StreamConnection &c = *s.conn;
-    const bool in = s.kind == ProgramNode::StreamToTensor;
-    char *host;
-    if (c.callback) {
-      host = c.scratch.data();
-      if (in)
-        c.callback(host);
-    } else if (c.begin) {
-      if (c.end) {
-        std::size_t size = static_cast<std::size_t>(c.end - c.begin);
-        if (size < s.bytes)
-          throw stream_connection_error("stream '" + s.stream + "': the connected buffer holds " +
-                                        std::to_string(size) + " bytes but one transfer needs " +
-                                        std::to_string(s.bytes));
-        if (c.offset + s.bytes > size)
-          c.offset = 0;
-        host = c.begin + c.offset;
-        c.offset += s.bytes;
-      } else {
-        host = c.begin;
-      }
-    } else {
-      throw stream_connection_error("stream '" + s.stream +
-                                    "' is not connected; call engine.connectStream(\"" + s.stream +
-                                    "\", buffer) before engine.run()");
-    }
-    std::size_t off = 0;
-    for (const auto &r : s.runs) {
-      if (in)
-        std::memcpy(r.first, host + off, r.second);
-      else
-        std::memcpy(host + off, r.first, r.second);
-      off += r.second;
-    }
-    if (!in && c.callback)
-      c.callback(host);
+  case ProgramNode::TensorToStream:
+    streamCopy(s);
     break;
-  }
   case ProgramNode::Sync:
     break;
   case ProgramNode::Print:
