@@ -196,7 +196,9 @@ def test_a_serialized_executable_runs_as_the_original(fidelity):
     # The same cost-model estimate (cycles) from both engines.
     assert runs[0][5].split("cycles: ")[1] == runs[1][5].split("cycles: ")[1]
     errors = lines[12:]
-    assert len(errors) == 4 and all(e.startswith("error: Executable::deserialize: ") for e in errors)
+    assert len(errors) == 4 and all(
+        e.startswith("error: Executable::deserialize: ") for e in errors
+    )
     assert "is truncated" in errors[0] or "ends before" in errors[0]
     assert "does not start with" in errors[1]
     assert "truncated" in errors[2]
@@ -244,7 +246,9 @@ def test_the_reader_refuses_bad_headers_in_one_line(fidelity, serialized, tmp_pa
     version[8] = 9
     size = bytearray(serialized)
     size[12:20] = (2**40).to_bytes(8, "little")
-    lines = load(fidelity, [serialized, bytes(version), bytes(size), b"", serialized[:-1]], tmp_path)
+    lines = load(
+        fidelity, [serialized, bytes(version), bytes(size), b"", serialized[:-1]], tmp_path
+    )
     assert lines[0] == "ok"
     assert lines[1] == (
         "error: Executable::deserialize: the executable has format version 9 but this popsnn "
@@ -264,13 +268,16 @@ def test_a_changed_codelet_file_is_refused(fidelity, serialized, tmp_path):
     finally:
         codelet.write_text(text)
     assert line.startswith("error: Executable::deserialize: the executable needs codelet file '")
-    assert line.endswith("but it is different now; restore it, or build the graph and call "
-                         "compileGraph again")
+    assert line.endswith(
+        "but it is different now; restore it, or build the graph and call compileGraph again"
+    )
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
-def test_fuzzed_executables_are_refused_in_one_line_or_load(fidelity, serialized, tmp_path_factory, data):
+def test_fuzzed_executables_are_refused_in_one_line_or_load(
+    fidelity, serialized, tmp_path_factory, data
+):
     """Random edits of a real executable (bytes flipped, set, cut; with and without a
     matching SHA-256, so the decoder itself is reached): the reader never crashes and
     answers each with one line, 'ok' or one poplar_error from Executable::deserialize."""

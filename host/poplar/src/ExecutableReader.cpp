@@ -26,9 +26,7 @@ constexpr std::uint64_t kMaxProgramDepth = 1000;
 constexpr std::uint64_t kMaxProgramSteps = std::uint64_t(1) << 22;
 
 std::string readPayload(std::istream &in) {
-  auto bad = [](const std::string &why) {
-    return poplar_error("Executable::deserialize: " + why);
-  };
+  auto bad = [](const std::string &why) { return poplar_error("Executable::deserialize: " + why); };
   char head[8 + 4 + 8];
   if (!in.read(head, sizeof(head)))
     throw bad("the stream ends before the header; it is not a serialized executable");
@@ -46,8 +44,8 @@ std::string readPayload(std::istream &in) {
   std::string payload;
   char chunk[1 << 16];
   while (payload.size() < size) {
-    const auto want = static_cast<std::streamsize>(
-        std::min<std::uint64_t>(sizeof(chunk), size - payload.size()));
+    const auto want =
+        static_cast<std::streamsize>(std::min<std::uint64_t>(sizeof(chunk), size - payload.size()));
     in.read(chunk, want);
     payload.append(chunk, static_cast<std::size_t>(in.gcount()));
     if (in.gcount() != want)
@@ -68,7 +66,8 @@ void checkFlags(const std::string &flags, const std::string &path) {
   std::istringstream words(flags);
   std::string w;
   bool pathNext = false;
-  const char *allowed[] = {"-D", "-U", "-O", "-W", "-g", "-m", "-std=", "-I", "-iquote", "-isystem"};
+  const char *allowed[] = {"-D", "-U",    "-O", "-W",      "-g",
+                           "-m", "-std=", "-I", "-iquote", "-isystem"};
   while (words >> w) {
     const bool safe = std::all_of(w.begin(), w.end(), [](char c) {
       return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_=+.,/:@%-", c);
@@ -83,6 +82,18 @@ void checkFlags(const std::string &flags, const std::string &path) {
     pathNext = w == "-I" || w == "-iquote" || w == "-isystem";
   }
 }
+
+// One program of the DAG as written: its kind, name, children and parts.
+struct NodeRecord {
+  std::uint8_t kind = 0;
+  std::string name, handle;
+  std::vector<program::Program> kids;
+  std::uint32_t cs = 0, count = 0;
+  Tensor src, dst, pred;
+  std::vector<std::int32_t> cases;
+  bool whileTrue = true;
+  std::uint8_t sync = 0;
+};
 
 class ExecutableReader {
 public:
@@ -110,8 +121,7 @@ private:
     for (std::uint64_t i = 0; i < rank; ++i) {
       dims.push_back(r_.get<std::uint64_t>(what));
       if (dims.back() && elements > kMaxElements / dims.back())
-        r_.fail(std::string(what) + " has more than " + std::to_string(kMaxElements) +
-                " elements");
+        r_.fail(std::string(what) + " has more than " + std::to_string(kMaxElements) + " elements");
       elements *= dims.back();
     }
     return dims;
@@ -126,6 +136,7 @@ private:
   void streamsAndHandles(Graph &graph);
   std::vector<program::Program> programs(Graph &graph);
   program::Program node(Graph &graph, const std::vector<program::Program> &built);
+  program::Program make(const NodeRecord &n, const GraphState &g);
 
   ByteReader r_;
   std::vector<std::uint64_t> depth_, steps_;
@@ -197,8 +208,8 @@ void ExecutableReader::variable(Graph &graph, std::uint64_t &total) {
   bytes_ += n * t.sizeInBytes(); // n <= kMaxElements: no overflow
   if (total > kMaxElements ||
       (graph.getTarget().checksMemory() && bytes_ > graph.getTarget().getMemoryBytes()))
-    r_.fail("the variables need more than the target's memory or " +
-            std::to_string(kMaxElements) + " elements");
+    r_.fail("the variables need more than the target's memory or " + std::to_string(kMaxElements) +
+            " elements");
   const bool constant = flag("variable constant");
   Tensor v = graph.addVariable(t, dims, name);
   Tensor flat = v.flatten();
@@ -249,8 +260,8 @@ Tensor ExecutableReader::tensor(const GraphState &g) {
     reg.var = r_.get<std::uint32_t>("region variable");
     reg.begin = r_.get<std::uint64_t>("region begin");
     reg.end = r_.get<std::uint64_t>("region end");
-    if (reg.var >= g.vars.size() || reg.begin >= reg.end ||
-        reg.end > g.vars[reg.var].numElements || g.vars[reg.var].type != t)
+    if (reg.var >= g.vars.size() || reg.begin >= reg.end || reg.end > g.vars[reg.var].numElements ||
+        g.vars[reg.var].type != t)
       r_.fail("a tensor refers to elements or a type that its variable does not have");
     covered += reg.end - reg.begin;
     if (covered > n)
@@ -350,18 +361,16 @@ void ExecutableReader::streamsAndHandles(Graph &graph) {
 }
 
 program::Program ExecutableReader::node(Graph &graph, const std::vector<program::Program> &built) {
-  using namespace program;
-  const GraphState &g = *graph.state();
-  const auto kind = r_.get<std::uint8_t>("program kind");
-  const std::string name = r_.str("program name");
+  NodeRecord n;
+  n.kind = r_.get<std::uint8_t>("program kind");
+  n.name = r_.str("program name");
   const std::uint64_t nKids = r_.count("program children", 4);
-  std::vector<Program> kids;
   std::uint64_t depth = 0, steps = 1;
   for (std::uint64_t i = 0; i < nKids; ++i) {
     const auto k = r_.get<std::uint32_t>("program child");
     if (k >= built.size())
       r_.fail("a program refers to program " + std::to_string(k) + ", not written before it");
-    kids.push_back(built[k]);
+    n.kids.push_back(built[k]);
     depth = std::max(depth, depth_[k]);
     steps = std::min(kMaxProgramSteps + 1, steps + steps_[k]);
   }
@@ -370,78 +379,86 @@ program::Program ExecutableReader::node(Graph &graph, const std::vector<program:
   if (depth + 1 > kMaxProgramDepth || steps > kMaxProgramSteps)
     r_.fail("the programs nest deeper than " + std::to_string(kMaxProgramDepth) +
             " or expand to more than " + std::to_string(kMaxProgramSteps) + " steps");
-  const auto cs = r_.get<std::uint32_t>("compute set");
-  const Tensor src = tensor(g), dst = tensor(g), pred = tensor(g);
-  const std::string handle = r_.str("stream handle");
+  const GraphState &g = *graph.state();
+  n.cs = r_.get<std::uint32_t>("compute set");
+  n.src = tensor(g);
+  n.dst = tensor(g);
+  n.pred = tensor(g);
+  n.handle = r_.str("stream handle");
   const std::uint64_t nCases = r_.count("switch cases", 4);
-  std::vector<std::int32_t> cases;
   for (std::uint64_t i = 0; i < nCases; ++i)
-    cases.push_back(r_.get<std::int32_t>("switch case"));
-  const auto count = r_.get<std::uint32_t>("repeat count");
-  const bool whileTrue = flag("repeat while true");
-  const auto sync = r_.get<std::uint8_t>("sync type");
+    n.cases.push_back(r_.get<std::int32_t>("switch case"));
+  n.count = r_.get<std::uint32_t>("repeat count");
+  n.whileTrue = flag("repeat while true");
+  n.sync = r_.get<std::uint8_t>("sync type");
+  return make(n, g);
+}
+
+// The program a record describes, made by the public constructors (which check it).
+program::Program ExecutableReader::make(const NodeRecord &n, const GraphState &g) {
+  using namespace program;
   auto need = [&](std::size_t k) {
-    if (kids.size() != k || (kind != ProgramNode::Switch && nCases))
-      r_.fail("a program of kind " + std::to_string(kind) + " has the wrong number of parts");
+    if (n.kids.size() != k || (n.kind != ProgramNode::Switch && !n.cases.empty()))
+      r_.fail("a program of kind " + std::to_string(n.kind) + " has the wrong number of parts");
   };
   auto stream = [&](DataStreamType t) {
-    auto it = g.streams.find(handle);
+    auto it = g.streams.find(n.handle);
     if (it == g.streams.end() || it->second.type() != t)
-      r_.fail("a stream copy names stream '" + handle.substr(0, 40) + "', which is not there");
+      r_.fail("a stream copy names stream '" + n.handle.substr(0, 40) + "', which is not there");
     return it->second;
   };
-  switch (kind) {
+  switch (n.kind) {
   case ProgramNode::Sequence: {
-    need(kids.size());
-    Sequence s((DebugContext(name)));
-    for (const auto &k : kids)
+    Sequence s((DebugContext(n.name)));
+    for (const auto &k : n.kids)
       s.add(k);
+    need(n.kids.size());
     return s;
   }
   case ProgramNode::Execute:
     need(0);
-    if (cs >= g.computeSets.size())
-      r_.fail("a program executes compute set " + std::to_string(cs) + ", which does not exist");
-    return Execute(ComputeSet(cs), name);
+    if (n.cs >= g.computeSets.size())
+      r_.fail("a program executes compute set " + std::to_string(n.cs) + ", which does not exist");
+    return Execute(ComputeSet(n.cs), n.name);
   case ProgramNode::Copy:
     need(0);
-    return Copy(src, dst, false, name);
+    return Copy(n.src, n.dst, false, n.name);
   case ProgramNode::StreamToTensor:
     need(0);
-    return Copy(stream(DataStreamType::HostToDeviceFIFO), dst, false, name);
+    return Copy(stream(DataStreamType::HostToDeviceFIFO), n.dst, false, n.name);
   case ProgramNode::TensorToStream:
     need(0);
-    return Copy(src, stream(DataStreamType::DeviceToHostFIFO), false, name);
+    return Copy(n.src, stream(DataStreamType::DeviceToHostFIFO), false, n.name);
   case ProgramNode::Repeat:
     need(1);
-    return Repeat(count, kids[0], name);
+    return Repeat(n.count, n.kids[0], n.name);
   case ProgramNode::RepeatWhile:
     need(2);
-    if (whileTrue)
-      return RepeatWhileTrue(kids[0], pred, kids[1], name);
-    return RepeatWhileFalse(kids[0], pred, kids[1], name);
+    if (n.whileTrue)
+      return RepeatWhileTrue(n.kids[0], n.pred, n.kids[1], n.name);
+    return RepeatWhileFalse(n.kids[0], n.pred, n.kids[1], n.name);
   case ProgramNode::If:
     need(2);
-    return If(pred, kids[0], kids[1], name);
+    return If(n.pred, n.kids[0], n.kids[1], n.name);
   case ProgramNode::Switch: {
-    if (kids.size() != nCases + 1)
-      r_.fail("a Switch has " + std::to_string(nCases) + " cases but " +
-              std::to_string(kids.size()) + " bodies (cases and the default)");
-    Switch s(pred, kids.back(), name);
-    for (std::uint64_t i = 0; i < nCases; ++i)
-      s.add(cases[i], kids[i]);
+    if (n.kids.size() != n.cases.size() + 1)
+      r_.fail("a Switch has " + std::to_string(n.cases.size()) + " cases but " +
+              std::to_string(n.kids.size()) + " bodies (cases and the default)");
+    Switch s(n.pred, n.kids.back(), n.name);
+    for (std::size_t i = 0; i < n.cases.size(); ++i)
+      s.add(n.cases[i], n.kids[i]);
     return s;
   }
   case ProgramNode::Sync:
     need(0);
-    if (sync > static_cast<std::uint8_t>(SyncType::GLOBAL))
-      r_.fail("the sync type is " + std::to_string(sync));
-    return Sync(static_cast<SyncType>(sync), name);
+    if (n.sync > static_cast<std::uint8_t>(SyncType::GLOBAL))
+      r_.fail("the sync type is " + std::to_string(n.sync));
+    return Sync(static_cast<SyncType>(n.sync), n.name);
   case ProgramNode::Print:
     need(0);
-    return PrintTensor(name, src);
+    return PrintTensor(n.name, n.src);
   default:
-    r_.fail("a program has kind " + std::to_string(kind) + ", which does not exist");
+    r_.fail("a program has kind " + std::to_string(n.kind) + ", which does not exist");
   }
 }
 
@@ -488,7 +505,8 @@ std::unique_ptr<EngineImpl> readExecutable(std::istream &in) {
     // Names in the message come from the stream: keep them printable.
     std::string what = e.what();
     for (char &c : what)
-      if ((static_cast<unsigned char>(c) < 0x20 && c != '\n') || static_cast<unsigned char>(c) >= 0x7f)
+      if ((static_cast<unsigned char>(c) < 0x20 && c != '\n') ||
+          static_cast<unsigned char>(c) >= 0x7f)
         c = '?';
     if (what.rfind("Executable::deserialize", 0) == 0)
       throw poplar_error(what);

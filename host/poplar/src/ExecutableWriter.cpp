@@ -36,7 +36,8 @@ void putTarget(ByteWriter &w, const Target &t) {
   for (unsigned v : {t.getNumIPUs(), t.getTilesPerIPU(), t.getBytesPerTile(),
                      t.getNumWorkerContexts(), t.getExchangeBytesPerCycle(), t.getSyncCycles()})
     w.put<std::uint32_t>(v);
-  for (double v : {t.getTileClockFrequency(), t.getInterIPUBytesPerCycle(), t.getHostBytesPerCycle()})
+  for (double v :
+       {t.getTileClockFrequency(), t.getInterIPUBytesPerCycle(), t.getHostBytesPerCycle()})
     w.put<double>(v);
   w.put<std::uint8_t>(t.checksMemory());
 }

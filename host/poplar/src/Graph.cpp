@@ -470,9 +470,9 @@ void Graph::connect(FieldRef field, ArrayRef<Tensor> tensors) {
   VertexInfo &v = g.vertices[field.vertex().getId()];
   const popsnn_field_desc &d = v.cls->desc->fields[fi];
   if (!isEdgeList(d.shape))
-    throw graph_connection_error("connect: " + vertexLabel(g, field.vertex().getId()) + " field '" +
-                                 field.name() +
-                                 "' is not a VectorList or vector of edges; connect one tensor to it");
+    throw graph_connection_error(
+        "connect: " + vertexLabel(g, field.vertex().getId()) + " field '" + field.name() +
+        "' is not a VectorList or vector of edges; connect one tensor to it");
   FieldState &fs = v.fields[fi];
   if (fs.connected)
     throw graph_connection_error("connect: " + vertexLabel(g, field.vertex().getId()) + " field '" +

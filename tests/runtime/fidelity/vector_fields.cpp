@@ -114,9 +114,9 @@ int main(int, char **argv) {
   graph.setTileMapping(lay, 0);
   graph.setTileMapping(mv, 1);
 
-  Engine engine(graph, Sequence({Execute(cs), PrintTensor("sums", sums),
-                                 PrintTensor("weighted", weighted), PrintTensor("layouts", out),
-                                 PrintTensor("workers", ids)}));
+  Engine engine(graph,
+                Sequence({Execute(cs), PrintTensor("sums", sums), PrintTensor("weighted", weighted),
+                          PrintTensor("layouts", out), PrintTensor("workers", ids)}));
   engine.load(device);
   engine.run(0);
   return 0;
