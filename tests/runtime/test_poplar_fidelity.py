@@ -313,3 +313,10 @@ def test_vector_of_edges_layouts_and_multivertex_workers(fidelity):
     assert lines[2] == "layouts: [1111.0000000 2222.0000000 3333.0000000 4444.0000000]"
     ids = [(i % 6) * 100 + i for i in range(14)]
     assert lines[3] == "workers: [" + " ".join(map(str, ids)) + "]"
+    assert lines[4:] == [
+        "error: connect: vertex 'RowSums' (id 3, compute set 'bad') field 'rows'[0]: call "
+        'graph.setFieldSize(v["rows"], n) with n > index before connecting list entries',
+        "error: connect: vertex 'RowSums' (id 3, compute set 'bad') field 'weights'[1] is a "
+        "scalar edge but tensor 'w' (float{2}) has 2 elements; connect a one-element tensor "
+        "(e.g. t[i])",
+    ]

@@ -8,6 +8,7 @@
 #include <poplar/Graph.hpp>
 #include <poplar/IPUModel.hpp>
 #include <poplar/Program.hpp>
+#include <poplar/exceptions.hpp>
 
 #include <fstream>
 #include <iostream>
@@ -119,5 +120,20 @@ int main(int, char **argv) {
                           PrintTensor("layouts", out), PrintTensor("workers", ids)}));
   engine.load(device);
   engine.run(0);
+
+  // Misuse of a vector of edges: one clear error each, while the graph is built.
+  ComputeSet bad = graph.addComputeSet("bad");
+  VertexRef b = graph.addVertex(bad, "RowSums");
+  try {
+    graph.connect(b["rows"][0], data);
+  } catch (const poplar_error &e) {
+    std::cout << "error: " << e.what() << "\n";
+  }
+  graph.setFieldSize(b["weights"], 2);
+  try {
+    graph.connect(b["weights"][1], w.slice(0, 2));
+  } catch (const poplar_error &e) {
+    std::cout << "error: " << e.what() << "\n";
+  }
   return 0;
 }
