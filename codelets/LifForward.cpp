@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "DenseKernels.hpp"
+#include "LeakyTrace.hpp"
 #include "LifCommon.hpp"
 #include "Neurons.hpp"
 #include "SparseBackward.hpp" // forEachNonzero
@@ -251,6 +252,13 @@ public:
     // Float members copied to locals: stores through float pointers could alias them,
     // which would force reloads and block vectorisation.
     const popsnn::NeuronConstants c{beta, alpha, threshold};
+#ifdef POPSNN_LEAK_TRACE
+    if constexpr (std::is_same<Neuron, popsnn::Leaky>::value)
+      if (wholeTrace()) {
+        leakyTrace(c);
+        return true;
+      }
+#endif
     // All steps in one call (a layer-major schedule), or one (an all-to-all recurrence
     // needs every shard's spikes of step t-1 before step t).
     for (unsigned call = 0; call < stepsPerCall; ++call)
@@ -260,6 +268,36 @@ public:
 
 private:
   static constexpr popsnn::Recurrence recurrence = Neuron::recurrence;
+
+#ifdef POPSNN_LEAK_TRACE
+  // Leaky on direct current, no sparse rule, all steps in this call, nothing exchanged per
+  // step: each sample's steps at once, no surrogate trace (LeakyTrace.hpp).
+  bool wholeTrace() const {
+    return leakTraceApplies(inputMode, rule, surrogate, record != 0, stepsPerCall, numSteps,
+                            stepMajor != 0) &&
+           !publishStep;
+  }
+  void leakyTrace(const popsnn::NeuronConstants &c) {
+    const unsigned n = numNeurons, T = numSteps;
+    start();
+    const LeakVectors v(c.beta, c.threshold, surrogateParam);
+    for (unsigned b = 0; b < batch; ++b) {
+      for (unsigned t = 0; t < T; ++t) // the running id counts (see SampleBuffers)
+        idTrace[(t * batch + b) * stride + 1] = 0;
+      const SampleBuffers out{&idTrace[b * stride], batch * stride, capacity};
+      leakForwardSample<Reset::code>(v, T, n, &current[b * n], &mem[b * n], &prevSpikes[b * n], out,
+                                     offset);
+    }
+    // The buffers closed in step1's order, so overflow is counted as there.
+    for (unsigned t = 0; t < T; ++t)
+      for (unsigned b = 0; b < batch; ++b) {
+        int *buf = &idTrace[(t * batch + b) * stride];
+        const unsigned needed = unsigned(buf[1]);
+        countOverflow(needed, capacity, t, &overflow[0]);
+        buf[0] = buf[1] = int(needed < capacity ? needed : capacity);
+      }
+  }
+#endif
 
   void start() {
     const unsigned n = numNeurons;
