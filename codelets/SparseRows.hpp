@@ -81,6 +81,19 @@ constexpr unsigned SPARSE_BLOCK_VECS = 8;
 #else
 constexpr unsigned SPARSE_BLOCK_VECS = 4;
 #endif
+// The listed rows fall at random (spike ids, non-zero inputs), so the hardware prefetcher
+// cannot follow them: fetch the block of the row ROW_PREFETCH_AHEAD entries later early.
+constexpr unsigned ROW_PREFETCH_AHEAD = 4;
+template <unsigned V>
+inline void prefetchRowBlock(const unsigned *__restrict idx, unsigned k, unsigned count,
+                             const float *__restrict rows, unsigned rowStride) {
+  if (k + ROW_PREFETCH_AHEAD < count) {
+    const float *row = rows + idx[k + ROW_PREFETCH_AHEAD] * rowStride;
+#pragma GCC unroll 8
+    for (unsigned c = 0; c < V; ++c)
+      __builtin_prefetch(row + 16 * c);
+  }
+}
 // V vectors of 16 columns.
 template <unsigned V>
 inline void sparseRowBlock(const unsigned *__restrict idx, const float *__restrict val,
@@ -90,6 +103,7 @@ inline void sparseRowBlock(const unsigned *__restrict idx, const float *__restri
   for (unsigned c = 0; c < V; ++c)
     acc[c] = Floats16{};
   for (unsigned k = 0; k < count; ++k) {
+    prefetchRowBlock<V>(idx, k, count, rows, rowStride);
     const float v = val[k];
     const float *__restrict row = rows + idx[k] * rowStride;
 #pragma GCC unroll 8
@@ -112,6 +126,7 @@ inline void sparseRowBlockMasked(const unsigned *__restrict idx, const float *__
   for (unsigned c = 0; c <= V; ++c)
     acc[c] = Floats16{};
   for (unsigned k = 0; k < count; ++k) {
+    prefetchRowBlock<V + 1>(idx, k, count, rows, rowStride);
     const float v = val[k];
     const float *__restrict row = rows + idx[k] * rowStride;
 #pragma GCC unroll 8
