@@ -79,7 +79,18 @@ public:
       for (unsigned b = 0; b < batch; ++b) {
         const unsigned row = t * batch + b;
 #ifndef __IPU__
-        prefetchAhead(t, b);
+        // The id trace was written in the forward, long out of cache, a buffer every
+        // `stride` ints (past the hardware prefetcher's reach): fetch the buffer
+        // PREFETCH_AHEAD visits later (steps T-1 .. 0, samples in order) early. Written
+        // here, not in a helper: GCC drops a call to a function that only prefetches.
+        const unsigned later = b + PREFETCH_AHEAD;
+        if (later < batch || (t > 0 && later - batch < batch)) {
+          const unsigned aheadRow = later < batch ? row + PREFETCH_AHEAD              // step t
+                                                  : row + PREFETCH_AHEAD - 2 * batch; // t-1
+          const int *ahead = &idTrace[aheadRow * stride];
+          __builtin_prefetch(ahead);
+          __builtin_prefetch(ahead + 16);
+        }
 #endif
         for (unsigned first = 0; first < nextN; first += nextShardSize) {
           const unsigned size = nextN - first < nextShardSize ? nextN - first : nextShardSize;
@@ -98,21 +109,4 @@ public:
     rowsToBlocks(&nextGradRows[0], n, nextShardSize, nextN, &nextGradWeights[0]);
     return true;
   }
-
-private:
-#ifndef __IPU__
-  // The id trace was written in the forward, long out of cache, a buffer every `stride`
-  // ints, so the hardware prefetcher misses each buffer's first line (measured: most of
-  // this vertex's time waited on it). Fetch the buffer PREFETCH_AHEAD visits later (steps
-  // T-1 .. 0, samples in order): its header and first ids.
-  void prefetchAhead(unsigned t, unsigned b) const {
-    const unsigned later = b + PREFETCH_AHEAD;
-    if (later >= batch && (t == 0 || later - batch >= batch))
-      return;
-    const unsigned row = later < batch ? t * batch + later : (t - 1) * batch + later - batch;
-    const int *buf = &idTrace[row * stride];
-    __builtin_prefetch(buf);
-    __builtin_prefetch(buf + 16);
-  }
-#endif
 };

@@ -279,13 +279,19 @@ inline void sparseInputTransposedProduct(const float *__restrict x, unsigned str
   for (unsigned i0 = 0; i0 < numInputs; i0 += GROUP) {
     const unsigned group = numInputs - i0 < GROUP ? numInputs - i0 : GROUP;
     unsigned count[GROUP] = {};
-    for (unsigned b = 0; b < batch; ++b)
-      for (unsigned c = 0; c < group; ++c) { // branch-free: zeros fall at random
+    // One input at a time, its count in a register (counts in an array, updated sample by
+    // sample for every input, made each update wait on the last); the group's lines of x
+    // stay in L1 over its inputs.
+    for (unsigned c = 0; c < group; ++c) {
+      unsigned found = 0;
+      for (unsigned b = 0; b < batch; ++b) { // branch-free: zeros fall at random
         const float v = x[b * stride + i0 + c];
-        idx[c * batch + count[c]] = b;
-        val[c * batch + count[c]] = v;
-        count[c] += v != 0.0f;
+        idx[c * batch + found] = b;
+        val[c * batch + found] = v;
+        found += v != 0.0f;
       }
+      count[c] = found;
+    }
     for (unsigned c = 0; c < group; ++c)
       sparseRowCombination(&idx[c * batch], &val[c * batch], count[c], g, n, out + (i0 + c) * n, n);
   }
