@@ -88,11 +88,14 @@ def test_shards_cover_a_batch_once_in_order():
 @pytest.mark.parametrize("device", ["reference", "cpu"])
 def test_two_ranks_train_as_one_process_with_the_same_global_batch(tmp_path, device):
     single = run(tmp_path / "one", 1, device, "--epochs", "2")
-    double = run(tmp_path / "two", 2, device, "--epochs", "2")
+    double = run(tmp_path / "two", 2, device, "--epochs", "2", "--profile")
     assert_same_training(tmp_path / "one", tmp_path / "two")
     # Rank 0 alone logs: each epoch line once, as in one process.
     for text in (single, double):
         assert text.count("epoch 1:") == 1 and text.count("epoch 2:") == 1
+    # The profile counts the data-parallel steps (4 of the first epoch), says what it shows.
+    assert double.count("averaged over 4 step(s)") == 1, double
+    assert "data-parallel over 2 MPI ranks" in double
 
 
 @needs_mpi

@@ -117,6 +117,20 @@ def test_profile_summary_accounts_for_every_estimated_cycle():
     assert "ESTIMATES" in text and "not measured" in text and "123 images/s" in text
 
 
+@pytest.mark.parametrize("device", ["reference", "cpu"])
+def test_profile_counts_steps_whose_optimiser_runs_on_the_host(device):
+    """Data-parallel training and popsnn.torch step the optimiser on the host after
+    loss_and_grad: the profile's per-step figures must divide by those steps too."""
+    net = popsnn.Sequential(popsnn.Linear(12, 8), popsnn.Leaky(beta=0.9))
+    model = popsnn.Model(net, device=device, batch_size=4, num_steps=3)
+    x, y = np.ones((4, 12), np.float32), np.arange(4) % 8
+    model.train_step(x, y)
+    model.loss_and_grad(x, y)
+    model.backend.loss_grad_and_spikes(x, y)
+    model.infer(x)  # inference is not a training step
+    assert model.profile()["train_steps"] == 3
+
+
 def test_cli_profile_prints_the_summary(tmp_path):
     r = popsnn_cli(
         "train", "--device", "cpu", "--hidden", "32", "--num-steps", "4", "--epochs", "1",
