@@ -28,7 +28,15 @@ import numpy as np
 from . import losses as _losses
 from . import reference as _reference
 
-__all__ = ["World", "world", "DataParallelModel", "data_parallel", "shard", "local_batch_size"]
+__all__ = [
+    "World",
+    "world",
+    "launched_rank",
+    "DataParallelModel",
+    "data_parallel",
+    "shard",
+    "local_batch_size",
+]
 
 # Set by Open MPI's and MPICH's (Hydra) launchers in every rank they start.
 _SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
