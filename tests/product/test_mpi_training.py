@@ -86,7 +86,8 @@ def test_shards_cover_a_batch_once_in_order():
 
 
 @needs_mpi
-@pytest.mark.parametrize("device", ["reference", "cpu"])
+# ipu-model: the engine on an IPU's geometry, as each rank would build it on an IPU.
+@pytest.mark.parametrize("device", ["reference", "cpu", "ipu-model"])
 def test_two_ranks_train_as_one_process_with_the_same_global_batch(tmp_path, device):
     single = run(tmp_path / "one", 1, device, "--epochs", "2")
     double = run(tmp_path / "two", 2, device, "--epochs", "2", "--profile")
