@@ -167,3 +167,11 @@ def test_plots_return_figures_without_choosing_a_backend():
     for ax in (*figures[1].axes, *figures[2].axes):  # every epoch axis: whole epochs
         ticks = ax.xaxis.get_major_locator()()
         assert all(float(t).is_integer() for t in ticks), ax.get_title()
+    # A run of one epoch too (the locator's default of two ticks would give 0.945, 0.96, ...).
+    one = {k: v[:1] for k, v in history.items() if k != "step_loss"}
+    one["step_loss"] = [1.2, 1.0, 0.7]
+    for fig in (plots.plot_curves(one), plots.plot_activity(one)):
+        for ax in fig.axes:
+            low, high = ax.get_xlim()
+            shown = [t for t in ax.xaxis.get_major_locator()() if low <= t <= high]
+            assert shown and all(float(t).is_integer() for t in shown), (ax.get_title(), shown)
