@@ -99,6 +99,7 @@ def _build_model(config: Config, num_inputs: int, num_classes: int, ranks) -> Mo
         num_steps=config.num_steps,
         batch_size=_distributed.local_batch_size(config.batch_size, ranks),
         seed=config.seed,
+        **config.precision_options(),
         **config.device_options(),
     )
 
