@@ -272,6 +272,7 @@ def fit(
             str(n) for n in [net.num_inputs] + [l.out_features for l, _ in net.pairs]
         ),
         "neuron": config.neuron,
+        "dtype": model.dtype,
         "num_steps": config.num_steps,
         "batch_size": config.batch_size,
     }
