@@ -10,6 +10,10 @@ The work is done by a backend that follows one protocol (`popsnn.backends.Backen
 "reference", and `popsnn.backends.engine.EngineBackend` for "cpu", "ipu-model" and "ipu"
 (imported only when asked for). Every backend checks its arguments with `popsnn.validation`.
 `x` is `[B, N_in]` direct current (the same every step, `num_steps` steps) or `[T, B, N_in]`.
+
+`dtype="float16"` stores weights, traces and exchanged values in half with float32 sums,
+float32 master weights and a loss scale (`loss_scale="dynamic"` or a number; see
+popsnn.precision and docs/numerics.md section 8); device "reference" only for now.
 """
 
 from __future__ import annotations
