@@ -25,8 +25,6 @@ import tempfile
 import tracemalloc
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import image_task, machine, train_and_test  # noqa: E402
 

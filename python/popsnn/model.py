@@ -212,7 +212,7 @@ class Model:
 
     def __repr__(self):
         return (
-            f"popsnn.Model(device={self.device!r}, dtype={self.dtype!r}, num_steps={self.num_steps}, "
-            f"batch_size={self.batch_size}, loss={self.loss!r}, "
+            f"popsnn.Model(device={self.device!r}, dtype={self.dtype!r}, "
+            f"num_steps={self.num_steps}, batch_size={self.batch_size}, loss={self.loss!r}, "
             f"optimizer={self.optimizer!r})"
         )

@@ -127,9 +127,9 @@ def test_config_reads_dtype_and_loss_scale_from_toml_and_checks_them(tmp_path):
     options = config.precision_options()
     assert options["dtype"] == "float16" and not options["loss_scale"].dynamic
     assert options["loss_scale"].scale == 1024.0
-    assert make_config(dtype="float16", device="reference").precision_options()[
-        "loss_scale"
-    ].dynamic
+    assert (
+        make_config(dtype="float16", device="reference").precision_options()["loss_scale"].dynamic
+    )
     with pytest.raises(ConfigError, match="--dtype float16 runs on --device reference only"):
         make_config(dtype="float16", device="cpu")
     with pytest.raises(ConfigError, match="loss_scale applies to --dtype float16 only"):
@@ -155,9 +155,9 @@ def test_cli_trains_in_half(tmp_path):
 
     out = tmp_path / "run"
     r = popsnn_cli(
-        "train", "--device", "reference", "--dtype", "float16", "--hidden", "32",
-        "--num-steps", "6", "--epochs", "1", "--limit-train", "600", "--limit-test", "200",
-        "--batch-size", "100", "--lr", "0.005", "--no-plots", "--no-progress",
+        "train", "--device", "reference", "--dtype", "float16", "--hidden", "64",
+        "--num-steps", "8", "--epochs", "2", "--limit-train", "1000", "--limit-test", "300",
+        "--batch-size", "100", "--lr", "0.002", "--no-plots", "--no-progress",
         "--output", str(out),
     )  # fmt: skip
     assert r.returncode == 0, r.stderr

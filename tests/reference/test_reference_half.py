@@ -126,13 +126,19 @@ def test_loss_scale_keeps_gradients_half_would_flush_to_zero():
     assert all(not np.any(g) for p in unscaled for g in p.values())  # flushed to zero
     for p32, p16 in zip(g32, scaled):
         for key in p32:
-            np.testing.assert_allclose(p16[key] / scale, p32[key], rtol=0, atol=3e-2 * np.abs(p32[key]).max())
+            np.testing.assert_allclose(
+                p16[key] / scale, p32[key], rtol=0, atol=3e-2 * np.abs(p32[key]).max()
+            )
 
 
 def test_half_storage_needs_float32_parameters():
     net, params, x = _case("leaky")
     params64 = [{k: v.astype(np.float64) for k, v in p.items()} for p in params]
-    with pytest.raises(ValueError, match="half storage rounds float32 arithmetic; the parameters are float64"):
+    with pytest.raises(
+        ValueError, match="half storage rounds float32 arithmetic; the parameters are float64"
+    ):
         reference.forward(net, params64, x, T_STEPS, storage="float16")
-    with pytest.raises(ValueError, match="storage must be None, 'float32' or 'float16', got 'int8'"):
+    with pytest.raises(
+        ValueError, match="storage must be None, 'float32' or 'float16', got 'int8'"
+    ):
         reference.forward(net, params, x, T_STEPS, storage="int8")
