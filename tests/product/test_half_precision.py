@@ -163,3 +163,38 @@ def test_cli_trains_in_half(tmp_path):
     assert r.returncode == 0, r.stderr
     summary = json.loads((out / "metrics.json").read_text())["summary"]
     assert summary["dtype"] == "float16" and summary["test_accuracy"] > 0.3  # chance: 0.1
+
+
+class _OneRankComm:
+    """The two mpi4py calls DataParallelModel makes, for a world of one rank."""
+
+    def Allreduce(self, send, recv):  # noqa: N802 -- mpi4py's name
+        recv[...] = send
+
+    def allgather(self, local):
+        return [local]
+
+
+def test_data_parallel_steps_go_through_the_loss_scaler():
+    from popsnn.distributed import DataParallelModel, World
+
+    x, y = _batch()
+    single = _model(dtype="float16", loss_scale=precision.LossScaler(2.0**40))
+    parallel = DataParallelModel(
+        _model(dtype="float16", loss_scale=precision.LossScaler(2.0**40)),
+        World(0, 1, _OneRankComm()),
+    )
+    before = parallel.get_params()
+    parallel.train_step(x, y)  # overflows: skipped on every rank alike
+    assert parallel.loss_scaler.skipped_steps == 1 and parallel.loss_scaler.scale == 2.0**39
+    for p0, p1 in zip(before, parallel.get_params()):
+        for key in p0:
+            np.testing.assert_array_equal(p0[key], p1[key])
+    single.train_step(x, y)
+    for _ in range(30):
+        single.train_step(x, y)
+        parallel.train_step(x, y)
+    assert parallel.loss_scaler.state_dict() == single.loss_scaler.state_dict()
+    for p0, p1 in zip(single.get_params(), parallel.get_params()):
+        for key in p0:
+            np.testing.assert_allclose(p1[key], p0[key], rtol=1e-5, atol=1e-7)
