@@ -163,6 +163,29 @@ def test_cli_trains_in_half(tmp_path):
     assert r.returncode == 0, r.stderr
     summary = json.loads((out / "metrics.json").read_text())["summary"]
     assert summary["dtype"] == "float16" and summary["test_accuracy"] > 0.3  # chance: 0.1
+    history = json.loads((out / "metrics.json").read_text())["history"]
+    assert history["loss_scale"] == [2.0**16, 2.0**16]  # no overflow: the scale held
+
+
+def test_a_resumed_half_run_starts_from_the_saved_loss_scale(tmp_path):
+    from popsnn import checkpoint, train
+
+    model = _model(dtype="float16")
+    history = {"epoch": [1], "loss_scale": [1024.0]}
+    path = tmp_path / "c.npz"
+    checkpoint.save(
+        path,
+        net=model.net,
+        params=model.get_params(),
+        optimizer_state=model.optimizer_state(),
+        epoch=1,
+        rng_state=np.random.default_rng(0).bit_generator.state,
+        config={},
+        history=history,
+    )
+    fresh = _model(dtype="float16")
+    epoch, _ = train._resume(fresh, np.random.default_rng(1), path, {"epoch": []})
+    assert epoch == 1 and fresh.loss_scaler.scale == 1024.0
 
 
 class _OneRankComm:
