@@ -328,8 +328,9 @@ def to_snntorch(net: _layers.Sequential, params):
         elif isinstance(neuron, _layers.Alpha):
             cell = snntorch.Alpha(alpha=constant("alpha"), beta=constant("beta"), **common)
         elif isinstance(neuron, _layers.Lapicque):
-            R, C = neuron.resistance_capacitance()
-            cell = snntorch.Lapicque(R=R, C=C, time_step=neuron.time_step, **common)
+            R, C = (torch.tensor(v, dtype=tdtype) for v in neuron.resistance_capacitance())
+            step = torch.tensor(neuron.time_step, dtype=tdtype)
+            cell = snntorch.Lapicque(R=R, C=C, time_step=step, **common)
         else:
             cell = snntorch.Leaky(beta=constant("beta"), **learn, **common)
         modules += [linear, cell.to(tdtype)]
@@ -337,14 +338,13 @@ def to_snntorch(net: _layers.Sequential, params):
 
 
 def _torch_constants(torch, neuron, p, tdtype):
-    """constant(name): the layer's neuron constant as snnTorch takes it, the trained value
-    from `p` when the layer learns it; a per-neuron one as a 1-D tensor."""
+    """constant(name): the layer's neuron constant as a tensor in the model's dtype (a Python
+    float would become a float32 tensor: 0.9 would not be 0.9 in a float64 model), the
+    trained value from `p` when the layer learns it, 1-D when given per neuron."""
 
     def constant(name):
         value = p[name] if name in p else getattr(neuron, name)
-        if name in p or isinstance(value, tuple):
-            return torch.tensor(np.asarray(value), dtype=tdtype)
-        return value
+        return torch.tensor(np.asarray(value, dtype=np.float64), dtype=tdtype)
 
     return constant
 

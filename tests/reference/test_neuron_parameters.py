@@ -280,7 +280,9 @@ def test_nir_export_refuses_learned_and_per_neuron_constants(flags):
     assert "has no NIR export in popsnn yet" in str(err.value) and "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("flags", [(True, False, False), (False, True, False), (False, False, True)])
+@pytest.mark.parametrize(
+    "flags", [(True, False, False), (False, True, False), (False, False, True)]
+)
 def test_the_engine_refuses_them_naming_the_reference(flags):
     if "cpu" not in popsnn.model.available_devices():
         pytest.skip("the engine is not built")

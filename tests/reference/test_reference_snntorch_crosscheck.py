@@ -103,7 +103,7 @@ class TorchTwin:
                 named["bias"] = fc.bias
             # A trained constant starts from the params' value, as a Parameter of snnTorch's.
             learned = {name: _t(p[name]) for name in neuron.learned()}
-            beta = learned.get("beta", _t(neuron.beta))
+            beta = learned.get("beta", None if neuron.beta is None else _t(neuron.beta))
             kw = dict(
                 threshold=learned.get("threshold", _t(neuron.threshold)),
                 learn_threshold=neuron.learn_threshold,
