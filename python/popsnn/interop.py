@@ -127,6 +127,15 @@ def _check_trainability(layer, where: str, torch, snntorch) -> None:
             f"{where}: learn_beta=True on {type(layer).__name__} is not supported by popsnn "
             f"(Leaky, Synaptic and RLeaky learn beta); build the layer with learn_beta=False"
         )
+    # Anything else trainable (learn_graded_spikes_factor, a future snnTorch parameter)
+    # would silently stop training after conversion.
+    carried = {"beta", "threshold", "V"}
+    for name, param in layer.named_parameters():
+        if param.requires_grad and name not in carried and not name.startswith("recurrent."):
+            raise InteropError(
+                f"{where}: its trainable parameter {name!r} has no popsnn equivalent; "
+                f"build the layer without learning {name}"
+            )
     recurrent = [p for n, p in layer.named_parameters() if n.startswith("recurrent.")]
     frozen = getattr(layer, "V", None) is not None and not getattr(layer, "all_to_all", True)
     frozen = frozen and not isinstance(layer.V, torch.nn.Parameter)

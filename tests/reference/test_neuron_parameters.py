@@ -246,6 +246,10 @@ def test_a_float64_snntorch_model_converts_in_float64():
         (lambda: snn.Synaptic(alpha=0.5, beta=0.9, learn_alpha=True), "learn_alpha=True"),
         (lambda: snn.Lapicque(beta=0.9, learn_beta=True), "learn_beta=True on Lapicque"),
         (lambda: snn.Leaky(beta=0.9, inhibition=True), "inhibition=True"),
+        (
+            lambda: snn.Leaky(beta=0.9, learn_graded_spikes_factor=True),
+            "trainable parameter 'graded_spikes_factor'",
+        ),
         (lambda: snn.Leaky(beta=torch.full((2, 4), 0.9)), "beta has shape (2, 4)"),
     ],
 )
