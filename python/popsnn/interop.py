@@ -9,7 +9,7 @@ Weights and neuron parameters (beta, alpha, Lapicque's R, C and time step, thres
 mechanism, surrogate, recurrent weights) are copied, one value per layer or one per neuron;
 learn_beta / learn_threshold become the layer's flags with the trained values in its params.
 Anything popsnn cannot express the same way (other layer types, a learnable alpha, a learnable
-beta on Lapicque or Alpha, a frozen recurrence, inhibition, graded spikes, immediate reset
+beta on Lapicque, a frozen recurrence, inhibition, graded spikes, immediate reset
 `reset_delay=False`, an unknown surrogate) raises `InteropError` naming the layer and the
 setting, rather than converting approximately. The parameters keep the model's dtype
 (float32 or float64) unless `dtype` is given.
@@ -122,10 +122,10 @@ def _check_trainability(layer, where: str, torch, snntorch) -> None:
             f"{where}: learn_alpha=True makes alpha trainable, which popsnn does not support; "
             f"build the layer with learn_alpha=False"
         )
-    if "beta" in learned and isinstance(layer, (snntorch.Lapicque, snntorch.Alpha)):
+    if "beta" in learned and isinstance(layer, snntorch.Lapicque):
         raise InteropError(
-            f"{where}: learn_beta=True on {type(layer).__name__} is not supported by popsnn "
-            f"(Leaky, Synaptic and RLeaky learn beta); build the layer with learn_beta=False"
+            f"{where}: learn_beta=True on Lapicque is not supported by popsnn (its update "
+            f"uses R and C); build the layer with learn_beta=False"
         )
     # Anything else trainable (learn_graded_spikes_factor, a future snnTorch parameter)
     # would silently stop training after conversion.
@@ -189,7 +189,8 @@ def _neuron_from_torch(layer, where: str):
                 **common,
             )
         if isinstance(layer, snntorch.Alpha):
-            return _layers.Alpha(alpha=_constant(layer, "alpha", where), beta=beta, **common)
+            alpha = _constant(layer, "alpha", where)
+            return _layers.Alpha(alpha=alpha, beta=beta, **learn, **common)
         if isinstance(layer, snntorch.RLeaky):
             return _layers.RLeaky(beta=beta, all_to_all=bool(layer.all_to_all), **learn, **common)
         if isinstance(layer, snntorch.Synaptic):
@@ -335,7 +336,8 @@ def to_snntorch(net: _layers.Sequential, params):
             alpha = constant("alpha")
             cell = snntorch.Synaptic(alpha=alpha, beta=constant("beta"), **learn, **common)
         elif isinstance(neuron, _layers.Alpha):
-            cell = snntorch.Alpha(alpha=constant("alpha"), beta=constant("beta"), **common)
+            alpha = constant("alpha")
+            cell = snntorch.Alpha(alpha=alpha, beta=constant("beta"), **learn, **common)
         elif isinstance(neuron, _layers.Lapicque):
             R, C = (torch.tensor(v, dtype=tdtype) for v in neuron.resistance_capacitance())
             step = torch.tensor(neuron.time_step, dtype=tdtype)

@@ -250,16 +250,19 @@ class Alpha(_Neuron):
     Resets as snnTorch's (default "zero", snnTorch's default for Alpha): zero multiplies all
     three by 1 - R[t]; subtract takes threshold off E, zeroes H and adds R[t]*H[t-1] to U.
     Needs 0 < beta < alpha <= 1 (snnTorch: alpha > beta, beta != 1), one value or one per
-    neuron. learn_threshold trains the threshold; a trained alpha or beta is not supported.
+    neuron. learn_beta / learn_threshold train them (beta then moves tau_alpha too, as in
+    snnTorch); a trained alpha is not supported.
     """
 
     alpha: float | tuple
     beta: float | tuple
+    learn_beta: bool = False
     reset_mechanism: str = field(default="zero", kw_only=True)
 
     def __post_init__(self):
         object.__setattr__(self, "alpha", per_neuron("alpha", self.alpha, unit_interval))
         object.__setattr__(self, "beta", per_neuron("beta", self.beta, unit_interval))
+        _flag("learn_beta", self.learn_beta)
         self._check_common()
         alpha, beta = np.asarray(self.alpha), np.asarray(self.beta)
         if np.any(beta <= 0) or np.any(alpha <= beta):

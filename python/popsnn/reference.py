@@ -69,7 +69,8 @@ class Record:
 
     spikes[l], membranes[l]: [T, B, N_l] (membranes are the pre-reset U that
     snnTorch returns); currents[l]: the synaptic current J [T, B, N_l] for a
-    Synaptic layer, None otherwise; grad_masks[l]: [T, B, N_l] bool, the
+    Synaptic layer, the inhibitory current H (after its reset) for an Alpha layer, None
+    otherwise; grad_masks[l]: [T, B, N_l] bool, the
     entries whose surrogate gradient the backward uses (all True without a
     sparse rule).
     """
@@ -159,7 +160,7 @@ def _layer_forward(neuron, p, inputs, shape, spike_fn) -> tuple:
     beta, theta = _constants(neuron, p, dtype)
     mode = neuron.reset_mechanism
     U, S = np.empty(shape, dtype), np.empty(shape, dtype)
-    J = np.empty(shape, dtype) if isinstance(neuron, Synaptic) else None
+    J = np.empty(shape, dtype) if isinstance(neuron, (Synaptic, Alpha)) else None
     u_prev, s_prev = np.zeros(shape[1:], dtype), np.zeros(shape[1:], dtype)
     state = [np.zeros(shape[1:], dtype), np.zeros(shape[1:], dtype)]  # J, or Alpha's E and H
     if isinstance(neuron, (Synaptic, Alpha)):
@@ -175,7 +176,8 @@ def _layer_forward(neuron, p, inputs, shape, spike_fn) -> tuple:
             J[t] = state[0]
             u = beta * u_prev + state[0]
         elif isinstance(neuron, Alpha):
-            u = _alpha_step(neuron, alpha, beta, theta, state, i_t, reset, dtype)
+            u = _alpha_step(neuron, alpha, beta, theta, state, i_t, reset)
+            J[t] = state[1]
         else:  # RLeaky
             v = p["recurrent_weight"]
             rec_in = s_prev @ v.T + p["recurrent_bias"] if neuron.all_to_all else s_prev * v
@@ -190,12 +192,17 @@ def _layer_forward(neuron, p, inputs, shape, spike_fn) -> tuple:
     return U, S, J
 
 
-def _alpha_step(neuron, alpha, beta, theta, state, i_t, reset, dtype):
+def _tau_alpha(alpha, beta):
+    """Alpha's factor from E + H to U, ln(alpha)/(ln(beta) - ln(alpha)) + 1 (snnTorch's)."""
+    return np.log(alpha) / (np.log(beta) - np.log(alpha)) + 1
+
+
+def _alpha_step(neuron, alpha, beta, theta, state, i_t, reset):
     """One step of snnTorch's Alpha: updates state = [E, H] in place, returns U."""
     e_prev, h_prev = state
     e = alpha * e_prev + i_t
     h = beta * h_prev - i_t
-    u = np.asarray(neuron.tau_alpha, dtype) * (e + h)
+    u = _tau_alpha(alpha, beta) * (e + h)
     if neuron.reset_mechanism == "zero":
         e, h, u = (1 - reset) * e, (1 - reset) * h, (1 - reset) * u
     elif neuron.reset_mechanism == "subtract":
@@ -237,6 +244,8 @@ class _LayerGrad:
     d_mem: np.ndarray
     d_fire: np.ndarray
     d_sub: np.ndarray
+    # dL/dbeta per entry when it is not the common d_mem (1-R) U[t-1] (Alpha's).
+    d_beta: np.ndarray | None = None
 
 
 def _backward(net, params, rec, g_spikes, g_membranes, input_grad=False):
@@ -256,7 +265,7 @@ def _backward(net, params, rec, g_spikes, g_membranes, input_grad=False):
         g = {}
         args = (neuron, p, U, beta, dsdu, keep, g_spikes, g_membranes)
         if isinstance(neuron, Alpha):
-            lg = _bptt_alpha(*args)
+            lg = _bptt_alpha(*args, rec.currents[l])
         elif isinstance(neuron, RLeaky):
             lg = _bptt_rleaky(*args, rec.spikes[l], g)
         else:
@@ -331,12 +340,13 @@ def _bptt_rleaky(neuron, p, U, beta, dsdu, keep, g_spikes, g_membranes, S, g) ->
     return _LayerGrad(d_base, d_mem, d_fire, d_mem)
 
 
-def _bptt_alpha(neuron, p, U, beta, dsdu, keep, g_spikes, g_membranes) -> _LayerGrad:
+def _bptt_alpha(neuron, p, U, beta, dsdu, keep, g_spikes, g_membranes, H) -> _LayerGrad:
     """Alpha (see _alpha_step): E'[t] = a E[t-1] + I, H'[t] = b H[t-1] - I, U = k (E' + H').
     Zero/none: E, H, U = g E', g H', g U (g = 1-R[t] or 1). Subtract: E = E' - R theta,
     H = (1-R) H', U = k (E' + H') + R H[t-1]. dL/dI = dL/dE' - dL/dH'."""
     dtype = U.dtype
-    a, k = np.asarray(neuron.alpha, dtype), np.asarray(neuron.tau_alpha, dtype)
+    a = np.asarray(neuron.alpha, dtype)
+    k = _tau_alpha(a, beta)
     subtract = neuron.reset_mechanism == "subtract"
     gate = keep if neuron.reset_mechanism == "zero" else np.ones_like(U)
     d_fire = dsdu * g_spikes
@@ -355,7 +365,15 @@ def _bptt_alpha(neuron, p, U, beta, dsdu, keep, g_spikes, g_membranes) -> _Layer
             d_e_pre[t] = gate[t] * (k * dU[t] + d_e[t])
             d_h_pre[t] = gate[t] * (k * dU[t] + d_h)
         next_e, next_h = d_e_pre[t], d_h_pre[t]
-    return _LayerGrad(d_e_pre - d_h_pre, dU, d_fire, d_e)
+    lg = _LayerGrad(d_e_pre - d_h_pre, dU, d_fire, d_e)
+    if "beta" in p:
+        # b enters H' = b H[t-1] - I and k; g (E' + H') = (U - [subtract] R H[t-1]) / k.
+        h_prev = np.concatenate([np.zeros_like(H[:1]), H[:-1]])
+        base = U - (1 - keep) * h_prev if subtract else U
+        log_a, log_b = np.log(a), np.log(beta)
+        dk_db = -log_a / ((log_b - log_a) ** 2 * beta)
+        lg.d_beta = d_h_pre * h_prev + dU * base / k * dk_db
+    return lg
 
 
 def _constant_grads(neuron, p, U, keep, lg: _LayerGrad) -> dict:
@@ -372,7 +390,7 @@ def _constant_grads(neuron, p, U, keep, lg: _LayerGrad) -> dict:
 
     if "beta" in p:
         gate = keep if neuron.reset_mechanism == "zero" else 1
-        d_beta = (lg.d_mem * gate)[1:] * U[:-1]
+        d_beta = (lg.d_mem * gate)[1:] * U[:-1] if lg.d_beta is None else lg.d_beta
         inside = (p["beta"] >= 0) & (p["beta"] <= 1)
         out["beta"] = reduce(d_beta, p["beta"].shape) * inside
     if "threshold" in p:

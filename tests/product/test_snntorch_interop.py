@@ -102,7 +102,6 @@ def test_unsupported_layers_are_named():
     "cell, flag",
     [
         (lambda: snn.Lapicque(beta=0.9, learn_beta=True), "learn_beta=True"),
-        (lambda: snn.Alpha(alpha=0.9, beta=0.8, learn_beta=True), "learn_beta=True"),
         (lambda: snn.Synaptic(alpha=0.8, beta=0.9, learn_alpha=True), "learn_alpha=True"),
         (
             lambda: snn.RLeaky(beta=0.9, linear_features=3, learn_recurrent=False),

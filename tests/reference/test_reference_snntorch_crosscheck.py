@@ -152,8 +152,8 @@ class TorchTwin:
                 spk, mem = res[0], res[-1]
                 out["spikes"][l].append(spk)
                 out["membranes"][l].append(mem)
-                if isinstance(cell, snn.Synaptic):
-                    out["currents"][l].append(res[1])
+                if isinstance(cell, (snn.Synaptic, snn.Alpha)):  # J, or Alpha's syn_inh H
+                    out["currents"][l].append(res[1] if isinstance(cell, snn.Synaptic) else res[2])
                 inp = spk
         return {k: [torch.stack(v) if v else None for v in lists] for k, lists in out.items()}
 
