@@ -275,6 +275,35 @@ def test_checkpoint_round_trip_keeps_flags_vectors_and_trained_values(tmp_path):
             np.testing.assert_array_equal(p[key], q[key])
 
 
+def test_training_resumes_from_a_checkpoint_with_learned_constants(tmp_path):
+    """A Model on the reference trains beta and threshold; its weights and Adam state (0-d
+    moments for the per-layer constants) go through a checkpoint and training resumes
+    exactly."""
+    net = _net()
+    kw = dict(loss="ce_count", device="reference", num_steps=8, batch_size=3)
+    model = popsnn.Model(net, optimizer=optim.Adam(lr=0.05), params=active_params(net, 5), **kw)
+    batches = [(sequence_input(50 + i, steps=8), targets(60 + i)) for i in range(3)]
+    for x, y in batches[:2]:
+        model.train_step(x, y)
+    path = checkpoint.save(
+        tmp_path / "ckpt.npz",
+        net=net,
+        params=model.get_params(),
+        optimizer_state=model.optimizer_state(),
+    )
+    ckpt = checkpoint.load(path, net)
+    again = popsnn.Model(
+        ckpt["network"], optimizer=optim.Adam(lr=0.05), params=ckpt["params"], **kw
+    )
+    again.load_optimizer_state(ckpt["optimizer_state"])
+    for m in (model, again):
+        m.train_step(*batches[2])
+    for p, q in zip(model.get_params(), again.get_params()):
+        for key in p:
+            np.testing.assert_array_equal(p[key], q[key])
+    assert model.get_params()[1]["beta"].shape == ()
+
+
 @pytest.mark.parametrize("flags", [(True, False, False), (False, False, True)])
 def test_nir_export_refuses_learned_and_per_neuron_constants(flags):
     pytest.importorskip("nir", reason="needs nir (pip install '.[nir]')")
