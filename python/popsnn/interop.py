@@ -6,8 +6,10 @@
     spikes = popsnn.interop.run_snntorch(torch_model, x, num_steps=25)   # [T, B, C] NumPy
 
 Weights and neuron parameters (beta, alpha, Lapicque's R, C and time step, threshold, reset
-mechanism, surrogate, recurrent weights) are copied, one value per layer or one per neuron;
-learn_beta / learn_threshold become the layer's flags with the trained values in its params.
+mechanism, surrogate, recurrent weights) are copied, one value per layer or one per neuron
+(a per-neuron tensor of equal values, as snnTorch's NIR export writes, is that one value
+unless the layer learns it); learn_beta / learn_threshold become the layer's flags with the
+trained values in its params.
 Anything popsnn cannot express the same way (other layer types, a learnable alpha, a learnable
 beta on Lapicque, a frozen recurrence, inhibition, graded spikes, immediate reset
 `reset_delay=False`, an unknown surrogate) raises `InteropError` naming the layer and the
@@ -76,22 +78,28 @@ def snntorch_surrogate(sur: _surrogate.Surrogate):
 
 
 def _scalar(layer, name: str, where: str) -> float:
+    """The layer's one value of `name`. A per-neuron tensor of equal values is that value:
+    snnTorch's NIR export needs per-neuron tensors, so models written for it convert too."""
     value = getattr(layer, name)
     array = value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
-    if array.size != 1:
+    flat = array.ravel()
+    if flat.size == 0 or not np.all(flat == flat[0]):
         raise InteropError(
-            f"{where}: {name} has {array.size} values (one per neuron); popsnn "
+            f"{where}: {name} has {flat.size} different values (one per neuron); popsnn "
             f"takes one {name} per layer: give the layer a single value"
         )
-    return float(array.reshape(()))
+    return float(flat[0])
 
 
-def _constant(layer, name: str, where: str):
-    """A neuron constant as popsnn's layer takes it: a float, or a 1-D array (one per neuron)."""
+def _constant(layer, name: str, where: str, learned: bool = False):
+    """A neuron constant as popsnn's layer takes it: a float, or a 1-D array (one per neuron).
+    Equal per-neuron values are one value (see _scalar), unless the layer learns them: a
+    trained per-neuron tensor stays per neuron, as it trains apart."""
     value = getattr(layer, name)
     array = value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
-    if array.size == 1:
-        return float(array.reshape(()))
+    flat = array.ravel()
+    if flat.size == 1 or (not learned and flat.size and np.all(flat == flat[0])):
+        return float(flat[0])
     if array.ndim != 1:
         raise InteropError(
             f"{where}: {name} has shape {tuple(array.shape)}; popsnn takes one {name} per "
@@ -168,7 +176,7 @@ def _neuron_from_torch(layer, where: str):
     if getattr(layer, "surrogate_disable", False):
         raise InteropError(f"{where}: surrogate_disable=True has no popsnn equivalent")
     learned = _learned(layer, torch)
-    threshold = _constant(layer, "threshold", where)
+    threshold = _constant(layer, "threshold", where, "threshold" in learned)
     common = dict(
         threshold=threshold,
         learn_threshold="threshold" in learned,
@@ -177,7 +185,7 @@ def _neuron_from_torch(layer, where: str):
     )
     # A trained beta may have left [0, 1] (snnTorch clamps where it is used): the layer
     # keeps the clamped start value, the params the trained one.
-    beta = _constant(layer, "beta", where)
+    beta = _constant(layer, "beta", where, "beta" in learned)
     beta = np.clip(beta, 0.0, 1.0) if "beta" in learned else beta
     learn = dict(learn_beta="beta" in learned)
     try:

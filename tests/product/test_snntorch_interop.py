@@ -88,7 +88,9 @@ def test_unsupported_layers_are_named():
         interop.from_snntorch(torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), snn.Leaky(beta=0.9)))
     with pytest.raises(InteropError, match=r"beta has shape \(3, 1\)"):
         interop.from_snntorch(
-            torch.nn.Sequential(torch.nn.Linear(4, 3), snn.Leaky(beta=torch.full((3, 1), 0.5)))
+            torch.nn.Sequential(
+                torch.nn.Linear(4, 3), snn.Leaky(beta=torch.tensor([[0.1], [0.2], [0.3]]))
+            )
         )
     with pytest.raises(InteropError, match="reset_delay=False"):
         interop.from_snntorch(

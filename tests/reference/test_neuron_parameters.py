@@ -240,6 +240,19 @@ def test_a_float64_snntorch_model_converts_in_float64():
     np.testing.assert_array_equal(params[0]["beta"], [0.5, 0.6, 0.7, 0.8])
 
 
+def test_equal_per_neuron_values_are_one_value_unless_learned():
+    """snnTorch's NIR export writes per-neuron tensors of equal values: one value for popsnn.
+    A learned per-neuron tensor stays per neuron even when its values start equal."""
+    fixed = snn.Leaky(beta=torch.full((4,), 0.5), threshold=torch.full((4,), 1.5))
+    learned = snn.Leaky(beta=torch.full((4,), 0.5), learn_beta=True)
+    (net_fixed, _), (net_learned, p_learned) = (
+        interop.from_snntorch(torch.nn.Sequential(torch.nn.Linear(3, 4), cell))
+        for cell in (fixed, learned)
+    )
+    assert (net_fixed.pairs[0][1].beta, net_fixed.pairs[0][1].threshold) == (0.5, 1.5)
+    assert net_learned.pairs[0][1].beta == (0.5,) * 4 and p_learned[0]["beta"].shape == (4,)
+
+
 @pytest.mark.parametrize(
     "cell, words",
     [
@@ -250,7 +263,7 @@ def test_a_float64_snntorch_model_converts_in_float64():
             lambda: snn.Leaky(beta=0.9, learn_graded_spikes_factor=True),
             "trainable parameter 'graded_spikes_factor'",
         ),
-        (lambda: snn.Leaky(beta=torch.full((2, 4), 0.9)), "beta has shape (2, 4)"),
+        (lambda: snn.Leaky(beta=torch.arange(8.0).reshape(2, 4) / 10), "beta has shape (2, 4)"),
     ],
 )
 def test_interop_refuses_what_it_cannot_carry_in_one_line(cell, words):
