@@ -337,3 +337,9 @@ def test_the_engine_refuses_them_naming_the_reference(flags):
     message = str(err.value)
     assert "not supported by the engine devices yet" in message and "\n" not in message
     assert "device='reference'" in message
+
+
+def test_device_auto_runs_them_on_the_reference():
+    model = popsnn.Model(_net(), device="auto", num_steps=4, batch_size=2)
+    assert model.device == "reference"
+    assert popsnn.Model(_net(False, False, False), device="auto").device in ("cpu", "reference")
