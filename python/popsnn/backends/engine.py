@@ -48,7 +48,7 @@ from .. import _native
 from .. import losses as _losses
 from .._checks import one_of, positive_int
 from ..defaults import RUN
-from ..layers import Lapicque, RLeaky, Synaptic
+from ..layers import Alpha, Lapicque, RLeaky, Synaptic
 from ..validation import check_batch, check_learning_rate, check_params, check_sizes, param_shapes
 
 __all__ = [
@@ -73,6 +73,25 @@ _DEVICE_OPTIONS = (
 def codelets_path() -> Path:
     """The codelet object built with the package (graph.addCodelets loads it)."""
     return Path(__file__).resolve().parents[1] / "lib" / "popsnn_codelets.gp"
+
+
+def check_engine_supports(net) -> None:
+    """Refuse, in one line naming device='reference', a neuron feature the engine's vertices
+    do not implement yet (rather than compile a network that computes something else)."""
+    for i, (_, neuron) in enumerate(net.pairs):
+        where = f"layer {2 * i + 1} ({type(neuron).__name__})"
+        if isinstance(neuron, Alpha):
+            missing = "the Alpha neuron"
+        elif neuron.learned():
+            missing = f"learnable {' and '.join(neuron.learned())}"
+        elif neuron.per_neuron_constants():
+            missing = f"per-neuron {' and '.join(neuron.per_neuron_constants())}"
+        else:
+            continue
+        raise ValueError(
+            f"{where}: {missing} is not supported by the engine devices yet; "
+            f"use device='reference' for this network"
+        )
 
 
 def _layer_spec(lin, neuron) -> dict:
@@ -167,6 +186,7 @@ class EngineBackend:
                 f"{self.max_activity!r}"
             )
         self.max_activity = float(self.max_activity)
+        check_engine_supports(net)
         self._device = {"type": device, "codelets": str(codelets_path())}
         for key in ("num_ipus", "tiles_per_ipu", "memory_bytes_per_tile"):
             if key in device_options:
