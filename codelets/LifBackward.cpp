@@ -1,8 +1,8 @@
 // Backward vertices: BPTT for one shard, one step (t = T-1 .. 0), every sample.
 // The reset carries no gradient (docs/numerics.md). Sparse work: weight gradients
 // visit only the input ids that spiked; with a sparse rule, dL/dS is computed only
-// for the entries of the shard's id buffer (spikes and gradient candidates) whose
-// masked surrogate is non-zero; without one, for every entry.
+// for the entries of the shard's gradient trace (those whose masked surrogate is
+// non-zero); without one, for every entry.
 #include <poplar/Vertex.hpp>
 
 #include <type_traits>
@@ -39,7 +39,8 @@ public:
   Input<Vector<float>> ownWeights;  // all-to-all: V on this shard's neurons, blocks [n, n_k]
   InOut<Vector<float>> ownWeightsT; // all-to-all, dense: [N, n]
   Input<Vector<float>> surrTrace;   // no sparse rule: [T, B, n]
-  Input<Vector<float>> surrValues;  // a sparse rule: per id-buffer entry [T, B, slot]
+  Input<Vector<int>> gradEntries;   // a sparse rule: the gradient trace (see LifForward)
+  Input<Vector<float>> gradValues;  // its masked surrogate values
   Input<Vector<int>> idTrace;       // own buffers [T, B, stride]
   Input<Vector<int>> inIds;         // INPUT_SPIKE_IDS: as LifForward's
 
@@ -169,6 +170,19 @@ private:
         currentGradSum[k] = 0.0f;
   }
 
+  // The gradient trace's entries of (t, b): [first, last) of its ids and values.
+  struct TraceRow {
+    const int *ids;
+    const float *vals;
+    unsigned size;
+  };
+  TraceRow traceRow(unsigned t, unsigned b) const {
+    const int *starts = &gradEntries[0];
+    const unsigned row = t * batch + b, first = unsigned(starts[row]);
+    return {&gradEntries[traceStarts(numSteps, batch) + first], &gradValues[first],
+            unsigned(starts[row + 1]) - first};
+  }
+
   unsigned nextRow(unsigned t, unsigned b) const { return stepMajor ? b : t * batch + b; }
   unsigned nextRowsPerBlock() const { return stepMajor ? batch : numSteps * batch; }
   float *gradOutRow(unsigned t, unsigned b) {
@@ -213,8 +227,11 @@ private:
   void prefetchSample(unsigned t, unsigned b, const int *own) {
     __builtin_prefetch(own);
     __builtin_prefetch(own + 16);
-    if (!dense)
-      __builtin_prefetch(&surrValues[(t * batch + b) * (stride - BUFFER_HEADER)]);
+    if (!dense) {
+      const TraceRow e = traceRow(t, b);
+      __builtin_prefetch(e.ids);
+      __builtin_prefetch(e.vals);
+    }
     if (inputMode == INPUT_SPIKE_IDS)
       for (unsigned s = 0; s < numSrc; ++s)
         __builtin_prefetch(&inIds[((stepMajor ? s : s * numSteps + t) * batch + b) * inStride]);
@@ -222,27 +239,24 @@ private:
 #endif
 
   // A sparse rule on a Leaky shard that feeds another layer: dL/dU decays everywhere, and
-  // only the id buffer's entries inside the rule add surrogate * dL/dS, one dot each
-  // (padded rows of W_next with the gathered dL/dI_next); then the sums.
+  // only the gradient trace's entries add surrogate * dL/dS, one dot each (padded rows of
+  // W_next with the gathered dL/dI_next); then the sums.
   const float *leakySparse(unsigned t, unsigned b, float beta, const int *own) {
     const unsigned n = numNeurons, P = pushWidth(nextLayerSize);
     float *__restrict gU = &gradMem[b * n];
-    const float *__restrict vals = &surrValues[(t * batch + b) * (stride - BUFFER_HEADER)];
     float *__restrict g = &scratch[2 * n];
     if (zeroReset) // a spike at t cuts the leak path
       zeroAtSpikes(own, offset, gU);
     for (unsigned j = 0; j < n; ++j)
       gU[j] = beta * gU[j];
-    bool gathered = false; // the next layer's dL/dI row: read only if an entry is in the rule
-    for (int k = 0; k < own[1]; ++k)
-      if (vals[k] != 0.0f) { // not a spike off the rule's window
-        if (!gathered)
-          gatherNextGrad(&nextGrad[0], g, nextLayerSize, nextShardSize, nextRow(t, b),
-                         nextRowsPerBlock());
-        gathered = true;
-        const unsigned j = unsigned(own[BUFFER_HEADER + k]) - offset;
-        gU[j] += vals[k] * dotPadded(&nextWeightsT[j * P], g, P);
-      }
+    const TraceRow e = traceRow(t, b);
+    if (e.size) // the next layer's dL/dI row: read only if an entry is in the rule
+      gatherNextGrad(&nextGrad[0], g, nextLayerSize, nextShardSize, nextRow(t, b),
+                     nextRowsPerBlock());
+    for (unsigned k = 0; k < e.size; ++k) {
+      const unsigned j = unsigned(e.ids[k]);
+      gU[j] += e.vals[k] * dotPadded(&nextWeightsT[j * P], g, P);
+    }
     publishCarry(gU, n, publishGrad ? gradOutRow(t, b) : nullptr, &gradBias[0],
                  inputMode == INPUT_DIRECT ? &currentGradSum[b * n] : nullptr);
     return gU;
@@ -251,23 +265,20 @@ private:
   // dL/dS[t] into eps: from the loss or the next layer, plus the recurrent path.
   void spikeGrad(unsigned t, unsigned b, const int *own, float *__restrict eps) {
     const unsigned n = numNeurons;
-    const float *__restrict vals =
-        dense ? nullptr : &surrValues[(t * batch + b) * (stride - BUFFER_HEADER)];
+    const TraceRow e = dense ? TraceRow{nullptr, nullptr, 0} : traceRow(t, b);
     if (isOutput) {
       copyTo(eps, &lossGradSpikes[(t * batch + b) * n], n);
     } else if (!dense) {
-      // One dot per id-buffer entry inside the rule: its padded row of W_next with this
-      // (step, sample)'s dL/dI_next, gathered padded from the downstream shards' blocks.
+      // One dot per gradient-trace entry: its padded row of W_next with this (step,
+      // sample)'s dL/dI_next, gathered padded from the downstream shards' blocks.
       for (unsigned j = 0; j < n; ++j)
         eps[j] = 0.0f;
       const unsigned P = pushWidth(nextLayerSize);
       float *__restrict g = &scratch[2 * n];
       gatherNextGrad(&nextGrad[0], g, nextLayerSize, nextShardSize, nextRow(t, b),
                      nextRowsPerBlock());
-      for (int k = 0; k < own[1]; ++k) {
-        if (vals[k] == 0.0f) // a spike off the rule's window
-          continue;
-        const unsigned j = unsigned(own[BUFFER_HEADER + k]) - offset;
+      for (unsigned k = 0; k < e.size; ++k) {
+        const unsigned j = unsigned(e.ids[k]);
         eps[j] += dotPadded(&nextWeightsT[j * P], g, P);
       }
     } else {
@@ -280,7 +291,7 @@ private:
       if (dense)
         fromFanoutDense(eps, n, &ownWeightsT[0], &ownGrad[0], ownShardSize, ownLayerSize, b, batch);
       else
-        fromFanoutSparse(eps, n, offset, vals, own, &ownWeights[0], &ownGrad[0], ownShardSize,
+        fromFanoutSparse(eps, n, e.ids, e.size, &ownWeights[0], &ownGrad[0], ownShardSize,
                          ownLayerSize, b, batch);
     } else if (recurrence == popsnn::Recurrence::ONE_TO_ONE) {
       const float *__restrict gU = &gradMem[b * n];
@@ -300,19 +311,18 @@ private:
       zeroAtSpikes(own, offset, gU);
     const float *__restrict gMem = isOutput ? &lossGradMem[(t * batch + b) * n] : nullptr;
     if (!dense) {
-      // Only the id buffer's entries carry surrogate; the rest decays.
-      const float *__restrict vals = &surrValues[(t * batch + b) * (stride - BUFFER_HEADER)];
+      // Only the gradient trace's entries carry surrogate; the rest decays.
+      const TraceRow e = traceRow(t, b);
       if (gMem)
         for (unsigned j = 0; j < n; ++j)
           gU[j] = gMem[j] + beta * gU[j];
       else
         for (unsigned j = 0; j < n; ++j)
           gU[j] = beta * gU[j];
-      for (int k = 0; k < own[1]; ++k)
-        if (vals[k] != 0.0f) {
-          const unsigned j = unsigned(own[BUFFER_HEADER + k]) - offset;
-          gU[j] += vals[k] * eps[j];
-        }
+      for (unsigned k = 0; k < e.size; ++k) {
+        const unsigned j = unsigned(e.ids[k]);
+        gU[j] += e.vals[k] * eps[j];
+      }
       return;
     }
     const float *__restrict sg = &surrTrace[(t * batch + b) * n];

@@ -192,10 +192,21 @@ ONCE unsigned spikesOf(const float *__restrict u, float threshold, float *__rest
                        unsigned n, unsigned offset, int *__restrict ids, unsigned capacity) {
   return appendSpikes(u, threshold, prev, n, offset, ids, 0, capacity);
 }
-ONCE unsigned candidatesOf(const float *__restrict prev, const float *__restrict sg, unsigned n,
-                           unsigned offset, int *__restrict ids, unsigned needed,
-                           unsigned capacity) {
-  return appendCandidates(prev, sg, n, offset, ids, needed, capacity);
+// The entries of a row whose masked surrogate is non-zero (spikes inside the rule and
+// gradient candidates), appended to a gradient trace of `capacity` entries holding `used`;
+// returns how many the row has. Past the capacity they are only counted: the host reads
+// the count, so nothing is dropped silently.
+ONCE unsigned appendTrace(const float *__restrict sg, unsigned n, unsigned used, unsigned capacity,
+                          int *__restrict ids, float *__restrict vals) {
+  unsigned count = 0;
+  forEachNonzero(sg, n, [&](unsigned j, float v) {
+    if (used + count < capacity) {
+      ids[used + count] = int(j);
+      vals[used + count] = v;
+    }
+    ++count;
+  });
+  return count;
 }
 
 } // namespace
@@ -225,11 +236,12 @@ public:
   InOut<Vector<float>> prevSpikes; // S[t-1] [B, n]
   InOut<Vector<float>> scratch;    // [3n]
   // The masked surrogate dS/dU kept for the backward. No sparse rule: dense, surrTrace
-  // [T, B, n]. A sparse rule: only for the entries of the id buffer (spikes, then gradient
-  // candidates), surrValues [T, B, slot] beside idTrace (slot = stride - BUFFER_HEADER),
-  // so the trace shrinks with the buffers' capacity.
+  // [T, B, n]. A sparse rule: the gradient trace, only the entries whose masked surrogate
+  // is non-zero, compressed over (step, sample): gradEntries [traceStarts(T, B) starts,
+  // then traceCapacity local neuron ids] and gradValues [traceCapacity] (VertexEnums.hpp).
   InOut<Vector<float>> surrTrace;
-  InOut<Vector<float>> surrValues;
+  InOut<Vector<int>> gradEntries;
+  InOut<Vector<float>> gradValues;
   InOut<Vector<int>> idTrace;     // own buffers [T, B, stride]
   Output<Vector<int>> outIds;     // own buffers of this step [B, stride], when exchanged per step
   Output<Vector<int>> prevIds;    // step-major all-to-all: step t-1's, for the first backward step
@@ -257,8 +269,9 @@ public:
   unsigned stride;
   unsigned offset;
   unsigned capacity;
-  unsigned surrogate; // codes::Surrogate
-  unsigned rule;      // codes::Rule
+  unsigned traceCapacity; // entries of the gradient trace (a sparse rule)
+  unsigned surrogate;     // codes::Surrogate
+  unsigned rule;          // codes::Rule
   unsigned inputMode;
   unsigned record;
   unsigned stepsPerCall;
@@ -367,29 +380,35 @@ private:
       const float *in = inputOf(t, b);
       const float *rec = recurrentOf(t, b);
       float *__restrict sg = sparse ? &scratch[2 * n] : &surrTrace[(t * batch + b) * n];
-      // The id buffer: spikes first, then gradient candidates.
+      // The id buffer: this step's spikes.
       int *buf = &idTrace[(t * batch + b) * stride];
       int *__restrict ids = buf + BUFFER_HEADER;
       const unsigned spikes = neuronStep(c, param, ruleValue, in, rec, b, sg, ids);
+      const unsigned stored = spikes < capacity ? spikes : capacity;
       if (pushNext)
-        pushSpikes(ids, spikes < capacity ? spikes : capacity, offset, &nextRows[0], nextN,
-                   nextShardSize, t * batch + b, numSteps * batch, &nextRows[n * P],
-                   &nextCurrent[0]);
-      unsigned needed = spikes;
-      if (sparse) // gradient candidates: no spike, surrogate inside the rule
-        needed = candidatesOf(&prevSpikes[b * n], sg, n, offset, ids, needed, capacity);
-      countOverflow(needed, capacity, t, &overflow[0]);
-      const unsigned stored = needed < capacity ? needed : capacity;
-      if (sparse) {
-        float *__restrict vals = &surrValues[(t * batch + b) * (stride - BUFFER_HEADER)];
-        for (unsigned k = 0; k < stored; ++k)
-          vals[k] = sg[unsigned(ids[k]) - offset];
-      }
-      buf[0] = int(spikes < capacity ? spikes : capacity);
+        pushSpikes(ids, stored, offset, &nextRows[0], nextN, nextShardSize, t * batch + b,
+                   numSteps * batch, &nextRows[n * P], &nextCurrent[0]);
+      countOverflow(spikes, capacity, t, &overflow[0]);
+      if (sparse)
+        traceRow(t * batch + b, sg);
+      buf[0] = int(stored);
       buf[1] = int(stored);
       finishSample(t, b, buf);
     }
     *step = (t + 1 == numSteps) ? 0 : t + 1;
+  }
+
+  // Row (t, b) of the gradient trace: its start, its entries, the next row's start.
+  void traceRow(unsigned row, const float *__restrict sg) {
+    int *__restrict starts = &gradEntries[0];
+    if (row == 0)
+      starts[0] = 0;
+    const unsigned used = unsigned(starts[row]);
+    const unsigned count = appendTrace(sg, numNeurons, used, traceCapacity,
+                                       &gradEntries[traceStarts(numSteps, batch)], &gradValues[0]);
+    const unsigned end = used + count;
+    starts[row + 1] = int(end < traceCapacity ? end : traceCapacity);
+    overflow[TRACE_NEEDED] += count;
   }
 
   // What leaves the step: the buffers exchanged per step and the output layer's records.

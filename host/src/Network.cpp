@@ -5,14 +5,14 @@
 // Mapping: every layer is sharded by output neuron over the
 // tiles; a shard keeps its neurons' whole fan-in (weight columns, stored
 // transposed as [in, shard] so one input's row is contiguous), optimiser state
-// and traces: its id buffers [T, B, stride] and the masked surrogate, dense
-// [T, B, n] without a sparse rule, else only beside the buffers' entries
-// ([T, B, capacity]). Crossing tiles: the batch, spike-id buffers (forward; and
-// again in the backward, for the sparse weight gradients), each shard's dL/dI[t]
-// [B, n] (backward), the output records, and once per forward pass a copy of each
-// layer's weights onto the tiles of the layer feeding it ("fan-out"), from which
-// those tiles compute their own dL/dS -- only for their id buffers' entries when a
-// sparse rule is on.
+// and traces: its spike-id buffers [T, B, stride] and the masked surrogate, dense
+// [T, B, n] without a sparse rule, else the gradient trace (the active entries' ids
+// and values over all (t, b), sized by activity). Crossing tiles: the batch, spike-id
+// buffers (forward; and again in the backward, for the sparse weight gradients), each
+// shard's dL/dI[t] [B, n] (backward), the output records, and once per forward pass a
+// copy of each layer's weights onto the tiles of the layer feeding it ("fan-out"), from
+// which those tiles compute their own dL/dS -- only for their gradient trace's entries
+// when a sparse rule is on.
 // A layer narrower than its input layer's id buffers (e.g. a 10-class readout after
 // 1000 hidden neurons) is not sent ids: the input layer's shards "push" instead --
 // each adds the fan-out rows of its spikes into W.S[t] blocks [T, B, n_k] (forward)
@@ -274,12 +274,53 @@ public:
     unsigned layer = 0, step = 0, needed = 0, capacity = 0, count = 0;
     bool any = false;
     double grow = 0; // the largest fraction of a shard's neurons a buffer needed
+    // A gradient trace that overflowed (its layer, needed and capacity above when no spike
+    // buffer did), and the largest fraction of a shard's T x B x n entries one needed.
+    bool trace = false;
+    double traceGrow = 0;
   };
+
+  float traceActivity() const {
+    return spec.traceActivity > 0.0f ? spec.traceActivity : spec.maxActivity;
+  }
+
+  // Chunk m's counters o of shard sh of a layer, into the worst overflow so far.
+  void noteOverflow(const unsigned *o, const Layer &layer, const Shard &sh, Overflow &worst) {
+    if (o[codes::OVERFLOWED] != 0) {
+      if (!worst.any || worst.trace || o[codes::MOST_NEEDED] > worst.needed) {
+        worst.layer = layer.index;
+        worst.step = o[codes::FIRST_STEP] - 1;
+        worst.needed = o[codes::MOST_NEEDED];
+        worst.capacity = sh.capacity;
+        worst.count = o[codes::OVERFLOWED];
+        worst.trace = false;
+      }
+      worst.any = true;
+      worst.grow = std::max(worst.grow, double(o[codes::MOST_NEEDED]) / sh.size);
+    }
+    if (sh.traceCapacity != 0 && o[codes::TRACE_NEEDED] > sh.traceCapacity) {
+      if (!worst.any) {
+        worst = Overflow{layer.index,
+                         spec.numSteps - 1,
+                         o[codes::TRACE_NEEDED],
+                         sh.traceCapacity,
+                         1,
+                         true,
+                         worst.grow,
+                         true,
+                         worst.traceGrow};
+      }
+      const double rows = double(spec.numSteps) * plan().chunkBatch;
+      worst.traceGrow = std::max(worst.traceGrow, o[codes::TRACE_NEEDED] / (rows * sh.size));
+      worst.any = true;
+    }
+  }
 
   // The worst overflow over every shard and chunk, from the device's counters.
   Overflow readOverflow() {
     Overflow worst;
     worst.grow = spec.maxActivity;
+    worst.traceGrow = traceActivity();
     const unsigned chunks = plan().schedule.chunks;
     for (auto &layer : layers())
       for (unsigned k = 0; k < layer.shards.size(); ++k) {
@@ -287,23 +328,30 @@ public:
         std::vector<unsigned> all(std::size_t(chunks) * codes::OVERFLOW_FIELDS);
         engine->readTensor("overflow" + std::to_string(layer.index) + "/" + std::to_string(k),
                            all.data(), all.data() + all.size());
-        for (unsigned m = 0; m < chunks; ++m) {
-          const unsigned *o = all.data() + std::size_t(m) * codes::OVERFLOW_FIELDS;
-          if (o[codes::OVERFLOWED] == 0)
-            continue;
-          const Shard &sh = layer.shards[k];
-          if (!worst.any || o[codes::MOST_NEEDED] > worst.needed) {
-            worst.layer = layer.index;
-            worst.step = o[codes::FIRST_STEP] - 1;
-            worst.needed = o[codes::MOST_NEEDED];
-            worst.capacity = sh.capacity;
-            worst.count = o[codes::OVERFLOWED];
-          }
-          worst.any = true;
-          worst.grow = std::max(worst.grow, double(o[codes::MOST_NEEDED]) / sh.size);
-        }
+        for (unsigned m = 0; m < chunks; ++m)
+          noteOverflow(all.data() + std::size_t(m) * codes::OVERFLOW_FIELDS, layer, layer.shards[k],
+                       worst);
       }
     return worst;
+  }
+
+  [[noreturn]] void throwOverflow(const Overflow &worst) const {
+    std::ostringstream msg;
+    if (worst.trace)
+      msg << "gradient trace overflow in layer " << worst.layer << ": over its " << spec.numSteps
+          << " steps a shard needed " << worst.needed
+          << " entries (spikes + gradient candidates inside the sparse rule) but holds "
+          << worst.capacity << "; nothing was updated. Raise max_activity (now " << spec.maxActivity
+          << ", up to 1.0) or pass on_overflow='grow' to grow the trace "
+          << "and recompile";
+    else
+      msg << "spike buffer overflow in layer " << worst.layer << " at step " << worst.step
+          << ": a buffer needed " << worst.needed << " entries (spikes) but holds "
+          << worst.capacity << " (" << worst.count
+          << " buffer(s) of that shard overflowed); nothing was updated. Raise max_activity "
+          << "(now " << spec.maxActivity << ", up to 1.0) or pass on_overflow='grow' to grow "
+          << "the buffers and recompile";
+    throw SpikeBufferOverflow(msg.str(), worst.layer, worst.step, worst.needed, worst.capacity);
   }
 
   // Throws SpikeBufferOverflow (policy Error) or returns true after growing the
@@ -312,21 +360,20 @@ public:
     const Overflow worst = readOverflow();
     if (!worst.any)
       return false;
-    if (policy == OverflowPolicy::Error) {
-      std::ostringstream msg;
-      msg << "spike buffer overflow in layer " << worst.layer << " at step " << worst.step
-          << ": a buffer needed " << worst.needed << " entries (spikes + gradient candidates) "
-          << "but holds " << worst.capacity << " (" << worst.count
-          << " buffer(s) of that shard overflowed); nothing was updated. Raise max_activity "
-          << "(now " << spec.maxActivity << ", up to 1.0) or pass on_overflow='grow' to grow "
-          << "the buffers and recompile";
-      throw SpikeBufferOverflow(msg.str(), worst.layer, worst.step, worst.needed, worst.capacity);
-    }
+    if (policy == OverflowPolicy::Error)
+      throwOverflow(worst);
     // Grow with headroom, so that a slowly rising activity does not recompile every step.
-    const float newActivity = float(std::min(1.0, worst.grow * 1.25));
+    // The spike buffers and the gradient trace grow apart: a burst of spikes at one step
+    // does not size the trace, which follows the activity over all steps.
+    const float oldTrace = traceActivity();
+    if (worst.traceGrow > oldTrace)
+      spec.traceActivity = float(std::min(1.0, worst.traceGrow * 1.25));
+    else
+      spec.traceActivity = oldTrace; // kept apart from max_activity from now on
+    if (worst.grow > spec.maxActivity)
+      spec.maxActivity = float(std::min(1.0, worst.grow * 1.25));
     auto params = readParams(*engine, layers());
     auto state = readOptimizerState(*engine, layers());
-    spec.maxActivity = std::max(newActivity, spec.maxActivity);
     engine.reset();
     built.reset();
     build();
@@ -527,6 +574,7 @@ std::map<std::string, double> Network::layout() const {
   std::map<std::string, double> out;
   out["tiles"] = plan.numTiles;
   out["max_activity"] = impl_->spec.maxActivity;
+  out["trace_activity"] = impl_->traceActivity();
   out["step_major"] = plan.schedule.stepMajor; // schedule: 1 step-major, 0 layer-major
   // The batch run in chunks of samples, one after the other (1: all at once).
   out["sample_chunks"] = plan.schedule.chunks;
@@ -538,13 +586,17 @@ std::map<std::string, double> Network::layout() const {
     out[l + "buffer_capacity"] = layer.stride - codes::BUFFER_HEADER;
     out[l + "pushes"] = layer.push; // 1: sends W_next.S sums to the next layer, not ids
     // What the forward keeps for this layer's backward, over its shards: the surrogate
-    // (dense [T, B, n], or per id-buffer entry with a sparse rule) and the id buffers.
+    // (dense [T, B, n], or the gradient trace's values with a sparse rule) and the ids (the
+    // spike buffers, and the gradient trace's starts and ids).
     double surrogate = 0, ids = 0;
     for (const auto &sh : layer.shards) {
-      surrogate += double((sh.surrTrace.valid() ? sh.surrTrace : sh.surrValues).numElements()) *
+      surrogate += double((sh.surrTrace.valid() ? sh.surrTrace : sh.gradValues).numElements()) *
                    sizeof(float);
       ids += double(sh.idTrace.numElements()) * sizeof(int);
+      if (sh.gradEntries.valid())
+        ids += double(sh.gradEntries.numElements()) * sizeof(int);
     }
+    out[l + "trace_capacity"] = layer.shards.front().traceCapacity;
     out[l + "surrogate_trace_bytes"] = surrogate;
     out[l + "id_trace_bytes"] = ids;
     out[l + "trace_bytes"] = surrogate + ids;

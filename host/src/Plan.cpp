@@ -96,6 +96,11 @@ std::size_t LayerShape::paramSize(unsigned p, unsigned n) const {
   }
 }
 
+unsigned traceCapacity(unsigned size, unsigned rows, float activity) {
+  const double entries = std::ceil(double(activity) * size * rows);
+  return unsigned(std::min<double>(double(size) * rows, std::max(1.0, entries)));
+}
+
 unsigned bufferCapacity(unsigned size, float maxActivity) {
   return std::min<unsigned>(size, std::max(1u, unsigned(std::ceil(double(maxActivity) * size))));
 }
@@ -112,8 +117,13 @@ Plan planNetwork(const NetworkSpec &spec, const TargetGeometry &target, const Sc
   plan.numTiles = target.numTiles;
   plan.chunkBatch = spec.batchSize / schedule.chunks;
   const unsigned L = spec.layers.size();
-  for (unsigned l = 0; l < L; ++l)
+  const float traceActivity = spec.traceActivity > 0.0f ? spec.traceActivity : spec.maxActivity;
+  for (unsigned l = 0; l < L; ++l) {
     plan.layers.push_back(planLayer(spec, l, target, schedule));
+    if (spec.layers[l].sparseRule != SparseRule::None)
+      for (ShardPlan &sh : plan.layers.back().shards)
+        sh.traceCapacity = traceCapacity(sh.size, spec.numSteps * plan.chunkBatch, traceActivity);
+  }
   std::vector<LayerPlan> &layers = plan.layers;
   for (unsigned l = 0; l + 1 < L; ++l) {
     // Per (step, sample) and receiving shard: n_k floats instead of a whole id buffer.

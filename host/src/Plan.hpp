@@ -39,6 +39,8 @@ bool hasOptimizerSlot(const OptimizerSpec &o, unsigned slot);
 
 struct ShardPlan {
   unsigned tile = 0, first = 0, size = 0, capacity = 0;
+  // A sparse rule: entries of the shard's gradient trace over all (step, sample) (0: none).
+  unsigned traceCapacity = 0;
 };
 
 // A layer's plan, without its shards (shared by the plan and the built layer).
@@ -75,6 +77,9 @@ struct Plan {
 
 // Spike-buffer entries of a shard of `size` neurons at the given max activity.
 unsigned bufferCapacity(unsigned size, float maxActivity);
+// Gradient-trace entries of a shard of `size` neurons over `rows` (step, sample) rows at the
+// given fraction of its entries (NetworkSpec::traceActivity, or maxActivity when 0).
+unsigned traceCapacity(unsigned size, unsigned rows, float activity);
 
 // Throws std::invalid_argument when the schedule does not apply to the spec (chunks not
 // dividing the batch); the spec must have been validated.

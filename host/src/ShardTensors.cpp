@@ -66,12 +66,14 @@ struct ShardTensorMaker {
         FLOAT, 2 * n + (l + 1 < layers.size() ? codes::pushWidth(layers[l + 1].spec.outputs) : 0),
         tile, name + "bwd_scratch", L);
     // The surrogate kept for the backward: dense without a sparse rule (every entry carries
-    // gradient), else only beside the id buffers' entries (spikes, gradient candidates).
-    if (layer.spec.sparseRule == SparseRule::None)
+    // gradient), else the gradient trace, sized by activity over all (step, sample).
+    if (layer.spec.sparseRule == SparseRule::None) {
       sh.surrTrace = b.zeros(FLOAT, std::size_t(T) * B * n, tile, name + "surrogate_trace", L);
-    else
-      sh.surrValues = b.zeros(FLOAT, std::size_t(T) * B * (layer.stride - codes::BUFFER_HEADER),
-                              tile, name + "surrogate_values", L);
+    } else {
+      sh.gradEntries = b.zeros(INT, std::size_t(codes::traceStarts(T, B)) + sh.traceCapacity, tile,
+                               name + "grad_entries", L);
+      sh.gradValues = b.zeros(FLOAT, sh.traceCapacity, tile, name + "grad_values", L);
+    }
     sh.idTrace = b.zeros(INT, std::size_t(T) * B * layer.stride, tile, name + "id_trace", L);
     const bool feedsNext = l + 1 < layers.size();
     if (layer.a2a || (stepMajor && feedsNext))

@@ -40,10 +40,18 @@ enum Loss : unsigned {
   CE_MAX_MEMBRANE = 4
 };
 
-// A spike buffer per (step, sample, shard): [spike count, spike + candidate count, ids...].
+// A spike buffer per (step, sample, shard): [spike count, spike count, ids...] (the second
+// count is kept so that every reader sees one header; gradient candidates are in the
+// gradient trace, below).
 constexpr unsigned BUFFER_HEADER = 2;
+// A sparse rule's gradient trace per shard: the entries whose masked surrogate is non-zero
+// (spikes inside the rule and gradient candidates), compressed over all (step, sample):
+// [T*B + 1 starts][entries: local neuron ids] beside their surrogate values, so its size
+// follows the mean activity, not the peak of one (step, sample).
+constexpr unsigned traceStarts(unsigned steps, unsigned batch) { return steps * batch + 1; }
 // overflow[OVERFLOWED] buffers that overflowed; overflow[FIRST_STEP] = first such step + 1;
-// overflow[MOST_NEEDED] = largest number of entries a buffer needed.
+// overflow[MOST_NEEDED] = largest number of entries a buffer needed; overflow[TRACE_NEEDED] =
+// entries the gradient trace needed in all (it overflowed if more than it holds).
 // A pushing shard keeps the next layer's weights as rows of pushWidth(N_next) floats
 // (zero-padded) and sums them PUSH_CHUNK columns at a time in registers.
 constexpr unsigned PUSH_CHUNK = 16;
@@ -53,7 +61,8 @@ enum OverflowField : unsigned {
   OVERFLOWED = 0,
   FIRST_STEP = 1,
   MOST_NEEDED = 2,
-  OVERFLOW_FIELDS = 3
+  TRACE_NEEDED = 3,
+  OVERFLOW_FIELDS = 4
 };
 
 } // namespace codes

@@ -7,16 +7,17 @@ The protocol is `popsnn.backends.Backend`; results equal the dense
 NumPy reference (`popsnn.reference`) computed in float32, spikes identical.
 
 How it runs (host/src/Network.cpp has the details): every layer is sharded by
-output neuron over the tiles; per step a shard writes its spike ids (then, with
-a sparse rule, its gradient candidates) into a fixed-capacity buffer; the next
-layer sums the weight rows of the received ids (a layer narrower than those
-buffers, like a 10-class readout, gets W.S[t] sums pushed by its input layer's
-tiles instead). The backward computes dL/dS only for the id buffers' entries
-when a sparse rule is on, from the downstream layer's dL/dI and a per-tile copy
-of its weights, and weight gradients only for inputs that spiked. With a rule,
-the surrogate is kept only beside the buffers' entries, so the traces shrink
-with `max_activity`: `profile()["layer{l}_trace_bytes"]` (surrogate plus id
-traces) reports them. Schedule: layer-major (each layer's T steps in one
+output neuron over the tiles; per step a shard writes its spike ids into a
+fixed-capacity buffer; the next layer sums the weight rows of the received ids
+(a layer narrower than those buffers, like a 10-class readout, gets W.S[t] sums
+pushed by its input layer's tiles instead). With a sparse rule, the forward
+keeps a gradient trace per shard: the ids and surrogate values of the entries
+inside the rule, compressed over all steps and samples, so it is sized by the
+mean activity (`profile()["trace_activity"]`, starting at `max_activity`), not by
+the busiest step. The backward computes dL/dS only for the trace's entries, from
+the downstream layer's dL/dI and a per-tile copy of its weights, and weight
+gradients only for inputs that spiked. `profile()["layer{l}_trace_bytes"]`
+(surrogate plus ids) reports what is kept. Schedule: layer-major (each layer's T steps in one
 compute phase) when it fits the tiles' memory, else step-major (one phase per
 layer and step); `profile()["step_major"]` says which. If the whole batch fits
 neither way, it runs in chunks of samples one after the other (gradients summed
@@ -33,8 +34,10 @@ The learning rate is device state (one float per tile, written from the host):
 
 Device options: `num_ipus`, `tiles_per_ipu`, `memory_bytes_per_tile`
 (ipu-model geometry), `max_activity` (spike-buffer capacity as a fraction of a
-shard's neurons, default 1.0: never overflows), `on_overflow` ("error",
-default, or "grow": recompile with larger buffers and redo the step).
+shard's neurons, default 1.0: never overflows; also the starting size of the
+gradient trace as a fraction of a shard's T x B x n entries), `on_overflow`
+("error", default, or "grow": recompile with larger buffers or a larger trace,
+each grown apart, and redo the step).
 """
 
 from __future__ import annotations
