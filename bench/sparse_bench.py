@@ -269,9 +269,9 @@ def _engine(case: SparseCase, row: dict, params, x, y):
     so that every timed call sees the same weights, hence the same activity."""
     opts = {}
     if row["_rule"] is not None:
-        start = ACTIVITY_MARGIN * max(row["trace_fraction_per_layer"])
-        start = min(1.0, max(start, 1.0 / case.hidden))
-        opts = {"max_activity": start, "on_overflow": "grow"}
+        fractions = row["trace_fraction_per_layer"] + row["buffered_fraction_per_layer"]
+        start = min(1.0, max(ACTIVITY_MARGIN * max(fractions), 1.0 / case.hidden))
+        opts = {"max_activity": start, "trace_activity": start, "on_overflow": "grow"}
         row["max_activity_start"] = start
     m = _model(case, row["_rule"], params=params, **opts)
     m.train_step(x, y)

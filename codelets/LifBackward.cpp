@@ -41,12 +41,12 @@ public:
   Input<Vector<float>> surrTrace;   // no sparse rule: [T, B, n]
   Input<Vector<int>> gradEntries;   // a sparse rule: the gradient trace (see LifForward)
   Input<Vector<float>> gradValues;  // its masked surrogate values
-  Input<Vector<int>> idTrace;       // own buffers [T, B, stride]
+  Input<Vector<int>> idTrace;       // own buffers of every step: the id trace (VertexEnums.hpp)
   Input<Vector<int>> inIds;         // INPUT_SPIKE_IDS: as LifForward's
 
   Input<Vector<float>> denseIn; // INPUT_DENSE_STEPS: [T, B, nIn]
-  // All-to-all: own layer's buffers, [numOwn, T, B, stride] (layer-major: whole traces)
-  // or [numOwn, B, stride] (step-major: step t-1's).
+  // All-to-all: own layer's buffers, numOwn id traces (layer-major) or [numOwn, B, stride]
+  // (step-major: step t-1's).
   Input<Vector<int>> recIds;
   Input<Vector<float>> weights;        // [nIn, n]
   Input<Vector<float>> recWeights;     // all-to-all [N, n]; one-to-one [n]
@@ -111,12 +111,12 @@ private:
     if (t + 1 == numSteps)
       start();
     for (unsigned b = 0; b < batch; ++b) {
-      const int *own = &idTrace[(t * batch + b) * stride];
+      const int *own = ownBuffer(t, b);
 #ifndef __IPU__
       // The traces were written in the forward, long out of cache; each sample's buffer
       // is its own cache lines: fetch a later sample's early (its header and first ids).
       if (b + 4 < batch)
-        prefetchSample(t, b + 4, own + 4 * stride);
+        prefetchSample(t, b + 4, ownBuffer(t, b + 4));
 #endif
       const float *dI = nullptr;
       if constexpr (leaky)
@@ -183,6 +183,16 @@ private:
             unsigned(starts[row + 1]) - first};
   }
 
+  const int *ownBuffer(unsigned t, unsigned b) const {
+    return traceRowOf(&idTrace[0], t * batch + b);
+  }
+  // Source shard s's spike buffer of (t, b): this step's (step-major) or in its id trace.
+  const int *inBuffer(unsigned s, unsigned t, unsigned b) const {
+    if (stepMajor)
+      return &inIds[(s * batch + b) * inStride];
+    return traceRowOf(&inIds[s * (inIds.size() / numSrc)], t * batch + b);
+  }
+
   unsigned nextRow(unsigned t, unsigned b) const { return stepMajor ? b : t * batch + b; }
   unsigned nextRowsPerBlock() const { return stepMajor ? batch : numSteps * batch; }
   float *gradOutRow(unsigned t, unsigned b) {
@@ -234,7 +244,7 @@ private:
     }
     if (inputMode == INPUT_SPIKE_IDS)
       for (unsigned s = 0; s < numSrc; ++s)
-        __builtin_prefetch(&inIds[((stepMajor ? s : s * numSteps + t) * batch + b) * inStride]);
+        __builtin_prefetch(inBuffer(s, t, b));
   }
 #endif
 
@@ -338,7 +348,7 @@ private:
   void inputGrad(unsigned t, unsigned b, const popsnn::NeuronConstants &c, float *__restrict gU,
                  float *__restrict dI) {
     const unsigned n = numNeurons;
-    const int *prevOwn = t > 0 ? &idTrace[((t - 1) * batch + b) * stride] : nullptr;
+    const int *prevOwn = t > 0 ? ownBuffer(t - 1, b) : nullptr;
     if constexpr (Neuron::synaptic) {
       float *__restrict gJ = &gradSyn[b * n];
       if (zeroReset) {
@@ -400,8 +410,7 @@ private:
       });
     } else if (inputMode == INPUT_SPIKE_IDS) {
       for (unsigned s = 0; s < numSrc; ++s)
-        addAtSpikeRows(&inIds[((stepMajor ? s : s * numSteps + t) * batch + b) * inStride], dI, n,
-                       &gradWeights[0]);
+        addAtSpikeRows(inBuffer(s, t, b), dI, n, &gradWeights[0]);
     }
   }
 
@@ -431,10 +440,11 @@ private:
       addTo(&gradRecBias[0], dI, n);
       if (t > 0)
         for (unsigned o = 0; o < numOwn; ++o)
-          addAtSpikeRows(&recIds[((stepMajor ? o : o * numSteps + t - 1) * batch + b) * stride], dI,
-                         n, &gradRecWeights[0]);
+          addAtSpikeRows(stepMajor ? &recIds[(o * batch + b) * stride]
+                                   : traceRowOf(&recIds[o * idTrace.size()], (t - 1) * batch + b),
+                         dI, n, &gradRecWeights[0]);
     } else if (recurrence == popsnn::Recurrence::ONE_TO_ONE && t > 0) {
-      const int *prevOwn = &idTrace[((t - 1) * batch + b) * stride];
+      const int *prevOwn = ownBuffer(t - 1, b);
       for (int k = 0; k < prevOwn[0]; ++k) {
         const unsigned j = unsigned(prevOwn[BUFFER_HEADER + k]) - offset;
         gradRecWeights[j] += dI[j];
@@ -445,11 +455,9 @@ private:
   void publishStepMajor(unsigned t) {
     for (unsigned b = 0; b < batch; ++b) {
       if (publishIds)
-        copyBuffer(t >= 1 ? &idTrace[((t - 1) * batch + b) * stride] : nullptr,
-                   &outIds[b * stride]);
+        copyBuffer(t >= 1 ? ownBuffer(t - 1, b) : nullptr, &outIds[b * stride]);
       if (recurrence == popsnn::Recurrence::ALL_TO_ALL)
-        copyBuffer(t >= 2 ? &idTrace[((t - 2) * batch + b) * stride] : nullptr,
-                   &prevIds[b * stride]);
+        copyBuffer(t >= 2 ? ownBuffer(t - 2, b) : nullptr, &prevIds[b * stride]);
     }
   }
 };

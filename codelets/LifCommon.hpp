@@ -18,6 +18,9 @@ namespace lif {
 using namespace popsnn::codes;
 
 // Copies an id buffer (header and used entries), or writes an empty one.
+// Row `row` (= t * B + b) of an id trace: its buffer, at the offset the trace's starts give.
+inline const int *traceRowOf(const int *trace, unsigned row) { return trace + trace[row]; }
+
 inline void copyBuffer(const int *src, int *dst) {
   if (!src) {
     dst[0] = 0;

@@ -274,9 +274,10 @@ public:
     unsigned layer = 0, step = 0, needed = 0, capacity = 0, count = 0;
     bool any = false;
     double grow = 0; // the largest fraction of a shard's neurons a buffer needed
-    // A gradient trace that overflowed (its layer, needed and capacity above when no spike
-    // buffer did), and the largest fraction of a shard's T x B x n entries one needed.
-    bool trace = false;
+    // A trace that overflowed (its layer, needed and capacity above when no spike buffer
+    // did): the gradient trace, or the id trace over all steps (`spikes`); and the largest
+    // fraction of a shard's T x B x n entries one needed.
+    bool trace = false, spikes = false;
     double traceGrow = 0;
   };
 
@@ -298,22 +299,27 @@ public:
       worst.any = true;
       worst.grow = std::max(worst.grow, double(o[codes::MOST_NEEDED]) / sh.size);
     }
-    if (sh.traceCapacity != 0 && o[codes::TRACE_NEEDED] > sh.traceCapacity) {
-      if (!worst.any) {
-        worst = Overflow{layer.index,
-                         spec.numSteps - 1,
-                         o[codes::TRACE_NEEDED],
-                         sh.traceCapacity,
-                         1,
-                         true,
-                         worst.grow,
-                         true,
-                         worst.traceGrow};
-      }
-      const double rows = double(spec.numSteps) * plan().chunkBatch;
-      worst.traceGrow = std::max(worst.traceGrow, o[codes::TRACE_NEEDED] / (rows * sh.size));
-      worst.any = true;
+    if (sh.traceCapacity != 0)
+      noteTraceOverflow(o[codes::TRACE_NEEDED], sh.traceCapacity, false, layer, sh, worst);
+    noteTraceOverflow(o[codes::SPIKES_NEEDED], sh.spikeCapacity, true, layer, sh, worst);
+  }
+
+  void noteTraceOverflow(unsigned needed, unsigned capacity, bool spikes, const Layer &layer,
+                         const Shard &sh, Overflow &worst) {
+    if (needed <= capacity)
+      return;
+    if (!worst.any) {
+      worst.layer = layer.index;
+      worst.step = spec.numSteps - 1;
+      worst.needed = needed;
+      worst.capacity = capacity;
+      worst.count = 1;
+      worst.trace = true;
+      worst.spikes = spikes;
     }
+    const double rows = double(spec.numSteps) * plan().chunkBatch;
+    worst.traceGrow = std::max(worst.traceGrow, needed / (rows * sh.size));
+    worst.any = true;
   }
 
   // The worst overflow over every shard and chunk, from the device's counters.
@@ -338,9 +344,11 @@ public:
   [[noreturn]] void throwOverflow(const Overflow &worst) const {
     std::ostringstream msg;
     if (worst.trace)
-      msg << "gradient trace overflow in layer " << worst.layer << ": over its " << spec.numSteps
-          << " steps a shard needed " << worst.needed
-          << " entries (spikes + gradient candidates inside the sparse rule) but holds "
+      msg << (worst.spikes ? "id trace" : "gradient trace") << " overflow in layer " << worst.layer
+          << ": over its " << spec.numSteps << " steps a shard needed " << worst.needed
+          << (worst.spikes ? " spike ids but holds "
+                           : " entries (spikes + gradient candidates inside the sparse rule) "
+                             "but holds ")
           << worst.capacity << "; nothing was updated. Raise max_activity (now " << spec.maxActivity
           << ", up to 1.0) or pass on_overflow='grow' to grow the trace "
           << "and recompile";
@@ -597,6 +605,7 @@ std::map<std::string, double> Network::layout() const {
         ids += double(sh.gradEntries.numElements()) * sizeof(int);
     }
     out[l + "trace_capacity"] = layer.shards.front().traceCapacity;
+    out[l + "spike_capacity"] = layer.shards.front().spikeCapacity;
     out[l + "surrogate_trace_bytes"] = surrogate;
     out[l + "id_trace_bytes"] = ids;
     out[l + "trace_bytes"] = surrogate + ids;

@@ -118,11 +118,18 @@ Plan planNetwork(const NetworkSpec &spec, const TargetGeometry &target, const Sc
   plan.chunkBatch = spec.batchSize / schedule.chunks;
   const unsigned L = spec.layers.size();
   const float traceActivity = spec.traceActivity > 0.0f ? spec.traceActivity : spec.maxActivity;
+  const unsigned rows = spec.numSteps * plan.chunkBatch;
   for (unsigned l = 0; l < L; ++l) {
-    plan.layers.push_back(planLayer(spec, l, target, schedule));
-    if (spec.layers[l].sparseRule != SparseRule::None)
-      for (ShardPlan &sh : plan.layers.back().shards)
-        sh.traceCapacity = traceCapacity(sh.size, spec.numSteps * plan.chunkBatch, traceActivity);
+    LayerPlan &layer = plan.layers.emplace_back(planLayer(spec, l, target, schedule));
+    unsigned spikes = 0;
+    for (ShardPlan &sh : layer.shards) {
+      if (layer.spec.sparseRule != SparseRule::None)
+        sh.traceCapacity = traceCapacity(sh.size, rows, traceActivity);
+      sh.spikeCapacity = traceCapacity(sh.size, rows, traceActivity);
+      spikes = std::max(spikes, sh.spikeCapacity);
+    }
+    layer.idTraceSize = std::size_t(codes::traceStarts(spec.numSteps, plan.chunkBatch)) +
+                        std::size_t(rows) * codes::BUFFER_HEADER + spikes;
   }
   std::vector<LayerPlan> &layers = plan.layers;
   for (unsigned l = 0; l + 1 < L; ++l) {

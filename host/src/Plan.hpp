@@ -41,12 +41,16 @@ struct ShardPlan {
   unsigned tile = 0, first = 0, size = 0, capacity = 0;
   // A sparse rule: entries of the shard's gradient trace over all (step, sample) (0: none).
   unsigned traceCapacity = 0;
+  // Spike ids its id trace holds over all (step, sample) (behind the starts and headers).
+  unsigned spikeCapacity = 0;
 };
 
 // A layer's plan, without its shards (shared by the plan and the built layer).
 struct LayerShape {
   LayerSpec spec;
   unsigned index = 0, shardSize = 0, stride = 0, inputMode = 0;
+  // Ints of each shard's id trace (the same for every shard: it is exchanged whole).
+  std::size_t idTraceSize = 0;
   bool a2a = false, o2o = false, isOutput = false;
   // push: the next layer is narrower than this one's id buffers, so each shard computes
   // its spikes' contribution W_next.S[t] to the next layer's input itself, and the next

@@ -74,7 +74,7 @@ struct ShardTensorMaker {
                                name + "grad_entries", L);
       sh.gradValues = b.zeros(FLOAT, sh.traceCapacity, tile, name + "grad_values", L);
     }
-    sh.idTrace = b.zeros(INT, std::size_t(T) * B * layer.stride, tile, name + "id_trace", L);
+    sh.idTrace = b.zeros(INT, layer.idTraceSize, tile, name + "id_trace", L);
     const bool feedsNext = l + 1 < layers.size();
     if (layer.a2a || (stepMajor && feedsNext))
       sh.outIds = b.zeros(INT, B * layer.stride, tile, name + "ids", L);
@@ -102,8 +102,8 @@ struct ShardTensorMaker {
                                name + "partial_current", L);
     } else {
       const Layer &prev = layers[l - 1];
-      sh.inRecv = b.zeros(INT, prev.shards.size() * (stepMajor ? 1 : T) * B * prev.stride, tile,
-                          name + "in_ids", L);
+      const std::size_t slot = stepMajor ? std::size_t(B) * prev.stride : prev.idTraceSize;
+      sh.inRecv = b.zeros(INT, prev.shards.size() * slot, tile, name + "in_ids", L);
     }
   }
 
@@ -124,7 +124,7 @@ struct ShardTensorMaker {
       sh.recRecv = b.zeros(INT, layer.shards.size() * B * layer.stride, tile, name + "rec_ids", L);
       if (!stepMajor)
         sh.ownTraces =
-            b.zeros(INT, layer.shards.size() * T * B * layer.stride, tile, name + "own_ids", L);
+            b.zeros(INT, layer.shards.size() * layer.idTraceSize, tile, name + "own_ids", L);
       sh.gradStep = b.zeros(FLOAT, std::size_t(B) * n, tile, name + "grad_step", L);
       sh.ownGrad = b.zeros(FLOAT, std::size_t(B) * N, tile, name + "own_grad", L);
       sh.ownWeights = b.zeros(FLOAT, std::size_t(n) * N, tile, name + "own_weights", L);

@@ -181,6 +181,7 @@ struct ShardWiring : Wiring {
     setField(v, "nextLayerSize", next ? next->spec.outputs : 0u);
     setField(v, "capacity", sh.capacity);
     setField(v, "traceCapacity", sh.traceCapacity);
+    setField(v, "spikeCapacity", sh.spikeCapacity);
     setField(v, "surrogate", surrogate);
     setField(v, "rule", rule);
     setField(v, "record", unsigned(layer.isOutput));

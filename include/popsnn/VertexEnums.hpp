@@ -42,7 +42,10 @@ enum Loss : unsigned {
 
 // A spike buffer per (step, sample, shard): [spike count, spike count, ids...] (the second
 // count is kept so that every reader sees one header; gradient candidates are in the
-// gradient trace, below).
+// gradient trace, below). A shard's buffers of all steps (its id trace) are stored one after
+// the other behind traceStarts(T, B) starts (offsets from the trace's beginning), so the
+// trace's size follows the spikes of all steps, not the busiest one; a buffer sent per step
+// (step-major schedule, recurrence) has a fixed stride instead.
 constexpr unsigned BUFFER_HEADER = 2;
 // A sparse rule's gradient trace per shard: the entries whose masked surrogate is non-zero
 // (spikes inside the rule and gradient candidates), compressed over all (step, sample):
@@ -51,7 +54,8 @@ constexpr unsigned BUFFER_HEADER = 2;
 constexpr unsigned traceStarts(unsigned steps, unsigned batch) { return steps * batch + 1; }
 // overflow[OVERFLOWED] buffers that overflowed; overflow[FIRST_STEP] = first such step + 1;
 // overflow[MOST_NEEDED] = largest number of entries a buffer needed; overflow[TRACE_NEEDED] =
-// entries the gradient trace needed in all (it overflowed if more than it holds).
+// entries the gradient trace needed in all (it overflowed if more than it holds);
+// overflow[SPIKES_NEEDED] = spike ids the id trace needed in all (likewise).
 // A pushing shard keeps the next layer's weights as rows of pushWidth(N_next) floats
 // (zero-padded) and sums them PUSH_CHUNK columns at a time in registers.
 constexpr unsigned PUSH_CHUNK = 16;
@@ -62,7 +66,8 @@ enum OverflowField : unsigned {
   FIRST_STEP = 1,
   MOST_NEEDED = 2,
   TRACE_NEEDED = 3,
-  OVERFLOW_FIELDS = 4
+  SPIKES_NEEDED = 4,
+  OVERFLOW_FIELDS = 5
 };
 
 } // namespace codes

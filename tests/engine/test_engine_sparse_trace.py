@@ -64,9 +64,15 @@ def test_sparse_trace_equals_the_masked_reference_and_is_sized_by_activity():
         assert trace >= max(shard_entries(rec.grad_masks[l], size))
         assert trace == int(np.ceil(prof["trace_activity"] * size * rows))
         assert prof[f"layer{l}_surrogate_trace_bytes"] == shards * trace * 4
-        spike_buffers = rows * (prof[f"layer{l}_buffer_capacity"] + 2) * shards * 4
+        assert shards * size == width  # equal shards: one capacity each
+        # The id trace: starts, a header per row and the spike ids of all rows, sized like
+        # the gradient trace (a total, not a capacity per row); then the gradient trace's
+        # starts and ids.
+        spikes = int(prof[f"layer{l}_spike_capacity"])
+        assert spikes == trace
+        id_trace = shards * (rows + 1 + 2 * rows + spikes) * 4
         starts_and_ids = shards * (rows + 1 + trace) * 4
-        assert prof[f"layer{l}_id_trace_bytes"] == spike_buffers + starts_and_ids
+        assert prof[f"layer{l}_id_trace_bytes"] == id_trace + starts_and_ids
         assert (
             prof[f"layer{l}_trace_bytes"]
             == prof[f"layer{l}_surrogate_trace_bytes"] + prof[f"layer{l}_id_trace_bytes"]
@@ -121,3 +127,51 @@ def test_a_gradient_trace_that_does_not_fit_grows_apart_from_the_spike_buffers()
     assert prof["max_activity"] == pytest.approx(0.3)  # the spikes fitted
     size = int(prof["layer0_shard_size"])
     assert prof["layer0_trace_capacity"] >= max(shard_entries(rec.grad_masks[0], size))
+
+
+def dense_backend(on_overflow, trace_activity):
+    """No rule: the id trace alone, sized at `trace_activity` of the entries while every
+    step's buffer could hold the whole shard (max_activity 1)."""
+    net = net_with_rule(None)
+    x, raw = make_input(net, BATCH, STEPS, True, seed=4)
+    params = net.init_params(5)
+    backend = EngineBackend(
+        net,
+        params,
+        losses.ce_count_loss(),
+        optim.SGD(lr=0.1),
+        num_steps=STEPS,
+        batch_size=BATCH,
+        device="cpu",
+        trace_activity=trace_activity,
+        on_overflow=on_overflow,
+    )
+    return net, params, x, raw % 3, backend
+
+
+def test_an_id_trace_that_does_not_fit_is_an_error():
+    _, params, x, y, backend = dense_backend("error", 0.01)
+    with pytest.raises(SpikeBufferOverflow, match="id trace overflow in layer") as info:
+        backend.loss_and_grad(x, y)
+    assert "spike ids" in str(info.value) and "on_overflow='grow'" in str(info.value)
+    assert info.value.needed > info.value.capacity
+
+
+def test_an_id_trace_that_does_not_fit_grows_and_equals_the_reference():
+    net, params, x, y, backend = dense_backend("grow", 0.01)
+    loss = losses.ce_count_loss()
+    value, grads = backend.loss_and_grad(x, y)
+    ref_value, ref_grads, rec = reference.loss_and_grad(net, params, x, y, loss, num_steps=STEPS)
+    np.testing.assert_array_equal(backend.infer(x), rec.spikes[-1])
+    assert value == pytest.approx(ref_value, rel=2e-5, abs=1e-7)
+    assert_grads_close(grads, ref_grads)
+    prof = backend.profile()
+    assert prof["max_activity"] == 1.0 and prof["trace_activity"] > 0.01
+    spikes = max(float(np.mean(s)) for s in rec.spikes[:2])
+    assert prof["trace_activity"] >= spikes
+
+
+@pytest.mark.parametrize("bad", [0, 1.5, True, "0.1"])
+def test_trace_activity_must_be_a_fraction(bad):
+    with pytest.raises(ValueError, match="trace_activity must be a number in \\(0, 1\\]"):
+        dense_backend("error", bad)

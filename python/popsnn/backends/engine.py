@@ -8,13 +8,14 @@ NumPy reference (`popsnn.reference`) computed in float32, spikes identical.
 
 How it runs (host/src/Network.cpp has the details): every layer is sharded by
 output neuron over the tiles; per step a shard writes its spike ids into a
-fixed-capacity buffer; the next layer sums the weight rows of the received ids
-(a layer narrower than those buffers, like a 10-class readout, gets W.S[t] sums
-pushed by its input layer's tiles instead). With a sparse rule, the forward
-keeps a gradient trace per shard: the ids and surrogate values of the entries
-inside the rule, compressed over all steps and samples, so it is sized by the
-mean activity (`profile()["trace_activity"]`, starting at `max_activity`), not by
-the busiest step. The backward computes dL/dS only for the trace's entries, from
+buffer, the buffers of all steps one after the other (the id trace); the next
+layer sums the weight rows of the received ids (a layer narrower than those
+buffers, like a 10-class readout, gets W.S[t] sums pushed by its input layer's
+tiles instead). With a sparse rule, the forward also keeps a gradient trace per
+shard: the ids and surrogate values of the entries inside the rule, compressed
+over all steps and samples. Both traces are sized by the activity over all
+steps (`trace_activity`), not by the busiest step (`max_activity` bounds one
+step's buffer, which matters where buffers are sent per step). The backward computes dL/dS only for the trace's entries, from
 the downstream layer's dL/dI and a per-tile copy of its weights, and weight
 gradients only for inputs that spiked. `profile()["layer{l}_trace_bytes"]`
 (surrogate plus ids) reports what is kept. Schedule: layer-major (each layer's T steps in one
@@ -34,8 +35,9 @@ The learning rate is device state (one float per tile, written from the host):
 
 Device options: `num_ipus`, `tiles_per_ipu`, `memory_bytes_per_tile`
 (ipu-model geometry), `max_activity` (spike-buffer capacity as a fraction of a
-shard's neurons, default 1.0: never overflows; also the starting size of the
-gradient trace as a fraction of a shard's T x B x n entries), `on_overflow`
+shard's neurons, default 1.0: never overflows), `trace_activity` (the id and
+gradient traces kept over all steps, as a fraction of a shard's T x B x n
+entries; default: as `max_activity`), `on_overflow`
 ("error", default, or "grow": recompile with larger buffers or a larger trace,
 each grown apart, and redo the step).
 """
@@ -64,11 +66,19 @@ __all__ = [
 SpikeBufferOverflow = _native.SpikeBufferOverflow
 NetworkDoesNotFit = _native.NetworkDoesNotFit
 
+
+def _fraction(name, value, meaning) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise ValueError(f"{name} must be a number in (0, 1] ({meaning}), got {value!r}")
+    return float(value)
+
+
 _DEVICE_OPTIONS = (
     "num_ipus",
     "tiles_per_ipu",
     "memory_bytes_per_tile",
     "max_activity",
+    "trace_activity",
     "on_overflow",
 )
 
@@ -158,18 +168,22 @@ class EngineBackend:
         self.on_overflow = one_of(
             "on_overflow", device_options.get("on_overflow", "error"), ("error", "grow")
         )
-        self.max_activity = device_options.get("max_activity", RUN["max_activity"])
-        if (
-            isinstance(self.max_activity, bool)
-            or not isinstance(self.max_activity, (int, float))
-            or not 0 < self.max_activity <= 1
-        ):
-            raise ValueError(
-                f"max_activity must be a number in (0, 1] (the spike-buffer "
-                f"capacity as a fraction of a tile's neurons), got "
-                f"{self.max_activity!r}"
+        self.max_activity = _fraction(
+            "max_activity",
+            device_options.get("max_activity", RUN["max_activity"]),
+            "the spike-buffer capacity as a fraction of a tile's neurons",
+        )
+        trace = device_options.get("trace_activity")
+        self.trace_activity = (
+            RUN["trace_activity"]
+            if trace is None
+            else _fraction(
+                "trace_activity",
+                trace,
+                "the traces' size as a fraction of a tile's steps x samples x neurons; "
+                "None: as max_activity",
             )
-        self.max_activity = float(self.max_activity)
+        )
         self._device = {"type": device, "codelets": str(codelets_path())}
         for key in ("num_ipus", "tiles_per_ipu", "memory_bytes_per_tile"):
             if key in device_options:
@@ -182,6 +196,7 @@ class EngineBackend:
             "batch_size": self.batch_size,
             "num_steps": self.num_steps,
             "max_activity": self.max_activity,
+            "trace_activity": self.trace_activity,
         }
         # One engine per input layout, each compiled the first time its layout is used and
         # kept: alternating [B, N] and [T, B, N] inputs costs a state hand-over, not a build.
