@@ -15,8 +15,9 @@ tiles instead). With a sparse rule, the forward also keeps a gradient trace per
 shard: the ids and surrogate values of the entries inside the rule, compressed
 over all steps and samples. Both traces are sized by the activity over all
 steps (`trace_activity`), not by the busiest step (`max_activity` bounds one
-step's buffer, which matters where buffers are sent per step). The backward computes dL/dS only for the trace's entries, from
-the downstream layer's dL/dI and a per-tile copy of its weights, and weight
+step's buffer, which matters where buffers are sent per step). The backward
+computes dL/dS only for the gradient trace's entries, from the downstream
+layer's dL/dI and a per-tile copy of its weights, and weight
 gradients only for inputs that spiked. `profile()["layer{l}_trace_bytes"]`
 (surrogate plus ids) reports what is kept. Schedule: layer-major (each layer's T steps in one
 compute phase) when it fits the tiles' memory, else step-major (one phase per
