@@ -147,6 +147,7 @@ def trace_memory(model, hidden_layers: int = 2) -> dict:
     out["trace_bytes_all"] = sum(out[f"layer{l}_trace_bytes"] for l in range(layer))
     out["max_activity"] = prof.get("max_activity")
     out["trace_activity"] = prof.get("trace_activity")
+    out["spike_activity"] = prof.get("spike_activity")
     return out
 
 
@@ -269,9 +270,15 @@ def _engine(case: SparseCase, row: dict, params, x, y):
     so that every timed call sees the same weights, hence the same activity."""
     opts = {}
     if row["_rule"] is not None:
-        fractions = row["trace_fraction_per_layer"] + row["buffered_fraction_per_layer"]
-        start = min(1.0, max(ACTIVITY_MARGIN * max(fractions), 1.0 / case.hidden))
-        opts = {"max_activity": start, "trace_activity": start, "on_overflow": "grow"}
+        least = 1.0 / case.hidden
+        start = min(1.0, max(ACTIVITY_MARGIN * max(row["trace_fraction_per_layer"]), least))
+        spikes = min(1.0, max(ACTIVITY_MARGIN * max(row["buffered_fraction_per_layer"]), least))
+        opts = {
+            "max_activity": spikes,  # one step's buffer: grows to the busiest step
+            "spike_activity": spikes,
+            "trace_activity": start,
+            "on_overflow": "grow",
+        }
         row["max_activity_start"] = start
     m = _model(case, row["_rule"], params=params, **opts)
     m.train_step(x, y)

@@ -278,12 +278,8 @@ public:
     // did): the gradient trace, or the id trace over all steps (`spikes`); and the largest
     // fraction of a shard's T x B x n entries one needed.
     bool trace = false, spikes = false;
-    double traceGrow = 0;
+    double traceGrow = 0, spikeGrow = 0;
   };
-
-  float traceActivity() const {
-    return spec.traceActivity > 0.0f ? spec.traceActivity : spec.maxActivity;
-  }
 
   // Chunk m's counters o of shard sh of a layer, into the worst overflow so far.
   void noteOverflow(const unsigned *o, const Layer &layer, const Shard &sh, Overflow &worst) {
@@ -318,7 +314,8 @@ public:
       worst.spikes = spikes;
     }
     const double rows = double(spec.numSteps) * plan().chunkBatch;
-    worst.traceGrow = std::max(worst.traceGrow, needed / (rows * sh.size));
+    double &grow = spikes ? worst.spikeGrow : worst.traceGrow;
+    grow = std::max(grow, needed / (rows * sh.size));
     worst.any = true;
   }
 
@@ -326,7 +323,8 @@ public:
   Overflow readOverflow() {
     Overflow worst;
     worst.grow = spec.maxActivity;
-    worst.traceGrow = traceActivity();
+    worst.traceGrow = spec.gradientTraceActivity();
+    worst.spikeGrow = spec.idTraceActivity();
     const unsigned chunks = plan().schedule.chunks;
     for (auto &layer : layers())
       for (unsigned k = 0; k < layer.shards.size(); ++k) {
@@ -373,11 +371,12 @@ public:
     // Grow with headroom, so that a slowly rising activity does not recompile every step.
     // The spike buffers and the gradient trace grow apart: a burst of spikes at one step
     // does not size the trace, which follows the activity over all steps.
-    const float oldTrace = traceActivity();
-    if (worst.traceGrow > oldTrace)
-      spec.traceActivity = float(std::min(1.0, worst.traceGrow * 1.25));
-    else
-      spec.traceActivity = oldTrace; // kept apart from max_activity from now on
+    // Kept apart from max_activity from now on.
+    const float oldTrace = spec.gradientTraceActivity(), oldSpikes = spec.idTraceActivity();
+    spec.traceActivity =
+        worst.traceGrow > oldTrace ? float(std::min(1.0, worst.traceGrow * 1.25)) : oldTrace;
+    spec.spikeActivity =
+        worst.spikeGrow > oldSpikes ? float(std::min(1.0, worst.spikeGrow * 1.25)) : oldSpikes;
     if (worst.grow > spec.maxActivity)
       spec.maxActivity = float(std::min(1.0, worst.grow * 1.25));
     auto params = readParams(*engine, layers());
@@ -582,7 +581,8 @@ std::map<std::string, double> Network::layout() const {
   std::map<std::string, double> out;
   out["tiles"] = plan.numTiles;
   out["max_activity"] = impl_->spec.maxActivity;
-  out["trace_activity"] = impl_->traceActivity();
+  out["trace_activity"] = impl_->spec.gradientTraceActivity();
+  out["spike_activity"] = impl_->spec.idTraceActivity();
   out["step_major"] = plan.schedule.stepMajor; // schedule: 1 step-major, 0 layer-major
   // The batch run in chunks of samples, one after the other (1: all at once).
   out["sample_chunks"] = plan.schedule.chunks;

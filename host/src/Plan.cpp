@@ -117,15 +117,14 @@ Plan planNetwork(const NetworkSpec &spec, const TargetGeometry &target, const Sc
   plan.numTiles = target.numTiles;
   plan.chunkBatch = spec.batchSize / schedule.chunks;
   const unsigned L = spec.layers.size();
-  const float traceActivity = spec.traceActivity > 0.0f ? spec.traceActivity : spec.maxActivity;
   const unsigned rows = spec.numSteps * plan.chunkBatch;
   for (unsigned l = 0; l < L; ++l) {
     LayerPlan &layer = plan.layers.emplace_back(planLayer(spec, l, target, schedule));
     unsigned spikes = 0;
     for (ShardPlan &sh : layer.shards) {
       if (layer.spec.sparseRule != SparseRule::None)
-        sh.traceCapacity = traceCapacity(sh.size, rows, traceActivity);
-      sh.spikeCapacity = traceCapacity(sh.size, rows, traceActivity);
+        sh.traceCapacity = traceCapacity(sh.size, rows, spec.gradientTraceActivity());
+      sh.spikeCapacity = traceCapacity(sh.size, rows, spec.idTraceActivity());
       spikes = std::max(spikes, sh.spikeCapacity);
     }
     layer.idTraceSize = std::size_t(codes::traceStarts(spec.numSteps, plan.chunkBatch)) +

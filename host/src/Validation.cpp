@@ -154,6 +154,9 @@ void NetworkSpec::validate() const {
   if (!(traceActivity >= 0.0f && traceActivity <= 1.0f))
     invalid("NetworkSpec.traceActivity must lie in [0, 1] (0: as maxActivity), got " +
             str(traceActivity));
+  if (!(spikeActivity >= 0.0f && spikeActivity <= 1.0f))
+    invalid("NetworkSpec.spikeActivity must lie in [0, 1] (0: as maxActivity), got " +
+            str(spikeActivity));
   for (std::size_t l = 0; l < layers.size(); ++l)
     validateLayer(*this, l);
   validateLoss(*this);

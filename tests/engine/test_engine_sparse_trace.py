@@ -69,7 +69,7 @@ def test_sparse_trace_equals_the_masked_reference_and_is_sized_by_activity():
         # the gradient trace (a total, not a capacity per row); then the gradient trace's
         # starts and ids.
         spikes = int(prof[f"layer{l}_spike_capacity"])
-        assert spikes == trace
+        assert spikes == int(np.ceil(prof["spike_activity"] * size * rows))
         id_trace = shards * (rows + 1 + 2 * rows + spikes) * 4
         starts_and_ids = shards * (rows + 1 + trace) * 4
         assert prof[f"layer{l}_id_trace_bytes"] == id_trace + starts_and_ids
@@ -129,8 +129,8 @@ def test_a_gradient_trace_that_does_not_fit_grows_apart_from_the_spike_buffers()
     assert prof["layer0_trace_capacity"] >= max(shard_entries(rec.grad_masks[0], size))
 
 
-def dense_backend(on_overflow, trace_activity):
-    """No rule: the id trace alone, sized at `trace_activity` of the entries while every
+def dense_backend(on_overflow, spike_activity):
+    """No rule: the id trace alone, sized at `spike_activity` of the entries while every
     step's buffer could hold the whole shard (max_activity 1)."""
     net = net_with_rule(None)
     x, raw = make_input(net, BATCH, STEPS, True, seed=4)
@@ -143,7 +143,7 @@ def dense_backend(on_overflow, trace_activity):
         num_steps=STEPS,
         batch_size=BATCH,
         device="cpu",
-        trace_activity=trace_activity,
+        spike_activity=spike_activity,
         on_overflow=on_overflow,
     )
     return net, params, x, raw % 3, backend
@@ -166,12 +166,23 @@ def test_an_id_trace_that_does_not_fit_grows_and_equals_the_reference():
     assert value == pytest.approx(ref_value, rel=2e-5, abs=1e-7)
     assert_grads_close(grads, ref_grads)
     prof = backend.profile()
-    assert prof["max_activity"] == 1.0 and prof["trace_activity"] > 0.01
+    assert prof["max_activity"] == 1.0 and prof["spike_activity"] > 0.01
     spikes = max(float(np.mean(s)) for s in rec.spikes[:2])
-    assert prof["trace_activity"] >= spikes
+    assert prof["spike_activity"] >= spikes
 
 
 @pytest.mark.parametrize("bad", [0, 1.5, True, "0.1"])
-def test_trace_activity_must_be_a_fraction(bad):
-    with pytest.raises(ValueError, match="trace_activity must be a number in \\(0, 1\\]"):
-        dense_backend("error", bad)
+@pytest.mark.parametrize("name", ["trace_activity", "spike_activity"])
+def test_trace_sizes_must_be_fractions(name, bad):
+    net = net_with_rule(None)
+    with pytest.raises(ValueError, match=f"{name} must be a number in \\(0, 1\\]"):
+        EngineBackend(
+            net,
+            net.init_params(5),
+            losses.ce_count_loss(),
+            optim.SGD(lr=0.1),
+            num_steps=STEPS,
+            batch_size=BATCH,
+            device="cpu",
+            **{name: bad},
+        )

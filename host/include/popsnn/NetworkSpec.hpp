@@ -76,6 +76,10 @@ struct NetworkSpec {
   // all steps and samples) per shard, as a fraction of the shard's T x B x n entries; 0:
   // maxActivity. Needing more is an overflow like the spike buffers' (error or grow).
   float traceActivity = 0.0f;
+  // The id trace (the spike ids of all steps and samples) per shard, likewise.
+  float spikeActivity = 0.0f;
+  float gradientTraceActivity() const { return traceActivity > 0.0f ? traceActivity : maxActivity; }
+  float idTraceActivity() const { return spikeActivity > 0.0f ? spikeActivity : maxActivity; }
 
   // Throws std::invalid_argument naming the offending field, value and fix.
   void validate() const;

@@ -14,7 +14,7 @@ buffers, like a 10-class readout, gets W.S[t] sums pushed by its input layer's
 tiles instead). With a sparse rule, the forward also keeps a gradient trace per
 shard: the ids and surrogate values of the entries inside the rule, compressed
 over all steps and samples. Both traces are sized by the activity over all
-steps (`trace_activity`), not by the busiest step (`max_activity` bounds one
+steps (`spike_activity`, `trace_activity`), not by the busiest step (`max_activity` bounds one
 step's buffer, which matters where buffers are sent per step). The backward
 computes dL/dS only for the gradient trace's entries, from the downstream
 layer's dL/dI and a per-tile copy of its weights, and weight
@@ -36,9 +36,10 @@ The learning rate is device state (one float per tile, written from the host):
 
 Device options: `num_ipus`, `tiles_per_ipu`, `memory_bytes_per_tile`
 (ipu-model geometry), `max_activity` (spike-buffer capacity as a fraction of a
-shard's neurons, default 1.0: never overflows), `trace_activity` (the id and
-gradient traces kept over all steps, as a fraction of a shard's T x B x n
-entries; default: as `max_activity`), `on_overflow`
+shard's neurons, default 1.0: never overflows), `spike_activity` and
+`trace_activity` (the id trace and the gradient trace, kept over all steps, as
+fractions of a shard's T x B x n entries; default: as `max_activity`),
+`on_overflow`
 ("error", default, or "grow": recompile with larger buffers or a larger trace,
 each grown apart, and redo the step).
 """
@@ -80,6 +81,7 @@ _DEVICE_OPTIONS = (
     "memory_bytes_per_tile",
     "max_activity",
     "trace_activity",
+    "spike_activity",
     "on_overflow",
 )
 
@@ -174,15 +176,19 @@ class EngineBackend:
             device_options.get("max_activity", RUN["max_activity"]),
             "the spike-buffer capacity as a fraction of a tile's neurons",
         )
-        trace = device_options.get("trace_activity")
-        self.trace_activity = (
-            RUN["trace_activity"]
-            if trace is None
+        # The traces kept over all steps: None (the default) sizes them as max_activity.
+        self.trace_activity, self.spike_activity = (
+            RUN[key]
+            if device_options.get(key) is None
             else _fraction(
-                "trace_activity",
-                trace,
-                "the traces' size as a fraction of a tile's steps x samples x neurons; "
-                "None: as max_activity",
+                key,
+                device_options[key],
+                f"{what} as a fraction of a tile's "
+                "steps x samples x neurons; None: as max_activity",
+            )
+            for key, what in (
+                ("trace_activity", "the gradient trace's size"),
+                ("spike_activity", "the id trace's size"),
             )
         )
         self._device = {"type": device, "codelets": str(codelets_path())}
@@ -198,6 +204,7 @@ class EngineBackend:
             "num_steps": self.num_steps,
             "max_activity": self.max_activity,
             "trace_activity": self.trace_activity,
+            "spike_activity": self.spike_activity,
         }
         # One engine per input layout, each compiled the first time its layout is used and
         # kept: alternating [B, N] and [T, B, N] inputs costs a state hand-over, not a build.
