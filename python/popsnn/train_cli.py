@@ -4,10 +4,12 @@ line for every error."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 from . import checkpoint as _checkpoint
 from . import data as _data
+from . import distributed as _distributed
 from . import train as _train
 from .train_config import _DEFAULTS, FIELDS, Config, make_config
 
@@ -22,8 +24,8 @@ _FLAG_HELP = {
     "threshold": "firing threshold",
     "surrogate": "surrogate gradient: fast_sigmoid, atan, sigmoid or straight_through",
     "sparse": "sparse backward rule: none, window:B_TH or one_sided:THETA_GRAD",
-    "sparse_layers": "layers the sparse rule covers: hidden (default; the readout keeps the "
-    "dense surrogate) or all",
+    "sparse_layers": "layers the sparse rule covers: hidden (the readout keeps the dense "
+    "surrogate) or all",
     "encoding": "input encoding: direct (current), rate or latency",
     "loss": "loss function: ce_count, ce_rate, mse_count, mse_membrane or ce_max_membrane",
     "population": "output neurons per class; above 1 a population code (ce_count, mse_count)",
@@ -40,11 +42,11 @@ _FLAG_HELP = {
     "device": "auto, reference, cpu, ipu-model or ipu",
     "max_activity": "engines: fraction of a layer's neurons a spike buffer holds per step "
     "(1: never overflows; lower: less memory)",
-    "num_ipus": "ipu-model / ipu: number of IPUs (default: the device's)",
-    "tiles_per_ipu": "ipu-model / ipu: tiles per IPU (default: the device's)",
+    "num_ipus": "ipu-model / ipu: number of IPUs",
+    "tiles_per_ipu": "ipu-model / ipu: tiles per IPU",
     "seed": "seed of init and shuffling",
-    "limit_train": "use only the first N training samples",
-    "limit_test": "use only the first N test samples",
+    "limit_train": "use only the first N training samples (default: all)",
+    "limit_test": "use only the first N test samples (default: all)",
     "output": "folder for checkpoint.npz, metrics.json and the PNG pictures",
 }
 _FLAG_TYPES = {
@@ -126,6 +128,8 @@ def _with_default(text: str, name: str) -> str:
     return f"{text} (default: {shown})".replace("%", "%%")
 
 
+_QUIET_RANK_WAIT_S = 10.0
+
 # The engine's fixes name its Python options; the CLI's user gets the flags.
 _FIX_FLAGS = (
     ("tiles_per_ipu", "--tiles-per-ipu"),
@@ -154,10 +158,12 @@ def run_cli(args) -> int:
         _train.fit(config, resume=resume, progress=not args.no_progress)
     except OSError as err:  # a file or folder the run needs: name it, no traceback
         where = f" {err.filename}" if err.filename else ""
-        print(f"popsnn train: error:{where} {err.strerror or err}", file=sys.stderr)
+        _error(f"{where.strip()} {err.strerror or err}".strip(), same_on_every_rank=False)
+        return 2
+    except _train.ConfigError as err:  # the flags are every rank's: rank 0 says it once
+        _error(_one_line(err), same_on_every_rank=True)
         return 2
     except (
-        _train.ConfigError,
         _data.DataError,
         _checkpoint.CheckpointError,
         ValueError,
@@ -166,6 +172,20 @@ def run_cli(args) -> int:
         RuntimeError,
         MemoryError,
     ) as err:
-        print(f"popsnn train: error: {_one_line(err)}", file=sys.stderr)
+        _error(_one_line(err), same_on_every_rank=False)
         return 2
     return 0
+
+
+def _error(text: str, same_on_every_rank: bool) -> None:
+    """One line on stderr. Under mpirun an error of the options is said by rank 0 alone;
+    others (a file one host lacks, say) by each rank that meets them, naming it."""
+    rank, size = _distributed.launched_rank()
+    if size == 1:
+        print(f"popsnn train: error: {text}", file=sys.stderr)
+    elif rank == 0 or not same_on_every_rank:
+        print(f"popsnn train (rank {rank} of {size}): error: {text}", file=sys.stderr, flush=True)
+    else:
+        # mpirun ends the job when the first rank exits non-zero: leave rank 0 the time to
+        # say it (it exits first and ends this rank's wait).
+        time.sleep(_QUIET_RANK_WAIT_S)

@@ -54,18 +54,23 @@ class ReferenceBackend:
         )[0]
 
     def _loss_and_grad(self, x, y):
+        """Forward and backward, counted as a training step in profile() (the optimiser may
+        step here or on the host: data-parallel training, popsnn.torch)."""
+        start = time.perf_counter()
         x = self._checked(x)
-        return _reference.loss_and_grad(
+        out = _reference.loss_and_grad(
             self.net, self.params, x, y, self.loss, self.num_steps if x.ndim == 2 else None
         )
-
-    def train_step(self, x, y):
-        start = time.perf_counter()
-        value, grads, rec = self._loss_and_grad(x, y)
-        self.optimizer.step(self.params, grads)
         self._seconds += time.perf_counter() - start
         self._steps += 1
         self._samples += len(y)
+        return out
+
+    def train_step(self, x, y):
+        value, grads, rec = self._loss_and_grad(x, y)
+        start = time.perf_counter()
+        self.optimizer.step(self.params, grads)
+        self._seconds += time.perf_counter() - start
         return value, rec.spikes[-1]
 
     def loss_and_grad(self, x, y):
