@@ -66,6 +66,7 @@
 #include <sstream>
 
 #include "GraphBuild.hpp"
+#include "Overflow.hpp"
 #include "ParamLayout.hpp"
 #include "Plan.hpp"
 #include "Programs.hpp"
@@ -270,62 +271,11 @@ public:
     engine->writeTensor("sample_weights", w.data(), w.data() + B);
   }
 
-  struct Overflow {
-    unsigned layer = 0, step = 0, needed = 0, capacity = 0, count = 0;
-    bool any = false;
-    double grow = 0; // the largest fraction of a shard's neurons a buffer needed
-    // A trace that overflowed (its layer, needed and capacity above when no spike buffer
-    // did): the gradient trace, or the id trace over all steps (`spikes`); and the largest
-    // fraction of a shard's T x B x n entries one needed.
-    bool trace = false, spikes = false;
-    double traceGrow = 0, spikeGrow = 0;
-  };
-
-  // Chunk m's counters o of shard sh of a layer, into the worst overflow so far.
-  void noteOverflow(const unsigned *o, const Layer &layer, const Shard &sh, Overflow &worst) {
-    if (o[codes::OVERFLOWED] != 0) {
-      if (!worst.any || worst.trace || o[codes::MOST_NEEDED] > worst.needed) {
-        worst.layer = layer.index;
-        worst.step = o[codes::FIRST_STEP] - 1;
-        worst.needed = o[codes::MOST_NEEDED];
-        worst.capacity = sh.capacity;
-        worst.count = o[codes::OVERFLOWED];
-        worst.trace = false;
-      }
-      worst.any = true;
-      worst.grow = std::max(worst.grow, double(o[codes::MOST_NEEDED]) / sh.size);
-    }
-    if (sh.traceCapacity != 0)
-      noteTraceOverflow(o[codes::TRACE_NEEDED], sh.traceCapacity, false, layer, sh, worst);
-    noteTraceOverflow(o[codes::SPIKES_NEEDED], sh.spikeCapacity, true, layer, sh, worst);
-  }
-
-  void noteTraceOverflow(unsigned needed, unsigned capacity, bool spikes, const Layer &layer,
-                         const Shard &sh, Overflow &worst) {
-    if (needed <= capacity)
-      return;
-    if (!worst.any) {
-      worst.layer = layer.index;
-      worst.step = spec.numSteps - 1;
-      worst.needed = needed;
-      worst.capacity = capacity;
-      worst.count = 1;
-      worst.trace = true;
-      worst.spikes = spikes;
-    }
-    const double rows = double(spec.numSteps) * plan().chunkBatch;
-    double &grow = spikes ? worst.spikeGrow : worst.traceGrow;
-    grow = std::max(grow, needed / (rows * sh.size));
-    worst.any = true;
-  }
-
   // The worst overflow over every shard and chunk, from the device's counters.
   Overflow readOverflow() {
-    Overflow worst;
-    worst.grow = spec.maxActivity;
-    worst.traceGrow = spec.gradientTraceActivity();
-    worst.spikeGrow = spec.idTraceActivity();
+    Overflow worst = noOverflow(spec);
     const unsigned chunks = plan().schedule.chunks;
+    const unsigned rows = spec.numSteps * plan().chunkBatch;
     for (auto &layer : layers())
       for (unsigned k = 0; k < layer.shards.size(); ++k) {
         // One set of counters per chunk of samples (one without chunks).
@@ -334,51 +284,21 @@ public:
                            all.data(), all.data() + all.size());
         for (unsigned m = 0; m < chunks; ++m)
           noteOverflow(all.data() + std::size_t(m) * codes::OVERFLOW_FIELDS, layer, layer.shards[k],
-                       worst);
+                       rows, spec.numSteps, worst);
       }
     return worst;
   }
 
-  [[noreturn]] void throwOverflow(const Overflow &worst) const {
-    std::ostringstream msg;
-    if (worst.trace)
-      msg << (worst.spikes ? "id trace" : "gradient trace") << " overflow in layer " << worst.layer
-          << ": over its " << spec.numSteps << " steps a shard needed " << worst.needed
-          << (worst.spikes ? " spike ids but holds "
-                           : " entries (spikes + gradient candidates inside the sparse rule) "
-                             "but holds ")
-          << worst.capacity << "; nothing was updated. Raise max_activity (now " << spec.maxActivity
-          << ", up to 1.0) or pass on_overflow='grow' to grow the trace "
-          << "and recompile";
-    else
-      msg << "spike buffer overflow in layer " << worst.layer << " at step " << worst.step
-          << ": a buffer needed " << worst.needed << " entries (spikes) but holds "
-          << worst.capacity << " (" << worst.count
-          << " buffer(s) of that shard overflowed); nothing was updated. Raise max_activity "
-          << "(now " << spec.maxActivity << ", up to 1.0) or pass on_overflow='grow' to grow "
-          << "the buffers and recompile";
-    throw SpikeBufferOverflow(msg.str(), worst.layer, worst.step, worst.needed, worst.capacity);
-  }
-
   // Throws SpikeBufferOverflow (policy Error) or returns true after growing the
-  // buffers (policy Grow: the caller redoes the step).
+  // buffers or traces (policy Grow: the caller redoes the step).
   bool checkOverflow() {
     const Overflow worst = readOverflow();
     if (!worst.any)
       return false;
     if (policy == OverflowPolicy::Error)
-      throwOverflow(worst);
-    // Grow with headroom, so that a slowly rising activity does not recompile every step.
-    // The spike buffers and the gradient trace grow apart: a burst of spikes at one step
-    // does not size the trace, which follows the activity over all steps.
-    // Kept apart from max_activity from now on.
-    const float oldTrace = spec.gradientTraceActivity(), oldSpikes = spec.idTraceActivity();
-    spec.traceActivity =
-        worst.traceGrow > oldTrace ? float(std::min(1.0, worst.traceGrow * 1.25)) : oldTrace;
-    spec.spikeActivity =
-        worst.spikeGrow > oldSpikes ? float(std::min(1.0, worst.spikeGrow * 1.25)) : oldSpikes;
-    if (worst.grow > spec.maxActivity)
-      spec.maxActivity = float(std::min(1.0, worst.grow * 1.25));
+      throw SpikeBufferOverflow(overflowMessage(worst, spec), worst.layer, worst.step, worst.needed,
+                                worst.capacity);
+    growFor(worst, spec);
     auto params = readParams(*engine, layers());
     auto state = readOptimizerState(*engine, layers());
     engine.reset();
