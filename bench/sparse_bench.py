@@ -279,7 +279,8 @@ def _engine(case: SparseCase, row: dict, params, x, y):
             "trace_activity": start,
             "on_overflow": "grow",
         }
-        row["max_activity_start"] = start
+        row["max_activity_start"] = row["spike_activity_start"] = spikes
+        row["trace_activity_start"] = start
     m = _model(case, row["_rule"], params=params, **opts)
     m.train_step(x, y)
     est = {
