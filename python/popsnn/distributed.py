@@ -197,9 +197,13 @@ class DataParallelModel:
             else (0.0, None, None)
         )
         value, grads = self._reduce(value, grads, count, len(np.asarray(y)))
-        params = self.model.get_params()
-        self.optimizer.step(params, grads)
-        self.model.set_params(params)
+        # float16: the allreduced gradients are the same on every rank, so every rank's loss
+        # scaler skips (an inf or NaN reached the sum) or applies the same step.
+        scaler = self.model.loss_scaler
+        if scaler is None or scaler.update(grads):
+            params = self.model.get_params()
+            self.optimizer.step(params, grads)
+            self.model.set_params(params)
         return value, self._gather(local)
 
     def infer(self, x):

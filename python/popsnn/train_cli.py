@@ -40,6 +40,10 @@ _FLAG_HELP = {
     "num_steps": "time steps per sample",
     "epochs": "epochs (in all, when resuming)",
     "device": "auto, reference, cpu, ipu-model or ipu",
+    "dtype": "float32, or float16: half storage of weights, traces and exchanged values, "
+    "float32 sums and master weights (device reference only for now)",
+    "loss_scale": "float16: dynamic (skip steps whose gradients overflow, halve the scale; "
+    "double it after 2000 good steps) or a number (a static scale)",
     "max_activity": "engines: fraction of a layer's neurons a spike buffer holds per step "
     "(1: never overflows; lower: less memory)",
     "num_ipus": "ipu-model / ipu: number of IPUs",

@@ -12,6 +12,14 @@
 
 #include "poplar/VectorLayout.hpp"
 
+// Poplar codelets name IEEE binary16 `half` (a built-in type of popc). Here it is the host
+// compiler's _Float16 (GCC >= 12 and Clang on x86-64): 2 bytes, the layout of a HALF tensor.
+// Arithmetic on it is promoted to float by the codelet's own casts, as on an IPU's half-rate
+// vector unit, whose sums a codelet keeps in float.
+#if defined(__FLT16_MAX__)
+using half = _Float16;
+#endif
+
 namespace poplar {
 
 namespace detail {
