@@ -1,19 +1,17 @@
-// Whole-trace Leaky kernels (AVX-512 host builds): one sample's T steps of a block of
-// neurons with the neuron's state in vector registers, for a layer-major shard (all T
+// The whole-trace Leaky backward (AVX-512 host builds): one sample's T steps of a block of
+// neurons with dL/dU and sum_t dL/dI in vector registers, for a layer-major shard (all T
 // steps in one vertex call) with direct-current input and no sparse rule, the DSNN's first
-// layer. The per-step kernels (leakForwardRow, leakBackwardRow in LifCommon.hpp) sweep all
-// samples at each step, so U, S[t-1] and I (forward) and dL/dU, sum_t dL/dI (backward) go
-// to memory and back every step; here they are loaded once per sample and block.
+// layer. The per-step kernel (leakBackwardRow in LifCommon.hpp) sweeps all samples at each
+// step, so dL/dU and sum_t dL/dI go to memory and back every step; here they are loaded
+// once per sample and block.
 //
 // The surrogate trace [T, B, n] (12.8 MB per training step for the DSNN at B 128, T 25) is
-// neither written nor read: the forward keeps only the spikes, and the backward recomputes
-// the block's membrane from I (constant over the steps for direct input) into an L1-sized
-// buffer, with the forward's arithmetic, so the surrogate is bit for bit the stored one.
-// Writing and reading that trace bounded both passes (memory traffic); the recompute costs
-// one membrane update and surrogate per entry. Per entry the same arithmetic as the per-step
-// kernels, in the same order over t, so U, the spikes, dL/dU and sum_t dL/dI are bit for bit
-// theirs; only the bias gradient sums its terms in another order (per sample over t, then
-// over samples).
+// not read: the block's membrane is recomputed from I (constant over the steps for direct
+// input) into an L1-sized buffer with the forward's arithmetic (leakForwardRow's), so the
+// surrogate is bit for bit the stored one. Per entry the same arithmetic as the per-step
+// kernel, in the same order over t, so dL/dU and sum_t dL/dI are bit for bit its results;
+// only the bias gradient adds its terms in another order (per sample over t, then over
+// samples).
 #pragma once
 
 #include <cstddef>
@@ -27,12 +25,11 @@ namespace popsnn {
 namespace lif {
 
 // Vectors of 16 neurons per block (their state in registers), and the most steps whose
-// recomputed surrogates a backward block buffers (TRACE_MAX_STEPS x 16 x 8 floats: 32 KiB).
-constexpr unsigned TRACE_FORWARD_VECS = 4, TRACE_BACKWARD_VECS = 8, TRACE_MAX_STEPS = 64;
+// recomputed surrogates a block buffers (TRACE_MAX_STEPS x 16 x 8 floats: 32 KiB).
+constexpr unsigned TRACE_BACKWARD_VECS = 8, TRACE_MAX_STEPS = 64;
 
-// Whether a shard's forward and backward take these kernels. The forward then writes no
-// surrogate trace, so both vertices decide by this one rule (the host sets `record` and
-// `isOutput` alike, `dense` for no rule). Not the sigmoid surrogate (exp).
+// Whether a shard's backward takes these kernels (only what the recompute needs: direct
+// input, no rule, not the sigmoid surrogate, all steps in one call).
 inline bool leakTraceApplies(unsigned inputMode, unsigned rule, unsigned surrogate, bool output,
                              unsigned stepsPerCall, unsigned numSteps, bool stepMajor) {
   return inputMode == INPUT_DIRECT && rule == RULE_NONE && surrogate != SIGMOID && !output &&
@@ -75,82 +72,6 @@ inline __m512 leakUpdate(__m512 u, __m512 x, __m512 p, const LeakVectors &c) {
 
 inline __mmask16 laneMask(unsigned v, unsigned V, __mmask16 lastMask) {
   return v + 1 == V ? lastMask : __mmask16(0xffff);
-}
-
-// The id buffers of one sample, step t's at bufs + t * bufStep. The running count of a
-// buffer's ids is kept in its second header word until the caller closes the buffers.
-struct SampleBuffers {
-  int *bufs;
-  unsigned bufStep;
-  unsigned capacity;
-};
-
-// Forward: T steps of V vectors of neurons (the last masked to lastMask) of one sample: I
-// in x, U and S[t-1] in u and prev (read, then the last step's written back); the spikes'
-// ids, numbered from `first`, appended to each step's buffer.
-template <unsigned V, unsigned RESET>
-inline void leakForwardSteps(const LeakVectors &c, unsigned T, const float *__restrict x,
-                             float *__restrict u, float *__restrict prev, const SampleBuffers &out,
-                             unsigned first, __mmask16 lastMask) {
-  __m512 in[V], mem[V], spk[V];
-#pragma GCC unroll 8
-  for (unsigned v = 0; v < V; ++v) {
-    in[v] = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), x + 16 * v);
-    mem[v] = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), u + 16 * v);
-    spk[v] = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), prev + 16 * v);
-  }
-  const __m512i lanes =
-      _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                       _mm512_set1_epi32(int(first)));
-  for (unsigned t = 0; t < T; ++t) {
-    int *__restrict buf = out.bufs + std::size_t(t) * out.bufStep;
-    int *__restrict ids = buf + BUFFER_HEADER;
-    unsigned needed = unsigned(buf[1]);
-#pragma GCC unroll 8
-    for (unsigned v = 0; v < V; ++v) {
-      mem[v] = leakUpdate<RESET>(mem[v], in[v], spk[v], c);
-      const __mmask16 spikes =
-          _mm512_mask_cmp_ps_mask(laneMask(v, V, lastMask), mem[v], c.threshold, _CMP_GT_OQ);
-      spk[v] = _mm512_maskz_mov_ps(spikes, c.one);
-      if (needed + 16 <= out.capacity) { // ids compressed in a register, stored whole
-        const __m512i id = _mm512_add_epi32(lanes, _mm512_set1_epi32(int(16 * v)));
-        _mm512_storeu_si512(ids + needed, _mm512_maskz_compress_epi32(spikes, id));
-        needed += unsigned(__builtin_popcount(spikes));
-      } else {
-        needed = appendBits(spikes, first + 16 * v, ids, needed, out.capacity);
-      }
-    }
-    buf[1] = int(needed);
-  }
-#pragma GCC unroll 8
-  for (unsigned v = 0; v < V; ++v) {
-    _mm512_mask_storeu_ps(u + 16 * v, laneMask(v, V, lastMask), mem[v]);
-    _mm512_mask_storeu_ps(prev + 16 * v, laneMask(v, V, lastMask), spk[v]);
-  }
-}
-
-// Blocks of TRACE_FORWARD_VECS vectors over a row of n neurons, then the rest.
-template <unsigned RESET>
-inline void leakForwardSample(const LeakVectors &c, unsigned T, unsigned n, const float *x,
-                              float *u, float *prev, const SampleBuffers &out, unsigned offset) {
-  constexpr unsigned V = TRACE_FORWARD_VECS;
-  unsigned j = 0;
-  for (; j + 16 * V <= n; j += 16 * V)
-    leakForwardSteps<V, RESET>(c, T, x + j, u + j, prev + j, out, offset + j, __mmask16(0xffff));
-  const unsigned rest = n - j;
-  if (rest == 0)
-    return;
-  const __mmask16 mask = __mmask16((1u << (rest - (rest - 1) / 16 * 16)) - 1u);
-  switch ((rest + 15) / 16) {
-  case 1:
-    return leakForwardSteps<1, RESET>(c, T, x + j, u + j, prev + j, out, offset + j, mask);
-  case 2:
-    return leakForwardSteps<2, RESET>(c, T, x + j, u + j, prev + j, out, offset + j, mask);
-  case 3:
-    return leakForwardSteps<3, RESET>(c, T, x + j, u + j, prev + j, out, offset + j, mask);
-  default:
-    return leakForwardSteps<V, RESET>(c, T, x + j, u + j, prev + j, out, offset + j, mask);
-  }
 }
 
 // The forward's surrogates of vectors [v0, v0 + W) of a block of V, steps 0..T-1, recomputed

@@ -10,14 +10,11 @@ using namespace poplar;
 using namespace popsnn::codes;
 using namespace popsnn::lif;
 
-// Buffers ahead of the one read that the vertices fetch early (host CPUs: see PushGrads).
-constexpr unsigned PREFETCH_AHEAD = 6;
-
 // W_next.S[t] for every step: the rows of the stored spikes, PUSH_CHUNK columns at a time
 // in registers, into the downstream shards' blocks [T, B, n_k]; only those cross tiles.
 class PushSpikes : public Vertex {
 public:
-  Input<Vector<int>> idTrace;        // own buffers [T, B, stride]
+  Input<Vector<int>> idTrace;        // own buffers: the id trace (VertexEnums.hpp)
   Input<Vector<float>> nextWeights;  // the next layer's W on this shard's neurons, [n, n_k]
   Output<Vector<float>> nextCurrent; // blocks [T, B, n_k]
   // nextWeights by own neuron, rows padded to P = pushWidth(N_next): [n, P], then [P] sums.
@@ -25,7 +22,6 @@ public:
   unsigned batch;
   unsigned numNeurons;
   unsigned numSteps;
-  unsigned stride;
   unsigned offset;
   unsigned nextShardSize;
   unsigned nextLayerSize;
@@ -36,11 +32,7 @@ public:
     blocksToRows(&nextWeights[0], n, nextShardSize, nextN, &nextRows[0]);
     float *__restrict pushed = &nextRows[n * P];
     for (unsigned row = 0; row < rowsPerBlock; ++row) { // row = t * B + b
-      const int *buf = &idTrace[row * stride];
-#ifndef __IPU__
-      if (row + PREFETCH_AHEAD < rowsPerBlock) // as PushGrads (below)
-        __builtin_prefetch(buf + PREFETCH_AHEAD * stride);
-#endif
+      const int *buf = traceRowOf(&idTrace[0], row);
       // buf[0]: the spikes stored (a buffer that overflowed fails the step).
       sumRows(buf + BUFFER_HEADER, unsigned(buf[0]), offset, &nextRows[0], P, pushed);
       for (unsigned first = 0; first < nextN; first += nextShardSize) {
@@ -58,14 +50,13 @@ public:
 // layer's (nextGrad), summed over the steps from T-1 down to 0 as the backward visits them.
 class PushGrads : public Vertex {
 public:
-  Input<Vector<int>> idTrace;            // own buffers [T, B, stride]
+  Input<Vector<int>> idTrace;            // own buffers: the id trace (VertexEnums.hpp)
   Input<Vector<float>> nextGrad;         // the next layer's dL/dI, blocks [T, B, n_k]
   Output<Vector<float>> nextGradWeights; // blocks [n, n_k] as nextWeights
   InOut<Vector<float>> nextGradRows;     // the sums as padded rows [n, P], then dL/dI_next [P]
   unsigned batch;
   unsigned numNeurons;
   unsigned numSteps;
-  unsigned stride;
   unsigned offset;
   unsigned nextShardSize;
   unsigned nextLayerSize;
@@ -78,27 +69,13 @@ public:
     for (unsigned t = numSteps; t-- > 0;)
       for (unsigned b = 0; b < batch; ++b) {
         const unsigned row = t * batch + b;
-#ifndef __IPU__
-        // The id trace was written in the forward, long out of cache, a buffer every
-        // `stride` ints (past the hardware prefetcher's reach): fetch the buffer
-        // PREFETCH_AHEAD visits later (steps T-1 .. 0, samples in order) early. Written
-        // here, not in a helper: GCC drops a call to a function that only prefetches.
-        const unsigned later = b + PREFETCH_AHEAD;
-        if (later < batch || (t > 0 && later - batch < batch)) {
-          const unsigned aheadRow = later < batch ? row + PREFETCH_AHEAD              // step t
-                                                  : row + PREFETCH_AHEAD - 2 * batch; // t-1
-          const int *ahead = &idTrace[aheadRow * stride];
-          __builtin_prefetch(ahead);
-          __builtin_prefetch(ahead + 16);
-        }
-#endif
         for (unsigned first = 0; first < nextN; first += nextShardSize) {
           const unsigned size = nextN - first < nextShardSize ? nextN - first : nextShardSize;
           const float *__restrict block = &nextGrad[numSteps * batch * first + row * size];
           for (unsigned c = 0; c < size; ++c)
             g[first + c] = block[c];
         }
-        const int *own = &idTrace[row * stride];
+        const int *own = traceRowOf(&idTrace[0], row);
         for (int k = 0; k < own[0]; ++k) {
           float *__restrict r = &nextGradRows[(unsigned(own[BUFFER_HEADER + k]) - offset) * P];
           for (unsigned c0 = 0; c0 < P; c0 += PUSH_CHUNK)

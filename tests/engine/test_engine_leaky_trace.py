@@ -1,11 +1,11 @@
-"""The whole-trace Leaky kernels (codelets/LeakyTrace.hpp, AVX-512 hosts): a Leaky layer on
+"""The whole-trace Leaky backward (codelets/LeakyTrace.hpp, AVX-512 hosts): a Leaky layer on
 direct current without a sparse rule runs each sample's T steps at once, its state in
-registers, forward and backward; every other case takes the per-step kernels. Both sides
-against the float32 reference: every surrogate (sigmoid stays per-step) and reset (the
-zero reset's backward stays per-step), with and without a sparse rule (per-step), direct and
+registers, recomputing the forward's surrogates instead of reading the trace; every other
+case takes the per-step kernels. Both sides against the float32 reference: every surrogate
+(sigmoid stays per-step) and reset, with and without a sparse rule (per-step), direct and
 per-step input (per-step), widths whose blocks end in partial vectors, a next layer of one
-or several shards, and the id buffers' overflow (counted in step order: the error names the
-first step that overflowed). See engine_helpers for the tolerances."""
+or several shards, and the id buffers' overflow (the error names the first step that
+overflowed). See engine_helpers for the tolerances."""
 
 import numpy as np
 import pytest
