@@ -28,8 +28,9 @@ namespace lif {
 // recomputed surrogates a block buffers (TRACE_MAX_STEPS x 16 x 8 floats: 32 KiB).
 constexpr unsigned TRACE_BACKWARD_VECS = 8, TRACE_MAX_STEPS = 64;
 
-// Whether a shard's backward takes these kernels (only what the recompute needs: direct
-// input, no rule, not the sigmoid surrogate, all steps in one call).
+// Whether a shard's forward and backward take these kernels: the forward then writes no
+// surrogate trace (its memory stages the spike masks), so both vertices decide by this one
+// rule (the host sets `record` and `isOutput` alike, `dense` for no rule).
 inline bool leakTraceApplies(unsigned inputMode, unsigned rule, unsigned surrogate, bool output,
                              unsigned stepsPerCall, unsigned numSteps, bool stepMajor) {
   return inputMode == INPUT_DIRECT && rule == RULE_NONE && surrogate != SIGMOID && !output &&
@@ -72,6 +73,85 @@ inline __m512 leakUpdate(__m512 u, __m512 x, __m512 p, const LeakVectors &c) {
 
 inline __mmask16 laneMask(unsigned v, unsigned V, __mmask16 lastMask) {
   return v + 1 == V ? lastMask : __mmask16(0xffff);
+}
+
+// Forward, phase 1: T steps of V vectors of neurons (the last masked to lastMask) of one
+// sample: I in x, U and S[t-1] in u and prev (read, then the last step's written back); the
+// spike mask of vector v at step t into masks[t * maskStep + v]. Phase 2 (the vertex)
+// appends the ids in step order, as the id trace's rows are packed.
+template <unsigned V, unsigned RESET>
+inline void leakForwardSteps(const LeakVectors &c, unsigned T, const float *__restrict x,
+                             float *__restrict u, float *__restrict prev,
+                             unsigned short *__restrict masks, unsigned maskStep,
+                             __mmask16 lastMask) {
+  __m512 in[V], mem[V], spk[V];
+#pragma GCC unroll 8
+  for (unsigned v = 0; v < V; ++v) {
+    in[v] = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), x + 16 * v);
+    mem[v] = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), u + 16 * v);
+    spk[v] = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), prev + 16 * v);
+  }
+  for (unsigned t = 0; t < T; ++t)
+#pragma GCC unroll 8
+    for (unsigned v = 0; v < V; ++v) {
+      mem[v] = leakUpdate<RESET>(mem[v], in[v], spk[v], c);
+      const __mmask16 s =
+          _mm512_mask_cmp_ps_mask(laneMask(v, V, lastMask), mem[v], c.threshold, _CMP_GT_OQ);
+      masks[std::size_t(t) * maskStep + v] = s;
+      spk[v] = _mm512_maskz_mov_ps(s, c.one);
+    }
+#pragma GCC unroll 8
+  for (unsigned v = 0; v < V; ++v) {
+    _mm512_mask_storeu_ps(u + 16 * v, laneMask(v, V, lastMask), mem[v]);
+    _mm512_mask_storeu_ps(prev + 16 * v, laneMask(v, V, lastMask), spk[v]);
+  }
+}
+
+// Phase 1 over a row of n neurons: blocks of 4 vectors, then the rest.
+template <unsigned RESET>
+inline void leakForwardSample(const LeakVectors &c, unsigned T, unsigned n, const float *x,
+                              float *u, float *prev, unsigned short *masks, unsigned maskStep) {
+  unsigned j = 0;
+  for (; j + 64 <= n; j += 64)
+    leakForwardSteps<4, RESET>(c, T, x + j, u + j, prev + j, masks + j / 16, maskStep,
+                               __mmask16(0xffff));
+  const unsigned rest = n - j;
+  if (rest == 0)
+    return;
+  const __mmask16 mask = __mmask16((1u << (rest - (rest - 1) / 16 * 16)) - 1u);
+  unsigned short *m = masks + j / 16;
+  switch ((rest + 15) / 16) {
+  case 1:
+    return leakForwardSteps<1, RESET>(c, T, x + j, u + j, prev + j, m, maskStep, mask);
+  case 2:
+    return leakForwardSteps<2, RESET>(c, T, x + j, u + j, prev + j, m, maskStep, mask);
+  case 3:
+    return leakForwardSteps<3, RESET>(c, T, x + j, u + j, prev + j, m, maskStep, mask);
+  default:
+    return leakForwardSteps<4, RESET>(c, T, x + j, u + j, prev + j, m, maskStep, mask);
+  }
+}
+
+// Phase 2: the ids (offset + j) of a row's spike masks (one per 16 neurons) appended to
+// an id buffer of `capacity` entries, counted past it, as appendSpikes does.
+inline unsigned appendMaskedIds(const unsigned short *__restrict masks, unsigned vectors,
+                                unsigned offset, int *__restrict ids, unsigned capacity) {
+  __m512i lane =
+      _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                       _mm512_set1_epi32(int(offset)));
+  const __m512i sixteen = _mm512_set1_epi32(16);
+  unsigned needed = 0;
+  for (unsigned v = 0; v < vectors; ++v) {
+    const __mmask16 s = masks[v];
+    if (needed + 16 <= capacity) {
+      _mm512_storeu_si512(ids + needed, _mm512_maskz_compress_epi32(s, lane));
+      needed += unsigned(__builtin_popcount(s));
+    } else {
+      needed = appendBits(s, offset + 16 * v, ids, needed, capacity);
+    }
+    lane = _mm512_add_epi32(lane, sixteen);
+  }
+  return needed;
 }
 
 // The forward's surrogates of vectors [v0, v0 + W) of a block of V, steps 0..T-1, recomputed
