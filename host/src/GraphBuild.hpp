@@ -34,8 +34,8 @@ struct Shard : ShardPlan {
   poplar::Tensor nextGrad, nextWeights, nextWeightsT, ownGrad, ownWeights, ownWeightsT;
   poplar::Tensor recSpikes, recMem, lossGradS, lossGradU;
   // The batch split into sample chunks: gradients summed over the chunks, and every chunk's
-  // overflow counters.
-  poplar::Tensor gradTotal[NUM_PARAMS], overflowAll;
+  // overflow counters and (direct input) sum_t dL/dI, for the input gradient.
+  poplar::Tensor gradTotal[NUM_PARAMS], overflowAll, currentGradSumAll;
   // A layer that pushes (LayerShape::push): its W_next.S blocks and W_next rows, dL/dW_next;
   // the layer it feeds: the received blocks.
   poplar::Tensor nextCurrent, nextRows, nextGradRows, nextGradWeights, partialRecv;

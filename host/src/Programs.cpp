@@ -131,6 +131,13 @@ std::vector<Program> chunkedPrograms(GraphBuild &b, const ComputeSets &cs, const
     gradientsAll.add(chunkForward);
     gradientsAll.add(chunkLabels.program());
     gradientsAll.add(backward);
+    CopyList keepGrad; // direct input: the chunk's sum_t dL/dI, for the input gradient
+    for (auto &sh : b.layers[0].shards)
+      if (sh.currentGradSumAll.valid()) {
+        const std::size_t size = sh.currentGradSum.numElements();
+        keepGrad.add(sh.currentGradSum, sh.currentGradSumAll.slice(m * size, (m + 1) * size));
+      }
+    gradientsAll.add(keepGrad.program());
     gradientsAll.add(m == 0 ? firstChunkGrads.program() : Program(Execute(cs.accumulate)));
   }
   return {forwardAll, gradientsAll, Sequence{Execute(cs.optimiser)}};
@@ -181,6 +188,9 @@ void createHostStreams(GraphBuild &b) {
       Shard &sh = layer.shards[k];
       const std::string id = std::to_string(layer.index) + "/" + std::to_string(k);
       graph.createHostRead("overflow" + id, chunked ? sh.overflowAll : sh.overflow);
+      if (sh.currentGradSum.valid()) // direct input: sum_t dL/dI, for the input gradient
+        graph.createHostRead("current_grad_sum" + id,
+                             chunked ? sh.currentGradSumAll : sh.currentGradSum);
       for (unsigned p = 0; p < NUM_PARAMS; ++p) {
         if (!layer.hasParam(p))
           continue;

@@ -92,6 +92,9 @@ struct ShardTensorMaker {
       sh.xLocal = b.zeros(FLOAT, std::size_t(B) * nIn, tile, name + "x", L);
       sh.current = b.zeros(FLOAT, B * n, tile, name + "current", L);
       sh.currentGradSum = b.zeros(FLOAT, B * n, tile, name + "current_grad_sum", L);
+      if (b.chunks() > 1) // every chunk's, read by the host for the input gradient
+        sh.currentGradSumAll =
+            b.zeros(FLOAT, b.chunks() * B * n, tile, name + "current_grad_sum_all", L);
     } else if (layer.inputMode == codes::INPUT_DENSE_STEPS) {
       sh.xLocal = b.zeros(FLOAT, std::size_t(T) * B * nIn, tile, name + "x", L);
     } else if (layer.inputMode == codes::INPUT_PARTIAL_CURRENT) {

@@ -412,6 +412,24 @@ PYBIND11_MODULE(_native, m) {
             return py::make_tuple(loss, paramsToList(self.net->spec(), grads), spikes);
           },
           "x, labels, valid -> (loss, grads, output spikes)")
+      .def(
+          "loss_and_input_grad",
+          [](PyNetwork &self, FloatArray x, IntArray labels, unsigned valid) {
+            self.checkInputs(x, &labels);
+            auto spikes = self.newSpikes();
+            const popsnn::NetworkSpec &spec = self.net->spec();
+            py::array_t<float> dx(
+                {py::ssize_t(spec.batchSize), py::ssize_t(spec.layers[0].inputs)});
+            float *out = spikes.mutable_data(), *dxOut = dx.mutable_data();
+            std::vector<popsnn::LayerParams> grads;
+            float loss;
+            {
+              py::gil_scoped_release release;
+              loss = self.net->lossAndGrad(x.data(), labels.data(), valid, grads, out, dxOut);
+            }
+            return py::make_tuple(loss, paramsToList(spec, grads), spikes, dx);
+          },
+          "x [B, N_in], labels, valid -> (loss, grads, output spikes, dL/dx [B, N_in])")
       .def("infer",
            [](PyNetwork &self, FloatArray x) {
              self.checkInputs(x, nullptr);

@@ -67,9 +67,13 @@ public:
   // [T, B, C] output spikes. Returns the loss.
   float trainStep(const float *x, const int *labels, unsigned validSamples,
                   float *outSpikes = nullptr);
-  // Loss and gradients (PyTorch layout) without updating anything.
+  // Loss and gradients (PyTorch layout) without updating anything. outInputGrad (optional,
+  // direct-current input only): dL/dx [B, N_in] = (sum_t dL/dI[t]) W of the first layer,
+  // from the device's sum_t dL/dI and computed on the host; [T, B, N_in] input throws
+  // std::invalid_argument.
   float lossAndGrad(const float *x, const int *labels, unsigned validSamples,
-                    std::vector<LayerParams> &grads, float *outSpikes = nullptr);
+                    std::vector<LayerParams> &grads, float *outSpikes = nullptr,
+                    float *outInputGrad = nullptr);
   void infer(const float *x, float *outSpikes);
 
   std::vector<LayerParams> getParams();

@@ -260,6 +260,20 @@ class EngineBackend:
         loss, grads, _ = self._counted(engine.loss_and_grad, x, labels, valid)
         return float(loss), grads
 
+    def loss_and_input_grad(self, x, y):
+        """(loss, grads, dL/dx [B, N_in]) for direct-current input x [B, N_in]: the device
+        sums dL/dI over the steps per shard (and chunk of samples), the host multiplies by
+        the first layer's W (host/src/Network.cpp, readInputGrad)."""
+        if np.ndim(x) != 2:
+            raise ValueError(
+                f"the input gradient on device {self.device!r} needs direct-current input "
+                f"[B, N_in]; x has shape {np.shape(x)} ([T, B, N_in] has none on the engine "
+                f"yet): pass x.detach(), or use device='reference'"
+            )
+        engine, x, labels, valid = self._prepare(x, y)
+        loss, grads, _, d_x = self._counted(engine.loss_and_input_grad, x, labels, valid)
+        return float(loss), grads, d_x[:valid]
+
     def loss_grad_and_spikes(self, x, y):
         engine, x, labels, valid = self._prepare(x, y)
         loss, grads, spikes = self._counted(engine.loss_and_grad, x, labels, valid)
