@@ -118,9 +118,17 @@ struct ShardTensorMaker {
       sh.nextGradWeights = b.zeros(FLOAT, n * nextN, tile, name + "next_grad_weights", L);
     }
     const bool dense = layer.spec.sparseRule == SparseRule::None;
-    if (l > 0)
+    const bool keepsInputGrad = l == 0 && b.spec.inputGrad && b.spec.input == InputMode::PerStep;
+    if (l > 0 || keepsInputGrad)
       sh.gradOut =
           b.zeros(FLOAT, std::size_t(stepMajor ? 1 : T) * B * n, tile, name + "grad_out", L);
+    if (keepsInputGrad) { // dL/dI of every step (and chunk), for the input gradient
+      const std::size_t steps = std::size_t(T) * B * n;
+      sh.inputGradSteps =
+          stepMajor ? b.zeros(FLOAT, steps, tile, name + "input_grad_steps", L) : sh.gradOut;
+      if (b.chunks() > 1)
+        sh.inputGradAll = b.zeros(FLOAT, b.chunks() * steps, tile, name + "input_grad_all", L);
+    }
     if (layer.a2a) {
       sh.recRecv = b.zeros(INT, layer.shards.size() * B * layer.stride, tile, name + "rec_ids", L);
       if (!stepMajor)

@@ -118,6 +118,7 @@ popsnn::NetworkSpec specFromDict(const py::dict &d) {
   spec.numSteps = d["num_steps"].cast<unsigned>();
   spec.input = choose("input", get<std::string>(d, "input", nameOf(spec.input, kInputs)), kInputs);
   spec.maxActivity = get<float>(d, "max_activity", spec.maxActivity);
+  spec.inputGrad = get<bool>(d, "input_grad", spec.inputGrad);
   return spec;
 }
 
@@ -418,8 +419,11 @@ PYBIND11_MODULE(_native, m) {
             self.checkInputs(x, &labels);
             auto spikes = self.newSpikes();
             const popsnn::NetworkSpec &spec = self.net->spec();
-            py::array_t<float> dx(
-                {py::ssize_t(spec.batchSize), py::ssize_t(spec.layers[0].inputs)});
+            std::vector<py::ssize_t> shape{py::ssize_t(spec.batchSize),
+                                           py::ssize_t(spec.layers[0].inputs)};
+            if (spec.input != popsnn::InputMode::Direct)
+              shape.insert(shape.begin(), py::ssize_t(spec.numSteps));
+            py::array_t<float> dx(shape);
             float *out = spikes.mutable_data(), *dxOut = dx.mutable_data();
             std::vector<popsnn::LayerParams> grads;
             float loss;
@@ -429,7 +433,7 @@ PYBIND11_MODULE(_native, m) {
             }
             return py::make_tuple(loss, paramsToList(spec, grads), spikes, dx);
           },
-          "x [B, N_in], labels, valid -> (loss, grads, output spikes, dL/dx [B, N_in])")
+          "x, labels, valid -> (loss, grads, output spikes, dL/dx shaped as x)")
       .def("infer",
            [](PyNetwork &self, FloatArray x) {
              self.checkInputs(x, nullptr);

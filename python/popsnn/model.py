@@ -157,8 +157,8 @@ class Model:
             return self.backend.loss_and_grad(x, y)
 
     def loss_and_input_grad(self, x, y):
-        """(loss, grads, dL/dx) without updating anything: engine devices, direct-current
-        x [B, N_in] (popsnn.torch passes dL/dx to the layers upstream)."""
+        """(loss, grads, dL/dx shaped as x) without updating anything, on the engine devices
+        (popsnn.torch passes dL/dx to the layers upstream)."""
         if not hasattr(self.backend, "loss_and_input_grad"):
             raise ValueError(
                 f"loss_and_input_grad is for the engine devices, not {self.device!r}: "

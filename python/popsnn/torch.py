@@ -13,9 +13,10 @@ Parameters, so any torch optimiser and scheduler drives them) and to the layers 
 Device "reference" (the dense NumPy reference, the oracle) differentiates any PyTorch loss of
 the spikes and membranes, and the input. The engine devices ("cpu", "ipu-model", "ipu") train
 with a popsnn loss: `loss(x, y)` runs forward and BPTT on the device and hands the parameter
-gradients to PyTorch, and the input's for direct-current input x [B, N] (dL/dx = (sum_t dL/dI)
-W: the device sums dL/dI over the steps, the host multiplies by W); [T, B, N] input that
-requires grad is an error there; `forward(x)` there is inference (no grad).
+gradients to PyTorch, and the input's when x requires grad: dL/dx = (sum_t dL/dI[t]) W for
+direct current x [B, N], dL/dx[t] = dL/dI[t] W for x [T, B, N] (dL/dI from the device, the
+product on the host; per-step input gets an engine that keeps dL/dI of every step, built
+the first time); `forward(x)` there is inference (no grad).
 The weights go to the device before every call, so torch's updates are always the ones used.
 """
 
@@ -246,12 +247,6 @@ class SpikingNetwork(torch.nn.Module):
             if not x.requires_grad:
                 value, grads = self._engine_model(x).loss_and_grad(xs, y)
                 return value, grads, None
-            if x.dim() != 2:
-                raise ValueError(
-                    f"device {self.device_name!r} computes the input gradient for "
-                    f"direct-current input [B, N] only, x is [T, B, N]: pass x.detach(), "
-                    f"or use device='reference' to train layers upstream"
-                )
             return self._engine_model(x).loss_and_input_grad(xs, y)
         params = self.numpy_params()
         rec = _reference.forward(self.net, params, xs, self.steps_for(x))

@@ -1,9 +1,9 @@
-"""The engine's input gradient dL/dx for direct-current input x [B, N_in]: the device sums
-dL/dI over the steps per shard (and chunk of samples), the host multiplies by the first
+"""The engine's input gradient dL/dx: the device keeps the first layer's dL/dI (for
+direct-current input x [B, N_in] its sum over the steps; for x [T, B, N_in] every step's,
+on an engine built for it), per shard and chunk of samples; the host multiplies by that
 layer's W. Checked against the reference's `backward(..., input_grad=True)` in float32 (see
-engine_helpers for the tolerances): tile geometries, both schedules, sparse rules on and
-off, the batch in chunks of samples, a partial batch. [T, B, N_in] input has no input
-gradient on the engine: one clear error."""
+engine_helpers for the tolerances): both input layouts, tile geometries, both schedules,
+sparse rules on and off, the batch in chunks of samples, a partial batch."""
 
 import numpy as np
 import pytest
@@ -28,7 +28,7 @@ def big_net(rule=None):
 
 def reference_input_grad(net, params, x, y, loss):
     """(loss, grads, dL/dx) of the float32 reference."""
-    rec = reference.forward(net, params, x, STEPS)
+    rec = reference.forward(net, params, x, STEPS if x.ndim == 2 else None)
     spikes, membranes = rec.spikes[-1], rec.membranes[-1]
     d_s, d_u = loss.backward(spikes, membranes, y)
     grads, d_x = reference.backward(net, params, rec, d_s, d_u, input_grad=True)
@@ -54,41 +54,51 @@ def check_input_grad(backend, net, params, loss, x, y):
     assert_close(d_x, ref_d_x, "dL/dx")
 
 
+def partial(x, n):
+    return x[:n] if x.ndim == 2 else x[:, :n]
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "per-step"])
 @pytest.mark.parametrize("rule", [None, sparse.window(0.5)], ids=["dense", "window"])
 @pytest.mark.parametrize("geometry", sorted(GEOMETRIES))
-def test_input_grad_equals_the_reference(geometry, rule):
+def test_input_grad_equals_the_reference(geometry, rule, direct):
     options, chunks, step_major = GEOMETRIES[geometry]
     net = big_net(rule)
     loss = losses.ce_count_loss(population_code=True, num_classes=5)
-    x, raw = make_input(net, BATCH, STEPS, True, seed=11)
+    x, raw = make_input(net, BATCH, STEPS, direct, seed=11)
     y = labels_for(loss, net, raw)
     params = net.init_params(12)
     device = "cpu" if geometry == "cpu" else "ipu-model"
     backend = sgd_backend(net, params, loss, steps=STEPS, batch=BATCH, device=device, **options)
+    check_input_grad(backend, net, params, loss, x, y)
     layout = backend.profile()
     assert (layout["sample_chunks"], layout["step_major"]) == (chunks, step_major)
-    check_input_grad(backend, net, params, loss, x, y)
     # A partial batch: dL/dx of the valid samples only.
-    check_input_grad(backend, net, params, loss, x[:3], y[:3])
+    check_input_grad(backend, net, params, loss, partial(x, 3), y[:3])
 
 
-@pytest.mark.parametrize("kib", [24, 32])
+# (input, KiB per tile): too little memory for the whole batch at once.
+CHUNKED = [("direct", 24), ("direct", 32), ("per-step", 24), ("per-step", 40)]
+
+
+@pytest.mark.parametrize("case", CHUNKED, ids=lambda c: f"{c[0]}-{c[1]}KiB")
 @pytest.mark.parametrize("rule", [None, sparse.window(0.5)], ids=["dense", "window"])
-def test_input_grad_of_a_batch_in_chunks_equals_the_reference(kib, rule):
+def test_input_grad_of_a_batch_in_chunks_equals_the_reference(case, rule):
+    mode, kib = case
     net = big_net(rule)
     batch = 12
     loss = losses.ce_count_loss(population_code=True, num_classes=5)
-    x, raw = make_input(net, batch, STEPS, True, seed=11)
+    x, raw = make_input(net, batch, STEPS, mode == "direct", seed=11)
     y = labels_for(loss, net, raw)
     params = net.init_params(12)
     geometry = dict(num_ipus=2, tiles_per_ipu=8, memory_bytes_per_tile=kib * 1024)
     backend = sgd_backend(
         net, params, loss, steps=STEPS, batch=batch, device="ipu-model", **geometry
     )
-    assert backend.profile()["sample_chunks"] > 1
     check_input_grad(backend, net, params, loss, x, y)
+    assert backend.profile()["sample_chunks"] > 1
     # A partial batch: the padding samples, in whichever chunk they fall, are cut off.
-    check_input_grad(backend, net, params, loss, x[:5], y[:5])
+    check_input_grad(backend, net, params, loss, partial(x, 5), y[:5])
 
 
 def test_input_grad_after_training_steps_uses_the_current_weights():
@@ -101,11 +111,22 @@ def test_input_grad_after_training_steps_uses_the_current_weights():
     check_input_grad(backend, net, backend.get_params(), loss, x, y)
 
 
-def test_per_step_input_has_no_input_grad_on_the_engine():
+def test_per_step_input_grad_engine_is_built_once_and_serves_every_per_step_call():
     net = big_net()
     loss = losses.ce_count_loss(population_code=True, num_classes=5)
     x, raw = make_input(net, BATCH, STEPS, False, seed=11)
-    backend = sgd_backend(net, net.init_params(0), loss, steps=STEPS, batch=BATCH)
-    with pytest.raises(ValueError, match=r"needs direct-current input \[B, N_in\]") as err:
-        backend.loss_and_input_grad(x, labels_for(loss, net, raw))
+    y = labels_for(loss, net, raw)
+    params = net.init_params(12)
+    backend = sgd_backend(net, params, loss, steps=STEPS, batch=BATCH)
+    value, grads = backend.loss_and_grad(x, y)  # the per-step engine without dL/dI kept
+    assert backend.engine_builds == 2
+    # The C++ API refuses the input gradient there, in one line naming the flag.
+    plain = backend._engines["per_step"]
+    with pytest.raises(ValueError, match=r"NetworkSpec::inputGrad = true") as err:
+        plain.loss_and_input_grad(x, y.astype(np.int32), BATCH)
     assert "\n" not in str(err.value)
+    check_input_grad(backend, net, params, loss, x, y)  # one that keeps it
+    assert backend.engine_builds == 3
+    assert backend.loss_and_grad(x, y)[0] == pytest.approx(value, rel=1e-6)
+    check_input_grad(backend, net, params, loss, x[:, :2], y[:2])
+    assert backend.engine_builds == 3

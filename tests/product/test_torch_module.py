@@ -142,7 +142,7 @@ def test_popsnn_loss_on_the_reference_gives_the_references_gradients():
     assert x.grad is not None and x.grad.abs().sum() > 0
 
 
-def test_engine_device_loss_matches_the_reference_and_refuses_per_step_input_gradients():
+def test_engine_device_loss_and_input_gradients_match_the_reference():
     pytest.importorskip("popsnn._native")
     net = popsnn.Sequential(
         popsnn.Linear(6, 12), popsnn.Leaky(beta=0.8), popsnn.Linear(12, 4), popsnn.Leaky(beta=0.9)
@@ -169,9 +169,15 @@ def test_engine_device_loss_matches_the_reference_and_refuses_per_step_input_gra
     np.testing.assert_array_equal(
         spikes.numpy(), reference.forward(net, module.get_params(), x.numpy(), 8).spikes[-1]
     )
-    per_step = torch.rand(8, 5, 6, requires_grad=True)
-    with pytest.raises(ValueError, match=r"input gradient for direct-current input \[B, N\] only"):
-        module.loss(per_step, y)
+    for x_in in (x, (torch.rand(8, 5, 6, generator=torch.Generator().manual_seed(1)) < 0.4)):
+        x_in = x_in.float().requires_grad_()
+        module.loss(x_in, y).backward()
+        numpy_x = x_in.detach().numpy()
+        rec = reference.forward(net, module.get_params(), numpy_x, 8 if x_in.dim() == 2 else None)
+        d_s, d_u = popsnn.losses.get("ce_count").backward(rec.spikes[-1], rec.membranes[-1], y)
+        _, d_x = reference.backward(net, module.get_params(), rec, d_s, d_u, input_grad=True)
+        assert np.abs(d_x).max() > 0
+        np.testing.assert_allclose(x_in.grad.numpy(), d_x, rtol=1e-4, atol=1e-4 * np.abs(d_x).max())
     with pytest.raises(ValueError, match="forward\\(\\) is inference"):
         module(x)
 
@@ -289,8 +295,9 @@ def upstream_grads(device, net, params, x, y, dtype=torch.float32, **options):
     return loss.item(), up.weight.grad.double(), up.bias.grad.double()
 
 
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "per-step"])
 @pytest.mark.parametrize("sparse_rule", [None, sparse.window(0.5)], ids=["dense", "window"])
-def test_engine_device_passes_the_input_gradient_to_upstream_layers(sparse_rule):
+def test_engine_device_passes_the_input_gradient_to_upstream_layers(sparse_rule, direct):
     """Upstream nn.Linear gradients through device "cpu" equal those through the reference
     (float32, the same rule) and, without a rule, snnTorch's in float64 (ce_count is the
     cross-entropy of the spike counts), to float32 tolerance."""
@@ -298,7 +305,7 @@ def test_engine_device_passes_the_input_gradient_to_upstream_layers(sparse_rule)
     net = engine_pair_net(sparse_rule)
     params = [{k: (2.5 * v).astype(np.float32) for k, v in p.items()} for p in net.init_params(6)]
     rng = np.random.default_rng(6)
-    x = torch.tensor(rng.random((9, 5)) * 2, dtype=torch.float32)
+    x = torch.tensor(rng.random((9, 5) if direct else (10, 9, 5)) * 2, dtype=torch.float32)
     y = torch.tensor(rng.integers(0, 4, 9))
     value, d_w, d_b = upstream_grads("cpu", net, params, x, y)
     ref_value, ref_w, ref_b = upstream_grads("reference", net, params, x, y)
@@ -319,7 +326,9 @@ def test_engine_device_passes_the_input_gradient_to_upstream_layers(sparse_rule)
     value64, ref64_w, ref64_b = upstream_grads("reference", net, params64, x, y, torch.float64)
     up = upstream_linear(torch.float64)
     current = up(x.double())
-    spikes, _ = snntorch_outputs(interop.to_snntorch(net, params64), current.expand(10, -1, -1))
+    if direct:
+        current = current.expand(10, -1, -1)
+    spikes, _ = snntorch_outputs(interop.to_snntorch(net, params64), current)
     loss = torch.nn.functional.cross_entropy(spikes.sum(0), y)
     loss.backward()
     assert value64 == pytest.approx(loss.item(), rel=1e-12)

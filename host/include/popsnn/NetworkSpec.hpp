@@ -72,6 +72,10 @@ struct NetworkSpec {
   // neurons: spikes plus gradient candidates beyond it are an overflow (an error,
   // or a recompile with larger buffers; never a silent truncation).
   float maxActivity = 1.0f;
+  // [T, B, N_in] input: keep the first layer's dL/dI of every step, [T, B, N_1] more
+  // per sample chunk on its tiles, for the input gradient (Network::lossAndGrad's
+  // outInputGrad). Direct input needs no flag: its sum over the steps is kept anyway.
+  bool inputGrad = false;
 
   // Throws std::invalid_argument naming the offending field, value and fix.
   void validate() const;
