@@ -23,7 +23,9 @@ struct Shard : ShardPlan {
       optCount[NUM_PARAMS];
   // outIds: a2a, or step-major feeding a layer.
   poplar::Tensor mem, syn, prevSpikes, fwdScratch, surrTrace, idTrace, outIds, overflow;
-  poplar::Tensor surrValues; // a sparse rule: the surrogate per id-buffer entry, not surrTrace
+  // A sparse rule, instead of surrTrace: the gradient trace, its starts and ids (gradEntries)
+  // and masked surrogate values (gradValues), see codes::traceStarts.
+  poplar::Tensor gradEntries, gradValues;
   poplar::Tensor stepForward, stepBackward;
   poplar::Tensor xLocal, current, currentGradSum;
   // inRecv: the previous layer's traces; recRecv: own ids of step t-1 (a2a forward);

@@ -66,13 +66,15 @@ struct ShardTensorMaker {
         FLOAT, 2 * n + (l + 1 < layers.size() ? codes::pushWidth(layers[l + 1].spec.outputs) : 0),
         tile, name + "bwd_scratch", L);
     // The surrogate kept for the backward: dense without a sparse rule (every entry carries
-    // gradient), else only beside the id buffers' entries (spikes, gradient candidates).
-    if (layer.spec.sparseRule == SparseRule::None)
+    // gradient), else the gradient trace, sized by activity over all (step, sample).
+    if (layer.spec.sparseRule == SparseRule::None) {
       sh.surrTrace = b.zeros(FLOAT, std::size_t(T) * B * n, tile, name + "surrogate_trace", L);
-    else
-      sh.surrValues = b.zeros(FLOAT, std::size_t(T) * B * (layer.stride - codes::BUFFER_HEADER),
-                              tile, name + "surrogate_values", L);
-    sh.idTrace = b.zeros(INT, std::size_t(T) * B * layer.stride, tile, name + "id_trace", L);
+    } else {
+      sh.gradEntries = b.zeros(INT, std::size_t(codes::traceStarts(T, B)) + sh.traceCapacity, tile,
+                               name + "grad_entries", L);
+      sh.gradValues = b.zeros(FLOAT, sh.traceCapacity, tile, name + "grad_values", L);
+    }
+    sh.idTrace = b.zeros(INT, layer.idTraceSize, tile, name + "id_trace", L);
     const bool feedsNext = l + 1 < layers.size();
     if (layer.a2a || (stepMajor && feedsNext))
       sh.outIds = b.zeros(INT, B * layer.stride, tile, name + "ids", L);
@@ -103,8 +105,8 @@ struct ShardTensorMaker {
                                name + "partial_current", L);
     } else {
       const Layer &prev = layers[l - 1];
-      sh.inRecv = b.zeros(INT, prev.shards.size() * (stepMajor ? 1 : T) * B * prev.stride, tile,
-                          name + "in_ids", L);
+      const std::size_t slot = stepMajor ? std::size_t(B) * prev.stride : prev.idTraceSize;
+      sh.inRecv = b.zeros(INT, prev.shards.size() * slot, tile, name + "in_ids", L);
     }
   }
 
@@ -133,7 +135,7 @@ struct ShardTensorMaker {
       sh.recRecv = b.zeros(INT, layer.shards.size() * B * layer.stride, tile, name + "rec_ids", L);
       if (!stepMajor)
         sh.ownTraces =
-            b.zeros(INT, layer.shards.size() * T * B * layer.stride, tile, name + "own_ids", L);
+            b.zeros(INT, layer.shards.size() * layer.idTraceSize, tile, name + "own_ids", L);
       sh.gradStep = b.zeros(FLOAT, std::size_t(B) * n, tile, name + "grad_step", L);
       sh.ownGrad = b.zeros(FLOAT, std::size_t(B) * N, tile, name + "own_grad", L);
       sh.ownWeights = b.zeros(FLOAT, std::size_t(n) * N, tile, name + "own_weights", L);

@@ -118,6 +118,8 @@ popsnn::NetworkSpec specFromDict(const py::dict &d) {
   spec.numSteps = d["num_steps"].cast<unsigned>();
   spec.input = choose("input", get<std::string>(d, "input", nameOf(spec.input, kInputs)), kInputs);
   spec.maxActivity = get<float>(d, "max_activity", spec.maxActivity);
+  spec.traceActivity = get<float>(d, "trace_activity", spec.traceActivity);
+  spec.spikeActivity = get<float>(d, "spike_activity", spec.spikeActivity);
   spec.inputGrad = get<bool>(d, "input_grad", spec.inputGrad);
   return spec;
 }
@@ -157,6 +159,8 @@ py::dict defaultsDict() {
   run["batch_size"] = n.batchSize;
   run["num_steps"] = n.numSteps;
   run["max_activity"] = n.maxActivity;
+  run["trace_activity"] = n.traceActivity;
+  run["spike_activity"] = n.spikeActivity;
   py::dict out;
   out["neuron"] = neuron;
   out["loss"] = lossD;

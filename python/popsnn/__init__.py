@@ -1,12 +1,12 @@
 """popsnn: sparse spiking neural network training for Graphcore IPUs.
 
-The network description uses snnTorch's names (Leaky, Synaptic, RLeaky, Lapicque,
+The network description uses snnTorch's names (Leaky, Synaptic, RLeaky, Lapicque, Alpha,
 surrogate.fast_sigmoid, ...); the dense NumPy reference in `popsnn.reference`
 is the oracle every engine is checked against.
 """
 
 from . import encoders, losses, optim, precision, reference, sparse, surrogate
-from .layers import Lapicque, Leaky, Linear, RLeaky, Sequential, Synaptic
+from .layers import Alpha, Lapicque, Leaky, Linear, RLeaky, Sequential, Synaptic
 from .model import Model
 from .nir_interop import export_to_nir, import_from_nir
 
@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Lapicque",
+    "Alpha",
     "Leaky",
     "Linear",
     "RLeaky",

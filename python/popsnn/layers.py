@@ -14,6 +14,11 @@ same description and the same parameter layout:
     "bias"              [out]        (absent when Linear(bias=False))
     "recurrent_weight"  [out, out]   RLeaky(all_to_all=True), V; [out] when one-to-one
     "recurrent_bias"    [out]        RLeaky(all_to_all=True) only, b_V
+    "beta"              [] or [out]  learn_beta=True: the trained beta (one per layer or neuron)
+    "threshold"         [] or [out]  learn_threshold=True: the trained threshold
+
+A neuron constant given as a 1-D array (e.g. `Leaky(beta=np.array([...]))`) is per neuron,
+as snnTorch takes a tensor; the layer keeps it as a tuple of floats (hashable, immutable).
 """
 
 from __future__ import annotations
@@ -43,9 +48,39 @@ class Linear:
         positive_int("out_features", self.out_features)
 
 
+def per_neuron(name: str, value, check):
+    """A neuron constant: a float (one per layer) or, from a 1-D array, a tuple of floats
+    (one per neuron), each passed through `check(name, float)`."""
+    if np.ndim(value) == 0:
+        return check(name, value.item() if hasattr(value, "item") else value)
+    array = np.asarray(value)
+    if array.ndim != 1 or array.size == 0 or array.dtype.kind not in "iuf":
+        raise ValueError(
+            f"{name} must be a number or a 1-D array with one real value per neuron, got "
+            f"shape {array.shape} dtype {array.dtype}"
+        )
+    return tuple(check(f"{name}[{i}]", float(v)) for i, v in enumerate(array))
+
+
+def _threshold(name: str, value) -> float:
+    value = finite_real(name, value)
+    if value <= 0:
+        raise ValueError(f"{name} must be > 0, got {value}")
+    return value
+
+
+def _flag(name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True, kw_only=True)
 class _Neuron:
-    threshold: float = NEURON["threshold"]
+    threshold: float | tuple = NEURON["threshold"]
+    learn_threshold: bool = False
+    # snnTorch's winner-take-all option; refused until popsnn supports it (an error, not a drop).
+    inhibition: bool = False
     reset_mechanism: str = NEURON["reset_mechanism"]
     # snnTorch's default, so the same network means the same gradients in both libraries.
     surrogate: _surrogate.Surrogate = field(
@@ -54,9 +89,13 @@ class _Neuron:
     sparse: SparseRule | None = None
 
     def _check_common(self):
-        finite_real("threshold", self.threshold)
-        if self.threshold <= 0:
-            raise ValueError(f"threshold must be > 0, got {self.threshold}")
+        object.__setattr__(self, "threshold", per_neuron("threshold", self.threshold, _threshold))
+        _flag("learn_threshold", self.learn_threshold)
+        if _flag("inhibition", self.inhibition):
+            raise ValueError(
+                "inhibition=True (winner-take-all firing) is not supported by popsnn yet; "
+                "build the layer with inhibition=False"
+            )
         one_of("reset_mechanism", self.reset_mechanism, RESET_MECHANISMS)
         object.__setattr__(self, "surrogate", _surrogate.get(self.surrogate))
         if self.sparse is not None and not isinstance(self.sparse, SparseRule):
@@ -67,22 +106,40 @@ class _Neuron:
         if (
             self.sparse is not None
             and self.sparse.kind == "one_sided"
-            and self.sparse.value >= self.threshold
+            and self.sparse.value >= np.min(self.threshold)
         ):
             raise ValueError(
                 f"one_sided theta_grad must be below the threshold "
-                f"({self.threshold}), got {self.sparse.value}; e.g. 0.9 * threshold"
+                f"({np.min(self.threshold)}), got {self.sparse.value}; e.g. 0.9 * threshold"
             )
+
+    def per_neuron_constants(self) -> dict:
+        """{name: length} of the constants given one per neuron."""
+        return {
+            name: len(getattr(self, name))
+            for name in ("alpha", "beta", "threshold")
+            if isinstance(getattr(self, name, None), tuple)
+        }
+
+    def learned(self) -> tuple:
+        """The names of the constants trained as parameters ("beta", "threshold")."""
+        flags = (("beta", "learn_beta"), ("threshold", "learn_threshold"))
+        return tuple(name for name, flag in flags if getattr(self, flag, False))
 
 
 @dataclass(frozen=True)
 class Leaky(_Neuron):
-    """LIF neuron: U[t] = beta*U[t-1] + I[t] - R[t]*threshold (reset 'subtract')."""
+    """LIF neuron: U[t] = beta*U[t-1] + I[t] - R[t]*threshold (reset 'subtract').
 
-    beta: float
+    beta and threshold: one value or one per neuron; learn_beta / learn_threshold train them
+    (kept in the parameters, beta clamped to [0, 1] where it is used, as snnTorch)."""
+
+    beta: float | tuple
+    learn_beta: bool = False
 
     def __post_init__(self):
-        object.__setattr__(self, "beta", unit_interval("beta", self.beta))
+        object.__setattr__(self, "beta", per_neuron("beta", self.beta, unit_interval))
+        _flag("learn_beta", self.learn_beta)
         self._check_common()
 
 
@@ -90,12 +147,14 @@ class Leaky(_Neuron):
 class Synaptic(_Neuron):
     """Current-based LIF: J[t] = alpha*J[t-1] + I[t]; U[t] = beta*U[t-1] + J[t] - R[t]*threshold."""
 
-    alpha: float
-    beta: float
+    alpha: float | tuple
+    beta: float | tuple
+    learn_beta: bool = False
 
     def __post_init__(self):
-        object.__setattr__(self, "alpha", unit_interval("alpha", self.alpha))
-        object.__setattr__(self, "beta", unit_interval("beta", self.beta))
+        object.__setattr__(self, "alpha", per_neuron("alpha", self.alpha, unit_interval))
+        object.__setattr__(self, "beta", per_neuron("beta", self.beta, unit_interval))
+        _flag("learn_beta", self.learn_beta)
         self._check_common()
 
 
@@ -106,13 +165,14 @@ class RLeaky(_Neuron):
     all_to_all=True: V is an N x N linear map with bias; False: one weight per neuron.
     """
 
-    beta: float
+    beta: float | tuple
     all_to_all: bool = NEURON["all_to_all"]
+    learn_beta: bool = False
 
     def __post_init__(self):
-        object.__setattr__(self, "beta", unit_interval("beta", self.beta))
-        if not isinstance(self.all_to_all, bool):
-            raise TypeError(f"all_to_all must be True or False, got {self.all_to_all!r}")
+        object.__setattr__(self, "beta", per_neuron("beta", self.beta, unit_interval))
+        _flag("all_to_all", self.all_to_all)
+        _flag("learn_beta", self.learn_beta)
         self._check_common()
 
 
@@ -179,8 +239,47 @@ class Lapicque(_Neuron):
         return self.time_step / self.resistance_capacitance()[1]
 
 
-Neuron = Leaky | Synaptic | RLeaky | Lapicque
-NEURON_TYPES = (Leaky, Synaptic, RLeaky, Lapicque)
+@dataclass(frozen=True)
+class Alpha(_Neuron):
+    """snnTorch's Alpha neuron: two synaptic currents, excitatory E (decay alpha) and
+    inhibitory H (decay beta), fed the same input with opposite signs; the membrane is
+    their sum scaled by tau_alpha = ln(alpha)/(ln(beta) - ln(alpha)) + 1:
+
+        E[t] = alpha*E[t-1] + I[t],  H[t] = beta*H[t-1] - I[t],  U[t] = tau_alpha*(E[t] + H[t])
+
+    Resets as snnTorch's (default "zero", snnTorch's default for Alpha): zero multiplies all
+    three by 1 - R[t]; subtract takes threshold off E, zeroes H and adds R[t]*H[t-1] to U.
+    Needs 0 < beta < alpha <= 1 (snnTorch: alpha > beta, beta != 1), one value or one per
+    neuron. learn_beta / learn_threshold train them (beta then moves tau_alpha too, as in
+    snnTorch); a trained alpha is not supported.
+    """
+
+    alpha: float | tuple
+    beta: float | tuple
+    learn_beta: bool = False
+    reset_mechanism: str = field(default="zero", kw_only=True)
+
+    def __post_init__(self):
+        object.__setattr__(self, "alpha", per_neuron("alpha", self.alpha, unit_interval))
+        object.__setattr__(self, "beta", per_neuron("beta", self.beta, unit_interval))
+        _flag("learn_beta", self.learn_beta)
+        self._check_common()
+        alpha, beta = np.asarray(self.alpha), np.asarray(self.beta)
+        if np.any(beta <= 0) or np.any(alpha <= beta):
+            raise ValueError(
+                f"Alpha needs 0 < beta < alpha <= 1 (snnTorch: alpha must be greater than "
+                f"beta), got alpha={self.alpha}, beta={self.beta}"
+            )
+
+    @property
+    def tau_alpha(self):
+        """ln(alpha)/(ln(beta) - ln(alpha)) + 1: the factor from E + H to the membrane."""
+        log_a, log_b = np.log(self.alpha), np.log(self.beta)
+        return log_a / (log_b - log_a) + 1.0
+
+
+Neuron = Leaky | Synaptic | RLeaky | Lapicque | Alpha
+NEURON_TYPES = (Leaky, Synaptic, RLeaky, Lapicque, Alpha)
 
 
 class Sequential:
@@ -201,9 +300,15 @@ class Sequential:
                 raise TypeError(f"layer {i} must be popsnn.Linear, got {type(lin).__name__}")
             if not isinstance(neuron, NEURON_TYPES):
                 raise TypeError(
-                    f"layer {i + 1} must be Leaky, Synaptic, RLeaky or Lapicque, got "
+                    f"layer {i + 1} must be Leaky, Synaptic, RLeaky, Lapicque or Alpha, got "
                     f"{type(neuron).__name__}"
                 )
+            for name, length in neuron.per_neuron_constants().items():
+                if length != lin.out_features:
+                    raise ValueError(
+                        f"layer {i + 1} ({type(neuron).__name__}) has {length} {name} values, "
+                        f"its Linear has {lin.out_features} neurons; give one per neuron"
+                    )
             if pairs and pairs[-1][0].out_features != lin.in_features:
                 raise ValueError(
                     f"layer {i} Linear.in_features={lin.in_features} does not match "
@@ -249,5 +354,7 @@ class Sequential:
                 else:
                     # snnTorch's default one-to-one V is 1.0 for every neuron.
                     p["recurrent_weight"] = np.ones(n)
+            for name in neuron.learned():  # starts at the layer's value, as snnTorch's
+                p[name] = np.array(getattr(neuron, name), dtype=np.float64)
             params.append({k: v.astype(dtype) for k, v in p.items()})
         return params

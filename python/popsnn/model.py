@@ -56,7 +56,8 @@ def _engine_module():
 
 def resolve_device(device: str) -> str:
     """The device a name stands for: "auto" picks "cpu" when the engine is built, else
-    "reference". The "ipu" device (Graphcore's SDK) is always asked for by name."""
+    "reference" (a Model also picks "reference" for a network the engine does not run). The
+    "ipu" device (Graphcore's SDK) is always asked for by name."""
     if device == "auto":
         return "reference" if _engine_module() is None else "cpu"
     if device not in DEVICES:
@@ -64,6 +65,16 @@ def resolve_device(device: str) -> str:
             f"unknown device {device!r}; valid devices: {', '.join(DEVICES + ('auto',))}"
         )
     return device
+
+
+def _engine_runs(net: Sequential) -> bool:
+    """Whether the engine devices run every layer of `net` (not yet: the Alpha neuron,
+    per-neuron or learned constants)."""
+    try:
+        _engine_module().check_engine_supports(net)
+    except ValueError:
+        return False
+    return True
 
 
 def available_devices() -> list:
@@ -105,6 +116,8 @@ class Model:
         self.num_steps, self.batch_size = check_sizes(net, num_steps, batch_size)
         self.seed = seed
         self.device = resolve_device(device)
+        if device == "auto" and self.device != "reference" and not _engine_runs(net):
+            self.device = "reference"  # Alpha, per-neuron or learned constants: see numerics.md
         self.dtype = _precision.check_dtype(dtype)
         scaler = _precision.make_scaler(self.dtype, loss_scale)
         if self.dtype == "float16" and self.device != "reference":

@@ -98,7 +98,8 @@ class SpikingNetwork(torch.nn.Module):
     """A popsnn `Sequential` with its weights as torch Parameters; see the module docstring.
 
     `params`: popsnn's layout (default `net.init_params(seed)`), copied; they are named
-    `layers.<l>.weight`, `.bias`, `.recurrent_weight`, `.recurrent_bias` in `state_dict()`.
+    `layers.<l>.weight`, `.bias`, `.recurrent_weight`, `.recurrent_bias` (and `.beta`,
+    `.threshold` for a layer that learns them) in `state_dict()`.
     `num_steps`: steps for direct-current input `[B, N]`; `[T, B, N]` input sets its own.
     `dtype`: torch.float32 (default) or torch.float64 (engine devices: float32 only); it
     follows the parameters afterwards, so `.double()` computes in float64 as torch would.

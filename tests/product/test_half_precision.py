@@ -96,6 +96,39 @@ def test_infer_and_record_use_half_storage():
     np.testing.assert_array_equal(model.infer(x), rec.spikes[-1])
 
 
+def _alpha_net():
+    return popsnn.Sequential(
+        popsnn.Linear(12, 24),
+        popsnn.Alpha(alpha=0.85, beta=0.6, learn_beta=True, learn_threshold=True),
+        popsnn.Linear(24, 4),
+        popsnn.Leaky(beta=0.9 + np.linspace(-0.05, 0.05, 4), learn_beta=True),
+    )
+
+
+def test_alpha_and_learned_constants_in_half_keep_float32_masters():
+    """Alpha's E and H are stored like U; learned beta and threshold are parameters: read as
+    half, updated as float32 masters (docs/numerics.md section 8). device="auto" runs the
+    network on the reference (the engine runs neither); an engine device is refused."""
+    kw = dict(loss=losses.ce_count_loss(), num_steps=T, batch_size=B, dtype="float16")
+    model = popsnn.Model(_alpha_net(), optimizer=optim.SGD(lr=1e-6), device="auto", **kw)
+    assert model.device == "reference"
+    x, y = _batch()
+    rec = model.record(x)
+    for stored in (rec.membranes[0], rec.currents[0], rec.membranes[1]):
+        np.testing.assert_array_equal(stored, stored.astype(np.float16).astype(np.float32))
+    before = model.get_params()
+    model.train_step(x, y)
+    after = model.get_params()
+    for key in ("beta", "threshold"):  # moved by far less than half's spacing near 0.6, 1
+        assert after[0][key].dtype == np.float32
+        assert 0 < abs(float(after[0][key] - before[0][key])) < 1e-4
+    assert after[1]["beta"].dtype == np.float32 and after[1]["beta"].shape == (4,)
+    with pytest.raises(ValueError) as err:
+        popsnn.Model(_alpha_net(), device="cpu", **kw)
+    assert "dtype='float16' runs on device 'reference' only" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [

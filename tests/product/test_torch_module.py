@@ -15,8 +15,7 @@ from popsnn import interop, reference, sparse, surrogate  # noqa: E402
 
 
 def mixed_net():
-    # Decays exact in float32: snnTorch keeps beta and alpha as float32 buffers, even in a
-    # float64 model, so other values would differ by float32 rounding.
+    # Decays exact in float32, so the comparison does not hang on how either side rounds them.
     # No RLeaky: snnTorch's RLeaky feeds its float32 spikes to a float64 recurrence and fails
     # in float64 (the reference's RLeaky gradients are checked in tests/reference).
     return popsnn.Sequential(
@@ -100,6 +99,35 @@ def test_gradients_to_upstream_layers_and_own_parameters_match_snntorch():
         for key, value in layer.named_parameters():
             expect = getattr(theirs["snn"][2 * l], key).grad
             torch.testing.assert_close(value.grad, expect, rtol=2e-6, atol=1e-9)
+
+
+def test_learned_beta_and_threshold_are_parameters_with_snntorchs_gradients():
+    net = popsnn.Sequential(
+        popsnn.Linear(6, 8),
+        popsnn.Leaky(beta=np.linspace(0.7, 0.9, 8), learn_beta=True, learn_threshold=True),
+        popsnn.Linear(8, 4),
+        popsnn.Synaptic(alpha=0.625, beta=0.875, learn_beta=True, learn_threshold=True),
+    )
+    params = [
+        {k: 2.5 * v if k in ("weight", "bias") else v for k, v in p.items()}
+        for p in net.init_params(3, np.float64)
+    ]
+    ours = ptorch.SpikingNetwork(net, params, dtype=torch.float64)
+    assert {"layers.0.beta", "layers.1.threshold"} <= set(ours.state_dict())
+    theirs = interop.to_snntorch(net, params)
+    x, y = data(seed=4)
+    x = x[..., :1].repeat(1, 1, 6) * 1.5
+    spikes, membranes = ours(x)
+    spikes_t, membranes_t = snntorch_outputs(theirs, x)
+    assert 0 < spikes.mean() < 1
+    torch.testing.assert_close(spikes, spikes_t, rtol=0, atol=0)
+    torch_loss(spikes, membranes, y).backward()
+    torch_loss(spikes_t, membranes_t, y).backward()
+    for l, layer in enumerate(ours.layers):
+        for key in ("beta", "threshold"):
+            expect = getattr(theirs[2 * l + 1], key).grad
+            assert getattr(layer, key).grad.abs().sum() > 0
+            torch.testing.assert_close(getattr(layer, key).grad, expect, rtol=2e-6, atol=1e-9)
 
 
 def test_torch_optimiser_and_scheduler_train_it_like_snntorch():
