@@ -101,6 +101,35 @@ def test_input_grad_of_a_batch_in_chunks_equals_the_reference(case, rule):
     check_input_grad(backend, net, params, loss, partial(x, 5), y[:5])
 
 
+FIRST_LAYERS = {
+    "rleaky": lambda: popsnn.RLeaky(beta=0.85),
+    "rleaky-one-to-one": lambda: popsnn.RLeaky(beta=0.85, all_to_all=False),
+    "synaptic": lambda: popsnn.Synaptic(alpha=0.6, beta=0.85, reset_mechanism="zero"),
+    "lapicque": lambda: popsnn.Lapicque(beta=0.9),
+}
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "per-step"])
+@pytest.mark.parametrize("small", [False, True], ids=["cpu", "2x8-16KiB"])
+@pytest.mark.parametrize("first", sorted(FIRST_LAYERS))
+def test_input_grad_through_every_first_layer_model(first, small, direct):
+    """The first layer's own path from dL/dU to dL/dI (recurrence, synaptic current, gain);
+    on 16 KiB tiles step-major with the batch in chunks."""
+    net = popsnn.Sequential(
+        popsnn.Linear(40, 48), FIRST_LAYERS[first](), popsnn.Linear(48, 20), popsnn.Leaky(beta=0.9)
+    )
+    loss = losses.ce_count_loss(population_code=True, num_classes=5)
+    x, raw = make_input(net, BATCH, STEPS, direct, seed=5)
+    y = labels_for(loss, net, raw)
+    params = net.init_params(7)
+    options = dict(num_ipus=2, tiles_per_ipu=8, memory_bytes_per_tile=16 * 1024) if small else {}
+    device = "ipu-model" if small else "cpu"
+    backend = sgd_backend(net, params, loss, steps=STEPS, batch=BATCH, device=device, **options)
+    check_input_grad(backend, net, params, loss, x, y)
+    layout = backend.profile()
+    assert (layout["step_major"], layout["sample_chunks"] > 1) == (small, small)
+
+
 def test_input_grad_after_training_steps_uses_the_current_weights():
     net = big_net()
     loss = losses.ce_count_loss(population_code=True, num_classes=5)
