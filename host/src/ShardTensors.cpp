@@ -94,6 +94,9 @@ struct ShardTensorMaker {
       sh.xLocal = b.zeros(FLOAT, std::size_t(B) * nIn, tile, name + "x", L);
       sh.current = b.zeros(FLOAT, B * n, tile, name + "current", L);
       sh.currentGradSum = b.zeros(FLOAT, B * n, tile, name + "current_grad_sum", L);
+      if (b.chunks() > 1) // every chunk's, read by the host for the input gradient
+        sh.currentGradSumAll =
+            b.zeros(FLOAT, b.chunks() * B * n, tile, name + "current_grad_sum_all", L);
     } else if (layer.inputMode == codes::INPUT_DENSE_STEPS) {
       sh.xLocal = b.zeros(FLOAT, std::size_t(T) * B * nIn, tile, name + "x", L);
     } else if (layer.inputMode == codes::INPUT_PARTIAL_CURRENT) {
@@ -117,9 +120,17 @@ struct ShardTensorMaker {
       sh.nextGradWeights = b.zeros(FLOAT, n * nextN, tile, name + "next_grad_weights", L);
     }
     const bool dense = layer.spec.sparseRule == SparseRule::None;
-    if (l > 0)
+    const bool keepsInputGrad = l == 0 && b.spec.inputGrad && b.spec.input == InputMode::PerStep;
+    if (l > 0 || keepsInputGrad)
       sh.gradOut =
           b.zeros(FLOAT, std::size_t(stepMajor ? 1 : T) * B * n, tile, name + "grad_out", L);
+    if (keepsInputGrad) { // dL/dI of every step (and chunk), for the input gradient
+      const std::size_t steps = std::size_t(T) * B * n;
+      sh.inputGradSteps =
+          stepMajor ? b.zeros(FLOAT, steps, tile, name + "input_grad_steps", L) : sh.gradOut;
+      if (b.chunks() > 1)
+        sh.inputGradAll = b.zeros(FLOAT, b.chunks() * steps, tile, name + "input_grad_all", L);
+    }
     if (layer.a2a) {
       sh.recRecv = b.zeros(INT, layer.shards.size() * B * layer.stride, tile, name + "rec_ids", L);
       if (!stepMajor)

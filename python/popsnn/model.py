@@ -169,6 +169,17 @@ class Model:
         with self._lock:
             return self.backend.loss_and_grad(x, y)
 
+    def loss_and_input_grad(self, x, y):
+        """(loss, grads, dL/dx shaped as x) without updating anything, on the engine devices
+        (popsnn.torch passes dL/dx to the layers upstream)."""
+        if not hasattr(self.backend, "loss_and_input_grad"):
+            raise ValueError(
+                f"loss_and_input_grad is for the engine devices, not {self.device!r}: "
+                f"use popsnn.reference.backward(..., input_grad=True) there"
+            )
+        with self._lock:
+            return self.backend.loss_and_input_grad(x, y)
+
     def infer(self, x) -> np.ndarray:
         with self._lock:
             return self.backend.infer(x)

@@ -13,8 +13,10 @@ Parameters, so any torch optimiser and scheduler drives them) and to the layers 
 Device "reference" (the dense NumPy reference, the oracle) differentiates any PyTorch loss of
 the spikes and membranes, and the input. The engine devices ("cpu", "ipu-model", "ipu") train
 with a popsnn loss: `loss(x, y)` runs forward and BPTT on the device and hands the parameter
-gradients to PyTorch; they compute no gradient for the input (the engine does not produce it),
-so an input that requires grad is an error there; `forward(x)` there is inference (no grad).
+gradients to PyTorch, and the input's when x requires grad: dL/dx = (sum_t dL/dI[t]) W for
+direct current x [B, N], dL/dx[t] = dL/dI[t] W for x [T, B, N] (dL/dI from the device, the
+product on the host; per-step input gets an engine that keeps dL/dI of every step, built
+the first time); `forward(x)` there is inference (no grad).
 The weights go to the device before every call, so torch's updates are always the ones used.
 """
 
@@ -243,14 +245,10 @@ class SpikingNetwork(torch.nn.Module):
         y = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
         xs = _numpy(x, self.np_dtype)
         if self.device_name in ENGINE_DEVICES:
-            if x.requires_grad:
-                raise ValueError(
-                    f"device {self.device_name!r} computes no gradient for the "
-                    f"input; use device='reference' to train layers upstream, "
-                    f"or pass x.detach()"
-                )
-            value, grads = self._engine_model(x).loss_and_grad(xs, y)
-            return value, grads, None
+            if not x.requires_grad:
+                value, grads = self._engine_model(x).loss_and_grad(xs, y)
+                return value, grads, None
+            return self._engine_model(x).loss_and_input_grad(xs, y)
         params = self.numpy_params()
         rec = _reference.forward(self.net, params, xs, self.steps_for(x))
         spikes, membranes = rec.spikes[-1], rec.membranes[-1]

@@ -80,6 +80,10 @@ struct NetworkSpec {
   float spikeActivity = 0.0f;
   float gradientTraceActivity() const { return traceActivity > 0.0f ? traceActivity : maxActivity; }
   float idTraceActivity() const { return spikeActivity > 0.0f ? spikeActivity : maxActivity; }
+  // [T, B, N_in] input: keep the first layer's dL/dI of every step, [T, B, N_1] more
+  // per sample chunk on its tiles, for the input gradient (Network::lossAndGrad's
+  // outInputGrad). Direct input needs no flag: its sum over the steps is kept anyway.
+  bool inputGrad = false;
 
   // Throws std::invalid_argument naming the offending field, value and fix.
   void validate() const;

@@ -246,15 +246,22 @@ class EngineBackend:
             {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in p.items()} for p in params
         ]
 
-    def _engine_for(self, mode):
+    def _engine_for(self, mode, input_grad=False):
         """The engine for input `mode` ("direct" [B, N] or "per_step" [T, B, N]), holding the
         current weights, optimiser state and learning rate (handed over from the engine used
-        last; host copies, no recompile once both layouts have been seen)."""
+        last; host copies, no recompile once both layouts have been seen). Per-step input with
+        `input_grad` has an engine of its own ("per_step_input_grad"), which keeps the first
+        layer's dL/dI of every step; once built it serves all per-step calls."""
+        if mode == "per_step" and (input_grad or self._mode == "per_step_input_grad"):
+            mode = "per_step_input_grad"
         if self._mode == mode:
             return self._engine
         engine = self._engines.get(mode)
         if engine is None:
-            spec = dict(self._spec, input=mode)
+            per_step_grad = mode == "per_step_input_grad"
+            spec = dict(
+                self._spec, input="per_step" if per_step_grad else mode, input_grad=per_step_grad
+            )
             engine = _native.Network(spec, self._device, self.on_overflow)
             self._engines[mode] = engine
             self.engine_builds += 1
@@ -265,10 +272,10 @@ class EngineBackend:
         self._engine, self._mode = engine, mode
         return engine
 
-    def _prepare(self, x, y=None):
+    def _prepare(self, x, y=None, input_grad=False):
         """(engine, padded x, padded labels, valid count)."""
         x, direct, batch = check_batch(self.net, x, self.num_steps, self.batch_size)
-        engine = self._engine_for("direct" if direct else "per_step")
+        engine = self._engine_for("direct" if direct else "per_step", input_grad)
         if batch < self.batch_size:
             # A last, partial batch: padding rows are computed but weigh nothing in the
             # loss and gradients, and are cut from the outputs.
@@ -305,6 +312,17 @@ class EngineBackend:
         engine, x, labels, valid = self._prepare(x, y)
         loss, grads, _ = self._counted(engine.loss_and_grad, x, labels, valid)
         return float(loss), grads
+
+    def loss_and_input_grad(self, x, y):
+        """(loss, grads, dL/dx shaped as x): the device keeps the first layer's dL/dI (direct
+        input x [B, N_in]: its sum over the steps, per shard and chunk of samples), the host
+        multiplies by that layer's W (host/src/Network.cpp, readInputGrad). Per-step input
+        x [T, B, N_in] runs on an engine that keeps dL/dI of every step: [T, B, N_1] more
+        per chunk of samples on the first layer's tiles, built the first time it is asked
+        for (`engine_builds` counts it)."""
+        engine, x, labels, valid = self._prepare(x, y, input_grad=True)
+        loss, grads, _, d_x = self._counted(engine.loss_and_input_grad, x, labels, valid)
+        return float(loss), grads, (d_x[:valid] if d_x.ndim == 2 else d_x[:, :valid])
 
     def loss_grad_and_spikes(self, x, y):
         engine, x, labels, valid = self._prepare(x, y)
