@@ -19,10 +19,10 @@ using namespace popsnn::lif;
 
 using namespace popsnn::backward_rows;
 
-// BPTT of one shard, specialised on the layer's neuron model and reset (codelets/
-// Neurons.hpp). The surrogate's values come from the forward; of the sparse rule only
-// whether there is one matters (`dense`).
-template <class Neuron, class Reset> class LifBackward : public Vertex {
+// BPTT of one shard, specialised on the layer's neuron model, reset and surrogate trace
+// (codelets/Neurons.hpp). The surrogate's values come from the forward; of the sparse rule
+// only the trace it left matters (every entry, or the id buffers' entries).
+template <class Neuron, class Reset, class Trace> class LifBackward : public Vertex {
 public:
   InOut<unsigned> step;                // counts 0..T-1; t = T-1-step
   Input<Vector<float>> lossGradSpikes; // output layer: dL/dS [T, B, n]
@@ -38,8 +38,7 @@ public:
   Input<Vector<float>> ownGrad;     // all-to-all: this layer's dL/dI[t+1], blocks [B, n_k]
   Input<Vector<float>> ownWeights;  // all-to-all: V on this shard's neurons, blocks [n, n_k]
   InOut<Vector<float>> ownWeightsT; // all-to-all, dense: [N, n]
-  Input<Vector<float>> surrTrace;   // no sparse rule: [T, B, n]
-  Input<Vector<float>> surrValues;  // a sparse rule: per id-buffer entry [T, B, slot]
+  Input<Vector<float>> surrogates;  // DenseTrace: [T, B, n]; EntryTrace: [T, B, slot]
   Input<Vector<int>> idTrace;       // own buffers [T, B, stride]
   Input<Vector<int>> inIds;         // INPUT_SPIKE_IDS: as LifForward's
 
@@ -76,7 +75,6 @@ public:
   unsigned offset;
   unsigned inputMode;
   unsigned isOutput;
-  unsigned dense;        // no sparse rule on this layer: every entry carries gradient
   unsigned publishGrad;  // gradOut is read by another layer or the recurrence
   unsigned stepsPerCall; // T (layer-major schedule) or 1 (all-to-all recurrence, step-major)
   unsigned stepMajor;    // schedule: 0 layer-major, 1 step-major (see the graph builder)
@@ -98,6 +96,7 @@ private:
   static constexpr popsnn::Recurrence recurrence = Neuron::recurrence;
   static constexpr bool leaky = std::is_same<Neuron, popsnn::Leaky>::value;
   static constexpr bool zeroReset = Reset::code == RESET_ZERO;
+  static constexpr bool dense = !Trace::sparse; // every entry carries gradient
 
   void step1(unsigned t) {
     // Float members copied to locals (see LifForward).
@@ -188,7 +187,7 @@ private:
                    nextRowsPerBlock());
     if (zeroReset) // as in generic(): a spike at t cuts the leak path
       zeroAtSpikes(own, offset, gU);
-    leakBackwardRow(g, nextLayerSize, &nextWeightsT[0], n, &surrTrace[(t * batch + b) * n], beta,
+    leakBackwardRow(g, nextLayerSize, &nextWeightsT[0], n, &surrogates[(t * batch + b) * n], beta,
                     gU, inputMode == INPUT_DIRECT ? &currentGradSum[b * n] : nullptr,
                     publishGrad ? gradOutRow(t, b) : nullptr, &gradBias[0]);
     return gU;
@@ -202,7 +201,7 @@ private:
     __builtin_prefetch(own);
     __builtin_prefetch(own + 16);
     if (!dense)
-      __builtin_prefetch(&surrValues[(t * batch + b) * (stride - BUFFER_HEADER)]);
+      __builtin_prefetch(&surrogates[(t * batch + b) * (stride - BUFFER_HEADER)]);
     if (inputMode == INPUT_SPIKE_IDS)
       for (unsigned s = 0; s < numSrc; ++s)
         __builtin_prefetch(&inIds[((stepMajor ? s : s * numSteps + t) * batch + b) * inStride]);
@@ -215,7 +214,7 @@ private:
   const float *leakySparse(unsigned t, unsigned b, float beta, const int *own) {
     const unsigned n = numNeurons, P = pushWidth(nextLayerSize);
     float *__restrict gU = &gradMem[b * n];
-    const float *__restrict vals = &surrValues[(t * batch + b) * (stride - BUFFER_HEADER)];
+    const float *__restrict vals = &surrogates[(t * batch + b) * (stride - BUFFER_HEADER)];
     float *__restrict g = &scratch[2 * n];
     if (zeroReset) // a spike at t cuts the leak path
       zeroAtSpikes(own, offset, gU);
@@ -240,7 +239,7 @@ private:
   void spikeGrad(unsigned t, unsigned b, const int *own, float *__restrict eps) {
     const unsigned n = numNeurons;
     const float *__restrict vals =
-        dense ? nullptr : &surrValues[(t * batch + b) * (stride - BUFFER_HEADER)];
+        dense ? nullptr : &surrogates[(t * batch + b) * (stride - BUFFER_HEADER)];
     if (isOutput) {
       copyTo(eps, &lossGradSpikes[(t * batch + b) * n], n);
     } else if (!dense) {
@@ -289,7 +288,7 @@ private:
     const float *__restrict gMem = isOutput ? &lossGradMem[(t * batch + b) * n] : nullptr;
     if (!dense) {
       // Only the id buffer's entries carry surrogate; the rest decays.
-      const float *__restrict vals = &surrValues[(t * batch + b) * (stride - BUFFER_HEADER)];
+      const float *__restrict vals = &surrogates[(t * batch + b) * (stride - BUFFER_HEADER)];
       if (gMem)
         for (unsigned j = 0; j < n; ++j)
           gU[j] = gMem[j] + beta * gU[j];
@@ -303,7 +302,7 @@ private:
         }
       return;
     }
-    const float *__restrict sg = &surrTrace[(t * batch + b) * n];
+    const float *__restrict sg = &surrogates[(t * batch + b) * n];
     if (gMem)
       for (unsigned j = 0; j < n; ++j)
         gU[j] = ((sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + gMem[j]) + beta * gU[j];
@@ -415,21 +414,36 @@ private:
 
 // Every combination of the units (include/popsnn/VertexUnits.hpp names them for the host).
 
-template class LifBackward<popsnn::Leaky, popsnn::ResetSubtract>;
-template class LifBackward<popsnn::Leaky, popsnn::ResetZero>;
-template class LifBackward<popsnn::Leaky, popsnn::ResetNone>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetSubtract>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetZero>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetNone>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetZero>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetNone>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetZero>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetNone>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetSubtract>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetZero>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetNone>;
+template class LifBackward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::DenseTrace>;
+template class LifBackward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::EntryTrace>;
+template class LifBackward<popsnn::Leaky, popsnn::ResetZero, popsnn::DenseTrace>;
+template class LifBackward<popsnn::Leaky, popsnn::ResetZero, popsnn::EntryTrace>;
+template class LifBackward<popsnn::Leaky, popsnn::ResetNone, popsnn::DenseTrace>;
+template class LifBackward<popsnn::Leaky, popsnn::ResetNone, popsnn::EntryTrace>;
+template class LifBackward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::DenseTrace>;
+template class LifBackward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::EntryTrace>;
+template class LifBackward<popsnn::Synaptic, popsnn::ResetZero, popsnn::DenseTrace>;
+template class LifBackward<popsnn::Synaptic, popsnn::ResetZero, popsnn::EntryTrace>;
+template class LifBackward<popsnn::Synaptic, popsnn::ResetNone, popsnn::DenseTrace>;
+template class LifBackward<popsnn::Synaptic, popsnn::ResetNone, popsnn::EntryTrace>;
+template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::DenseTrace>;
+template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::EntryTrace>;
+template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::DenseTrace>;
+template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::EntryTrace>;
+template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::DenseTrace>;
+template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::EntryTrace>;
+template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::DenseTrace>;
+template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::EntryTrace>;
+template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::DenseTrace>;
+template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::EntryTrace>;
+template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::DenseTrace>;
+template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::EntryTrace>;
+template class LifBackward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::DenseTrace>;
+template class LifBackward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::EntryTrace>;
+template class LifBackward<popsnn::Lapicque, popsnn::ResetZero, popsnn::DenseTrace>;
+template class LifBackward<popsnn::Lapicque, popsnn::ResetZero, popsnn::EntryTrace>;
+template class LifBackward<popsnn::Lapicque, popsnn::ResetNone, popsnn::DenseTrace>;
+template class LifBackward<popsnn::Lapicque, popsnn::ResetNone, popsnn::EntryTrace>;
 
 // dL/dW = x^T . sum_t dL/dI for direct-current input, once per minibatch, each
 // weight-gradient row written once.

@@ -147,29 +147,21 @@ void surrogateRow(float param, float threshold, float ruleValue, const float *__
     sg[j] = Rule::keep(u[j], threshold, ruleValue) ? s : 0.0f;
   }
 }
-template <class Surrogate>
-void surrogateRow(unsigned rule, float param, float threshold, float ruleValue,
-                  const float *__restrict u, float *__restrict sg, unsigned n) {
-  if (rule == RULE_WINDOW)
-    surrogateRow<Surrogate, popsnn::Window>(param, threshold, ruleValue, u, sg, n);
-  else if (rule == RULE_ONE_SIDED)
-    surrogateRow<Surrogate, popsnn::OneSided>(param, threshold, ruleValue, u, sg, n);
-  else
-    surrogateRow<Surrogate, popsnn::NoRule>(param, threshold, ruleValue, u, sg, n);
-}
-// Picks the row kernel once per row: the units' choice stays out of the loops.
-ONCE void surrogateRow(unsigned surrogate, unsigned rule, float param, float threshold,
-                       float ruleValue, const float *__restrict u, float *__restrict sg,
-                       unsigned n) {
+// Picks the surrogate's row kernel once per row (the rule is the vertex's unit): the choice
+// stays out of the loops (docs/architecture.md says why the surrogate is not a template
+// argument of the vertex).
+template <class Rule>
+ONCE void surrogateRow(unsigned surrogate, float param, float threshold, float ruleValue,
+                       const float *__restrict u, float *__restrict sg, unsigned n) {
   switch (surrogate) {
   case FAST_SIGMOID:
-    return surrogateRow<popsnn::FastSigmoid>(rule, param, threshold, ruleValue, u, sg, n);
+    return surrogateRow<popsnn::FastSigmoid, Rule>(param, threshold, ruleValue, u, sg, n);
   case ATAN:
-    return surrogateRow<popsnn::Atan>(rule, param, threshold, ruleValue, u, sg, n);
+    return surrogateRow<popsnn::Atan, Rule>(param, threshold, ruleValue, u, sg, n);
   case SIGMOID:
-    return surrogateRow<popsnn::Sigmoid>(rule, param, threshold, ruleValue, u, sg, n);
+    return surrogateRow<popsnn::Sigmoid, Rule>(param, threshold, ruleValue, u, sg, n);
   default:
-    return surrogateRow<popsnn::StraightThrough>(rule, param, threshold, ruleValue, u, sg, n);
+    return surrogateRow<popsnn::StraightThrough, Rule>(param, threshold, ruleValue, u, sg, n);
   }
 }
 
@@ -187,9 +179,9 @@ ONCE unsigned candidatesOf(const float *__restrict prev, const float *__restrict
 
 // One LIF step of a shard: synaptic input, membrane update, spike decision, surrogate
 // trace, and the shard's spike-id buffer (spikes, then gradient candidates) for every
-// sample. Specialised on the layer's neuron model and reset (codelets/Neurons.hpp); its
-// surrogate and sparse rule pick a row kernel once per row.
-template <class Neuron, class Reset> class LifForward : public Vertex {
+// sample. Specialised on the layer's neuron model, reset and sparse rule (codelets/
+// Neurons.hpp); its surrogate picks a row kernel once per row.
+template <class Neuron, class Reset, class Rule> class LifForward : public Vertex {
 public:
   InOut<unsigned> step; // device-side step counter, wraps at numSteps
   // INPUT_DIRECT: x.W + b [B, n]. INPUT_PARTIAL_CURRENT: this step's sum of the partial
@@ -209,12 +201,11 @@ public:
   InOut<Vector<float>> syn;        // J [B, n] (Synaptic)
   InOut<Vector<float>> prevSpikes; // S[t-1] [B, n]
   InOut<Vector<float>> scratch;    // [3n]
-  // The masked surrogate dS/dU kept for the backward. No sparse rule: dense, surrTrace
-  // [T, B, n]. A sparse rule: only for the entries of the id buffer (spikes, then gradient
-  // candidates), surrValues [T, B, slot] beside idTrace (slot = stride - BUFFER_HEADER),
-  // so the trace shrinks with the buffers' capacity.
-  InOut<Vector<float>> surrTrace;
-  InOut<Vector<float>> surrValues;
+  // The masked surrogate dS/dU kept for the backward, laid out by the rule's trace: no
+  // sparse rule, every entry [T, B, n]; a sparse rule, only the entries of the id buffer
+  // (spikes, then gradient candidates), [T, B, slot] beside idTrace (slot = stride -
+  // BUFFER_HEADER), so the trace shrinks with the buffers' capacity.
+  InOut<Vector<float>> surrogates;
   InOut<Vector<int>> idTrace;     // own buffers [T, B, stride]
   Output<Vector<int>> outIds;     // own buffers of this step [B, stride], when exchanged per step
   Output<Vector<int>> prevIds;    // step-major all-to-all: step t-1's, for the first backward step
@@ -235,7 +226,6 @@ public:
   unsigned offset;
   unsigned capacity;
   unsigned surrogate; // codes::Surrogate
-  unsigned rule;      // codes::Rule
   unsigned inputMode;
   unsigned record;
   unsigned stepsPerCall;
@@ -316,12 +306,12 @@ private:
 #ifdef POPSNN_FUSED_LEAK_FORWARD
     // Leaky's update, surrogate, rule and spikes in one AVX-512 pass (no exp: not Sigmoid).
     if (std::is_same<Neuron, popsnn::Leaky>::value && surrogate != SIGMOID)
-      return leakForwardRow(n, c.beta, c.threshold, Reset::code, surrogate, param, rule, ruleValue,
-                            in, u, prev, sg, offset, ids, 0, capacity);
+      return leakForwardRow(n, c.beta, c.threshold, Reset::code, surrogate, param, Rule::code,
+                            ruleValue, in, u, prev, sg, offset, ids, 0, capacity);
 #endif
     // The reset R[t] = S[t-1] is decided by the previous step.
     Neuron::template forwardRow<Reset>(c, n, in, rec, j, u, prev);
-    surrogateRow(surrogate, rule, param, c.threshold, ruleValue, u, sg, n);
+    surrogateRow<Rule>(surrogate, param, c.threshold, ruleValue, u, sg, n);
     // Spikes are rare: decided many neurons at a time into bit masks, whose set bits
     // become ids (see appendSpikes).
     return spikesOf(u, c.threshold, prev, n, offset, ids, capacity);
@@ -333,11 +323,11 @@ private:
       start();
     if (inputMode == INPUT_PARTIAL_CURRENT)
       sumPartials(&partialIn[0], numSrc, numSteps, t, batch * n, &current[0]);
-    const bool sparse = rule != RULE_NONE;
+    constexpr bool sparse = Rule::Trace::sparse;
     for (unsigned b = 0; b < batch; ++b) {
       const float *in = inputOf(t, b);
       const float *rec = recurrentOf(t, b);
-      float *__restrict sg = sparse ? &scratch[2 * n] : &surrTrace[(t * batch + b) * n];
+      float *__restrict sg = sparse ? &scratch[2 * n] : &surrogates[(t * batch + b) * n];
       // The id buffer: spikes first, then gradient candidates.
       int *buf = &idTrace[(t * batch + b) * stride];
       int *__restrict ids = buf + BUFFER_HEADER;
@@ -348,7 +338,7 @@ private:
       countOverflow(needed, capacity, t, &overflow[0]);
       const unsigned stored = needed < capacity ? needed : capacity;
       if (sparse) {
-        float *__restrict vals = &surrValues[(t * batch + b) * (stride - BUFFER_HEADER)];
+        float *__restrict vals = &surrogates[(t * batch + b) * (stride - BUFFER_HEADER)];
         for (unsigned k = 0; k < stored; ++k)
           vals[k] = sg[unsigned(ids[k]) - offset];
       }
@@ -378,18 +368,48 @@ private:
 };
 
 // Every combination of the units (include/popsnn/VertexUnits.hpp names them for the host).
-template class LifForward<popsnn::Leaky, popsnn::ResetSubtract>;
-template class LifForward<popsnn::Leaky, popsnn::ResetZero>;
-template class LifForward<popsnn::Leaky, popsnn::ResetNone>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetSubtract>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetZero>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetNone>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetZero>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetNone>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetZero>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetNone>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetSubtract>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetZero>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetNone>;
+template class LifForward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::NoRule>;
+template class LifForward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::Window>;
+template class LifForward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::OneSided>;
+template class LifForward<popsnn::Leaky, popsnn::ResetZero, popsnn::NoRule>;
+template class LifForward<popsnn::Leaky, popsnn::ResetZero, popsnn::Window>;
+template class LifForward<popsnn::Leaky, popsnn::ResetZero, popsnn::OneSided>;
+template class LifForward<popsnn::Leaky, popsnn::ResetNone, popsnn::NoRule>;
+template class LifForward<popsnn::Leaky, popsnn::ResetNone, popsnn::Window>;
+template class LifForward<popsnn::Leaky, popsnn::ResetNone, popsnn::OneSided>;
+template class LifForward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::NoRule>;
+template class LifForward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::Window>;
+template class LifForward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::OneSided>;
+template class LifForward<popsnn::Synaptic, popsnn::ResetZero, popsnn::NoRule>;
+template class LifForward<popsnn::Synaptic, popsnn::ResetZero, popsnn::Window>;
+template class LifForward<popsnn::Synaptic, popsnn::ResetZero, popsnn::OneSided>;
+template class LifForward<popsnn::Synaptic, popsnn::ResetNone, popsnn::NoRule>;
+template class LifForward<popsnn::Synaptic, popsnn::ResetNone, popsnn::Window>;
+template class LifForward<popsnn::Synaptic, popsnn::ResetNone, popsnn::OneSided>;
+template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::NoRule>;
+template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::Window>;
+template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::OneSided>;
+template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::NoRule>;
+template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::Window>;
+template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::OneSided>;
+template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::NoRule>;
+template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::Window>;
+template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::OneSided>;
+template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::NoRule>;
+template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::Window>;
+template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::OneSided>;
+template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::NoRule>;
+template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::Window>;
+template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::OneSided>;
+template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::NoRule>;
+template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::Window>;
+template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::OneSided>;
+template class LifForward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::NoRule>;
+template class LifForward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::Window>;
+template class LifForward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::OneSided>;
+template class LifForward<popsnn::Lapicque, popsnn::ResetZero, popsnn::NoRule>;
+template class LifForward<popsnn::Lapicque, popsnn::ResetZero, popsnn::Window>;
+template class LifForward<popsnn::Lapicque, popsnn::ResetZero, popsnn::OneSided>;
+template class LifForward<popsnn::Lapicque, popsnn::ResetNone, popsnn::NoRule>;
+template class LifForward<popsnn::Lapicque, popsnn::ResetNone, popsnn::Window>;
+template class LifForward<popsnn::Lapicque, popsnn::ResetNone, popsnn::OneSided>;

@@ -22,8 +22,10 @@ struct Shard : ShardPlan {
   poplar::Tensor param[NUM_PARAMS], grad[NUM_PARAMS], opt1[NUM_PARAMS], opt2[NUM_PARAMS],
       optCount[NUM_PARAMS];
   // outIds: a2a, or step-major feeding a layer.
-  poplar::Tensor mem, syn, prevSpikes, fwdScratch, surrTrace, idTrace, outIds, overflow;
-  poplar::Tensor surrValues; // a sparse rule: the surrogate per id-buffer entry, not surrTrace
+  poplar::Tensor mem, syn, prevSpikes, fwdScratch, idTrace, outIds, overflow;
+  // The surrogate kept for the backward: every entry [T, B, n] without a sparse rule, else
+  // one per id-buffer entry [T, B, slot].
+  poplar::Tensor surrogates;
   poplar::Tensor stepForward, stepBackward;
   poplar::Tensor xLocal, current, currentGradSum;
   // inRecv: the previous layer's traces; recRecv: own ids of step t-1 (a2a forward);

@@ -541,8 +541,7 @@ std::map<std::string, double> Network::layout() const {
     // (dense [T, B, n], or per id-buffer entry with a sparse rule) and the id buffers.
     double surrogate = 0, ids = 0;
     for (const auto &sh : layer.shards) {
-      surrogate += double((sh.surrTrace.valid() ? sh.surrTrace : sh.surrValues).numElements()) *
-                   sizeof(float);
+      surrogate += double(sh.surrogates.numElements()) * sizeof(float);
       ids += double(sh.idTrace.numElements()) * sizeof(int);
     }
     out[l + "surrogate_trace_bytes"] = surrogate;

@@ -68,9 +68,9 @@ struct ShardTensorMaker {
     // The surrogate kept for the backward: dense without a sparse rule (every entry carries
     // gradient), else only beside the id buffers' entries (spikes, gradient candidates).
     if (layer.spec.sparseRule == SparseRule::None)
-      sh.surrTrace = b.zeros(FLOAT, std::size_t(T) * B * n, tile, name + "surrogate_trace", L);
+      sh.surrogates = b.zeros(FLOAT, std::size_t(T) * B * n, tile, name + "surrogate_trace", L);
     else
-      sh.surrValues = b.zeros(FLOAT, std::size_t(T) * B * (layer.stride - codes::BUFFER_HEADER),
+      sh.surrogates = b.zeros(FLOAT, std::size_t(T) * B * (layer.stride - codes::BUFFER_HEADER),
                               tile, name + "surrogate_values", L);
     sh.idTrace = b.zeros(INT, std::size_t(T) * B * layer.stride, tile, name + "id_trace", L);
     const bool feedsNext = l + 1 < layers.size();

@@ -201,6 +201,29 @@ def backward(
     return _backward(net, params, rec, d_spikes, d_membranes, input_grad)
 
 
+def _leak_carried(d_u, g_membranes, beta, keep):
+    """dL/dU of a membrane whose only path in time is the leak: the surrogate term `d_u`
+    plus a membrane loss, carried back as dU[t] += dU[t+1] dU[t+1]/dU[t], that factor beta,
+    or beta (1 - R[t+1]) under the zero reset (`keep` given). Updates `d_u`."""
+    if g_membranes is not None:
+        d_u += g_membranes
+    for t in range(len(d_u) - 2, -1, -1):
+        carry = beta * d_u[t + 1]
+        d_u[t] += carry * keep[t + 1] if keep is not None else carry
+    return d_u
+
+
+def _add_input_grads(g, p, d_input, layer_in, direct):
+    """dL/dW (and dL/db) of the layer's input projection from dL/dI, into g."""
+    n = d_input.shape[-1]
+    if direct:
+        g["weight"] = d_input.sum(axis=0).T @ layer_in  # sum_t dI[t]^T x, once
+    else:
+        g["weight"] = d_input.reshape(-1, n).T @ layer_in.reshape(-1, layer_in.shape[-1])
+    if "bias" in p:
+        g["bias"] = d_input.sum(axis=(0, 1))
+
+
 def _backward(net, params, rec, g_spikes, g_membranes, input_grad=False):
     T = rec.num_steps
     grads = [None] * len(net)
@@ -216,28 +239,17 @@ def _backward(net, params, rec, g_spikes, g_membranes, input_grad=False):
         dsdu = neuron.surrogate.grad(U - theta)
         if neuron.sparse is not None:
             dsdu = dsdu * rec.grad_masks[l]
+        keep = None
         if zero_reset:
             keep = np.ones_like(U)  # keep[t] = 1 - R[t], R[t] = H(U[t-1] - theta)
             keep[1:] = U[:-1] <= theta
         g = {}
         # dI[t] = dL/dI[t], the gradient of the layer's synaptic input.
         if isinstance(neuron, Leaky):
-            dU = dsdu * g_spikes
-            if g_membranes is not None:
-                dU += g_membranes
-            # dU[t] += dU[t+1] * dU[t+1]/dU[t]; that factor is beta, or beta*(1-R[t+1]).
-            for t in range(T - 2, -1, -1):
-                carry = beta * dU[t + 1]
-                dU[t] += carry * keep[t + 1] if zero_reset else carry
-            d_input = dU
+            d_input = _leak_carried(dsdu * g_spikes, g_membranes, beta, keep)
         elif isinstance(neuron, Synaptic):
             alpha = dtype.type(neuron.alpha)
-            dU = dsdu * g_spikes
-            if g_membranes is not None:
-                dU += g_membranes
-            for t in range(T - 2, -1, -1):
-                carry = beta * dU[t + 1]
-                dU[t] += carry * keep[t + 1] if zero_reset else carry
+            dU = _leak_carried(dsdu * g_spikes, g_membranes, beta, keep)
             # U[t] depends on J[t] with factor 1, or (1-R[t]) under zero reset.
             dJ = dU * keep if zero_reset else dU.copy()
             for t in range(T - 2, -1, -1):
@@ -278,15 +290,10 @@ def _backward(net, params, rec, g_spikes, g_membranes, input_grad=False):
                 g["recurrent_weight"] = (flat_base * flat_prev).sum(axis=0)
             d_input = d_base
         layer_in = rec._input if l == 0 else rec.spikes[l - 1]
-        n = d_input.shape[-1]
-        if rec.direct_input and l == 0:
-            g["weight"] = d_input.sum(axis=0).T @ layer_in  # sum_t dI[t]^T x, once
-        else:
-            g["weight"] = d_input.reshape(-1, n).T @ layer_in.reshape(-1, layer_in.shape[-1])
-        if "bias" in p:
-            g["bias"] = d_input.sum(axis=(0, 1))
+        _add_input_grads(g, p, d_input, layer_in, direct=rec.direct_input and l == 0)
         grads[l] = {k: g[k] for k in p}  # params' key order
         if l > 0:
+            n = d_input.shape[-1]
             g_spikes = (d_input.reshape(-1, n) @ p["weight"]).reshape(T, d_input.shape[1], -1)
             g_membranes = None
     if input_grad:  # d_input is layer 0's dL/dI; direct current feeds every step
