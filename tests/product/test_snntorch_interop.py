@@ -86,7 +86,7 @@ def test_unsupported_layers_are_named():
         interop.from_snntorch(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()))
     with pytest.raises(InteropError, match=r"layer 0 \(Conv2d\): expected nn.Linear"):
         interop.from_snntorch(torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), snn.Leaky(beta=0.9)))
-    with pytest.raises(InteropError, match="beta has 3 values"):
+    with pytest.raises(InteropError, match="beta has 3 different values"):
         interop.from_snntorch(
             torch.nn.Sequential(
                 torch.nn.Linear(4, 3), snn.Leaky(beta=torch.tensor([0.1, 0.2, 0.3]))
