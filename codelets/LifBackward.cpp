@@ -46,12 +46,11 @@ public:
   // All-to-all: own layer's buffers, [numOwn, T, B, stride] (layer-major: whole traces)
   // or [numOwn, B, stride] (step-major: step t-1's).
   Input<Vector<int>> recIds;
-  Input<Vector<float>> weights;        // [nIn, n]
-  Input<Vector<float>> recWeights;     // all-to-all [N, n]; one-to-one [n]
-  InOut<Vector<float>> gradMem;        // dL/dU[t+1] carried [B, n]
-  InOut<Vector<float>> gradSyn;        // dL/dJ[t+1] carried [B, n] (Synaptic)
-  InOut<Vector<float>> gradWeights;    // [nIn, n]
-  InOut<Vector<float>> gradBias;       // [n]
+  Input<Vector<float>> weights;     // [nIn, n]
+  Input<Vector<float>> recWeights;  // all-to-all [N, n]; one-to-one [n]
+  InOut<Vector<float>> gradMem;     // dL/dU[t+1] carried [B, n], then (Synaptic) dL/dJ[t+1] [B, n]
+  InOut<Vector<float>> gradWeights; // [nIn, n]
+  InOut<Vector<float>> gradBias;    // [n]
   InOut<Vector<float>> gradRecWeights; // like recWeights
   InOut<Vector<float>> gradRecBias;    // [n]
   InOut<Vector<float>> currentGradSum; // INPUT_DIRECT: sum_t dL/dI [B, n]
@@ -133,11 +132,8 @@ private:
       blocksToRows(&nextWeights[0], n, nextShardSize, nextLayerSize, &nextWeightsT[0]);
     if (recurrence == popsnn::Recurrence::ALL_TO_ALL && dense)
       transposeFanout(&ownWeights[0], n, ownShardSize, ownLayerSize, &ownWeightsT[0]);
-    for (unsigned k = 0; k < bn; ++k)
+    for (unsigned k = 0; k < gradMem.size(); ++k)
       gradMem[k] = 0.0f;
-    if (Neuron::synaptic)
-      for (unsigned k = 0; k < bn; ++k)
-        gradSyn[k] = 0.0f;
     // DirectWeightGrad writes it whole; a partial-current input's is the previous
     // layer's (copied in).
     if (inputMode != INPUT_DIRECT && inputMode != INPUT_PARTIAL_CURRENT)
@@ -317,7 +313,7 @@ private:
     const unsigned n = numNeurons;
     const int *prevOwn = t > 0 ? &idTrace[((t - 1) * batch + b) * stride] : nullptr;
     if constexpr (Neuron::synaptic) {
-      float *__restrict gJ = &gradSyn[b * n];
+      float *__restrict gJ = &gradMem[(batch + b) * n];
       if (zeroReset) {
         // U[t] = (1 - S[t-1]) (beta U[t-1] + J[t]): the reset also gates J's path.
         float *__restrict keep = &scratch[n];

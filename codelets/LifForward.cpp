@@ -197,8 +197,7 @@ public:
       recIds; // RLEAKY_ALL_TO_ALL: own layer's buffers of step t-1 [numOwn, B, stride]
   Input<Vector<float>> recWeights; // all-to-all: [N, n]; one-to-one: [n]
   Input<Vector<float>> recBias;    // all-to-all: [n]
-  InOut<Vector<float>> mem;        // U [B, n]
-  InOut<Vector<float>> syn;        // J [B, n] (Synaptic)
+  InOut<Vector<float>> mem;        // the neuron's state: U [B, n], then (Synaptic) J [B, n]
   InOut<Vector<float>> prevSpikes; // S[t-1] [B, n]
   InOut<Vector<float>> scratch;    // [3n]
   // The masked surrogate dS/dU kept for the backward, laid out by the rule's trace: no
@@ -255,13 +254,10 @@ private:
     const unsigned n = numNeurons;
     for (unsigned k = 0; k < OVERFLOW_FIELDS; ++k)
       overflow[k] = 0;
-    for (unsigned k = 0; k < batch * n; ++k) {
+    for (unsigned k = 0; k < mem.size(); ++k)
       mem[k] = 0.0f;
+    for (unsigned k = 0; k < batch * n; ++k)
       prevSpikes[k] = 0.0f;
-    }
-    if (Neuron::synaptic)
-      for (unsigned k = 0; k < batch * n; ++k)
-        syn[k] = 0.0f;
   }
 
   // Sample b's synaptic input I[t]: the direct current, or computed into scratch.
@@ -302,7 +298,7 @@ private:
     const unsigned n = numNeurons;
     float *__restrict u = &mem[b * n];
     float *__restrict prev = &prevSpikes[b * n];
-    float *__restrict j = Neuron::synaptic ? &syn[b * n] : nullptr;
+    float *__restrict j = Neuron::synaptic ? &mem[(batch + b) * n] : nullptr;
 #ifdef POPSNN_FUSED_LEAK_FORWARD
     // Leaky's update, surrogate, rule and spikes in one AVX-512 pass (no exp: not Sigmoid).
     if (std::is_same<Neuron, popsnn::Leaky>::value && surrogate != SIGMOID)

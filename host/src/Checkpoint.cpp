@@ -15,7 +15,9 @@
 #include <sstream>
 
 #include "NpzReader.hpp"
+#include "Plan.hpp"
 #include "Validation.hpp"
+#include "popsnn/Names.hpp"
 
 namespace popsnn {
 namespace {
@@ -24,33 +26,8 @@ using json = nlohmann::json;
 
 constexpr int kMaxDepth = 64; // far deeper than any checkpoint's metadata nests
 
-template <typename E> using Names = std::vector<std::pair<const char *, E>>;
-const Names<NeuronType> kNeurons = {{"Leaky", NeuronType::Leaky},
-                                    {"Synaptic", NeuronType::Synaptic},
-                                    {"RLeaky", NeuronType::RLeaky},
-                                    {"Lapicque", NeuronType::Lapicque}};
-const Names<ResetMechanism> kResets = {{"subtract", ResetMechanism::Subtract},
-                                       {"zero", ResetMechanism::Zero},
-                                       {"none", ResetMechanism::None}};
-const Names<SurrogateKind> kSurrogates = {{"fast_sigmoid", SurrogateKind::FastSigmoid},
-                                          {"atan", SurrogateKind::Atan},
-                                          {"sigmoid", SurrogateKind::Sigmoid},
-                                          {"straight_through", SurrogateKind::StraightThrough}};
-const Names<SparseRule> kSparseRules = {{"window", SparseRule::Window},
-                                        {"one_sided", SparseRule::OneSided}};
-const Names<LossKind> kLosses = {{"ce_count", LossKind::CeCount},
-                                 {"ce_rate", LossKind::CeRate},
-                                 {"mse_count", LossKind::MseCount},
-                                 {"mse_membrane", LossKind::MseMembrane},
-                                 {"ce_max_membrane", LossKind::CeMaxMembrane}};
-const Names<OptimizerKind> kOptimizers = {
-    {"sgd", OptimizerKind::SGD}, {"adam", OptimizerKind::Adam}, {"adamw", OptimizerKind::AdamW}};
-
-const char *const kParamNames[4] = {"weight", "bias", "recurrent_weight", "recurrent_bias"};
-
-std::vector<float> &member(LayerParams &p, int i) {
-  return i == 0 ? p.weight : i == 1 ? p.bias : i == 2 ? p.recurrentWeight : p.recurrentBias;
-}
+// A checkpoint names its sparse rule only when it has one.
+const Names<SparseRule> kStoredSparseRules(kSparseRuleNames.begin() + 1, kSparseRuleNames.end());
 
 // Python's json writes NaN and +-Infinity (a diverged run's history, say), which JSON lacks:
 // outside strings they become null, so a field that must be a number refuses them.
@@ -275,7 +252,7 @@ void Reader::network(const json &layers, NetworkSpec &spec) {
     s.inputs = count(field(lin, "in_features", where), where + " in_features", 1);
     s.outputs = count(field(lin, "out_features", where), where + " out_features", 1);
     s.bias = boolean(field(lin, "bias", where), where + " bias");
-    s.neuron = name(field(n, "type", where), where + " neuron type", kNeurons);
+    s.neuron = name(field(n, "type", where), where + " neuron type", kNeuronNames);
     std::size_t keys = 6;
     s.threshold = real(field(n, "threshold", where), where + " threshold");
     if (s.neuron == NeuronType::Lapicque) {
@@ -284,17 +261,17 @@ void Reader::network(const json &layers, NetworkSpec &spec) {
     } else {
       s.beta = real(field(n, "beta", where), where + " beta");
     }
-    s.reset = name(field(n, "reset_mechanism", where), where + " reset_mechanism", kResets);
+    s.reset = name(field(n, "reset_mechanism", where), where + " reset_mechanism", kResetNames);
     const json &sur = field(n, "surrogate", where);
     if (sur.size() != 2)
       damaged(where + " surrogate must be {name, param}");
-    s.surrogate = name(field(sur, "name", where), where + " surrogate name", kSurrogates);
+    s.surrogate = name(field(sur, "name", where), where + " surrogate name", kSurrogateNames);
     s.surrogateParam = real(field(sur, "param", where), where + " surrogate param");
     const json &rule = field(n, "sparse", where);
     if (!rule.is_null()) {
       if (rule.size() != 2)
         damaged(where + " sparse must be null or {kind, value}");
-      s.sparseRule = name(field(rule, "kind", where), where + " sparse kind", kSparseRules);
+      s.sparseRule = name(field(rule, "kind", where), where + " sparse kind", kStoredSparseRules);
       s.sparseValue = real(field(rule, "value", where), where + " sparse value");
     }
     if (s.neuron == NeuronType::Synaptic) {
@@ -351,12 +328,12 @@ void Reader::layerParams(const json &params, const NetworkSpec &spec,
     const json &d = dict(layers[l], where + " params");
     std::size_t expected = 0;
     LayerParams p;
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < int(NUM_PARAMS); ++i) {
       if (!hasParam(spec.layers[l], i))
         continue;
       ++expected;
-      member(p, i) = floats(field(d, kParamNames[i], where + " params"),
-                            paramShape(spec.layers[l], i), where + " " + kParamNames[i]);
+      paramValues(p, i) = floats(field(d, paramName(i), where + " params"),
+                                 paramShape(spec.layers[l], i), where + " " + paramName(i));
     }
     if (d.size() != expected)
       damaged(where + " params has arrays its layer does not take");
@@ -402,20 +379,20 @@ void Reader::optimizerEntries(const json &entries, Checkpoint &ckpt) {
       damaged(where + " must be [layer, name, {field: value}]");
     const std::size_t l = count(entry[0], where + " layer", 0);
     int i = 0;
-    while (i < 4 && entry[1].get<std::string>() != kParamNames[i])
+    while (i < int(NUM_PARAMS) && entry[1].get<std::string>() != paramName(i))
       ++i;
     if (l >= spec.layers.size() || i == 4 || !hasParam(spec.layers[l], i) || seen[{l, i}])
       damaged(where + " names no new parameter of the network");
     seen[{l, i}] = true;
     const json &fields = dict(entry[2], where);
     const auto shape = paramShape(spec.layers[l], i);
-    const std::string what = where + " (layer " + std::to_string(l) + " " + kParamNames[i] + ")";
+    const std::string what = where + " (layer " + std::to_string(l) + " " + paramName(i) + ")";
     if (sgd && fields.empty()) // SGD without momentum keeps nothing
       continue;
     if (sgd) {
       if (fields.size() != 1)
         damaged(what + " must hold momentum_buffer only");
-      member(state.layers[l].first, i) =
+      paramValues(state.layers[l].first, i) =
           floats(field(fields, "momentum_buffer", what), shape, what + " momentum_buffer");
       state.steps = 1;
       continue;
@@ -427,17 +404,17 @@ void Reader::optimizerEntries(const json &entries, Checkpoint &ckpt) {
       damaged(what + " has step " + std::to_string(step) + ", another entry " +
               std::to_string(state.steps) + " (popsnn keeps one step count)");
     state.steps = step;
-    member(state.layers[l].first, i) =
+    paramValues(state.layers[l].first, i) =
         floats(field(fields, "exp_avg", what), shape, what + " exp_avg");
-    member(state.layers[l].second, i) =
+    paramValues(state.layers[l].second, i) =
         floats(field(fields, "exp_avg_sq", what), shape, what + " exp_avg_sq");
-    for (float v : member(state.layers[l].second, i))
+    for (float v : paramValues(state.layers[l].second, i))
       if (v < 0)
         damaged(what + " exp_avg_sq holds a negative value");
   }
   std::size_t params = 0;
   for (const LayerSpec &s : spec.layers)
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < int(NUM_PARAMS); ++i)
       params += hasParam(s, i);
   if (!entries.empty() && seen.size() != params)
     damaged("the optimizer state covers " + std::to_string(seen.size()) + " of the " +
@@ -455,7 +432,7 @@ void Reader::optimizer(const json &opt, Checkpoint &ckpt) {
   const json &d = dict(opt, "optimizer");
   if (d.size() != 3)
     damaged("optimizer must hold name, hyper and state");
-  ckpt.spec.optimizer.kind = name(field(d, "name", "optimizer"), "optimizer name", kOptimizers);
+  ckpt.spec.optimizer.kind = name(field(d, "name", "optimizer"), "optimizer name", kOptimizerNames);
   ckpt.optimizerStateKind = ckpt.spec.optimizer.kind;
   optimizerHyper(dict(field(d, "hyper", "optimizer"), "optimizer hyper"), ckpt.spec.optimizer);
   optimizerEntries(list(field(d, "state", "optimizer"), "optimizer state"), ckpt);
@@ -471,7 +448,7 @@ void Reader::config(const json &config, NetworkSpec &spec) {
   if (d.contains("batch_size"))
     spec.batchSize = count(d["batch_size"], "config batch_size", 1);
   if (d.contains("loss"))
-    spec.loss.kind = name(d["loss"], "config loss", kLosses);
+    spec.loss.kind = name(d["loss"], "config loss", kLossNames);
 }
 
 std::string readFile(const std::string &path) {

@@ -22,7 +22,8 @@ struct Shard : ShardPlan {
   poplar::Tensor param[NUM_PARAMS], grad[NUM_PARAMS], opt1[NUM_PARAMS], opt2[NUM_PARAMS],
       optCount[NUM_PARAMS];
   // outIds: a2a, or step-major feeding a layer.
-  poplar::Tensor mem, syn, prevSpikes, fwdScratch, idTrace, outIds, overflow;
+  // mem, gradMem: the neuron's state U (then Synaptic's J) [B, n] each, and its gradient.
+  poplar::Tensor mem, prevSpikes, fwdScratch, idTrace, outIds, overflow;
   // The surrogate kept for the backward: every entry [T, B, n] without a sparse rule, else
   // one per id-buffer entry [T, B, slot].
   poplar::Tensor surrogates;
@@ -31,7 +32,7 @@ struct Shard : ShardPlan {
   // inRecv: the previous layer's traces; recRecv: own ids of step t-1 (a2a forward);
   // ownTraces: own traces (a2a backward).
   poplar::Tensor inRecv, recRecv, ownTraces, prevIds; // prevIds: step-major a2a
-  poplar::Tensor gradMem, gradSyn, bwdScratch, gradOut, gradStep;
+  poplar::Tensor gradMem, bwdScratch, gradOut, gradStep;
   // Copies of the weights of the layer this shard feeds (and of V), on this shard's neurons.
   poplar::Tensor nextGrad, nextWeights, nextWeightsT, ownGrad, ownWeights, ownWeightsT;
   poplar::Tensor recSpikes, recMem, lossGradS, lossGradU;

@@ -55,11 +55,10 @@ struct ShardTensorMaker {
   }
 
   void state() {
-    sh.mem = b.zeros(FLOAT, B * n, tile, name + "mem", L);
-    if (layer.spec.neuron == NeuronType::Synaptic) {
-      sh.syn = b.zeros(FLOAT, B * n, tile, name + "syn", L);
-      sh.gradSyn = b.zeros(FLOAT, B * n, tile, name + "grad_syn", L);
-    }
+    // The neuron's state and its carried gradient: U, then Synaptic's J.
+    const unsigned stateVars = layer.spec.neuron == NeuronType::Synaptic ? 2 : 1;
+    sh.mem = b.zeros(FLOAT, stateVars * B * n, tile, name + "mem", L);
+    sh.gradMem = b.zeros(FLOAT, stateVars * B * n, tile, name + "grad_mem", L);
     sh.prevSpikes = b.zeros(FLOAT, B * n, tile, name + "prev_spikes", L);
     sh.fwdScratch = b.zeros(FLOAT, 3 * n, tile, name + "fwd_scratch", L);
     sh.bwdScratch = b.zeros(
@@ -84,7 +83,6 @@ struct ShardTensorMaker {
                                name + "overflow_all", L);
     sh.stepForward = b.zeros(UNSIGNED_INT, 1, tile, name + "step_forward", L);
     sh.stepBackward = b.zeros(UNSIGNED_INT, 1, tile, name + "step_backward", L);
-    sh.gradMem = b.zeros(FLOAT, B * n, tile, name + "grad_mem", L);
   }
 
   void input() {

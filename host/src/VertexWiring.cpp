@@ -159,7 +159,6 @@ struct ShardWiring : Wiring {
     b.graph->connect(v["recWeights"], orElse(sh.param[P_REC_WEIGHT], fIn));
     b.graph->connect(v["recBias"], orElse(sh.param[P_REC_BIAS], fIn));
     b.graph->connect(v["mem"], sh.mem);
-    b.graph->connect(v["syn"], orElse(sh.syn, b.dummyOut(FLOAT, tile)));
     b.graph->connect(v["prevSpikes"], sh.prevSpikes);
     b.graph->connect(v["scratch"], sh.fwdScratch);
     b.graph->connect(v["surrogates"], sh.surrogates);
@@ -208,7 +207,6 @@ struct ShardWiring : Wiring {
     b.graph->connect(v["weights"], sh.param[P_WEIGHT]);
     b.graph->connect(v["recWeights"], orElse(sh.param[P_REC_WEIGHT], fIn));
     b.graph->connect(v["gradMem"], sh.gradMem);
-    b.graph->connect(v["gradSyn"], orElse(sh.gradSyn, b.dummyOut(FLOAT, tile)));
     b.graph->connect(v["gradWeights"], sh.grad[P_WEIGHT]);
     b.graph->connect(v["gradBias"], sh.grad[P_BIAS]);
     b.graph->connect(v["gradRecWeights"], orElse(sh.grad[P_REC_WEIGHT], b.dummyOut(FLOAT, tile)));

@@ -13,12 +13,31 @@ real mistake (a missing or doubled term moves entries by O(1) of the scale).
 from __future__ import annotations
 
 import copy
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from popsnn import optim, reference
 from popsnn.engine import EngineBackend
+
+
+def build_against_installed(source: Path, build: Path) -> Path:
+    """Configures and builds the CMake project at `source` against the installed popsnn
+    package (found with `python -m popsnn --cmakedir`) into `build`; returns `build`."""
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake is not installed")
+    cmakedir = subprocess.run(
+        [sys.executable, "-m", "popsnn", "--cmakedir"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    configure = ["cmake", "-S", str(source), "-B", str(build), f"-Dpopsnn_DIR={cmakedir}"]
+    for cmd in (configure + ["-DCMAKE_BUILD_TYPE=Release"], ["cmake", "--build", str(build)]):
+        run = subprocess.run(cmd, capture_output=True, text=True)
+        assert run.returncode == 0, run.stdout + run.stderr
+    return build
 
 
 def make_input(net, batch, steps, direct, seed=0, scale=1.5, density=0.5):
