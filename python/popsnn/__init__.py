@@ -5,7 +5,7 @@ surrogate.fast_sigmoid, ...); the dense NumPy reference in `popsnn.reference`
 is the oracle every engine is checked against.
 """
 
-from . import encoders, losses, optim, reference, sparse, surrogate
+from . import encoders, losses, optim, precision, reference, sparse, surrogate
 from .layers import Lapicque, Leaky, Linear, RLeaky, Sequential, Synaptic
 from .model import Model
 from .nir_interop import export_to_nir, import_from_nir
@@ -22,6 +22,7 @@ __all__ = [
     "encoders",
     "losses",
     "optim",
+    "precision",
     "reference",
     "sparse",
     "surrogate",

@@ -10,6 +10,10 @@ The work is done by a backend that follows one protocol (`popsnn.backends.Backen
 "reference", and `popsnn.backends.engine.EngineBackend` for "cpu", "ipu-model" and "ipu"
 (imported only when asked for). Every backend checks its arguments with `popsnn.validation`.
 `x` is `[B, N_in]` direct current (the same every step, `num_steps` steps) or `[T, B, N_in]`.
+
+`dtype="float16"` stores weights, traces and exchanged values in half with float32 sums,
+float32 master weights and a loss scale (`loss_scale="dynamic"` or a number; see
+popsnn.precision and docs/numerics.md section 8); device "reference" only for now.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import numpy as np
 
 from . import losses as _losses
 from . import optim as _optim
+from . import precision as _precision
 from . import reference as _reference
 from .backends.reference import ReferenceBackend
 from .defaults import LOSS, OPTIMIZER, RUN
@@ -81,6 +86,8 @@ class Model:
         batch_size: int = RUN["batch_size"],
         seed: int = 0,
         params=None,
+        dtype="float32",
+        loss_scale=None,
         **device_options,
     ):
         if not isinstance(net, Sequential):
@@ -98,10 +105,19 @@ class Model:
         self.num_steps, self.batch_size = check_sizes(net, num_steps, batch_size)
         self.seed = seed
         self.device = resolve_device(device)
+        self.dtype = _precision.check_dtype(dtype)
+        scaler = _precision.make_scaler(self.dtype, loss_scale)
+        if self.dtype == "float16" and self.device != "reference":
+            raise ValueError(
+                f"dtype='float16' runs on device 'reference' only: popsnn's engine (device "
+                f"{self.device!r}) stores float32; pass device='reference' or dtype='float32'"
+            )
         if params is None:
             params = net.init_params(seed)
         if self.device == "reference":
             backend_cls = ReferenceBackend
+            if scaler is not None:
+                device_options = dict(device_options, loss_scaler=scaler)
         else:
             engine = _engine_module()
             if engine is None:
@@ -148,7 +164,8 @@ class Model:
         """Spikes and membranes of every layer for `x` (dense reference on the current
         weights), for rasters and activity statistics."""
         steps = self.num_steps if np.ndim(x) == 2 else None
-        return _reference.forward(self.net, self.get_params(), x, steps)
+        storage = self.dtype if self.dtype == "float16" else None
+        return _reference.forward(self.net, self.get_params(), x, steps, storage)
 
     def accuracy(self, out_spikes, y) -> float:
         return _losses.accuracy(out_spikes, y, self.num_classes)
@@ -183,13 +200,19 @@ class Model:
             self.backend.set_learning_rate(lr)
             self.optimizer.hyper["lr"] = check_learning_rate(lr)
 
+    @property
+    def loss_scaler(self):
+        """The popsnn.precision.LossScaler of a float16 model (scale, skipped steps); None
+        in float32."""
+        return getattr(self.backend, "loss_scaler", None)
+
     def profile(self) -> dict:
         with self._lock:
             return self.backend.profile()
 
     def __repr__(self):
         return (
-            f"popsnn.Model(device={self.device!r}, num_steps={self.num_steps}, "
-            f"batch_size={self.batch_size}, loss={self.loss!r}, "
+            f"popsnn.Model(device={self.device!r}, dtype={self.dtype!r}, "
+            f"num_steps={self.num_steps}, batch_size={self.batch_size}, loss={self.loss!r}, "
             f"optimizer={self.optimizer!r})"
         )

@@ -24,6 +24,11 @@ Conventions
   `U = (1-R)*(beta*U_prev + I + V S_prev + b_V)`. The RLeaky form is
   snnTorch's (it zeroes the whole update, input included), as docs/numerics.md
   records.
+* Half storage (`storage="float16"`, docs/numerics.md section 8): float32
+  arithmetic, rounded to half where the device stores a value -- the
+  weights, the synaptic current I[t], U[t] and J[t] after each update (spikes
+  and resets come from the stored U), the surrogate trace, and the values
+  exchanged between layers (direct-current input, dL/dS, dL/dI).
 * Backward: `dS/dU` is the layer's surrogate at `U - threshold`, multiplied by
   the layer's sparse-rule mask when it has one (entries off the mask carry
   exactly zero). The recurrent path of RLeaky carries gradient through
@@ -42,6 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .layers import Lapicque, Leaky, RLeaky, Sequential, Synaptic
+from .precision import rounding, store_params
 
 # The argument checks live in popsnn.validation (every device uses them); re-exported here.
 from .validation import check_input, check_params, param_shapes
@@ -90,14 +96,26 @@ def _heaviside(x: np.ndarray) -> np.ndarray:
     return (x > 0).astype(x.dtype)
 
 
-def forward(net: Sequential, params, x, num_steps=None) -> Record:
-    """Run the net on x; return a Record of spikes, membranes, currents and grad masks."""
+def forward(net: Sequential, params, x, num_steps=None, storage=None) -> Record:
+    """Run the net on x; return a Record of spikes, membranes, currents and grad masks.
+    `storage="float16"`: half storage of float32 parameters (see the module docstring)."""
     dtype = check_params(net, params)
+    _check_storage(storage, dtype)
     x, num_steps, direct = check_input(net, x, num_steps, dtype)
-    return _simulate(net, params, x, num_steps, direct)
+    return _simulate(net, store_params(params, storage), x, num_steps, direct, storage=storage)
 
 
-def _simulate(net, params, x, num_steps, direct, spike_fns=None) -> Record:
+def _check_storage(storage, dtype) -> None:
+    if storage not in (None, "float32", "float16"):
+        raise ValueError(f"storage must be None, 'float32' or 'float16', got {storage!r}")
+    if storage == "float16" and dtype != np.float32:
+        raise ValueError(
+            f"half storage rounds float32 arithmetic; the parameters are {dtype}: pass "
+            f"float32 parameters (e.g. net.init_params(seed, np.float32))"
+        )
+
+
+def _simulate(net, params, x, num_steps, direct, spike_fns=None, storage=None) -> Record:
     """The forward pass proper, on checked arguments.
 
     Layer l's spikes are `spike_fns[l](U - threshold)`. That is H except in the
@@ -106,6 +124,8 @@ def _simulate(net, params, x, num_steps, direct, spike_fns=None) -> Record:
     always uses H, as the contract says.
     """
     T = num_steps
+    store = rounding(storage)
+    x = store(x)
     dtype = x.dtype
     rec = Record([], [], [], [], num_steps=T, direct_input=direct, _input=x)
     layer_in = x
@@ -123,6 +143,7 @@ def _simulate(net, params, x, num_steps, direct, spike_fns=None) -> Record:
             if "bias" in p:
                 flat += p["bias"]
             inputs = iter(flat.reshape(T, batch, -1))
+        inputs = (store(i_t) for i_t in inputs)
         n = lin.out_features
         theta = dtype.type(neuron.threshold)
         beta = dtype.type(_decay(neuron))
@@ -151,7 +172,7 @@ def _simulate(net, params, x, num_steps, direct, spike_fns=None) -> Record:
                 if mode == "zero":
                     u = (1 - reset) * u
             elif isinstance(neuron, Synaptic):
-                j_prev = alpha * j_prev + i_t
+                j_prev = store(alpha * j_prev + i_t)
                 J[t] = j_prev
                 u = beta * u_prev + j_prev
                 if mode == "zero":
@@ -165,6 +186,7 @@ def _simulate(net, params, x, num_steps, direct, spike_fns=None) -> Record:
                     u = (1 - reset) * u
             if mode == "subtract":
                 u = u - reset * theta
+            u = store(u)
             s = spike_fn(u - theta)
             U[t], S[t] = u, s
             u_prev, s_prev = u, s
@@ -183,12 +205,20 @@ def _simulate(net, params, x, num_steps, direct, spike_fns=None) -> Record:
 
 
 def backward(
-    net: Sequential, params, rec: Record, d_spikes, d_membranes=None, input_grad: bool = False
+    net: Sequential,
+    params,
+    rec: Record,
+    d_spikes,
+    d_membranes=None,
+    input_grad: bool = False,
+    storage=None,
 ):
     """BPTT by hand: gradients (same structure as params) from dL/dS and dL/dU of the
     output layer ([T, B, N_out] each; d_membranes may be None). With `input_grad`, returns
-    (grads, dL/dx) with dL/dx shaped as the input (for layers upstream, e.g. in PyTorch)."""
+    (grads, dL/dx) with dL/dx shaped as the input (for layers upstream, e.g. in PyTorch).
+    `storage` must be the forward's."""
     dtype = check_params(net, params)
+    _check_storage(storage, dtype)
     shape = rec.spikes[-1].shape
     for name, g in (("d_spikes", d_spikes), ("d_membranes", d_membranes)):
         if g is not None and np.shape(g) != shape:
@@ -198,7 +228,8 @@ def backward(
     d_spikes = np.asarray(d_spikes, dtype)
     if d_membranes is not None:
         d_membranes = np.asarray(d_membranes, dtype)
-    return _backward(net, params, rec, d_spikes, d_membranes, input_grad)
+    params = store_params(params, storage)
+    return _backward(net, params, rec, d_spikes, d_membranes, input_grad, storage)
 
 
 def _leak_carried(d_u, g_membranes, beta, keep):
@@ -224,8 +255,12 @@ def _add_input_grads(g, p, d_input, layer_in, direct):
         g["bias"] = d_input.sum(axis=(0, 1))
 
 
-def _backward(net, params, rec, g_spikes, g_membranes, input_grad=False):
+def _backward(net, params, rec, g_spikes, g_membranes, input_grad=False, storage=None):
+    """BPTT on the parameters as stored (store_params) and the forward's record."""
     T = rec.num_steps
+    store = rounding(storage)
+    g_spikes = store(g_spikes)
+    g_membranes = None if g_membranes is None else store(g_membranes)
     grads = [None] * len(net)
     for l in reversed(range(len(net))):
         lin, neuron = net.pairs[l]
@@ -236,7 +271,7 @@ def _backward(net, params, rec, g_spikes, g_membranes, input_grad=False):
         beta = dtype.type(_decay(neuron))
         zero_reset = neuron.reset_mechanism == "zero"
         # dS/dU, zero wherever the sparse rule says so.
-        dsdu = neuron.surrogate.grad(U - theta)
+        dsdu = store(neuron.surrogate.grad(U - theta))
         if neuron.sparse is not None:
             dsdu = dsdu * rec.grad_masks[l]
         keep = None
@@ -294,7 +329,8 @@ def _backward(net, params, rec, g_spikes, g_membranes, input_grad=False):
         grads[l] = {k: g[k] for k in p}  # params' key order
         if l > 0:
             n = d_input.shape[-1]
-            g_spikes = (d_input.reshape(-1, n) @ p["weight"]).reshape(T, d_input.shape[1], -1)
+            d_sent = store(d_input).reshape(-1, n)  # dL/dI blocks, exchanged
+            g_spikes = (d_sent @ p["weight"]).reshape(T, d_input.shape[1], -1)
             g_membranes = None
     if input_grad:  # d_input is layer 0's dL/dI; direct current feeds every step
         d_x = d_input.sum(axis=0) if rec.direct_input else d_input
@@ -302,11 +338,15 @@ def _backward(net, params, rec, g_spikes, g_membranes, input_grad=False):
     return grads
 
 
-def loss_and_grad(net: Sequential, params, x, y, loss, num_steps=None):
+def loss_and_grad(
+    net: Sequential, params, x, y, loss, num_steps=None, storage=None, loss_scale=1.0
+):
     """Forward, loss and full BPTT: returns (loss value as a float, grads, record).
 
     `loss` is a popsnn.losses loss object or its name ("ce_count", ...);
-    `grads` has the structure of `params`.
+    `grads` has the structure of `params`. With `storage="float16"` the backward carries
+    dL/dS times `loss_scale` (so that half does not flush it to zero) and the float32
+    gradients are divided by it again; they hold inf or NaN if half overflowed.
     """
     from . import losses as _losses
 
@@ -315,9 +355,18 @@ def loss_and_grad(net: Sequential, params, x, y, loss, num_steps=None):
         raise TypeError(
             f"loss must be a popsnn.losses loss or its name (one of {_losses.NAMES}), got {loss!r}"
         )
-    rec = forward(net, params, x, num_steps)
+    rec = forward(net, params, x, num_steps, storage)
     value, d_spikes, d_membranes = _loss_terms(loss, rec, y)
-    grads = _backward(net, params, rec, d_spikes, d_membranes)
+    if loss_scale != 1.0:
+        scale = d_spikes.dtype.type(loss_scale)
+        d_spikes = d_spikes * scale
+        d_membranes = None if d_membranes is None else d_membranes * scale
+    grads = _backward(
+        net, store_params(params, storage), rec, d_spikes, d_membranes, storage=storage
+    )
+    if loss_scale != 1.0:
+        with np.errstate(invalid="ignore", over="ignore"):
+            grads = [{k: g / scale for k, g in p.items()} for p in grads]
     return value, grads, rec
 
 

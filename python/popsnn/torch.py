@@ -98,7 +98,8 @@ class SpikingNetwork(torch.nn.Module):
     `params`: popsnn's layout (default `net.init_params(seed)`), copied; they are named
     `layers.<l>.weight`, `.bias`, `.recurrent_weight`, `.recurrent_bias` in `state_dict()`.
     `num_steps`: steps for direct-current input `[B, N]`; `[T, B, N]` input sets its own.
-    `dtype`: torch.float32 (default) or torch.float64 (engine devices: float32 only).
+    `dtype`: torch.float32 (default) or torch.float64 (engine devices: float32 only); it
+    follows the parameters afterwards, so `.double()` computes in float64 as torch would.
     `loss`, `batch_size` and `device_options` are for `loss()` and the engine devices.
     """
 
@@ -124,14 +125,9 @@ class SpikingNetwork(torch.nn.Module):
             num_steps = positive_int("num_steps", num_steps)
         if batch_size is not None:
             batch_size = positive_int("batch_size", batch_size)
-        self.net, self.dtype, self.num_steps = net, dtype, num_steps
-        self.np_dtype = np.float64 if dtype == torch.float64 else np.float32
+        self.net, self.num_steps = net, num_steps
         self.device_name = resolve_device(device)
-        if self.device_name in ENGINE_DEVICES and dtype != torch.float32:
-            raise TypeError(
-                f"device {self.device_name!r} computes in float32; use "
-                f"dtype=torch.float32 or device='reference'"
-            )
+        self._check_dtype(dtype)
         self.loss_fn = None if loss is None else _losses.get(loss)
         self.batch_size, self.device_options = batch_size, device_options
         params = net.init_params(seed) if params is None else params
@@ -147,6 +143,29 @@ class SpikingNetwork(torch.nn.Module):
         self._engine: Model | None = None
 
     # -- helpers for the autograd functions ----------------------------------------------
+
+    def _check_dtype(self, dtype) -> None:
+        if dtype not in (torch.float32, torch.float64):
+            raise TypeError(
+                f"SpikingNetwork computes in torch.float32 or torch.float64, its parameters "
+                f"are {dtype}; use .float() or .double()"
+            )
+        if self.device_name in ENGINE_DEVICES and dtype != torch.float32:
+            raise TypeError(
+                f"device {self.device_name!r} computes in float32, the parameters are "
+                f"{dtype}; use dtype=torch.float32 (.float()) or device='reference'"
+            )
+
+    @property
+    def dtype(self):
+        """The parameters' dtype, in which the network computes (checked at every call)."""
+        dtype = self.layers[0].weight.dtype
+        self._check_dtype(dtype)
+        return dtype
+
+    @property
+    def np_dtype(self):
+        return np.float64 if self.dtype == torch.float64 else np.float32
 
     def weights(self) -> list:
         return [w for layer in self.layers for w in layer.parameters()]

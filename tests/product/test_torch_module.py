@@ -200,6 +200,22 @@ def test_bad_inputs_are_one_clear_error():
         with_loss.loss(torch.zeros(4, 6), torch.tensor([0, 1, 2, 9]))
 
 
+def test_the_module_computes_in_its_parameters_dtype_after_double_or_half():
+    net = mixed_net()
+    # Weights exact in float32, so that float32 made, then .double(), is the same network.
+    params = [
+        {k: np.float32(v).astype(np.float64) for k, v in p.items()} for p in lively_params(net, 5)
+    ]
+    x = torch.tensor(np.random.default_rng(5).random((7, 3, 6)) * 2)
+    built = ptorch.SpikingNetwork(net, params, dtype=torch.float64)
+    converted = ptorch.SpikingNetwork(net, params).double()  # float32 made, then .double()
+    for got, expect in zip(converted(x), built(x)):
+        assert got.dtype == torch.float64
+        torch.testing.assert_close(got, expect, rtol=0, atol=0)
+    with pytest.raises(TypeError, match=r"parameters are torch.float16; use .float\(\)"):
+        ptorch.SpikingNetwork(net, params).half()(x)
+
+
 def test_engine_device_says_how_to_pass_a_batch_larger_than_it_was_compiled_for():
     pytest.importorskip("popsnn._native")
     net = popsnn.Sequential(popsnn.Linear(6, 8), popsnn.Leaky(beta=0.8))

@@ -306,7 +306,8 @@ def test_vector_of_edges_layouts_and_multivertex_workers(fidelity):
     """Item 5: Vector<Input<Vector<float>>> rows of lengths 1, 3, 5 (setFieldSize and
     connect(v["rows"][i], t)); Vector<Input<float>> from a list of tensors; ONE_PTR,
     SCALED_PTR32/64 and COMPACT_PTR vectors; a MultiVertex whose worker w writes the
-    elements i = w (mod 6), each tagged w*100 + i."""
+    elements i = w (mod 6), each tagged w*100 + i. A codelet asking a ONE_PTR vector for
+    its size does not compile (the layout stores none)."""
     lines = fidelity("vector_fields").splitlines()
     assert lines[0] == "sums: [1.0000000 9.0000000 35.0000000]"
     assert lines[1] == f"weighted: {1 + 90 + 3500:.7f}"
@@ -319,4 +320,5 @@ def test_vector_of_edges_layouts_and_multivertex_workers(fidelity):
         "error: connect: vertex 'RowSums' (id 3, compute set 'bad') field 'weights'[1] is a "
         "scalar edge but tensor 'w' (float{2}) has 2 elements; connect a one-element tensor "
         "(e.g. t[i])",
+        "ONE_PTR size(): does not compile (stores no size)",
     ]

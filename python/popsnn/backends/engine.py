@@ -240,22 +240,29 @@ class EngineBackend:
 
     # -- the protocol ------------------------------------------------------------
 
-    def train_step(self, x, y):
-        engine, x, labels, valid = self._prepare(x, y)
+    def _counted(self, run, *args):
+        """run(*args), counted as a training step (forward and backward) in profile(): the
+        optimiser step may be on the device (train_step) or on the host (data-parallel
+        training, popsnn.torch), the device's part of the step is the same."""
         start = time.perf_counter()
-        loss, spikes = engine.train_step(x, labels, valid)
+        out = run(*args)
         self._seconds += time.perf_counter() - start
         self._train_steps += 1
+        return out
+
+    def train_step(self, x, y):
+        engine, x, labels, valid = self._prepare(x, y)
+        loss, spikes = self._counted(engine.train_step, x, labels, valid)
         return float(loss), spikes[:, :valid]
 
     def loss_and_grad(self, x, y):
         engine, x, labels, valid = self._prepare(x, y)
-        loss, grads, _ = engine.loss_and_grad(x, labels, valid)
+        loss, grads, _ = self._counted(engine.loss_and_grad, x, labels, valid)
         return float(loss), grads
 
     def loss_grad_and_spikes(self, x, y):
         engine, x, labels, valid = self._prepare(x, y)
-        loss, grads, spikes = engine.loss_and_grad(x, labels, valid)
+        loss, grads, spikes = self._counted(engine.loss_and_grad, x, labels, valid)
         return float(loss), grads, spikes[:, :valid]
 
     def infer(self, x):
