@@ -226,6 +226,12 @@ class SpikingNetwork(torch.nn.Module):
                 f"{self.device_name!r} engine was compiled for (batch_size, else the first "
                 f"batch); build SpikingNetwork(..., batch_size={batch}) or larger"
             )
+        elif x.dim() == 3 and x.shape[0] != self._engine.num_steps:
+            raise ValueError(
+                f"x has {x.shape[0]} time steps, the {self.device_name!r} engine was compiled "
+                f"for {self._engine.num_steps} (num_steps, else the first input's); build "
+                f"SpikingNetwork(..., num_steps={x.shape[0]}) for this length"
+            )
         else:
             self._engine.set_params(self.numpy_params())
         return self._engine

@@ -225,6 +225,9 @@ def test_engine_device_says_how_to_pass_a_batch_larger_than_it_was_compiled_for(
         assert module(torch.rand(3, 6))[0].shape == (4, 3, 8)  # fewer: fine
         with pytest.raises(ValueError, match=r"SpikingNetwork\(\.\.\., batch_size=7\)"):
             module(torch.rand(7, 6))
+        assert module(torch.rand(4, 2, 6))[0].shape == (4, 2, 8)  # [T, B, N], T as compiled
+        with pytest.raises(ValueError, match=r"x has 9 time steps.*num_steps=9\)"):
+            module(torch.rand(9, 2, 6))
 
 
 def test_rleaky_input_and_weight_gradients_match_snntorch_in_float32():
