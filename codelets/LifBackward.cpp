@@ -33,7 +33,7 @@ public:
   Input<Vector<float>> nextGrad;    // next layer's dL/dI, blocks [T, B, n_k] ([B, n_k] step-major)
   Input<Vector<float>> nextWeights; // next layer's W on this shard's neurons, blocks [n, n_k]
   // No sparse rule: nextWeights by downstream neuron [N_next, n]. A sparse rule: by own
-  // neuron, rows padded to P = pushWidth(N_next): [n, P] (one dot per id-buffer entry).
+  // neuron, rows padded to P = pushWidth(N_next): [n, P] (one dot per gradient-trace entry).
   InOut<Vector<float>> nextWeightsT;
   Input<Vector<float>> ownGrad;     // all-to-all: this layer's dL/dI[t+1], blocks [B, n_k]
   Input<Vector<float>> ownWeights;  // all-to-all: V on this shard's neurons, blocks [n, n_k]

@@ -191,9 +191,9 @@ ONCE unsigned appendTrace(const float *__restrict sg, unsigned n, unsigned used,
 } // namespace
 
 // One LIF step of a shard: synaptic input, membrane update, spike decision, surrogate
-// trace, and the shard's spike-id buffer (spikes, then gradient candidates) for every
-// sample. Specialised on the layer's neuron model, reset and sparse rule (codelets/
-// Neurons.hpp); its surrogate picks a row kernel once per row.
+// trace (dense, or the gradient trace of a sparse rule) and the shard's spike-id buffer,
+// next in its id trace, for every sample. Specialised on the layer's neuron model, reset
+// and sparse rule (codelets/Neurons.hpp); its surrogate picks a row kernel once per row.
 template <class Neuron, class Reset, class Rule> class LifForward : public Vertex {
 public:
   InOut<unsigned> step; // device-side step counter, wraps at numSteps
