@@ -20,10 +20,10 @@ using namespace popsnn::lif;
 
 using namespace popsnn::backward_rows;
 
-// BPTT of one shard, specialised on the layer's neuron model and reset (codelets/
-// Neurons.hpp). The surrogate's values come from the forward; of the sparse rule only
-// whether there is one matters (`dense`).
-template <class Neuron, class Reset> class LifBackward : public Vertex {
+// BPTT of one shard, specialised on the layer's neuron model, reset and surrogate trace
+// (codelets/Neurons.hpp). The surrogate's values come from the forward; of the sparse rule
+// only the trace it left matters (every entry, or the compressed gradient trace).
+template <class Neuron, class Reset, class Trace> class LifBackward : public Vertex {
 public:
   InOut<unsigned> step;                // counts 0..T-1; t = T-1-step
   Input<Vector<float>> lossGradSpikes; // output layer: dL/dS [T, B, n]
@@ -34,28 +34,28 @@ public:
   Input<Vector<float>> nextGrad;    // next layer's dL/dI, blocks [T, B, n_k] ([B, n_k] step-major)
   Input<Vector<float>> nextWeights; // next layer's W on this shard's neurons, blocks [n, n_k]
   // No sparse rule: nextWeights by downstream neuron [N_next, n]. A sparse rule: by own
-  // neuron, rows padded to P = pushWidth(N_next): [n, P] (one dot per id-buffer entry).
+  // neuron, rows padded to P = pushWidth(N_next): [n, P] (one dot per gradient-trace entry).
   InOut<Vector<float>> nextWeightsT;
   Input<Vector<float>> ownGrad;     // all-to-all: this layer's dL/dI[t+1], blocks [B, n_k]
   Input<Vector<float>> ownWeights;  // all-to-all: V on this shard's neurons, blocks [n, n_k]
   InOut<Vector<float>> ownWeightsT; // all-to-all, dense: [N, n]
-  Input<Vector<float>> surrTrace;   // no sparse rule: [T, B, n]
-  Input<Vector<float>> current;     // INPUT_DIRECT: x.W + b [B, n] (recomputing the forward)
-  Input<Vector<int>> gradEntries;   // a sparse rule: the gradient trace (see LifForward)
-  Input<Vector<float>> gradValues;  // its masked surrogate values
-  Input<Vector<int>> idTrace;       // own buffers of every step: the id trace (VertexEnums.hpp)
-  Input<Vector<int>> inIds;         // INPUT_SPIKE_IDS: as LifForward's
+  // DenseTrace: [T, B, n]. CompressedTrace: the gradient trace's masked surrogate values,
+  // beside gradEntries (see LifForward).
+  Input<Vector<float>> surrogates;
+  Input<Vector<float>> current;   // INPUT_DIRECT: x.W + b [B, n] (recomputing the forward)
+  Input<Vector<int>> gradEntries; // CompressedTrace: the gradient trace's starts and ids
+  Input<Vector<int>> idTrace;     // own buffers of every step: the id trace (VertexEnums.hpp)
+  Input<Vector<int>> inIds;       // INPUT_SPIKE_IDS: as LifForward's
 
   Input<Vector<float>> denseIn; // INPUT_DENSE_STEPS: [T, B, nIn]
   // All-to-all: own layer's buffers, numOwn id traces (layer-major) or [numOwn, B, stride]
   // (step-major: step t-1's).
   Input<Vector<int>> recIds;
-  Input<Vector<float>> weights;        // [nIn, n]
-  Input<Vector<float>> recWeights;     // all-to-all [N, n]; one-to-one [n]
-  InOut<Vector<float>> gradMem;        // dL/dU[t+1] carried [B, n]
-  InOut<Vector<float>> gradSyn;        // dL/dJ[t+1] carried [B, n] (Synaptic)
-  InOut<Vector<float>> gradWeights;    // [nIn, n]
-  InOut<Vector<float>> gradBias;       // [n]
+  Input<Vector<float>> weights;     // [nIn, n]
+  Input<Vector<float>> recWeights;  // all-to-all [N, n]; one-to-one [n]
+  InOut<Vector<float>> gradMem;     // dL/dU[t+1] carried [B, n], then (Synaptic) dL/dJ[t+1] [B, n]
+  InOut<Vector<float>> gradWeights; // [nIn, n]
+  InOut<Vector<float>> gradBias;    // [n]
   InOut<Vector<float>> gradRecWeights; // like recWeights
   InOut<Vector<float>> gradRecBias;    // [n]
   InOut<Vector<float>> currentGradSum; // INPUT_DIRECT: sum_t dL/dI [B, n]
@@ -79,7 +79,6 @@ public:
   unsigned offset;
   unsigned inputMode;
   unsigned isOutput;
-  unsigned dense;        // no sparse rule on this layer: every entry carries gradient
   unsigned publishGrad;  // gradOut is read by another layer or the recurrence
   unsigned stepsPerCall; // T (layer-major schedule) or 1 (all-to-all recurrence, step-major)
   unsigned stepMajor;    // schedule: 0 layer-major, 1 step-major (see the graph builder)
@@ -112,6 +111,7 @@ private:
   static constexpr popsnn::Recurrence recurrence = Neuron::recurrence;
   static constexpr bool leaky = std::is_same<Neuron, popsnn::Leaky>::value;
   static constexpr bool zeroReset = Reset::code == RESET_ZERO;
+  static constexpr bool dense = !Trace::sparse; // every entry carries gradient
 
 #ifdef POPSNN_LEAK_TRACE
   // A dense Leaky shard on direct current that feeds another layer, all steps in this call:
@@ -188,11 +188,8 @@ private:
       blocksToRows(&nextWeights[0], n, nextShardSize, nextLayerSize, &nextWeightsT[0]);
     if (recurrence == popsnn::Recurrence::ALL_TO_ALL && dense)
       transposeFanout(&ownWeights[0], n, ownShardSize, ownLayerSize, &ownWeightsT[0]);
-    for (unsigned k = 0; k < bn; ++k)
+    for (unsigned k = 0; k < gradMem.size(); ++k)
       gradMem[k] = 0.0f;
-    if (Neuron::synaptic)
-      for (unsigned k = 0; k < bn; ++k)
-        gradSyn[k] = 0.0f;
     // DirectWeightGrad writes it whole; a partial-current input's is the previous
     // layer's (copied in).
     if (inputMode != INPUT_DIRECT && inputMode != INPUT_PARTIAL_CURRENT)
@@ -220,7 +217,7 @@ private:
   TraceRow traceRow(unsigned t, unsigned b) const {
     const int *starts = &gradEntries[0];
     const unsigned row = t * batch + b, first = unsigned(starts[row]);
-    return {&gradEntries[traceStarts(numSteps, batch) + first], &gradValues[first],
+    return {&gradEntries[traceStarts(numSteps, batch) + first], &surrogates[first],
             unsigned(starts[row + 1]) - first};
   }
 
@@ -265,7 +262,7 @@ private:
                    nextRowsPerBlock());
     if (zeroReset) // as in generic(): a spike at t cuts the leak path
       zeroAtSpikes(own, offset, gU);
-    leakBackwardRow(g, nextLayerSize, &nextWeightsT[0], n, &surrTrace[(t * batch + b) * n], beta,
+    leakBackwardRow(g, nextLayerSize, &nextWeightsT[0], n, &surrogates[(t * batch + b) * n], beta,
                     gU, inputMode == INPUT_DIRECT ? &currentGradSum[b * n] : nullptr,
                     publishGrad ? gradOutRow(t, b) : nullptr, &gradBias[0]);
     return gU;
@@ -376,7 +373,7 @@ private:
       }
       return;
     }
-    const float *__restrict sg = &surrTrace[(t * batch + b) * n];
+    const float *__restrict sg = &surrogates[(t * batch + b) * n];
     if (gMem)
       for (unsigned j = 0; j < n; ++j)
         gU[j] = ((sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + gMem[j]) + beta * gU[j];
@@ -391,7 +388,7 @@ private:
     const unsigned n = numNeurons;
     const int *prevOwn = t > 0 ? ownBuffer(t - 1, b) : nullptr;
     if constexpr (Neuron::synaptic) {
-      float *__restrict gJ = &gradSyn[b * n];
+      float *__restrict gJ = &gradMem[(batch + b) * n];
       if (zeroReset) {
         // U[t] = (1 - S[t-1]) (beta U[t-1] + J[t]): the reset also gates J's path.
         float *__restrict keep = &scratch[n];
@@ -486,21 +483,36 @@ private:
 
 // Every combination of the units (include/popsnn/VertexUnits.hpp names them for the host).
 
-template class LifBackward<popsnn::Leaky, popsnn::ResetSubtract>;
-template class LifBackward<popsnn::Leaky, popsnn::ResetZero>;
-template class LifBackward<popsnn::Leaky, popsnn::ResetNone>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetSubtract>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetZero>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetNone>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetZero>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetNone>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetZero>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetNone>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetSubtract>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetZero>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetNone>;
+template class LifBackward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::DenseTrace>;
+template class LifBackward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::CompressedTrace>;
+template class LifBackward<popsnn::Leaky, popsnn::ResetZero, popsnn::DenseTrace>;
+template class LifBackward<popsnn::Leaky, popsnn::ResetZero, popsnn::CompressedTrace>;
+template class LifBackward<popsnn::Leaky, popsnn::ResetNone, popsnn::DenseTrace>;
+template class LifBackward<popsnn::Leaky, popsnn::ResetNone, popsnn::CompressedTrace>;
+template class LifBackward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::DenseTrace>;
+template class LifBackward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::CompressedTrace>;
+template class LifBackward<popsnn::Synaptic, popsnn::ResetZero, popsnn::DenseTrace>;
+template class LifBackward<popsnn::Synaptic, popsnn::ResetZero, popsnn::CompressedTrace>;
+template class LifBackward<popsnn::Synaptic, popsnn::ResetNone, popsnn::DenseTrace>;
+template class LifBackward<popsnn::Synaptic, popsnn::ResetNone, popsnn::CompressedTrace>;
+template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::DenseTrace>;
+template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::CompressedTrace>;
+template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::DenseTrace>;
+template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::CompressedTrace>;
+template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::DenseTrace>;
+template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::CompressedTrace>;
+template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::DenseTrace>;
+template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::CompressedTrace>;
+template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::DenseTrace>;
+template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::CompressedTrace>;
+template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::DenseTrace>;
+template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::CompressedTrace>;
+template class LifBackward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::DenseTrace>;
+template class LifBackward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::CompressedTrace>;
+template class LifBackward<popsnn::Lapicque, popsnn::ResetZero, popsnn::DenseTrace>;
+template class LifBackward<popsnn::Lapicque, popsnn::ResetZero, popsnn::CompressedTrace>;
+template class LifBackward<popsnn::Lapicque, popsnn::ResetNone, popsnn::DenseTrace>;
+template class LifBackward<popsnn::Lapicque, popsnn::ResetNone, popsnn::CompressedTrace>;
 
 // dL/dW = x^T . sum_t dL/dI for direct-current input, once per minibatch, each
 // weight-gradient row written once.

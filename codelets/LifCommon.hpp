@@ -143,6 +143,24 @@ inline unsigned appendBits(unsigned bits, unsigned first, int *__restrict ids, u
   return needed;
 }
 
+#ifdef POPSNN_SPARSE_ROWS_AVX512
+// The ids offset + 0..15 in a register.
+inline __m512i firstLanes(unsigned offset) {
+  return _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                          _mm512_set1_epi32(int(offset)));
+}
+// Appends the ids (in `lane`) of the set bits of a 16-neuron mask: compressed in a register
+// and stored whole while 16 more fit (lanes past the count are overwritten later or
+// unused), else bit by bit up to the capacity (appendBits).
+inline unsigned appendMask16(__mmask16 s, __m512i lane, unsigned first, int *__restrict ids,
+                             unsigned needed, unsigned capacity) {
+  if (needed + 16 > capacity)
+    return appendBits(s, first, ids, needed, capacity);
+  _mm512_storeu_si512(ids + needed, _mm512_maskz_compress_epi32(s, lane));
+  return needed + unsigned(__builtin_popcount(s));
+}
+#endif
+
 // The spikes of a row: prev[j] = U[j] > threshold, ids of the spiking neurons appended.
 // AVX-512: 16 neurons per compare, their ids compressed in a register and stored whole
 // (lanes past the count are overwritten later or unused), so no branch per spike.
@@ -151,9 +169,7 @@ inline unsigned appendSpikes(const float *__restrict u, float threshold, float *
                              unsigned capacity) {
 #ifdef POPSNN_SPARSE_ROWS_AVX512
   const __m512 th = _mm512_set1_ps(threshold), one = _mm512_set1_ps(1.0f);
-  __m512i lane =
-      _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                       _mm512_set1_epi32(int(offset)));
+  __m512i lane = firstLanes(offset);
   const __m512i sixteen = _mm512_set1_epi32(16);
   for (unsigned j0 = 0; j0 < n; j0 += 16) {
     const unsigned rest = n - j0;
@@ -161,12 +177,7 @@ inline unsigned appendSpikes(const float *__restrict u, float threshold, float *
     const __mmask16 s =
         _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, u + j0), th, _CMP_GT_OQ);
     _mm512_mask_storeu_ps(prev + j0, m, _mm512_maskz_mov_ps(s, one));
-    if (needed + 16 <= capacity) {
-      _mm512_storeu_si512(ids + needed, _mm512_maskz_compress_epi32(s, lane));
-      needed += unsigned(__builtin_popcount(s));
-    } else {
-      needed = appendBits(s, offset + j0, ids, needed, capacity);
-    }
+    needed = appendMask16(s, lane, offset + j0, ids, needed, capacity);
     lane = _mm512_add_epi32(lane, sixteen);
   }
   return needed;
@@ -194,9 +205,7 @@ inline unsigned leakForwardRow(unsigned n, float beta, float threshold, unsigned
   const __m512 half = _mm512_set1_ps(2.0f), halfParam = _mm512_set1_ps(param / 2.0f);
   const __m512 rv = _mm512_set1_ps(ruleValue);
   const __m512 absMask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
-  __m512i lane =
-      _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                       _mm512_set1_epi32(int(offset)));
+  __m512i lane = firstLanes(offset);
   const __m512i sixteen = _mm512_set1_epi32(16);
   for (unsigned j0 = 0; j0 < n; j0 += 16) {
     const unsigned rest = n - j0;
@@ -230,12 +239,7 @@ inline unsigned leakForwardRow(unsigned n, float beta, float threshold, unsigned
     _mm512_mask_storeu_ps(sg + j0, m, s);
     const __mmask16 spikes = _mm512_mask_cmp_ps_mask(m, un, th, _CMP_GT_OQ);
     _mm512_mask_storeu_ps(prev + j0, m, _mm512_maskz_mov_ps(spikes, one));
-    if (needed + 16 <= capacity) {
-      _mm512_storeu_si512(ids + needed, _mm512_maskz_compress_epi32(spikes, lane));
-      needed += unsigned(__builtin_popcount(spikes));
-    } else {
-      needed = appendBits(spikes, offset + j0, ids, needed, capacity);
-    }
+    needed = appendMask16(spikes, lane, offset + j0, ids, needed, capacity);
     lane = _mm512_add_epi32(lane, sixteen);
   }
   return needed;

@@ -150,29 +150,21 @@ void surrogateRow(float param, float threshold, float ruleValue, const float *__
     sg[j] = Rule::keep(u[j], threshold, ruleValue) ? s : 0.0f;
   }
 }
-template <class Surrogate>
-void surrogateRow(unsigned rule, float param, float threshold, float ruleValue,
-                  const float *__restrict u, float *__restrict sg, unsigned n) {
-  if (rule == RULE_WINDOW)
-    surrogateRow<Surrogate, popsnn::Window>(param, threshold, ruleValue, u, sg, n);
-  else if (rule == RULE_ONE_SIDED)
-    surrogateRow<Surrogate, popsnn::OneSided>(param, threshold, ruleValue, u, sg, n);
-  else
-    surrogateRow<Surrogate, popsnn::NoRule>(param, threshold, ruleValue, u, sg, n);
-}
-// Picks the row kernel once per row: the units' choice stays out of the loops.
-ONCE void surrogateRow(unsigned surrogate, unsigned rule, float param, float threshold,
-                       float ruleValue, const float *__restrict u, float *__restrict sg,
-                       unsigned n) {
+// Picks the surrogate's row kernel once per row (the rule is the vertex's unit): the choice
+// stays out of the loops (docs/architecture.md says why the surrogate is not a template
+// argument of the vertex).
+template <class Rule>
+ONCE void surrogateRow(unsigned surrogate, float param, float threshold, float ruleValue,
+                       const float *__restrict u, float *__restrict sg, unsigned n) {
   switch (surrogate) {
   case FAST_SIGMOID:
-    return surrogateRow<popsnn::FastSigmoid>(rule, param, threshold, ruleValue, u, sg, n);
+    return surrogateRow<popsnn::FastSigmoid, Rule>(param, threshold, ruleValue, u, sg, n);
   case ATAN:
-    return surrogateRow<popsnn::Atan>(rule, param, threshold, ruleValue, u, sg, n);
+    return surrogateRow<popsnn::Atan, Rule>(param, threshold, ruleValue, u, sg, n);
   case SIGMOID:
-    return surrogateRow<popsnn::Sigmoid>(rule, param, threshold, ruleValue, u, sg, n);
+    return surrogateRow<popsnn::Sigmoid, Rule>(param, threshold, ruleValue, u, sg, n);
   default:
-    return surrogateRow<popsnn::StraightThrough>(rule, param, threshold, ruleValue, u, sg, n);
+    return surrogateRow<popsnn::StraightThrough, Rule>(param, threshold, ruleValue, u, sg, n);
   }
 }
 
@@ -200,10 +192,10 @@ ONCE unsigned appendTrace(const float *__restrict sg, unsigned n, unsigned used,
 } // namespace
 
 // One LIF step of a shard: synaptic input, membrane update, spike decision, surrogate
-// trace, and the shard's spike-id buffer (spikes, then gradient candidates) for every
-// sample. Specialised on the layer's neuron model and reset (codelets/Neurons.hpp); its
-// surrogate and sparse rule pick a row kernel once per row.
-template <class Neuron, class Reset> class LifForward : public Vertex {
+// trace (dense, or the gradient trace of a sparse rule) and the shard's spike-id buffer,
+// next in its id trace, for every sample. Specialised on the layer's neuron model, reset
+// and sparse rule (codelets/Neurons.hpp); its surrogate picks a row kernel once per row.
+template <class Neuron, class Reset, class Rule> class LifForward : public Vertex {
 public:
   InOut<unsigned> step; // device-side step counter, wraps at numSteps
   // INPUT_DIRECT: x.W + b [B, n]. INPUT_PARTIAL_CURRENT: this step's sum of the partial
@@ -220,17 +212,16 @@ public:
       recIds; // RLEAKY_ALL_TO_ALL: own layer's buffers of step t-1 [numOwn, B, stride]
   Input<Vector<float>> recWeights; // all-to-all: [N, n]; one-to-one: [n]
   Input<Vector<float>> recBias;    // all-to-all: [n]
-  InOut<Vector<float>> mem;        // U [B, n]
-  InOut<Vector<float>> syn;        // J [B, n] (Synaptic)
+  InOut<Vector<float>> mem;        // the neuron's state: U [B, n], then (Synaptic) J [B, n]
   InOut<Vector<float>> prevSpikes; // S[t-1] [B, n]
   InOut<Vector<float>> scratch;    // [3n]
-  // The masked surrogate dS/dU kept for the backward. No sparse rule: dense, surrTrace
-  // [T, B, n]. A sparse rule: the gradient trace, only the entries whose masked surrogate
-  // is non-zero, compressed over (step, sample): gradEntries [traceStarts(T, B) starts,
-  // then traceCapacity local neuron ids] and gradValues [traceCapacity] (VertexEnums.hpp).
-  InOut<Vector<float>> surrTrace;
+  // The masked surrogate dS/dU kept for the backward, laid out by the rule's trace. No sparse
+  // rule: every entry, surrogates [T, B, n]. A sparse rule: the gradient trace, only the
+  // entries whose masked surrogate is non-zero, compressed over (step, sample): gradEntries
+  // [traceStarts(T, B) starts, then traceCapacity local neuron ids] beside their values,
+  // surrogates [traceCapacity] (VertexEnums.hpp).
+  InOut<Vector<float>> surrogates;
   InOut<Vector<int>> gradEntries;
-  InOut<Vector<float>> gradValues;
   InOut<Vector<int>> idTrace;     // own buffers of every step: the id trace (VertexEnums.hpp)
   Output<Vector<int>> outIds;     // own buffers of this step [B, stride], when exchanged per step
   Output<Vector<int>> prevIds;    // step-major all-to-all: step t-1's, for the first backward step
@@ -253,7 +244,6 @@ public:
   unsigned traceCapacity; // entries of the gradient trace (a sparse rule)
   unsigned spikeCapacity; // spike ids of the id trace, over all steps
   unsigned surrogate;     // codes::Surrogate
-  unsigned rule;          // codes::Rule
   unsigned inputMode;
   unsigned record;
   unsigned stepsPerCall;
@@ -292,7 +282,7 @@ private:
   // recomputes it). The spike masks are staged in the trace's memory, then appended to the
   // packed id trace in step order, as step1 does.
   bool wholeTrace() const {
-    return leakTraceApplies(inputMode, rule, surrogate, record != 0, stepsPerCall, numSteps,
+    return leakTraceApplies(inputMode, Rule::code, surrogate, record != 0, stepsPerCall, numSteps,
                             stepMajor != 0) &&
            !publishStep;
   }
@@ -301,7 +291,7 @@ private:
     start();
     const LeakVectors v(c.beta, c.threshold, surrogateParam);
     // [T, B, vectors] masks: 2 bytes per 16 neurons, in the trace's 64.
-    unsigned short *masks = reinterpret_cast<unsigned short *>(&surrTrace[0]);
+    unsigned short *masks = reinterpret_cast<unsigned short *>(&surrogates[0]);
     for (unsigned b = 0; b < batch; ++b)
       leakForwardSample<Reset::code>(v, T, n, &current[b * n], &mem[b * n], &prevSpikes[b * n],
                                      masks + b * vectors, batch * vectors);
@@ -325,13 +315,10 @@ private:
     const unsigned n = numNeurons;
     for (unsigned k = 0; k < OVERFLOW_FIELDS; ++k)
       overflow[k] = 0;
-    for (unsigned k = 0; k < batch * n; ++k) {
+    for (unsigned k = 0; k < mem.size(); ++k)
       mem[k] = 0.0f;
+    for (unsigned k = 0; k < batch * n; ++k)
       prevSpikes[k] = 0.0f;
-    }
-    if (Neuron::synaptic)
-      for (unsigned k = 0; k < batch * n; ++k)
-        syn[k] = 0.0f;
   }
 
   // Sample b's synaptic input I[t]: the direct current, or computed into scratch.
@@ -377,16 +364,16 @@ private:
     const unsigned n = numNeurons;
     float *__restrict u = &mem[b * n];
     float *__restrict prev = &prevSpikes[b * n];
-    float *__restrict j = Neuron::synaptic ? &syn[b * n] : nullptr;
+    float *__restrict j = Neuron::synaptic ? &mem[(batch + b) * n] : nullptr;
 #ifdef POPSNN_FUSED_LEAK_FORWARD
     // Leaky's update, surrogate, rule and spikes in one AVX-512 pass (no exp: not Sigmoid).
     if (std::is_same<Neuron, popsnn::Leaky>::value && surrogate != SIGMOID)
-      return leakForwardRow(n, c.beta, c.threshold, Reset::code, surrogate, param, rule, ruleValue,
-                            in, u, prev, sg, offset, ids, 0, capacity);
+      return leakForwardRow(n, c.beta, c.threshold, Reset::code, surrogate, param, Rule::code,
+                            ruleValue, in, u, prev, sg, offset, ids, 0, capacity);
 #endif
     // The reset R[t] = S[t-1] is decided by the previous step.
     Neuron::template forwardRow<Reset>(c, n, in, rec, j, u, prev);
-    surrogateRow(surrogate, rule, param, c.threshold, ruleValue, u, sg, n);
+    surrogateRow<Rule>(surrogate, param, c.threshold, ruleValue, u, sg, n);
     // Spikes are rare: decided many neurons at a time into bit masks, whose set bits
     // become ids (see appendSpikes).
     return spikesOf(u, c.threshold, prev, n, offset, ids, capacity);
@@ -398,11 +385,11 @@ private:
       start();
     if (inputMode == INPUT_PARTIAL_CURRENT)
       sumPartials(&partialIn[0], numSrc, numSteps, t, batch * n, &current[0]);
-    const bool sparse = rule != RULE_NONE;
+    constexpr bool sparse = Rule::Trace::sparse;
     for (unsigned b = 0; b < batch; ++b) {
       const float *in = inputOf(t, b);
       const float *rec = recurrentOf(t, b);
-      float *__restrict sg = sparse ? &scratch[2 * n] : &surrTrace[(t * batch + b) * n];
+      float *__restrict sg = sparse ? &scratch[2 * n] : &surrogates[(t * batch + b) * n];
       // The id buffer: this step's spikes, next in the id trace, holding what is left of it.
       const unsigned row = t * batch + b;
       int *buf = startBuffer(row);
@@ -443,7 +430,7 @@ private:
       starts[0] = 0;
     const unsigned used = unsigned(starts[row]);
     const unsigned count = appendTrace(sg, numNeurons, used, traceCapacity,
-                                       &gradEntries[traceStarts(numSteps, batch)], &gradValues[0]);
+                                       &gradEntries[traceStarts(numSteps, batch)], &surrogates[0]);
     const unsigned end = used + count;
     starts[row + 1] = int(end < traceCapacity ? end : traceCapacity);
     overflow[TRACE_NEEDED] += count;
@@ -469,18 +456,48 @@ private:
 };
 
 // Every combination of the units (include/popsnn/VertexUnits.hpp names them for the host).
-template class LifForward<popsnn::Leaky, popsnn::ResetSubtract>;
-template class LifForward<popsnn::Leaky, popsnn::ResetZero>;
-template class LifForward<popsnn::Leaky, popsnn::ResetNone>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetSubtract>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetZero>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetNone>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetZero>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetNone>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetZero>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetNone>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetSubtract>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetZero>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetNone>;
+template class LifForward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::NoRule>;
+template class LifForward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::Window>;
+template class LifForward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::OneSided>;
+template class LifForward<popsnn::Leaky, popsnn::ResetZero, popsnn::NoRule>;
+template class LifForward<popsnn::Leaky, popsnn::ResetZero, popsnn::Window>;
+template class LifForward<popsnn::Leaky, popsnn::ResetZero, popsnn::OneSided>;
+template class LifForward<popsnn::Leaky, popsnn::ResetNone, popsnn::NoRule>;
+template class LifForward<popsnn::Leaky, popsnn::ResetNone, popsnn::Window>;
+template class LifForward<popsnn::Leaky, popsnn::ResetNone, popsnn::OneSided>;
+template class LifForward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::NoRule>;
+template class LifForward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::Window>;
+template class LifForward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::OneSided>;
+template class LifForward<popsnn::Synaptic, popsnn::ResetZero, popsnn::NoRule>;
+template class LifForward<popsnn::Synaptic, popsnn::ResetZero, popsnn::Window>;
+template class LifForward<popsnn::Synaptic, popsnn::ResetZero, popsnn::OneSided>;
+template class LifForward<popsnn::Synaptic, popsnn::ResetNone, popsnn::NoRule>;
+template class LifForward<popsnn::Synaptic, popsnn::ResetNone, popsnn::Window>;
+template class LifForward<popsnn::Synaptic, popsnn::ResetNone, popsnn::OneSided>;
+template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::NoRule>;
+template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::Window>;
+template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::OneSided>;
+template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::NoRule>;
+template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::Window>;
+template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::OneSided>;
+template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::NoRule>;
+template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::Window>;
+template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::OneSided>;
+template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::NoRule>;
+template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::Window>;
+template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::OneSided>;
+template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::NoRule>;
+template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::Window>;
+template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::OneSided>;
+template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::NoRule>;
+template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::Window>;
+template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::OneSided>;
+template class LifForward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::NoRule>;
+template class LifForward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::Window>;
+template class LifForward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::OneSided>;
+template class LifForward<popsnn::Lapicque, popsnn::ResetZero, popsnn::NoRule>;
+template class LifForward<popsnn::Lapicque, popsnn::ResetZero, popsnn::Window>;
+template class LifForward<popsnn::Lapicque, popsnn::ResetZero, popsnn::OneSided>;
+template class LifForward<popsnn::Lapicque, popsnn::ResetNone, popsnn::NoRule>;
+template class LifForward<popsnn::Lapicque, popsnn::ResetNone, popsnn::Window>;
+template class LifForward<popsnn::Lapicque, popsnn::ResetNone, popsnn::OneSided>;

@@ -1,8 +1,9 @@
 // The compile-time units the LIF vertices are specialised on (docs/numerics.md has the
 // equations): a neuron model, a reset, a surrogate gradient and a sparse rule, each a small
-// type with inline functions. LifForward<Neuron, Reset, Surrogate, Rule> and
-// LifBackward<Neuron, Reset, Rule> take them as template arguments, so every per-element
-// choice among them is made by the compiler and the row loops have no branches on them.
+// type with inline functions. LifForward<Neuron, Reset, Rule> and LifBackward<Neuron, Reset,
+// Trace> take them as template arguments; the surrogate picks its row kernel once per row
+// (docs/architecture.md says why). Every per-element choice among them is made by the
+// compiler, so the row loops have no branches on them.
 // include/popsnn/VertexUnits.hpp names each unit for the host; docs/adding-a-neuron.md
 // says what a new neuron model needs.
 #pragma once
@@ -69,22 +70,32 @@ struct StraightThrough {
 };
 
 // ---------------------------------------------------------------------- sparse rules
+// The surrogate trace a rule leaves for the backward: every entry [T, B, n] (no rule) or the
+// gradient trace, only the entries whose masked surrogate is non-zero, compressed over all
+// (step, sample) (VertexEnums.hpp). The backward is specialised on it, not on the rule.
+struct DenseTrace {
+  static constexpr bool sparse = false;
+};
+struct CompressedTrace {
+  static constexpr bool sparse = true;
+};
+
 // Which entries carry gradient: `keep(u, threshold, value)`; off it the surrogate is 0.
 struct NoRule {
   static constexpr unsigned code = codes::RULE_NONE;
-  static constexpr bool sparse = false;
+  using Trace = DenseTrace;
   static bool keep(float, float, float) { return true; }
 };
 struct Window { // |U - threshold| < b_th
   static constexpr unsigned code = codes::RULE_WINDOW;
-  static constexpr bool sparse = true;
+  using Trace = CompressedTrace;
   static bool keep(float u, float threshold, float value) {
     return std::fabs(u - threshold) < value;
   }
 };
 struct OneSided { // U >= theta_grad
   static constexpr unsigned code = codes::RULE_ONE_SIDED;
-  static constexpr bool sparse = true;
+  using Trace = CompressedTrace;
   static bool keep(float u, float, float value) { return u >= value; }
 };
 

@@ -15,7 +15,9 @@
 #include <sstream>
 
 #include "NpzReader.hpp"
+#include "Plan.hpp"
 #include "Validation.hpp"
+#include "popsnn/Names.hpp"
 
 namespace popsnn {
 namespace {
@@ -24,33 +26,8 @@ using json = nlohmann::json;
 
 constexpr int kMaxDepth = 64; // far deeper than any checkpoint's metadata nests
 
-template <typename E> using Names = std::vector<std::pair<const char *, E>>;
-const Names<NeuronType> kNeurons = {{"Leaky", NeuronType::Leaky},
-                                    {"Synaptic", NeuronType::Synaptic},
-                                    {"RLeaky", NeuronType::RLeaky},
-                                    {"Lapicque", NeuronType::Lapicque}};
-const Names<ResetMechanism> kResets = {{"subtract", ResetMechanism::Subtract},
-                                       {"zero", ResetMechanism::Zero},
-                                       {"none", ResetMechanism::None}};
-const Names<SurrogateKind> kSurrogates = {{"fast_sigmoid", SurrogateKind::FastSigmoid},
-                                          {"atan", SurrogateKind::Atan},
-                                          {"sigmoid", SurrogateKind::Sigmoid},
-                                          {"straight_through", SurrogateKind::StraightThrough}};
-const Names<SparseRule> kSparseRules = {{"window", SparseRule::Window},
-                                        {"one_sided", SparseRule::OneSided}};
-const Names<LossKind> kLosses = {{"ce_count", LossKind::CeCount},
-                                 {"ce_rate", LossKind::CeRate},
-                                 {"mse_count", LossKind::MseCount},
-                                 {"mse_membrane", LossKind::MseMembrane},
-                                 {"ce_max_membrane", LossKind::CeMaxMembrane}};
-const Names<OptimizerKind> kOptimizers = {
-    {"sgd", OptimizerKind::SGD}, {"adam", OptimizerKind::Adam}, {"adamw", OptimizerKind::AdamW}};
-
-const char *const kParamNames[4] = {"weight", "bias", "recurrent_weight", "recurrent_bias"};
-
-std::vector<float> &member(LayerParams &p, int i) {
-  return i == 0 ? p.weight : i == 1 ? p.bias : i == 2 ? p.recurrentWeight : p.recurrentBias;
-}
+// A checkpoint names its sparse rule only when it has one.
+const Names<SparseRule> kStoredSparseRules(kSparseRuleNames.begin() + 1, kSparseRuleNames.end());
 
 // Python's json writes NaN and +-Infinity (a diverged run's history, say), which JSON lacks:
 // outside strings they become null, so a field that must be a number refuses them.
@@ -304,7 +281,7 @@ void Reader::network(const json &layers, NetworkSpec &spec) {
     s.bias = boolean(field(lin, "bias", where), where + " bias");
     if (field(n, "type", where) == "Alpha")
       unsupported(where + " Alpha neuron");
-    s.neuron = name(field(n, "type", where), where + " neuron type", kNeurons);
+    s.neuron = name(field(n, "type", where), where + " neuron type", kNeuronNames);
     std::size_t keys = 6 + learnFlags(n, where);
     s.threshold = constant(n, "threshold", where);
     if (s.neuron == NeuronType::Lapicque) {
@@ -313,17 +290,17 @@ void Reader::network(const json &layers, NetworkSpec &spec) {
     } else {
       s.beta = constant(n, "beta", where);
     }
-    s.reset = name(field(n, "reset_mechanism", where), where + " reset_mechanism", kResets);
+    s.reset = name(field(n, "reset_mechanism", where), where + " reset_mechanism", kResetNames);
     const json &sur = field(n, "surrogate", where);
     if (sur.size() != 2)
       damaged(where + " surrogate must be {name, param}");
-    s.surrogate = name(field(sur, "name", where), where + " surrogate name", kSurrogates);
+    s.surrogate = name(field(sur, "name", where), where + " surrogate name", kSurrogateNames);
     s.surrogateParam = real(field(sur, "param", where), where + " surrogate param");
     const json &rule = field(n, "sparse", where);
     if (!rule.is_null()) {
       if (rule.size() != 2)
         damaged(where + " sparse must be null or {kind, value}");
-      s.sparseRule = name(field(rule, "kind", where), where + " sparse kind", kSparseRules);
+      s.sparseRule = name(field(rule, "kind", where), where + " sparse kind", kStoredSparseRules);
       s.sparseValue = real(field(rule, "value", where), where + " sparse value");
     }
     if (s.neuron == NeuronType::Synaptic) {
@@ -380,12 +357,12 @@ void Reader::layerParams(const json &params, const NetworkSpec &spec,
     const json &d = dict(layers[l], where + " params");
     std::size_t expected = 0;
     LayerParams p;
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < int(NUM_PARAMS); ++i) {
       if (!hasParam(spec.layers[l], i))
         continue;
       ++expected;
-      member(p, i) = floats(field(d, kParamNames[i], where + " params"),
-                            paramShape(spec.layers[l], i), where + " " + kParamNames[i]);
+      paramValues(p, i) = floats(field(d, paramName(i), where + " params"),
+                                 paramShape(spec.layers[l], i), where + " " + paramName(i));
     }
     if (d.size() != expected)
       damaged(where + " params has arrays its layer does not take");
@@ -431,20 +408,20 @@ void Reader::optimizerEntries(const json &entries, Checkpoint &ckpt) {
       damaged(where + " must be [layer, name, {field: value}]");
     const std::size_t l = count(entry[0], where + " layer", 0);
     int i = 0;
-    while (i < 4 && entry[1].get<std::string>() != kParamNames[i])
+    while (i < int(NUM_PARAMS) && entry[1].get<std::string>() != paramName(i))
       ++i;
     if (l >= spec.layers.size() || i == 4 || !hasParam(spec.layers[l], i) || seen[{l, i}])
       damaged(where + " names no new parameter of the network");
     seen[{l, i}] = true;
     const json &fields = dict(entry[2], where);
     const auto shape = paramShape(spec.layers[l], i);
-    const std::string what = where + " (layer " + std::to_string(l) + " " + kParamNames[i] + ")";
+    const std::string what = where + " (layer " + std::to_string(l) + " " + paramName(i) + ")";
     if (sgd && fields.empty()) // SGD without momentum keeps nothing
       continue;
     if (sgd) {
       if (fields.size() != 1)
         damaged(what + " must hold momentum_buffer only");
-      member(state.layers[l].first, i) =
+      paramValues(state.layers[l].first, i) =
           floats(field(fields, "momentum_buffer", what), shape, what + " momentum_buffer");
       state.steps = 1;
       continue;
@@ -456,17 +433,17 @@ void Reader::optimizerEntries(const json &entries, Checkpoint &ckpt) {
       damaged(what + " has step " + std::to_string(step) + ", another entry " +
               std::to_string(state.steps) + " (popsnn keeps one step count)");
     state.steps = step;
-    member(state.layers[l].first, i) =
+    paramValues(state.layers[l].first, i) =
         floats(field(fields, "exp_avg", what), shape, what + " exp_avg");
-    member(state.layers[l].second, i) =
+    paramValues(state.layers[l].second, i) =
         floats(field(fields, "exp_avg_sq", what), shape, what + " exp_avg_sq");
-    for (float v : member(state.layers[l].second, i))
+    for (float v : paramValues(state.layers[l].second, i))
       if (v < 0)
         damaged(what + " exp_avg_sq holds a negative value");
   }
   std::size_t params = 0;
   for (const LayerSpec &s : spec.layers)
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < int(NUM_PARAMS); ++i)
       params += hasParam(s, i);
   if (!entries.empty() && seen.size() != params)
     damaged("the optimizer state covers " + std::to_string(seen.size()) + " of the " +
@@ -484,7 +461,7 @@ void Reader::optimizer(const json &opt, Checkpoint &ckpt) {
   const json &d = dict(opt, "optimizer");
   if (d.size() != 3)
     damaged("optimizer must hold name, hyper and state");
-  ckpt.spec.optimizer.kind = name(field(d, "name", "optimizer"), "optimizer name", kOptimizers);
+  ckpt.spec.optimizer.kind = name(field(d, "name", "optimizer"), "optimizer name", kOptimizerNames);
   ckpt.optimizerStateKind = ckpt.spec.optimizer.kind;
   optimizerHyper(dict(field(d, "hyper", "optimizer"), "optimizer hyper"), ckpt.spec.optimizer);
   optimizerEntries(list(field(d, "state", "optimizer"), "optimizer state"), ckpt);
@@ -500,7 +477,7 @@ void Reader::config(const json &config, NetworkSpec &spec) {
   if (d.contains("batch_size"))
     spec.batchSize = count(d["batch_size"], "config batch_size", 1);
   if (d.contains("loss"))
-    spec.loss.kind = name(d["loss"], "config loss", kLosses);
+    spec.loss.kind = name(d["loss"], "config loss", kLossNames);
 }
 
 std::string readFile(const std::string &path) {

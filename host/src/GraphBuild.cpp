@@ -4,28 +4,12 @@
 
 #include <sstream>
 
+#include "popsnn/Names.hpp"
 #include "popsnn/Network.hpp"
 
 namespace popsnn {
 
 using namespace poplar;
-
-namespace {
-
-const char *layerKind(const LayerSpec &s) {
-  switch (s.neuron) {
-  case NeuronType::Synaptic:
-    return "Synaptic";
-  case NeuronType::RLeaky:
-    return "RLeaky";
-  case NeuronType::Lapicque:
-    return "Lapicque";
-  default:
-    return "Leaky";
-  }
-}
-
-} // namespace
 
 GraphBuild::GraphBuild(const NetworkSpec &s, Plan p, const Target *target)
     : spec(s), plan(std::move(p)), graph(target ? std::make_unique<Graph>(*target) : nullptr) {
@@ -104,7 +88,7 @@ void GraphBuild::checkMemory(const Target &target) const {
     msg << "the network does not fit: tile " << tile << " needs " << total
         << " bytes for popsnn's tensors but has " << available << " bytes; ";
     if (worst < layers.size())
-      msg << "layer " << worst << " (" << layerKind(layers[worst].spec) << ", "
+      msg << "layer " << worst << " (" << nameOf(layers[worst].spec.neuron, kNeuronNames) << ", "
           << layers[worst].spec.inputs << " -> " << layers[worst].spec.outputs << " neurons, "
           << layers[worst].shardSize << " per tile) takes " << tileLayerBytes[tile][worst]
           << " of them";

@@ -22,16 +22,18 @@ struct Shard : ShardPlan {
   poplar::Tensor param[NUM_PARAMS], grad[NUM_PARAMS], opt1[NUM_PARAMS], opt2[NUM_PARAMS],
       optCount[NUM_PARAMS];
   // outIds: a2a, or step-major feeding a layer.
-  poplar::Tensor mem, syn, prevSpikes, fwdScratch, surrTrace, idTrace, outIds, overflow;
-  // A sparse rule, instead of surrTrace: the gradient trace, its starts and ids (gradEntries)
-  // and masked surrogate values (gradValues), see codes::traceStarts.
-  poplar::Tensor gradEntries, gradValues;
+  // mem, gradMem: the neuron's state U (then Synaptic's J) [B, n] each, and its gradient.
+  poplar::Tensor mem, prevSpikes, fwdScratch, idTrace, outIds, overflow;
+  // The surrogate kept for the backward: every entry [T, B, n] without a sparse rule, else
+  // the gradient trace's masked surrogate values beside gradEntries, its starts and ids (see
+  // codes::traceStarts; a sparse rule only).
+  poplar::Tensor surrogates, gradEntries;
   poplar::Tensor stepForward, stepBackward;
   poplar::Tensor xLocal, current, currentGradSum;
   // inRecv: the previous layer's traces; recRecv: own ids of step t-1 (a2a forward);
   // ownTraces: own traces (a2a backward).
   poplar::Tensor inRecv, recRecv, ownTraces, prevIds; // prevIds: step-major a2a
-  poplar::Tensor gradMem, gradSyn, bwdScratch, gradOut, gradStep;
+  poplar::Tensor gradMem, bwdScratch, gradOut, gradStep;
   // Copies of the weights of the layer this shard feeds (and of V), on this shard's neurons.
   poplar::Tensor nextGrad, nextWeights, nextWeightsT, ownGrad, ownWeights, ownWeightsT;
   poplar::Tensor recSpikes, recMem, lossGradS, lossGradU;

@@ -560,8 +560,7 @@ std::map<std::string, double> Network::layout() const {
     // spike buffers, and the gradient trace's starts and ids).
     double surrogate = 0, ids = 0;
     for (const auto &sh : layer.shards) {
-      surrogate += double((sh.surrTrace.valid() ? sh.surrTrace : sh.gradValues).numElements()) *
-                   sizeof(float);
+      surrogate += double(sh.surrogates.numElements()) * sizeof(float);
       ids += double(sh.idTrace.numElements()) * sizeof(int);
       if (sh.gradEntries.valid())
         ids += double(sh.gradEntries.numElements()) * sizeof(int);

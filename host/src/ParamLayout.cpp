@@ -50,22 +50,6 @@ void writeParam(poplar::Engine &engine, const std::string &prefix, const Layer &
   }
 }
 
-std::vector<float> &member(LayerParams &lp, unsigned p) {
-  switch (p) {
-  case P_WEIGHT:
-    return lp.weight;
-  case P_BIAS:
-    return lp.bias;
-  case P_REC_WEIGHT:
-    return lp.recurrentWeight;
-  default:
-    return lp.recurrentBias;
-  }
-}
-const std::vector<float> &member(const LayerParams &lp, unsigned p) {
-  return member(const_cast<LayerParams &>(lp), p);
-}
-
 // An optimiser slot's values, or zeros where the state leaves it empty.
 void writeSlot(poplar::Engine &engine, const std::string &prefix, const Layer &layer, unsigned p,
                const std::vector<float> &values) {
@@ -83,7 +67,7 @@ std::vector<LayerParams> readParams(poplar::Engine &engine, const std::vector<La
   for (auto &layer : layers)
     for (unsigned p = 0; p < NUM_PARAMS; ++p)
       if (layer.hasParam(p))
-        readParam(engine, prefix, layer, p, member(out[layer.index], p));
+        readParam(engine, prefix, layer, p, paramValues(out[layer.index], p));
   return out;
 }
 
@@ -92,7 +76,7 @@ void writeParams(poplar::Engine &engine, const std::vector<Layer> &layers,
   for (auto &layer : layers)
     for (unsigned p = 0; p < NUM_PARAMS; ++p)
       if (layer.hasParam(p))
-        writeParam(engine, "param_w", layer, p, member(params[layer.index], p));
+        writeParam(engine, "param_w", layer, p, paramValues(params[layer.index], p));
 }
 
 OptimizerState readOptimizerState(poplar::Engine &engine, const std::vector<Layer> &layers) {
@@ -107,9 +91,9 @@ OptimizerState readOptimizerState(poplar::Engine &engine, const std::vector<Laye
       engine.readTensor(streamName("count_r", layer, 0, p), &count, &count + 1);
       st.steps = count;
       if (sh.opt1[p].valid())
-        readParam(engine, "opt1_r", layer, p, member(st.layers[layer.index].first, p));
+        readParam(engine, "opt1_r", layer, p, paramValues(st.layers[layer.index].first, p));
       if (sh.opt2[p].valid())
-        readParam(engine, "opt2_r", layer, p, member(st.layers[layer.index].second, p));
+        readParam(engine, "opt2_r", layer, p, paramValues(st.layers[layer.index].second, p));
     }
   return st;
 }
@@ -122,9 +106,9 @@ void writeOptimizerState(poplar::Engine &engine, const std::vector<Layer> &layer
         continue;
       const Shard &sh0 = layer.shards[0];
       if (sh0.opt1[p].valid())
-        writeSlot(engine, "opt1_w", layer, p, member(st.layers[layer.index].first, p));
+        writeSlot(engine, "opt1_w", layer, p, paramValues(st.layers[layer.index].first, p));
       if (sh0.opt2[p].valid())
-        writeSlot(engine, "opt2_w", layer, p, member(st.layers[layer.index].second, p));
+        writeSlot(engine, "opt2_w", layer, p, paramValues(st.layers[layer.index].second, p));
       for (unsigned k = 0; k < layer.shards.size(); ++k) {
         const unsigned count = st.steps;
         engine.writeTensor(streamName("count_w", layer, k, p), &count, &count + 1);

@@ -66,6 +66,22 @@ const char *paramName(unsigned p) {
   return names[p];
 }
 
+std::vector<float> &paramValues(LayerParams &lp, unsigned p) {
+  switch (p) {
+  case P_WEIGHT:
+    return lp.weight;
+  case P_BIAS:
+    return lp.bias;
+  case P_REC_WEIGHT:
+    return lp.recurrentWeight;
+  default:
+    return lp.recurrentBias;
+  }
+}
+const std::vector<float> &paramValues(const LayerParams &lp, unsigned p) {
+  return paramValues(const_cast<LayerParams &>(lp), p);
+}
+
 bool layerHasParam(const LayerSpec &s, unsigned p) {
   const bool recurrent = s.neuron == NeuronType::RLeaky;
   return p == P_WEIGHT || (p == P_BIAS && s.bias) || (p == P_REC_WEIGHT && recurrent) ||

@@ -30,6 +30,9 @@ struct Schedule {
 
 enum ParamIndex { P_WEIGHT = 0, P_BIAS = 1, P_REC_WEIGHT = 2, P_REC_BIAS = 3, NUM_PARAMS = 4 };
 const char *paramName(unsigned p); // PyTorch's: "weight", "bias", "recurrent_weight", ...
+// Parameter p (P_WEIGHT..) of a layer's public LayerParams.
+std::vector<float> &paramValues(LayerParams &params, unsigned p);
+const std::vector<float> &paramValues(const LayerParams &params, unsigned p);
 // Whether a layer has parameter p, and its elements in PyTorch's layout.
 bool layerHasParam(const LayerSpec &s, unsigned p);
 std::size_t hostParamSize(const LayerSpec &s, unsigned p);

@@ -55,24 +55,24 @@ struct ShardTensorMaker {
   }
 
   void state() {
-    sh.mem = b.zeros(FLOAT, B * n, tile, name + "mem", L);
-    if (layer.spec.neuron == NeuronType::Synaptic) {
-      sh.syn = b.zeros(FLOAT, B * n, tile, name + "syn", L);
-      sh.gradSyn = b.zeros(FLOAT, B * n, tile, name + "grad_syn", L);
-    }
+    // The neuron's state and its carried gradient: U, then Synaptic's J.
+    const unsigned stateVars = layer.spec.neuron == NeuronType::Synaptic ? 2 : 1;
+    sh.mem = b.zeros(FLOAT, stateVars * B * n, tile, name + "mem", L);
+    sh.gradMem = b.zeros(FLOAT, stateVars * B * n, tile, name + "grad_mem", L);
     sh.prevSpikes = b.zeros(FLOAT, B * n, tile, name + "prev_spikes", L);
     sh.fwdScratch = b.zeros(FLOAT, 3 * n, tile, name + "fwd_scratch", L);
     sh.bwdScratch = b.zeros(
         FLOAT, 2 * n + (l + 1 < layers.size() ? codes::pushWidth(layers[l + 1].spec.outputs) : 0),
         tile, name + "bwd_scratch", L);
     // The surrogate kept for the backward: dense without a sparse rule (every entry carries
-    // gradient), else the gradient trace, sized by activity over all (step, sample).
+    // gradient), else the gradient trace, sized by activity over all (step, sample): its starts
+    // and ids (gradEntries) beside its values (surrogates).
     if (layer.spec.sparseRule == SparseRule::None) {
-      sh.surrTrace = b.zeros(FLOAT, std::size_t(T) * B * n, tile, name + "surrogate_trace", L);
+      sh.surrogates = b.zeros(FLOAT, std::size_t(T) * B * n, tile, name + "surrogate_trace", L);
     } else {
       sh.gradEntries = b.zeros(INT, std::size_t(codes::traceStarts(T, B)) + sh.traceCapacity, tile,
                                name + "grad_entries", L);
-      sh.gradValues = b.zeros(FLOAT, sh.traceCapacity, tile, name + "grad_values", L);
+      sh.surrogates = b.zeros(FLOAT, sh.traceCapacity, tile, name + "grad_values", L);
     }
     sh.idTrace = b.zeros(INT, layer.idTraceSize, tile, name + "id_trace", L);
     const bool feedsNext = l + 1 < layers.size();
@@ -86,7 +86,6 @@ struct ShardTensorMaker {
                                name + "overflow_all", L);
     sh.stepForward = b.zeros(UNSIGNED_INT, 1, tile, name + "step_forward", L);
     sh.stepBackward = b.zeros(UNSIGNED_INT, 1, tile, name + "step_backward", L);
-    sh.gradMem = b.zeros(FLOAT, B * n, tile, name + "grad_mem", L);
   }
 
   void input() {

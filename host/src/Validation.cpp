@@ -105,25 +105,12 @@ std::string member(const std::string &name, std::size_t l, unsigned p) {
   return name + "[" + std::to_string(l) + "]['" + paramName(p) + "']";
 }
 
-const std::vector<float> &memberOf(const LayerParams &lp, unsigned p) {
-  switch (p) {
-  case P_WEIGHT:
-    return lp.weight;
-  case P_BIAS:
-    return lp.bias;
-  case P_REC_WEIGHT:
-    return lp.recurrentWeight;
-  default:
-    return lp.recurrentBias;
-  }
-}
-
 // One layer's arrays: the expected sizes where `present`, empty elsewhere.
 void layerArrays(const NetworkSpec &spec, std::size_t l, const LayerParams &lp,
                  const std::string &name, bool present, bool emptyIsZero) {
   const LayerSpec &s = spec.layers[l];
   for (unsigned p = 0; p < NUM_PARAMS; ++p) {
-    const std::vector<float> &values = memberOf(lp, p);
+    const std::vector<float> &values = paramValues(lp, p);
     const std::string what = member(name, l, p);
     if (!present || !layerHasParam(s, p)) {
       if (!values.empty())

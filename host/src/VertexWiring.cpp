@@ -148,7 +148,7 @@ struct ShardWiring : Wiring {
   }
 
   void forward(ComputeSet csForward) {
-    VertexRef v = b.graph->addVertex(csForward, units::lifForward(neuronCode(s), reset));
+    VertexRef v = b.graph->addVertex(csForward, units::lifForward(neuronCode(s), reset, rule));
     b.graph->connect(v["step"], sh.stepForward[0]);
     b.graph->connect(v["current"], orElse(sh.current, b.dummyOut(FLOAT, tile)));
     b.graph->connect(v["denseIn"], layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : fIn);
@@ -159,12 +159,10 @@ struct ShardWiring : Wiring {
     b.graph->connect(v["recWeights"], orElse(sh.param[P_REC_WEIGHT], fIn));
     b.graph->connect(v["recBias"], orElse(sh.param[P_REC_BIAS], fIn));
     b.graph->connect(v["mem"], sh.mem);
-    b.graph->connect(v["syn"], orElse(sh.syn, b.dummyOut(FLOAT, tile)));
     b.graph->connect(v["prevSpikes"], sh.prevSpikes);
     b.graph->connect(v["scratch"], sh.fwdScratch);
-    b.graph->connect(v["surrTrace"], orElse(sh.surrTrace, b.dummyOut(FLOAT, tile)));
+    b.graph->connect(v["surrogates"], sh.surrogates);
     b.graph->connect(v["gradEntries"], orElse(sh.gradEntries, b.dummyOut(INT, tile)));
-    b.graph->connect(v["gradValues"], orElse(sh.gradValues, b.dummyOut(FLOAT, tile)));
     b.graph->connect(v["idTrace"], sh.idTrace);
     b.graph->connect(v["outIds"], orElse(sh.outIds, b.dummyOut(INT, tile)));
     b.graph->connect(v["prevIds"], orElse(sh.prevIds, b.dummyOut(INT, tile)));
@@ -177,7 +175,6 @@ struct ShardWiring : Wiring {
     setField(v, "traceCapacity", sh.traceCapacity);
     setField(v, "spikeCapacity", sh.spikeCapacity);
     setField(v, "surrogate", surrogate);
-    setField(v, "rule", rule);
     setField(v, "record", unsigned(layer.isOutput));
     setField(v, "stepsPerCall", layer.a2a || stepMajor ? 1u : T);
     setField(v, "stepMajor", unsigned(stepMajor));
@@ -195,7 +192,7 @@ struct ShardWiring : Wiring {
   }
 
   void backward(ComputeSet csBackward) {
-    VertexRef v = b.graph->addVertex(csBackward, units::lifBackward(neuronCode(s), reset));
+    VertexRef v = b.graph->addVertex(csBackward, units::lifBackward(neuronCode(s), reset, rule));
     b.graph->connect(v["step"], sh.stepBackward[0]);
     b.graph->connect(v["lossGradSpikes"], orElse(sh.lossGradS, fIn));
     b.graph->connect(v["lossGradMem"], orElse(sh.lossGradU, fIn));
@@ -205,10 +202,9 @@ struct ShardWiring : Wiring {
     b.graph->connect(v["ownGrad"], orElse(sh.ownGrad, fIn));
     b.graph->connect(v["ownWeights"], orElse(sh.ownWeights, fIn));
     b.graph->connect(v["ownWeightsT"], orElse(sh.ownWeightsT, b.dummyOut(FLOAT, tile)));
-    b.graph->connect(v["surrTrace"], orElse(sh.surrTrace, fIn));
+    b.graph->connect(v["surrogates"], sh.surrogates);
     b.graph->connect(v["current"], layer.inputMode == codes::INPUT_DIRECT ? sh.current : fIn);
     b.graph->connect(v["gradEntries"], orElse(sh.gradEntries, iIn));
-    b.graph->connect(v["gradValues"], orElse(sh.gradValues, fIn));
     b.graph->connect(v["idTrace"], sh.idTrace);
     b.graph->connect(v["inIds"], orElse(sh.inRecv, iIn));
     b.graph->connect(v["denseIn"], layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : fIn);
@@ -216,7 +212,6 @@ struct ShardWiring : Wiring {
     b.graph->connect(v["weights"], sh.param[P_WEIGHT]);
     b.graph->connect(v["recWeights"], orElse(sh.param[P_REC_WEIGHT], fIn));
     b.graph->connect(v["gradMem"], sh.gradMem);
-    b.graph->connect(v["gradSyn"], orElse(sh.gradSyn, b.dummyOut(FLOAT, tile)));
     b.graph->connect(v["gradWeights"], sh.grad[P_WEIGHT]);
     b.graph->connect(v["gradBias"], sh.grad[P_BIAS]);
     b.graph->connect(v["gradRecWeights"], orElse(sh.grad[P_REC_WEIGHT], b.dummyOut(FLOAT, tile)));
@@ -230,7 +225,6 @@ struct ShardWiring : Wiring {
     b.graph->connect(v["scratch"], sh.bwdScratch);
     setShardFields(v);
     setField(v, "isOutput", unsigned(layer.isOutput));
-    setField(v, "dense", unsigned(s.sparseRule == SparseRule::None));
     setField(v, "publishGrad", unsigned(sh.gradOut.valid()));
     setField(v, "stepsPerCall", layer.a2a || stepMajor ? 1u : T);
     setField(v, "stepMajor", unsigned(stepMajor));

@@ -1,10 +1,11 @@
 // The one table of the LIF vertices' compile-time units (codelets/Neurons.hpp): the C++
-// name of each neuron model and reset, indexed by its code in VertexEnums.hpp. The host
-// names the vertex it wants from it, in Poplar's template syntax
-// ("LifForward<popsnn::Leaky,popsnn::ResetSubtract>"); the codelets instantiate every
-// combination (the lists in LifForward.cpp and LifBackward.cpp, checked against this table
-// by tests/engine/test_vertex_units.py). Surrogates and sparse rules are units too, but
-// chosen once per row inside the vertex (12 row kernels instead of 12x the vertices).
+// name of each neuron model, reset and sparse rule, indexed by its code in VertexEnums.hpp.
+// The host names the vertex it wants from it, in Poplar's template syntax
+// ("LifForward<popsnn::Leaky,popsnn::ResetSubtract,popsnn::NoRule>"); the codelets
+// instantiate every combination (the lists in LifForward.cpp and LifBackward.cpp, checked
+// against this table by tests/engine/test_vertex_units.py). The backward is specialised on
+// the surrogate trace the rule leaves (TRACES), not on the rule. Surrogates are units too,
+// chosen once per row inside the vertex (docs/architecture.md has the measurement).
 #pragma once
 
 #include <string>
@@ -19,12 +20,19 @@ inline constexpr const char *NEURONS[codes::NUM_NEURONS] = {
     "popsnn::Lapicque"};
 inline constexpr const char *RESETS[codes::NUM_RESETS] = {"popsnn::ResetSubtract",
                                                           "popsnn::ResetZero", "popsnn::ResetNone"};
+inline constexpr const char *RULES[codes::NUM_RULES] = {"popsnn::NoRule", "popsnn::Window",
+                                                        "popsnn::OneSided"};
+// The surrogate trace of each rule, by rule code: every entry, or the compressed gradient trace.
+inline constexpr const char *TRACES[codes::NUM_RULES] = {
+    "popsnn::DenseTrace", "popsnn::CompressedTrace", "popsnn::CompressedTrace"};
 // The forward and backward step vertices of a layer with these units.
-inline std::string lifForward(unsigned neuron, unsigned reset) {
-  return std::string("LifForward<") + NEURONS[neuron] + "," + RESETS[reset] + ">";
+inline std::string lifForward(unsigned neuron, unsigned reset, unsigned rule) {
+  return std::string("LifForward<") + NEURONS[neuron] + "," + RESETS[reset] + "," + RULES[rule] +
+         ">";
 }
-inline std::string lifBackward(unsigned neuron, unsigned reset) {
-  return std::string("LifBackward<") + NEURONS[neuron] + "," + RESETS[reset] + ">";
+inline std::string lifBackward(unsigned neuron, unsigned reset, unsigned rule) {
+  return std::string("LifBackward<") + NEURONS[neuron] + "," + RESETS[reset] + "," + TRACES[rule] +
+         ">";
 }
 
 } // namespace units

@@ -7,6 +7,7 @@
 #include "GraphBuild.hpp" // the builder's planner and its memory count (host/src), for tests
 #include "Plan.hpp"
 #include "popsnn/Checkpoint.hpp"
+#include "popsnn/Names.hpp"
 #include "popsnn/Network.hpp"
 #include "popsnn/version.hpp"
 
@@ -14,41 +15,23 @@ namespace py = pybind11;
 
 namespace {
 
+// The enums' names (popsnn/Names.hpp).
+using popsnn::kInputNames;
+using popsnn::kLossNames;
+using popsnn::kNeuronNames;
+using popsnn::kOptimizerNames;
+using popsnn::kResetNames;
+using popsnn::kSparseRuleNames;
+using popsnn::kSurrogateNames;
+using popsnn::nameOf;
+using popsnn::Names;
+
 using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>;
 using IntArray = py::array_t<int, py::array::c_style | py::array::forcecast>;
 
 template <typename T> T get(const py::dict &d, const char *key, T fallback) {
   return d.contains(key) ? d[key].cast<T>() : fallback;
 }
-
-// The names Python uses for each enum, written once: parsing a spec and reporting the
-// defaults both read these tables.
-template <typename E> using Names = std::vector<std::pair<const char *, E>>;
-const Names<popsnn::NeuronType> kNeurons = {{"Leaky", popsnn::NeuronType::Leaky},
-                                            {"Synaptic", popsnn::NeuronType::Synaptic},
-                                            {"RLeaky", popsnn::NeuronType::RLeaky},
-                                            {"Lapicque", popsnn::NeuronType::Lapicque}};
-const Names<popsnn::ResetMechanism> kResets = {{"subtract", popsnn::ResetMechanism::Subtract},
-                                               {"zero", popsnn::ResetMechanism::Zero},
-                                               {"none", popsnn::ResetMechanism::None}};
-const Names<popsnn::SurrogateKind> kSurrogates = {
-    {"fast_sigmoid", popsnn::SurrogateKind::FastSigmoid},
-    {"atan", popsnn::SurrogateKind::Atan},
-    {"sigmoid", popsnn::SurrogateKind::Sigmoid},
-    {"straight_through", popsnn::SurrogateKind::StraightThrough}};
-const Names<popsnn::SparseRule> kSparseRules = {{"none", popsnn::SparseRule::None},
-                                                {"window", popsnn::SparseRule::Window},
-                                                {"one_sided", popsnn::SparseRule::OneSided}};
-const Names<popsnn::LossKind> kLosses = {{"ce_count", popsnn::LossKind::CeCount},
-                                         {"ce_rate", popsnn::LossKind::CeRate},
-                                         {"mse_count", popsnn::LossKind::MseCount},
-                                         {"mse_membrane", popsnn::LossKind::MseMembrane},
-                                         {"ce_max_membrane", popsnn::LossKind::CeMaxMembrane}};
-const Names<popsnn::OptimizerKind> kOptimizers = {{"sgd", popsnn::OptimizerKind::SGD},
-                                                  {"adam", popsnn::OptimizerKind::Adam},
-                                                  {"adamw", popsnn::OptimizerKind::AdamW}};
-const Names<popsnn::InputMode> kInputs = {{"direct", popsnn::InputMode::Direct},
-                                          {"per_step", popsnn::InputMode::PerStep}};
 
 template <typename E>
 E choose(const std::string &what, const std::string &value, const Names<E> &options) {
@@ -61,13 +44,6 @@ E choose(const std::string &what, const std::string &value, const Names<E> &opti
   throw std::invalid_argument(what + " must be one of " + names + ", got '" + value + "'");
 }
 
-template <typename E> std::string nameOf(E value, const Names<E> &options) {
-  for (const auto &o : options)
-    if (o.second == value)
-      return o.first;
-  return "?";
-}
-
 // Fields missing from the dict keep the C++ structs' defaults (NetworkSpec.hpp): one source.
 popsnn::NetworkSpec specFromDict(const py::dict &d) {
   using namespace popsnn;
@@ -78,26 +54,26 @@ popsnn::NetworkSpec specFromDict(const py::dict &d) {
     s.inputs = l["inputs"].cast<unsigned>();
     s.outputs = l["outputs"].cast<unsigned>();
     s.bias = get<bool>(l, "bias", s.bias);
-    s.neuron = choose("neuron", l["neuron"].cast<std::string>(), kNeurons);
+    s.neuron = choose("neuron", l["neuron"].cast<std::string>(), kNeuronNames);
     s.allToAll = get<bool>(l, "all_to_all", s.allToAll);
     s.beta = get<float>(l, "beta", s.beta);
     s.alpha = get<float>(l, "alpha", s.alpha);
     s.gain = get<float>(l, "gain", s.gain);
     s.threshold = get<float>(l, "threshold", s.threshold);
-    s.reset =
-        choose("reset_mechanism", get<std::string>(l, "reset", nameOf(s.reset, kResets)), kResets);
+    s.reset = choose("reset_mechanism", get<std::string>(l, "reset", nameOf(s.reset, kResetNames)),
+                     kResetNames);
     s.surrogate =
-        choose("surrogate", get<std::string>(l, "surrogate", nameOf(s.surrogate, kSurrogates)),
-               kSurrogates);
+        choose("surrogate", get<std::string>(l, "surrogate", nameOf(s.surrogate, kSurrogateNames)),
+               kSurrogateNames);
     s.surrogateParam = get<float>(l, "surrogate_param", s.surrogateParam);
     s.sparseRule =
-        choose("sparse rule", get<std::string>(l, "sparse", nameOf(s.sparseRule, kSparseRules)),
-               kSparseRules);
+        choose("sparse rule", get<std::string>(l, "sparse", nameOf(s.sparseRule, kSparseRuleNames)),
+               kSparseRuleNames);
     s.sparseValue = get<float>(l, "sparse_value", s.sparseValue);
     spec.layers.push_back(s);
   }
   py::dict loss = d["loss"].cast<py::dict>();
-  spec.loss.kind = choose("loss", loss["name"].cast<std::string>(), kLosses);
+  spec.loss.kind = choose("loss", loss["name"].cast<std::string>(), kLossNames);
   spec.loss.numClasses = get<unsigned>(loss, "num_classes", spec.loss.numClasses);
   spec.loss.correctRate = get<double>(loss, "correct_rate", spec.loss.correctRate);
   spec.loss.incorrectRate = get<double>(loss, "incorrect_rate", spec.loss.incorrectRate);
@@ -105,7 +81,7 @@ popsnn::NetworkSpec specFromDict(const py::dict &d) {
   spec.loss.offTarget = get<float>(loss, "off_target", spec.loss.offTarget);
   py::dict opt = d["optimizer"].cast<py::dict>();
   OptimizerSpec &o = spec.optimizer;
-  o.kind = choose("optimizer", opt["name"].cast<std::string>(), kOptimizers);
+  o.kind = choose("optimizer", opt["name"].cast<std::string>(), kOptimizerNames);
   o.lr = get<double>(opt, "lr", o.lr);
   o.momentum = get<double>(opt, "momentum", o.momentum);
   o.dampening = get<double>(opt, "dampening", o.dampening);
@@ -116,7 +92,8 @@ popsnn::NetworkSpec specFromDict(const py::dict &d) {
   o.eps = get<double>(opt, "eps", o.eps);
   spec.batchSize = d["batch_size"].cast<unsigned>();
   spec.numSteps = d["num_steps"].cast<unsigned>();
-  spec.input = choose("input", get<std::string>(d, "input", nameOf(spec.input, kInputs)), kInputs);
+  spec.input =
+      choose("input", get<std::string>(d, "input", nameOf(spec.input, kInputNames)), kInputNames);
   spec.maxActivity = get<float>(d, "max_activity", spec.maxActivity);
   spec.traceActivity = get<float>(d, "trace_activity", spec.traceActivity);
   spec.spikeActivity = get<float>(d, "spike_activity", spec.spikeActivity);
@@ -137,17 +114,17 @@ py::dict defaultsDict() {
   neuron["beta"] = l.beta;
   neuron["alpha"] = l.alpha;
   neuron["threshold"] = l.threshold;
-  neuron["reset_mechanism"] = nameOf(l.reset, kResets);
-  neuron["surrogate"] = nameOf(l.surrogate, kSurrogates);
+  neuron["reset_mechanism"] = nameOf(l.reset, kResetNames);
+  neuron["surrogate"] = nameOf(l.surrogate, kSurrogateNames);
   neuron["surrogate_param"] = l.surrogateParam;
-  neuron["sparse"] = nameOf(l.sparseRule, kSparseRules);
+  neuron["sparse"] = nameOf(l.sparseRule, kSparseRuleNames);
   neuron["sparse_value"] = l.sparseValue;
-  lossD["name"] = nameOf(loss.kind, kLosses);
+  lossD["name"] = nameOf(loss.kind, kLossNames);
   lossD["correct_rate"] = loss.correctRate;
   lossD["incorrect_rate"] = loss.incorrectRate;
   lossD["on_target"] = loss.onTarget;
   lossD["off_target"] = loss.offTarget;
-  opt["name"] = nameOf(o.kind, kOptimizers);
+  opt["name"] = nameOf(o.kind, kOptimizerNames);
   opt["lr"] = o.lr;
   opt["momentum"] = o.momentum;
   opt["dampening"] = o.dampening;
@@ -310,7 +287,7 @@ py::dict checkpointToDict(const std::string &path) {
     py::dict d;
     d["inputs"] = l.inputs;
     d["outputs"] = l.outputs;
-    d["neuron"] = nameOf(l.neuron, kNeurons);
+    d["neuron"] = nameOf(l.neuron, kNeuronNames);
     d["beta"] = l.beta;
     d["gain"] = l.gain;
     layers.append(d);
@@ -320,8 +297,8 @@ py::dict checkpointToDict(const std::string &path) {
   out["layers"] = layers;
   out["num_steps"] = c.spec.numSteps;
   out["batch_size"] = c.spec.batchSize;
-  out["loss"] = nameOf(c.spec.loss.kind, kLosses);
-  out["optimizer"] = nameOf(c.spec.optimizer.kind, kOptimizers);
+  out["loss"] = nameOf(c.spec.loss.kind, kLossNames);
+  out["optimizer"] = nameOf(c.spec.optimizer.kind, kOptimizerNames);
   out["lr"] = c.spec.optimizer.lr;
   out["params"] = paramsToList(c.spec, c.params);
   out["optimizer_state"] = py::none();

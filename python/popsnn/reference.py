@@ -283,6 +283,17 @@ class _LayerGrad:
     d_beta: np.ndarray | None = None
 
 
+def _add_input_grads(g, p, d_input, layer_in, direct):
+    """dL/dW (and dL/db) of the layer's input projection from dL/dI, into g."""
+    n = d_input.shape[-1]
+    if direct:
+        g["weight"] = d_input.sum(axis=0).T @ layer_in  # sum_t dI[t]^T x, once
+    else:
+        g["weight"] = d_input.reshape(-1, n).T @ layer_in.reshape(-1, layer_in.shape[-1])
+    if "bias" in p:
+        g["bias"] = d_input.sum(axis=(0, 1))
+
+
 def _backward(net, params, rec, g_spikes, g_membranes, input_grad=False, storage=None):
     """BPTT on the parameters as stored (store_params) and the forward's record."""
     T = rec.num_steps
@@ -312,15 +323,10 @@ def _backward(net, params, rec, g_spikes, g_membranes, input_grad=False, storage
         g.update(_constant_grads(neuron, p, U, keep, lg))
         d_input = lg.d_input
         layer_in = rec._input if l == 0 else rec.spikes[l - 1]
-        n = d_input.shape[-1]
-        if rec.direct_input and l == 0:
-            g["weight"] = d_input.sum(axis=0).T @ layer_in  # sum_t dI[t]^T x, once
-        else:
-            g["weight"] = d_input.reshape(-1, n).T @ layer_in.reshape(-1, layer_in.shape[-1])
-        if "bias" in p:
-            g["bias"] = d_input.sum(axis=(0, 1))
+        _add_input_grads(g, p, d_input, layer_in, direct=rec.direct_input and l == 0)
         grads[l] = {k: g[k] for k in p}  # params' key order
         if l > 0:
+            n = d_input.shape[-1]
             d_sent = store(d_input).reshape(-1, n)  # dL/dI blocks, exchanged
             g_spikes = (d_sent @ p["weight"]).reshape(T, d_input.shape[1], -1)
             g_membranes = None

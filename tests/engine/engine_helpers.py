@@ -13,12 +13,32 @@ real mistake (a missing or doubled term moves entries by O(1) of the scale).
 from __future__ import annotations
 
 import copy
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from popsnn import optim, reference
+import popsnn
+from popsnn import losses, optim, reference
 from popsnn.engine import EngineBackend
+
+
+def build_against_installed(source: Path, build: Path) -> Path:
+    """Configures and builds the CMake project at `source` against the installed popsnn
+    package (found with `python -m popsnn --cmakedir`) into `build`; returns `build`."""
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake is not installed")
+    cmakedir = subprocess.run(
+        [sys.executable, "-m", "popsnn", "--cmakedir"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    configure = ["cmake", "-S", str(source), "-B", str(build), f"-Dpopsnn_DIR={cmakedir}"]
+    for cmd in (configure + ["-DCMAKE_BUILD_TYPE=Release"], ["cmake", "--build", str(build)]):
+        run = subprocess.run(cmd, capture_output=True, text=True)
+        assert run.returncode == 0, run.stdout + run.stderr
+    return build
 
 
 def make_input(net, batch, steps, direct, seed=0, scale=1.5, density=0.5):
@@ -121,3 +141,43 @@ def train_like_the_reference(
                 for key in r:
                     assert_close(p[key], r[key], f"{what} step {step}: layer {l} {key}", rel=1e-5)
     return ref_params
+
+
+def big_net(rule=None):
+    """The sharded-network cases' net: three layers (Leaky, RLeaky, Synaptic) wide enough to
+    span many tiles of a small IPU geometry."""
+    return popsnn.Sequential(
+        popsnn.Linear(40, 48),
+        popsnn.Leaky(beta=0.9, sparse=rule),
+        popsnn.Linear(48, 36),
+        popsnn.RLeaky(beta=0.85, sparse=rule),
+        popsnn.Linear(36, 20),
+        popsnn.Synaptic(alpha=0.6, beta=0.85, sparse=rule),
+    )
+
+
+def sharded_case(net, direct, *, batch, steps, **options):
+    """The sharded-network cases' set-up: ce_count over 5 classes (population code), input of
+    seed 11, parameters of seed 12, an SGD engine on the IPU model with `options`.
+    Returns (backend, params, loss, x, y)."""
+    loss = losses.ce_count_loss(population_code=True, num_classes=5)
+    x, raw = make_input(net, batch, steps, direct, seed=11)
+    y = labels_for(loss, net, raw)
+    params = net.init_params(12)
+    backend = sgd_backend(
+        net, params, loss, steps=steps, batch=batch, device="ipu-model", **options
+    )
+    return backend, params, loss, x, y
+
+
+def assert_equals_reference(backend, net, params, loss, x, y, steps):
+    """The engine's loss, gradients and output spikes against the float32 reference, on a
+    case where every layer spikes."""
+    value, grads = backend.loss_and_grad(x, y)
+    ref_value, ref_grads, rec = reference.loss_and_grad(
+        net, params, x, y, loss, num_steps=steps if x.ndim == 2 else None
+    )
+    assert all(s.sum() > 0 for s in rec.spikes)
+    np.testing.assert_array_equal(backend.infer(x), rec.spikes[-1])
+    assert value == pytest.approx(ref_value, rel=2e-5)
+    assert_grads_close(grads, ref_grads)

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from engine_helpers import build_against_installed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -66,18 +65,7 @@ def saved(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def example(tmp_path_factory) -> Path:
-    if shutil.which("cmake") is None:
-        pytest.skip("cmake is not installed")
-    cmakedir = subprocess.run(
-        [sys.executable, "-m", "popsnn", "--cmakedir"], check=True, capture_output=True, text=True
-    ).stdout.strip()
-    build = tmp_path_factory.mktemp("cpp_checkpoint")
-    for cmd in (
-        ["cmake", "-S", str(EXAMPLE), "-B", str(build), f"-Dpopsnn_DIR={cmakedir}"],
-        ["cmake", "--build", str(build)],
-    ):
-        run = subprocess.run(cmd, capture_output=True, text=True)
-        assert run.returncode == 0, run.stdout + run.stderr
+    build = build_against_installed(EXAMPLE, tmp_path_factory.mktemp("cpp_checkpoint"))
     return build / "cpp_checkpoint"
 
 

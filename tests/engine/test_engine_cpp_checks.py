@@ -3,12 +3,10 @@ against the installed package): NaN/inf input, bad surrogate parameter, NaN or n
 learning rate, setParams / setOptimizerState validated whole before any write, and a second
 concurrent call refused with popsnn::NetworkBusy."""
 
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-import pytest
+from engine_helpers import build_against_installed
 
 SOURCE = Path(__file__).resolve().parent / "cpp_checks"
 CHECKS = [
@@ -27,26 +25,8 @@ CHECKS = [
 ]
 
 
-@pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake is not installed")
 def test_cpp_api_checks(tmp_path):
-    cmakedir = subprocess.run(
-        [sys.executable, "-m", "popsnn", "--cmakedir"], check=True, capture_output=True, text=True
-    ).stdout.strip()
-    build = tmp_path / "build"
-    for cmd in (
-        [
-            "cmake",
-            "-S",
-            str(SOURCE),
-            "-B",
-            str(build),
-            f"-Dpopsnn_DIR={cmakedir}",
-            "-DCMAKE_BUILD_TYPE=Release",
-        ],
-        ["cmake", "--build", str(build)],
-    ):
-        run = subprocess.run(cmd, capture_output=True, text=True)
-        assert run.returncode == 0, run.stdout + run.stderr
+    build = build_against_installed(SOURCE, tmp_path / "build")
     run = subprocess.run([str(build / "api_checks")], capture_output=True, text=True, timeout=300)
     lines = run.stdout.splitlines()
     assert run.returncode == 0, run.stdout + run.stderr

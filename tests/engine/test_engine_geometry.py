@@ -4,24 +4,20 @@ buffer overflow, and the network that does not fit."""
 
 import numpy as np
 import pytest
-from engine_helpers import assert_grads_close, labels_for, make_input, sgd_backend
+from engine_helpers import (
+    assert_equals_reference,
+    assert_grads_close,
+    big_net,
+    make_input,
+    sgd_backend,
+    sharded_case,
+)
 
 import popsnn
 from popsnn import losses, optim, reference, sparse
 from popsnn.engine import EngineBackend, NetworkDoesNotFit, SpikeBufferOverflow
 
 BATCH, STEPS = 4, 8
-
-
-def big_net(rule=None):
-    return popsnn.Sequential(
-        popsnn.Linear(40, 48),
-        popsnn.Leaky(beta=0.9, sparse=rule),
-        popsnn.Linear(48, 36),
-        popsnn.RLeaky(beta=0.85, sparse=rule),
-        popsnn.Linear(36, 20),
-        popsnn.Synaptic(alpha=0.6, beta=0.85, sparse=rule),
-    )
 
 
 GEOMETRIES = {
@@ -38,32 +34,15 @@ GEOMETRIES = {
 def test_sharded_network_equals_the_reference(geometry, direct):
     rule = sparse.window(0.5) if direct else None
     net = big_net(rule)
-    loss = losses.ce_count_loss(population_code=True, num_classes=5)
-    x, raw = make_input(net, BATCH, STEPS, direct, seed=11)
-    y = labels_for(loss, net, raw)
-    params = net.init_params(12)
-    backend = sgd_backend(
-        net,
-        params,
-        loss,
-        steps=STEPS,
-        batch=BATCH,
-        device="ipu-model",
-        **GEOMETRIES[geometry],
+    backend, params, loss, x, y = sharded_case(
+        net, direct, batch=BATCH, steps=STEPS, **GEOMETRIES[geometry]
     )
     layout = backend.profile()
     assert layout["tiles"] == 16
     assert layout["step_major"] == (1 if "KiB" in geometry else 0)
     # Every layer spans several tiles (and so both IPUs of the 2 x 8 geometry).
     assert all(layout[f"layer{l}_shards"] >= 10 for l in range(3))
-    value, grads = backend.loss_and_grad(x, y)
-    ref_value, ref_grads, rec = reference.loss_and_grad(
-        net, params, x, y, loss, num_steps=STEPS if direct else None
-    )
-    assert all(s.sum() > 0 for s in rec.spikes)
-    np.testing.assert_array_equal(backend.infer(x), rec.spikes[-1])
-    assert value == pytest.approx(ref_value, rel=2e-5)
-    assert_grads_close(grads, ref_grads)
+    assert_equals_reference(backend, net, params, loss, x, y, STEPS)
     profile = backend.profile()
     assert profile["estimate_total_cycles"] > 0
     if geometry.startswith("2x8"):

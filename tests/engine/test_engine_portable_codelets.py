@@ -6,13 +6,16 @@ own and runs the engine on it."""
 
 import platform
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from engine_helpers import assert_close, assert_grads_close, make_input
+from engine_helpers import (
+    assert_close,
+    assert_grads_close,
+    build_against_installed,
+    make_input,
+)
 
 import popsnn
 from popsnn import engine, losses, optim, reference, sparse
@@ -38,24 +41,7 @@ find_package(popsnn CONFIG REQUIRED)
 popsnn_add_codelets(portable OUTPUT portable.gp SOURCES {sources}
   COMPILE_OPTIONS -O2 -march=x86-64 -fno-math-errno -DPOPSNN_PLAIN_LOOPS)
 """)
-    cmakedir = subprocess.run(
-        [sys.executable, "-m", "popsnn", "--cmakedir"], check=True, capture_output=True, text=True
-    ).stdout.strip()
-    build = src / "build"
-    for cmd in (
-        [
-            "cmake",
-            "-S",
-            str(src),
-            "-B",
-            str(build),
-            f"-Dpopsnn_DIR={cmakedir}",
-            "-DCMAKE_BUILD_TYPE=Release",
-        ],
-        ["cmake", "--build", str(build)],
-    ):
-        run = subprocess.run(cmd, capture_output=True, text=True)
-        assert run.returncode == 0, run.stdout + run.stderr
+    build = build_against_installed(src, src / "build")
     gp = build / "portable.gp"
     assert gp.is_file()
     return gp

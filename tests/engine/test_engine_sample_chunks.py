@@ -6,10 +6,13 @@ reference's for the whole batch (see engine_helpers for the tolerances)."""
 import numpy as np
 import pytest
 from engine_helpers import (
+    assert_equals_reference,
     assert_grads_close,
+    big_net,
     labels_for,
     make_input,
     sgd_backend,
+    sharded_case,
     train_like_the_reference,
 )
 
@@ -18,17 +21,6 @@ from popsnn import losses, optim, reference, sparse
 from popsnn.engine import EngineBackend, SpikeBufferOverflow
 
 BATCH, STEPS = 12, 8
-
-
-def big_net():
-    return popsnn.Sequential(
-        popsnn.Linear(40, 48),
-        popsnn.Leaky(beta=0.9),
-        popsnn.Linear(48, 36),
-        popsnn.RLeaky(beta=0.85),
-        popsnn.Linear(36, 20),
-        popsnn.Synaptic(alpha=0.6, beta=0.85),
-    )
 
 
 def geometry(kib):
@@ -44,30 +36,13 @@ def test_chunked_batch_equals_the_reference(case):
     mode, kib = case
     direct = mode == "direct"
     net = big_net()
-    loss = losses.ce_count_loss(population_code=True, num_classes=5)
-    x, raw = make_input(net, BATCH, STEPS, direct, seed=11)
-    y = labels_for(loss, net, raw)
-    params = net.init_params(12)
-    backend = sgd_backend(
-        net,
-        params,
-        loss,
-        steps=STEPS,
-        batch=BATCH,
-        device="ipu-model",
-        **geometry(kib),
+    backend, params, loss, x, y = sharded_case(
+        net, direct, batch=BATCH, steps=STEPS, **geometry(kib)
     )
-    value, grads = backend.loss_and_grad(x, y)
     layout = backend.profile()
     assert layout["sample_chunks"] > 1
     assert layout["chunk_batch"] * layout["sample_chunks"] == BATCH
-    ref_value, ref_grads, rec = reference.loss_and_grad(
-        net, params, x, y, loss, num_steps=STEPS if direct else None
-    )
-    assert all(s.sum() > 0 for s in rec.spikes)
-    np.testing.assert_array_equal(backend.infer(x), rec.spikes[-1])
-    assert value == pytest.approx(ref_value, rel=2e-5)
-    assert_grads_close(grads, ref_grads)
+    assert_equals_reference(backend, net, params, loss, x, y, STEPS)
     # A partial batch: the padding samples weigh nothing, in whichever chunk they fall.
     value, grads = backend.loss_and_grad(x[:5] if direct else x[:, :5], y[:5])
     ref_value, ref_grads, _ = reference.loss_and_grad(

@@ -1,5 +1,6 @@
 """The one table of vertex units (include/popsnn/VertexUnits.hpp), from which the host names
-the LIF vertices, against the specialisations the codelets instantiate: every name the host
+the LIF vertices (neuron model, reset, sparse rule or its trace), against the specialisations
+the codelets instantiate: every name the host
 can ask for exists, and every unit type the table names is defined in codelets/Neurons.hpp."""
 
 import re
@@ -21,15 +22,17 @@ def instantiated(vertex: str, source: str) -> set:
 
 
 def test_every_vertex_the_host_can_name_is_instantiated():
-    neurons, resets = table("NEURONS"), table("RESETS")
-    assert len(neurons) == 5 and len(resets) == 3
-    wanted = {(n, r) for n in neurons for r in resets}
-    assert instantiated("LifForward", "LifForward.cpp") == wanted
-    assert instantiated("LifBackward", "LifBackward.cpp") == wanted
+    neurons, resets, rules = table("NEURONS"), table("RESETS"), table("RULES")
+    assert len(neurons) == 5 and len(resets) == 3 and len(rules) == 3
+    forward = {(n, r, rule) for n in neurons for r in resets for rule in rules}
+    assert instantiated("LifForward", "LifForward.cpp") == forward
+    # The backward on the trace each rule leaves (one per distinct trace).
+    backward = {(n, r, trace) for n in neurons for r in resets for trace in table("TRACES")}
+    assert instantiated("LifBackward", "LifBackward.cpp") == backward
 
 
 def test_every_unit_in_the_table_is_defined():
     units = (ROOT / "codelets/Neurons.hpp").read_text()
     defined = set(re.findall(r"^(?:struct|using) (\w+)", units, re.M))
-    for name in table("NEURONS") + table("RESETS"):
+    for name in table("NEURONS") + table("RESETS") + table("RULES") + table("TRACES"):
         assert name.removeprefix("popsnn::") in defined, name
