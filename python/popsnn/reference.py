@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import conv_ops
 from .layers import Lapicque, Leaky, RLeaky, Sequential, Synaptic
 
 # The argument checks live in popsnn.validation (every device uses them); re-exported here.
@@ -90,6 +91,16 @@ def _heaviside(x: np.ndarray) -> np.ndarray:
     return (x > 0).astype(x.dtype)
 
 
+def _stage_current(stage, p, x: np.ndarray) -> np.ndarray:
+    """The stage's synaptic current [M, N] for flat input [M, N_in]."""
+    if not stage.is_linear:
+        return conv_ops.ops_forward(stage, p, x)
+    current = x @ p["weight"].T
+    if "bias" in p:
+        current += p["bias"]
+    return current
+
+
 def forward(net: Sequential, params, x, num_steps=None) -> Record:
     """Run the net on x; return a Record of spikes, membranes, currents and grad masks."""
     dtype = check_params(net, params)
@@ -109,21 +120,17 @@ def _simulate(net, params, x, num_steps, direct, spike_fns=None) -> Record:
     dtype = x.dtype
     rec = Record([], [], [], [], num_steps=T, direct_input=direct, _input=x)
     layer_in = x
-    for l, ((lin, neuron), p) in enumerate(zip(net.pairs, params)):
-        w = p["weight"]
+    for l, (stage, p) in enumerate(zip(net.stages, params)):
+        neuron = stage.neuron
         if direct and l == 0:
-            current = layer_in @ w.T  # [B, N]: W x once for all steps
-            if "bias" in p:
-                current = current + p["bias"]
+            current = _stage_current(stage, p, layer_in)  # [B, N]: once for all steps
             inputs = (current for _ in range(T))
             batch = layer_in.shape[0]
         else:
             batch = layer_in.shape[1]
-            flat = layer_in.reshape(T * batch, -1) @ w.T
-            if "bias" in p:
-                flat += p["bias"]
+            flat = _stage_current(stage, p, layer_in.reshape(T * batch, -1))
             inputs = iter(flat.reshape(T, batch, -1))
-        n = lin.out_features
+        n = stage.num_neurons
         theta = dtype.type(neuron.threshold)
         beta = dtype.type(_decay(neuron))
         mode = neuron.reset_mechanism
@@ -205,7 +212,8 @@ def _backward(net, params, rec, g_spikes, g_membranes, input_grad=False):
     T = rec.num_steps
     grads = [None] * len(net)
     for l in reversed(range(len(net))):
-        lin, neuron = net.pairs[l]
+        stage = net.stages[l]
+        neuron = stage.neuron
         p = params[l]
         U = rec.membranes[l]
         dtype = U.dtype
@@ -278,21 +286,32 @@ def _backward(net, params, rec, g_spikes, g_membranes, input_grad=False):
                 g["recurrent_weight"] = (flat_base * flat_prev).sum(axis=0)
             d_input = d_base
         layer_in = rec._input if l == 0 else rec.spikes[l - 1]
-        n = d_input.shape[-1]
+        need_dx = l > 0 or input_grad
         if rec.direct_input and l == 0:
-            g["weight"] = d_input.sum(axis=0).T @ layer_in  # sum_t dI[t]^T x, once
-        else:
-            g["weight"] = d_input.reshape(-1, n).T @ layer_in.reshape(-1, layer_in.shape[-1])
-        if "bias" in p:
-            g["bias"] = d_input.sum(axis=(0, 1))
+            d_input = d_input.sum(axis=0)  # the current is the same at every step: sum first
+        g_weights, d_layer_in = _stage_backward(stage, p, layer_in, d_input, need_dx)
+        g.update(g_weights)
         grads[l] = {k: g[k] for k in p}  # params' key order
-        if l > 0:
-            g_spikes = (d_input.reshape(-1, n) @ p["weight"]).reshape(T, d_input.shape[1], -1)
-            g_membranes = None
-    if input_grad:  # d_input is layer 0's dL/dI; direct current feeds every step
-        d_x = d_input.sum(axis=0) if rec.direct_input else d_input
-        return grads, d_x @ params[0]["weight"]
+        g_spikes, g_membranes = d_layer_in, None
+    if input_grad:  # dL/dx shaped as the input was given
+        return grads, g_spikes
     return grads
+
+
+def _stage_backward(stage, p, layer_in, d_current, need_dx: bool):
+    """(weight and bias grads, dL/dlayer_in or None) of a stage's synaptic current, for
+    layer_in [.., N_in] and d_current [.., N] (leading axes [T, B] or [B])."""
+    lead = d_current.shape[:-1]
+    x = layer_in.reshape(-1, layer_in.shape[-1])
+    d = d_current.reshape(-1, d_current.shape[-1])
+    if stage.is_linear:
+        g = {"weight": d.T @ x}
+        if "bias" in p:
+            g["bias"] = d.sum(axis=0)
+        d_x = d @ p["weight"] if need_dx else None
+    else:
+        g, d_x = conv_ops.ops_backward(stage, p, x, d, need_dx)
+    return g, None if d_x is None else d_x.reshape(*lead, -1)
 
 
 def loss_and_grad(net: Sequential, params, x, y, loss, num_steps=None):
