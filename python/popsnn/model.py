@@ -97,7 +97,16 @@ class Model:
         self.optimizer = optimizer
         self.num_steps, self.batch_size = check_sizes(net, num_steps, batch_size)
         self.seed = seed
-        self.device = resolve_device(device)
+        # The engines run (Linear, neuron) stages only for now: a convolutional net on "auto"
+        # takes the reference, and asking an engine for one is refused before any build.
+        self.device = (
+            "reference" if device == "auto" and not net.is_linear else resolve_device(device)
+        )
+        if self.device != "reference" and not net.is_linear:
+            raise ValueError(
+                f"Conv2d / pooling / Flatten layers run on device='reference' only for now "
+                f"(not {self.device!r}); use popsnn.Model(net, ..., device='reference')"
+            )
         if params is None:
             params = net.init_params(seed)
         if self.device == "reference":

@@ -182,9 +182,7 @@ def _case(net, direct, steps=4):
     loss = losses.get("ce_count")
     for seed in range(200):
         rng = np.random.default_rng(seed)
-        params = [
-            {k: v * 1.5 for k, v in p.items()} for p in net.init_params(rng, np.float64)
-        ]
+        params = [{k: v * 1.5 for k, v in p.items()} for p in net.init_params(rng, np.float64)]
         shape = (2, *net.input_shape) if direct else (steps, 2, *net.input_shape)
         x = rng.uniform(0, 2.5, shape)
         rec = _smooth_record(net, params, x, steps)
