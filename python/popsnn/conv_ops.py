@@ -2,9 +2,10 @@
 MaxPool2d, AvgPool2d, Flatten), for the dense reference (popsnn.reference).
 
 Arrays are [M, C, H, W] (M = steps x samples) or [M, N]. Convolution is cross-correlation
-as torch.nn.Conv2d, computed on a strided window view of the zero-padded input (im2col
-without the copy until the contraction); its input gradient is the transposed convolution,
-one contraction per kernel offset. Max pooling routes a window's gradient to its first
+as torch.nn.Conv2d, one matrix product over the im2col rows (a strided window view of the
+zero-padded input, copied once); its weight gradient reuses those rows, and its input
+gradient is the transposed convolution (one product, then each kernel offset's share added
+back where it was read). Max pooling routes a window's gradient to its first
 maximum in row-major order, as PyTorch does. Work is done in chunks of rows of M so that the
 window views stay a bounded size.
 """
@@ -65,33 +66,48 @@ def _crop(dxp: np.ndarray, padding: tuple) -> np.ndarray:
 # ----------------------------------------------------------------------------- Conv2d
 
 
-def conv2d_forward(x, weight, bias, stride, padding):
-    out_hw = _out_hw(x.shape[2:], weight.shape[2:], stride, padding)
-    win = _windows(_pad(x, padding), weight.shape[2:], stride, out_hw)
-    y = np.tensordot(win, weight, axes=([1, 4, 5], [1, 2, 3]))  # [M, Ho, Wo, C_out]
-    y = np.ascontiguousarray(y.transpose(0, 3, 1, 2))
+def _im2col(x, kernel, stride, padding, out_hw) -> np.ndarray:
+    """[M*Ho*Wo, C*kH*kW]: each output position's input window, one row each."""
+    win = _windows(_pad(x, padding), kernel, stride, out_hw)  # [M, C, Ho, Wo, kH, kW]
+    m, c = x.shape[:2]
+    return win.transpose(0, 2, 3, 1, 4, 5).reshape(m * out_hw[0] * out_hw[1], -1)
+
+
+def _conv2d_with_cols(x, weight, bias, stride, padding):
+    """(y [M, C_out, Ho, Wo], the im2col rows the backward reuses)."""
+    kernel = weight.shape[2:]
+    out_hw = _out_hw(x.shape[2:], kernel, stride, padding)
+    cols = _im2col(x, kernel, stride, padding, out_hw)
+    y = cols @ weight.reshape(weight.shape[0], -1).T  # [M*Ho*Wo, C_out]
     if bias is not None:
-        y += bias[:, None, None]
-    return y
+        y += bias
+    y = y.reshape(x.shape[0], *out_hw, -1).transpose(0, 3, 1, 2)
+    return np.ascontiguousarray(y), cols
 
 
-def conv2d_backward(x, weight, dy, stride, padding, need_dx: bool):
-    """(d_weight, d_bias, d_x or None) of conv2d_forward for output gradient dy."""
+def conv2d_forward(x, weight, bias, stride, padding):
+    return _conv2d_with_cols(x, weight, bias, stride, padding)[0]
+
+
+def conv2d_backward(x, weight, dy, stride, padding, need_dx: bool, cols=None):
+    """(d_weight, d_bias, d_x or None) of conv2d_forward for output gradient dy; `cols` are
+    the forward's im2col rows when the caller kept them."""
     kernel = weight.shape[2:]
     out_hw = dy.shape[2:]
-    xp = _pad(x, padding)
-    win = _windows(xp, kernel, stride, out_hw)
-    d_weight = np.tensordot(dy, win, axes=([0, 2, 3], [0, 2, 3]))  # [C_out, C_in, kH, kW]
-    d_bias = dy.sum(axis=(0, 2, 3))
+    if cols is None:
+        cols = _im2col(x, kernel, stride, padding, out_hw)
+    dy_rows = dy.transpose(0, 2, 3, 1).reshape(-1, dy.shape[1])  # [M*Ho*Wo, C_out]
+    d_weight = (dy_rows.T @ cols).reshape(weight.shape)
+    d_bias = dy_rows.sum(axis=0)
     if not need_dx:
         return d_weight, d_bias, None
-    dxp = np.zeros_like(xp)
+    # The transposed convolution: each row's window gradient, added back where it was read.
+    d_cols = dy_rows @ weight.reshape(weight.shape[0], -1)
+    d_cols = d_cols.reshape(x.shape[0], *out_hw, x.shape[1], *kernel)
+    ph, pw = padding
+    dxp = np.zeros((*x.shape[:2], x.shape[2] + 2 * ph, x.shape[3] + 2 * pw), dy.dtype)
     _scatter_windows(
-        dxp,
-        lambda i, j: np.einsum("moyx,oc->mcyx", dy, weight[:, :, i, j], optimize=True),
-        kernel,
-        stride,
-        out_hw,
+        dxp, lambda i, j: d_cols[..., i, j].transpose(0, 3, 1, 2), kernel, stride, out_hw
     )
     return d_weight, d_bias, _crop(dxp, padding)
 
@@ -138,7 +154,7 @@ def avg_pool_backward(dy, x_shape, kernel, stride, padding):
 def _op_forward(op, p, x):
     """(y, saved) of one layer; `saved` is what its backward needs besides its input."""
     if isinstance(op, Conv2d):
-        return conv2d_forward(x, p["weight"], p.get("bias"), op.stride, op.padding), None
+        return _conv2d_with_cols(x, p["weight"], p.get("bias"), op.stride, op.padding)
     if isinstance(op, MaxPool2d):
         return max_pool_forward(x, op.kernel_size, op.stride, op.padding)
     if isinstance(op, AvgPool2d):
@@ -154,7 +170,7 @@ def _op_forward(op, p, x):
 def _op_backward(op, p, x, saved, dy, grads, need_dx):
     """dL/dx of one layer (None when not needed); adds its parameter gradients to grads."""
     if isinstance(op, Conv2d):
-        dw, db, dx = conv2d_backward(x, p["weight"], dy, op.stride, op.padding, need_dx)
+        dw, db, dx = conv2d_backward(x, p["weight"], dy, op.stride, op.padding, need_dx, saved)
         grads["weight"] += dw
         if "bias" in p:
             grads["bias"] += db
