@@ -2,8 +2,8 @@
 
     python bench/run.py dsnn [--quick]   Sun et al.'s DSNN 784-1000-10, T=25, B=128, Adam, ce_count,
                                          on MNIST and on dense U[0, 1] input
-    python bench/run.py csnn [--quick]   Sun et al.'s CSNN 12C5-MP2-64C5-MP2-10, T=25, B=128 on MNIST:
-                                         snnTorch eager / compiled, the reference, popsnn
+    python bench/run.py csnn [--quick]   Sun et al.'s CSNN 12C5-MP2-64C5-MP2-10, T=25, B=128,
+                                         MNIST: snnTorch eager / compiled, the reference, popsnn
     python bench/run.py latency          milliseconds per step at batch 1, 2, 4, 8
     python bench/run.py batch            throughput over batch 8..128
     python bench/run.py width            throughput over hidden width 250..8000
