@@ -252,9 +252,13 @@ def _next_shape(i: int, layer, shape: tuple) -> tuple:
 
 
 def _build_stages(layers: tuple, input_shape) -> tuple:
+    if not layers:
+        raise ValueError(
+            "Sequential needs at least one stage, e.g. Sequential(Linear(784, 10), Leaky(beta=0.9))"
+        )
     if input_shape is None:
-        if not layers or not isinstance(layers[0], Linear):
-            first = type(layers[0]).__name__ if layers else "nothing"
+        if not isinstance(layers[0], Linear):
+            first = type(layers[0]).__name__
             raise ValueError(
                 f"Sequential starting with {first} needs input_shape, e.g. "
                 f"Sequential(..., input_shape=(1, 28, 28)) for [B, 1, 28, 28] input"

@@ -29,7 +29,11 @@ Conventions
   exactly zero). The recurrent path of RLeaky carries gradient through
   S[t-1] (not detached, as snnTorch).
 
-Parameters follow `layers.py`: one dict per (Linear, neuron) pair with
+Convolutional stages (popsnn.conv: Conv2d, pooling, Flatten before the neuron) compute their
+current with popsnn.conv_ops and keep their neurons' state flat, [T, B, C*H*W]
+(docs/convolution.md); their BPTT through the neuron is the same as a Linear stage's.
+
+Parameters follow `layers.py`: one dict per stage (a Linear pair shown) with
 "weight" [out, in], "bias" [out] (unless Linear(bias=False)),
 "recurrent_weight" [out, out] (all-to-all) or [out] (one-to-one) and
 "recurrent_bias" [out] (all-to-all only) for RLeaky.
@@ -194,7 +198,8 @@ def backward(
 ):
     """BPTT by hand: gradients (same structure as params) from dL/dS and dL/dU of the
     output layer ([T, B, N_out] each; d_membranes may be None). With `input_grad`, returns
-    (grads, dL/dx) with dL/dx shaped as the input (for layers upstream, e.g. in PyTorch)."""
+    (grads, dL/dx) with dL/dx shaped as the input, flat per sample ([B, N_in] or
+    [T, B, N_in]; for layers upstream, e.g. in PyTorch)."""
     dtype = check_params(net, params)
     shape = rec.spikes[-1].shape
     for name, g in (("d_spikes", d_spikes), ("d_membranes", d_membranes)):

@@ -101,6 +101,11 @@ class Config:
         _choice("model", self.model, MODELS)
         if self.model == "csnn" and self.dataset == "shd":
             raise ConfigError("model=csnn takes images; shd is not one: use model=dsnn")
+        if self.model == "csnn" and self.device not in ("auto", "reference"):
+            raise ConfigError(
+                f"model=csnn runs on device='reference' only for now (the engines do not run "
+                f"Conv2d yet), not {self.device!r}; use --device reference"
+            )
         _choice("neuron", self.neuron, NEURONS)
         _choice("sparse_layers", self.sparse_layers, SPARSE_LAYERS)
         _choice("encoding", self.encoding, ENCODINGS)
