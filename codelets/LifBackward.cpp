@@ -64,10 +64,6 @@ public:
   Output<Vector<int>> outIds;   // [B, stride]
   Output<Vector<int>> prevIds;  // [B, stride]
   InOut<Vector<float>> scratch; // [2n + P]
-  // pushNext: dL/dW of the next layer on this shard's neurons (blocks [n, n_k] as
-  // nextWeights): its input is this shard's spikes, its dL/dI is nextGrad.
-  Output<Vector<float>> nextGradWeights;
-  InOut<Vector<float>> nextGradRows; // its sums as padded rows [n, P], then dL/dI_next [P]
 
   unsigned batch;
   unsigned numNeurons;
@@ -85,7 +81,6 @@ public:
   unsigned stepsPerCall; // T (layer-major schedule) or 1 (all-to-all recurrence, step-major)
   unsigned stepMajor;    // schedule: 0 layer-major, 1 step-major (see the graph builder)
   unsigned publishIds;   // step-major: write outIds for the layer this one feeds
-  unsigned pushNext;
   unsigned nextShardSize;
   unsigned nextLayerSize;
   unsigned ownShardSize;
@@ -123,14 +118,10 @@ private:
       if (!dI)
         dI = generic(t, b, c, own);
       weightGrads(t, b, dI);
-      if (pushNext)
-        pushGrads(t, b, own);
       recurrentGrads(t, b, dI);
     }
     if (stepMajor)
       publishStepMajor(t);
-    if (pushNext && t == 0)
-      rowsToBlocks(&nextGradRows[0], numNeurons, nextShardSize, nextLayerSize, &nextGradWeights[0]);
     *step = (*step + 1 == numSteps) ? 0 : *step + 1;
   }
 
@@ -153,9 +144,6 @@ private:
     if (inputMode != INPUT_DIRECT && inputMode != INPUT_PARTIAL_CURRENT)
       for (unsigned k = 0; k < gradWeights.size(); ++k)
         gradWeights[k] = 0.0f;
-    if (pushNext)
-      for (unsigned k = 0; k < nextGradRows.size(); ++k)
-        nextGradRows[k] = 0.0f;
     for (unsigned k = 0; k < n; ++k)
       gradBias[k] = 0.0f;
     if (recurrence != popsnn::Recurrence::NONE) {
@@ -392,25 +380,6 @@ private:
       for (unsigned s = 0; s < numSrc; ++s)
         addAtSpikeRows(&inIds[((stepMajor ? s : s * numSteps + t) * batch + b) * inStride], dI, n,
                        &gradWeights[0]);
-    }
-  }
-
-  // dL/dW_next[j, :] += dL/dI_next[t, b, :] for each own spike j, on padded rows.
-  void pushGrads(unsigned t, unsigned b, const int *own) {
-    const unsigned n = numNeurons, P = pushWidth(nextLayerSize);
-    float *__restrict g = &nextGradRows[n * P];
-    for (unsigned first = 0; first < nextLayerSize; first += nextShardSize) {
-      const unsigned size =
-          nextLayerSize - first < nextShardSize ? nextLayerSize - first : nextShardSize;
-      const float *__restrict block = &nextGrad[numSteps * batch * first + (t * batch + b) * size];
-      for (unsigned c = 0; c < size; ++c)
-        g[first + c] = block[c];
-    }
-    for (int k = 0; k < own[0]; ++k) {
-      float *__restrict row = &nextGradRows[(unsigned(own[BUFFER_HEADER + k]) - offset) * P];
-      for (unsigned c0 = 0; c0 < P; c0 += PUSH_CHUNK)
-        for (unsigned c = 0; c < PUSH_CHUNK; ++c)
-          row[c0 + c] += g[c0 + c];
     }
   }
 

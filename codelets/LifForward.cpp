@@ -126,21 +126,6 @@ ONCE void recurrentAllToAll(const int *recIds, unsigned numOwn, unsigned batch, 
     rec[j] = rec[j] + recBias[j];
 }
 
-// W_next.S[t] of a pushing shard: the rows of the stored spikes, PUSH_CHUNK columns at a
-// time in registers, into the downstream shards' blocks. (A buffer that overflowed fails
-// the step: its sums are never used.)
-ONCE void pushSpikes(const int *ids, unsigned stored, unsigned offset, const float *rows,
-                     unsigned nextN, unsigned nextShardSize, unsigned rowInBlock,
-                     unsigned rowsPerBlock, float *__restrict pushed, float *nextCurrent) {
-  sumRows(ids, stored, offset, rows, pushWidth(nextN), pushed);
-  for (unsigned first = 0; first < nextN; first += nextShardSize) {
-    const unsigned size = nextN - first < nextShardSize ? nextN - first : nextShardSize;
-    float *__restrict out = &nextCurrent[rowsPerBlock * first + rowInBlock * size];
-    for (unsigned k = 0; k < size; ++k)
-      out[k] = pushed[first + k];
-  }
-}
-
 // Never truncate silently: the host reads these counters and refuses the result.
 ONCE void countOverflow(unsigned needed, unsigned capacity, unsigned t, unsigned *overflow) {
   if (needed <= capacity)
@@ -238,14 +223,6 @@ public:
   InOut<Vector<unsigned>> overflow; // [OVERFLOW_FIELDS]
   // INPUT_PARTIAL_CURRENT: the previous layer's shards' W.S blocks, [numSrc, T, B, n].
   Input<Vector<float>> partialIn;
-  // pushNext: this shard computes its spikes' contribution to the next layer's input,
-  // from its copy of the next layer's weights on its neurons (blocks [n, n_k], one per
-  // downstream shard k), into blocks [T, B, n_k]; only those blocks cross tiles.
-  Input<Vector<float>> nextWeights;
-  Output<Vector<float>> nextCurrent;
-  // nextWeights by own neuron, rows padded to P = pushWidth(N_next) floats: [n, P], then
-  // the [P] sums.
-  InOut<Vector<float>> nextRows;
 
   unsigned batch;
   unsigned numNeurons;
@@ -264,9 +241,6 @@ public:
   unsigned stepsPerCall;
   unsigned stepMajor;   // schedule: 0 layer-major, 1 step-major (see the graph builder)
   unsigned publishStep; // write outIds every step
-  unsigned pushNext;
-  unsigned nextShardSize;
-  unsigned nextLayerSize;
   float beta;
   float alpha; // the neuron's second constant (popsnn::NeuronConstants)
   float threshold;
@@ -298,8 +272,6 @@ private:
     if (Neuron::synaptic)
       for (unsigned k = 0; k < batch * n; ++k)
         syn[k] = 0.0f;
-    if (pushNext) // one contiguous, zero-padded row of next-layer weights per own neuron
-      blocksToRows(&nextWeights[0], n, nextShardSize, nextLayerSize, &nextRows[0]);
   }
 
   // Sample b's synaptic input I[t]: the direct current, or computed into scratch.
@@ -359,7 +331,6 @@ private:
     const unsigned n = numNeurons;
     if (t == 0)
       start();
-    const unsigned nextN = nextLayerSize, P = pushWidth(nextN);
     if (inputMode == INPUT_PARTIAL_CURRENT)
       sumPartials(&partialIn[0], numSrc, numSteps, t, batch * n, &current[0]);
     const bool sparse = rule != RULE_NONE;
@@ -371,10 +342,6 @@ private:
       int *buf = &idTrace[(t * batch + b) * stride];
       int *__restrict ids = buf + BUFFER_HEADER;
       const unsigned spikes = neuronStep(c, param, ruleValue, in, rec, b, sg, ids);
-      if (pushNext)
-        pushSpikes(ids, spikes < capacity ? spikes : capacity, offset, &nextRows[0], nextN,
-                   nextShardSize, t * batch + b, numSteps * batch, &nextRows[n * P],
-                   &nextCurrent[0]);
       unsigned needed = spikes;
       if (sparse) // gradient candidates: no spike, surrogate inside the rule
         needed = candidatesOf(&prevSpikes[b * n], sg, n, offset, ids, needed, capacity);

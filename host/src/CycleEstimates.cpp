@@ -37,7 +37,7 @@ const std::map<std::string, Estimator> &table() {
                     (std::uint64_t(w.partialSources) * vectorPass(w.batch * w.neurons) +
                      std::uint64_t(w.batch) *
                          (std::uint64_t(w.activeInputs) * vectorPass(w.neurons) +
-                          16ull * w.neurons + 2ull * w.activeCandidates + pushCycles(w)));
+                          16ull * w.neurons + 2ull * w.activeCandidates));
        }},
       {"LifBackward",
        [](const VertexWork &w) {
@@ -45,7 +45,15 @@ const std::map<std::string, Estimator> &table() {
                 std::uint64_t(w.stepsPerCall) * w.batch *
                     (std::uint64_t(w.activeInputs) * vectorPass(w.neurons) +
                      std::uint64_t(w.activeCandidates) * (6 + vectorPass(w.neurons)) +
-                     12ull * w.neurons + pushCycles(w));
+                     12ull * w.neurons);
+       }},
+      {"PushSpikes",
+       [](const VertexWork &w) {
+         return kVertexOverhead + std::uint64_t(w.stepsPerCall) * w.batch * pushCycles(w);
+       }},
+      {"PushGrads",
+       [](const VertexWork &w) {
+         return kVertexOverhead + std::uint64_t(w.stepsPerCall) * w.batch * pushCycles(w);
        }},
       {"DirectWeightGrad",
        [](const VertexWork &w) {

@@ -43,6 +43,8 @@ Sequence forwardLayerMajor(const GraphBuild &b, const ComputeSets &cs) {
     } else {
       forward.add(Execute(cs.forward[l]));
     }
+    if (layers[l].push)
+      forward.add(Execute(cs.push[l]));
     std::vector<CopyList> out;
     if (layers[l].push)
       out.push_back(partialCopies(b, layers[l], layers[l + 1]));
@@ -92,6 +94,8 @@ Sequence backwardLayerMajor(const GraphBuild &b, const ComputeSets &cs) {
     } else {
       backward.add(Execute(cs.backward[l]));
     }
+    if (layers[l].push)
+      backward.add(Execute(cs.pushGrads[l]));
     std::vector<CopyList> out;
     if (layers[l].push)
       out.push_back(pushedGradCopies(layers[l], layers[l + 1]));

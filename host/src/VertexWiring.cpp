@@ -84,7 +84,6 @@ struct ShardWiring : Wiring {
   // The shard's geometry and neuron model: the same constants on its forward and
   // backward vertices.
   void setShardFields(VertexRef v) {
-    setField(v, "pushNext", unsigned(layer.push));
     setField(v, "batch", B);
     setField(v, "numNeurons", n);
     setField(v, "numSteps", T);
@@ -172,12 +171,7 @@ struct ShardWiring : Wiring {
     b.graph->connect(v["recMem"], orElse(sh.recMem, b.dummyOut(FLOAT, tile)));
     b.graph->connect(v["overflow"], sh.overflow);
     b.graph->connect(v["partialIn"], orElse(sh.partialRecv, fIn));
-    b.graph->connect(v["nextWeights"], layer.push ? sh.nextWeights : fIn);
-    b.graph->connect(v["nextCurrent"], orElse(sh.nextCurrent, b.dummyOut(FLOAT, tile)));
-    b.graph->connect(v["nextRows"], orElse(sh.nextRows, b.dummyOut(FLOAT, tile)));
     setShardFields(v);
-    setField(v, "nextShardSize", next ? next->shardSize : 1u);
-    setField(v, "nextLayerSize", next ? next->spec.outputs : 0u);
     setField(v, "capacity", sh.capacity);
     setField(v, "surrogate", surrogate);
     setField(v, "rule", rule);
@@ -229,8 +223,6 @@ struct ShardWiring : Wiring {
     b.graph->connect(v["outIds"], stepMajor && next ? sh.outIds : b.dummyOut(INT, tile));
     b.graph->connect(v["prevIds"], orElse(sh.prevIds, b.dummyOut(INT, tile)));
     b.graph->connect(v["scratch"], sh.bwdScratch);
-    b.graph->connect(v["nextGradWeights"], orElse(sh.nextGradWeights, b.dummyOut(FLOAT, tile)));
-    b.graph->connect(v["nextGradRows"], orElse(sh.nextGradRows, b.dummyOut(FLOAT, tile)));
     setShardFields(v);
     setField(v, "isOutput", unsigned(layer.isOutput));
     setField(v, "dense", unsigned(s.sparseRule == SparseRule::None));
@@ -251,6 +243,35 @@ struct ShardWiring : Wiring {
     bw.activeCandidates = (next ? candidates * next->spec.outputs / std::max(1u, n) : 0) +
                           (layer.a2a ? candidates * s.outputs / std::max(1u, n) : 0);
     setEstimate(v, "LifBackward", bw);
+  }
+
+  // A pushing shard's W_next.S sums (forward) and dL/dW_next (backward), once the layer's
+  // forward or the next layer's backward is done: every step in one call.
+  void push(ComputeSet csPush, ComputeSet csPushGrads) {
+    VertexRef v = b.graph->addVertex(csPush, "PushSpikes");
+    b.graph->connect(v["idTrace"], sh.idTrace);
+    b.graph->connect(v["nextWeights"], sh.nextWeights);
+    b.graph->connect(v["nextCurrent"], sh.nextCurrent);
+    b.graph->connect(v["nextRows"], sh.nextRows);
+    VertexRef g = b.graph->addVertex(csPushGrads, "PushGrads");
+    b.graph->connect(g["idTrace"], sh.idTrace);
+    b.graph->connect(g["nextGrad"], sh.nextGrad);
+    b.graph->connect(g["nextGradWeights"], sh.nextGradWeights);
+    b.graph->connect(g["nextGradRows"], sh.nextGradRows);
+    VertexWork pw = work;
+    pw.stepsPerCall = T;
+    for (VertexRef p : {v, g}) {
+      setField(p, "batch", B);
+      setField(p, "numNeurons", n);
+      setField(p, "numSteps", T);
+      setField(p, "stride", layer.stride);
+      setField(p, "offset", sh.first);
+      setField(p, "nextShardSize", next->shardSize);
+      setField(p, "nextLayerSize", next->spec.outputs);
+      b.graph->setTileMapping(p, tile);
+    }
+    setEstimate(v, "PushSpikes", pw);
+    setEstimate(g, "PushGrads", pw);
   }
 
   void optimiser(ComputeSet csOptim) {
@@ -394,12 +415,20 @@ CopyList addVertices(GraphBuild &b, ComputeSets &cs) {
     const std::string tag = "layer" + std::to_string(layer.index);
     cs.forward.push_back(graph.addComputeSet(tag + "/forward"));
     cs.backward.push_back(graph.addComputeSet(tag + "/backward"));
+    cs.push.emplace_back();
+    cs.pushGrads.emplace_back();
+    if (layer.push) {
+      cs.push.back() = graph.addComputeSet(tag + "/push");
+      cs.pushGrads.back() = graph.addComputeSet(tag + "/push_grads");
+    }
     for (Shard &sh : layer.shards) {
       ShardWiring wire(b, layer, sh);
       if (layer.inputMode == codes::INPUT_DIRECT)
         wire.direct(cs.direct, cs.directGrad);
       wire.forward(cs.forward.back());
       wire.backward(cs.backward.back());
+      if (layer.push)
+        wire.push(cs.push.back(), cs.pushGrads.back());
       wire.optimiser(cs.optimiser);
     }
   }

@@ -15,6 +15,9 @@ namespace popsnn {
 struct ComputeSets {
   poplar::ComputeSet direct, directGrad, loss, optimiser, accumulate;
   std::vector<poplar::ComputeSet> forward, backward; // per layer
+  // Per layer, made for pushing layers only (LayerShape::push): after its forward, and
+  // after the layer it pushes to has its dL/dI.
+  std::vector<poplar::ComputeSet> push, pushGrads;
 };
 
 // Adds every vertex: per shard x.W (direct input), forward, backward and optimiser; the

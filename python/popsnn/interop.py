@@ -9,10 +9,10 @@ layers to a popsnn network and its parameters, and back.
 
 Weights and neuron parameters (beta, alpha, Lapicque's R, C and time step, threshold, reset
 mechanism, surrogate, recurrent weights) are copied. Anything popsnn cannot express the same
-way (other layer types, per-neuron beta, learnable beta/threshold/alpha, a frozen recurrence,
-inhibition, graded spikes, immediate reset `reset_delay=False`, an unknown surrogate) raises
-`InteropError` naming the layer and the setting, rather than converting approximately.
-torch and snntorch are imported only when these functions are called.
+way (other layer types, a beta that differs between neurons, learnable beta/threshold/alpha, a
+frozen recurrence, inhibition, graded spikes, immediate reset `reset_delay=False`, an unknown
+surrogate) raises `InteropError` naming the layer and the setting, rather than converting
+approximately. torch and snntorch are imported only when these functions are called.
 """
 
 from __future__ import annotations
@@ -76,14 +76,17 @@ def snntorch_surrogate(sur: _surrogate.Surrogate):
 
 
 def _scalar(layer, name: str, where: str) -> float:
+    """The layer's one value of `name`. A per-neuron tensor of equal values is that value:
+    snnTorch's NIR export needs per-neuron tensors, so models written for it convert too."""
     value = getattr(layer, name)
     array = value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
-    if array.size != 1:
+    flat = array.ravel()
+    if flat.size == 0 or not np.all(flat == flat[0]):
         raise InteropError(
-            f"{where}: {name} has {array.size} values (one per neuron); popsnn "
+            f"{where}: {name} has {flat.size} different values (one per neuron); popsnn "
             f"takes one {name} per layer: give the layer a single value"
         )
-    return float(array.reshape(()))
+    return float(flat[0])
 
 
 def _numpy(tensor, dtype) -> np.ndarray:
@@ -169,7 +172,7 @@ def _shape_layer_from_torch(m, where: str, torch):
     nn = torch.nn
     try:
         if type(m) is nn.Conv2d:
-            return _layers.Conv2d(
+            return _conv.Conv2d(
                 m.in_channels,
                 m.out_channels,
                 m.kernel_size,

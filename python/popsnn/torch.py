@@ -29,6 +29,7 @@ except ImportError:
 
 from . import losses as _losses
 from . import reference as _reference
+from ._checks import positive_int
 from .layers import Sequential
 from .model import ENGINE_DEVICES, Model, resolve_device
 
@@ -119,6 +120,10 @@ class SpikingNetwork(torch.nn.Module):
             raise TypeError(f"net must be a popsnn.Sequential, got {type(net).__name__}")
         if dtype not in (torch.float32, torch.float64):
             raise TypeError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
+        if num_steps is not None:
+            num_steps = positive_int("num_steps", num_steps)
+        if batch_size is not None:
+            batch_size = positive_int("batch_size", batch_size)
         self.net, self.dtype, self.num_steps = net, dtype, num_steps
         self.np_dtype = np.float64 if dtype == torch.float64 else np.float32
         self.device_name = resolve_device(device)
@@ -172,6 +177,8 @@ class SpikingNetwork(torch.nn.Module):
     def _check_input(self, x) -> torch.Tensor:
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+        if x.is_complex():
+            raise TypeError(f"x must hold real numbers, got {x.dtype}; pass x.real or x.abs()")
         n = self.net.num_inputs
         if x.dim() not in (2, 3) or x.shape[-1] != n:
             raise ValueError(
@@ -181,8 +188,9 @@ class SpikingNetwork(torch.nn.Module):
         return x.to(self.dtype)
 
     def _engine_model(self, x) -> Model:
+        batch = x.shape[x.dim() - 2]
         if self._engine is None:
-            batch = self.batch_size or x.shape[x.dim() - 2]
+            batch = self.batch_size or batch
             steps = self.num_steps or (x.shape[0] if x.dim() == 3 else None)
             self._engine = Model(
                 self.net,
@@ -193,13 +201,20 @@ class SpikingNetwork(torch.nn.Module):
                 params=self.numpy_params(),
                 **self.device_options,
             )
+        elif batch > self._engine.batch_size:
+            raise ValueError(
+                f"x holds {batch} samples, more than the {self._engine.batch_size} the "
+                f"{self.device_name!r} engine was compiled for (batch_size, else the first "
+                f"batch); build SpikingNetwork(..., batch_size={batch}) or larger"
+            )
         else:
             self._engine.set_params(self.numpy_params())
         return self._engine
 
     def loss_and_grads(self, x, y):
         """(loss value, parameter gradients, input gradient or None) from the device."""
-        y = _numpy(y, np.int64) if isinstance(y, torch.Tensor) else np.asarray(y)
+        # The labels keep their dtype: the loss refuses float labels rather than truncate.
+        y = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
         xs = _numpy(x, self.np_dtype)
         if self.device_name in ENGINE_DEVICES:
             if x.requires_grad:

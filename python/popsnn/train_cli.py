@@ -24,8 +24,8 @@ _FLAG_HELP = {
     "threshold": "firing threshold",
     "surrogate": "surrogate gradient: fast_sigmoid, atan, sigmoid or straight_through",
     "sparse": "sparse backward rule: none, window:B_TH or one_sided:THETA_GRAD",
-    "sparse_layers": "layers the sparse rule covers: hidden (default; the readout keeps the "
-    "dense surrogate) or all",
+    "sparse_layers": "layers the sparse rule covers: hidden (the readout keeps the dense "
+    "surrogate) or all",
     "encoding": "input encoding: direct (current), rate or latency",
     "loss": "loss function: ce_count, ce_rate, mse_count, mse_membrane or ce_max_membrane",
     "population": "output neurons per class; above 1 a population code (ce_count, mse_count)",
@@ -42,11 +42,11 @@ _FLAG_HELP = {
     "device": "auto, reference, cpu, ipu-model or ipu",
     "max_activity": "engines: fraction of a layer's neurons a spike buffer holds per step "
     "(1: never overflows; lower: less memory)",
-    "num_ipus": "ipu-model / ipu: number of IPUs (default: the device's)",
-    "tiles_per_ipu": "ipu-model / ipu: tiles per IPU (default: the device's)",
+    "num_ipus": "ipu-model / ipu: number of IPUs",
+    "tiles_per_ipu": "ipu-model / ipu: tiles per IPU",
     "seed": "seed of init and shuffling",
-    "limit_train": "use only the first N training samples",
-    "limit_test": "use only the first N test samples",
+    "limit_train": "use only the first N training samples (default: all)",
+    "limit_test": "use only the first N test samples (default: all)",
     "output": "folder for checkpoint.npz, metrics.json and the PNG pictures",
 }
 _FLAG_TYPES = {

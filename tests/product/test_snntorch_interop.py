@@ -93,7 +93,7 @@ def test_unsupported_layers_are_named():
         )
     with pytest.raises(InteropError, match=r"layer 1 \(Dropout\).*not supported.*nn.Conv2d"):
         interop.from_snntorch(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Dropout()))
-    with pytest.raises(InteropError, match="beta has 3 values"):
+    with pytest.raises(InteropError, match="beta has 3 different values"):
         interop.from_snntorch(
             torch.nn.Sequential(
                 torch.nn.Linear(4, 3), snn.Leaky(beta=torch.tensor([0.1, 0.2, 0.3]))

@@ -185,6 +185,30 @@ def test_bad_inputs_are_one_clear_error():
         module.loss(torch.zeros(2, 4, 6), torch.zeros(4, dtype=torch.long))
     with pytest.raises(TypeError, match="computes in float32"):
         ptorch.SpikingNetwork(mixed_net(), device="cpu", dtype=torch.float64)
+    with pytest.raises(TypeError, match="x must hold real numbers, got torch.complex64"):
+        module(torch.zeros(3, 4, 6, dtype=torch.complex64))
+    for bad in (0, "10", 2.5):
+        with pytest.raises(ValueError, match="num_steps must be a positive integer"):
+            ptorch.SpikingNetwork(mixed_net(), num_steps=bad)
+    with pytest.raises(ValueError, match="batch_size must be a positive integer"):
+        ptorch.SpikingNetwork(mixed_net(), batch_size=-1)
+    # Labels that are not whole class numbers are refused, not truncated.
+    with_loss = ptorch.SpikingNetwork(mixed_net(), num_steps=3, loss="ce_count")
+    with pytest.raises(TypeError, match="targets must be integer class labels, got dtype float32"):
+        with_loss.loss(torch.zeros(4, 6), torch.tensor([0.0, 1.0, 2.0, 0.5]))
+    with pytest.raises(ValueError, match=r"targets must lie in \[0, 4\), got label 9"):
+        with_loss.loss(torch.zeros(4, 6), torch.tensor([0, 1, 2, 9]))
+
+
+def test_engine_device_says_how_to_pass_a_batch_larger_than_it_was_compiled_for():
+    pytest.importorskip("popsnn._native")
+    net = popsnn.Sequential(popsnn.Linear(6, 8), popsnn.Leaky(beta=0.8))
+    module = ptorch.SpikingNetwork(net, num_steps=4, device="cpu")
+    with torch.no_grad():
+        assert module(torch.rand(5, 6))[0].shape == (4, 5, 8)  # compiled for 5 samples
+        assert module(torch.rand(3, 6))[0].shape == (4, 3, 8)  # fewer: fine
+        with pytest.raises(ValueError, match=r"SpikingNetwork\(\.\.\., batch_size=7\)"):
+            module(torch.rand(7, 6))
 
 
 def test_rleaky_input_and_weight_gradients_match_snntorch_in_float32():

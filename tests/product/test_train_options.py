@@ -4,6 +4,7 @@ profile, and plots as matplotlib Figures."""
 
 import dataclasses
 import io
+import re
 from contextlib import redirect_stdout
 
 import numpy as np
@@ -28,6 +29,9 @@ def test_help_shows_every_option_with_its_default():
         assert "--" + f.name.replace("_", "-") in text, f.name
     for shown in ("(default: 0.9)", "(default: ce_count)", "(default: 1000)", "(default: 1.0)"):
         assert shown in text, shown
+    # One default per option, said once: the device's geometry, all samples.
+    assert text.count("(default: the device's)") == 2 and text.count("(default: all)") == 2
+    assert not re.search(r"\(default[^)]*\) \(default", text), text
 
 
 def test_loss_options_reach_the_loss(tmp_path):

@@ -240,18 +240,7 @@ private:
     while (i < e) {
       const std::string &s = text(i);
       if (s == "namespace") {
-        std::size_t j = i + 1;
-        std::string name;
-        while (j < e && text(j) != "{" && text(j) != ";" && text(j) != "=")
-          name += text(j++);
-        if (text(j) == "{") {
-          std::size_t close = matching(j, "{", "}");
-          std::string inner = name.empty() ? ns : (ns.empty() ? name : ns + "::" + name);
-          scope(j + 1, close, inner);
-          i = close + 1;
-        } else {
-          i = j + 1;
-        }
+        i = namespaceAt(i, e, ns);
         continue;
       }
       if (s == "template") {
@@ -260,80 +249,12 @@ private:
           i = skipAngles(i + 1);
           continue;
         }
-        // Explicit instantiation: template class|struct Name<args>;
-        std::size_t j = i + 1;
-        if (text(j) == "class" || text(j) == "struct") {
-          ++j;
-          std::size_t nameBegin = j;
-          while (j < e && text(j) != "<" && text(j) != ";")
-            ++j;
-          if (text(j) == "<") {
-            std::string name = join(t_, nameBegin, j, true);
-            if (name.rfind("::", 0) == 0)
-              name = name.substr(2);
-            std::size_t close = skipAngles(j);
-            std::string args = join(t_, j + 1, close - 1, false);
-            std::string qualified =
-                name.find("::") == std::string::npos && !ns.empty() ? ns + "::" + name : name;
-            instantiations_.emplace_back(qualified, args);
-            j = close;
-          }
-        }
-        while (j < e && text(j) != ";")
-          ++j;
-        i = j + 1;
+        i = instantiationAt(i, e, ns);
         continue;
       }
       if (s == "class" || s == "struct") {
-        bool isTemplate = pendingTemplate;
+        i = classAt(i, e, ns, pendingTemplate);
         pendingTemplate = false;
-        std::size_t j = i + 1;
-        // Skip attributes such as alignas(...) or [[...]].
-        while (j < e && (text(j) == "alignas" || text(j) == "[")) {
-          j = text(j) == "[" ? matching(j, "[", "]") + 1 : matching(j + 1, "(", ")") + 1;
-        }
-        if (j >= e || !t_[j].word()) {
-          i = j;
-          continue;
-        }
-        std::string name = text(j);
-        unsigned line = t_[j].line;
-        ++j;
-        if (text(j) == "final")
-          ++j;
-        bool vertex = false;
-        if (text(j) == ":") {
-          std::size_t k = j + 1;
-          while (k < e && text(k) != "{" && text(k) != ";") {
-            const std::string &w = text(k);
-            if ((w == "Vertex" || w == "MultiVertex" || w == "SupervisorVertex") &&
-                (text(k + 1) == "," || text(k + 1) == "{"))
-              vertex = true;
-            if (w == "<") {
-              k = skipAngles(k);
-              continue;
-            }
-            ++k;
-          }
-          j = k;
-        }
-        while (j < e && text(j) != "{" && text(j) != ";")
-          ++j;
-        if (text(j) != "{") {
-          i = j + 1;
-          continue;
-        }
-        std::size_t close = matching(j, "{", "}");
-        if (vertex) {
-          ClassInfo c;
-          c.qualifiedName = ns.empty() ? name : ns + "::" + name;
-          c.isTemplate = isTemplate;
-          c.line = line;
-          c.fields = members(j + 1, close);
-          byName_[c.qualifiedName] = classes_.size();
-          classes_.push_back(std::move(c));
-        }
-        i = close + 1;
         continue;
       }
       if (s == "{") {
@@ -346,6 +267,102 @@ private:
         pendingTemplate = false;
       ++i;
     }
+  }
+
+  // The namespace declaration at i: its body scanned with the inner name; returns the
+  // index after it.
+  std::size_t namespaceAt(std::size_t i, std::size_t e, const std::string &ns) {
+    std::size_t j = i + 1;
+    std::string name;
+    while (j < e && text(j) != "{" && text(j) != ";" && text(j) != "=")
+      name += text(j++);
+    if (text(j) != "{")
+      return j + 1;
+    std::size_t close = matching(j, "{", "}");
+    std::string inner = name.empty() ? ns : (ns.empty() ? name : ns + "::" + name);
+    scope(j + 1, close, inner);
+    return close + 1;
+  }
+
+  // An explicit instantiation at i (template class|struct Name<args>;) recorded; returns
+  // the index after its ';'.
+  std::size_t instantiationAt(std::size_t i, std::size_t e, const std::string &ns) {
+    std::size_t j = i + 1;
+    if (text(j) == "class" || text(j) == "struct") {
+      ++j;
+      std::size_t nameBegin = j;
+      while (j < e && text(j) != "<" && text(j) != ";")
+        ++j;
+      if (text(j) == "<") {
+        std::string name = join(t_, nameBegin, j, true);
+        if (name.rfind("::", 0) == 0)
+          name = name.substr(2);
+        std::size_t close = skipAngles(j);
+        std::string args = join(t_, j + 1, close - 1, false);
+        std::string qualified =
+            name.find("::") == std::string::npos && !ns.empty() ? ns + "::" + name : name;
+        instantiations_.emplace_back(qualified, args);
+        j = close;
+      }
+    }
+    while (j < e && text(j) != ";")
+      ++j;
+    return j + 1;
+  }
+
+  // Whether the base list starting at k (after the class name's ':') names a vertex base; k is left
+  // at the
+  // '{' or ';' that ends it.
+  bool vertexBases(std::size_t &k, std::size_t e) const {
+    bool vertex = false;
+    while (k < e && text(k) != "{" && text(k) != ";") {
+      const std::string &w = text(k);
+      if ((w == "Vertex" || w == "MultiVertex" || w == "SupervisorVertex") &&
+          (text(k + 1) == "," || text(k + 1) == "{"))
+        vertex = true;
+      if (w == "<") {
+        k = skipAngles(k);
+        continue;
+      }
+      ++k;
+    }
+    return vertex;
+  }
+
+  // The class or struct at i: recorded with its fields if it derives from a vertex base;
+  // returns the index after it.
+  std::size_t classAt(std::size_t i, std::size_t e, const std::string &ns, bool isTemplate) {
+    std::size_t j = i + 1;
+    // Skip attributes such as alignas(...) or [[...]].
+    while (j < e && (text(j) == "alignas" || text(j) == "["))
+      j = text(j) == "[" ? matching(j, "[", "]") + 1 : matching(j + 1, "(", ")") + 1;
+    if (j >= e || !t_[j].word())
+      return j;
+    std::string name = text(j);
+    unsigned line = t_[j].line;
+    ++j;
+    if (text(j) == "final")
+      ++j;
+    bool vertex = false;
+    if (text(j) == ":") {
+      ++j;
+      vertex = vertexBases(j, e);
+    }
+    while (j < e && text(j) != "{" && text(j) != ";")
+      ++j;
+    if (text(j) != "{")
+      return j + 1;
+    std::size_t close = matching(j, "{", "}");
+    if (vertex) {
+      ClassInfo c;
+      c.qualifiedName = ns.empty() ? name : ns + "::" + name;
+      c.isTemplate = isTemplate;
+      c.line = line;
+      c.fields = members(j + 1, close);
+      byName_[c.qualifiedName] = classes_.size();
+      classes_.push_back(std::move(c));
+    }
+    return close + 1;
   }
 
   // Data member names of a class body [b, e).

@@ -180,6 +180,14 @@ const popsnn_codelet_table *loadCodeletObject(const std::string &path) {
   return table;
 }
 
+std::string fileSha256(const std::string &path) {
+  std::string content;
+  if (!readFile(path, content))
+    throw graph_program_compilation_error("cannot read codelet file '" + path +
+                                          "': " + std::strerror(errno));
+  return sha256Hex(content);
+}
+
 std::string compileCodeletSource(const std::string &path, const std::string &flags) {
   std::string source;
   if (!readFile(path, source))

@@ -1,6 +1,7 @@
 // The public Engine and Executable API over EngineImpl: loading, running programs,
 // host reads and writes, stream callbacks, and the cost-model profile.
 #include "EngineImpl.hpp"
+#include "ExecutableFormat.hpp"
 
 namespace poplar {
 
@@ -29,15 +30,15 @@ Executable::Executable(Executable &&) noexcept = default;
 Executable &Executable::operator=(Executable &&) noexcept = default;
 Executable::~Executable() = default;
 
-void Executable::serialize(std::ostream &) const {
-  throw poplar_error(
-      "Executable::serialize: popsnn's runtime cannot save a compiled graph (its "
-      "codelets are host code loaded at run time); keep the Graph and call compileGraph again");
+void Executable::serialize(std::ostream &out) const {
+  if (!impl_)
+    throw poplar_error("Executable::serialize: the Executable was moved into an Engine; serialize "
+                       "it before creating the Engine");
+  detail::writeExecutable(out, impl_->g, impl_->roots);
 }
 
-Executable Executable::deserialize(std::istream &) {
-  throw poplar_error("Executable::deserialize: popsnn's runtime cannot load a saved executable; "
-                     "build the Graph and call compileGraph instead");
+Executable Executable::deserialize(std::istream &in) {
+  return Executable(detail::readExecutable(in));
 }
 
 Engine::Engine(Engine &&) noexcept = default;

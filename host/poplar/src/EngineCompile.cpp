@@ -23,8 +23,10 @@ EngineImpl::EngineImpl(const Graph &graph, ArrayRef<program::Program> progs)
     hostWrites[kv.first] = tensorRuns(kv.second.tensor);
   for (const auto &kv : g.hostReads)
     hostReads[kv.first] = tensorRuns(kv.second.tensor);
-  for (const auto &p : progs)
+  for (const auto &p : progs) {
+    roots.push_back(p.node());
     programs.push_back(compile(*p.node()));
+  }
 }
 
 EngineImpl::~EngineImpl() {
@@ -188,7 +190,7 @@ std::uint64_t EngineImpl::bindFields(CompiledComputeSet &cs, unsigned id, char *
     auto bind = [&](const Tensor &t, RawSpan &span) {
       bindTensor(cs, fd, tile, where, t, span, rearrange, stateBytes);
     };
-    if (fd.shape == kShapeVectorList) {
+    if (fd.shape == kShapeVectorList || fd.shape == kShapeScalarList) {
       Buffer list = allocate(fs.tensors.size() * sizeof(RawSpan));
       auto *spans = reinterpret_cast<RawSpan *>(list.get());
       for (std::size_t i = 0; i < fs.tensors.size(); ++i)

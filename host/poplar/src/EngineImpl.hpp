@@ -141,6 +141,7 @@ public:
   std::vector<std::pair<void *, void (*)(void *)>> constructed;
   std::map<unsigned, std::unique_ptr<CompiledComputeSet>> computeSets;
   std::vector<Step> programs;
+  std::vector<std::shared_ptr<ProgramNode>> roots; // the programs as given (for serialize)
   std::vector<ProfileStepEstimate> profile;
   std::map<std::string, StreamConnection> streams;
   std::map<std::string, std::vector<std::pair<char *, std::size_t>>> hostWrites, hostReads;
@@ -220,6 +221,7 @@ public:
       return 2;
     }
     case kShapeVectorList:
+    case kShapeScalarList:
       return 8 + 8 * fs.tensors.size();
     default:
       return 0;

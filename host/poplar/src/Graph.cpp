@@ -95,6 +95,11 @@ unsigned fieldIndex(GraphState &g, const FieldRef &f, const char *op) {
   return it->second;
 }
 
+// A VectorList, or a vector of edges (Vector<Input<Vector<T>>>, Vector<Input<T>>).
+bool isEdgeList(unsigned shape) {
+  return shape == detail::kShapeVectorList || shape == detail::kShapeScalarList;
+}
+
 void requireOwnTensor(const GraphState &g, const Tensor &t, const char *op) {
   if (!t.valid())
     throw graph_connection_error(std::string(op) +
@@ -183,6 +188,7 @@ bool Graph::addCodelets(StringRef src, CodeletFileType type, StringRef compileFl
     g.vertexClasses[c.name] = std::move(c);
   }
   g.codeletFiles.push_back(objectPath);
+  g.codeletRecords.push_back({object, path, compileFlags.str(), detail::fileSha256(path)});
   return true;
 }
 
@@ -421,8 +427,14 @@ void Graph::connect(FieldRef field, const Tensor &tensor) {
                                  " but tensor " + detail::describeTensor(g, tensor) + " has " +
                                  std::to_string(tensor.numElements()) +
                                  " elements; connect a one-element tensor (e.g. t[i])");
-  if (d.shape == detail::kShapeVectorList) {
+  if (isEdgeList(d.shape)) {
     if (field.isIndexed()) {
+      if (d.shape == detail::kShapeScalarList && tensor.numElements() != 1)
+        throw graph_connection_error("connect: " + where + "[" + std::to_string(field.index()) +
+                                     "] is a scalar edge but tensor " +
+                                     detail::describeTensor(g, tensor) + " has " +
+                                     std::to_string(tensor.numElements()) +
+                                     " elements; connect a one-element tensor (e.g. t[i])");
       if (!fs.sizeSet || field.index() >= fs.tensors.size())
         throw no_size_specified("connect: " + where + "[" + std::to_string(field.index()) +
                                 "]: call graph.setFieldSize(v[\"" + field.name() +
@@ -432,11 +444,12 @@ void Graph::connect(FieldRef field, const Tensor &tensor) {
       fs.connected = std::all_of(fs.entrySet.begin(), fs.entrySet.end(), [](bool b) { return b; });
       return;
     }
-    if (tensor.rank() != 2)
-      throw graph_connection_error("connect: " + where +
-                                   " is a VectorList; connect a list of "
-                                   "tensors or a rank-2 tensor (one vector per row), not " +
-                                   tensor.shortString());
+    const unsigned rank = d.shape == detail::kShapeScalarList ? 1 : 2;
+    if (tensor.rank() != rank)
+      throw graph_connection_error("connect: " + where + " is a list of edges; connect a list of " +
+                                   "tensors or a rank-" + std::to_string(rank) +
+                                   " tensor (one edge per " + (rank == 1 ? "element" : "row") +
+                                   "), not " + tensor.shortString());
     std::vector<Tensor> rows;
     for (std::size_t r = 0; r < tensor.dim(0); ++r)
       rows.push_back(tensor[r]);
@@ -456,9 +469,10 @@ void Graph::connect(FieldRef field, ArrayRef<Tensor> tensors) {
   const unsigned fi = fieldIndex(g, field, "connect");
   VertexInfo &v = g.vertices[field.vertex().getId()];
   const popsnn_field_desc &d = v.cls->desc->fields[fi];
-  if (d.shape != detail::kShapeVectorList)
-    throw graph_connection_error("connect: " + vertexLabel(g, field.vertex().getId()) + " field '" +
-                                 field.name() + "' is not a VectorList; connect one tensor to it");
+  if (!isEdgeList(d.shape))
+    throw graph_connection_error(
+        "connect: " + vertexLabel(g, field.vertex().getId()) + " field '" + field.name() +
+        "' is not a VectorList or vector of edges; connect one tensor to it");
   FieldState &fs = v.fields[fi];
   if (fs.connected)
     throw graph_connection_error("connect: " + vertexLabel(g, field.vertex().getId()) + " field '" +
@@ -475,10 +489,10 @@ void Graph::setFieldSize(FieldRef field, std::size_t size) {
   GraphState &g = *state_;
   const unsigned fi = fieldIndex(g, field, "setFieldSize");
   VertexInfo &v = g.vertices[field.vertex().getId()];
-  if (v.cls->desc->fields[fi].shape != detail::kShapeVectorList)
+  if (!isEdgeList(v.cls->desc->fields[fi].shape))
     throw graph_connection_error(
         "setFieldSize: " + vertexLabel(g, field.vertex().getId()) + " field '" + field.name() +
-        "' is not a VectorList; Vector sizes come from the connected tensor");
+        "' is not a VectorList or vector of edges; Vector sizes come from the connected tensor");
   FieldState &fs = v.fields[fi];
   fs.tensors.assign(size, Tensor());
   fs.entrySet.assign(size, false);

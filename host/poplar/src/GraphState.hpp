@@ -57,6 +57,14 @@ struct ComputeSetInfo {
   std::vector<unsigned> vertices;
 };
 
+// A codelet file as the graph loaded it, so a serialized Executable can load it again.
+struct CodeletRecord {
+  bool isObject = false; // a .gp object; else a source compiled at run time
+  std::string path;      // as given to addCodelets
+  std::string flags;     // compile flags (sources)
+  std::string sha256;    // of the file's content when it was loaded
+};
+
 struct HostHandle {
   std::string handle;
   Tensor tensor;
@@ -75,6 +83,7 @@ public:
   std::map<std::string, HostHandle> hostReads;
   std::map<std::string, VertexClass> vertexClasses; // by normalised name
   std::vector<std::string> codeletFiles;            // loaded objects (canonical paths)
+  std::vector<CodeletRecord> codeletRecords;        // in load order
 };
 
 // "Foo < float, 3 >" -> "Foo<float,3>": spaces only where two words meet.

@@ -18,9 +18,11 @@ public:
   Executable &operator=(Executable &&) noexcept;
   ~Executable();
 
-  // Not supported here: the compiled codelets are host code loaded at run time.
-  // Both throw poplar_error; keep the Graph and call compileGraph again.
+  // The graph, its programs and the codelet files it loaded (by path and content hash;
+  // they must still be there, unchanged, when the executable is deserialized).
   void serialize(std::ostream &out) const;
+  // Checks the stream fully (format, hash, every id, shape and connection) before use;
+  // any fault is one poplar_error.
   static Executable deserialize(std::istream &in);
 
   // popsnn internal.

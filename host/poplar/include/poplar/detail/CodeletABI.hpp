@@ -12,7 +12,7 @@
 #include "poplar/Vertex.hpp"
 
 // Bumped whenever a structure below or the field layout in Vertex.hpp changes.
-#define POPSNN_CODELET_ABI_VERSION 1u
+#define POPSNN_CODELET_ABI_VERSION 2u
 
 namespace poplar {
 namespace detail {
@@ -22,7 +22,8 @@ enum FieldShape : unsigned {
   kShapeScalar = 0,
   kShapeVector = 1,
   kShapeVectorList = 2,
-  kShapeUnsupported = 3
+  kShapeUnsupported = 3,
+  kShapeScalarList = 4 // Vector<Input<T>>: one one-element edge per entry
 };
 
 template <typename T> struct ElementName {
@@ -100,6 +101,26 @@ template <typename X> struct FieldTraits<InOut<X>> {
   static constexpr unsigned shape = S::shape;
   using element = typename S::element;
 };
+
+// Vector<Input<X>>, Vector<Output<X>>, Vector<InOut<X>>: Poplar's vector of edges (a
+// vector-of-vectors field when X is a Vector), connected entry by entry after
+// setFieldSize. Laid out as a VectorList: one RawSpan per edge.
+template <typename X, VectorLayout L, unsigned A, bool I, unsigned Access> struct EdgeVectorTraits {
+  struct S {
+    static constexpr unsigned layout = static_cast<unsigned>(L);
+  };
+  static constexpr unsigned access = Access;
+  static constexpr unsigned shape = ShapeOf<X>::shape == kShapeVector   ? kShapeVectorList
+                                    : ShapeOf<X>::shape == kShapeScalar ? kShapeScalarList
+                                                                        : kShapeUnsupported;
+  using element = typename ShapeOf<X>::element;
+};
+template <typename X, VectorLayout L, unsigned A, bool I>
+struct FieldTraits<Vector<Input<X>, L, A, I>> : EdgeVectorTraits<X, L, A, I, kFieldInput> {};
+template <typename X, VectorLayout L, unsigned A, bool I>
+struct FieldTraits<Vector<Output<X>, L, A, I>> : EdgeVectorTraits<X, L, A, I, kFieldOutput> {};
+template <typename X, VectorLayout L, unsigned A, bool I>
+struct FieldTraits<Vector<InOut<X>, L, A, I>> : EdgeVectorTraits<X, L, A, I, kFieldInOut> {};
 
 } // namespace detail
 } // namespace poplar
