@@ -33,7 +33,10 @@ def _buffers(r):
         return "n/a"
     if r.get("max_activity_start") is None:
         return f"{r['max_activity']:.3g}"
-    return f"{r['max_activity_start']:.3g} -> {r['max_activity']:.3g}"
+    used = f"{r['max_activity']:.3g}"
+    if r.get("trace_activity") is not None:  # the gradient trace grows on its own
+        used = f"ids {used}, trace {r['trace_activity']:.3g}"
+    return f"{r['max_activity_start']:.3g} -> {used}"
 
 
 def _per_layer(r, key, scale=1.0, fmt="{:.0f}"):

@@ -22,8 +22,9 @@ from estimates import backward_estimate_cycles, engine_memory_bytes
 import popsnn
 from popsnn import losses, optim, reference, surrogate
 
-# The sparse models' id buffers start this much above the largest hidden layer's mean
-# fraction of buffered entries (spikes and gradient candidates), then grow on overflow.
+# The sparse models' buffers start this much above the largest hidden layer's mean fraction
+# of entries inside the rule (what the gradient trace holds), then grow on overflow: the
+# spike buffers to their busiest (t, b), the trace to its total, each on its own.
 ACTIVITY_MARGIN = 1.1
 LR = 2e-3
 
@@ -128,14 +129,15 @@ def _grad_error(dense, approx, suffix="") -> dict:
 
 def trace_memory(model, hidden_layers: int = 2) -> dict:
     """The BPTT trace memory the engine allocated, MEASURED: its profile's
-    `layer{l}_trace_bytes` (surrogate values plus spike/candidate id traces) per layer, summed
-    over the hidden layers (those that carry the rule) and over all layers."""
+    `layer{l}_trace_bytes` (surrogate values plus spike ids and gradient-trace ids) per
+    layer, summed over the hidden layers (those that carry the rule) and over all layers."""
     prof = model.profile()
     out, layer = {}, 0
     while f"layer{layer}_trace_bytes" in prof:
         for part in ("trace", "surrogate_trace", "id_trace"):
             out[f"layer{layer}_{part}_bytes"] = float(prof[f"layer{layer}_{part}_bytes"])
         out[f"layer{layer}_buffer_capacity"] = prof.get(f"layer{layer}_buffer_capacity")
+        out[f"layer{layer}_trace_capacity"] = prof.get(f"layer{layer}_trace_capacity")
         out[f"layer{layer}_shard_size"] = prof.get(f"layer{layer}_shard_size")
         layer += 1
     if not layer:
@@ -144,6 +146,8 @@ def trace_memory(model, hidden_layers: int = 2) -> dict:
     out["trace_bytes_hidden"] = sum(out[f"layer{l}_trace_bytes"] for l in hidden)
     out["trace_bytes_all"] = sum(out[f"layer{l}_trace_bytes"] for l in range(layer))
     out["max_activity"] = prof.get("max_activity")
+    out["trace_activity"] = prof.get("trace_activity")
+    out["spike_activity"] = prof.get("spike_activity")
     return out
 
 
@@ -236,12 +240,11 @@ def _gradient_rows(case: SparseCase, rows: list, params, x, y) -> dict:
         _, grads0, rec0 = reference.loss_and_grad(net, init, x, y, loss)
         row.update(_grad_error(dense_init[:h], grads0[:h], "_hidden_at_init"))
         row["active_fraction_at_init"] = float(np.mean([m.mean() for m in rec0.grad_masks[:h]]))
-        # What the id buffers must hold at a step: the spikes and the gradient candidates.
-        masks[k] = [
-            np.asarray(m, bool) | (np.asarray(s) > 0)
-            for m, s in zip(rec.grad_masks[:h], rec.spikes[:h])
-        ]
+        # What the id buffers must hold at a step: the spikes (the entries inside the rule
+        # go to the gradient trace, sized by their total).
+        masks[k] = [np.asarray(s) > 0 for s in rec.spikes[:h]]
         row["buffered_fraction_per_layer"] = [float(m.mean()) for m in masks[k]]
+        row["trace_fraction_per_layer"] = [float(np.mean(m)) for m in rec.grad_masks[:h]]
     return masks
 
 
@@ -267,10 +270,17 @@ def _engine(case: SparseCase, row: dict, params, x, y):
     so that every timed call sees the same weights, hence the same activity."""
     opts = {}
     if row["_rule"] is not None:
-        start = ACTIVITY_MARGIN * max(row["buffered_fraction_per_layer"])
-        start = min(1.0, max(start, 1.0 / case.hidden))
-        opts = {"max_activity": start, "on_overflow": "grow"}
-        row["max_activity_start"] = start
+        least = 1.0 / case.hidden
+        start = min(1.0, max(ACTIVITY_MARGIN * max(row["trace_fraction_per_layer"]), least))
+        spikes = min(1.0, max(ACTIVITY_MARGIN * max(row["buffered_fraction_per_layer"]), least))
+        opts = {
+            "max_activity": spikes,  # one step's buffer: grows to the busiest step
+            "spike_activity": spikes,
+            "trace_activity": start,
+            "on_overflow": "grow",
+        }
+        row["max_activity_start"] = row["spike_activity_start"] = spikes
+        row["trace_activity_start"] = start
     m = _model(case, row["_rule"], params=params, **opts)
     m.train_step(x, y)
     est = {

@@ -80,16 +80,14 @@ POPSNN_ONCE void fromFanoutDense(float *__restrict eps, unsigned n, const float 
     }
   }
 }
-// A sparse rule: only for the entries of this step's id buffer (spikes, then gradient
-// candidates) whose surrogate is non-zero, one dot per entry.
-POPSNN_ONCE void fromFanoutSparse(float *__restrict eps, unsigned n, unsigned offset,
-                                  const float *__restrict vals, const int *ids, const float *fanout,
-                                  const float *grads, unsigned shardSize, unsigned layerSize,
-                                  unsigned row, unsigned rowsPerBlock) {
-  for (int k = 0; k < ids[1]; ++k) {
-    const unsigned j = unsigned(ids[BUFFER_HEADER + k]) - offset;
-    if (vals[k] == 0.0f) // a spike off the rule's window
-      continue;
+// A sparse rule: only for this step's gradient-trace entries (local ids; their masked
+// surrogate is non-zero), one dot per entry.
+POPSNN_ONCE void fromFanoutSparse(float *__restrict eps, unsigned n, const int *ids,
+                                  unsigned entries, const float *fanout, const float *grads,
+                                  unsigned shardSize, unsigned layerSize, unsigned row,
+                                  unsigned rowsPerBlock) {
+  for (unsigned k = 0; k < entries; ++k) {
+    const unsigned j = unsigned(ids[k]);
     float sum = 0.0f;
     for (unsigned first = 0; first < layerSize; first += shardSize) {
       const unsigned size = layerSize - first < shardSize ? layerSize - first : shardSize;

@@ -1,8 +1,8 @@
 // Backward vertices: BPTT for one shard, one step (t = T-1 .. 0), every sample.
 // The reset carries no gradient (docs/numerics.md). Sparse work: weight gradients
 // visit only the input ids that spiked; with a sparse rule, dL/dS is computed only
-// for the entries of the shard's id buffer (spikes and gradient candidates) whose
-// masked surrogate is non-zero; without one, for every entry.
+// for the entries of the shard's gradient trace (those whose masked surrogate is
+// non-zero); without one, for every entry.
 #include <poplar/Vertex.hpp>
 
 #include <type_traits>
@@ -39,13 +39,14 @@ public:
   Input<Vector<float>> ownWeights;  // all-to-all: V on this shard's neurons, blocks [n, n_k]
   InOut<Vector<float>> ownWeightsT; // all-to-all, dense: [N, n]
   Input<Vector<float>> surrTrace;   // no sparse rule: [T, B, n]
-  Input<Vector<float>> surrValues;  // a sparse rule: per id-buffer entry [T, B, slot]
-  Input<Vector<int>> idTrace;       // own buffers [T, B, stride]
+  Input<Vector<int>> gradEntries;   // a sparse rule: the gradient trace (see LifForward)
+  Input<Vector<float>> gradValues;  // its masked surrogate values
+  Input<Vector<int>> idTrace;       // own buffers of every step: the id trace (VertexEnums.hpp)
   Input<Vector<int>> inIds;         // INPUT_SPIKE_IDS: as LifForward's
 
   Input<Vector<float>> denseIn; // INPUT_DENSE_STEPS: [T, B, nIn]
-  // All-to-all: own layer's buffers, [numOwn, T, B, stride] (layer-major: whole traces)
-  // or [numOwn, B, stride] (step-major: step t-1's).
+  // All-to-all: own layer's buffers, numOwn id traces (layer-major) or [numOwn, B, stride]
+  // (step-major: step t-1's).
   Input<Vector<int>> recIds;
   Input<Vector<float>> weights;        // [nIn, n]
   Input<Vector<float>> recWeights;     // all-to-all [N, n]; one-to-one [n]
@@ -105,12 +106,12 @@ private:
     if (t + 1 == numSteps)
       start();
     for (unsigned b = 0; b < batch; ++b) {
-      const int *own = &idTrace[(t * batch + b) * stride];
+      const int *own = ownBuffer(t, b);
 #ifndef __IPU__
       // The traces were written in the forward, long out of cache; each sample's buffer
       // is its own cache lines: fetch a later sample's early (its header and first ids).
       if (b + 4 < batch)
-        prefetchSample(t, b + 4, own + 4 * stride);
+        prefetchSample(t, b + 4, ownBuffer(t, b + 4));
 #endif
       const float *dI = nullptr;
       if constexpr (leaky)
@@ -157,6 +158,29 @@ private:
         currentGradSum[k] = 0.0f;
   }
 
+  // The gradient trace's entries of (t, b): [first, last) of its ids and values.
+  struct TraceRow {
+    const int *ids;
+    const float *vals;
+    unsigned size;
+  };
+  TraceRow traceRow(unsigned t, unsigned b) const {
+    const int *starts = &gradEntries[0];
+    const unsigned row = t * batch + b, first = unsigned(starts[row]);
+    return {&gradEntries[traceStarts(numSteps, batch) + first], &gradValues[first],
+            unsigned(starts[row + 1]) - first};
+  }
+
+  const int *ownBuffer(unsigned t, unsigned b) const {
+    return traceRowOf(&idTrace[0], t * batch + b);
+  }
+  // Source shard s's spike buffer of (t, b): this step's (step-major) or in its id trace.
+  const int *inBuffer(unsigned s, unsigned t, unsigned b) const {
+    if (stepMajor)
+      return &inIds[(s * batch + b) * inStride];
+    return traceRowOf(&inIds[s * (inIds.size() / numSrc)], t * batch + b);
+  }
+
   unsigned nextRow(unsigned t, unsigned b) const { return stepMajor ? b : t * batch + b; }
   unsigned nextRowsPerBlock() const { return stepMajor ? batch : numSteps * batch; }
   float *gradOutRow(unsigned t, unsigned b) {
@@ -201,36 +225,36 @@ private:
   void prefetchSample(unsigned t, unsigned b, const int *own) {
     __builtin_prefetch(own);
     __builtin_prefetch(own + 16);
-    if (!dense)
-      __builtin_prefetch(&surrValues[(t * batch + b) * (stride - BUFFER_HEADER)]);
+    if (!dense) {
+      const TraceRow e = traceRow(t, b);
+      __builtin_prefetch(e.ids);
+      __builtin_prefetch(e.vals);
+    }
     if (inputMode == INPUT_SPIKE_IDS)
       for (unsigned s = 0; s < numSrc; ++s)
-        __builtin_prefetch(&inIds[((stepMajor ? s : s * numSteps + t) * batch + b) * inStride]);
+        __builtin_prefetch(inBuffer(s, t, b));
   }
 #endif
 
   // A sparse rule on a Leaky shard that feeds another layer: dL/dU decays everywhere, and
-  // only the id buffer's entries inside the rule add surrogate * dL/dS, one dot each
-  // (padded rows of W_next with the gathered dL/dI_next); then the sums.
+  // only the gradient trace's entries add surrogate * dL/dS, one dot each (padded rows of
+  // W_next with the gathered dL/dI_next); then the sums.
   const float *leakySparse(unsigned t, unsigned b, float beta, const int *own) {
     const unsigned n = numNeurons, P = pushWidth(nextLayerSize);
     float *__restrict gU = &gradMem[b * n];
-    const float *__restrict vals = &surrValues[(t * batch + b) * (stride - BUFFER_HEADER)];
     float *__restrict g = &scratch[2 * n];
     if (zeroReset) // a spike at t cuts the leak path
       zeroAtSpikes(own, offset, gU);
     for (unsigned j = 0; j < n; ++j)
       gU[j] = beta * gU[j];
-    bool gathered = false; // the next layer's dL/dI row: read only if an entry is in the rule
-    for (int k = 0; k < own[1]; ++k)
-      if (vals[k] != 0.0f) { // not a spike off the rule's window
-        if (!gathered)
-          gatherNextGrad(&nextGrad[0], g, nextLayerSize, nextShardSize, nextRow(t, b),
-                         nextRowsPerBlock());
-        gathered = true;
-        const unsigned j = unsigned(own[BUFFER_HEADER + k]) - offset;
-        gU[j] += vals[k] * dotPadded(&nextWeightsT[j * P], g, P);
-      }
+    const TraceRow e = traceRow(t, b);
+    if (e.size) // the next layer's dL/dI row: read only if an entry is in the rule
+      gatherNextGrad(&nextGrad[0], g, nextLayerSize, nextShardSize, nextRow(t, b),
+                     nextRowsPerBlock());
+    for (unsigned k = 0; k < e.size; ++k) {
+      const unsigned j = unsigned(e.ids[k]);
+      gU[j] += e.vals[k] * dotPadded(&nextWeightsT[j * P], g, P);
+    }
     publishCarry(gU, n, publishGrad ? gradOutRow(t, b) : nullptr, &gradBias[0],
                  inputMode == INPUT_DIRECT ? &currentGradSum[b * n] : nullptr);
     return gU;
@@ -239,23 +263,20 @@ private:
   // dL/dS[t] into eps: from the loss or the next layer, plus the recurrent path.
   void spikeGrad(unsigned t, unsigned b, const int *own, float *__restrict eps) {
     const unsigned n = numNeurons;
-    const float *__restrict vals =
-        dense ? nullptr : &surrValues[(t * batch + b) * (stride - BUFFER_HEADER)];
+    const TraceRow e = dense ? TraceRow{nullptr, nullptr, 0} : traceRow(t, b);
     if (isOutput) {
       copyTo(eps, &lossGradSpikes[(t * batch + b) * n], n);
     } else if (!dense) {
-      // One dot per id-buffer entry inside the rule: its padded row of W_next with this
-      // (step, sample)'s dL/dI_next, gathered padded from the downstream shards' blocks.
+      // One dot per gradient-trace entry: its padded row of W_next with this (step,
+      // sample)'s dL/dI_next, gathered padded from the downstream shards' blocks.
       for (unsigned j = 0; j < n; ++j)
         eps[j] = 0.0f;
       const unsigned P = pushWidth(nextLayerSize);
       float *__restrict g = &scratch[2 * n];
       gatherNextGrad(&nextGrad[0], g, nextLayerSize, nextShardSize, nextRow(t, b),
                      nextRowsPerBlock());
-      for (int k = 0; k < own[1]; ++k) {
-        if (vals[k] == 0.0f) // a spike off the rule's window
-          continue;
-        const unsigned j = unsigned(own[BUFFER_HEADER + k]) - offset;
+      for (unsigned k = 0; k < e.size; ++k) {
+        const unsigned j = unsigned(e.ids[k]);
         eps[j] += dotPadded(&nextWeightsT[j * P], g, P);
       }
     } else {
@@ -268,7 +289,7 @@ private:
       if (dense)
         fromFanoutDense(eps, n, &ownWeightsT[0], &ownGrad[0], ownShardSize, ownLayerSize, b, batch);
       else
-        fromFanoutSparse(eps, n, offset, vals, own, &ownWeights[0], &ownGrad[0], ownShardSize,
+        fromFanoutSparse(eps, n, e.ids, e.size, &ownWeights[0], &ownGrad[0], ownShardSize,
                          ownLayerSize, b, batch);
     } else if (recurrence == popsnn::Recurrence::ONE_TO_ONE) {
       const float *__restrict gU = &gradMem[b * n];
@@ -288,19 +309,18 @@ private:
       zeroAtSpikes(own, offset, gU);
     const float *__restrict gMem = isOutput ? &lossGradMem[(t * batch + b) * n] : nullptr;
     if (!dense) {
-      // Only the id buffer's entries carry surrogate; the rest decays.
-      const float *__restrict vals = &surrValues[(t * batch + b) * (stride - BUFFER_HEADER)];
+      // Only the gradient trace's entries carry surrogate; the rest decays.
+      const TraceRow e = traceRow(t, b);
       if (gMem)
         for (unsigned j = 0; j < n; ++j)
           gU[j] = gMem[j] + beta * gU[j];
       else
         for (unsigned j = 0; j < n; ++j)
           gU[j] = beta * gU[j];
-      for (int k = 0; k < own[1]; ++k)
-        if (vals[k] != 0.0f) {
-          const unsigned j = unsigned(own[BUFFER_HEADER + k]) - offset;
-          gU[j] += vals[k] * eps[j];
-        }
+      for (unsigned k = 0; k < e.size; ++k) {
+        const unsigned j = unsigned(e.ids[k]);
+        gU[j] += e.vals[k] * eps[j];
+      }
       return;
     }
     const float *__restrict sg = &surrTrace[(t * batch + b) * n];
@@ -316,7 +336,7 @@ private:
   void inputGrad(unsigned t, unsigned b, const popsnn::NeuronConstants &c, float *__restrict gU,
                  float *__restrict dI) {
     const unsigned n = numNeurons;
-    const int *prevOwn = t > 0 ? &idTrace[((t - 1) * batch + b) * stride] : nullptr;
+    const int *prevOwn = t > 0 ? ownBuffer(t - 1, b) : nullptr;
     if constexpr (Neuron::synaptic) {
       float *__restrict gJ = &gradSyn[b * n];
       if (zeroReset) {
@@ -378,8 +398,7 @@ private:
       });
     } else if (inputMode == INPUT_SPIKE_IDS) {
       for (unsigned s = 0; s < numSrc; ++s)
-        addAtSpikeRows(&inIds[((stepMajor ? s : s * numSteps + t) * batch + b) * inStride], dI, n,
-                       &gradWeights[0]);
+        addAtSpikeRows(inBuffer(s, t, b), dI, n, &gradWeights[0]);
     }
   }
 
@@ -390,10 +409,11 @@ private:
       addTo(&gradRecBias[0], dI, n);
       if (t > 0)
         for (unsigned o = 0; o < numOwn; ++o)
-          addAtSpikeRows(&recIds[((stepMajor ? o : o * numSteps + t - 1) * batch + b) * stride], dI,
-                         n, &gradRecWeights[0]);
+          addAtSpikeRows(stepMajor ? &recIds[(o * batch + b) * stride]
+                                   : traceRowOf(&recIds[o * idTrace.size()], (t - 1) * batch + b),
+                         dI, n, &gradRecWeights[0]);
     } else if (recurrence == popsnn::Recurrence::ONE_TO_ONE && t > 0) {
-      const int *prevOwn = &idTrace[((t - 1) * batch + b) * stride];
+      const int *prevOwn = ownBuffer(t - 1, b);
       for (int k = 0; k < prevOwn[0]; ++k) {
         const unsigned j = unsigned(prevOwn[BUFFER_HEADER + k]) - offset;
         gradRecWeights[j] += dI[j];
@@ -404,11 +424,9 @@ private:
   void publishStepMajor(unsigned t) {
     for (unsigned b = 0; b < batch; ++b) {
       if (publishIds)
-        copyBuffer(t >= 1 ? &idTrace[((t - 1) * batch + b) * stride] : nullptr,
-                   &outIds[b * stride]);
+        copyBuffer(t >= 1 ? ownBuffer(t - 1, b) : nullptr, &outIds[b * stride]);
       if (recurrence == popsnn::Recurrence::ALL_TO_ALL)
-        copyBuffer(t >= 2 ? &idTrace[((t - 2) * batch + b) * stride] : nullptr,
-                   &prevIds[b * stride]);
+        copyBuffer(t >= 2 ? ownBuffer(t - 2, b) : nullptr, &prevIds[b * stride]);
     }
   }
 };

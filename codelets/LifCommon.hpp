@@ -18,6 +18,9 @@ namespace lif {
 using namespace popsnn::codes;
 
 // Copies an id buffer (header and used entries), or writes an empty one.
+// Row `row` (= t * B + b) of an id trace: its buffer, at the offset the trace's starts give.
+inline const int *traceRowOf(const int *trace, unsigned row) { return trace + trace[row]; }
+
 inline void copyBuffer(const int *src, int *dst) {
   if (!src) {
     dst[0] = 0;
@@ -121,30 +124,6 @@ inline unsigned spikeBits(const float *__restrict u, float threshold, float *__r
     prev[j] = spike ? 1.0f : 0.0f;
     bits |= unsigned(spike) << j;
   }
-  return bits;
-#endif
-}
-
-// Gradient candidates among up to 32 neurons: no spike and a non-zero masked surrogate.
-inline unsigned candidateBits(const float *__restrict prev, const float *__restrict sg,
-                              unsigned count) {
-#ifdef POPSNN_SPARSE_ROWS_AVX512
-  const __m512 zero = _mm512_setzero_ps();
-  unsigned bits = 0;
-  for (unsigned lo = 0; lo < count; lo += 16) {
-    const unsigned rest = count - lo;
-    const __mmask16 m = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1u);
-    const __mmask16 quiet =
-        _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, prev + lo), zero, _CMP_EQ_OQ);
-    const __mmask16 c =
-        _mm512_mask_cmp_ps_mask(quiet, _mm512_maskz_loadu_ps(m, sg + lo), zero, _CMP_NEQ_UQ);
-    bits |= unsigned(c) << lo;
-  }
-  return bits;
-#else
-  unsigned bits = 0;
-  for (unsigned j = 0; j < count; ++j)
-    bits |= unsigned(prev[j] == 0.0f && sg[j] != 0.0f) << j;
   return bits;
 #endif
 }
@@ -262,16 +241,6 @@ inline unsigned leakForwardRow(unsigned n, float beta, float threshold, unsigned
   return needed;
 }
 #endif
-
-// The gradient candidates of a row (no spike, non-zero masked surrogate), appended.
-inline unsigned appendCandidates(const float *__restrict prev, const float *__restrict sg,
-                                 unsigned n, unsigned offset, int *__restrict ids, unsigned needed,
-                                 unsigned capacity) {
-  for (unsigned j0 = 0; j0 < n; j0 += 32)
-    needed = appendBits(candidateBits(prev + j0, sg + j0, j0 + 32 < n ? 32 : n - j0), offset + j0,
-                        ids, needed, capacity);
-  return needed;
-}
 
 #ifdef POPSNN_SPARSE_ROWS_AVX512
 // The backward step of one sample of a dense Leaky shard that feeds another layer, in one

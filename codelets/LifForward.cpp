@@ -80,12 +80,14 @@ ONCE void inputFromDense(const float *__restrict xb, unsigned numInputs, const f
     acc[j] += bias[j];
 }
 // Source shard s's id buffer for this (step, sample) is at ids + s * srcStride.
-ONCE void inputFromIds(const int *ids, unsigned srcStride, unsigned numSrc, const float *weights,
-                       const float *__restrict bias, unsigned n, float *__restrict acc) {
+// bufferOf(s): source shard s's buffer of this (step, sample).
+template <class BufferOf>
+void inputFromIds(BufferOf bufferOf, unsigned numSrc, const float *weights,
+                  const float *__restrict bias, unsigned n, float *__restrict acc) {
   for (unsigned j = 0; j < n; ++j)
     acc[j] = 0.0f;
   for (unsigned s = 0; s < numSrc; ++s) {
-    const int *buf = ids + s * srcStride;
+    const int *buf = bufferOf(s);
     const int spikes = buf[0];
     for (int k = 0; k < spikes; ++k) {
       const float *__restrict row = &weights[unsigned(buf[BUFFER_HEADER + k]) * n];
@@ -177,10 +179,21 @@ ONCE unsigned spikesOf(const float *__restrict u, float threshold, float *__rest
                        unsigned n, unsigned offset, int *__restrict ids, unsigned capacity) {
   return appendSpikes(u, threshold, prev, n, offset, ids, 0, capacity);
 }
-ONCE unsigned candidatesOf(const float *__restrict prev, const float *__restrict sg, unsigned n,
-                           unsigned offset, int *__restrict ids, unsigned needed,
-                           unsigned capacity) {
-  return appendCandidates(prev, sg, n, offset, ids, needed, capacity);
+// The entries of a row whose masked surrogate is non-zero (spikes inside the rule and
+// gradient candidates), appended to a gradient trace of `capacity` entries holding `used`;
+// returns how many the row has. Past the capacity they are only counted: the host reads
+// the count, so nothing is dropped silently.
+ONCE unsigned appendTrace(const float *__restrict sg, unsigned n, unsigned used, unsigned capacity,
+                          int *__restrict ids, float *__restrict vals) {
+  unsigned count = 0;
+  forEachNonzero(sg, n, [&](unsigned j, float v) {
+    if (used + count < capacity) {
+      ids[used + count] = int(j);
+      vals[used + count] = v;
+    }
+    ++count;
+  });
+  return count;
 }
 
 } // namespace
@@ -196,8 +209,9 @@ public:
   // blocks [B, n] (written here, without the bias).
   InOut<Vector<float>> current;
   Input<Vector<float>> denseIn; // INPUT_DENSE_STEPS: [T, B, nIn]
-  // INPUT_SPIKE_IDS: the previous layer's buffers, [numSrc, T, B, inStride] (layer-major
-  // schedule: its whole traces) or [numSrc, B, inStride] (step-major: this step's).
+  // INPUT_SPIKE_IDS: the previous layer's buffers, numSrc id traces one after the other
+  // (layer-major schedule: see VertexEnums.hpp) or [numSrc, B, inStride] (step-major: this
+  // step's).
   Input<Vector<int>> inIds;
   Input<Vector<float>> weights; // [nIn, n]
   Input<Vector<float>> bias;    // [n]
@@ -210,12 +224,13 @@ public:
   InOut<Vector<float>> prevSpikes; // S[t-1] [B, n]
   InOut<Vector<float>> scratch;    // [3n]
   // The masked surrogate dS/dU kept for the backward. No sparse rule: dense, surrTrace
-  // [T, B, n]. A sparse rule: only for the entries of the id buffer (spikes, then gradient
-  // candidates), surrValues [T, B, slot] beside idTrace (slot = stride - BUFFER_HEADER),
-  // so the trace shrinks with the buffers' capacity.
+  // [T, B, n]. A sparse rule: the gradient trace, only the entries whose masked surrogate
+  // is non-zero, compressed over (step, sample): gradEntries [traceStarts(T, B) starts,
+  // then traceCapacity local neuron ids] and gradValues [traceCapacity] (VertexEnums.hpp).
   InOut<Vector<float>> surrTrace;
-  InOut<Vector<float>> surrValues;
-  InOut<Vector<int>> idTrace;     // own buffers [T, B, stride]
+  InOut<Vector<int>> gradEntries;
+  InOut<Vector<float>> gradValues;
+  InOut<Vector<int>> idTrace;     // own buffers of every step: the id trace (VertexEnums.hpp)
   Output<Vector<int>> outIds;     // own buffers of this step [B, stride], when exchanged per step
   Output<Vector<int>> prevIds;    // step-major all-to-all: step t-1's, for the first backward step
   InOut<Vector<float>> recSpikes; // output layer: S [T, B, n]
@@ -234,8 +249,10 @@ public:
   unsigned stride;
   unsigned offset;
   unsigned capacity;
-  unsigned surrogate; // codes::Surrogate
-  unsigned rule;      // codes::Rule
+  unsigned traceCapacity; // entries of the gradient trace (a sparse rule)
+  unsigned spikeCapacity; // spike ids of the id trace, over all steps
+  unsigned surrogate;     // codes::Surrogate
+  unsigned rule;          // codes::Rule
   unsigned inputMode;
   unsigned record;
   unsigned stepsPerCall;
@@ -285,10 +302,15 @@ private:
     else if (inputMode == INPUT_DENSE_STEPS)
       inputFromDense(&denseIn[(t * batch + b) * numInputs], numInputs, &weights[0], &bias[0], n,
                      acc);
-    else // buffers [numSrc, T, B, inStride] (step-major: [numSrc, B, inStride])
-      inputFromIds(&inIds[((stepMajor ? 0 : t) * batch + b) * inStride],
-                   (stepMajor ? 1 : numSteps) * batch * inStride, numSrc, &weights[0], &bias[0], n,
-                   acc);
+    else if (stepMajor) // this step's buffers [numSrc, B, inStride]
+      inputFromIds([&](unsigned s) { return &inIds[(s * batch + b) * inStride]; }, numSrc,
+                   &weights[0], &bias[0], n, acc);
+    else // numSrc id traces
+      inputFromIds(
+          [&](unsigned s) {
+            return traceRowOf(&inIds[s * (inIds.size() / numSrc)], t * batch + b);
+          },
+          numSrc, &weights[0], &bias[0], n, acc);
     return acc;
   }
 
@@ -308,7 +330,7 @@ private:
   // Membrane update, masked surrogate and spikes of sample b; returns the ids appended.
   unsigned neuronStep(const popsnn::NeuronConstants &c, float param, float ruleValue,
                       const float *in, const float *rec, unsigned b, float *__restrict sg,
-                      int *__restrict ids) {
+                      int *__restrict ids, unsigned capacity) {
     const unsigned n = numNeurons;
     float *__restrict u = &mem[b * n];
     float *__restrict prev = &prevSpikes[b * n];
@@ -338,25 +360,50 @@ private:
       const float *in = inputOf(t, b);
       const float *rec = recurrentOf(t, b);
       float *__restrict sg = sparse ? &scratch[2 * n] : &surrTrace[(t * batch + b) * n];
-      // The id buffer: spikes first, then gradient candidates.
-      int *buf = &idTrace[(t * batch + b) * stride];
+      // The id buffer: this step's spikes, next in the id trace, holding what is left of it.
+      const unsigned row = t * batch + b;
+      int *buf = startBuffer(row);
       int *__restrict ids = buf + BUFFER_HEADER;
-      const unsigned spikes = neuronStep(c, param, ruleValue, in, rec, b, sg, ids);
-      unsigned needed = spikes;
-      if (sparse) // gradient candidates: no spike, surrogate inside the rule
-        needed = candidatesOf(&prevSpikes[b * n], sg, n, offset, ids, needed, capacity);
-      countOverflow(needed, capacity, t, &overflow[0]);
-      const unsigned stored = needed < capacity ? needed : capacity;
-      if (sparse) {
-        float *__restrict vals = &surrValues[(t * batch + b) * (stride - BUFFER_HEADER)];
-        for (unsigned k = 0; k < stored; ++k)
-          vals[k] = sg[unsigned(ids[k]) - offset];
-      }
-      buf[0] = int(spikes < capacity ? spikes : capacity);
+      const unsigned room = spikeRoom(row);
+      const unsigned rowCapacity = capacity < room ? capacity : room;
+      const unsigned spikes = neuronStep(c, param, ruleValue, in, rec, b, sg, ids, rowCapacity);
+      const unsigned stored = spikes < rowCapacity ? spikes : rowCapacity;
+      countOverflow(spikes, capacity, t, &overflow[0]);
+      overflow[SPIKES_NEEDED] += spikes;
+      if (sparse)
+        traceRow(row, sg);
+      buf[0] = int(stored);
       buf[1] = int(stored);
+      idTrace[row + 1] = idTrace[row] + int(BUFFER_HEADER + stored);
       finishSample(t, b, buf);
     }
     *step = (t + 1 == numSteps) ? 0 : t + 1;
+  }
+
+  // Row `row`'s buffer in the id trace (the first row starts behind the starts).
+  int *startBuffer(unsigned row) {
+    if (row == 0)
+      idTrace[0] = int(traceStarts(numSteps, batch));
+    return &idTrace[unsigned(idTrace[row])];
+  }
+  // Spike ids the id trace can still take at row `row` (every row's header is reserved).
+  unsigned spikeRoom(unsigned row) const {
+    const unsigned used =
+        unsigned(idTrace[row]) - traceStarts(numSteps, batch) - row * BUFFER_HEADER;
+    return spikeCapacity - used;
+  }
+
+  // Row (t, b) of the gradient trace: its start, its entries, the next row's start.
+  void traceRow(unsigned row, const float *__restrict sg) {
+    int *__restrict starts = &gradEntries[0];
+    if (row == 0)
+      starts[0] = 0;
+    const unsigned used = unsigned(starts[row]);
+    const unsigned count = appendTrace(sg, numNeurons, used, traceCapacity,
+                                       &gradEntries[traceStarts(numSteps, batch)], &gradValues[0]);
+    const unsigned end = used + count;
+    starts[row + 1] = int(end < traceCapacity ? end : traceCapacity);
+    overflow[TRACE_NEEDED] += count;
   }
 
   // What leaves the step: the buffers exchanged per step and the output layer's records.
@@ -365,7 +412,8 @@ private:
     if (publishStep)
       copyBuffer(buf, &outIds[b * stride]);
     if (stepMajor && recurrence == popsnn::Recurrence::ALL_TO_ALL)
-      copyBuffer(t > 0 ? &idTrace[((t - 1) * batch + b) * stride] : nullptr, &prevIds[b * stride]);
+      copyBuffer(t > 0 ? traceRowOf(&idTrace[0], (t - 1) * batch + b) : nullptr,
+                 &prevIds[b * stride]);
     if (record) {
       float *__restrict rs = &recSpikes[(t * batch + b) * n];
       float *__restrict rm = &recMem[(t * batch + b) * n];

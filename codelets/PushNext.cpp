@@ -14,7 +14,7 @@ using namespace popsnn::lif;
 // in registers, into the downstream shards' blocks [T, B, n_k]; only those cross tiles.
 class PushSpikes : public Vertex {
 public:
-  Input<Vector<int>> idTrace;        // own buffers [T, B, stride]
+  Input<Vector<int>> idTrace;        // own buffers: the id trace (VertexEnums.hpp)
   Input<Vector<float>> nextWeights;  // the next layer's W on this shard's neurons, [n, n_k]
   Output<Vector<float>> nextCurrent; // blocks [T, B, n_k]
   // nextWeights by own neuron, rows padded to P = pushWidth(N_next): [n, P], then [P] sums.
@@ -22,7 +22,6 @@ public:
   unsigned batch;
   unsigned numNeurons;
   unsigned numSteps;
-  unsigned stride;
   unsigned offset;
   unsigned nextShardSize;
   unsigned nextLayerSize;
@@ -33,7 +32,7 @@ public:
     blocksToRows(&nextWeights[0], n, nextShardSize, nextN, &nextRows[0]);
     float *__restrict pushed = &nextRows[n * P];
     for (unsigned row = 0; row < rowsPerBlock; ++row) { // row = t * B + b
-      const int *buf = &idTrace[row * stride];
+      const int *buf = traceRowOf(&idTrace[0], row);
       // buf[0]: the spikes stored (a buffer that overflowed fails the step).
       sumRows(buf + BUFFER_HEADER, unsigned(buf[0]), offset, &nextRows[0], P, pushed);
       for (unsigned first = 0; first < nextN; first += nextShardSize) {
@@ -51,14 +50,13 @@ public:
 // layer's (nextGrad), summed over the steps from T-1 down to 0 as the backward visits them.
 class PushGrads : public Vertex {
 public:
-  Input<Vector<int>> idTrace;            // own buffers [T, B, stride]
+  Input<Vector<int>> idTrace;            // own buffers: the id trace (VertexEnums.hpp)
   Input<Vector<float>> nextGrad;         // the next layer's dL/dI, blocks [T, B, n_k]
   Output<Vector<float>> nextGradWeights; // blocks [n, n_k] as nextWeights
   InOut<Vector<float>> nextGradRows;     // the sums as padded rows [n, P], then dL/dI_next [P]
   unsigned batch;
   unsigned numNeurons;
   unsigned numSteps;
-  unsigned stride;
   unsigned offset;
   unsigned nextShardSize;
   unsigned nextLayerSize;
@@ -77,7 +75,7 @@ public:
           for (unsigned c = 0; c < size; ++c)
             g[first + c] = block[c];
         }
-        const int *own = &idTrace[row * stride];
+        const int *own = traceRowOf(&idTrace[0], row);
         for (int k = 0; k < own[0]; ++k) {
           float *__restrict r = &nextGradRows[(unsigned(own[BUFFER_HEADER + k]) - offset) * P];
           for (unsigned c0 = 0; c0 < P; c0 += PUSH_CHUNK)

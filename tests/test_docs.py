@@ -53,6 +53,14 @@ def test_site_builds_strict_with_the_api_reference(tmp_path):
     # The API reference was generated from the docstrings, not left empty.
     losses_page = (site / "api" / "losses" / "index.html").read_text()
     assert "ce_count_loss" in losses_page and "population code" in losses_page.lower()
+    # The ecosystem's modules (extras) are in the reference too, read without importing them.
+    for module, member in (
+        ("torch", "SpikingNetwork"),
+        ("distributed", "data_parallel"),
+        ("nir_interop", "NIRError"),
+    ):
+        page = (site / "api" / module / "index.html").read_text()
+        assert f'id="popsnn.{module}.{member}"' in page, module
     for page in RUNNABLE_PAGES:
         assert (site / page.replace("index.md", "").replace(".md", "/") / "index.html").is_file()
 

@@ -101,6 +101,33 @@ struct Reader {
                           "use another checkpoint or save it again");
   }
 
+  // A layer feature the engine does not implement yet: refused, not read approximately.
+  [[noreturn]] void unsupported(const std::string &what) const {
+    throw CheckpointError("checkpoint " + path + ": " + npz::printable(what) +
+                          " is not supported by the C++ engine yet; use this checkpoint from "
+                          "Python with device='reference'");
+  }
+  // A neuron constant: one number per layer (a list holds one per neuron, refused).
+  float constant(const json &n, const std::string &key, const std::string &where) const {
+    const json &v = field(n, key, where);
+    if (v.is_array())
+      unsupported(where + " per-neuron " + key);
+    return real(v, where + " " + key);
+  }
+  // learn_beta / learn_threshold, when the file has them (older checkpoints do not): the
+  // count of such keys; a true one is refused.
+  std::size_t learnFlags(const json &n, const std::string &where) const {
+    std::size_t found = 0;
+    for (const char *flag : {"learn_beta", "learn_threshold"}) {
+      if (!n.is_object() || !n.contains(flag))
+        continue;
+      ++found;
+      if (boolean(n.at(flag), where + " " + flag))
+        unsupported(where + " " + flag + "=True (a trained neuron constant)");
+    }
+    return found;
+  }
+
   const json &field(const json &obj, const std::string &key, const std::string &where) const {
     if (!obj.is_object() || !obj.contains(key))
       damaged(where + " has no '" + key + "'");
@@ -275,14 +302,16 @@ void Reader::network(const json &layers, NetworkSpec &spec) {
     s.inputs = count(field(lin, "in_features", where), where + " in_features", 1);
     s.outputs = count(field(lin, "out_features", where), where + " out_features", 1);
     s.bias = boolean(field(lin, "bias", where), where + " bias");
+    if (field(n, "type", where) == "Alpha")
+      unsupported(where + " Alpha neuron");
     s.neuron = name(field(n, "type", where), where + " neuron type", kNeurons);
-    std::size_t keys = 6;
-    s.threshold = real(field(n, "threshold", where), where + " threshold");
+    std::size_t keys = 6 + learnFlags(n, where);
+    s.threshold = constant(n, "threshold", where);
     if (s.neuron == NeuronType::Lapicque) {
       lapicque(n, where, s);
       keys += 3;
     } else {
-      s.beta = real(field(n, "beta", where), where + " beta");
+      s.beta = constant(n, "beta", where);
     }
     s.reset = name(field(n, "reset_mechanism", where), where + " reset_mechanism", kResets);
     const json &sur = field(n, "surrogate", where);
@@ -298,7 +327,7 @@ void Reader::network(const json &layers, NetworkSpec &spec) {
       s.sparseValue = real(field(rule, "value", where), where + " sparse value");
     }
     if (s.neuron == NeuronType::Synaptic) {
-      s.alpha = real(field(n, "alpha", where), where + " alpha");
+      s.alpha = constant(n, "alpha", where);
       ++keys;
     }
     if (s.neuron == NeuronType::RLeaky) {

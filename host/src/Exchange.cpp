@@ -39,7 +39,7 @@ CopyList idCopies(const GraphBuild &b, const Layer &from, const Layer &to, bool 
                   bool ownTraces, bool previous) {
   CopyList c;
   const bool oneStep = recurrentStep || b.stepMajor();
-  const std::size_t slot = std::size_t(oneStep ? 1 : b.steps()) * b.batch() * from.stride;
+  const std::size_t slot = oneStep ? std::size_t(b.batch()) * from.stride : from.idTraceSize;
   for (const Shard &dst : to.shards)
     for (unsigned s = 0; s < from.shards.size(); ++s) {
       const Shard &src = from.shards[s];

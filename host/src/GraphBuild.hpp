@@ -23,7 +23,9 @@ struct Shard : ShardPlan {
       optCount[NUM_PARAMS];
   // outIds: a2a, or step-major feeding a layer.
   poplar::Tensor mem, syn, prevSpikes, fwdScratch, surrTrace, idTrace, outIds, overflow;
-  poplar::Tensor surrValues; // a sparse rule: the surrogate per id-buffer entry, not surrTrace
+  // A sparse rule, instead of surrTrace: the gradient trace, its starts and ids (gradEntries)
+  // and masked surrogate values (gradValues), see codes::traceStarts.
+  poplar::Tensor gradEntries, gradValues;
   poplar::Tensor stepForward, stepBackward;
   poplar::Tensor xLocal, current, currentGradSum;
   // inRecv: the previous layer's traces; recRecv: own ids of step t-1 (a2a forward);
@@ -34,8 +36,11 @@ struct Shard : ShardPlan {
   poplar::Tensor nextGrad, nextWeights, nextWeightsT, ownGrad, ownWeights, ownWeightsT;
   poplar::Tensor recSpikes, recMem, lossGradS, lossGradU;
   // The batch split into sample chunks: gradients summed over the chunks, and every chunk's
-  // overflow counters.
-  poplar::Tensor gradTotal[NUM_PARAMS], overflowAll;
+  // overflow counters and (direct input) sum_t dL/dI, for the input gradient.
+  poplar::Tensor gradTotal[NUM_PARAMS], overflowAll, currentGradSumAll;
+  // [T, B, N_in] input with NetworkSpec::inputGrad (first layer): dL/dI of every step
+  // [T, B, n] (layer-major: gradOut itself) and, chunked, every chunk's.
+  poplar::Tensor inputGradSteps, inputGradAll;
   // A layer that pushes (LayerShape::push): its W_next.S blocks and W_next rows, dL/dW_next;
   // the layer it feeds: the received blocks.
   poplar::Tensor nextCurrent, nextRows, nextGradRows, nextGradWeights, partialRecv;

@@ -5,14 +5,14 @@
 // Mapping: every layer is sharded by output neuron over the
 // tiles; a shard keeps its neurons' whole fan-in (weight columns, stored
 // transposed as [in, shard] so one input's row is contiguous), optimiser state
-// and traces: its id buffers [T, B, stride] and the masked surrogate, dense
-// [T, B, n] without a sparse rule, else only beside the buffers' entries
-// ([T, B, capacity]). Crossing tiles: the batch, spike-id buffers (forward; and
-// again in the backward, for the sparse weight gradients), each shard's dL/dI[t]
-// [B, n] (backward), the output records, and once per forward pass a copy of each
-// layer's weights onto the tiles of the layer feeding it ("fan-out"), from which
-// those tiles compute their own dL/dS -- only for their id buffers' entries when a
-// sparse rule is on.
+// and traces: its spike-id buffers [T, B, stride] and the masked surrogate, dense
+// [T, B, n] without a sparse rule, else the gradient trace (the active entries' ids
+// and values over all (t, b), sized by activity). Crossing tiles: the batch, spike-id
+// buffers (forward; and again in the backward, for the sparse weight gradients), each
+// shard's dL/dI[t] [B, n] (backward), the output records, and once per forward pass a
+// copy of each layer's weights onto the tiles of the layer feeding it ("fan-out"), from
+// which those tiles compute their own dL/dS -- only for their gradient trace's entries
+// when a sparse rule is on.
 // A layer narrower than its input layer's id buffers (e.g. a 10-class readout after
 // 1000 hidden neurons) is not sent ids: the input layer's shards "push" instead --
 // each adds the fan-out rows of its spikes into W.S[t] blocks [T, B, n_k] (forward)
@@ -66,6 +66,7 @@
 #include <sstream>
 
 #include "GraphBuild.hpp"
+#include "Overflow.hpp"
 #include "ParamLayout.hpp"
 #include "Plan.hpp"
 #include "Programs.hpp"
@@ -270,63 +271,36 @@ public:
     engine->writeTensor("sample_weights", w.data(), w.data() + B);
   }
 
-  struct Overflow {
-    unsigned layer = 0, step = 0, needed = 0, capacity = 0, count = 0;
-    bool any = false;
-    double grow = 0; // the largest fraction of a shard's neurons a buffer needed
-  };
-
   // The worst overflow over every shard and chunk, from the device's counters.
   Overflow readOverflow() {
-    Overflow worst;
-    worst.grow = spec.maxActivity;
+    Overflow worst = noOverflow(spec);
     const unsigned chunks = plan().schedule.chunks;
+    const unsigned rows = spec.numSteps * plan().chunkBatch;
     for (auto &layer : layers())
       for (unsigned k = 0; k < layer.shards.size(); ++k) {
         // One set of counters per chunk of samples (one without chunks).
         std::vector<unsigned> all(std::size_t(chunks) * codes::OVERFLOW_FIELDS);
         engine->readTensor("overflow" + std::to_string(layer.index) + "/" + std::to_string(k),
                            all.data(), all.data() + all.size());
-        for (unsigned m = 0; m < chunks; ++m) {
-          const unsigned *o = all.data() + std::size_t(m) * codes::OVERFLOW_FIELDS;
-          if (o[codes::OVERFLOWED] == 0)
-            continue;
-          const Shard &sh = layer.shards[k];
-          if (!worst.any || o[codes::MOST_NEEDED] > worst.needed) {
-            worst.layer = layer.index;
-            worst.step = o[codes::FIRST_STEP] - 1;
-            worst.needed = o[codes::MOST_NEEDED];
-            worst.capacity = sh.capacity;
-            worst.count = o[codes::OVERFLOWED];
-          }
-          worst.any = true;
-          worst.grow = std::max(worst.grow, double(o[codes::MOST_NEEDED]) / sh.size);
-        }
+        for (unsigned m = 0; m < chunks; ++m)
+          noteOverflow(all.data() + std::size_t(m) * codes::OVERFLOW_FIELDS, layer, layer.shards[k],
+                       rows, spec.numSteps, worst);
       }
     return worst;
   }
 
   // Throws SpikeBufferOverflow (policy Error) or returns true after growing the
-  // buffers (policy Grow: the caller redoes the step).
+  // buffers or traces (policy Grow: the caller redoes the step).
   bool checkOverflow() {
     const Overflow worst = readOverflow();
     if (!worst.any)
       return false;
-    if (policy == OverflowPolicy::Error) {
-      std::ostringstream msg;
-      msg << "spike buffer overflow in layer " << worst.layer << " at step " << worst.step
-          << ": a buffer needed " << worst.needed << " entries (spikes + gradient candidates) "
-          << "but holds " << worst.capacity << " (" << worst.count
-          << " buffer(s) of that shard overflowed); nothing was updated. Raise max_activity "
-          << "(now " << spec.maxActivity << ", up to 1.0) or pass on_overflow='grow' to grow "
-          << "the buffers and recompile";
-      throw SpikeBufferOverflow(msg.str(), worst.layer, worst.step, worst.needed, worst.capacity);
-    }
-    // Grow with headroom, so that a slowly rising activity does not recompile every step.
-    const float newActivity = float(std::min(1.0, worst.grow * 1.25));
+    if (policy == OverflowPolicy::Error)
+      throw SpikeBufferOverflow(overflowMessage(worst, spec), worst.layer, worst.step, worst.needed,
+                                worst.capacity);
+    growFor(worst, spec);
     auto params = readParams(*engine, layers());
     auto state = readOptimizerState(*engine, layers());
-    spec.maxActivity = std::max(newActivity, spec.maxActivity);
     engine.reset();
     built.reset();
     build();
@@ -392,6 +366,42 @@ public:
       }
   }
 
+  // dL/dx = (sum_t dL/dI[t]) W of the first layer (direct input), or dL/dx[t] = dL/dI[t] W
+  // ([T, B, N_in] input, with NetworkSpec::inputGrad): the device keeps dL/dI (its sum over
+  // the steps) per shard and chunk of samples; the product is done here, as a row of dL/dx
+  // is the sum of W's rows weighted by that sample's dL/dI, which needs every shard's.
+  void readInputGrad(float *dx) {
+    const unsigned B = spec.batchSize, Bc = plan().chunkBatch, chunks = plan().schedule.chunks;
+    const unsigned N = spec.layers[0].outputs, nIn = spec.layers[0].inputs;
+    const bool direct = spec.input == InputMode::Direct;
+    const unsigned T = direct ? 1 : spec.numSteps;
+    std::vector<float> grads(std::size_t(T) * B * N); // dL/dI [T, B, N] (direct: sum_t, T = 1)
+    const Layer &first = layers().front();
+    for (unsigned k = 0; k < first.shards.size(); ++k) {
+      const Shard &sh = first.shards[k];
+      std::vector<float> part(std::size_t(T) * B * sh.size); // [chunks, T, Bc, n]
+      engine->readTensor((direct ? "current_grad_sum0/" : "input_grad0/") + std::to_string(k),
+                         part.data(), part.data() + part.size());
+      for (unsigned m = 0; m < chunks; ++m)
+        for (unsigned t = 0; t < T; ++t)
+          for (unsigned b = 0; b < Bc; ++b)
+            std::copy_n(&part[((std::size_t(m) * T + t) * Bc + b) * sh.size], sh.size,
+                        &grads[(std::size_t(t) * B + m * Bc + b) * N + sh.first]);
+    }
+    const std::vector<float> w = readParams(*engine, layers()).front().weight; // [N, N_in]
+    std::fill_n(dx, std::size_t(T) * B * nIn, 0.0f);
+    for (std::size_t row = 0; row < std::size_t(T) * B; ++row)
+      for (unsigned j = 0; j < N; ++j) {
+        const float g = grads[row * N + j];
+        if (g == 0.0f)
+          continue;
+        const float *wRow = &w[std::size_t(j) * nIn];
+        float *out = dx + row * nIn;
+        for (unsigned i = 0; i < nIn; ++i)
+          out[i] += g * wRow[i];
+      }
+  }
+
   float readLoss() {
     float v = 0;
     engine->readTensor("loss", &v, &v + 1);
@@ -444,11 +454,17 @@ float Network::trainStep(const float *x, const int *labels, unsigned validSample
 }
 
 float Network::lossAndGrad(const float *x, const int *labels, unsigned validSamples,
-                           std::vector<LayerParams> &grads, float *outSpikes) {
+                           std::vector<LayerParams> &grads, float *outSpikes, float *outInputGrad) {
   CallGuard guard(impl_->busy);
+  if (outInputGrad && impl_->spec.input == InputMode::PerStep && !impl_->spec.inputGrad)
+    invalid("lossAndGrad: the input gradient of [T, B, N_in] input needs the first layer's "
+            "dL/dI of every step, kept only when asked for: build the Network with "
+            "NetworkSpec::inputGrad = true, or pass outInputGrad = nullptr");
   impl_->checkBatch(x, labels, validSamples, "lossAndGrad");
   impl_->runGradients(x, labels, validSamples, false);
   grads = readParams(*impl_->engine, impl_->layers(), "grad");
+  if (outInputGrad)
+    impl_->readInputGrad(outInputGrad);
   if (outSpikes)
     impl_->readSpikes(outSpikes);
   return impl_->readLoss();
@@ -527,6 +543,8 @@ std::map<std::string, double> Network::layout() const {
   std::map<std::string, double> out;
   out["tiles"] = plan.numTiles;
   out["max_activity"] = impl_->spec.maxActivity;
+  out["trace_activity"] = impl_->spec.gradientTraceActivity();
+  out["spike_activity"] = impl_->spec.idTraceActivity();
   out["step_major"] = plan.schedule.stepMajor; // schedule: 1 step-major, 0 layer-major
   // The batch run in chunks of samples, one after the other (1: all at once).
   out["sample_chunks"] = plan.schedule.chunks;
@@ -538,13 +556,18 @@ std::map<std::string, double> Network::layout() const {
     out[l + "buffer_capacity"] = layer.stride - codes::BUFFER_HEADER;
     out[l + "pushes"] = layer.push; // 1: sends W_next.S sums to the next layer, not ids
     // What the forward keeps for this layer's backward, over its shards: the surrogate
-    // (dense [T, B, n], or per id-buffer entry with a sparse rule) and the id buffers.
+    // (dense [T, B, n], or the gradient trace's values with a sparse rule) and the ids (the
+    // spike buffers, and the gradient trace's starts and ids).
     double surrogate = 0, ids = 0;
     for (const auto &sh : layer.shards) {
-      surrogate += double((sh.surrTrace.valid() ? sh.surrTrace : sh.surrValues).numElements()) *
+      surrogate += double((sh.surrTrace.valid() ? sh.surrTrace : sh.gradValues).numElements()) *
                    sizeof(float);
       ids += double(sh.idTrace.numElements()) * sizeof(int);
+      if (sh.gradEntries.valid())
+        ids += double(sh.gradEntries.numElements()) * sizeof(int);
     }
+    out[l + "trace_capacity"] = layer.shards.front().traceCapacity;
+    out[l + "spike_capacity"] = layer.shards.front().spikeCapacity;
     out[l + "surrogate_trace_bytes"] = surrogate;
     out[l + "id_trace_bytes"] = ids;
     out[l + "trace_bytes"] = surrogate + ids;

@@ -96,6 +96,11 @@ std::size_t LayerShape::paramSize(unsigned p, unsigned n) const {
   }
 }
 
+unsigned traceCapacity(unsigned size, unsigned rows, float activity) {
+  const double entries = std::ceil(double(activity) * size * rows);
+  return unsigned(std::min<double>(double(size) * rows, std::max(1.0, entries)));
+}
+
 unsigned bufferCapacity(unsigned size, float maxActivity) {
   return std::min<unsigned>(size, std::max(1u, unsigned(std::ceil(double(maxActivity) * size))));
 }
@@ -112,8 +117,19 @@ Plan planNetwork(const NetworkSpec &spec, const TargetGeometry &target, const Sc
   plan.numTiles = target.numTiles;
   plan.chunkBatch = spec.batchSize / schedule.chunks;
   const unsigned L = spec.layers.size();
-  for (unsigned l = 0; l < L; ++l)
-    plan.layers.push_back(planLayer(spec, l, target, schedule));
+  const unsigned rows = spec.numSteps * plan.chunkBatch;
+  for (unsigned l = 0; l < L; ++l) {
+    LayerPlan &layer = plan.layers.emplace_back(planLayer(spec, l, target, schedule));
+    unsigned spikes = 0;
+    for (ShardPlan &sh : layer.shards) {
+      if (layer.spec.sparseRule != SparseRule::None)
+        sh.traceCapacity = traceCapacity(sh.size, rows, spec.gradientTraceActivity());
+      sh.spikeCapacity = traceCapacity(sh.size, rows, spec.idTraceActivity());
+      spikes = std::max(spikes, sh.spikeCapacity);
+    }
+    layer.idTraceSize = std::size_t(codes::traceStarts(spec.numSteps, plan.chunkBatch)) +
+                        std::size_t(rows) * codes::BUFFER_HEADER + spikes;
+  }
   std::vector<LayerPlan> &layers = plan.layers;
   for (unsigned l = 0; l + 1 < L; ++l) {
     // Per (step, sample) and receiving shard: n_k floats instead of a whole id buffer.

@@ -39,12 +39,18 @@ bool hasOptimizerSlot(const OptimizerSpec &o, unsigned slot);
 
 struct ShardPlan {
   unsigned tile = 0, first = 0, size = 0, capacity = 0;
+  // A sparse rule: entries of the shard's gradient trace over all (step, sample) (0: none).
+  unsigned traceCapacity = 0;
+  // Spike ids its id trace holds over all (step, sample) (behind the starts and headers).
+  unsigned spikeCapacity = 0;
 };
 
 // A layer's plan, without its shards (shared by the plan and the built layer).
 struct LayerShape {
   LayerSpec spec;
   unsigned index = 0, shardSize = 0, stride = 0, inputMode = 0;
+  // Ints of each shard's id trace (the same for every shard: it is exchanged whole).
+  std::size_t idTraceSize = 0;
   bool a2a = false, o2o = false, isOutput = false;
   // push: the next layer is narrower than this one's id buffers, so each shard computes
   // its spikes' contribution W_next.S[t] to the next layer's input itself, and the next
@@ -75,6 +81,9 @@ struct Plan {
 
 // Spike-buffer entries of a shard of `size` neurons at the given max activity.
 unsigned bufferCapacity(unsigned size, float maxActivity);
+// Gradient-trace entries of a shard of `size` neurons over `rows` (step, sample) rows at the
+// given fraction of its entries (NetworkSpec::traceActivity, or maxActivity when 0).
+unsigned traceCapacity(unsigned size, unsigned rows, float activity);
 
 // Throws std::invalid_argument when the schedule does not apply to the spec (chunks not
 // dividing the batch); the spec must have been validated.

@@ -80,7 +80,21 @@ Sequence backwardStepMajor(const GraphBuild &b, const ComputeSets &cs) {
       grads.push_back(gradCopies(b, layers[l], layers[l], true));
     oneStep.add(merged(grads));
   }
-  return Sequence{Repeat(b.steps(), oneStep)};
+  if (!layers[0].shards[0].inputGradSteps.valid())
+    return Sequence{Repeat(b.steps(), oneStep)};
+  // The first layer's dL/dI of each step kept for the input gradient: the steps unrolled,
+  // each followed by a copy into its step's slice (t = T-1 .. 0).
+  Sequence steps;
+  for (unsigned t = b.steps(); t-- > 0;) {
+    steps.add(oneStep);
+    CopyList keep;
+    for (const Shard &sh : layers[0].shards) {
+      const std::size_t size = sh.gradOut.numElements();
+      keep.add(sh.gradOut, sh.inputGradSteps.slice(t * size, (t + 1) * size));
+    }
+    steps.add(keep.program());
+  }
+  return steps;
 }
 
 Sequence backwardLayerMajor(const GraphBuild &b, const ComputeSets &cs) {
@@ -131,6 +145,18 @@ std::vector<Program> chunkedPrograms(GraphBuild &b, const ComputeSets &cs, const
     gradientsAll.add(chunkForward);
     gradientsAll.add(chunkLabels.program());
     gradientsAll.add(backward);
+    CopyList keepGrad; // the chunk's dL/dI (direct input: sum_t), for the input gradient
+    for (auto &sh : b.layers[0].shards) {
+      if (sh.currentGradSumAll.valid()) {
+        const std::size_t size = sh.currentGradSum.numElements();
+        keepGrad.add(sh.currentGradSum, sh.currentGradSumAll.slice(m * size, (m + 1) * size));
+      }
+      if (sh.inputGradAll.valid()) {
+        const std::size_t size = sh.inputGradSteps.numElements();
+        keepGrad.add(sh.inputGradSteps, sh.inputGradAll.slice(m * size, (m + 1) * size));
+      }
+    }
+    gradientsAll.add(keepGrad.program());
     gradientsAll.add(m == 0 ? firstChunkGrads.program() : Program(Execute(cs.accumulate)));
   }
   return {forwardAll, gradientsAll, Sequence{Execute(cs.optimiser)}};
@@ -181,6 +207,11 @@ void createHostStreams(GraphBuild &b) {
       Shard &sh = layer.shards[k];
       const std::string id = std::to_string(layer.index) + "/" + std::to_string(k);
       graph.createHostRead("overflow" + id, chunked ? sh.overflowAll : sh.overflow);
+      if (sh.currentGradSum.valid()) // direct input: sum_t dL/dI, for the input gradient
+        graph.createHostRead("current_grad_sum" + id,
+                             chunked ? sh.currentGradSumAll : sh.currentGradSum);
+      if (sh.inputGradSteps.valid()) // [T, B, N_in] input: dL/dI of every step
+        graph.createHostRead("input_grad" + id, chunked ? sh.inputGradAll : sh.inputGradSteps);
       for (unsigned p = 0; p < NUM_PARAMS; ++p) {
         if (!layer.hasParam(p))
           continue;

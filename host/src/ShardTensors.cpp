@@ -66,13 +66,15 @@ struct ShardTensorMaker {
         FLOAT, 2 * n + (l + 1 < layers.size() ? codes::pushWidth(layers[l + 1].spec.outputs) : 0),
         tile, name + "bwd_scratch", L);
     // The surrogate kept for the backward: dense without a sparse rule (every entry carries
-    // gradient), else only beside the id buffers' entries (spikes, gradient candidates).
-    if (layer.spec.sparseRule == SparseRule::None)
+    // gradient), else the gradient trace, sized by activity over all (step, sample).
+    if (layer.spec.sparseRule == SparseRule::None) {
       sh.surrTrace = b.zeros(FLOAT, std::size_t(T) * B * n, tile, name + "surrogate_trace", L);
-    else
-      sh.surrValues = b.zeros(FLOAT, std::size_t(T) * B * (layer.stride - codes::BUFFER_HEADER),
-                              tile, name + "surrogate_values", L);
-    sh.idTrace = b.zeros(INT, std::size_t(T) * B * layer.stride, tile, name + "id_trace", L);
+    } else {
+      sh.gradEntries = b.zeros(INT, std::size_t(codes::traceStarts(T, B)) + sh.traceCapacity, tile,
+                               name + "grad_entries", L);
+      sh.gradValues = b.zeros(FLOAT, sh.traceCapacity, tile, name + "grad_values", L);
+    }
+    sh.idTrace = b.zeros(INT, layer.idTraceSize, tile, name + "id_trace", L);
     const bool feedsNext = l + 1 < layers.size();
     if (layer.a2a || (stepMajor && feedsNext))
       sh.outIds = b.zeros(INT, B * layer.stride, tile, name + "ids", L);
@@ -92,6 +94,9 @@ struct ShardTensorMaker {
       sh.xLocal = b.zeros(FLOAT, std::size_t(B) * nIn, tile, name + "x", L);
       sh.current = b.zeros(FLOAT, B * n, tile, name + "current", L);
       sh.currentGradSum = b.zeros(FLOAT, B * n, tile, name + "current_grad_sum", L);
+      if (b.chunks() > 1) // every chunk's, read by the host for the input gradient
+        sh.currentGradSumAll =
+            b.zeros(FLOAT, b.chunks() * B * n, tile, name + "current_grad_sum_all", L);
     } else if (layer.inputMode == codes::INPUT_DENSE_STEPS) {
       sh.xLocal = b.zeros(FLOAT, std::size_t(T) * B * nIn, tile, name + "x", L);
     } else if (layer.inputMode == codes::INPUT_PARTIAL_CURRENT) {
@@ -100,8 +105,8 @@ struct ShardTensorMaker {
                                name + "partial_current", L);
     } else {
       const Layer &prev = layers[l - 1];
-      sh.inRecv = b.zeros(INT, prev.shards.size() * (stepMajor ? 1 : T) * B * prev.stride, tile,
-                          name + "in_ids", L);
+      const std::size_t slot = stepMajor ? std::size_t(B) * prev.stride : prev.idTraceSize;
+      sh.inRecv = b.zeros(INT, prev.shards.size() * slot, tile, name + "in_ids", L);
     }
   }
 
@@ -115,14 +120,22 @@ struct ShardTensorMaker {
       sh.nextGradWeights = b.zeros(FLOAT, n * nextN, tile, name + "next_grad_weights", L);
     }
     const bool dense = layer.spec.sparseRule == SparseRule::None;
-    if (l > 0)
+    const bool keepsInputGrad = l == 0 && b.spec.inputGrad && b.spec.input == InputMode::PerStep;
+    if (l > 0 || keepsInputGrad)
       sh.gradOut =
           b.zeros(FLOAT, std::size_t(stepMajor ? 1 : T) * B * n, tile, name + "grad_out", L);
+    if (keepsInputGrad) { // dL/dI of every step (and chunk), for the input gradient
+      const std::size_t steps = std::size_t(T) * B * n;
+      sh.inputGradSteps =
+          stepMajor ? b.zeros(FLOAT, steps, tile, name + "input_grad_steps", L) : sh.gradOut;
+      if (b.chunks() > 1)
+        sh.inputGradAll = b.zeros(FLOAT, b.chunks() * steps, tile, name + "input_grad_all", L);
+    }
     if (layer.a2a) {
       sh.recRecv = b.zeros(INT, layer.shards.size() * B * layer.stride, tile, name + "rec_ids", L);
       if (!stepMajor)
         sh.ownTraces =
-            b.zeros(INT, layer.shards.size() * T * B * layer.stride, tile, name + "own_ids", L);
+            b.zeros(INT, layer.shards.size() * layer.idTraceSize, tile, name + "own_ids", L);
       sh.gradStep = b.zeros(FLOAT, std::size_t(B) * n, tile, name + "grad_step", L);
       sh.ownGrad = b.zeros(FLOAT, std::size_t(B) * N, tile, name + "own_grad", L);
       sh.ownWeights = b.zeros(FLOAT, std::size_t(n) * N, tile, name + "own_weights", L);

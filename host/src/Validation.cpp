@@ -151,6 +151,12 @@ void NetworkSpec::validate() const {
     invalid("NetworkSpec.numSteps must be >= 1, got 0");
   if (!(maxActivity > 0.0f && maxActivity <= 1.0f))
     invalid("NetworkSpec.maxActivity must lie in (0, 1], got " + str(maxActivity));
+  if (!(traceActivity >= 0.0f && traceActivity <= 1.0f))
+    invalid("NetworkSpec.traceActivity must lie in [0, 1] (0: as maxActivity), got " +
+            str(traceActivity));
+  if (!(spikeActivity >= 0.0f && spikeActivity <= 1.0f))
+    invalid("NetworkSpec.spikeActivity must lie in [0, 1] (0: as maxActivity), got " +
+            str(spikeActivity));
   for (std::size_t l = 0; l < layers.size(); ++l)
     validateLayer(*this, l);
   validateLoss(*this);

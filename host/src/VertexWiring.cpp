@@ -163,7 +163,8 @@ struct ShardWiring : Wiring {
     b.graph->connect(v["prevSpikes"], sh.prevSpikes);
     b.graph->connect(v["scratch"], sh.fwdScratch);
     b.graph->connect(v["surrTrace"], orElse(sh.surrTrace, b.dummyOut(FLOAT, tile)));
-    b.graph->connect(v["surrValues"], orElse(sh.surrValues, b.dummyOut(FLOAT, tile)));
+    b.graph->connect(v["gradEntries"], orElse(sh.gradEntries, b.dummyOut(INT, tile)));
+    b.graph->connect(v["gradValues"], orElse(sh.gradValues, b.dummyOut(FLOAT, tile)));
     b.graph->connect(v["idTrace"], sh.idTrace);
     b.graph->connect(v["outIds"], orElse(sh.outIds, b.dummyOut(INT, tile)));
     b.graph->connect(v["prevIds"], orElse(sh.prevIds, b.dummyOut(INT, tile)));
@@ -173,6 +174,8 @@ struct ShardWiring : Wiring {
     b.graph->connect(v["partialIn"], orElse(sh.partialRecv, fIn));
     setShardFields(v);
     setField(v, "capacity", sh.capacity);
+    setField(v, "traceCapacity", sh.traceCapacity);
+    setField(v, "spikeCapacity", sh.spikeCapacity);
     setField(v, "surrogate", surrogate);
     setField(v, "rule", rule);
     setField(v, "record", unsigned(layer.isOutput));
@@ -203,7 +206,8 @@ struct ShardWiring : Wiring {
     b.graph->connect(v["ownWeights"], orElse(sh.ownWeights, fIn));
     b.graph->connect(v["ownWeightsT"], orElse(sh.ownWeightsT, b.dummyOut(FLOAT, tile)));
     b.graph->connect(v["surrTrace"], orElse(sh.surrTrace, fIn));
-    b.graph->connect(v["surrValues"], orElse(sh.surrValues, fIn));
+    b.graph->connect(v["gradEntries"], orElse(sh.gradEntries, iIn));
+    b.graph->connect(v["gradValues"], orElse(sh.gradValues, fIn));
     b.graph->connect(v["idTrace"], sh.idTrace);
     b.graph->connect(v["inIds"], orElse(sh.inRecv, iIn));
     b.graph->connect(v["denseIn"], layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : fIn);
@@ -238,8 +242,12 @@ struct ShardWiring : Wiring {
     VertexWork bw = work;
     if (layer.inputMode == codes::INPUT_PARTIAL_CURRENT) // its dL/dW comes from the pushers
       bw.activeInputs = 0;
-    // dL/dS entries computed: all of the shard without a rule, else its candidates.
-    const unsigned candidates = s.sparseRule == SparseRule::None ? n : sh.capacity;
+    // dL/dS entries computed per (step, sample): all of the shard without a rule, else
+    // its gradient trace's (its capacity spread over the rows).
+    const unsigned candidates =
+        s.sparseRule == SparseRule::None
+            ? n
+            : (sh.traceCapacity + b.steps() * b.batch() - 1) / (b.steps() * b.batch());
     bw.activeCandidates = (next ? candidates * next->spec.outputs / std::max(1u, n) : 0) +
                           (layer.a2a ? candidates * s.outputs / std::max(1u, n) : 0);
     setEstimate(v, "LifBackward", bw);
@@ -264,7 +272,6 @@ struct ShardWiring : Wiring {
       setField(p, "batch", B);
       setField(p, "numNeurons", n);
       setField(p, "numSteps", T);
-      setField(p, "stride", layer.stride);
       setField(p, "offset", sh.first);
       setField(p, "nextShardSize", next->shardSize);
       setField(p, "nextLayerSize", next->spec.outputs);

@@ -40,10 +40,22 @@ enum Loss : unsigned {
   CE_MAX_MEMBRANE = 4
 };
 
-// A spike buffer per (step, sample, shard): [spike count, spike + candidate count, ids...].
+// A spike buffer per (step, sample, shard): [spike count, spike count, ids...] (the second
+// count is kept so that every reader sees one header; gradient candidates are in the
+// gradient trace, below). A shard's buffers of all steps (its id trace) are stored one after
+// the other behind traceStarts(T, B) starts (offsets from the trace's beginning), so the
+// trace's size follows the spikes of all steps, not the busiest one; a buffer sent per step
+// (step-major schedule, recurrence) has a fixed stride instead.
 constexpr unsigned BUFFER_HEADER = 2;
+// A sparse rule's gradient trace per shard: the entries whose masked surrogate is non-zero
+// (spikes inside the rule and gradient candidates), compressed over all (step, sample):
+// [T*B + 1 starts][entries: local neuron ids] beside their surrogate values, so its size
+// follows the mean activity, not the peak of one (step, sample).
+constexpr unsigned traceStarts(unsigned steps, unsigned batch) { return steps * batch + 1; }
 // overflow[OVERFLOWED] buffers that overflowed; overflow[FIRST_STEP] = first such step + 1;
-// overflow[MOST_NEEDED] = largest number of entries a buffer needed.
+// overflow[MOST_NEEDED] = largest number of entries a buffer needed; overflow[TRACE_NEEDED] =
+// entries the gradient trace needed in all (it overflowed if more than it holds);
+// overflow[SPIKES_NEEDED] = spike ids the id trace needed in all (likewise).
 // A pushing shard keeps the next layer's weights as rows of pushWidth(N_next) floats
 // (zero-padded) and sums them PUSH_CHUNK columns at a time in registers.
 constexpr unsigned PUSH_CHUNK = 16;
@@ -53,7 +65,9 @@ enum OverflowField : unsigned {
   OVERFLOWED = 0,
   FIRST_STEP = 1,
   MOST_NEEDED = 2,
-  OVERFLOW_FIELDS = 3
+  TRACE_NEEDED = 3,
+  SPIKES_NEEDED = 4,
+  OVERFLOW_FIELDS = 5
 };
 
 } // namespace codes

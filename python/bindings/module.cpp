@@ -118,6 +118,9 @@ popsnn::NetworkSpec specFromDict(const py::dict &d) {
   spec.numSteps = d["num_steps"].cast<unsigned>();
   spec.input = choose("input", get<std::string>(d, "input", nameOf(spec.input, kInputs)), kInputs);
   spec.maxActivity = get<float>(d, "max_activity", spec.maxActivity);
+  spec.traceActivity = get<float>(d, "trace_activity", spec.traceActivity);
+  spec.spikeActivity = get<float>(d, "spike_activity", spec.spikeActivity);
+  spec.inputGrad = get<bool>(d, "input_grad", spec.inputGrad);
   return spec;
 }
 
@@ -156,6 +159,8 @@ py::dict defaultsDict() {
   run["batch_size"] = n.batchSize;
   run["num_steps"] = n.numSteps;
   run["max_activity"] = n.maxActivity;
+  run["trace_activity"] = n.traceActivity;
+  run["spike_activity"] = n.spikeActivity;
   py::dict out;
   out["neuron"] = neuron;
   out["loss"] = lossD;
@@ -412,6 +417,27 @@ PYBIND11_MODULE(_native, m) {
             return py::make_tuple(loss, paramsToList(self.net->spec(), grads), spikes);
           },
           "x, labels, valid -> (loss, grads, output spikes)")
+      .def(
+          "loss_and_input_grad",
+          [](PyNetwork &self, FloatArray x, IntArray labels, unsigned valid) {
+            self.checkInputs(x, &labels);
+            auto spikes = self.newSpikes();
+            const popsnn::NetworkSpec &spec = self.net->spec();
+            std::vector<py::ssize_t> shape{py::ssize_t(spec.batchSize),
+                                           py::ssize_t(spec.layers[0].inputs)};
+            if (spec.input != popsnn::InputMode::Direct)
+              shape.insert(shape.begin(), py::ssize_t(spec.numSteps));
+            py::array_t<float> dx(shape);
+            float *out = spikes.mutable_data(), *dxOut = dx.mutable_data();
+            std::vector<popsnn::LayerParams> grads;
+            float loss;
+            {
+              py::gil_scoped_release release;
+              loss = self.net->lossAndGrad(x.data(), labels.data(), valid, grads, out, dxOut);
+            }
+            return py::make_tuple(loss, paramsToList(spec, grads), spikes, dx);
+          },
+          "x, labels, valid -> (loss, grads, output spikes, dL/dx shaped as x)")
       .def("infer",
            [](PyNetwork &self, FloatArray x) {
              self.checkInputs(x, nullptr);

@@ -1,13 +1,13 @@
 """popsnn: sparse spiking neural network training for Graphcore IPUs.
 
-The network description uses snnTorch's names (Leaky, Synaptic, RLeaky, Lapicque,
+The network description uses snnTorch's names (Leaky, Synaptic, RLeaky, Lapicque, Alpha,
 surrogate.fast_sigmoid, ...); the dense NumPy reference in `popsnn.reference`
 is the oracle every engine is checked against.
 """
 
-from . import encoders, losses, optim, reference, sparse, surrogate
+from . import encoders, losses, optim, precision, reference, sparse, surrogate
 from .conv import AvgPool2d, Conv2d, Flatten, MaxPool2d
-from .layers import Lapicque, Leaky, Linear, RLeaky, Sequential, Synaptic
+from .layers import Alpha, Lapicque, Leaky, Linear, RLeaky, Sequential, Synaptic
 from .model import Model
 from .nir_interop import export_to_nir, import_from_nir
 
@@ -19,6 +19,7 @@ __all__ = [
     "Flatten",
     "MaxPool2d",
     "Lapicque",
+    "Alpha",
     "Leaky",
     "Linear",
     "RLeaky",
@@ -27,6 +28,7 @@ __all__ = [
     "encoders",
     "losses",
     "optim",
+    "precision",
     "reference",
     "sparse",
     "surrogate",

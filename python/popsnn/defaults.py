@@ -50,6 +50,8 @@ RUN = {
     "num_steps": 25,
     "batch_size": 128,
     "max_activity": 1.0,  # spike-buffer capacity: never overflows
+    "trace_activity": 0.0,  # gradient trace over all steps: 0 = as max_activity
+    "spike_activity": 0.0,  # spike ids over all steps: 0 = as max_activity
 }
 
 SCHEMA = {"neuron": NEURON, "loss": LOSS, "optimizer": OPTIMIZER, "run": RUN}

@@ -28,10 +28,19 @@ import numpy as np
 from . import losses as _losses
 from . import reference as _reference
 
-__all__ = ["World", "world", "DataParallelModel", "data_parallel", "shard", "local_batch_size"]
+__all__ = [
+    "World",
+    "world",
+    "launched_rank",
+    "DataParallelModel",
+    "data_parallel",
+    "shard",
+    "local_batch_size",
+]
 
 # Set by Open MPI's and MPICH's (Hydra) launchers in every rank they start.
 _SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK")
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,16 @@ def _launched_ranks() -> int:
         if value.isdigit():
             return int(value)
     return 1
+
+
+def launched_rank() -> tuple:
+    """(rank, size) as the MPI launcher set them, without starting MPI (error reporting)."""
+    size = _launched_ranks()
+    for var in _RANK_VARS:
+        value = os.environ.get(var, "")
+        if size > 1 and value.isdigit():
+            return int(value), size
+    return 0, 1
 
 
 def world() -> World:
@@ -178,9 +197,13 @@ class DataParallelModel:
             else (0.0, None, None)
         )
         value, grads = self._reduce(value, grads, count, len(np.asarray(y)))
-        params = self.model.get_params()
-        self.optimizer.step(params, grads)
-        self.model.set_params(params)
+        # float16: the allreduced gradients are the same on every rank, so every rank's loss
+        # scaler skips (an inf or NaN reached the sum) or applies the same step.
+        scaler = self.model.loss_scaler
+        if scaler is None or scaler.update(grads):
+            params = self.model.get_params()
+            self.optimizer.step(params, grads)
+            self.model.set_params(params)
         return value, self._gather(local)
 
     def infer(self, x):

@@ -1,6 +1,6 @@
 """snnTorch interop: a PyTorch `nn.Sequential` of `nn.Linear` / `nn.Conv2d` (with `nn.MaxPool2d`,
-`nn.AvgPool2d`, `nn.Flatten`) and `snn.Leaky` / `snn.Synaptic` / `snn.RLeaky` / `snn.Lapicque`
-layers to a popsnn network and its parameters, and back.
+`nn.AvgPool2d`, `nn.Flatten`) and `snn.Leaky` / `snn.Synaptic` / `snn.RLeaky` / `snn.Lapicque` /
+`snn.Alpha` layers to a popsnn network and its parameters, and back.
 
     net, params = popsnn.interop.from_snntorch(torch_model)
     torch_model = popsnn.interop.to_snntorch(net, params)
@@ -8,11 +8,16 @@ layers to a popsnn network and its parameters, and back.
     net, params = popsnn.interop.from_snntorch(csnn_model, input_shape=(1, 28, 28))
 
 Weights and neuron parameters (beta, alpha, Lapicque's R, C and time step, threshold, reset
-mechanism, surrogate, recurrent weights) are copied. Anything popsnn cannot express the same
-way (other layer types, a beta that differs between neurons, learnable beta/threshold/alpha, a
-frozen recurrence, inhibition, graded spikes, immediate reset `reset_delay=False`, an unknown
-surrogate) raises `InteropError` naming the layer and the setting, rather than converting
-approximately. torch and snntorch are imported only when these functions are called.
+mechanism, surrogate, recurrent weights) are copied, one value per layer or one per neuron
+(a per-neuron tensor of equal values, as snnTorch's NIR export writes, is that one value
+unless the layer learns it); learn_beta / learn_threshold become the layer's flags with the
+trained values in its params.
+Anything popsnn cannot express the same way (other layer types, a learnable alpha, a learnable
+beta on Lapicque, a frozen recurrence, inhibition, graded spikes, immediate reset
+`reset_delay=False`, an unknown surrogate) raises `InteropError` naming the layer and the
+setting, rather than converting approximately. The parameters keep the model's dtype
+(float32 or float64) unless `dtype` is given.
+torch and snntorch are imported only when these functions are called.
 """
 
 from __future__ import annotations
@@ -89,22 +94,58 @@ def _scalar(layer, name: str, where: str) -> float:
     return float(flat[0])
 
 
+def _constant(layer, name: str, where: str, learned: bool = False):
+    """A neuron constant as popsnn's layer takes it: a float, or a 1-D array (one per neuron).
+    Equal per-neuron values are one value (see _scalar), unless the layer learns them: a
+    trained per-neuron tensor stays per neuron, as it trains apart."""
+    value = getattr(layer, name)
+    array = value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
+    flat = array.ravel()
+    if flat.size == 1 or (not learned and flat.size and np.all(flat == flat[0])):
+        return float(flat[0])
+    if array.ndim != 1:
+        raise InteropError(
+            f"{where}: {name} has shape {tuple(array.shape)}; popsnn takes one {name} per "
+            f"layer or a 1-D array with one per neuron"
+        )
+    return array.astype(np.float64)
+
+
 def _numpy(tensor, dtype) -> np.ndarray:
     return tensor.detach().cpu().numpy().astype(dtype)
 
 
-# snnTorch keeps a neuron parameter as an nn.Parameter when its learn_* flag is set; popsnn's
-# are constants of the layer, so converting would silently stop them learning.
-_LEARN_FLAGS = {"beta": "learn_beta", "threshold": "learn_threshold", "alpha": "learn_alpha"}
-
-
-def _check_trainability(layer, where: str, torch) -> None:
-    for name, flag in _LEARN_FLAGS.items():
+def _learned(layer, torch) -> dict:
+    """{name: trainable nn.Parameter} of the layer's neuron constants (snnTorch keeps one as a
+    Parameter when its learn_* flag is set)."""
+    out = {}
+    for name in ("alpha", "beta", "threshold"):
         value = getattr(layer, name, None)
         if isinstance(value, torch.nn.Parameter) and value.requires_grad:
+            out[name] = value
+    return out
+
+
+def _check_trainability(layer, where: str, torch, snntorch) -> None:
+    learned = _learned(layer, torch)
+    if "alpha" in learned:
+        raise InteropError(
+            f"{where}: learn_alpha=True makes alpha trainable, which popsnn does not support; "
+            f"build the layer with learn_alpha=False"
+        )
+    if "beta" in learned and isinstance(layer, snntorch.Lapicque):
+        raise InteropError(
+            f"{where}: learn_beta=True on Lapicque is not supported by popsnn (its update "
+            f"uses R and C); build the layer with learn_beta=False"
+        )
+    # Anything else trainable (learn_graded_spikes_factor, a future snnTorch parameter)
+    # would silently stop training after conversion.
+    carried = {"beta", "threshold", "V"}
+    for name, param in layer.named_parameters():
+        if param.requires_grad and name not in carried and not name.startswith("recurrent."):
             raise InteropError(
-                f"{where}: {flag}=True makes {name} trainable, but popsnn keeps {name} fixed; "
-                f"build the layer with {flag}=False"
+                f"{where}: its trainable parameter {name!r} has no popsnn equivalent; "
+                f"build the layer without learning {name}"
             )
     recurrent = [p for n, p in layer.named_parameters() if n.startswith("recurrent.")]
     frozen = getattr(layer, "V", None) is not None and not getattr(layer, "all_to_all", True)
@@ -118,7 +159,7 @@ def _check_trainability(layer, where: str, torch) -> None:
 
 def _neuron_from_torch(layer, where: str):
     torch, snntorch = _import_torch()
-    _check_trainability(layer, where, torch)
+    _check_trainability(layer, where, torch, snntorch)
     for flag, meaning in (("inhibition", "inhibition=True"), ("state_quant", "state_quant")):
         if getattr(layer, flag, False):
             raise InteropError(
@@ -137,12 +178,19 @@ def _neuron_from_torch(layer, where: str):
         )
     if getattr(layer, "surrogate_disable", False):
         raise InteropError(f"{where}: surrogate_disable=True has no popsnn equivalent")
+    learned = _learned(layer, torch)
+    threshold = _constant(layer, "threshold", where, "threshold" in learned)
     common = dict(
-        threshold=_scalar(layer, "threshold", where),
+        threshold=threshold,
+        learn_threshold="threshold" in learned,
         reset_mechanism=layer.reset_mechanism,
         surrogate=_surrogate_from_torch(layer.spike_grad, where),
     )
-    beta = _scalar(layer, "beta", where)
+    # A trained beta may have left [0, 1] (snnTorch clamps where it is used): the layer
+    # keeps the clamped start value, the params the trained one.
+    beta = _constant(layer, "beta", where, "beta" in learned)
+    beta = np.clip(beta, 0.0, 1.0) if "beta" in learned else beta
+    learn = dict(learn_beta="beta" in learned)
     try:
         if isinstance(layer, snntorch.Lapicque):  # its update uses R, C and time_step only
             return _layers.Lapicque(
@@ -151,18 +199,22 @@ def _neuron_from_torch(layer, where: str):
                 time_step=_scalar(layer, "time_step", where),
                 **common,
             )
+        if isinstance(layer, snntorch.Alpha):
+            alpha = _constant(layer, "alpha", where)
+            return _layers.Alpha(alpha=alpha, beta=beta, **learn, **common)
         if isinstance(layer, snntorch.RLeaky):
-            return _layers.RLeaky(beta=beta, all_to_all=bool(layer.all_to_all), **common)
+            return _layers.RLeaky(beta=beta, all_to_all=bool(layer.all_to_all), **learn, **common)
         if isinstance(layer, snntorch.Synaptic):
-            return _layers.Synaptic(alpha=_scalar(layer, "alpha", where), beta=beta, **common)
-        return _layers.Leaky(beta=beta, **common)
+            alpha = _constant(layer, "alpha", where)
+            return _layers.Synaptic(alpha=alpha, beta=beta, **learn, **common)
+        return _layers.Leaky(beta=beta, **learn, **common)
     except ValueError as err:
         raise InteropError(f"{where}: {err}") from None
 
 
 _SUPPORTED = (
     "nn.Linear, nn.Conv2d, nn.MaxPool2d, nn.AvgPool2d, nn.Flatten, snn.Leaky, "
-    "snn.Synaptic, snn.RLeaky, snn.Lapicque"
+    "snn.Synaptic, snn.RLeaky, snn.Lapicque, snn.Alpha"
 )
 
 
@@ -216,19 +268,22 @@ def _recurrent_params(m, neuron, n: int, where: str, dtype, torch) -> dict:
     return {"recurrent_weight": np.broadcast_to(v, (n,)).copy()}
 
 
-def from_snntorch(model, dtype=np.float32, input_shape=None) -> tuple:
+def from_snntorch(model, dtype=None, input_shape=None) -> tuple:
     """(popsnn.Sequential, params) from an `nn.Sequential` of stages, each one nn.Linear or
     nn.Conv2d (with nn.MaxPool2d / nn.AvgPool2d / nn.Flatten around it) and an snnTorch
-    Leaky / Synaptic / RLeaky / Lapicque. A leading `nn.Flatten` is dropped (popsnn takes
-    [B, N] input flat); a model starting with nn.Conv2d needs `input_shape=(C, H, W)`."""
+    Leaky / Synaptic / RLeaky / Lapicque / Alpha. A leading `nn.Flatten` is dropped (popsnn
+    takes [B, N] input flat); a model starting with nn.Conv2d needs `input_shape=(C, H, W)`.
+    `dtype`: the parameters' (np.float32 or np.float64); default the model's."""
     torch, snntorch = _import_torch()
     neurons = (snntorch.Leaky, snntorch.Synaptic, snntorch.RLeaky, snntorch.Lapicque)
+    neurons += (snntorch.Alpha,)
     modules = list(model.children()) if isinstance(model, torch.nn.Sequential) else None
     if modules is None:
         raise InteropError(
             f"expected a torch.nn.Sequential, got {type(model).__name__}; put "
             f"the layers in nn.Sequential(nn.Linear, snn.Leaky, ...)"
         )
+    dtype = _model_dtype(model, torch) if dtype is None else np.dtype(dtype)
     if modules and isinstance(modules[0], torch.nn.Flatten) and input_shape is None:
         modules = modules[1:]
     layers, params = [], []
@@ -237,10 +292,15 @@ def from_snntorch(model, dtype=np.float32, input_shape=None) -> tuple:
         if type(m) is torch.nn.Linear:
             layers.append(_layers.Linear(m.in_features, m.out_features, bias=m.bias is not None))
         elif type(m) in neurons:
-            layers.append(_neuron_from_torch(m, where))
-            if isinstance(layers[-1], _layers.RLeaky) and params:
+            neuron = _neuron_from_torch(m, where)
+            layers.append(neuron)
+            if not params:
+                continue  # Sequential names the missing weighted layer
+            if isinstance(neuron, _layers.RLeaky):
                 n = params[-1]["weight"].shape[0]
-                params[-1].update(_recurrent_params(m, layers[-1], n, where, dtype, torch))
+                params[-1].update(_recurrent_params(m, neuron, n, where, dtype, torch))
+            for name, value in _learned(m, torch).items():  # the trained values, unclamped
+                params[-1][name] = _numpy(value, dtype).reshape(np.shape(getattr(neuron, name)))
             continue
         else:
             layer = _shape_layer_from_torch(m, where, torch)
@@ -268,6 +328,18 @@ def from_snntorch(model, dtype=np.float32, input_shape=None) -> tuple:
     return net, params
 
 
+def _model_dtype(model, torch) -> np.dtype:
+    """The dtype of the model's first nn.Linear / nn.Conv2d weight (float32 or float64)."""
+    weighted = [m for m in model.children() if type(m) in (torch.nn.Linear, torch.nn.Conv2d)]
+    weight_dtype = weighted[0].weight.dtype if weighted else torch.float32
+    if weight_dtype not in (torch.float32, torch.float64):
+        raise InteropError(
+            f"the model's weights are {weight_dtype}; popsnn converts float32 or float64 "
+            f"models: call model.float() or model.double() first"
+        )
+    return np.dtype(np.float64 if weight_dtype == torch.float64 else np.float32)
+
+
 def _torch_module(op, p, tdtype, torch):
     """The torch module for a popsnn Linear / Conv2d / pooling / Flatten, holding p's weights."""
     nn = torch.nn
@@ -292,30 +364,38 @@ def _torch_module(op, p, tdtype, torch):
 
 
 def _snntorch_neuron(neuron, p, n: int, output: bool, tdtype, torch, snntorch):
+    constant = _torch_constants(torch, neuron, p, tdtype)
     common = dict(
-        threshold=neuron.threshold,
+        threshold=constant("threshold"),
+        learn_threshold=neuron.learn_threshold,
         reset_mechanism=neuron.reset_mechanism,
         spike_grad=snntorch_surrogate(neuron.surrogate),
         init_hidden=True,
         output=output,
     )
+    learn = {"learn_beta": True} if getattr(neuron, "learn_beta", False) else {}
     if isinstance(neuron, _layers.RLeaky):
         if neuron.all_to_all:
-            cell = snntorch.RLeaky(beta=neuron.beta, linear_features=n, all_to_all=True, **common)
+            cell = snntorch.RLeaky(
+                beta=constant("beta"), linear_features=n, all_to_all=True, **learn, **common
+            )
             cell.recurrent = cell.recurrent.to(tdtype)
             with torch.no_grad():
                 cell.recurrent.weight.copy_(torch.from_numpy(p["recurrent_weight"]))
                 cell.recurrent.bias.copy_(torch.from_numpy(p["recurrent_bias"]))
         else:
             v = torch.from_numpy(p["recurrent_weight"].copy())
-            cell = snntorch.RLeaky(beta=neuron.beta, all_to_all=False, V=v, **common)
+            cell = snntorch.RLeaky(beta=constant("beta"), all_to_all=False, **learn, V=v, **common)
     elif isinstance(neuron, _layers.Synaptic):
-        cell = snntorch.Synaptic(alpha=neuron.alpha, beta=neuron.beta, **common)
+        cell = snntorch.Synaptic(alpha=constant("alpha"), beta=constant("beta"), **learn, **common)
+    elif isinstance(neuron, _layers.Alpha):
+        cell = snntorch.Alpha(alpha=constant("alpha"), beta=constant("beta"), **learn, **common)
     elif isinstance(neuron, _layers.Lapicque):
-        R, C = neuron.resistance_capacitance()
-        cell = snntorch.Lapicque(R=R, C=C, time_step=neuron.time_step, **common)
+        R, C = (torch.tensor(v, dtype=tdtype) for v in neuron.resistance_capacitance())
+        step = torch.tensor(neuron.time_step, dtype=tdtype)
+        cell = snntorch.Lapicque(R=R, C=C, time_step=step, **common)
     else:
-        cell = snntorch.Leaky(beta=neuron.beta, **common)
+        cell = snntorch.Leaky(beta=constant("beta"), **learn, **common)
     return cell.to(tdtype)
 
 
@@ -340,6 +420,18 @@ def to_snntorch(net: _layers.Sequential, params):
         modules.append(neuron)
         index += 1
     return torch.nn.Sequential(*modules)
+
+
+def _torch_constants(torch, neuron, p, tdtype):
+    """constant(name): the layer's neuron constant as a tensor in the model's dtype (a Python
+    float would become a float32 tensor: 0.9 would not be 0.9 in a float64 model), the
+    trained value from `p` when the layer learns it, 1-D when given per neuron."""
+
+    def constant(name):
+        value = p[name] if name in p else getattr(neuron, name)
+        return torch.tensor(np.asarray(value, dtype=np.float64), dtype=tdtype)
+
+    return constant
 
 
 def run_snntorch(model, x, num_steps: int | None = None, input_shape=None) -> np.ndarray:

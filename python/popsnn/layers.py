@@ -15,6 +15,11 @@ same description and the same parameter layout:
     "bias"              [out]        [C_out] for Conv2d (absent when bias=False)
     "recurrent_weight"  [out, out]   RLeaky(all_to_all=True), V; [out] when one-to-one
     "recurrent_bias"    [out]        RLeaky(all_to_all=True) only, b_V
+    "beta"              [] or [out]  learn_beta=True: the trained beta (one per layer or neuron)
+    "threshold"         [] or [out]  learn_threshold=True: the trained threshold
+
+A neuron constant given as a 1-D array (e.g. `Leaky(beta=np.array([...]))`) is per neuron,
+as snnTorch takes a tensor; the layer keeps it as a tuple of floats (hashable, immutable).
 """
 
 from __future__ import annotations
@@ -45,9 +50,39 @@ class Linear:
         positive_int("out_features", self.out_features)
 
 
+def per_neuron(name: str, value, check):
+    """A neuron constant: a float (one per layer) or, from a 1-D array, a tuple of floats
+    (one per neuron), each passed through `check(name, float)`."""
+    if np.ndim(value) == 0:
+        return check(name, value.item() if hasattr(value, "item") else value)
+    array = np.asarray(value)
+    if array.ndim != 1 or array.size == 0 or array.dtype.kind not in "iuf":
+        raise ValueError(
+            f"{name} must be a number or a 1-D array with one real value per neuron, got "
+            f"shape {array.shape} dtype {array.dtype}"
+        )
+    return tuple(check(f"{name}[{i}]", float(v)) for i, v in enumerate(array))
+
+
+def _threshold(name: str, value) -> float:
+    value = finite_real(name, value)
+    if value <= 0:
+        raise ValueError(f"{name} must be > 0, got {value}")
+    return value
+
+
+def _flag(name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True, kw_only=True)
 class _Neuron:
-    threshold: float = NEURON["threshold"]
+    threshold: float | tuple = NEURON["threshold"]
+    learn_threshold: bool = False
+    # snnTorch's winner-take-all option; refused until popsnn supports it (an error, not a drop).
+    inhibition: bool = False
     reset_mechanism: str = NEURON["reset_mechanism"]
     # snnTorch's default, so the same network means the same gradients in both libraries.
     surrogate: _surrogate.Surrogate = field(
@@ -56,9 +91,13 @@ class _Neuron:
     sparse: SparseRule | None = None
 
     def _check_common(self):
-        finite_real("threshold", self.threshold)
-        if self.threshold <= 0:
-            raise ValueError(f"threshold must be > 0, got {self.threshold}")
+        object.__setattr__(self, "threshold", per_neuron("threshold", self.threshold, _threshold))
+        _flag("learn_threshold", self.learn_threshold)
+        if _flag("inhibition", self.inhibition):
+            raise ValueError(
+                "inhibition=True (winner-take-all firing) is not supported by popsnn yet; "
+                "build the layer with inhibition=False"
+            )
         one_of("reset_mechanism", self.reset_mechanism, RESET_MECHANISMS)
         object.__setattr__(self, "surrogate", _surrogate.get(self.surrogate))
         if self.sparse is not None and not isinstance(self.sparse, SparseRule):
@@ -69,22 +108,40 @@ class _Neuron:
         if (
             self.sparse is not None
             and self.sparse.kind == "one_sided"
-            and self.sparse.value >= self.threshold
+            and self.sparse.value >= np.min(self.threshold)
         ):
             raise ValueError(
                 f"one_sided theta_grad must be below the threshold "
-                f"({self.threshold}), got {self.sparse.value}; e.g. 0.9 * threshold"
+                f"({np.min(self.threshold)}), got {self.sparse.value}; e.g. 0.9 * threshold"
             )
+
+    def per_neuron_constants(self) -> dict:
+        """{name: length} of the constants given one per neuron."""
+        return {
+            name: len(getattr(self, name))
+            for name in ("alpha", "beta", "threshold")
+            if isinstance(getattr(self, name, None), tuple)
+        }
+
+    def learned(self) -> tuple:
+        """The names of the constants trained as parameters ("beta", "threshold")."""
+        flags = (("beta", "learn_beta"), ("threshold", "learn_threshold"))
+        return tuple(name for name, flag in flags if getattr(self, flag, False))
 
 
 @dataclass(frozen=True)
 class Leaky(_Neuron):
-    """LIF neuron: U[t] = beta*U[t-1] + I[t] - R[t]*threshold (reset 'subtract')."""
+    """LIF neuron: U[t] = beta*U[t-1] + I[t] - R[t]*threshold (reset 'subtract').
 
-    beta: float
+    beta and threshold: one value or one per neuron; learn_beta / learn_threshold train them
+    (kept in the parameters, beta clamped to [0, 1] where it is used, as snnTorch)."""
+
+    beta: float | tuple
+    learn_beta: bool = False
 
     def __post_init__(self):
-        object.__setattr__(self, "beta", unit_interval("beta", self.beta))
+        object.__setattr__(self, "beta", per_neuron("beta", self.beta, unit_interval))
+        _flag("learn_beta", self.learn_beta)
         self._check_common()
 
 
@@ -92,12 +149,14 @@ class Leaky(_Neuron):
 class Synaptic(_Neuron):
     """Current-based LIF: J[t] = alpha*J[t-1] + I[t]; U[t] = beta*U[t-1] + J[t] - R[t]*threshold."""
 
-    alpha: float
-    beta: float
+    alpha: float | tuple
+    beta: float | tuple
+    learn_beta: bool = False
 
     def __post_init__(self):
-        object.__setattr__(self, "alpha", unit_interval("alpha", self.alpha))
-        object.__setattr__(self, "beta", unit_interval("beta", self.beta))
+        object.__setattr__(self, "alpha", per_neuron("alpha", self.alpha, unit_interval))
+        object.__setattr__(self, "beta", per_neuron("beta", self.beta, unit_interval))
+        _flag("learn_beta", self.learn_beta)
         self._check_common()
 
 
@@ -108,13 +167,14 @@ class RLeaky(_Neuron):
     all_to_all=True: V is an N x N linear map with bias; False: one weight per neuron.
     """
 
-    beta: float
+    beta: float | tuple
     all_to_all: bool = NEURON["all_to_all"]
+    learn_beta: bool = False
 
     def __post_init__(self):
-        object.__setattr__(self, "beta", unit_interval("beta", self.beta))
-        if not isinstance(self.all_to_all, bool):
-            raise TypeError(f"all_to_all must be True or False, got {self.all_to_all!r}")
+        object.__setattr__(self, "beta", per_neuron("beta", self.beta, unit_interval))
+        _flag("all_to_all", self.all_to_all)
+        _flag("learn_beta", self.learn_beta)
         self._check_common()
 
 
@@ -181,8 +241,47 @@ class Lapicque(_Neuron):
         return self.time_step / self.resistance_capacitance()[1]
 
 
-Neuron = Leaky | Synaptic | RLeaky | Lapicque
-NEURON_TYPES = (Leaky, Synaptic, RLeaky, Lapicque)
+@dataclass(frozen=True)
+class Alpha(_Neuron):
+    """snnTorch's Alpha neuron: two synaptic currents, excitatory E (decay alpha) and
+    inhibitory H (decay beta), fed the same input with opposite signs; the membrane is
+    their sum scaled by tau_alpha = ln(alpha)/(ln(beta) - ln(alpha)) + 1:
+
+        E[t] = alpha*E[t-1] + I[t],  H[t] = beta*H[t-1] - I[t],  U[t] = tau_alpha*(E[t] + H[t])
+
+    Resets as snnTorch's (default "zero", snnTorch's default for Alpha): zero multiplies all
+    three by 1 - R[t]; subtract takes threshold off E, zeroes H and adds R[t]*H[t-1] to U.
+    Needs 0 < beta < alpha <= 1 (snnTorch: alpha > beta, beta != 1), one value or one per
+    neuron. learn_beta / learn_threshold train them (beta then moves tau_alpha too, as in
+    snnTorch); a trained alpha is not supported.
+    """
+
+    alpha: float | tuple
+    beta: float | tuple
+    learn_beta: bool = False
+    reset_mechanism: str = field(default="zero", kw_only=True)
+
+    def __post_init__(self):
+        object.__setattr__(self, "alpha", per_neuron("alpha", self.alpha, unit_interval))
+        object.__setattr__(self, "beta", per_neuron("beta", self.beta, unit_interval))
+        _flag("learn_beta", self.learn_beta)
+        self._check_common()
+        alpha, beta = np.asarray(self.alpha), np.asarray(self.beta)
+        if np.any(beta <= 0) or np.any(alpha <= beta):
+            raise ValueError(
+                f"Alpha needs 0 < beta < alpha <= 1 (snnTorch: alpha must be greater than "
+                f"beta), got alpha={self.alpha}, beta={self.beta}"
+            )
+
+    @property
+    def tau_alpha(self):
+        """ln(alpha)/(ln(beta) - ln(alpha)) + 1: the factor from E + H to the membrane."""
+        log_a, log_b = np.log(self.alpha), np.log(self.beta)
+        return log_a / (log_b - log_a) + 1.0
+
+
+Neuron = Leaky | Synaptic | RLeaky | Lapicque | Alpha
+NEURON_TYPES = (Leaky, Synaptic, RLeaky, Lapicque, Alpha)
 
 
 @dataclass(frozen=True)
@@ -247,7 +346,7 @@ def _next_shape(i: int, layer, shape: tuple) -> tuple:
             raise ValueError(f"layer {i}: {err}") from None
     raise TypeError(
         f"layer {i} must be Linear, Conv2d, MaxPool2d, AvgPool2d, Flatten or a neuron "
-        f"(Leaky, Synaptic, RLeaky, Lapicque), got {type(layer).__name__}"
+        f"(Leaky, Synaptic, RLeaky, Lapicque, Alpha), got {type(layer).__name__}"
     )
 
 
@@ -283,6 +382,14 @@ def _build_stages(layers: tuple, input_shape) -> tuple:
                 f"layer {i}: RLeaky after a convolution is not supported (its recurrence "
                 f"would be dense over C*H*W); use Leaky or Synaptic there"
             )
+        n = int(np.prod(shape))
+        weighted_layer = next(type(op).__name__ for op in ops if isinstance(op, (Linear, Conv2d)))
+        for name, length in layer.per_neuron_constants().items():
+            if length != n:
+                raise ValueError(
+                    f"layer {i} ({type(layer).__name__}) has {length} {name} values, "
+                    f"its {weighted_layer} has {n} neurons; give one per neuron"
+                )
         stages.append(Stage(tuple(ops), layer, stage_in, shape))
         ops, stage_in = [], shape
     if ops or not stages:
@@ -350,6 +457,8 @@ class Sequential:
                 p = {"weight": rng.uniform(-bound, bound, syn.weight_shape())}
                 if syn.bias:
                     p["bias"] = rng.uniform(-bound, bound, syn.out_channels)
+                for name in neuron.learned():  # starts at the layer's value, as snnTorch's
+                    p[name] = np.array(getattr(neuron, name), dtype=np.float64)
                 params.append({k: v.astype(dtype) for k, v in p.items()})
                 continue
             bound = 1.0 / np.sqrt(syn.in_features)
@@ -365,5 +474,7 @@ class Sequential:
                 else:
                     # snnTorch's default one-to-one V is 1.0 for every neuron.
                     p["recurrent_weight"] = np.ones(n)
+            for name in neuron.learned():  # starts at the layer's value, as snnTorch's
+                p[name] = np.array(getattr(neuron, name), dtype=np.float64)
             params.append({k: v.astype(dtype) for k, v in p.items()})
         return params

@@ -10,6 +10,10 @@ The work is done by a backend that follows one protocol (`popsnn.backends.Backen
 "reference", and `popsnn.backends.engine.EngineBackend` for "cpu", "ipu-model" and "ipu"
 (imported only when asked for). Every backend checks its arguments with `popsnn.validation`.
 `x` is `[B, N_in]` direct current (the same every step, `num_steps` steps) or `[T, B, N_in]`.
+
+`dtype="float16"` stores weights, traces and exchanged values in half with float32 sums,
+float32 master weights and a loss scale (`loss_scale="dynamic"` or a number; see
+popsnn.precision and docs/numerics.md section 8); device "reference" only for now.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import numpy as np
 
 from . import losses as _losses
 from . import optim as _optim
+from . import precision as _precision
 from . import reference as _reference
 from .backends.reference import ReferenceBackend
 from .defaults import LOSS, OPTIMIZER, RUN
@@ -51,7 +56,8 @@ def _engine_module():
 
 def resolve_device(device: str) -> str:
     """The device a name stands for: "auto" picks "cpu" when the engine is built, else
-    "reference". The "ipu" device (Graphcore's SDK) is always asked for by name."""
+    "reference" (a Model also picks "reference" for a network the engine does not run). The
+    "ipu" device (Graphcore's SDK) is always asked for by name."""
     if device == "auto":
         return "reference" if _engine_module() is None else "cpu"
     if device not in DEVICES:
@@ -59,6 +65,16 @@ def resolve_device(device: str) -> str:
             f"unknown device {device!r}; valid devices: {', '.join(DEVICES + ('auto',))}"
         )
     return device
+
+
+def _engine_runs(net: Sequential) -> bool:
+    """Whether the engine devices run every layer of `net` (not yet: the Alpha neuron,
+    per-neuron or learned constants)."""
+    try:
+        _engine_module().check_engine_supports(net)
+    except ValueError:
+        return False
+    return True
 
 
 def available_devices() -> list:
@@ -81,6 +97,8 @@ class Model:
         batch_size: int = RUN["batch_size"],
         seed: int = 0,
         params=None,
+        dtype="float32",
+        loss_scale=None,
         **device_options,
     ):
         if not isinstance(net, Sequential):
@@ -97,20 +115,30 @@ class Model:
         self.optimizer = optimizer
         self.num_steps, self.batch_size = check_sizes(net, num_steps, batch_size)
         self.seed = seed
-        # The engines run (Linear, neuron) stages only for now: a convolutional net on "auto"
-        # takes the reference, and asking an engine for one is refused before any build.
-        self.device = (
-            "reference" if device == "auto" and not net.is_linear else resolve_device(device)
-        )
+        self.device = resolve_device(device)
         if self.device != "reference" and not net.is_linear:
+            if device == "auto":  # the engines run (Linear, neuron) stages only for now
+                self.device = "reference"
+            else:
+                raise ValueError(
+                    f"Conv2d / pooling / Flatten layers run on device='reference' only for now "
+                    f"(not {self.device!r}); use popsnn.Model(net, ..., device='reference')"
+                )
+        if device == "auto" and self.device != "reference" and not _engine_runs(net):
+            self.device = "reference"  # Alpha, per-neuron or learned constants: see numerics.md
+        self.dtype = _precision.check_dtype(dtype)
+        scaler = _precision.make_scaler(self.dtype, loss_scale)
+        if self.dtype == "float16" and self.device != "reference":
             raise ValueError(
-                f"Conv2d / pooling / Flatten layers run on device='reference' only for now "
-                f"(not {self.device!r}); use popsnn.Model(net, ..., device='reference')"
+                f"dtype='float16' runs on device 'reference' only: popsnn's engine (device "
+                f"{self.device!r}) stores float32; pass device='reference' or dtype='float32'"
             )
         if params is None:
             params = net.init_params(seed)
         if self.device == "reference":
             backend_cls = ReferenceBackend
+            if scaler is not None:
+                device_options = dict(device_options, loss_scaler=scaler)
         else:
             engine = _engine_module()
             if engine is None:
@@ -149,6 +177,17 @@ class Model:
         with self._lock:
             return self.backend.loss_and_grad(x, y)
 
+    def loss_and_input_grad(self, x, y):
+        """(loss, grads, dL/dx shaped as x) without updating anything, on the engine devices
+        (popsnn.torch passes dL/dx to the layers upstream)."""
+        if not hasattr(self.backend, "loss_and_input_grad"):
+            raise ValueError(
+                f"loss_and_input_grad is for the engine devices, not {self.device!r}: "
+                f"use popsnn.reference.backward(..., input_grad=True) there"
+            )
+        with self._lock:
+            return self.backend.loss_and_input_grad(x, y)
+
     def infer(self, x) -> np.ndarray:
         with self._lock:
             return self.backend.infer(x)
@@ -157,7 +196,8 @@ class Model:
         """Spikes and membranes of every layer for `x` (dense reference on the current
         weights), for rasters and activity statistics."""
         steps = self.num_steps if np.ndim(x) == 2 else None
-        return _reference.forward(self.net, self.get_params(), x, steps)
+        storage = self.dtype if self.dtype == "float16" else None
+        return _reference.forward(self.net, self.get_params(), x, steps, storage)
 
     def accuracy(self, out_spikes, y) -> float:
         return _losses.accuracy(out_spikes, y, self.num_classes)
@@ -192,13 +232,19 @@ class Model:
             self.backend.set_learning_rate(lr)
             self.optimizer.hyper["lr"] = check_learning_rate(lr)
 
+    @property
+    def loss_scaler(self):
+        """The popsnn.precision.LossScaler of a float16 model (scale, skipped steps); None
+        in float32."""
+        return getattr(self.backend, "loss_scaler", None)
+
     def profile(self) -> dict:
         with self._lock:
             return self.backend.profile()
 
     def __repr__(self):
         return (
-            f"popsnn.Model(device={self.device!r}, num_steps={self.num_steps}, "
-            f"batch_size={self.batch_size}, loss={self.loss!r}, "
+            f"popsnn.Model(device={self.device!r}, dtype={self.dtype!r}, "
+            f"num_steps={self.num_steps}, batch_size={self.batch_size}, loss={self.loss!r}, "
             f"optimizer={self.optimizer!r})"
         )

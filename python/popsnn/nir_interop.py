@@ -88,10 +88,18 @@ def _neuron_metadata(neuron) -> dict:
 
 
 def _neuron_node(nir, neuron, n: int, dt: float):
-    if isinstance(neuron, _layers.Lapicque):
+    if isinstance(neuron, (_layers.Lapicque, _layers.Alpha)):
         raise NIRError(
-            "export_to_nir: a Lapicque layer has no NIR export in popsnn yet; export a net of "
-            "Leaky, Synaptic or RLeaky layers"
+            f"export_to_nir: a {type(neuron).__name__} layer has no NIR export in popsnn yet; "
+            f"export a net of Leaky, Synaptic or RLeaky layers"
+        )
+    unsupported = [f"learn_{name}" for name in neuron.learned()]
+    unsupported += [f"per-neuron {name}" for name in neuron.per_neuron_constants()]
+    if unsupported:
+        raise NIRError(
+            f"export_to_nir: {' and '.join(unsupported)} has no NIR export in popsnn yet "
+            f"(NIR would drop the training flag and popsnn's exact constants); export layers "
+            f"with one fixed beta and threshold"
         )
     tau_mem = _tau(neuron.beta, dt, n)
     common = dict(

@@ -92,6 +92,8 @@ def plot_activity(history: dict):
 
 
 def _integer_epochs(ax):
+    """Whole epochs on the x axis, even for a run of one epoch (MaxNLocator's default of at
+    least two ticks would fall back to fractions there)."""
     from matplotlib.ticker import MaxNLocator
 
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))

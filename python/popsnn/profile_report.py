@@ -87,16 +87,27 @@ def format_summary(profile: dict, batch_size: int, measured_images_per_s=None) -
     ]
     for (phase, layer), g in sorted(groups.items(), key=lambda kv: -sum(kv[1].values())):
         cycles = g["compute"] + g["exchange"] + g["sync"]
+        if not cycles:  # e.g. the optimiser, when the host steps it (data-parallel training)
+            continue
         lines.append(
             f"{phase:<{width}} {layer:<8} {g['compute'] // steps:>12,} "
             f"{g['exchange'] // steps:>12,} {g['sync'] // steps:>10,} {g['bytes'] // steps:>12,} "
             f"{100 * cycles / max(total, 1):>5.1f}%"
         )
+    ranks = int(profile.get("mpi_ranks") or 1)
     if total:
         seconds = total / steps / clock
         lines.append(
             f"estimate: {total // steps:,} cycles per step at {clock / 1e9:.2f} GHz = "
             f"{batch_size / seconds:,.0f} images/s on this target (an estimate, not measured)"
+        )
+    if ranks > 1:
+        allreduced = int(profile.get("allreduced_bytes_per_step", 0))
+        lines.append(
+            f"(data-parallel over {ranks} MPI ranks: the cycles are one rank's share of each "
+            f"batch of {batch_size}, the images/s all ranks' together; the optimiser runs on "
+            f"the host and the MPI allreduce of {allreduced:,} bytes per step is not in the "
+            f"estimate)"
         )
     if measured_images_per_s:
         lines.append(f"measured here: {measured_images_per_s:,.0f} images/s (wall clock)")

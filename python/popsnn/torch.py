@@ -13,8 +13,10 @@ Parameters, so any torch optimiser and scheduler drives them) and to the layers 
 Device "reference" (the dense NumPy reference, the oracle) differentiates any PyTorch loss of
 the spikes and membranes, and the input. The engine devices ("cpu", "ipu-model", "ipu") train
 with a popsnn loss: `loss(x, y)` runs forward and BPTT on the device and hands the parameter
-gradients to PyTorch; they compute no gradient for the input (the engine does not produce it),
-so an input that requires grad is an error there; `forward(x)` there is inference (no grad).
+gradients to PyTorch, and the input's when x requires grad: dL/dx = (sum_t dL/dI[t]) W for
+direct current x [B, N], dL/dx[t] = dL/dI[t] W for x [T, B, N] (dL/dI from the device, the
+product on the host; per-step input gets an engine that keeps dL/dI of every step, built
+the first time); `forward(x)` there is inference (no grad).
 The weights go to the device before every call, so torch's updates are always the ones used.
 """
 
@@ -96,9 +98,11 @@ class SpikingNetwork(torch.nn.Module):
     """A popsnn `Sequential` with its weights as torch Parameters; see the module docstring.
 
     `params`: popsnn's layout (default `net.init_params(seed)`), copied; they are named
-    `layers.<l>.weight`, `.bias`, `.recurrent_weight`, `.recurrent_bias` in `state_dict()`.
+    `layers.<l>.weight`, `.bias`, `.recurrent_weight`, `.recurrent_bias` (and `.beta`,
+    `.threshold` for a layer that learns them) in `state_dict()`.
     `num_steps`: steps for direct-current input `[B, N]`; `[T, B, N]` input sets its own.
-    `dtype`: torch.float32 (default) or torch.float64 (engine devices: float32 only).
+    `dtype`: torch.float32 (default) or torch.float64 (engine devices: float32 only); it
+    follows the parameters afterwards, so `.double()` computes in float64 as torch would.
     `loss`, `batch_size` and `device_options` are for `loss()` and the engine devices.
     """
 
@@ -124,14 +128,9 @@ class SpikingNetwork(torch.nn.Module):
             num_steps = positive_int("num_steps", num_steps)
         if batch_size is not None:
             batch_size = positive_int("batch_size", batch_size)
-        self.net, self.dtype, self.num_steps = net, dtype, num_steps
-        self.np_dtype = np.float64 if dtype == torch.float64 else np.float32
+        self.net, self.num_steps = net, num_steps
         self.device_name = resolve_device(device)
-        if self.device_name in ENGINE_DEVICES and dtype != torch.float32:
-            raise TypeError(
-                f"device {self.device_name!r} computes in float32; use "
-                f"dtype=torch.float32 or device='reference'"
-            )
+        self._check_dtype(dtype)
         self.loss_fn = None if loss is None else _losses.get(loss)
         self.batch_size, self.device_options = batch_size, device_options
         params = net.init_params(seed) if params is None else params
@@ -147,6 +146,29 @@ class SpikingNetwork(torch.nn.Module):
         self._engine: Model | None = None
 
     # -- helpers for the autograd functions ----------------------------------------------
+
+    def _check_dtype(self, dtype) -> None:
+        if dtype not in (torch.float32, torch.float64):
+            raise TypeError(
+                f"SpikingNetwork computes in torch.float32 or torch.float64, its parameters "
+                f"are {dtype}; use .float() or .double()"
+            )
+        if self.device_name in ENGINE_DEVICES and dtype != torch.float32:
+            raise TypeError(
+                f"device {self.device_name!r} computes in float32, the parameters are "
+                f"{dtype}; use dtype=torch.float32 (.float()) or device='reference'"
+            )
+
+    @property
+    def dtype(self):
+        """The parameters' dtype, in which the network computes (checked at every call)."""
+        dtype = self.layers[0].weight.dtype
+        self._check_dtype(dtype)
+        return dtype
+
+    @property
+    def np_dtype(self):
+        return np.float64 if self.dtype == torch.float64 else np.float32
 
     def weights(self) -> list:
         return [w for layer in self.layers for w in layer.parameters()]
@@ -207,6 +229,12 @@ class SpikingNetwork(torch.nn.Module):
                 f"{self.device_name!r} engine was compiled for (batch_size, else the first "
                 f"batch); build SpikingNetwork(..., batch_size={batch}) or larger"
             )
+        elif x.dim() == 3 and x.shape[0] != self._engine.num_steps:
+            raise ValueError(
+                f"x has {x.shape[0]} time steps, the {self.device_name!r} engine was compiled "
+                f"for {self._engine.num_steps} (num_steps, else the first input's); build "
+                f"SpikingNetwork(..., num_steps={x.shape[0]}) for this length"
+            )
         else:
             self._engine.set_params(self.numpy_params())
         return self._engine
@@ -217,14 +245,10 @@ class SpikingNetwork(torch.nn.Module):
         y = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
         xs = _numpy(x, self.np_dtype)
         if self.device_name in ENGINE_DEVICES:
-            if x.requires_grad:
-                raise ValueError(
-                    f"device {self.device_name!r} computes no gradient for the "
-                    f"input; use device='reference' to train layers upstream, "
-                    f"or pass x.detach()"
-                )
-            value, grads = self._engine_model(x).loss_and_grad(xs, y)
-            return value, grads, None
+            if not x.requires_grad:
+                value, grads = self._engine_model(x).loss_and_grad(xs, y)
+                return value, grads, None
+            return self._engine_model(x).loss_and_input_grad(xs, y)
         params = self.numpy_params()
         rec = _reference.forward(self.net, params, xs, self.steps_for(x))
         spikes, membranes = rec.spikes[-1], rec.membranes[-1]

@@ -99,6 +99,7 @@ def _build_model(config: Config, num_inputs: int, num_classes: int, ranks) -> Mo
         num_steps=config.num_steps,
         batch_size=_distributed.local_batch_size(config.batch_size, ranks),
         seed=config.seed,
+        **config.precision_options(),
         **config.device_options(),
     )
 
@@ -237,6 +238,8 @@ def fit(
         history["activity"].append([float(s.mean()) for s in rec.spikes])
         history["step_loss"].extend(losses)
         history["lr"].append(lr)
+        if model.loss_scaler is not None:  # float16: where a resumed run's scale starts
+            history.setdefault("loss_scale", []).append(model.loss_scaler.scale)
         log(
             f"epoch {epoch}: lr {lr:.3g}, train loss {history['train_loss'][-1]:.4f}, "
             f"train accuracy "
@@ -269,6 +272,7 @@ def fit(
         "wall_seconds": wall,
         "network": _checkpoint.describe_network(net).split(" ")[0],
         "neuron": config.neuron,
+        "dtype": model.dtype,
         "num_steps": config.num_steps,
         "batch_size": config.batch_size,
     }
@@ -329,6 +333,8 @@ def _resume(model: Model, rng: np.random.Generator, path, fresh_history: dict) -
         model.set_params(ckpt["params"])
         if ckpt["optimizer_state"] is not None:
             model.load_optimizer_state(ckpt["optimizer_state"])
+        if model.loss_scaler is not None and history.get("loss_scale"):
+            model.loss_scaler.scale = float(history["loss_scale"][-1])
         rng.bit_generator.state = ckpt["rng_state"]
     except (ValueError, TypeError, KeyError) as err:
         raise _checkpoint.CheckpointError(

@@ -4,10 +4,12 @@ line for every error."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 from . import checkpoint as _checkpoint
 from . import data as _data
+from . import distributed as _distributed
 from . import train as _train
 from .train_config import _DEFAULTS, FIELDS, Config, make_config
 
@@ -40,6 +42,10 @@ _FLAG_HELP = {
     "num_steps": "time steps per sample",
     "epochs": "epochs (in all, when resuming)",
     "device": "auto, reference, cpu, ipu-model or ipu",
+    "dtype": "float32, or float16: half storage of weights, traces and exchanged values, "
+    "float32 sums and master weights (device reference only for now)",
+    "loss_scale": "float16: dynamic (skip steps whose gradients overflow, halve the scale; "
+    "double it after 2000 good steps) or a number (a static scale)",
     "max_activity": "engines: fraction of a layer's neurons a spike buffer holds per step "
     "(1: never overflows; lower: less memory)",
     "num_ipus": "ipu-model / ipu: number of IPUs",
@@ -128,6 +134,8 @@ def _with_default(text: str, name: str) -> str:
     return f"{text} (default: {shown})".replace("%", "%%")
 
 
+_QUIET_RANK_WAIT_S = 10.0
+
 # The engine's fixes name its Python options; the CLI's user gets the flags.
 _FIX_FLAGS = (
     ("tiles_per_ipu", "--tiles-per-ipu"),
@@ -156,10 +164,12 @@ def run_cli(args) -> int:
         _train.fit(config, resume=resume, progress=not args.no_progress)
     except OSError as err:  # a file or folder the run needs: name it, no traceback
         where = f" {err.filename}" if err.filename else ""
-        print(f"popsnn train: error:{where} {err.strerror or err}", file=sys.stderr)
+        _error(f"{where.strip()} {err.strerror or err}".strip(), same_on_every_rank=False)
+        return 2
+    except _train.ConfigError as err:  # the flags are every rank's: rank 0 says it once
+        _error(_one_line(err), same_on_every_rank=True)
         return 2
     except (
-        _train.ConfigError,
         _data.DataError,
         _checkpoint.CheckpointError,
         ValueError,
@@ -168,6 +178,20 @@ def run_cli(args) -> int:
         RuntimeError,
         MemoryError,
     ) as err:
-        print(f"popsnn train: error: {_one_line(err)}", file=sys.stderr)
+        _error(_one_line(err), same_on_every_rank=False)
         return 2
     return 0
+
+
+def _error(text: str, same_on_every_rank: bool) -> None:
+    """One line on stderr. Under mpirun an error of the options is said by rank 0 alone;
+    others (a file one host lacks, say) by each rank that meets them, naming it."""
+    rank, size = _distributed.launched_rank()
+    if size == 1:
+        print(f"popsnn train: error: {text}", file=sys.stderr)
+    elif rank == 0 or not same_on_every_rank:
+        print(f"popsnn train (rank {rank} of {size}): error: {text}", file=sys.stderr, flush=True)
+    else:
+        # mpirun ends the job when the first rank exits non-zero: leave rank 0 the time to
+        # say it (it exits first and ends this rank's wait).
+        time.sleep(_QUIET_RANK_WAIT_S)

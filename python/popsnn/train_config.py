@@ -13,6 +13,7 @@ from . import data as _data
 from . import layers as _layers
 from . import losses as _losses
 from . import optim as _optim
+from . import precision as _precision
 from . import sparse as _sparse
 from . import surrogate as _surrogate
 from ._checks import positive_int
@@ -62,6 +63,8 @@ class Config:
     num_steps: int = 25
     epochs: int = 3  # 3 reach >= 97.5% test accuracy on MNIST
     device: str = "auto"  # auto | reference | cpu | ipu-model | ipu
+    dtype: str = "float32"  # float32 | float16 (half storage, float32 accumulation)
+    loss_scale: str | float = "dynamic"  # float16: "dynamic" (GradScaler's rule) or a number
     max_activity: float = RUN["max_activity"]  # engines: spike-buffer capacity per neuron-step
     num_ipus: int | None = None  # ipu-model / ipu: IPUs (None: the device's default)
     tiles_per_ipu: int | None = None  # ipu-model / ipu: tiles per IPU (None: the default)
@@ -129,6 +132,7 @@ class Config:
             )
         self.lr_decay = float(decay)
         _check_max_activity(self.max_activity)
+        self.precision_options()
         net = self.network(784, 10 * self.population)  # checks neuron options and sparse
         check_sizes(net, self.num_steps, self.batch_size)  # before any data is loaded
         self.make_loss(10)
@@ -248,6 +252,30 @@ class Config:
                 f"ipu), or drop them (device {self.device} uses this machine's threads)"
             )
         return options
+
+    def precision_options(self) -> dict:
+        """Model's dtype and loss_scale; checked against the device (half storage runs on
+        the reference only) before any data is loaded."""
+        dtype = _precision.check_dtype(self.dtype)
+        if dtype == "float32":
+            if self.loss_scale != _DEFAULTS["loss_scale"]:
+                raise ConfigError(
+                    f"loss_scale applies to --dtype float16 only, got loss_scale "
+                    f"{self.loss_scale!r} with float32; drop it or pass --dtype float16"
+                )
+            return {"dtype": dtype}
+        if self.device != "reference":
+            raise ConfigError(
+                f"--dtype float16 runs on --device reference only (popsnn's engine stores "
+                f"float32), got device {self.device}; pass --device reference"
+            )
+        scale = self.loss_scale
+        if isinstance(scale, str) and scale != "dynamic":
+            try:
+                scale = float(scale)
+            except ValueError:
+                scale = self.loss_scale  # make_scaler names it
+        return {"dtype": dtype, "loss_scale": _precision.make_scaler(dtype, scale)}
 
     def make_optimizer(self, lr: float | None = None) -> _optim.Optimizer:
         return _optim.get(self.optimizer, lr=self.lr if lr is None else lr)

@@ -51,6 +51,8 @@ def param_shapes(net: Sequential) -> list:
                 s["recurrent_bias"] = (n,)
             else:
                 s["recurrent_weight"] = (n,)
+        for name in neuron.learned():  # [] for one per layer, [out] for one per neuron
+            s[name] = np.shape(getattr(neuron, name))
         shapes.append(s)
     return shapes
 

@@ -85,6 +85,9 @@ def test_sparse_rows_are_consistent(sparse_rows):
             assert -1 - 1e-9 <= r["grad_cosine_hidden"] <= 1 + 1e-9
             # The engine keeps max_activity in float32.
             assert r["max_activity"] >= r["max_activity_start"] * (1 - 1e-6) > 0
+            # The traces over all steps start at their own measured activity and only grow.
+            for trace in ("spike_activity", "trace_activity"):
+                assert r[trace] >= r[f"{trace}_start"] * (1 - 1e-6) > 0
             assert r["trace_memory_saved_pct"] == pytest.approx(
                 100 * (1 - r["trace_bytes_hidden"] / dense["trace_bytes_hidden"])
             )

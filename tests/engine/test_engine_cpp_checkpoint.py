@@ -154,6 +154,28 @@ def test_the_cpp_reader_derives_lapicques_constants_as_python(tmp_path):
         assert (mine["beta"], mine["gain"]) == (np.float32(neuron.decay), np.float32(neuron.gain))
 
 
+@pytest.mark.parametrize(
+    "neuron, words",
+    [
+        (popsnn.Alpha(alpha=0.9, beta=0.8), "Alpha neuron"),
+        (popsnn.Leaky(beta=np.linspace(0.5, 0.9, 5)), "per-neuron beta"),
+        (popsnn.Leaky(beta=0.9, threshold=np.linspace(1, 2, 5)), "per-neuron threshold"),
+        (popsnn.Synaptic(alpha=np.full(5, 0.5), beta=0.9), "per-neuron alpha"),
+        (popsnn.Leaky(beta=0.9, learn_beta=True), "learn_beta=True"),
+        (popsnn.RLeaky(beta=0.9, learn_threshold=True), "learn_threshold=True"),
+    ],
+)
+def test_the_cpp_reader_refuses_what_its_engine_does_not_run_in_one_line(tmp_path, neuron, words):
+    net = popsnn.Sequential(popsnn.Linear(INPUTS, 5), neuron)
+    config = {"num_steps": STEPS, "batch_size": 4, "loss": "ce_count"}
+    path = checkpoint.save(tmp_path / "new.npz", net=net, params=net.init_params(), config=config)
+    assert checkpoint.load(path, net)["params"]  # Python reads it
+    with pytest.raises(ValueError) as err:
+        _native.load_checkpoint(str(path))
+    message = str(err.value)
+    assert words in message and "device='reference'" in message and "\n" not in message
+
+
 def test_sgd_momentum_state_and_a_deflated_file_are_read(tmp_path):
     path = _trained_checkpoint(tmp_path / "sgd.npz", optim.SGD(lr=0.1, momentum=0.9))
     with np.load(path) as z:

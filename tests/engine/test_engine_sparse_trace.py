@@ -1,6 +1,8 @@
-"""With a sparse rule, the forward keeps the surrogate only beside the id buffers' entries
-(spikes, then gradient candidates), so the trace shrinks with the buffers' capacity; an
-entry that does not fit is counted and surfaced (docs/numerics.md, section 7), never dropped."""
+"""With a sparse rule, the forward keeps the surrogate only for the entries inside the rule,
+in a gradient trace compressed over all (step, sample) rows, so its size follows the mean
+activity rather than the peak of one row; the spike buffers hold spikes only. An entry that
+does not fit is counted and surfaced (docs/numerics.md, section 7), never dropped: an error,
+or the trace grows (apart from the spike buffers) and the step is redone."""
 
 import numpy as np
 import pytest
@@ -24,7 +26,13 @@ def net_with_rule(rule):
     )
 
 
-def test_sparse_trace_equals_the_masked_reference_and_is_smaller_than_dense():
+def shard_entries(mask, shard_size):
+    """Entries inside the rule per shard of `shard_size` neurons, over all (step, sample)."""
+    width = mask.shape[-1]
+    return [int(mask[..., k : k + shard_size].sum()) for k in range(0, width, shard_size)]
+
+
+def test_sparse_trace_equals_the_masked_reference_and_is_sized_by_activity():
     net = net_with_rule(sparse.window(0.3))
     loss = losses.ce_count_loss()
     x, raw = make_input(net, BATCH, STEPS, True, seed=4)
@@ -47,36 +55,134 @@ def test_sparse_trace_equals_the_masked_reference_and_is_smaller_than_dense():
     assert_grads_close(grads, ref_grads)
     assert all(0 < m.mean() < 0.5 for m in rec.grad_masks[:2])
     prof = backend.profile()
+    rows = STEPS * BATCH
     for l, width in enumerate((40, 24)):
-        capacity = prof[f"layer{l}_buffer_capacity"]
-        dense = STEPS * BATCH * width * 4
-        assert (
-            prof[f"layer{l}_surrogate_trace_bytes"]
-            == STEPS * BATCH * capacity * prof[f"layer{l}_shards"] * 4
-        )
-        assert prof[f"layer{l}_surrogate_trace_bytes"] < dense
+        shards, size = int(prof[f"layer{l}_shards"]), int(prof[f"layer{l}_shard_size"])
+        trace = int(prof[f"layer{l}_trace_capacity"])
+        # The trace holds every entry inside the rule (the reference's mask: the fast
+        # sigmoid is never 0), sized from max_activity over all rows, not per row.
+        assert trace >= max(shard_entries(rec.grad_masks[l], size))
+        assert trace == int(np.ceil(prof["trace_activity"] * size * rows))
+        assert prof[f"layer{l}_surrogate_trace_bytes"] == shards * trace * 4
+        assert shards * size == width  # equal shards: one capacity each
+        # The id trace: starts, a header per row and the spike ids of all rows, sized like
+        # the gradient trace (a total, not a capacity per row); then the gradient trace's
+        # starts and ids.
+        spikes = int(prof[f"layer{l}_spike_capacity"])
+        assert spikes == int(np.ceil(prof["spike_activity"] * size * rows))
+        id_trace = shards * (rows + 1 + 2 * rows + spikes) * 4
+        starts_and_ids = shards * (rows + 1 + trace) * 4
+        assert prof[f"layer{l}_id_trace_bytes"] == id_trace + starts_and_ids
         assert (
             prof[f"layer{l}_trace_bytes"]
             == prof[f"layer{l}_surrogate_trace_bytes"] + prof[f"layer{l}_id_trace_bytes"]
         )
+        # Dense: a surrogate per entry and id buffers of the whole shard.
+        assert prof[f"layer{l}_trace_bytes"] < rows * (2 * width + 2 * shards) * 4
     # No rule on the output layer: its surrogate trace is dense.
     assert prof["layer2_surrogate_trace_bytes"] == STEPS * BATCH * 3 * 4
 
 
-def test_gradient_candidates_that_do_not_fit_are_an_error():
-    # A wide window makes almost every neuron a gradient candidate: a small buffer overflows
-    # on candidates even where it holds the spikes.
+def wide_window_backend(on_overflow):
+    """A wide window makes almost every neuron a gradient candidate: the trace, sized at
+    30% of the entries, overflows while the spike buffers hold the spikes."""
     net = net_with_rule(sparse.window(5.0))
     x, raw = make_input(net, BATCH, STEPS, True, seed=4)
+    params = net.init_params(5)
     backend = EngineBackend(
         net,
-        net.init_params(5),
+        params,
         losses.ce_count_loss(),
         optim.SGD(lr=0.1),
         num_steps=STEPS,
         batch_size=BATCH,
         device="cpu",
         max_activity=0.3,
+        on_overflow=on_overflow,
     )
-    with pytest.raises(SpikeBufferOverflow, match="spikes \\+ gradient candidates"):
-        backend.loss_and_grad(x, raw % 3)
+    return net, params, x, raw % 3, backend
+
+
+def test_a_gradient_trace_that_does_not_fit_is_an_error():
+    _, params, x, y, backend = wide_window_backend("error")
+    with pytest.raises(SpikeBufferOverflow, match="gradient trace overflow in layer 0") as info:
+        backend.loss_and_grad(x, y)
+    assert "spikes + gradient candidates" in str(info.value)
+    assert "on_overflow='grow'" in str(info.value)
+    assert info.value.needed > info.value.capacity
+    for p, before in zip(backend.get_params(), params):  # nothing was updated
+        for key in before:
+            np.testing.assert_array_equal(p[key], before[key])
+
+
+def test_a_gradient_trace_that_does_not_fit_grows_apart_from_the_spike_buffers():
+    net, params, x, y, backend = wide_window_backend("grow")
+    loss = losses.ce_count_loss()
+    value, grads = backend.loss_and_grad(x, y)
+    ref_value, ref_grads, rec = reference.loss_and_grad(net, params, x, y, loss, num_steps=STEPS)
+    assert value == pytest.approx(ref_value, rel=2e-5, abs=1e-7)
+    assert_grads_close(grads, ref_grads)
+    prof = backend.profile()
+    assert prof["trace_activity"] > 0.3
+    assert prof["max_activity"] == pytest.approx(0.3)  # the spikes fitted
+    size = int(prof["layer0_shard_size"])
+    assert prof["layer0_trace_capacity"] >= max(shard_entries(rec.grad_masks[0], size))
+
+
+def dense_backend(on_overflow, spike_activity):
+    """No rule: the id trace alone, sized at `spike_activity` of the entries while every
+    step's buffer could hold the whole shard (max_activity 1)."""
+    net = net_with_rule(None)
+    x, raw = make_input(net, BATCH, STEPS, True, seed=4)
+    params = net.init_params(5)
+    backend = EngineBackend(
+        net,
+        params,
+        losses.ce_count_loss(),
+        optim.SGD(lr=0.1),
+        num_steps=STEPS,
+        batch_size=BATCH,
+        device="cpu",
+        spike_activity=spike_activity,
+        on_overflow=on_overflow,
+    )
+    return net, params, x, raw % 3, backend
+
+
+def test_an_id_trace_that_does_not_fit_is_an_error():
+    _, params, x, y, backend = dense_backend("error", 0.01)
+    with pytest.raises(SpikeBufferOverflow, match="id trace overflow in layer") as info:
+        backend.loss_and_grad(x, y)
+    assert "spike ids" in str(info.value) and "on_overflow='grow'" in str(info.value)
+    assert info.value.needed > info.value.capacity
+
+
+def test_an_id_trace_that_does_not_fit_grows_and_equals_the_reference():
+    net, params, x, y, backend = dense_backend("grow", 0.01)
+    loss = losses.ce_count_loss()
+    value, grads = backend.loss_and_grad(x, y)
+    ref_value, ref_grads, rec = reference.loss_and_grad(net, params, x, y, loss, num_steps=STEPS)
+    np.testing.assert_array_equal(backend.infer(x), rec.spikes[-1])
+    assert value == pytest.approx(ref_value, rel=2e-5, abs=1e-7)
+    assert_grads_close(grads, ref_grads)
+    prof = backend.profile()
+    assert prof["max_activity"] == 1.0 and prof["spike_activity"] > 0.01
+    spikes = max(float(np.mean(s)) for s in rec.spikes[:2])
+    assert prof["spike_activity"] >= spikes
+
+
+@pytest.mark.parametrize("bad", [0, 1.5, True, "0.1"])
+@pytest.mark.parametrize("name", ["trace_activity", "spike_activity"])
+def test_trace_sizes_must_be_fractions(name, bad):
+    net = net_with_rule(None)
+    with pytest.raises(ValueError, match=f"{name} must be a number in \\(0, 1\\]"):
+        EngineBackend(
+            net,
+            net.init_params(5),
+            losses.ce_count_loss(),
+            optim.SGD(lr=0.1),
+            num_steps=STEPS,
+            batch_size=BATCH,
+            device="cpu",
+            **{name: bad},
+        )

@@ -4,6 +4,7 @@ same global batch, logs and files come from rank 0 only, and resume works under 
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -85,14 +86,18 @@ def test_shards_cover_a_batch_once_in_order():
 
 
 @needs_mpi
-@pytest.mark.parametrize("device", ["reference", "cpu"])
+# ipu-model: the engine on an IPU's geometry, as each rank would build it on an IPU.
+@pytest.mark.parametrize("device", ["reference", "cpu", "ipu-model"])
 def test_two_ranks_train_as_one_process_with_the_same_global_batch(tmp_path, device):
     single = run(tmp_path / "one", 1, device, "--epochs", "2")
-    double = run(tmp_path / "two", 2, device, "--epochs", "2")
+    double = run(tmp_path / "two", 2, device, "--epochs", "2", "--profile")
     assert_same_training(tmp_path / "one", tmp_path / "two")
     # Rank 0 alone logs: each epoch line once, as in one process.
     for text in (single, double):
         assert text.count("epoch 1:") == 1 and text.count("epoch 2:") == 1
+    # The profile counts the data-parallel steps (4 of the first epoch), says what it shows.
+    assert double.count("averaged over 4 step(s)") == 1, double
+    assert "data-parallel over 2 MPI ranks" in double
 
 
 @needs_mpi
@@ -102,6 +107,27 @@ def test_resume_under_mpi_continues_the_same_run(tmp_path):
     out = run(tmp_path / "two", 2, "reference", "--epochs", "2", "--resume")
     assert out.count("resumed from") == 1 and "epoch 2:" in out
     assert_same_training(tmp_path / "one", tmp_path / "two")
+
+
+@needs_mpi
+def test_errors_under_mpi_are_one_line_per_cause(tmp_path):
+    """A bad option is every rank's error: said once, by rank 0. A missing data set may be
+    one host's problem: each rank that meets it says so, naming itself."""
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
+    launch = [str(MPIRUN), "-n", "2", sys.executable, "-m", "popsnn", "train"]
+    cases = [
+        (["--lr", "-1"], r"\(rank 0 of 2\): error: lr must be a finite number >= 0", 1),
+        # The first rank to fail ends the job: one or both say it.
+        (["--dataset", "nmnist", "--data", str(tmp_path / "absent")], r"\(rank [01] of 2\)", 2),
+    ]
+    for flags, pattern, most in cases:
+        cmd = [*launch, *flags, "--output", str(tmp_path / "out"), "--no-plots"]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode != 0
+        said = [l for l in done.stderr.splitlines() if l.startswith("popsnn train")]
+        assert 1 <= len(said) <= most, done.stderr
+        assert all(re.match(r"popsnn train " + pattern, l) for l in said), done.stderr
 
 
 def test_a_single_process_needs_no_mpi(monkeypatch):

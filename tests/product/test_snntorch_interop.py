@@ -93,10 +93,10 @@ def test_unsupported_layers_are_named():
         )
     with pytest.raises(InteropError, match=r"layer 1 \(Dropout\).*not supported.*nn.Conv2d"):
         interop.from_snntorch(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Dropout()))
-    with pytest.raises(InteropError, match="beta has 3 different values"):
+    with pytest.raises(InteropError, match=r"beta has shape \(3, 1\)"):
         interop.from_snntorch(
             torch.nn.Sequential(
-                torch.nn.Linear(4, 3), snn.Leaky(beta=torch.tensor([0.1, 0.2, 0.3]))
+                torch.nn.Linear(4, 3), snn.Leaky(beta=torch.tensor([[0.1], [0.2], [0.3]]))
             )
         )
     with pytest.raises(InteropError, match="reset_delay=False"):
@@ -110,8 +110,7 @@ def test_unsupported_layers_are_named():
 @pytest.mark.parametrize(
     "cell, flag",
     [
-        (lambda: snn.Leaky(beta=0.9, learn_beta=True), "learn_beta=True"),
-        (lambda: snn.Leaky(beta=0.9, learn_threshold=True), "learn_threshold=True"),
+        (lambda: snn.Lapicque(beta=0.9, learn_beta=True), "learn_beta=True"),
         (lambda: snn.Synaptic(alpha=0.8, beta=0.9, learn_alpha=True), "learn_alpha=True"),
         (
             lambda: snn.RLeaky(beta=0.9, linear_features=3, learn_recurrent=False),
@@ -124,8 +123,9 @@ def test_unsupported_layers_are_named():
     ],
 )
 def test_trainability_popsnn_cannot_keep_is_refused(cell, flag):
-    """A learnable beta/threshold/alpha or a frozen recurrence would silently change what
-    trains after conversion: refused, naming the flag and the layer."""
+    """A learnable alpha (or beta where popsnn does not train it) or a frozen recurrence would
+    silently change what trains after conversion: refused, naming the flag and the layer.
+    Learnable beta and threshold convert (tests/reference/test_neuron_parameters.py)."""
     model = torch.nn.Sequential(torch.nn.Linear(4, 3), cell())
     with pytest.raises(InteropError, match=rf"layer 1 .*{flag}"):
         interop.from_snntorch(model)

@@ -11,12 +11,11 @@ snn = pytest.importorskip("snntorch")
 
 import popsnn  # noqa: E402
 import popsnn.torch as ptorch  # noqa: E402
-from popsnn import interop, reference, surrogate  # noqa: E402
+from popsnn import interop, reference, sparse, surrogate  # noqa: E402
 
 
 def mixed_net():
-    # Decays exact in float32: snnTorch keeps beta and alpha as float32 buffers, even in a
-    # float64 model, so other values would differ by float32 rounding.
+    # Decays exact in float32, so the comparison does not hang on how either side rounds them.
     # No RLeaky: snnTorch's RLeaky feeds its float32 spikes to a float64 recurrence and fails
     # in float64 (the reference's RLeaky gradients are checked in tests/reference).
     return popsnn.Sequential(
@@ -102,6 +101,35 @@ def test_gradients_to_upstream_layers_and_own_parameters_match_snntorch():
             torch.testing.assert_close(value.grad, expect, rtol=2e-6, atol=1e-9)
 
 
+def test_learned_beta_and_threshold_are_parameters_with_snntorchs_gradients():
+    net = popsnn.Sequential(
+        popsnn.Linear(6, 8),
+        popsnn.Leaky(beta=np.linspace(0.7, 0.9, 8), learn_beta=True, learn_threshold=True),
+        popsnn.Linear(8, 4),
+        popsnn.Synaptic(alpha=0.625, beta=0.875, learn_beta=True, learn_threshold=True),
+    )
+    params = [
+        {k: 2.5 * v if k in ("weight", "bias") else v for k, v in p.items()}
+        for p in net.init_params(3, np.float64)
+    ]
+    ours = ptorch.SpikingNetwork(net, params, dtype=torch.float64)
+    assert {"layers.0.beta", "layers.1.threshold"} <= set(ours.state_dict())
+    theirs = interop.to_snntorch(net, params)
+    x, y = data(seed=4)
+    x = x[..., :1].repeat(1, 1, 6) * 1.5
+    spikes, membranes = ours(x)
+    spikes_t, membranes_t = snntorch_outputs(theirs, x)
+    assert 0 < spikes.mean() < 1
+    torch.testing.assert_close(spikes, spikes_t, rtol=0, atol=0)
+    torch_loss(spikes, membranes, y).backward()
+    torch_loss(spikes_t, membranes_t, y).backward()
+    for l, layer in enumerate(ours.layers):
+        for key in ("beta", "threshold"):
+            expect = getattr(theirs[2 * l + 1], key).grad
+            assert getattr(layer, key).grad.abs().sum() > 0
+            torch.testing.assert_close(getattr(layer, key).grad, expect, rtol=2e-6, atol=1e-9)
+
+
 def test_torch_optimiser_and_scheduler_train_it_like_snntorch():
     net, ours, theirs = pair(seed=1)
     opts = [torch.optim.Adam(m.parameters(), lr=1e-2) for m in (ours, theirs)]
@@ -142,7 +170,7 @@ def test_popsnn_loss_on_the_reference_gives_the_references_gradients():
     assert x.grad is not None and x.grad.abs().sum() > 0
 
 
-def test_engine_device_loss_matches_the_reference_and_refuses_input_gradients():
+def test_engine_device_loss_and_input_gradients_match_the_reference():
     pytest.importorskip("popsnn._native")
     net = popsnn.Sequential(
         popsnn.Linear(6, 12), popsnn.Leaky(beta=0.8), popsnn.Linear(12, 4), popsnn.Leaky(beta=0.9)
@@ -169,8 +197,15 @@ def test_engine_device_loss_matches_the_reference_and_refuses_input_gradients():
     np.testing.assert_array_equal(
         spikes.numpy(), reference.forward(net, module.get_params(), x.numpy(), 8).spikes[-1]
     )
-    with pytest.raises(ValueError, match="computes no gradient for the input"):
-        module.loss(x.clone().requires_grad_(), y)
+    for x_in in (x, (torch.rand(8, 5, 6, generator=torch.Generator().manual_seed(1)) < 0.4)):
+        x_in = x_in.float().requires_grad_()
+        module.loss(x_in, y).backward()
+        numpy_x = x_in.detach().numpy()
+        rec = reference.forward(net, module.get_params(), numpy_x, 8 if x_in.dim() == 2 else None)
+        d_s, d_u = popsnn.losses.get("ce_count").backward(rec.spikes[-1], rec.membranes[-1], y)
+        _, d_x = reference.backward(net, module.get_params(), rec, d_s, d_u, input_grad=True)
+        assert np.abs(d_x).max() > 0
+        np.testing.assert_allclose(x_in.grad.numpy(), d_x, rtol=1e-4, atol=1e-4 * np.abs(d_x).max())
     with pytest.raises(ValueError, match="forward\\(\\) is inference"):
         module(x)
 
@@ -200,6 +235,22 @@ def test_bad_inputs_are_one_clear_error():
         with_loss.loss(torch.zeros(4, 6), torch.tensor([0, 1, 2, 9]))
 
 
+def test_the_module_computes_in_its_parameters_dtype_after_double_or_half():
+    net = mixed_net()
+    # Weights exact in float32, so that float32 made, then .double(), is the same network.
+    params = [
+        {k: np.float32(v).astype(np.float64) for k, v in p.items()} for p in lively_params(net, 5)
+    ]
+    x = torch.tensor(np.random.default_rng(5).random((7, 3, 6)) * 2)
+    built = ptorch.SpikingNetwork(net, params, dtype=torch.float64)
+    converted = ptorch.SpikingNetwork(net, params).double()  # float32 made, then .double()
+    for got, expect in zip(converted(x), built(x)):
+        assert got.dtype == torch.float64
+        torch.testing.assert_close(got, expect, rtol=0, atol=0)
+    with pytest.raises(TypeError, match=r"parameters are torch.float16; use .float\(\)"):
+        ptorch.SpikingNetwork(net, params).half()(x)
+
+
 def test_engine_device_says_how_to_pass_a_batch_larger_than_it_was_compiled_for():
     pytest.importorskip("popsnn._native")
     net = popsnn.Sequential(popsnn.Linear(6, 8), popsnn.Leaky(beta=0.8))
@@ -209,6 +260,9 @@ def test_engine_device_says_how_to_pass_a_batch_larger_than_it_was_compiled_for(
         assert module(torch.rand(3, 6))[0].shape == (4, 3, 8)  # fewer: fine
         with pytest.raises(ValueError, match=r"SpikingNetwork\(\.\.\., batch_size=7\)"):
             module(torch.rand(7, 6))
+        assert module(torch.rand(4, 2, 6))[0].shape == (4, 2, 8)  # [T, B, N], T as compiled
+        with pytest.raises(ValueError, match=r"x has 9 time steps.*num_steps=9\)"):
+            module(torch.rand(9, 2, 6))
 
 
 def test_rleaky_input_and_weight_gradients_match_snntorch_in_float32():
@@ -235,3 +289,78 @@ def test_rleaky_input_and_weight_gradients_match_snntorch_in_float32():
         torch.testing.assert_close(
             layer.weight.grad, theirs[2 * l].weight.grad, rtol=1e-4, atol=1e-6
         )
+
+
+def engine_pair_net(rule=None):
+    # Decays exact in float32 (snnTorch keeps them as float32 buffers).
+    return popsnn.Sequential(
+        popsnn.Linear(6, 24),
+        popsnn.Leaky(beta=0.8125, sparse=rule),
+        popsnn.Linear(24, 16),
+        popsnn.Synaptic(alpha=0.625, beta=0.875, reset_mechanism="zero", sparse=rule),
+        popsnn.Linear(16, 4),
+        popsnn.Leaky(beta=0.75, sparse=rule),
+    )
+
+
+def upstream_linear(dtype):
+    """The same nn.Linear(5, 6) every time: float32 weights, in `dtype`."""
+    torch.manual_seed(7)
+    return torch.nn.Linear(5, 6).to(dtype)
+
+
+def upstream_grads(device, net, params, x, y, dtype=torch.float32, **options):
+    """Upstream nn.Linear(5, 6) -> SpikingNetwork with the ce_count loss: the upstream
+    layer's gradients and the loss."""
+    up = upstream_linear(dtype)
+    snn_module = ptorch.SpikingNetwork(
+        net, params, num_steps=10, device=device, loss="ce_count", dtype=dtype, **options
+    )
+    loss = snn_module.loss(up(x.to(dtype)), y)
+    loss.backward()
+    if "memory_bytes_per_tile" in options:
+        assert snn_module._engine.profile()["sample_chunks"] > 1
+    return loss.item(), up.weight.grad.double(), up.bias.grad.double()
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "per-step"])
+@pytest.mark.parametrize("sparse_rule", [None, sparse.window(0.5)], ids=["dense", "window"])
+def test_engine_device_passes_the_input_gradient_to_upstream_layers(sparse_rule, direct):
+    """Upstream nn.Linear gradients through device "cpu" equal those through the reference
+    (float32, the same rule) and, without a rule, snnTorch's in float64 (ce_count is the
+    cross-entropy of the spike counts), to float32 tolerance."""
+    pytest.importorskip("popsnn._native")
+    net = engine_pair_net(sparse_rule)
+    params = [{k: (2.5 * v).astype(np.float32) for k, v in p.items()} for p in net.init_params(6)]
+    rng = np.random.default_rng(6)
+    x = torch.tensor(rng.random((9, 5) if direct else (10, 9, 5)) * 2, dtype=torch.float32)
+    y = torch.tensor(rng.integers(0, 4, 9))
+    value, d_w, d_b = upstream_grads("cpu", net, params, x, y)
+    ref_value, ref_w, ref_b = upstream_grads("reference", net, params, x, y)
+    assert d_w.abs().sum() > 0
+    assert value == pytest.approx(ref_value, rel=2e-5)
+    torch.testing.assert_close(d_w, ref_w, rtol=1e-4, atol=1e-4 * ref_w.abs().max().item())
+    torch.testing.assert_close(d_b, ref_b, rtol=1e-4, atol=1e-4 * ref_b.abs().max().item())
+    # The batch in chunks of samples on an ipu-model too small to hold it at once.
+    chunked = dict(num_ipus=1, tiles_per_ipu=4, memory_bytes_per_tile=24 * 1024)
+    _, d_w_chunked, _ = upstream_grads("ipu-model", net, params, x, y, **chunked)
+    torch.testing.assert_close(d_w_chunked, ref_w, rtol=1e-4, atol=1e-4 * ref_w.abs().max().item())
+    if sparse_rule is not None:
+        return
+    # snnTorch in float64 on the same weights (the current up(x) every step) against the
+    # reference in float64; and the engine's against snnTorch's to float32 tolerance (the
+    # seeds put no membrane within float32 rounding of the threshold).
+    params64 = [{k: v.astype(np.float64) for k, v in p.items()} for p in params]
+    value64, ref64_w, ref64_b = upstream_grads("reference", net, params64, x, y, torch.float64)
+    up = upstream_linear(torch.float64)
+    current = up(x.double())
+    if direct:
+        current = current.expand(10, -1, -1)
+    spikes, _ = snntorch_outputs(interop.to_snntorch(net, params64), current)
+    loss = torch.nn.functional.cross_entropy(spikes.sum(0), y)
+    loss.backward()
+    assert value64 == pytest.approx(loss.item(), rel=1e-12)
+    torch.testing.assert_close(ref64_w, up.weight.grad, rtol=2e-6, atol=1e-9)
+    torch.testing.assert_close(ref64_b, up.bias.grad, rtol=2e-6, atol=1e-9)
+    assert value == pytest.approx(loss.item(), rel=1e-5)
+    torch.testing.assert_close(d_w, up.weight.grad, rtol=1e-4, atol=1e-4 * ref_w.abs().max().item())

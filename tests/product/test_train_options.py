@@ -117,6 +117,20 @@ def test_profile_summary_accounts_for_every_estimated_cycle():
     assert "ESTIMATES" in text and "not measured" in text and "123 images/s" in text
 
 
+@pytest.mark.parametrize("device", ["reference", "cpu"])
+def test_profile_counts_steps_whose_optimiser_runs_on_the_host(device):
+    """Data-parallel training and popsnn.torch step the optimiser on the host after
+    loss_and_grad: the profile's per-step figures must divide by those steps too."""
+    net = popsnn.Sequential(popsnn.Linear(12, 8), popsnn.Leaky(beta=0.9))
+    model = popsnn.Model(net, device=device, batch_size=4, num_steps=3)
+    x, y = np.ones((4, 12), np.float32), np.arange(4) % 8
+    model.train_step(x, y)
+    model.loss_and_grad(x, y)
+    model.backend.loss_grad_and_spikes(x, y)
+    model.infer(x)  # inference is not a training step
+    assert model.profile()["train_steps"] == 3
+
+
 def test_cli_profile_prints_the_summary(tmp_path):
     r = popsnn_cli(
         "train", "--device", "cpu", "--hidden", "32", "--num-steps", "4", "--epochs", "1",
@@ -150,5 +164,14 @@ def test_plots_return_figures_without_choosing_a_backend():
     # Every spike is drawn, whichever neuron of the wide layer fired.
     drawn = raster.axes[0].collections[0].get_offsets()
     assert sorted(map(tuple, np.asarray(drawn).astype(int))) == [(1, 0), (3, 999), (4, 500)]
-    ticks = figures[1].axes[0].xaxis.get_major_locator()()
-    assert all(float(t).is_integer() for t in ticks)
+    for ax in (*figures[1].axes, *figures[2].axes):  # every epoch axis: whole epochs
+        ticks = ax.xaxis.get_major_locator()()
+        assert all(float(t).is_integer() for t in ticks), ax.get_title()
+    # A run of one epoch too (the locator's default of two ticks would give 0.945, 0.96, ...).
+    one = {k: v[:1] for k, v in history.items() if k != "step_loss"}
+    one["step_loss"] = [1.2, 1.0, 0.7]
+    for fig in (plots.plot_curves(one), plots.plot_activity(one)):
+        for ax in fig.axes:
+            low, high = ax.get_xlim()
+            shown = [t for t in ax.xaxis.get_major_locator()() if low <= t <= high]
+            assert shown and all(float(t).is_integer() for t in shown), (ax.get_title(), shown)

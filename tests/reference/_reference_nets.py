@@ -16,7 +16,17 @@ BATCH = 3
 N_IN, N_HID, N_OUT = 3, 5, 4
 NUM_CLASSES_POP = 2  # N_OUT = 4 outputs -> 2 classes of 2 neurons
 
-MODELS = ("leaky", "synaptic", "rleaky_all", "rleaky_one", "lapicque")
+MODELS = (
+    "leaky",
+    "synaptic",
+    "rleaky_all",
+    "rleaky_one",
+    "lapicque",
+    "alpha",
+    "leaky_learn",
+    "synaptic_learn",
+    "rleaky_learn",
+)
 RESETS = ("subtract", "zero", "none")
 SURROGATES = ("fast_sigmoid", "atan", "sigmoid", "straight_through")
 
@@ -30,10 +40,22 @@ def make_surrogate(name):
     }[name]
 
 
-def neuron(model, reset="subtract", sur="atan", rule=None, threshold=1.0):
+def neuron(model, reset="subtract", sur="atan", rule=None, threshold=1.0, n=N_HID):
+    """`n`: the layer's size, for the models with one beta / threshold per neuron."""
     kw = dict(
         reset_mechanism=reset, surrogate=make_surrogate(sur), sparse=rule, threshold=threshold
     )
+    spread = np.linspace(-0.05, 0.05, n)
+    if model == "leaky_learn":  # per-neuron beta and threshold, both trained
+        kw["threshold"] = threshold + spread
+        return popsnn.Leaky(beta=0.8 + spread, learn_beta=True, learn_threshold=True, **kw)
+    if model == "synaptic_learn":  # one trained beta and threshold per layer
+        return popsnn.Synaptic(alpha=0.6, beta=0.7, learn_beta=True, learn_threshold=True, **kw)
+    if model == "rleaky_learn":  # per-neuron trained beta, fixed per-neuron threshold
+        kw["threshold"] = threshold + spread
+        return popsnn.RLeaky(beta=0.75 + spread, all_to_all=True, learn_beta=True, **kw)
+    if model == "alpha":  # tau_alpha = ln 0.85 / (ln 0.6 - ln 0.85) + 1 = 1.47
+        return popsnn.Alpha(alpha=0.85, beta=0.6, learn_beta=True, learn_threshold=True, **kw)
     if model == "leaky":
         return popsnn.Leaky(beta=0.8, **kw)
     if model == "synaptic":
@@ -50,9 +72,9 @@ def neuron(model, reset="subtract", sur="atan", rule=None, threshold=1.0):
 def two_layer_net(model, reset="subtract", sur="atan", rule=None, n_out=N_OUT):
     return popsnn.Sequential(
         popsnn.Linear(N_IN, N_HID),
-        neuron(model, reset, sur, rule),
+        neuron(model, reset, sur, rule, n=N_HID),
         popsnn.Linear(N_HID, n_out),
-        neuron(model, reset, sur, rule),
+        neuron(model, reset, sur, rule, n=n_out),
     )
 
 
@@ -137,5 +159,5 @@ def smooth_spike_fn(neuron_):
         return F
     if rule.kind == "window":
         return lambda x: F(np.clip(x, -rule.value, rule.value))
-    lo = rule.value - neuron_.threshold
+    lo = rule.value - np.asarray(neuron_.threshold)
     return lambda x: F(np.maximum(x, lo))

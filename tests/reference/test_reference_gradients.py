@@ -33,6 +33,7 @@ from _reference_nets import (
     MODELS,
     RESETS,
     SURROGATES,
+    T_STEPS,
     active_params,
     loss_classes,
     mixed_net,
@@ -110,7 +111,7 @@ def clean_case(net, loss, direct=False, seeds=range(30)):
         if direct:
             x = x[0]
         y = targets(seed + 200, num_classes=loss_classes(loss))
-        rec = smooth_run(net, params, x, num_steps=x.shape[0] if direct else None)
+        rec = smooth_run(net, params, x, num_steps=T_STEPS if direct else None)
         if clearance(net, rec, loss) > CLEARANCE and resets_everywhere(net, rec):
             return params, x, y
     raise AssertionError("no seed gives a trajectory clear of the kinks; widen the seed range")
@@ -118,7 +119,7 @@ def clean_case(net, loss, direct=False, seeds=range(30)):
 
 def check_against_fd(net, loss, direct=False):
     params, x, y = clean_case(net, loss, direct)
-    num_steps = x.shape[0] if direct else None
+    num_steps = T_STEPS if direct else None  # direct current: [B, N] fed T_STEPS steps
     _, grads, _ = smooth_loss_and_grad(net, params, x, y, loss, num_steps)
     fd = finite_difference(net, params, x, y, loss, num_steps)
     assert [sorted(g) for g in grads] == [sorted(p) for p in params]

@@ -37,8 +37,8 @@ RULES = [sparse.window(0.3), sparse.one_sided(0.8)]
 def test_record_mask_is_the_rule_on_the_membranes(model, rule):
     net = two_layer_net(model, rule=rule)
     rec = reference.forward(net, active_params(net), sequence_input())
-    for u, m in zip(rec.membranes, rec.grad_masks):
-        np.testing.assert_array_equal(m, rule.mask(u, 1.0))
+    for (_, neuron), u, m in zip(net.pairs, rec.membranes, rec.grad_masks):
+        np.testing.assert_array_equal(m, rule.mask(u, np.asarray(neuron.threshold)))
         assert 0 < m.mean() < 1  # the rule really splits the entries
 
 

@@ -306,7 +306,8 @@ def test_vector_of_edges_layouts_and_multivertex_workers(fidelity):
     """Item 5: Vector<Input<Vector<float>>> rows of lengths 1, 3, 5 (setFieldSize and
     connect(v["rows"][i], t)); Vector<Input<float>> from a list of tensors; ONE_PTR,
     SCALED_PTR32/64 and COMPACT_PTR vectors; a MultiVertex whose worker w writes the
-    elements i = w (mod 6), each tagged w*100 + i."""
+    elements i = w (mod 6), each tagged w*100 + i. A codelet asking a ONE_PTR vector for
+    its size does not compile (the layout stores none)."""
     lines = fidelity("vector_fields").splitlines()
     assert lines[0] == "sums: [1.0000000 9.0000000 35.0000000]"
     assert lines[1] == f"weighted: {1 + 90 + 3500:.7f}"
@@ -319,4 +320,29 @@ def test_vector_of_edges_layouts_and_multivertex_workers(fidelity):
         "error: connect: vertex 'RowSums' (id 3, compute set 'bad') field 'weights'[1] is a "
         "scalar edge but tensor 'w' (float{2}) has 2 elements; connect a one-element tensor "
         "(e.g. t[i])",
+        "ONE_PTR size(): does not compile (stores no size)",
     ]
+
+
+def test_compile_flags_in_an_executable_are_limited(fidelity, serialized, tmp_path):
+    """Flags of a codelet source reach the compiler's command line: a stream may carry
+    plain -D/-O/... options, never shell syntax or options handed on to the linker."""
+    marker = b"serialize_codelet.cpp"
+    at = serialized.index(marker) + len(marker) - HEADER  # the flags' length follows the path
+    payload = serialized[HEADER:-64]
+    assert payload[at : at + 8] == bytes(8)
+
+    def with_flags(flags: bytes) -> bytes:
+        p = payload[:at] + len(flags).to_bytes(8, "little") + flags + payload[at + 8 :]
+        head = serialized[:12] + len(p).to_bytes(8, "little")
+        return head + p + hashlib.sha256(p).hexdigest().encode()
+
+    lines = load(
+        fidelity,
+        [with_flags(b"-Wl,-plugin=/tmp/x.so"), with_flags(b"-DX=1; rm -rf ~"), with_flags(b"-O2")],
+        tmp_path,
+    )
+    prefix = "error: Executable::deserialize: the compile flags of codelet '"
+    assert lines[0].startswith(prefix) and "hold '-Wl,-plugin=/tmp/x.so'" in lines[0]
+    assert lines[1].startswith(prefix) and "hold '-DX=1;'" in lines[1]
+    assert lines[2] == "ok"

@@ -159,6 +159,20 @@ def test_half_is_stored_as_ieee_binary16(runtime_cases):
     assert r["bits"] == want
 
 
+@pytest.mark.parametrize("device", ["cpu", "ipu4"])
+def test_a_codelet_with_half_fields_stores_binary16_and_sums_in_float(runtime_cases, device):
+    """HalfAxpy: y = half(a*x + y) with a float product and sum, as numpy rounds it."""
+    r = runtime_cases("half_vertex", device)
+    x = np.array([1.0, 3.0, 0.001, 60000.0], np.float16).astype(np.float32)
+    y = np.array([0.5, 1.0, 1.0, 10000.0], np.float16).astype(np.float32)
+    new_y = (np.float32(0.1) * x + y).astype(np.float16)
+    assert r["bits"] == new_y.view(np.uint16).tolist()
+    total = np.float32(0)
+    for v in new_y.astype(np.float32):
+        total += v
+    assert r["total"] == [pytest.approx(float(total), rel=1e-7)]
+
+
 @pytest.mark.parametrize(
     "device, cpu_tiles", [("cpu", "7"), ("cpu", "1"), ("ipu16", "4"), ("ipu2x8", "4"), ("mk2", "4")]
 )

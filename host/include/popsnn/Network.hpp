@@ -67,9 +67,13 @@ public:
   // [T, B, C] output spikes. Returns the loss.
   float trainStep(const float *x, const int *labels, unsigned validSamples,
                   float *outSpikes = nullptr);
-  // Loss and gradients (PyTorch layout) without updating anything.
+  // Loss and gradients (PyTorch layout) without updating anything. outInputGrad (optional):
+  // dL/dx shaped as x, (sum_t dL/dI[t]) W of the first layer for direct input, dL/dI[t] W per
+  // step for [T, B, N_in] input (which needs NetworkSpec::inputGrad, else it throws
+  // std::invalid_argument); dL/dI comes from the device, the product is done on the host.
   float lossAndGrad(const float *x, const int *labels, unsigned validSamples,
-                    std::vector<LayerParams> &grads, float *outSpikes = nullptr);
+                    std::vector<LayerParams> &grads, float *outSpikes = nullptr,
+                    float *outInputGrad = nullptr);
   void infer(const float *x, float *outSpikes);
 
   std::vector<LayerParams> getParams();

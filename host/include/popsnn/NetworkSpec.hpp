@@ -72,6 +72,18 @@ struct NetworkSpec {
   // neurons: spikes plus gradient candidates beyond it are an overflow (an error,
   // or a recompile with larger buffers; never a silent truncation).
   float maxActivity = 1.0f;
+  // A sparse rule's gradient trace (the entries whose masked surrogate is non-zero, over
+  // all steps and samples) per shard, as a fraction of the shard's T x B x n entries; 0:
+  // maxActivity. Needing more is an overflow like the spike buffers' (error or grow).
+  float traceActivity = 0.0f;
+  // The id trace (the spike ids of all steps and samples) per shard, likewise.
+  float spikeActivity = 0.0f;
+  float gradientTraceActivity() const { return traceActivity > 0.0f ? traceActivity : maxActivity; }
+  float idTraceActivity() const { return spikeActivity > 0.0f ? spikeActivity : maxActivity; }
+  // [T, B, N_in] input: keep the first layer's dL/dI of every step, [T, B, N_1] more
+  // per sample chunk on its tiles, for the input gradient (Network::lossAndGrad's
+  // outInputGrad). Direct input needs no flag: its sum over the steps is kept anyway.
+  bool inputGrad = false;
 
   // Throws std::invalid_argument naming the offending field, value and fix.
   void validate() const;

@@ -180,6 +180,8 @@ const popsnn_codelet_table *loadCodeletObject(const std::string &path) {
   return table;
 }
 
+std::string canonicalPath(const std::string &path) { return absolutePath(path); }
+
 std::string fileSha256(const std::string &path) {
   std::string content;
   if (!readFile(path, content))

@@ -15,6 +15,9 @@ const popsnn_codelet_table *loadCodeletObject(const std::string &path);
 // and returns the path of the resulting object.
 std::string compileCodeletSource(const std::string &path, const std::string &flags);
 
+// The absolute path of an existing file, symbolic links resolved (else `path` itself).
+std::string canonicalPath(const std::string &path);
+
 // Lowercase hex SHA-256 of the file's content; throws graph_program_compilation_error
 // if it cannot be read.
 std::string fileSha256(const std::string &path);

@@ -72,13 +72,17 @@ void checkFlags(const std::string &flags, const std::string &path) {
     const bool safe = std::all_of(w.begin(), w.end(), [](char c) {
       return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_=+.,/:@%-", c);
     });
-    bool ok = safe && (pathNext || std::any_of(std::begin(allowed), std::end(allowed),
-                                               [&](const char *p) { return w.rfind(p, 0) == 0; }));
+    // -Wl, -Wa, -Wp, hand options on to the linker, assembler and preprocessor.
+    const bool passOn =
+        w.rfind("-Wl,", 0) == 0 || w.rfind("-Wa,", 0) == 0 || w.rfind("-Wp,", 0) == 0;
+    bool ok = safe && !passOn &&
+              (pathNext || std::any_of(std::begin(allowed), std::end(allowed),
+                                       [&](const char *p) { return w.rfind(p, 0) == 0; }));
     if (!ok)
       throw poplar_error("Executable::deserialize: the compile flags of codelet '" + path +
                          "' hold '" + w +
                          "', which an executable may not pass to the compiler (allowed: -D, -U, "
-                         "-O, -W, -g, -m, -std=, -I, -iquote, -isystem)");
+                         "-O, -W (not -Wl,/-Wa,/-Wp,), -g, -m, -std=, -I, -iquote, -isystem)");
     pathNext = w == "-I" || w == "-iquote" || w == "-isystem";
   }
 }

@@ -188,7 +188,8 @@ bool Graph::addCodelets(StringRef src, CodeletFileType type, StringRef compileFl
     g.vertexClasses[c.name] = std::move(c);
   }
   g.codeletFiles.push_back(objectPath);
-  g.codeletRecords.push_back({object, path, compileFlags.str(), detail::fileSha256(path)});
+  g.codeletRecords.push_back(
+      {object, detail::canonicalPath(path), compileFlags.str(), detail::fileSha256(path)});
   return true;
 }
 

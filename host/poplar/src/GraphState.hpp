@@ -60,7 +60,7 @@ struct ComputeSetInfo {
 // A codelet file as the graph loaded it, so a serialized Executable can load it again.
 struct CodeletRecord {
   bool isObject = false; // a .gp object; else a source compiled at run time
-  std::string path;      // as given to addCodelets
+  std::string path;      // absolute
   std::string flags;     // compile flags (sources)
   std::string sha256;    // of the file's content when it was loaded
 };

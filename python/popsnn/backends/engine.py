@@ -7,16 +7,19 @@ The protocol is `popsnn.backends.Backend`; results equal the dense
 NumPy reference (`popsnn.reference`) computed in float32, spikes identical.
 
 How it runs (host/src/Network.cpp has the details): every layer is sharded by
-output neuron over the tiles; per step a shard writes its spike ids (then, with
-a sparse rule, its gradient candidates) into a fixed-capacity buffer; the next
+output neuron over the tiles; per step a shard writes its spike ids into a
+buffer, the buffers of all steps one after the other (the id trace); the next
 layer sums the weight rows of the received ids (a layer narrower than those
 buffers, like a 10-class readout, gets W.S[t] sums pushed by its input layer's
-tiles instead). The backward computes dL/dS only for the id buffers' entries
-when a sparse rule is on, from the downstream layer's dL/dI and a per-tile copy
-of its weights, and weight gradients only for inputs that spiked. With a rule,
-the surrogate is kept only beside the buffers' entries, so the traces shrink
-with `max_activity`: `profile()["layer{l}_trace_bytes"]` (surrogate plus id
-traces) reports them. Schedule: layer-major (each layer's T steps in one
+tiles instead). With a sparse rule, the forward also keeps a gradient trace per
+shard: the ids and surrogate values of the entries inside the rule, compressed
+over all steps and samples. Both traces are sized by the activity over all
+steps (`spike_activity`, `trace_activity`), not by the busiest step (`max_activity` bounds one
+step's buffer, which matters where buffers are sent per step). The backward
+computes dL/dS only for the gradient trace's entries, from the downstream
+layer's dL/dI and a per-tile copy of its weights, and weight
+gradients only for inputs that spiked. `profile()["layer{l}_trace_bytes"]`
+(surrogate plus ids) reports what is kept. Schedule: layer-major (each layer's T steps in one
 compute phase) when it fits the tiles' memory, else step-major (one phase per
 layer and step); `profile()["step_major"]` says which. If the whole batch fits
 neither way, it runs in chunks of samples one after the other (gradients summed
@@ -33,8 +36,12 @@ The learning rate is device state (one float per tile, written from the host):
 
 Device options: `num_ipus`, `tiles_per_ipu`, `memory_bytes_per_tile`
 (ipu-model geometry), `max_activity` (spike-buffer capacity as a fraction of a
-shard's neurons, default 1.0: never overflows), `on_overflow` ("error",
-default, or "grow": recompile with larger buffers and redo the step).
+shard's neurons, default 1.0: never overflows), `spike_activity` and
+`trace_activity` (the id trace and the gradient trace, kept over all steps, as
+fractions of a shard's T x B x n entries; default: as `max_activity`),
+`on_overflow`
+("error", default, or "grow": recompile with larger buffers or a larger trace,
+each grown apart, and redo the step).
 """
 
 from __future__ import annotations
@@ -48,7 +55,7 @@ from .. import _native
 from .. import losses as _losses
 from .._checks import one_of, positive_int
 from ..defaults import RUN
-from ..layers import Lapicque, RLeaky, Synaptic
+from ..layers import Alpha, Lapicque, RLeaky, Synaptic
 from ..validation import check_batch, check_learning_rate, check_params, check_sizes, param_shapes
 
 __all__ = [
@@ -61,11 +68,20 @@ __all__ = [
 SpikeBufferOverflow = _native.SpikeBufferOverflow
 NetworkDoesNotFit = _native.NetworkDoesNotFit
 
+
+def _fraction(name, value, meaning) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise ValueError(f"{name} must be a number in (0, 1] ({meaning}), got {value!r}")
+    return float(value)
+
+
 _DEVICE_OPTIONS = (
     "num_ipus",
     "tiles_per_ipu",
     "memory_bytes_per_tile",
     "max_activity",
+    "trace_activity",
+    "spike_activity",
     "on_overflow",
 )
 
@@ -73,6 +89,25 @@ _DEVICE_OPTIONS = (
 def codelets_path() -> Path:
     """The codelet object built with the package (graph.addCodelets loads it)."""
     return Path(__file__).resolve().parents[1] / "lib" / "popsnn_codelets.gp"
+
+
+def check_engine_supports(net) -> None:
+    """Refuse, in one line naming device='reference', a neuron feature the engine's vertices
+    do not implement yet (rather than compile a network that computes something else)."""
+    for i, (_, neuron) in enumerate(net.pairs):
+        where = f"layer {2 * i + 1} ({type(neuron).__name__})"
+        if isinstance(neuron, Alpha):
+            missing = "the Alpha neuron"
+        elif neuron.learned():
+            missing = f"learnable {' and '.join(neuron.learned())}"
+        elif neuron.per_neuron_constants():
+            missing = f"per-neuron {' and '.join(neuron.per_neuron_constants())}"
+        else:
+            continue
+        raise ValueError(
+            f"{where}: {missing} is not supported by the engine devices yet; "
+            f"use device='reference' for this network"
+        )
 
 
 def _layer_spec(lin, neuron) -> dict:
@@ -155,18 +190,27 @@ class EngineBackend:
         self.on_overflow = one_of(
             "on_overflow", device_options.get("on_overflow", "error"), ("error", "grow")
         )
-        self.max_activity = device_options.get("max_activity", RUN["max_activity"])
-        if (
-            isinstance(self.max_activity, bool)
-            or not isinstance(self.max_activity, (int, float))
-            or not 0 < self.max_activity <= 1
-        ):
-            raise ValueError(
-                f"max_activity must be a number in (0, 1] (the spike-buffer "
-                f"capacity as a fraction of a tile's neurons), got "
-                f"{self.max_activity!r}"
+        self.max_activity = _fraction(
+            "max_activity",
+            device_options.get("max_activity", RUN["max_activity"]),
+            "the spike-buffer capacity as a fraction of a tile's neurons",
+        )
+        # The traces kept over all steps: None (the default) sizes them as max_activity.
+        self.trace_activity, self.spike_activity = (
+            RUN[key]
+            if device_options.get(key) is None
+            else _fraction(
+                key,
+                device_options[key],
+                f"{what} as a fraction of a tile's "
+                "steps x samples x neurons; None: as max_activity",
             )
-        self.max_activity = float(self.max_activity)
+            for key, what in (
+                ("trace_activity", "the gradient trace's size"),
+                ("spike_activity", "the id trace's size"),
+            )
+        )
+        check_engine_supports(net)
         self._device = {"type": device, "codelets": str(codelets_path())}
         for key in ("num_ipus", "tiles_per_ipu", "memory_bytes_per_tile"):
             if key in device_options:
@@ -179,6 +223,8 @@ class EngineBackend:
             "batch_size": self.batch_size,
             "num_steps": self.num_steps,
             "max_activity": self.max_activity,
+            "trace_activity": self.trace_activity,
+            "spike_activity": self.spike_activity,
         }
         # One engine per input layout, each compiled the first time its layout is used and
         # kept: alternating [B, N] and [T, B, N] inputs costs a state hand-over, not a build.
@@ -200,15 +246,22 @@ class EngineBackend:
             {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in p.items()} for p in params
         ]
 
-    def _engine_for(self, mode):
+    def _engine_for(self, mode, input_grad=False):
         """The engine for input `mode` ("direct" [B, N] or "per_step" [T, B, N]), holding the
         current weights, optimiser state and learning rate (handed over from the engine used
-        last; host copies, no recompile once both layouts have been seen)."""
+        last; host copies, no recompile once both layouts have been seen). Per-step input with
+        `input_grad` has an engine of its own ("per_step_input_grad"), which keeps the first
+        layer's dL/dI of every step; once built it serves all per-step calls."""
+        if mode == "per_step" and (input_grad or self._mode == "per_step_input_grad"):
+            mode = "per_step_input_grad"
         if self._mode == mode:
             return self._engine
         engine = self._engines.get(mode)
         if engine is None:
-            spec = dict(self._spec, input=mode)
+            per_step_grad = mode == "per_step_input_grad"
+            spec = dict(
+                self._spec, input="per_step" if per_step_grad else mode, input_grad=per_step_grad
+            )
             engine = _native.Network(spec, self._device, self.on_overflow)
             self._engines[mode] = engine
             self.engine_builds += 1
@@ -219,10 +272,10 @@ class EngineBackend:
         self._engine, self._mode = engine, mode
         return engine
 
-    def _prepare(self, x, y=None):
+    def _prepare(self, x, y=None, input_grad=False):
         """(engine, padded x, padded labels, valid count)."""
         x, direct, batch = check_batch(self.net, x, self.num_steps, self.batch_size)
-        engine = self._engine_for("direct" if direct else "per_step")
+        engine = self._engine_for("direct" if direct else "per_step", input_grad)
         if batch < self.batch_size:
             # A last, partial batch: padding rows are computed but weigh nothing in the
             # loss and gradients, and are cut from the outputs.
@@ -240,22 +293,40 @@ class EngineBackend:
 
     # -- the protocol ------------------------------------------------------------
 
-    def train_step(self, x, y):
-        engine, x, labels, valid = self._prepare(x, y)
+    def _counted(self, run, *args):
+        """run(*args), counted as a training step (forward and backward) in profile(): the
+        optimiser step may be on the device (train_step) or on the host (data-parallel
+        training, popsnn.torch), the device's part of the step is the same."""
         start = time.perf_counter()
-        loss, spikes = engine.train_step(x, labels, valid)
+        out = run(*args)
         self._seconds += time.perf_counter() - start
         self._train_steps += 1
+        return out
+
+    def train_step(self, x, y):
+        engine, x, labels, valid = self._prepare(x, y)
+        loss, spikes = self._counted(engine.train_step, x, labels, valid)
         return float(loss), spikes[:, :valid]
 
     def loss_and_grad(self, x, y):
         engine, x, labels, valid = self._prepare(x, y)
-        loss, grads, _ = engine.loss_and_grad(x, labels, valid)
+        loss, grads, _ = self._counted(engine.loss_and_grad, x, labels, valid)
         return float(loss), grads
+
+    def loss_and_input_grad(self, x, y):
+        """(loss, grads, dL/dx shaped as x): the device keeps the first layer's dL/dI (direct
+        input x [B, N_in]: its sum over the steps, per shard and chunk of samples), the host
+        multiplies by that layer's W (host/src/Network.cpp, readInputGrad). Per-step input
+        x [T, B, N_in] runs on an engine that keeps dL/dI of every step: [T, B, N_1] more
+        per chunk of samples on the first layer's tiles, built the first time it is asked
+        for (`engine_builds` counts it)."""
+        engine, x, labels, valid = self._prepare(x, y, input_grad=True)
+        loss, grads, _, d_x = self._counted(engine.loss_and_input_grad, x, labels, valid)
+        return float(loss), grads, (d_x[:valid] if d_x.ndim == 2 else d_x[:, :valid])
 
     def loss_grad_and_spikes(self, x, y):
         engine, x, labels, valid = self._prepare(x, y)
-        loss, grads, spikes = engine.loss_and_grad(x, labels, valid)
+        loss, grads, spikes = self._counted(engine.loss_and_grad, x, labels, valid)
         return float(loss), grads, spikes[:, :valid]
 
     def infer(self, x):

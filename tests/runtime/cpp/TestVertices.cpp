@@ -141,3 +141,22 @@ struct Answer : public Vertex {
   void compute() { *out = kAnswer; }
 };
 } // namespace testns
+
+// y = a * x + y in half storage with a float sum (Poplar codelets' `half`).
+class HalfAxpy : public Vertex {
+public:
+  Input<Vector<half>> x;
+  InOut<Vector<half>> y;
+  Output<float> total; // sum of the new y, accumulated in float
+  float a;
+
+  bool compute() {
+    float sum = 0.0f;
+    for (unsigned i = 0; i < y.size(); ++i) {
+      y[i] = static_cast<half>(a * static_cast<float>(x[i]) + static_cast<float>(y[i]));
+      sum += static_cast<float>(y[i]);
+    }
+    *total = sum;
+    return true;
+  }
+};

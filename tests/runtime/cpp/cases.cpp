@@ -566,6 +566,30 @@ void caseHalf(Ctx &c) {
   c.out.list("bits", read<std::uint16_t>(engine, "h2", 4));
 }
 
+// A codelet with `half` fields (HalfAxpy): half storage, float arithmetic in the vertex.
+void caseHalfVertex(Ctx &c) {
+  Graph graph(c.device.getTarget());
+  graph.addCodelets(c.codelets);
+  Tensor x = graph.addVariable(HALF, {4}, "x");
+  Tensor y = graph.addVariable(HALF, {4}, "y");
+  Tensor total = graph.addVariable(FLOAT, {}, "total");
+  for (const Tensor &t : {x, y, total})
+    graph.setTileMapping(t, c.tile(1));
+  graph.setInitialValue<float>(x, {1.0f, 3.0f, 0.001f, 60000.0f});
+  graph.setInitialValue<float>(y, {0.5f, 1.0f, 1.0f, 10000.0f});
+  ComputeSet cs = graph.addComputeSet("axpy");
+  VertexRef v = graph.addVertex(cs, "HalfAxpy", {{"x", x}, {"y", y}, {"total", total}});
+  graph.setInitialValue(v["a"], 0.1f);
+  graph.setTileMapping(v, c.tile(1));
+  graph.createHostRead("y", y);
+  graph.createHostRead("total", total);
+  Engine engine(graph, Execute(cs));
+  engine.load(c.device);
+  engine.run();
+  c.out.list("bits", read<std::uint16_t>(engine, "y", 4));
+  c.out.list("total", read<float>(engine, "total", 1));
+}
+
 // Hand-checkable profile: perf estimates, exchange within and between IPUs,
 // on-tile copies, host streams and syncs (run on ipu2x8).
 void caseProfile(Ctx &c) {
@@ -1128,6 +1152,7 @@ int main(int argc, char **argv) {
       {"multi_program", caseMultiProgram},
       {"non_contiguous", caseNonContiguous},
       {"half", caseHalf},
+      {"half_vertex", caseHalfVertex},
       {"profile", caseProfile},
       {"memory", caseMemory},
       {"memory_mk2", caseMemoryMk2},

@@ -67,6 +67,21 @@ public:
 };
 )";
 
+// A ONE_PTR vector stores no size: asking for it does not compile, as with popc.
+static const char *kSizeOfOnePtr = R"(
+#include <poplar/Vertex.hpp>
+using namespace poplar;
+class OnePtrSize : public Vertex {
+public:
+  Input<Vector<float, VectorLayout::ONE_PTR>> a;
+  Output<unsigned> n;
+  bool compute() {
+    *n = a.size();
+    return true;
+  }
+};
+)";
+
 int main(int, char **argv) {
   const std::string self = argv[0];
   const std::string path = self.substr(0, self.rfind('/') + 1) + "vector_fields_codelet.cpp";
@@ -134,6 +149,16 @@ int main(int, char **argv) {
     graph.connect(b["weights"][1], w.slice(0, 2));
   } catch (const poplar_error &e) {
     std::cout << "error: " << e.what() << "\n";
+  }
+  const std::string onePtr = path.substr(0, path.rfind('/') + 1) + "one_ptr_size_codelet.cpp";
+  std::ofstream(onePtr) << kSizeOfOnePtr;
+  try {
+    graph.addCodelets(onePtr);
+    std::cout << "ONE_PTR size(): compiled\n";
+  } catch (const graph_program_compilation_error &e) {
+    const bool said = std::string(e.what()).find("stores no size") != std::string::npos;
+    std::cout << "ONE_PTR size(): " << (said ? "does not compile (stores no size)" : e.what())
+              << "\n";
   }
   return 0;
 }

@@ -12,6 +12,14 @@
 
 #include "poplar/VectorLayout.hpp"
 
+// Poplar codelets name IEEE binary16 `half` (a built-in type of popc). Here it is the host
+// compiler's _Float16 (GCC >= 12 and Clang on x86-64): 2 bytes, the layout of a HALF tensor.
+// Arithmetic on it is promoted to float by the codelet's own casts, as on an IPU's half-rate
+// vector unit, whose sums a codelet keeps in float.
+#if defined(__FLT16_MAX__)
+using half = _Float16;
+#endif
+
 namespace poplar {
 
 namespace detail {
@@ -38,6 +46,14 @@ private:
   T *ptr_;
   unsigned size_;
 };
+
+// Whether a Vector of layout L knows its size: SPAN stores a pointer and a size (and
+// COMPACT_PTR is given one here); ONE_PTR and SCALED_PTR* store only a pointer, so a
+// codelet asking them for size() or end() does not compile, as with popc.
+constexpr bool layoutHasSize(VectorLayout L) {
+  return L != VectorLayout::ONE_PTR && L != VectorLayout::SCALED_PTR32 &&
+         L != VectorLayout::SCALED_PTR64 && L != VectorLayout::SCALED_PTR128;
+}
 
 } // namespace detail
 
@@ -67,11 +83,15 @@ public:
   using const_iterator = const T *;
   T &operator[](std::size_t i) { return static_cast<T *>(raw_.ptr)[i]; }
   const T &operator[](std::size_t i) const { return static_cast<const T *>(raw_.ptr)[i]; }
-  unsigned size() const { return raw_.size; }
+  unsigned size() const {
+    static_assert(detail::layoutHasSize(L), "this Vector's VectorLayout (ONE_PTR, SCALED_PTR32/"
+                                            "64/128) stores no size: pass it in another field");
+    return raw_.size;
+  }
   T *begin() { return static_cast<T *>(raw_.ptr); }
-  T *end() { return static_cast<T *>(raw_.ptr) + raw_.size; }
+  T *end() { return begin() + size(); }
   const T *begin() const { return static_cast<const T *>(raw_.ptr); }
-  const T *end() const { return static_cast<const T *>(raw_.ptr) + raw_.size; }
+  const T *end() const { return begin() + size(); }
   T *data() { return static_cast<T *>(raw_.ptr); }
   const T *data() const { return static_cast<const T *>(raw_.ptr); }
   detail::RawSpan raw_;
@@ -95,14 +115,18 @@ public:
   RawSpan raw_;
 };
 
-template <typename E> class VectorFieldBase {
+template <typename E, VectorLayout L> class VectorFieldBase {
 public:
   using value_type = typename std::remove_const<E>::type;
   using iterator = E *;
   E &operator[](std::size_t i) const { return static_cast<E *>(raw_.ptr)[i]; }
-  unsigned size() const { return raw_.size; }
+  unsigned size() const {
+    static_assert(detail::layoutHasSize(L), "this Vector's VectorLayout (ONE_PTR, SCALED_PTR32/"
+                                            "64/128) stores no size: pass it in another field");
+    return raw_.size;
+  }
   E *begin() const { return static_cast<E *>(raw_.ptr); }
-  E *end() const { return static_cast<E *>(raw_.ptr) + raw_.size; }
+  E *end() const { return begin() + size(); }
   E *data() const { return static_cast<E *>(raw_.ptr); }
   RawSpan raw_;
 };
@@ -123,7 +147,7 @@ template <typename X, bool Const> struct FieldStorage {
 };
 template <typename T, VectorLayout L, unsigned A, bool I, bool Const>
 struct FieldStorage<Vector<T, L, A, I>, Const> {
-  using type = VectorFieldBase<typename std::conditional<Const, const T, T>::type>;
+  using type = VectorFieldBase<typename std::conditional<Const, const T, T>::type, L>;
 };
 template <typename T, VectorListLayout L, unsigned A, bool I, bool Const>
 struct FieldStorage<VectorList<T, L, A, I>, Const> {

@@ -44,6 +44,9 @@ POPSNN_ELEMENT_NAME(unsigned int, "unsigned int")
 POPSNN_ELEMENT_NAME(long long, "long long")
 POPSNN_ELEMENT_NAME(unsigned long long, "unsigned long long")
 POPSNN_ELEMENT_NAME(float, "float")
+#if defined(__FLT16_MAX__)
+POPSNN_ELEMENT_NAME(_Float16, "half")
+#endif
 #undef POPSNN_ELEMENT_NAME
 
 struct FieldInfo {

@@ -1,0 +1,95 @@
+#include "Overflow.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "popsnn/VertexEnums.hpp"
+
+namespace popsnn {
+
+namespace {
+
+void noteTraceOverflow(unsigned needed, unsigned capacity, bool spikes, const Layer &layer,
+                       const Shard &sh, unsigned rows, unsigned numSteps, Overflow &worst) {
+  if (needed <= capacity)
+    return;
+  if (!worst.any) {
+    worst.layer = layer.index;
+    worst.step = numSteps - 1;
+    worst.needed = needed;
+    worst.capacity = capacity;
+    worst.count = 1;
+    worst.trace = true;
+    worst.spikes = spikes;
+  }
+  double &grow = spikes ? worst.spikeGrow : worst.traceGrow;
+  grow = std::max(grow, needed / (double(rows) * sh.size));
+  worst.any = true;
+}
+
+} // namespace
+
+Overflow noOverflow(const NetworkSpec &spec) {
+  Overflow none;
+  none.grow = spec.maxActivity;
+  none.traceGrow = spec.gradientTraceActivity();
+  none.spikeGrow = spec.idTraceActivity();
+  return none;
+}
+
+void noteOverflow(const unsigned *o, const Layer &layer, const Shard &sh, unsigned rows,
+                  unsigned numSteps, Overflow &worst) {
+  if (o[codes::OVERFLOWED] != 0) {
+    if (!worst.any || worst.trace || o[codes::MOST_NEEDED] > worst.needed) {
+      worst.layer = layer.index;
+      worst.step = o[codes::FIRST_STEP] - 1;
+      worst.needed = o[codes::MOST_NEEDED];
+      worst.capacity = sh.capacity;
+      worst.count = o[codes::OVERFLOWED];
+      worst.trace = false;
+    }
+    worst.any = true;
+    worst.grow = std::max(worst.grow, double(o[codes::MOST_NEEDED]) / sh.size);
+  }
+  if (sh.traceCapacity != 0)
+    noteTraceOverflow(o[codes::TRACE_NEEDED], sh.traceCapacity, false, layer, sh, rows, numSteps,
+                      worst);
+  noteTraceOverflow(o[codes::SPIKES_NEEDED], sh.spikeCapacity, true, layer, sh, rows, numSteps,
+                    worst);
+}
+
+std::string overflowMessage(const Overflow &worst, const NetworkSpec &spec) {
+  std::ostringstream msg;
+  if (worst.trace) {
+    const char *option = worst.spikes ? "spike_activity" : "trace_activity";
+    msg << (worst.spikes ? "id trace" : "gradient trace") << " overflow in layer " << worst.layer
+        << ": over its " << spec.numSteps << " steps a shard needed " << worst.needed
+        << (worst.spikes ? " spike ids"
+                         : " entries (spikes + gradient candidates inside the sparse rule)")
+        << " but holds " << worst.capacity << "; nothing was updated. Raise " << option << " (now "
+        << (worst.spikes ? spec.idTraceActivity() : spec.gradientTraceActivity())
+        << ", up to 1.0) or pass on_overflow='grow' to grow the trace and recompile";
+  } else {
+    msg << "spike buffer overflow in layer " << worst.layer << " at step " << worst.step
+        << ": a buffer needed " << worst.needed << " entries (spikes) but holds " << worst.capacity
+        << " (" << worst.count
+        << " buffer(s) of that shard overflowed); nothing was updated. Raise max_activity "
+        << "(now " << spec.maxActivity << ", up to 1.0) or pass on_overflow='grow' to grow "
+        << "the buffers and recompile";
+  }
+  return msg.str();
+}
+
+void growFor(const Overflow &worst, NetworkSpec &spec) {
+  // With headroom, so that a slowly rising activity does not recompile every step. Each
+  // grows on its own (and the traces are kept apart from max_activity from now on): a
+  // burst of spikes at one step sizes the per-step buffers, not the traces.
+  const auto grown = [](double needed, float now) {
+    return needed > now ? float(std::min(1.0, needed * 1.25)) : now;
+  };
+  spec.traceActivity = grown(worst.traceGrow, spec.gradientTraceActivity());
+  spec.spikeActivity = grown(worst.spikeGrow, spec.idTraceActivity());
+  spec.maxActivity = grown(worst.grow, spec.maxActivity);
+}
+
+} // namespace popsnn

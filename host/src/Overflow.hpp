@@ -1,0 +1,34 @@
+// What a step's overflow counters say (codes::OverflowField, per shard and chunk): which
+// buffer or trace did not fit, the message naming the fix, and how much to grow. Pure
+// functions of the counters and the spec: Network.cpp reads the counters and rebuilds.
+#pragma once
+
+#include <string>
+
+#include "GraphBuild.hpp"
+#include "popsnn/NetworkSpec.hpp"
+
+namespace popsnn {
+
+struct Overflow {
+  unsigned layer = 0, step = 0, needed = 0, capacity = 0, count = 0;
+  bool any = false;
+  double grow = 0; // the largest fraction of a shard's neurons a buffer needed
+  // A trace that overflowed (its layer, needed and capacity above when no spike buffer
+  // did): the gradient trace, or the id trace over all steps (`spikes`); and the largest
+  // fraction of a shard's T x B x n entries each needed.
+  bool trace = false, spikes = false;
+  double traceGrow = 0, spikeGrow = 0;
+};
+
+// No overflow yet: the spec's sizes as the fractions to grow from.
+Overflow noOverflow(const NetworkSpec &spec);
+// One chunk's counters `o` of shard `sh` (of `rows` = T x chunk batch rows), into `worst`.
+void noteOverflow(const unsigned *o, const Layer &layer, const Shard &sh, unsigned rows,
+                  unsigned numSteps, Overflow &worst);
+// One line naming what did not fit and the fix.
+std::string overflowMessage(const Overflow &worst, const NetworkSpec &spec);
+// The spec's buffers and traces grown with headroom for what was needed, each on its own.
+void growFor(const Overflow &worst, NetworkSpec &spec);
+
+} // namespace popsnn
