@@ -37,7 +37,8 @@ sys.path.insert(0, str(HERE))
 import experiments  # noqa: E402
 
 import popsnn  # noqa: E402
-from popsnn import engine, optim  # noqa: E402
+from popsnn import optim  # noqa: E402
+from popsnn.backends import engine as engine_backend  # noqa: E402
 
 
 def export_codelets(rev: str | None, into: Path) -> Path:
@@ -101,8 +102,10 @@ popsnn_add_codelets(ab OUTPUT ab.gp SOURCES {sources}
 
 
 def model_with(gp: Path, work):
-    original = engine.codelets_path
-    engine.codelets_path = lambda: gp
+    # The backend looks the path up in its own module (popsnn.engine only re-exports it):
+    # patched there, or every model would get the installed codelets.
+    original = engine_backend.codelets_path
+    engine_backend.codelets_path = lambda: gp
     try:
         return popsnn.Model(
             work.net,
@@ -114,7 +117,7 @@ def model_with(gp: Path, work):
             seed=work.seed,
         )
     finally:
-        engine.codelets_path = original
+        engine_backend.codelets_path = original
 
 
 def burst(step, seconds: float) -> float:

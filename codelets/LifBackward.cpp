@@ -9,6 +9,7 @@
 
 #include "BackwardRows.hpp"
 #include "DenseKernels.hpp"
+#include "LeakyTrace.hpp"
 #include "LifCommon.hpp"
 #include "Neurons.hpp"
 #include "SparseBackward.hpp"
@@ -39,6 +40,7 @@ public:
   Input<Vector<float>> ownWeights;  // all-to-all: V on this shard's neurons, blocks [n, n_k]
   InOut<Vector<float>> ownWeightsT; // all-to-all, dense: [N, n]
   Input<Vector<float>> surrTrace;   // no sparse rule: [T, B, n]
+  Input<Vector<float>> current;     // INPUT_DIRECT: x.W + b [B, n] (recomputing the forward)
   Input<Vector<int>> gradEntries;   // a sparse rule: the gradient trace (see LifForward)
   Input<Vector<float>> gradValues;  // its masked surrogate values
   Input<Vector<int>> idTrace;       // own buffers of every step: the id trace (VertexEnums.hpp)
@@ -88,8 +90,19 @@ public:
   unsigned ownLayerSize;
   float beta;
   float alpha; // the neuron's second constant (popsnn::NeuronConstants)
+  // The forward's constants, for the kernels that recompute it (LeakyTrace.hpp).
+  float threshold;
+  unsigned surrogate; // codes::Surrogate
+  float surrogateParam;
 
   bool compute() {
+#ifdef POPSNN_LEAK_TRACE
+    if constexpr (leaky)
+      if (wholeTrace()) {
+        leakyTrace();
+        return true;
+      }
+#endif
     for (unsigned call = 0; call < stepsPerCall; ++call)
       step1(numSteps - 1 - *step);
     return true;
@@ -99,6 +112,46 @@ private:
   static constexpr popsnn::Recurrence recurrence = Neuron::recurrence;
   static constexpr bool leaky = std::is_same<Neuron, popsnn::Leaky>::value;
   static constexpr bool zeroReset = Reset::code == RESET_ZERO;
+
+#ifdef POPSNN_LEAK_TRACE
+  // A dense Leaky shard on direct current that feeds another layer, all steps in this call:
+  // each sample's steps at once, the surrogates recomputed (LeakyTrace.hpp; its forward
+  // decides by the same rule and writes no surrogate trace). The direct input's weight
+  // gradient is DirectWeightGrad's; a Leaky neuron has no recurrent weights.
+  bool wholeTrace() const {
+    return leakTraceApplies(inputMode, dense ? RULE_NONE : RULE_WINDOW, surrogate, isOutput != 0,
+                            stepsPerCall, numSteps, stepMajor != 0);
+  }
+  void leakyTrace() {
+    if (surrogate == FAST_SIGMOID)
+      leakyTrace<FAST_SIGMOID>();
+    else if (surrogate == ATAN)
+      leakyTrace<ATAN>();
+    else
+      leakyTrace<STRAIGHT_THROUGH>();
+  }
+  template <unsigned SURROGATE> void leakyTrace() {
+    const unsigned n = numNeurons, T = numSteps, K = nextLayerSize;
+    start();
+    const LeakVectors c(beta, threshold, surrogateParam);
+    const bool oneShard = nextShardSize >= nextLayerSize; // its rows are whole: no gather
+    const float *grads = &nextGrad[0];
+    float *g = &scratch[2 * n];
+    for (unsigned b = 0; b < batch; ++b) {
+      auto gradRow = [&](unsigned t) -> const float * {
+        if (oneShard)
+          return grads + (t * batch + b) * K;
+        gatherNextGrad(grads, g, K, nextShardSize, t * batch + b, T * batch);
+        return g;
+      };
+      const BackwardRows rows{&nextWeightsT[0], n, K, publishGrad ? &gradOut[b * n] : nullptr,
+                              batch * n};
+      leakBackwardSample<Reset::code, SURROGATE>(c, T, &current[b * n], gradRow, rows,
+                                                 &gradMem[b * n], &currentGradSum[b * n],
+                                                 &gradBias[0]);
+    }
+  }
+#endif
 
   void step1(unsigned t) {
     // Float members copied to locals (see LifForward).

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "DenseKernels.hpp"
+#include "LeakyTrace.hpp"
 #include "LifCommon.hpp"
 #include "Neurons.hpp"
 #include "SparseBackward.hpp" // forEachNonzero
@@ -268,6 +269,13 @@ public:
     // Float members copied to locals: stores through float pointers could alias them,
     // which would force reloads and block vectorisation.
     const popsnn::NeuronConstants c{beta, alpha, threshold};
+#ifdef POPSNN_LEAK_TRACE
+    if constexpr (std::is_same<Neuron, popsnn::Leaky>::value)
+      if (wholeTrace()) {
+        leakyTrace(c);
+        return true;
+      }
+#endif
     // All steps in one call (a layer-major schedule), or one (an all-to-all recurrence
     // needs every shard's spikes of step t-1 before step t).
     for (unsigned call = 0; call < stepsPerCall; ++call)
@@ -277,6 +285,41 @@ public:
 
 private:
   static constexpr popsnn::Recurrence recurrence = Neuron::recurrence;
+
+#ifdef POPSNN_LEAK_TRACE
+  // Leaky on direct current, no sparse rule, all steps in this call, nothing exchanged per
+  // step: each sample's steps at once, no surrogate trace (LeakyTrace.hpp; the backward
+  // recomputes it). The spike masks are staged in the trace's memory, then appended to the
+  // packed id trace in step order, as step1 does.
+  bool wholeTrace() const {
+    return leakTraceApplies(inputMode, rule, surrogate, record != 0, stepsPerCall, numSteps,
+                            stepMajor != 0) &&
+           !publishStep;
+  }
+  void leakyTrace(const popsnn::NeuronConstants &c) {
+    const unsigned n = numNeurons, T = numSteps, vectors = (n + 15) / 16;
+    start();
+    const LeakVectors v(c.beta, c.threshold, surrogateParam);
+    // [T, B, vectors] masks: 2 bytes per 16 neurons, in the trace's 64.
+    unsigned short *masks = reinterpret_cast<unsigned short *>(&surrTrace[0]);
+    for (unsigned b = 0; b < batch; ++b)
+      leakForwardSample<Reset::code>(v, T, n, &current[b * n], &mem[b * n], &prevSpikes[b * n],
+                                     masks + b * vectors, batch * vectors);
+    for (unsigned row = 0; row < T * batch; ++row) { // row = t * B + b
+      int *buf = startBuffer(row);
+      const unsigned room = spikeRoom(row);
+      const unsigned rowCapacity = capacity < room ? capacity : room;
+      const unsigned spikes =
+          appendMaskedIds(masks + row * vectors, vectors, offset, buf + BUFFER_HEADER, rowCapacity);
+      const unsigned stored = spikes < rowCapacity ? spikes : rowCapacity;
+      countOverflow(spikes, capacity, row / batch, &overflow[0]);
+      overflow[SPIKES_NEEDED] += spikes;
+      buf[0] = int(stored);
+      buf[1] = int(stored);
+      idTrace[row + 1] = idTrace[row] + int(BUFFER_HEADER + stored);
+    }
+  }
+#endif
 
   void start() {
     const unsigned n = numNeurons;

@@ -81,6 +81,19 @@ constexpr unsigned SPARSE_BLOCK_VECS = 8;
 #else
 constexpr unsigned SPARSE_BLOCK_VECS = 4;
 #endif
+// The listed rows fall at random (spike ids, non-zero inputs), so the hardware prefetcher
+// cannot follow them: fetch the block of the row ROW_PREFETCH_AHEAD entries later early.
+constexpr unsigned ROW_PREFETCH_AHEAD = 4;
+template <unsigned V>
+inline void prefetchRowBlock(const unsigned *__restrict idx, unsigned k, unsigned count,
+                             const float *__restrict rows, unsigned rowStride) {
+  if (k + ROW_PREFETCH_AHEAD < count) {
+    const float *row = rows + idx[k + ROW_PREFETCH_AHEAD] * rowStride;
+#pragma GCC unroll 8
+    for (unsigned c = 0; c < V; ++c)
+      __builtin_prefetch(row + 16 * c);
+  }
+}
 // V vectors of 16 columns.
 template <unsigned V>
 inline void sparseRowBlock(const unsigned *__restrict idx, const float *__restrict val,
@@ -90,6 +103,7 @@ inline void sparseRowBlock(const unsigned *__restrict idx, const float *__restri
   for (unsigned c = 0; c < V; ++c)
     acc[c] = Floats16{};
   for (unsigned k = 0; k < count; ++k) {
+    prefetchRowBlock<V>(idx, k, count, rows, rowStride);
     const float v = val[k];
     const float *__restrict row = rows + idx[k] * rowStride;
 #pragma GCC unroll 8
@@ -112,6 +126,7 @@ inline void sparseRowBlockMasked(const unsigned *__restrict idx, const float *__
   for (unsigned c = 0; c <= V; ++c)
     acc[c] = Floats16{};
   for (unsigned k = 0; k < count; ++k) {
+    prefetchRowBlock<V + 1>(idx, k, count, rows, rowStride);
     const float v = val[k];
     const float *__restrict row = rows + idx[k] * rowStride;
 #pragma GCC unroll 8
@@ -191,6 +206,48 @@ inline void sparseRowCombination(const unsigned *__restrict idx, const float *__
 #endif
 }
 
+#ifdef POPSNN_SPARSE_ROWS_AVX512
+// The non-zero entries of x[0..nIn) (NaN counts) as ids and values, in order; returns their
+// count. 16 entries per compare, compressed in registers (a masked store of the used lanes:
+// nothing written past the count).
+inline unsigned compressNonzero(const float *__restrict x, unsigned nIn, unsigned *__restrict idx,
+                                float *__restrict val) {
+  const __m512 zero = _mm512_setzero_ps();
+  __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  unsigned count = 0;
+  for (unsigned i0 = 0; i0 < nIn; i0 += 16) {
+    const unsigned rest = nIn - i0;
+    const __mmask16 m = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1u);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i0);
+    const __mmask16 nz = _mm512_mask_cmp_ps_mask(m, v, zero, _CMP_NEQ_UQ);
+    const unsigned found = unsigned(__builtin_popcount(nz));
+    const __mmask16 used = __mmask16((1u << found) - 1u);
+    _mm512_mask_storeu_epi32(idx + count, used, _mm512_maskz_compress_epi32(nz, lane));
+    _mm512_mask_storeu_ps(val + count, used, _mm512_maskz_compress_ps(nz, v));
+    count += found;
+    lane = _mm512_add_epi32(lane, _mm512_set1_epi32(16));
+  }
+  return count;
+}
+
+// out[b, 0..n) = sum_i x[b, i] w[i, 0..n) over each sample's non-zero inputs (x [batch,
+// nIn], w [nIn, n]), SPARSE_PRODUCT_COLUMNS columns of every sample at a time: that panel
+// of w (nIn rows) stays in L2 while the samples pass, where a sample at a time streams all
+// of w (past L2 for a wide shard) once per sample. Each sample's non-zero list is made again
+// per panel (cheap: a compare and two compresses per 16 inputs). idx, val: [nIn] scratch.
+constexpr unsigned SPARSE_PRODUCT_COLUMNS = 128;
+inline void sparseInputProduct(const float *__restrict x, unsigned batch, unsigned nIn,
+                               const float *__restrict w, unsigned n, unsigned *__restrict idx,
+                               float *__restrict val, float *__restrict out) {
+  for (unsigned j0 = 0; j0 < n; j0 += SPARSE_PRODUCT_COLUMNS) {
+    const unsigned cols = n - j0 < SPARSE_PRODUCT_COLUMNS ? n - j0 : SPARSE_PRODUCT_COLUMNS;
+    for (unsigned b = 0; b < batch; ++b) {
+      const unsigned count = compressNonzero(x + b * nIn, nIn, idx, val);
+      sparseRowCombination(idx, val, count, w + j0, n, out + b * n + j0, cols);
+    }
+  }
+}
+#else
 // out[b, 0..n) = sum_i x[b, i] w[i, 0..n) over each sample's non-zero inputs (x [batch,
 // nIn], w [nIn, n]): one sparse row combination per sample. idx, val: [nIn] scratch.
 inline void sparseInputProduct(const float *__restrict x, unsigned batch, unsigned nIn,
@@ -207,6 +264,7 @@ inline void sparseInputProduct(const float *__restrict x, unsigned batch, unsign
     sparseRowCombination(idx, val, count, w, n, out + b * n, n);
   }
 }
+#endif
 
 // out[i, 0..n) = sum_b x[b, i] g[b, 0..n) over the samples where input i is non-zero, for
 // the inputs i < numInputs of x (rows `stride` apart), g [batch, n]. The inputs are taken
@@ -221,13 +279,19 @@ inline void sparseInputTransposedProduct(const float *__restrict x, unsigned str
   for (unsigned i0 = 0; i0 < numInputs; i0 += GROUP) {
     const unsigned group = numInputs - i0 < GROUP ? numInputs - i0 : GROUP;
     unsigned count[GROUP] = {};
-    for (unsigned b = 0; b < batch; ++b)
-      for (unsigned c = 0; c < group; ++c) { // branch-free: zeros fall at random
+    // One input at a time, its count in a register (counts in an array, updated sample by
+    // sample for every input, made each update wait on the last); the group's lines of x
+    // stay in L1 over its inputs.
+    for (unsigned c = 0; c < group; ++c) {
+      unsigned found = 0;
+      for (unsigned b = 0; b < batch; ++b) { // branch-free: zeros fall at random
         const float v = x[b * stride + i0 + c];
-        idx[c * batch + count[c]] = b;
-        val[c * batch + count[c]] = v;
-        count[c] += v != 0.0f;
+        idx[c * batch + found] = b;
+        val[c * batch + found] = v;
+        found += v != 0.0f;
       }
+      count[c] = found;
+    }
     for (unsigned c = 0; c < group; ++c)
       sparseRowCombination(&idx[c * batch], &val[c * batch], count[c], g, n, out + (i0 + c) * n, n);
   }

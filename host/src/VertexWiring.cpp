@@ -206,6 +206,7 @@ struct ShardWiring : Wiring {
     b.graph->connect(v["ownWeights"], orElse(sh.ownWeights, fIn));
     b.graph->connect(v["ownWeightsT"], orElse(sh.ownWeightsT, b.dummyOut(FLOAT, tile)));
     b.graph->connect(v["surrTrace"], orElse(sh.surrTrace, fIn));
+    b.graph->connect(v["current"], layer.inputMode == codes::INPUT_DIRECT ? sh.current : fIn);
     b.graph->connect(v["gradEntries"], orElse(sh.gradEntries, iIn));
     b.graph->connect(v["gradValues"], orElse(sh.gradValues, fIn));
     b.graph->connect(v["idTrace"], sh.idTrace);
@@ -238,6 +239,9 @@ struct ShardWiring : Wiring {
     setField(v, "nextLayerSize", next ? next->spec.outputs : 0u);
     setField(v, "ownShardSize", layer.shardSize);
     setField(v, "ownLayerSize", s.outputs);
+    setField(v, "threshold", s.threshold);
+    setField(v, "surrogate", surrogate);
+    setField(v, "surrogateParam", s.surrogateParam);
     b.graph->setTileMapping(v, tile);
     VertexWork bw = work;
     if (layer.inputMode == codes::INPUT_PARTIAL_CURRENT) // its dL/dW comes from the pushers

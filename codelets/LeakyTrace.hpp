@@ -1,0 +1,289 @@
+// The whole-trace Leaky backward (AVX-512 host builds): one sample's T steps of a block of
+// neurons with dL/dU and sum_t dL/dI in vector registers, for a layer-major shard (all T
+// steps in one vertex call) with direct-current input and no sparse rule, the DSNN's first
+// layer. The per-step kernel (leakBackwardRow in LifCommon.hpp) sweeps all samples at each
+// step, so dL/dU and sum_t dL/dI go to memory and back every step; here they are loaded
+// once per sample and block.
+//
+// The surrogate trace [T, B, n] (12.8 MB per training step for the DSNN at B 128, T 25) is
+// not read: the block's membrane is recomputed from I (constant over the steps for direct
+// input) into an L1-sized buffer with the forward's arithmetic (leakForwardRow's), so the
+// surrogate is bit for bit the stored one. Per entry the same arithmetic as the per-step
+// kernel, in the same order over t, so dL/dU and sum_t dL/dI are bit for bit its results;
+// only the bias gradient adds its terms in another order (per sample over t, then over
+// samples).
+#pragma once
+
+#include <cstddef>
+
+#include "LifCommon.hpp"
+
+#ifdef POPSNN_SPARSE_ROWS_AVX512
+#define POPSNN_LEAK_TRACE 1
+
+namespace popsnn {
+namespace lif {
+
+// Vectors of 16 neurons per block (their state in registers), and the most steps whose
+// recomputed surrogates a block buffers (TRACE_MAX_STEPS x 16 x 8 floats: 32 KiB).
+constexpr unsigned TRACE_BACKWARD_VECS = 8, TRACE_MAX_STEPS = 64;
+
+// Whether a shard's forward and backward take these kernels: the forward then writes no
+// surrogate trace (its memory stages the spike masks), so both vertices decide by this one
+// rule (the host sets `record` and `isOutput` alike, `dense` for no rule).
+inline bool leakTraceApplies(unsigned inputMode, unsigned rule, unsigned surrogate, bool output,
+                             unsigned stepsPerCall, unsigned numSteps, bool stepMajor) {
+  return inputMode == INPUT_DIRECT && rule == RULE_NONE && surrogate != SIGMOID && !output &&
+         stepsPerCall == numSteps && numSteps <= TRACE_MAX_STEPS && !stepMajor;
+}
+
+struct LeakVectors {
+  __m512 beta, threshold, one, k, scale, half, halfParam, absMask;
+  LeakVectors(float b, float th, float param)
+      : beta(_mm512_set1_ps(b)), threshold(_mm512_set1_ps(th)), one(_mm512_set1_ps(1.0f)),
+        k(_mm512_set1_ps(param)), scale(_mm512_set1_ps(3.14159265358979323846f * param)),
+        half(_mm512_set1_ps(0.5f)), halfParam(_mm512_set1_ps(param / 2.0f)),
+        absMask(_mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff))) {}
+};
+
+// The surrogate at d = U - threshold, as leakForwardRow computes it (not Sigmoid). Atan's
+// z = pi param d / 2: halving is exact, so * 0.5 rounds to the division's result.
+template <unsigned SURROGATE> inline __m512 leakSurrogate(__m512 d, const LeakVectors &c) {
+  if constexpr (SURROGATE == FAST_SIGMOID) {
+    const __m512 q = _mm512_fmadd_ps(c.k, _mm512_and_ps(d, c.absMask), c.one);
+    return _mm512_div_ps(c.one, _mm512_mul_ps(q, q));
+  } else if constexpr (SURROGATE == ATAN) {
+    const __m512 z = _mm512_mul_ps(_mm512_mul_ps(c.scale, d), c.half);
+    return _mm512_div_ps(c.halfParam, _mm512_fmadd_ps(z, z, c.one));
+  } else {
+    return c.one;
+  }
+}
+
+// The membrane update of leakForwardRow: beta U + I, then the reset by S[t-1].
+template <unsigned RESET>
+inline __m512 leakUpdate(__m512 u, __m512 x, __m512 p, const LeakVectors &c) {
+  if constexpr (RESET == RESET_SUBTRACT)
+    return _mm512_fnmadd_ps(p, c.threshold, _mm512_fmadd_ps(c.beta, u, x));
+  else if constexpr (RESET == RESET_ZERO)
+    return _mm512_fmadd_ps(_mm512_mul_ps(c.beta, _mm512_sub_ps(c.one, p)), u, x);
+  else
+    return _mm512_fmadd_ps(c.beta, u, x);
+}
+
+inline __mmask16 laneMask(unsigned v, unsigned V, __mmask16 lastMask) {
+  return v + 1 == V ? lastMask : __mmask16(0xffff);
+}
+
+// Forward, phase 1: T steps of V vectors of neurons (the last masked to lastMask) of one
+// sample: I in x, U and S[t-1] in u and prev (read, then the last step's written back); the
+// spike mask of vector v at step t into masks[t * maskStep + v]. Phase 2 (the vertex)
+// appends the ids in step order, as the id trace's rows are packed.
+template <unsigned V, unsigned RESET>
+inline void leakForwardSteps(const LeakVectors &c, unsigned T, const float *__restrict x,
+                             float *__restrict u, float *__restrict prev,
+                             unsigned short *__restrict masks, unsigned maskStep,
+                             __mmask16 lastMask) {
+  __m512 in[V], mem[V], spk[V];
+#pragma GCC unroll 8
+  for (unsigned v = 0; v < V; ++v) {
+    in[v] = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), x + 16 * v);
+    mem[v] = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), u + 16 * v);
+    spk[v] = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), prev + 16 * v);
+  }
+  for (unsigned t = 0; t < T; ++t)
+#pragma GCC unroll 8
+    for (unsigned v = 0; v < V; ++v) {
+      mem[v] = leakUpdate<RESET>(mem[v], in[v], spk[v], c);
+      const __mmask16 s =
+          _mm512_mask_cmp_ps_mask(laneMask(v, V, lastMask), mem[v], c.threshold, _CMP_GT_OQ);
+      masks[std::size_t(t) * maskStep + v] = s;
+      spk[v] = _mm512_maskz_mov_ps(s, c.one);
+    }
+#pragma GCC unroll 8
+  for (unsigned v = 0; v < V; ++v) {
+    _mm512_mask_storeu_ps(u + 16 * v, laneMask(v, V, lastMask), mem[v]);
+    _mm512_mask_storeu_ps(prev + 16 * v, laneMask(v, V, lastMask), spk[v]);
+  }
+}
+
+// Phase 1 over a row of n neurons: blocks of 4 vectors, then the rest.
+template <unsigned RESET>
+inline void leakForwardSample(const LeakVectors &c, unsigned T, unsigned n, const float *x,
+                              float *u, float *prev, unsigned short *masks, unsigned maskStep) {
+  unsigned j = 0;
+  for (; j + 64 <= n; j += 64)
+    leakForwardSteps<4, RESET>(c, T, x + j, u + j, prev + j, masks + j / 16, maskStep,
+                               __mmask16(0xffff));
+  const unsigned rest = n - j;
+  if (rest == 0)
+    return;
+  const __mmask16 mask = __mmask16((1u << (rest - (rest - 1) / 16 * 16)) - 1u);
+  unsigned short *m = masks + j / 16;
+  switch ((rest + 15) / 16) {
+  case 1:
+    return leakForwardSteps<1, RESET>(c, T, x + j, u + j, prev + j, m, maskStep, mask);
+  case 2:
+    return leakForwardSteps<2, RESET>(c, T, x + j, u + j, prev + j, m, maskStep, mask);
+  case 3:
+    return leakForwardSteps<3, RESET>(c, T, x + j, u + j, prev + j, m, maskStep, mask);
+  default:
+    return leakForwardSteps<4, RESET>(c, T, x + j, u + j, prev + j, m, maskStep, mask);
+  }
+}
+
+// Phase 2: the ids (offset + j) of a row's spike masks (one per 16 neurons) appended to
+// an id buffer of `capacity` entries, counted past it, as appendSpikes does.
+inline unsigned appendMaskedIds(const unsigned short *__restrict masks, unsigned vectors,
+                                unsigned offset, int *__restrict ids, unsigned capacity) {
+  __m512i lane =
+      _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                       _mm512_set1_epi32(int(offset)));
+  const __m512i sixteen = _mm512_set1_epi32(16);
+  unsigned needed = 0;
+  for (unsigned v = 0; v < vectors; ++v) {
+    const __mmask16 s = masks[v];
+    if (needed + 16 <= capacity) {
+      _mm512_storeu_si512(ids + needed, _mm512_maskz_compress_epi32(s, lane));
+      needed += unsigned(__builtin_popcount(s));
+    } else {
+      needed = appendBits(s, offset + 16 * v, ids, needed, capacity);
+    }
+    lane = _mm512_add_epi32(lane, sixteen);
+  }
+  return needed;
+}
+
+// The forward's surrogates of vectors [v0, v0 + W) of a block of V, steps 0..T-1, recomputed
+// from I (x) and the zero state into sg[t * 16 V + 16 v], and the spikes of each step into
+// spikes[t * V + v] (for the zero reset's backward).
+template <unsigned W, unsigned V, unsigned RESET, unsigned SURROGATE>
+inline void leakRecompute(const LeakVectors &c, unsigned T, const float *__restrict x, unsigned v0,
+                          __mmask16 lastMask, float *__restrict sg, __mmask16 *__restrict spikes) {
+  __m512 in[W], mem[W], spk[W];
+#pragma GCC unroll 8
+  for (unsigned w = 0; w < W; ++w) {
+    in[w] = _mm512_maskz_loadu_ps(laneMask(v0 + w, V, lastMask), x + 16 * (v0 + w));
+    mem[w] = _mm512_setzero_ps();
+    spk[w] = _mm512_setzero_ps();
+  }
+  for (unsigned t = 0; t < T; ++t)
+#pragma GCC unroll 8
+    for (unsigned w = 0; w < W; ++w) {
+      const unsigned v = v0 + w;
+      mem[w] = leakUpdate<RESET>(mem[w], in[w], spk[w], c);
+      _mm512_store_ps(sg + (t * V + v) * 16,
+                      leakSurrogate<SURROGATE>(_mm512_sub_ps(mem[w], c.threshold), c));
+      const __mmask16 s =
+          _mm512_mask_cmp_ps_mask(laneMask(v, V, lastMask), mem[w], c.threshold, _CMP_GT_OQ);
+      spikes[t * V + v] = s;
+      spk[w] = _mm512_maskz_mov_ps(s, c.one);
+    }
+}
+
+// Backward of one sample: the next layer's dL/dI row (K values) of step t from gradRow(t);
+// its weights by downstream neuron, rows of n; dL/dI[t] written to out + t * outStep when
+// out is given.
+struct BackwardRows {
+  const float *wT;
+  unsigned n;
+  unsigned K;
+  float *out;
+  unsigned outStep;
+};
+
+// Backward: T steps, t = T-1 .. 0, of V vectors of neurons (the last masked to lastMask) of
+// one sample, leakBackwardBlock's arithmetic on the recomputed surrogates: dL/dS = g . W^T,
+// dL/dU = (sg != 0 ? sg dL/dS : 0) + beta dL/dU[t+1] (the carry cut at a spike under the
+// zero reset; carried in gU: read, then written back), summed over t into acc and then
+// added to gb.
+template <unsigned V, unsigned RESET, unsigned SURROGATE, class GradRow>
+inline void leakBackwardSteps(const LeakVectors &c, unsigned T, const float *__restrict x,
+                              GradRow gradRow, const BackwardRows &in, float *__restrict gU,
+                              float *__restrict acc, float *__restrict gb, __mmask16 lastMask) {
+  alignas(64) float sg[TRACE_MAX_STEPS * 16 * V];
+  __mmask16 spikes[TRACE_MAX_STEPS * V];
+  leakRecompute<(V + 1) / 2, V, RESET, SURROGATE>(c, T, x, 0, lastMask, sg, spikes);
+  if constexpr (V > 1)
+    leakRecompute<V / 2, V, RESET, SURROGATE>(c, T, x, (V + 1) / 2, lastMask, sg, spikes);
+  __m512 carry[V], sum[V];
+#pragma GCC unroll 8
+  for (unsigned v = 0; v < V; ++v) {
+    carry[v] = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), gU + 16 * v);
+    sum[v] = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), acc + 16 * v);
+  }
+  const __m512 zero = _mm512_setzero_ps();
+  for (unsigned t = T; t-- > 0;) {
+    const float *__restrict g = gradRow(t);
+    __m512 e[V];
+#pragma GCC unroll 8
+    for (unsigned v = 0; v < V; ++v)
+      e[v] = zero;
+    for (unsigned k = 0; k < in.K; ++k) {
+      const __m512 gk = _mm512_set1_ps(g[k]);
+      const float *__restrict row = in.wT + k * in.n;
+#pragma GCC unroll 8
+      for (unsigned v = 0; v < V; ++v)
+        e[v] = _mm512_fmadd_ps(gk, _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), row + 16 * v),
+                               e[v]);
+    }
+#pragma GCC unroll 8
+    for (unsigned v = 0; v < V; ++v) {
+      const __m512 s = _mm512_load_ps(sg + (t * V + v) * 16);
+      const __mmask16 nz = _mm512_mask_cmp_ps_mask(laneMask(v, V, lastMask), s, zero, _CMP_NEQ_UQ);
+      if constexpr (RESET == RESET_ZERO) // a spike at t cuts the leak path
+        carry[v] = _mm512_maskz_mov_ps(__mmask16(~spikes[t * V + v]), carry[v]);
+      carry[v] = _mm512_fmadd_ps(c.beta, carry[v], _mm512_maskz_mul_ps(nz, s, e[v]));
+      sum[v] = _mm512_add_ps(sum[v], carry[v]);
+      if (in.out)
+        _mm512_mask_storeu_ps(in.out + std::size_t(t) * in.outStep + 16 * v,
+                              laneMask(v, V, lastMask), carry[v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (unsigned v = 0; v < V; ++v) {
+    const __mmask16 m = laneMask(v, V, lastMask);
+    _mm512_mask_storeu_ps(gU + 16 * v, m, carry[v]);
+    _mm512_mask_storeu_ps(acc + 16 * v, m, sum[v]);
+    _mm512_mask_storeu_ps(gb + 16 * v, m,
+                          _mm512_add_ps(_mm512_maskz_loadu_ps(m, gb + 16 * v), sum[v]));
+  }
+}
+
+// Blocks of TRACE_BACKWARD_VECS vectors over a row of n neurons, then the rest.
+template <unsigned RESET, unsigned SURROGATE, class GradRow>
+inline void leakBackwardSample(const LeakVectors &c, unsigned T, const float *x, GradRow gradRow,
+                               BackwardRows in, float *gU, float *acc, float *gb) {
+  constexpr unsigned V = TRACE_BACKWARD_VECS;
+  const unsigned n = in.n;
+  const float *wT = in.wT;
+  float *out = in.out;
+  unsigned j = 0;
+  for (; j + 16 * V <= n; j += 16 * V) {
+    in.wT = wT + j;
+    in.out = out ? out + j : nullptr;
+    leakBackwardSteps<V, RESET, SURROGATE>(c, T, x + j, gradRow, in, gU + j, acc + j, gb + j,
+                                           __mmask16(0xffff));
+  }
+  const unsigned rest = n - j;
+  if (rest == 0)
+    return;
+  in.wT = wT + j;
+  in.out = out ? out + j : nullptr;
+  const __mmask16 mask = __mmask16((1u << (rest - (rest - 1) / 16 * 16)) - 1u);
+  switch ((rest + 15) / 16) {
+    // clang-format off: a case per macro line
+#define POPSNN_BLOCK(W)                                                                    \
+  case W:                                                                                  \
+    return leakBackwardSteps<W, RESET, SURROGATE>(c, T, x + j, gradRow, in, gU + j,        \
+                                                  acc + j, gb + j, mask);
+    POPSNN_BLOCK(1) POPSNN_BLOCK(2) POPSNN_BLOCK(3) POPSNN_BLOCK(4)
+    POPSNN_BLOCK(5) POPSNN_BLOCK(6) POPSNN_BLOCK(7) POPSNN_BLOCK(8)
+#undef POPSNN_BLOCK
+    // clang-format on
+  }
+}
+
+} // namespace lif
+} // namespace popsnn
+#endif

@@ -1,0 +1,127 @@
+"""The whole-trace Leaky backward (codelets/LeakyTrace.hpp, AVX-512 hosts): a Leaky layer on
+direct current without a sparse rule runs each sample's T steps at once, its state in
+registers, recomputing the forward's surrogates instead of reading the trace; every other
+case takes the per-step kernels. Both sides against the float32 reference: every surrogate
+(sigmoid stays per-step) and reset, with and without a sparse rule (per-step), direct and
+per-step input (per-step), widths whose blocks end in partial vectors, a next layer of one
+or several shards, and the id buffers' overflow (the error names the first step that
+overflowed). See engine_helpers for the tolerances."""
+
+import numpy as np
+import pytest
+from engine_helpers import assert_grads_close, labels_for, make_input, sgd_backend
+
+import popsnn
+from popsnn import losses, reference, sparse
+from popsnn.engine import SpikeBufferOverflow
+
+BATCH, STEPS = 5, 9
+
+SURROGATES = {
+    "fast_sigmoid": lambda: popsnn.surrogate.fast_sigmoid(10.0),
+    "atan": lambda: popsnn.surrogate.atan(2.0),
+    "sigmoid": lambda: popsnn.surrogate.sigmoid(5.0),
+    "straight_through": lambda: popsnn.surrogate.straight_through(),
+}
+RESETS = ["subtract", "zero", "none"]
+
+
+def check(net, direct=True, seed=0, **options):
+    x, raw = make_input(net, BATCH, STEPS, direct, seed=seed, scale=2.0)
+    loss = losses.ce_count_loss()
+    y = labels_for(loss, net, raw)
+    params = net.init_params(seed + 1)
+    backend = sgd_backend(net, params, loss, steps=STEPS, batch=BATCH, **options)
+    value, grads = backend.loss_and_grad(x, y)
+    ref_value, ref_grads, rec = reference.loss_and_grad(
+        net, params, x, y, loss, num_steps=STEPS if direct else None
+    )
+    assert 0 < rec.spikes[0].mean() < 0.9, "the hidden layer must spike, not saturate"
+    np.testing.assert_array_equal(backend.infer(x), rec.spikes[-1])
+    assert value == pytest.approx(ref_value, rel=2e-5, abs=1e-7)
+    assert_grads_close(grads, ref_grads)
+
+
+@pytest.mark.parametrize("reset", RESETS)
+@pytest.mark.parametrize("name", sorted(SURROGATES))
+def test_every_surrogate_and_reset(name, reset):
+    # 200 neurons: on the cpu device's tiles, blocks of 64 (forward) and 128 (backward)
+    # neurons and a partial last vector.
+    net = popsnn.Sequential(
+        popsnn.Linear(30, 200),
+        popsnn.Leaky(beta=0.9, surrogate=SURROGATES[name](), reset_mechanism=reset),
+        popsnn.Linear(200, 10),
+        popsnn.Leaky(beta=0.9),
+    )
+    check(net, seed=2)
+
+
+@pytest.mark.parametrize("hidden", [5, 17, 64, 129, 300])
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "per-step"])
+def test_widths_and_input_kinds(hidden, direct):
+    net = popsnn.Sequential(
+        popsnn.Linear(24, hidden),
+        popsnn.Leaky(beta=0.85),
+        popsnn.Linear(hidden, 7),
+        popsnn.Leaky(beta=0.9),
+    )
+    check(net, direct=direct, seed=hidden)
+
+
+@pytest.mark.parametrize("rule", [None, "window", "one_sided"])
+def test_with_and_without_a_sparse_rule(rule):
+    make = {None: lambda: None, "window": lambda: sparse.window(0.5)}.get(
+        rule, lambda: sparse.one_sided(0.9)
+    )
+    net = popsnn.Sequential(
+        popsnn.Linear(30, 150),
+        popsnn.Leaky(beta=0.9, sparse=make()),
+        popsnn.Linear(150, 10),
+        popsnn.Leaky(beta=0.9),
+    )
+    check(net, seed=4)
+
+
+def test_next_layer_of_several_shards():
+    # On 4 ipu-model tiles the layers are split into several shards: the backward gathers
+    # the next layer's dL/dI from its shards' blocks.
+    net = popsnn.Sequential(
+        popsnn.Linear(30, 120),
+        popsnn.Leaky(beta=0.9),
+        popsnn.Linear(120, 40),
+        popsnn.Leaky(beta=0.9),
+        popsnn.Linear(40, 6),
+        popsnn.Leaky(beta=0.9),
+    )
+    check(net, seed=5, device="ipu-model", num_ipus=1, tiles_per_ipu=4)
+
+
+def test_overflow_names_the_first_step_that_overflowed():
+    # One tile, so one shard per layer, with buffers of 5% of it (two ids): the error names
+    # the earliest step at which a sample of the hidden layer spiked more than that, and
+    # the most ids a buffer needed, as the reference says.
+    net = popsnn.Sequential(
+        popsnn.Linear(10, 40), popsnn.Leaky(beta=0.9), popsnn.Linear(40, 3), popsnn.Leaky(beta=0.9)
+    )
+    x, raw = make_input(net, BATCH, STEPS, True, seed=13, scale=3.0, density=0.9)
+    loss = losses.ce_count_loss()
+    params = net.init_params(0)
+    backend = sgd_backend(
+        net,
+        params,
+        loss,
+        steps=STEPS,
+        batch=BATCH,
+        max_activity=0.05,
+        device="ipu-model",
+        num_ipus=1,
+        tiles_per_ipu=1,
+    )
+    capacity = max(1, int(np.ceil(np.float32(0.05) * 40)))
+    _, _, rec = reference.loss_and_grad(net, params, x, raw % 3, loss, num_steps=STEPS)
+    per_step = rec.spikes[0].sum(axis=2).max(axis=1)  # [T]: the most spikes of a sample
+    first = int(np.argmax(per_step > capacity))
+    assert per_step[first] > capacity, "the set-up must overflow"
+    with pytest.raises(SpikeBufferOverflow, match=rf"layer 0 at step {first}\b") as info:
+        backend.train_step(x, raw % 3)
+    assert info.value.needed == int(per_step.max())
