@@ -24,6 +24,8 @@ import popsnn
 
 def unsupported(net, loss, x) -> str | None:
     """Why this step cannot run the workload, or None."""
+    if not net.is_linear:
+        return "the hand-written NumPy step runs Linear layers only (no Conv2d / pooling)"
     for _, neuron in net.pairs:
         if type(neuron) is not popsnn.Leaky:
             return f"the hand-written NumPy step implements Leaky only, got {type(neuron).__name__}"

@@ -2,6 +2,8 @@
 
     python bench/run.py dsnn [--quick]   Sun et al.'s DSNN 784-1000-10, T=25, B=128, Adam, ce_count,
                                          on MNIST and on dense U[0, 1] input
+    python bench/run.py csnn [--quick]   Sun et al.'s CSNN 12C5-MP2-64C5-MP2-10, T=25, B=128,
+                                         MNIST: snnTorch eager / compiled, the reference, popsnn
     python bench/run.py latency          milliseconds per step at batch 1, 2, 4, 8
     python bench/run.py batch            throughput over batch 8..128
     python bench/run.py width            throughput over hidden width 250..8000
@@ -47,6 +49,7 @@ RESULTS = HERE / "results"
 NOTE = "CPU measurements on this machine, not an IPU"
 EXPERIMENTS = (
     "dsnn",
+    "csnn",
     "latency",
     "batch",
     "width",
@@ -67,6 +70,8 @@ def run_experiment(name: str, quick: bool, repeats: int) -> list:
     systems = ex.UNCOMPILED if quick else ex.SYSTEMS  # torch.compile only in dsnn, latency
     if name == "dsnn":
         return ex.exp_dsnn(repeats, include=systems)
+    if name == "csnn":
+        return ex.exp_csnn(repeats, include=systems)
     if name == "latency":
         return ex.exp_latency(repeats, batches=(1, 8) if quick else (1, 2, 4, 8), include=systems)
     if name == "batch":

@@ -36,7 +36,7 @@ class Workload:
 
     @property
     def direct(self) -> bool:
-        return self.x.ndim == 2
+        return self.x.ndim == 2  # x is flat per sample: [B, N] or [T, B, N]
 
     def fresh_params(self):
         return self.net.init_params(self.seed, dtype=np.float32)
@@ -122,19 +122,44 @@ def dense_products(work: Workload):
     return step, flops
 
 
+def _torch_synapse(ops, nn):
+    """A stage's stateless layers (Linear, Conv2d, pooling, Flatten) as torch modules, with
+    torch's own initialisation."""
+    modules = []
+    for op in ops:
+        if isinstance(op, popsnn.Linear):
+            modules.append(nn.Linear(op.in_features, op.out_features, bias=op.bias))
+        elif isinstance(op, popsnn.Conv2d):
+            modules.append(
+                nn.Conv2d(
+                    op.in_channels, op.out_channels, op.kernel_size, op.stride, op.padding,
+                    bias=op.bias,
+                )
+            )  # fmt: skip
+        elif isinstance(op, popsnn.MaxPool2d):
+            modules.append(nn.MaxPool2d(op.kernel_size, op.stride, op.padding))
+        elif isinstance(op, popsnn.AvgPool2d):
+            modules.append(nn.AvgPool2d(op.kernel_size, op.stride, op.padding))
+        else:
+            modules.append(nn.Flatten())
+    return modules[0] if len(modules) == 1 else nn.Sequential(*modules)
+
+
 def _snntorch_layers(net, snn, nn) -> tuple:
-    """snnTorch's nn.Linear and neuron modules for popsnn's layers, with the same surrogate
-    as popsnn's layer, so both libraries do the same arithmetic."""
+    """snnTorch's synapse modules (nn.Linear, or a stage's Conv2d / pooling / Flatten) and
+    neuron modules for popsnn's layers, with the same surrogate as popsnn's layer, so both
+    libraries do the same arithmetic."""
     from popsnn.interop import snntorch_surrogate
 
     linears, neurons = nn.ModuleList(), nn.ModuleList()
-    for lin, neuron in net.pairs:
+    for stage in net.stages:
+        neuron = stage.neuron
         common = dict(
             threshold=neuron.threshold,
             reset_mechanism=neuron.reset_mechanism,
             spike_grad=snntorch_surrogate(neuron.surrogate),
         )
-        linears.append(nn.Linear(lin.in_features, lin.out_features))
+        linears.append(_torch_synapse(stage.ops, nn))
         if isinstance(neuron, popsnn.Leaky):
             neurons.append(snn.Leaky(beta=neuron.beta, **common))
         elif isinstance(neuron, popsnn.Synaptic):
@@ -144,7 +169,7 @@ def _snntorch_layers(net, snn, nn) -> tuple:
                 snn.RLeaky(
                     beta=neuron.beta,
                     all_to_all=neuron.all_to_all,
-                    linear_features=lin.out_features,
+                    linear_features=stage.num_neurons,
                     **common,
                 )
             )
@@ -171,6 +196,7 @@ def snntorch(work: Workload, compiled: bool = False) -> Step:
         population_code=work.loss.population_code, num_classes=work.loss.num_classes or False
     )
     x = torch.from_numpy(np.ascontiguousarray(work.x, dtype=np.float32))
+    x = x.reshape(*x.shape[:-1], *work.net.input_shape)  # [.., C, H, W] for a conv net
     y = torch.from_numpy(work.y.astype(np.int64))
 
     def one_step(h, states):

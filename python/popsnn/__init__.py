@@ -6,6 +6,7 @@ is the oracle every engine is checked against.
 """
 
 from . import encoders, losses, optim, precision, reference, sparse, surrogate
+from .conv import AvgPool2d, Conv2d, Flatten, MaxPool2d
 from .layers import Alpha, Lapicque, Leaky, Linear, RLeaky, Sequential, Synaptic
 from .model import Model
 from .nir_interop import export_to_nir, import_from_nir
@@ -13,6 +14,10 @@ from .nir_interop import export_to_nir, import_from_nir
 __version__ = "0.1.0"
 
 __all__ = [
+    "AvgPool2d",
+    "Conv2d",
+    "Flatten",
+    "MaxPool2d",
     "Lapicque",
     "Alpha",
     "Leaky",

@@ -9,6 +9,7 @@ the file and, when given the network it is meant for, the layer shapes; any prob
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import lzma
@@ -21,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from . import conv as _conv
 from . import layers as _layers
 from . import sparse as _sparse
 from . import surrogate as _surrogate
@@ -38,48 +40,78 @@ class CheckpointError(ValueError):
 # The network description as JSON
 
 
+_SHAPE_LAYERS = {c.__name__: c for c in (_conv.Conv2d, _conv.MaxPool2d, _conv.AvgPool2d)}
+
+
+def _neuron_to_dict(neuron) -> dict:
+    d = {
+        "type": type(neuron).__name__,
+        "threshold": neuron.threshold,  # a number, or a list (one per neuron)
+        "learn_threshold": neuron.learn_threshold,
+        "reset_mechanism": neuron.reset_mechanism,
+        "surrogate": {"name": neuron.surrogate.name, "param": neuron.surrogate.param},
+        "sparse": None
+        if neuron.sparse is None
+        else {"kind": neuron.sparse.kind, "value": neuron.sparse.value},
+    }
+    if isinstance(neuron, (_layers.Synaptic, _layers.Alpha)):
+        d["alpha"] = neuron.alpha
+    d["beta"] = neuron.beta
+    if hasattr(neuron, "learn_beta"):  # the trained values are in the weights
+        d["learn_beta"] = neuron.learn_beta
+    if isinstance(neuron, _layers.RLeaky):
+        d["all_to_all"] = neuron.all_to_all
+    if isinstance(neuron, _layers.Lapicque):  # as given: beta or R and C may be None
+        d.update(R=neuron.R, C=neuron.C, time_step=neuron.time_step)
+    return d
+
+
 def network_to_dict(net: _layers.Sequential) -> list:
-    """The network description as JSON-able data (inverse: `network_from_dict`)."""
-    out = []
-    for lin, neuron in net.pairs:
-        out.append(
-            {
-                "type": "Linear",
-                "in_features": lin.in_features,
-                "out_features": lin.out_features,
-                "bias": lin.bias,
-            }
-        )
-        d = {
-            "type": type(neuron).__name__,
-            "threshold": neuron.threshold,  # a number, or a list (one per neuron)
-            "learn_threshold": neuron.learn_threshold,
-            "reset_mechanism": neuron.reset_mechanism,
-            "surrogate": {"name": neuron.surrogate.name, "param": neuron.surrogate.param},
-            "sparse": None
-            if neuron.sparse is None
-            else {"kind": neuron.sparse.kind, "value": neuron.sparse.value},
-        }
-        if isinstance(neuron, (_layers.Synaptic, _layers.Alpha)):
-            d["alpha"] = neuron.alpha
-        d["beta"] = neuron.beta
-        if hasattr(neuron, "learn_beta"):  # the trained values are in the weights
-            d["learn_beta"] = neuron.learn_beta
-        if isinstance(neuron, _layers.RLeaky):
-            d["all_to_all"] = neuron.all_to_all
-        if isinstance(neuron, _layers.Lapicque):  # as given: beta or R and C may be None
-            d.update(R=neuron.R, C=neuron.C, time_step=neuron.time_step)
-        out.append(d)
+    """The network description as JSON-able data (inverse: `network_from_dict`). A network
+    with convolution or pooling starts with {"type": "Input", "shape": [C, H, W]}."""
+    out = [] if net.is_linear else [{"type": "Input", "shape": list(net.input_shape)}]
+    for layer in net.layers:
+        if isinstance(layer, _layers.Linear):
+            out.append(
+                {
+                    "type": "Linear",
+                    "in_features": layer.in_features,
+                    "out_features": layer.out_features,
+                    "bias": layer.bias,
+                }
+            )
+        elif isinstance(layer, _conv.Flatten):
+            out.append({"type": "Flatten"})
+        elif type(layer).__name__ in _SHAPE_LAYERS:
+            fields = dataclasses.asdict(layer)
+            out.append(
+                {"type": type(layer).__name__, **{k: _jsonable(v) for k, v in fields.items()}}
+            )
+        else:
+            out.append(_neuron_to_dict(layer))
     return out
 
 
+def _jsonable(value):
+    return list(value) if isinstance(value, tuple) else value
+
+
 def network_from_dict(layers: list) -> _layers.Sequential:
-    built = []
+    built, input_shape = [], None
     for d in layers:
         d = dict(d)
         kind = d.pop("type")
+        if kind == "Input":
+            input_shape = tuple(d["shape"])
+            continue
         if kind == "Linear":
             built.append(_layers.Linear(**d))
+            continue
+        if kind == "Flatten":
+            built.append(_conv.Flatten())
+            continue
+        if kind in _SHAPE_LAYERS:
+            built.append(_SHAPE_LAYERS[kind](**d))
             continue
         cls = {c.__name__: c for c in _layers.NEURON_TYPES}.get(kind)
         if cls is None:
@@ -89,7 +121,7 @@ def network_from_dict(layers: list) -> _layers.Sequential:
         rule = d.pop("sparse")
         d["sparse"] = None if rule is None else _sparse.SparseRule(rule["kind"], rule["value"])
         built.append(cls(**d))
-    return _layers.Sequential(*built)
+    return _layers.Sequential(*built, input_shape=input_shape)
 
 
 # --------------------------------------------------------------------------------------------
@@ -305,7 +337,7 @@ def _from_meta(meta: dict, arrays: dict) -> Checkpoint:
 
 
 def _shapes(net: _layers.Sequential) -> list:
-    return [(type(n).__name__, lin.in_features, lin.out_features) for lin, n in net.pairs]
+    return [(type(s.neuron).__name__, s.in_shape, s.out_shape, s.ops) for s in net.stages]
 
 
 def check_matches(ckpt: Checkpoint, net: _layers.Sequential | None, path="checkpoint"):
@@ -333,6 +365,11 @@ def check_matches(ckpt: Checkpoint, net: _layers.Sequential | None, path="checkp
 
 
 def _describe(net: _layers.Sequential) -> str:
-    sizes = [net.num_inputs] + [lin.out_features for lin, _ in net.pairs]
-    kinds = sorted({type(n).__name__ for _, n in net.pairs})
-    return "-".join(str(s) for s in sizes) + f" ({'/'.join(kinds)})"
+    return describe_network(net)
+
+
+def describe_network(net: _layers.Sequential) -> str:
+    """e.g. "784-1000-10 (Leaky)" or "1x28x28-12x12x12-64x4x4-10 (Leaky)": each stage's size."""
+    shapes = [net.input_shape] + [s.out_shape for s in net.stages]
+    kinds = sorted({type(s.neuron).__name__ for s in net.stages})
+    return "-".join("x".join(map(str, s)) for s in shapes) + f" ({'/'.join(kinds)})"

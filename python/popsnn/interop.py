@@ -1,9 +1,11 @@
-"""snnTorch interop: a PyTorch `nn.Sequential` of `nn.Linear` and `snn.Leaky` / `snn.Synaptic` /
-`snn.RLeaky` / `snn.Lapicque` / `snn.Alpha` layers to a popsnn network and its parameters, and back.
+"""snnTorch interop: a PyTorch `nn.Sequential` of `nn.Linear` / `nn.Conv2d` (with `nn.MaxPool2d`,
+`nn.AvgPool2d`, `nn.Flatten`) and `snn.Leaky` / `snn.Synaptic` / `snn.RLeaky` / `snn.Lapicque` /
+`snn.Alpha` layers to a popsnn network and its parameters, and back.
 
     net, params = popsnn.interop.from_snntorch(torch_model)
     torch_model = popsnn.interop.to_snntorch(net, params)
     spikes = popsnn.interop.run_snntorch(torch_model, x, num_steps=25)   # [T, B, C] NumPy
+    net, params = popsnn.interop.from_snntorch(csnn_model, input_shape=(1, 28, 28))
 
 Weights and neuron parameters (beta, alpha, Lapicque's R, C and time step, threshold, reset
 mechanism, surrogate, recurrent weights) are copied, one value per layer or one per neuron
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import conv as _conv
 from . import layers as _layers
 from . import surrogate as _surrogate
 from .reference import check_input, check_params
@@ -209,89 +212,191 @@ def _neuron_from_torch(layer, where: str):
         raise InteropError(f"{where}: {err}") from None
 
 
-def from_snntorch(model, dtype=None) -> tuple:
-    """(popsnn.Sequential, params) from an `nn.Sequential` of alternating `nn.Linear` and
-    snnTorch Leaky / Synaptic / RLeaky / Lapicque / Alpha layers (a leading `nn.Flatten` is
-    allowed). `dtype`: the parameters' (np.float32 or np.float64); default the model's."""
+_SUPPORTED = (
+    "nn.Linear, nn.Conv2d, nn.MaxPool2d, nn.AvgPool2d, nn.Flatten, snn.Leaky, "
+    "snn.Synaptic, snn.RLeaky, snn.Lapicque, snn.Alpha"
+)
+
+
+def _shape_layer_from_torch(m, where: str, torch):
+    """The popsnn layer for an nn.Conv2d / MaxPool2d / AvgPool2d / Flatten (None otherwise);
+    options popsnn does not run are refused by the layer's own checks."""
+    nn = torch.nn
+    try:
+        if type(m) is nn.Conv2d:
+            return _conv.Conv2d(
+                m.in_channels,
+                m.out_channels,
+                m.kernel_size,
+                m.stride,
+                m.padding,
+                m.dilation,
+                m.groups,
+                m.bias is not None,
+                m.padding_mode,
+            )
+        if type(m) is nn.MaxPool2d:
+            return _conv.MaxPool2d(
+                m.kernel_size, m.stride, m.padding, m.dilation, m.return_indices, m.ceil_mode
+            )
+        if type(m) is nn.AvgPool2d:
+            return _conv.AvgPool2d(
+                m.kernel_size,
+                m.stride,
+                m.padding,
+                m.ceil_mode,
+                m.count_include_pad,
+                m.divisor_override,
+            )
+        if type(m) is nn.Flatten:
+            return _conv.Flatten(m.start_dim, m.end_dim)
+    except (ValueError, TypeError) as err:
+        raise InteropError(f"{where}: {err}") from None
+    return None
+
+
+def _recurrent_params(m, neuron, n: int, where: str, dtype, torch) -> dict:
+    if neuron.all_to_all:
+        rec = m.recurrent
+        if type(rec) is not torch.nn.Linear or rec.in_features != n:
+            raise InteropError(
+                f"{where}: all-to-all RLeaky needs linear_features={n} (a Linear recurrence)"
+            )
+        bias = _numpy(rec.bias, dtype) if rec.bias is not None else np.zeros(n, dtype)
+        return {"recurrent_weight": _numpy(rec.weight, dtype), "recurrent_bias": bias}
+    v = m.V.detach().cpu().numpy().astype(dtype)
+    return {"recurrent_weight": np.broadcast_to(v, (n,)).copy()}
+
+
+def from_snntorch(model, dtype=None, input_shape=None) -> tuple:
+    """(popsnn.Sequential, params) from an `nn.Sequential` of stages, each one nn.Linear or
+    nn.Conv2d (with nn.MaxPool2d / nn.AvgPool2d / nn.Flatten around it) and an snnTorch
+    Leaky / Synaptic / RLeaky / Lapicque / Alpha. A leading `nn.Flatten` is dropped (popsnn
+    takes [B, N] input flat); a model starting with nn.Conv2d needs `input_shape=(C, H, W)`.
+    `dtype`: the parameters' (np.float32 or np.float64); default the model's."""
     torch, snntorch = _import_torch()
-    supported = (
-        snntorch.Leaky,
-        snntorch.Synaptic,
-        snntorch.RLeaky,
-        snntorch.Lapicque,
-        snntorch.Alpha,
-    )
-    dtype = _model_dtype(model, torch) if dtype is None else np.dtype(dtype)
+    neurons = (snntorch.Leaky, snntorch.Synaptic, snntorch.RLeaky, snntorch.Lapicque)
+    neurons += (snntorch.Alpha,)
     modules = list(model.children()) if isinstance(model, torch.nn.Sequential) else None
     if modules is None:
         raise InteropError(
             f"expected a torch.nn.Sequential, got {type(model).__name__}; put "
             f"the layers in nn.Sequential(nn.Linear, snn.Leaky, ...)"
         )
-    if modules and isinstance(modules[0], torch.nn.Flatten):
-        modules = modules[1:]  # popsnn takes [B, N] input already flat
+    dtype = _model_dtype(model, torch) if dtype is None else np.dtype(dtype)
+    if modules and isinstance(modules[0], torch.nn.Flatten) and input_shape is None:
+        modules = modules[1:]
     layers, params = [], []
     for i, m in enumerate(modules):
         where = f"layer {i} ({type(m).__name__})"
-        expect_linear = i % 2 == 0
-        if expect_linear:
-            if type(m) is not torch.nn.Linear:
-                raise InteropError(
-                    f"{where}: expected nn.Linear here (popsnn networks "
-                    f"alternate nn.Linear and a spiking neuron); supported layers: nn.Linear, "
-                    f"snn.Leaky, snn.Synaptic, snn.RLeaky, snn.Lapicque, snn.Alpha"
-                )
+        if type(m) is torch.nn.Linear:
             layers.append(_layers.Linear(m.in_features, m.out_features, bias=m.bias is not None))
+        elif type(m) in neurons:
+            neuron = _neuron_from_torch(m, where)
+            layers.append(neuron)
+            if not params:
+                continue  # Sequential names the missing weighted layer
+            if isinstance(neuron, _layers.RLeaky):
+                n = params[-1]["weight"].shape[0]
+                params[-1].update(_recurrent_params(m, neuron, n, where, dtype, torch))
+            for name, value in _learned(m, torch).items():  # the trained values, unclamped
+                params[-1][name] = _numpy(value, dtype).reshape(np.shape(getattr(neuron, name)))
+            continue
+        else:
+            layer = _shape_layer_from_torch(m, where, torch)
+            if layer is None:
+                raise InteropError(
+                    f"{where}: {type(m).__name__} is not supported by popsnn; supported "
+                    f"layers: {_SUPPORTED}"
+                )
+            layers.append(layer)
+        if hasattr(m, "weight"):  # a weighted layer starts a stage's parameters
             p = {"weight": _numpy(m.weight, dtype)}
             if m.bias is not None:
                 p["bias"] = _numpy(m.bias, dtype)
             params.append(p)
-            continue
-        if type(m) not in supported:
-            raise InteropError(
-                f"{where}: expected snn.Leaky, snn.Synaptic, snn.RLeaky, snn.Lapicque or "
-                f"snn.Alpha after nn.Linear; {type(m).__name__} is not supported by popsnn"
-            )
-        neuron = _neuron_from_torch(m, where)
-        layers.append(neuron)
-        if isinstance(neuron, _layers.RLeaky):
-            n = layers[-2].out_features
-            if neuron.all_to_all:
-                rec = m.recurrent
-                if type(rec) is not torch.nn.Linear or rec.in_features != n:
-                    raise InteropError(
-                        f"{where}: all-to-all RLeaky needs "
-                        f"linear_features={n} (a Linear recurrence)"
-                    )
-                params[-1]["recurrent_weight"] = _numpy(rec.weight, dtype)
-                params[-1]["recurrent_bias"] = (
-                    _numpy(rec.bias, dtype) if rec.bias is not None else np.zeros(n, dtype)
-                )
-            else:
-                v = m.V.detach().cpu().numpy().astype(dtype)
-                params[-1]["recurrent_weight"] = np.broadcast_to(v, (n,)).copy()
-        for name, value in _learned(m, torch).items():  # the trained values, unclamped
-            params[-1][name] = _numpy(value, dtype).reshape(np.shape(getattr(neuron, name)))
-    if len(layers) % 2 or not layers:
-        raise InteropError(
-            f"the model must end with a spiking neuron after its last "
-            f"nn.Linear (got {len(modules)} layer(s))"
+    try:
+        net = _layers.Sequential(*layers, input_shape=input_shape)
+    except (ValueError, TypeError) as err:
+        fix = (
+            "; pass from_snntorch(model, input_shape=(C, H, W))"
+            if "input_shape" in str(err)
+            else ""
         )
-    net = _layers.Sequential(*layers)
+        raise InteropError(f"{err}{fix}") from None
     check_params(net, params)
     return net, params
 
 
 def _model_dtype(model, torch) -> np.dtype:
-    """The dtype of the model's first nn.Linear weight (float32 or float64)."""
-    linears = [m for m in model.children() if type(m) is torch.nn.Linear]
-    weight_dtype = linears[0].weight.dtype if linears else torch.float32
+    """The dtype of the model's first nn.Linear / nn.Conv2d weight (float32 or float64)."""
+    weighted = [m for m in model.children() if type(m) in (torch.nn.Linear, torch.nn.Conv2d)]
+    weight_dtype = weighted[0].weight.dtype if weighted else torch.float32
     if weight_dtype not in (torch.float32, torch.float64):
         raise InteropError(
             f"the model's weights are {weight_dtype}; popsnn converts float32 or float64 "
             f"models: call model.float() or model.double() first"
         )
     return np.dtype(np.float64 if weight_dtype == torch.float64 else np.float32)
+
+
+def _torch_module(op, p, tdtype, torch):
+    """The torch module for a popsnn Linear / Conv2d / pooling / Flatten, holding p's weights."""
+    nn = torch.nn
+    if isinstance(op, _conv.MaxPool2d):
+        return nn.MaxPool2d(op.kernel_size, op.stride, op.padding)
+    if isinstance(op, _conv.AvgPool2d):
+        return nn.AvgPool2d(op.kernel_size, op.stride, op.padding)
+    if isinstance(op, _conv.Flatten):
+        return nn.Flatten()
+    if isinstance(op, _conv.Conv2d):
+        m = nn.Conv2d(
+            op.in_channels, op.out_channels, op.kernel_size, op.stride, op.padding,
+            bias=op.bias, dtype=tdtype,
+        )  # fmt: skip
+    else:
+        m = nn.Linear(op.in_features, op.out_features, bias=op.bias, dtype=tdtype)
+    with torch.no_grad():
+        m.weight.copy_(torch.from_numpy(p["weight"]))
+        if op.bias:
+            m.bias.copy_(torch.from_numpy(p["bias"]))
+    return m
+
+
+def _snntorch_neuron(neuron, p, n: int, output: bool, tdtype, torch, snntorch):
+    constant = _torch_constants(torch, neuron, p, tdtype)
+    common = dict(
+        threshold=constant("threshold"),
+        learn_threshold=neuron.learn_threshold,
+        reset_mechanism=neuron.reset_mechanism,
+        spike_grad=snntorch_surrogate(neuron.surrogate),
+        init_hidden=True,
+        output=output,
+    )
+    learn = {"learn_beta": True} if getattr(neuron, "learn_beta", False) else {}
+    if isinstance(neuron, _layers.RLeaky):
+        if neuron.all_to_all:
+            cell = snntorch.RLeaky(
+                beta=constant("beta"), linear_features=n, all_to_all=True, **learn, **common
+            )
+            cell.recurrent = cell.recurrent.to(tdtype)
+            with torch.no_grad():
+                cell.recurrent.weight.copy_(torch.from_numpy(p["recurrent_weight"]))
+                cell.recurrent.bias.copy_(torch.from_numpy(p["recurrent_bias"]))
+        else:
+            v = torch.from_numpy(p["recurrent_weight"].copy())
+            cell = snntorch.RLeaky(beta=constant("beta"), all_to_all=False, **learn, V=v, **common)
+    elif isinstance(neuron, _layers.Synaptic):
+        cell = snntorch.Synaptic(alpha=constant("alpha"), beta=constant("beta"), **learn, **common)
+    elif isinstance(neuron, _layers.Alpha):
+        cell = snntorch.Alpha(alpha=constant("alpha"), beta=constant("beta"), **learn, **common)
+    elif isinstance(neuron, _layers.Lapicque):
+        R, C = (torch.tensor(v, dtype=tdtype) for v in neuron.resistance_capacitance())
+        step = torch.tensor(neuron.time_step, dtype=tdtype)
+        cell = snntorch.Lapicque(R=R, C=C, time_step=step, **common)
+    else:
+        cell = snntorch.Leaky(beta=constant("beta"), **learn, **common)
+    return cell.to(tdtype)
 
 
 def to_snntorch(net: _layers.Sequential, params):
@@ -301,58 +406,19 @@ def to_snntorch(net: _layers.Sequential, params):
     dtype = check_params(net, params)
     tdtype = torch.float64 if dtype == np.float64 else torch.float32
     modules = []
-    for i, ((lin, neuron), p) in enumerate(zip(net.pairs, params)):
-        linear = torch.nn.Linear(lin.in_features, lin.out_features, bias=lin.bias, dtype=tdtype)
-        with torch.no_grad():
-            linear.weight.copy_(torch.from_numpy(p["weight"]))
-            if lin.bias:
-                linear.bias.copy_(torch.from_numpy(p["bias"]))
-        if neuron.sparse is not None:
+    index = 0
+    for i, (stage, p) in enumerate(zip(net.stages, params)):
+        modules += [_torch_module(op, p, tdtype, torch) for op in stage.ops]
+        index += len(stage.ops)
+        if stage.neuron.sparse is not None:
             raise InteropError(
-                f"layer {2 * i + 1}: snnTorch has no sparse-backward rule; set "
+                f"layer {index}: snnTorch has no sparse-backward rule; set "
                 f"sparse=None before converting"
             )
-        constant = _torch_constants(torch, neuron, p, tdtype)
-        common = dict(
-            threshold=constant("threshold"),
-            learn_threshold=neuron.learn_threshold,
-            reset_mechanism=neuron.reset_mechanism,
-            spike_grad=snntorch_surrogate(neuron.surrogate),
-            init_hidden=True,
-            output=i == len(net.pairs) - 1,
-        )
-        learn = {"learn_beta": True} if getattr(neuron, "learn_beta", False) else {}
-        if isinstance(neuron, _layers.RLeaky):
-            n = lin.out_features
-            if neuron.all_to_all:
-                cell = snntorch.RLeaky(
-                    beta=constant("beta"), linear_features=n, all_to_all=True, **learn, **common
-                )
-                cell.recurrent = cell.recurrent.to(tdtype)
-                with torch.no_grad():
-                    cell.recurrent.weight.copy_(torch.from_numpy(p["recurrent_weight"]))
-                    cell.recurrent.bias.copy_(torch.from_numpy(p["recurrent_bias"]))
-            else:
-                cell = snntorch.RLeaky(
-                    beta=constant("beta"),
-                    all_to_all=False,
-                    **learn,
-                    V=torch.from_numpy(p["recurrent_weight"].copy()),
-                    **common,
-                )
-        elif isinstance(neuron, _layers.Synaptic):
-            alpha = constant("alpha")
-            cell = snntorch.Synaptic(alpha=alpha, beta=constant("beta"), **learn, **common)
-        elif isinstance(neuron, _layers.Alpha):
-            alpha = constant("alpha")
-            cell = snntorch.Alpha(alpha=alpha, beta=constant("beta"), **learn, **common)
-        elif isinstance(neuron, _layers.Lapicque):
-            R, C = (torch.tensor(v, dtype=tdtype) for v in neuron.resistance_capacitance())
-            step = torch.tensor(neuron.time_step, dtype=tdtype)
-            cell = snntorch.Lapicque(R=R, C=C, time_step=step, **common)
-        else:
-            cell = snntorch.Leaky(beta=constant("beta"), **learn, **common)
-        modules += [linear, cell.to(tdtype)]
+        last = i == len(net.stages) - 1
+        neuron = _snntorch_neuron(stage.neuron, p, stage.num_neurons, last, tdtype, torch, snntorch)
+        modules.append(neuron)
+        index += 1
     return torch.nn.Sequential(*modules)
 
 
@@ -368,14 +434,19 @@ def _torch_constants(torch, neuron, p, tdtype):
     return constant
 
 
-def run_snntorch(model, x, num_steps: int | None = None) -> np.ndarray:
+def run_snntorch(model, x, num_steps: int | None = None, input_shape=None) -> np.ndarray:
     """Output spikes [T, B, C] (NumPy) of an snnTorch `nn.Sequential` for popsnn-style input:
-    `x` [T, B, N] or [B, N] direct current with `num_steps`. States start at zero."""
+    `x` [T, B, N] or [B, N] direct current with `num_steps` ([.., C, H, W] or flat for a
+    model with `input_shape`). States start at zero."""
     torch, snntorch = _import_torch()
-    net, _ = from_snntorch(model)  # also checks the model is one popsnn can express
+    # Also checks the model is one popsnn can express.
+    net, _ = from_snntorch(model, input_shape=input_shape)
     x, num_steps, direct = check_input(net, x, num_steps, np.float64)
+    x = x.reshape(*x.shape[:-1], *net.input_shape)
     dtype = next(model.parameters()).dtype
-    modules = [m for m in model.children() if not isinstance(m, torch.nn.Flatten)]
+    modules = list(model.children())
+    if modules and isinstance(modules[0], torch.nn.Flatten) and input_shape is None:
+        modules = modules[1:]
     for m in modules:
         if hasattr(m, "reset_mem"):
             m.reset_mem()
@@ -387,5 +458,5 @@ def run_snntorch(model, x, num_steps: int | None = None) -> np.ndarray:
                 h = m(h.to(dtype))  # snnTorch emits float32 spikes whatever the model dtype
                 if isinstance(h, tuple):
                     h = h[0]  # (spikes, [current,] membrane): the next layer takes spikes
-            out.append(h.cpu().numpy())
+            out.append(h.reshape(h.shape[0], -1).cpu().numpy())
     return np.stack(out)

@@ -1,17 +1,18 @@
 """The network description: snnTorch's names, popsnn's checks.
 
-A network is a `Sequential` of (Linear, neuron) pairs, e.g.
+A network is a `Sequential` of stages, each one weighted layer (Linear or Conv2d, with any
+pooling / Flatten around it, popsnn.conv) and a spiking neuron, e.g.
 
     net = popsnn.Sequential(popsnn.Linear(784, 1000), popsnn.Leaky(beta=0.9),
                             popsnn.Linear(1000, 10), popsnn.Leaky(beta=0.9))
 
 The description holds no weights: `net.init_params(seed)` makes them, as a
-list with one dict of NumPy arrays per (Linear, neuron) pair. Every engine
+list with one dict of NumPy arrays per stage. Every engine
 (the dense NumPy reference, the cpu / ipu-model runtime, the IPU) takes the
 same description and the same parameter layout:
 
-    "weight"            [out, in]    PyTorch's nn.Linear layout
-    "bias"              [out]        (absent when Linear(bias=False))
+    "weight"            [out, in]    PyTorch's nn.Linear layout; [C_out, C_in, kH, kW] (Conv2d)
+    "bias"              [out]        [C_out] for Conv2d (absent when bias=False)
     "recurrent_weight"  [out, out]   RLeaky(all_to_all=True), V; [out] when one-to-one
     "recurrent_bias"    [out]        RLeaky(all_to_all=True) only, b_V
     "beta"              [] or [out]  learn_beta=True: the trained beta (one per layer or neuron)
@@ -29,6 +30,7 @@ import numpy as np
 
 from . import surrogate as _surrogate
 from ._checks import finite_real, one_of, positive_int, positive_real, unit_interval
+from .conv import SHAPE_LAYERS, Conv2d
 from .defaults import NEURON
 from .sparse import SparseRule
 
@@ -282,71 +284,189 @@ Neuron = Leaky | Synaptic | RLeaky | Lapicque | Alpha
 NEURON_TYPES = (Leaky, Synaptic, RLeaky, Lapicque, Alpha)
 
 
-class Sequential:
-    """A stack of (Linear, neuron) pairs; the last pair is the output layer."""
+@dataclass(frozen=True)
+class Stage:
+    """One neuron layer and the stateless layers that feed it since the previous neuron:
+    `ops` hold exactly one weighted layer (Linear or Conv2d) and any Flatten / pooling
+    before or after it. `in_shape` is the per-sample shape the stage takes, `out_shape` its
+    neurons' (C, H, W) or (N,); engines and the reference keep a stage's state flat, [.., N]
+    with N = prod(out_shape) in row-major order (torch.nn.Flatten's)."""
 
-    def __init__(self, *layers):
-        if len(layers) == 1 and isinstance(layers[0], (list, tuple)):
-            layers = tuple(layers[0])
-        if not layers or len(layers) % 2:
-            raise ValueError(
-                f"Sequential needs (Linear, neuron) pairs, got {len(layers)} "
-                f"layer(s); e.g. Sequential(Linear(784, 10), Leaky(beta=0.9))"
-            )
-        pairs = []
-        for i in range(0, len(layers), 2):
-            lin, neuron = layers[i], layers[i + 1]
-            if not isinstance(lin, Linear):
-                raise TypeError(f"layer {i} must be popsnn.Linear, got {type(lin).__name__}")
-            if not isinstance(neuron, NEURON_TYPES):
-                raise TypeError(
-                    f"layer {i + 1} must be Leaky, Synaptic, RLeaky, Lapicque or Alpha, got "
-                    f"{type(neuron).__name__}"
-                )
-            for name, length in neuron.per_neuron_constants().items():
-                if length != lin.out_features:
-                    raise ValueError(
-                        f"layer {i + 1} ({type(neuron).__name__}) has {length} {name} values, "
-                        f"its Linear has {lin.out_features} neurons; give one per neuron"
-                    )
-            if pairs and pairs[-1][0].out_features != lin.in_features:
-                raise ValueError(
-                    f"layer {i} Linear.in_features={lin.in_features} does not match "
-                    f"the previous Linear.out_features={pairs[-1][0].out_features}"
-                )
-            pairs.append((lin, neuron))
-        self.pairs: tuple = tuple(pairs)
+    ops: tuple
+    neuron: Neuron
+    in_shape: tuple
+    out_shape: tuple
 
     @property
-    def layers(self) -> tuple:
-        return tuple(x for pair in self.pairs for x in pair)
+    def synapse(self):
+        """The stage's weighted layer (Linear or Conv2d)."""
+        return next(op for op in self.ops if isinstance(op, (Linear, Conv2d)))
+
+    @property
+    def num_neurons(self) -> int:
+        return int(np.prod(self.out_shape))
 
     @property
     def num_inputs(self) -> int:
-        return self.pairs[0][0].in_features
+        return int(np.prod(self.in_shape))
+
+    @property
+    def is_linear(self) -> bool:
+        """A plain (Linear, neuron) pair, the only kind the engines run for now."""
+        return len(self.ops) == 1 and isinstance(self.ops[0], Linear)
+
+
+def _check_input_shape(input_shape) -> tuple:
+    shape = tuple(input_shape) if isinstance(input_shape, (tuple, list)) else (input_shape,)
+    if len(shape) not in (1, 3):
+        raise ValueError(f"input_shape must be (N,) or (C, H, W), got {input_shape!r}")
+    for n in shape:
+        positive_int("input_shape entries", n)
+    return shape
+
+
+def _next_shape(i: int, layer, shape: tuple) -> tuple:
+    """The per-sample shape after layer i, or a one-line error naming layer i."""
+    if isinstance(layer, Linear):
+        if len(shape) != 1:
+            raise ValueError(
+                f"layer {i} Linear gets the previous layer's [C, H, W] output {shape}; "
+                f"put popsnn.Flatten() before it"
+            )
+        if shape[0] != layer.in_features:
+            raise ValueError(
+                f"layer {i} Linear.in_features={layer.in_features} does not match "
+                f"the previous layer's {shape[0]} outputs"
+            )
+        return (layer.out_features,)
+    if isinstance(layer, (Conv2d, *SHAPE_LAYERS)):
+        try:
+            return layer.output_shape(shape)
+        except ValueError as err:
+            raise ValueError(f"layer {i}: {err}") from None
+    raise TypeError(
+        f"layer {i} must be Linear, Conv2d, MaxPool2d, AvgPool2d, Flatten or a neuron "
+        f"(Leaky, Synaptic, RLeaky, Lapicque, Alpha), got {type(layer).__name__}"
+    )
+
+
+def _build_stages(layers: tuple, input_shape) -> tuple:
+    if not layers:
+        raise ValueError(
+            "Sequential needs at least one stage, e.g. Sequential(Linear(784, 10), Leaky(beta=0.9))"
+        )
+    if input_shape is None:
+        if not isinstance(layers[0], Linear):
+            first = type(layers[0]).__name__
+            raise ValueError(
+                f"Sequential starting with {first} needs input_shape, e.g. "
+                f"Sequential(..., input_shape=(1, 28, 28)) for [B, 1, 28, 28] input"
+            )
+        input_shape = (layers[0].in_features,)
+    shape = stage_in = _check_input_shape(input_shape)
+    stages, ops = [], []
+    for i, layer in enumerate(layers):
+        if not isinstance(layer, NEURON_TYPES):
+            shape = _next_shape(i, layer, shape)
+            ops.append(layer)
+            continue
+        weighted = sum(isinstance(op, (Linear, Conv2d)) for op in ops)
+        if weighted != 1:
+            raise ValueError(
+                f"layer {i} ({type(layer).__name__}) needs exactly one Linear or Conv2d "
+                f"since the previous neuron, got {weighted}; e.g. Linear(784, 10), "
+                f"Leaky(beta=0.9)"
+            )
+        if isinstance(layer, RLeaky) and len(shape) != 1:
+            raise ValueError(
+                f"layer {i}: RLeaky after a convolution is not supported (its recurrence "
+                f"would be dense over C*H*W); use Leaky or Synaptic there"
+            )
+        n = int(np.prod(shape))
+        weighted_layer = next(type(op).__name__ for op in ops if isinstance(op, (Linear, Conv2d)))
+        for name, length in layer.per_neuron_constants().items():
+            if length != n:
+                raise ValueError(
+                    f"layer {i} ({type(layer).__name__}) has {length} {name} values, "
+                    f"its {weighted_layer} has {n} neurons; give one per neuron"
+                )
+        stages.append(Stage(tuple(ops), layer, stage_in, shape))
+        ops, stage_in = [], shape
+    if ops or not stages:
+        raise ValueError(
+            f"the network must end with a spiking neuron (Leaky, Synaptic, RLeaky or "
+            f"Lapicque); got {len(ops)} layer(s) after the last one"
+        )
+    return tuple(stages)
+
+
+class Sequential:
+    """Layers in order, grouped into stages (one weighted layer, then a neuron); the last
+    stage is the output layer. Networks that start with a Conv2d or pooling layer take
+    `input_shape=(C, H, W)`; a network of (Linear, neuron) pairs infers it."""
+
+    def __init__(self, *layers, input_shape=None):
+        if len(layers) == 1 and isinstance(layers[0], (list, tuple)):
+            layers = tuple(layers[0])
+        self.stages: tuple = _build_stages(layers, input_shape)
+        self.input_shape: tuple = self.stages[0].in_shape
+
+    @property
+    def is_linear(self) -> bool:
+        """Only (Linear, neuron) pairs: no convolution, pooling or Flatten."""
+        return all(stage.is_linear for stage in self.stages)
+
+    @property
+    def pairs(self) -> tuple:
+        """(Linear, neuron) per stage, for the code paths that run linear networks only."""
+        if not self.is_linear:
+            raise ValueError(
+                "this network has Conv2d / pooling / Flatten layers, which run on "
+                "device='reference' only for now; use popsnn.Model(..., device='reference')"
+            )
+        return tuple((stage.ops[0], stage.neuron) for stage in self.stages)
+
+    @property
+    def layers(self) -> tuple:
+        return tuple(x for stage in self.stages for x in (*stage.ops, stage.neuron))
+
+    @property
+    def num_inputs(self) -> int:
+        return self.stages[0].num_inputs
 
     @property
     def num_outputs(self) -> int:
-        return self.pairs[-1][0].out_features
+        return self.stages[-1].num_neurons
 
     def __len__(self) -> int:
-        return len(self.pairs)
+        return len(self.stages)
 
     def __repr__(self) -> str:
         inner = ",\n  ".join(repr(x) for x in self.layers)
-        return f"Sequential(\n  {inner})"
+        shape = "" if self.is_linear else f",\n  input_shape={self.input_shape}"
+        return f"Sequential(\n  {inner}{shape})"
 
     def init_params(self, seed: int | np.random.Generator | None = 0, dtype=np.float32) -> list:
-        """Fresh parameters, uniform in +-1/sqrt(fan_in) as PyTorch's nn.Linear."""
+        """Fresh parameters, uniform in +-1/sqrt(fan_in) as PyTorch's nn.Linear / nn.Conv2d."""
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
         params = []
-        for lin, neuron in self.pairs:
-            bound = 1.0 / np.sqrt(lin.in_features)
-            p = {"weight": rng.uniform(-bound, bound, (lin.out_features, lin.in_features))}
-            if lin.bias:
-                p["bias"] = rng.uniform(-bound, bound, lin.out_features)
+        for stage in self.stages:
+            syn, neuron = stage.synapse, stage.neuron
+            if isinstance(syn, Conv2d):
+                bound = 1.0 / np.sqrt(syn.fan_in)
+                p = {"weight": rng.uniform(-bound, bound, syn.weight_shape())}
+                if syn.bias:
+                    p["bias"] = rng.uniform(-bound, bound, syn.out_channels)
+                for name in neuron.learned():  # starts at the layer's value, as snnTorch's
+                    p[name] = np.array(getattr(neuron, name), dtype=np.float64)
+                params.append({k: v.astype(dtype) for k, v in p.items()})
+                continue
+            bound = 1.0 / np.sqrt(syn.in_features)
+            p = {"weight": rng.uniform(-bound, bound, (syn.out_features, syn.in_features))}
+            if syn.bias:
+                p["bias"] = rng.uniform(-bound, bound, syn.out_features)
             if isinstance(neuron, RLeaky):
-                n = lin.out_features
+                n = syn.out_features
                 if neuron.all_to_all:
                     rb = 1.0 / np.sqrt(n)
                     p["recurrent_weight"] = rng.uniform(-rb, rb, (n, n))

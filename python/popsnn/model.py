@@ -116,6 +116,14 @@ class Model:
         self.num_steps, self.batch_size = check_sizes(net, num_steps, batch_size)
         self.seed = seed
         self.device = resolve_device(device)
+        if self.device != "reference" and not net.is_linear:
+            if device == "auto":  # the engines run (Linear, neuron) stages only for now
+                self.device = "reference"
+            else:
+                raise ValueError(
+                    f"Conv2d / pooling / Flatten layers run on device='reference' only for now "
+                    f"(not {self.device!r}); use popsnn.Model(net, ..., device='reference')"
+                )
         if device == "auto" and self.device != "reference" and not _engine_runs(net):
             self.device = "reference"  # Alpha, per-neuron or learned constants: see numerics.md
         self.dtype = _precision.check_dtype(dtype)

@@ -33,6 +33,7 @@ import numbers
 import numpy as np
 
 from . import layers as _layers
+from . import nir_conv as _nir_conv
 from . import sparse as _sparse
 from . import surrogate as _surrogate
 from .reference import check_params
@@ -132,13 +133,24 @@ def export_to_nir(net, params=None, dt: float = DEFAULT_DT):
         )
     check_params(net, params)
     dt = _check_dt(dt)
-    nodes = {"input": nir.Input(input_type={"input": np.array([net.num_inputs])})}
-    edges, previous = [], "input"
-    for i, ((lin, neuron), p) in enumerate(zip(net.pairs, params)):
-        n = lin.out_features
-        dense, cell = str(2 * i), str(2 * i + 1)
-        nodes[dense] = _dense_node(nir, p["weight"], p.get("bias"))
-        edges.append((previous, dense))
+    nodes = {"input": nir.Input(input_type={"input": np.array(net.input_shape)})}
+    edges, previous, index = [], "input", 0
+    for stage, p in zip(net.stages, params):
+        shape = stage.in_shape
+        for op in stage.ops:
+            name = str(index)
+            if isinstance(op, _layers.Linear):
+                nodes[name] = _dense_node(nir, p["weight"], p.get("bias"))
+            else:
+                try:
+                    nodes[name] = _nir_conv.node_of(nir, op, p, shape)
+                except _nir_conv.NIRConvError as err:
+                    raise NIRError(f"export_to_nir: layer {index}: {err}") from None
+            edges.append((previous, name))
+            previous, index = name, index + 1
+            shape = (op.out_features,) if isinstance(op, _layers.Linear) else op.output_shape(shape)
+        neuron, n, cell = stage.neuron, stage.out_shape, str(index)
+        index += 1
         if isinstance(neuron, _layers.RLeaky):
             lif, rec = f"{cell}.lif", f"{cell}.w_rec"
             nodes[lif] = _neuron_node(nir, neuron, n, dt)
@@ -147,11 +159,11 @@ def export_to_nir(net, params=None, dt: float = DEFAULT_DT):
                 nodes[rec] = _dense_node(nir, p["recurrent_weight"], p["recurrent_bias"])
             else:
                 nodes[rec] = _dense_node(nir, np.diag(p["recurrent_weight"]), None)
-            edges += [(dense, lif), (lif, rec), (rec, lif)]
+            edges += [(previous, lif), (lif, rec), (rec, lif)]
             previous = lif
         else:
             nodes[cell] = _neuron_node(nir, neuron, n, dt)
-            edges.append((dense, cell))
+            edges.append((previous, cell))
             previous = cell
     nodes["output"] = nir.Output(output_type={"output": np.array([net.num_outputs])})
     edges.append((previous, "output"))
@@ -356,56 +368,106 @@ def import_from_nir(graph, dt: float = DEFAULT_DT, dtype=None) -> tuple:
     order, recurrent = _chain(flat)
     _output_check(nir, flat, order)
     body = order[1:-1]
+    input_shape = tuple(int(n) for n in np.ravel(list(nodes[order[0]].input_type.values())[0]))
     if body and isinstance(nodes[body[0]], nir.Flatten):
         body = body[1:]  # popsnn takes its input flat already, as from_snntorch
-    for name in body:
-        if not isinstance(nodes[name], (nir.Affine, nir.Linear, nir.LIF, nir.CubaLIF)):
-            raise NIRError(
-                f"node {name!r}: {type(nodes[name]).__name__} is not supported by "
-                f"popsnn; it reads nir.Affine, nir.Linear, nir.LIF, nir.CubaLIF "
-                f"(and a leading nir.Flatten)"
-            )
-    if not body or len(body) % 2:
-        raise NIRError(
-            f"popsnn needs (dense, neuron) pairs between Input and Output, got "
-            f"{len(body)} node(s): {body}"
-        )
-    layers, params = [], []
-    n_in = int(np.prod(np.asarray(list(nodes[order[0]].input_type.values())[0])))
-    for dense_name, cell_name in zip(body[0::2], body[1::2]):
-        weight, bias = _dense_from_node(nir, dense_name, nodes[dense_name], n_in)
-        n = weight.shape[0]
-        p = {"weight": weight} if bias is None else {"weight": weight, "bias": bias}
-        rec_name = recurrent.get(cell_name)
-        all_to_all = None
-        if rec_name is not None:
-            rw, rb = _dense_from_node(nir, rec_name, nodes[rec_name], n)
-            meta = nodes[cell_name].metadata if isinstance(nodes[cell_name].metadata, dict) else {}
-            # snnTorch's rule: a diagonal recurrence without bias is one-to-one.
-            diagonal = rb is None and np.array_equal(rw, np.diag(np.diag(rw)))
-            all_to_all = bool(meta.get("popsnn_all_to_all", not diagonal))
-            if all_to_all:
-                p["recurrent_weight"] = rw
-                p["recurrent_bias"] = np.zeros(n, rw.dtype) if rb is None else rb
-            elif not diagonal:
-                raise NIRError(
-                    f"node {rec_name!r}: a one-to-one RLeaky needs a diagonal recurrent nir.Linear"
-                )
-            else:
-                p["recurrent_weight"] = np.diag(rw).copy()
-        neuron = _neuron_from_node(nir, cell_name, nodes[cell_name], dt, all_to_all)
-        thresholds = np.asarray(nodes[cell_name].v_threshold).size
-        if thresholds not in (1, n):
-            raise NIRError(
-                f"node {cell_name!r}: {thresholds} thresholds after a dense layer of {n} outputs"
-            )
-        layers += [_layers.Linear(n_in, n, bias=bias is not None), neuron]
-        params.append(p)
-        n_in = n
+        input_shape = (int(np.prod(input_shape)),)
+    layers, params = _layers_from_chain(nir, nodes, body, recurrent, dt)
     target = dtype or (
         np.float64 if all(a.dtype == np.float64 for p in params for a in p.values()) else np.float32
     )
     params = [{k: np.array(v, dtype=target) for k, v in p.items()} for p in params]
-    net = _layers.Sequential(*layers)
+    try:
+        net = _layers.Sequential(*layers, input_shape=input_shape)
+    except (ValueError, TypeError) as err:
+        raise NIRError(f"the graph's layers do not make a popsnn network: {err}") from None
     check_params(net, params)
     return net, params
+
+
+_READS = (
+    "nir.Affine, nir.Linear, nir.Conv2d, nir.AvgPool2d, nir.SumPool2d, nir.Flatten, "
+    "nir.LIF, nir.CubaLIF"
+)
+
+
+def _layers_from_chain(nir, nodes, body, recurrent, dt):
+    """(layers, params) of the chain's nodes: one params dict per weighted node, a SumPool2d's
+    factor folded into its stage's weights (and bias, when the pool follows them)."""
+    layers, params = [], []
+    scale_pending = 1.0  # a SumPool2d before the stage's weighted layer
+    for name in body:
+        node = nodes[name]
+        if isinstance(node, (nir.LIF, nir.CubaLIF)):
+            layers.append(_neuron_layer(nir, name, node, nodes, recurrent, params, dt))
+            continue
+        if isinstance(node, (nir.Affine, nir.Linear)):
+            n_in = node.weight.shape[1] if np.ndim(node.weight) == 2 else -1
+            weight, bias = _dense_from_node(nir, name, node, n_in)
+            layer = _layers.Linear(weight.shape[1], weight.shape[0], bias=bias is not None)
+            found = (
+                layer,
+                {"weight": weight} if bias is None else {"weight": weight, "bias": bias},
+                1.0,
+            )
+        else:
+            try:
+                found = _nir_conv.layer_of(nir, node)
+            except (_nir_conv.NIRConvError, ValueError, TypeError) as err:
+                raise NIRError(f"node {name!r}: {err}") from None
+        if found is None:
+            raise NIRError(
+                f"node {name!r}: {type(node).__name__} is not supported by popsnn; it reads "
+                f"{_READS}"
+            )
+        layer, p, scale = found
+        layers.append(layer)
+        if p is not None:
+            p = dict(p)
+            p["weight"] = p["weight"] * scale_pending
+            params.append(p)
+            scale_pending = 1.0
+        elif scale != 1.0 and layers and _stage_has_weights(layers):
+            params[-1] = {k: v * scale for k, v in params[-1].items()}
+        else:
+            scale_pending *= scale
+    return layers, params
+
+
+def _stage_has_weights(layers) -> bool:
+    """Whether the stage being read (since the last neuron) has its weighted layer yet."""
+    for layer in reversed(layers):
+        if isinstance(layer, _layers.NEURON_TYPES):
+            return False
+        if isinstance(layer, (_layers.Linear, _layers.Conv2d)):
+            return True
+    return False
+
+
+def _neuron_layer(nir, name, node, nodes, recurrent, params, dt):
+    """The popsnn neuron of a LIF / CubaLIF node (an RLeaky when it has a recurrent edge)."""
+    if not params:
+        raise NIRError(f"node {name!r}: a neuron needs a dense or convolution node before it")
+    n = params[-1]["weight"].shape[0]
+    rec_name = recurrent.get(name)
+    all_to_all = None
+    if rec_name is not None:
+        rw, rb = _dense_from_node(nir, rec_name, nodes[rec_name], n)
+        meta = node.metadata if isinstance(node.metadata, dict) else {}
+        # snnTorch's rule: a diagonal recurrence without bias is one-to-one.
+        diagonal = rb is None and np.array_equal(rw, np.diag(np.diag(rw)))
+        all_to_all = bool(meta.get("popsnn_all_to_all", not diagonal))
+        p = params[-1]
+        if all_to_all:
+            p["recurrent_weight"] = rw
+            p["recurrent_bias"] = np.zeros(n, rw.dtype) if rb is None else rb
+        elif not diagonal:
+            raise NIRError(
+                f"node {rec_name!r}: a one-to-one RLeaky needs a diagonal recurrent nir.Linear"
+            )
+        else:
+            p["recurrent_weight"] = np.diag(rw).copy()
+    thresholds = np.asarray(node.v_threshold).size
+    if params[-1]["weight"].ndim == 2 and thresholds not in (1, n):
+        raise NIRError(f"node {name!r}: {thresholds} thresholds after a dense layer of {n} outputs")
+    return _neuron_from_node(nir, name, node, dt, all_to_all)

@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import conv_ops
 from .layers import Alpha, Lapicque, Leaky, RLeaky, Sequential, Synaptic
 from .precision import rounding, store_params
 
@@ -131,18 +132,23 @@ def _check_storage(storage, dtype) -> None:
         )
 
 
-def _layer_inputs(p, layer_in, direct, T):
-    """(iterator over I[t] = W x[t] + b, batch size)."""
-    w = p["weight"]
+def _stage_current(stage, p, x: np.ndarray) -> np.ndarray:
+    """The stage's synaptic current [M, N] for flat input [M, N_in]."""
+    if not stage.is_linear:
+        return conv_ops.ops_forward(stage, p, x)
+    current = x @ p["weight"].T
+    if "bias" in p:
+        current += p["bias"]
+    return current
+
+
+def _layer_inputs(stage, p, layer_in, direct, T):
+    """(iterator over I[t] = W x[t] + b (or the stage's convolution), batch size)."""
     if direct:
-        current = layer_in @ w.T  # [B, N]: W x once for all steps
-        if "bias" in p:
-            current = current + p["bias"]
+        current = _stage_current(stage, p, layer_in)  # [B, N]: once for all steps
         return (current for _ in range(T)), layer_in.shape[0]
     batch = layer_in.shape[1]
-    flat = layer_in.reshape(T * batch, -1) @ w.T
-    if "bias" in p:
-        flat += p["bias"]
+    flat = _stage_current(stage, p, layer_in.reshape(T * batch, -1))
     return iter(flat.reshape(T, batch, -1)), batch
 
 
@@ -159,11 +165,12 @@ def _simulate(net, params, x, num_steps, direct, spike_fns=None, storage=None) -
     x = store(x)
     rec = Record([], [], [], [], num_steps=T, direct_input=direct, _input=x)
     layer_in = x
-    for l, ((lin, neuron), p) in enumerate(zip(net.pairs, params)):
-        inputs, batch = _layer_inputs(p, layer_in, direct and l == 0, T)
+    for l, (stage, p) in enumerate(zip(net.stages, params)):
+        neuron = stage.neuron
+        inputs, batch = _layer_inputs(stage, p, layer_in, direct and l == 0, T)
         inputs = (store(i_t) for i_t in inputs)
         spike_fn = _heaviside if spike_fns is None else spike_fns[l]
-        shape = (T, batch, lin.out_features)
+        shape = (T, batch, stage.num_neurons)
         U, S, J = _layer_forward(neuron, p, inputs, shape, spike_fn, store)
         theta = _constants(neuron, p, x.dtype)[1]
         rec.spikes.append(S)
@@ -252,7 +259,8 @@ def backward(
 ):
     """BPTT by hand: gradients (same structure as params) from dL/dS and dL/dU of the
     output layer ([T, B, N_out] each; d_membranes may be None). With `input_grad`, returns
-    (grads, dL/dx) with dL/dx shaped as the input (for layers upstream, e.g. in PyTorch).
+    (grads, dL/dx) with dL/dx shaped as the input, flat per sample ([B, N_in] or
+    [T, B, N_in]; for layers upstream, e.g. in PyTorch).
     `storage` must be the forward's."""
     dtype = check_params(net, params)
     _check_storage(storage, dtype)
@@ -296,13 +304,13 @@ def _add_input_grads(g, p, d_input, layer_in, direct):
 
 def _backward(net, params, rec, g_spikes, g_membranes, input_grad=False, storage=None):
     """BPTT on the parameters as stored (store_params) and the forward's record."""
-    T = rec.num_steps
     store = rounding(storage)
     g_spikes = store(g_spikes)
     g_membranes = None if g_membranes is None else store(g_membranes)
     grads = [None] * len(net)
     for l in reversed(range(len(net))):
-        lin, neuron = net.pairs[l]
+        stage = net.stages[l]
+        neuron = stage.neuron
         p = params[l]
         U = rec.membranes[l]
         beta, theta = _constants(neuron, p, U.dtype)
@@ -323,17 +331,36 @@ def _backward(net, params, rec, g_spikes, g_membranes, input_grad=False, storage
         g.update(_constant_grads(neuron, p, U, keep, lg))
         d_input = lg.d_input
         layer_in = rec._input if l == 0 else rec.spikes[l - 1]
-        _add_input_grads(g, p, d_input, layer_in, direct=rec.direct_input and l == 0)
+        if rec.direct_input and l == 0:
+            d_input = d_input.sum(axis=0)  # the current is the same at every step: sum first
+        # dL/dI blocks are exchanged (stored) on their way to the layer below.
+        sent = store(d_input) if l > 0 else d_input
+        g_weights, d_layer_in = _stage_backward(
+            stage, p, layer_in, d_input, sent, l > 0 or input_grad
+        )
+        g.update(g_weights)
         grads[l] = {k: g[k] for k in p}  # params' key order
-        if l > 0:
-            n = d_input.shape[-1]
-            d_sent = store(d_input).reshape(-1, n)  # dL/dI blocks, exchanged
-            g_spikes = (d_sent @ p["weight"]).reshape(T, d_input.shape[1], -1)
-            g_membranes = None
-    if input_grad:  # d_input is layer 0's dL/dI; direct current feeds every step
-        d_x = d_input.sum(axis=0) if rec.direct_input else d_input
-        return grads, d_x @ params[0]["weight"]
+        g_spikes, g_membranes = d_layer_in, None
+    if input_grad:  # dL/dx as the input was given, flat per sample
+        return grads, g_spikes
     return grads
+
+
+def _stage_backward(stage, p, layer_in, d_current, d_sent, need_dx: bool):
+    """(weight and bias grads, dL/dlayer_in or None) of a stage's synaptic current, for
+    layer_in [.., N_in] and d_current [.., N] (leading axes [T, B] or [B]); the input gradient
+    of a Linear stage is taken from d_sent (d_current as exchanged)."""
+    lead = d_current.shape[:-1]
+    x = layer_in.reshape(-1, layer_in.shape[-1])
+    d = d_current.reshape(-1, d_current.shape[-1])
+    if stage.is_linear:
+        g = {"weight": d.T @ x}
+        if "bias" in p:
+            g["bias"] = d.sum(axis=0)
+        d_x = d_sent.reshape(d.shape) @ p["weight"] if need_dx else None
+    else:
+        g, d_x = conv_ops.ops_backward(stage, p, x, d, need_dx)
+    return g, None if d_x is None else d_x.reshape(*lead, -1)
 
 
 def _bptt_leaky(neuron, p, U, beta, dsdu, keep, g_spikes, g_membranes) -> _LayerGrad:

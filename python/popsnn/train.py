@@ -270,9 +270,7 @@ def fit(
         # evaluation excluded.
         "train_images_per_s": trained_samples / train_seconds if train_seconds else None,
         "wall_seconds": wall,
-        "network": "-".join(
-            str(n) for n in [net.num_inputs] + [l.out_features for l, _ in net.pairs]
-        ),
+        "network": _checkpoint.describe_network(net).split(" ")[0],
         "neuron": config.neuron,
         "dtype": model.dtype,
         "num_steps": config.num_steps,

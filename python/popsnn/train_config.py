@@ -17,12 +17,16 @@ from . import precision as _precision
 from . import sparse as _sparse
 from . import surrogate as _surrogate
 from ._checks import positive_int
+from .conv import Conv2d, Flatten, MaxPool2d
 from .defaults import LOSS, NEURON, RUN
 from .model import DEVICES
 from .validation import check_sizes
 
 NEURONS = ("leaky", "synaptic", "rleaky")
 SPARSE_LAYERS = ("hidden", "all")
+MODELS = ("dsnn", "csnn")
+# Per-sample image shapes the CSNN takes, by input size (MNIST and Fashion-MNIST; N-MNIST).
+_IMAGE_SHAPES = {784: (1, 28, 28), 2 * 34 * 34: (2, 34, 34)}
 ENCODINGS = ("direct", "rate", "latency")
 
 
@@ -36,6 +40,7 @@ class Config:
 
     dataset: str = "mnist"  # mnist | fashion-mnist | shd | nmnist
     data: str | None = None  # folder of IDX files; None: the default location
+    model: str = "dsnn"  # dsnn: Linear layers of widths `hidden`; csnn: seed 000's CSNN
     hidden: list = field(default_factory=lambda: [1000])
     neuron: str = "leaky"  # leaky | synaptic | rleaky
     beta: float = NEURON["beta"]
@@ -96,6 +101,14 @@ class Config:
             )
         self.hidden = [positive_int("hidden", h) for h in self.hidden]
         _choice("dataset", self.dataset, _data.DATASETS)
+        _choice("model", self.model, MODELS)
+        if self.model == "csnn" and self.dataset == "shd":
+            raise ConfigError("model=csnn takes images; shd is not one: use model=dsnn")
+        if self.model == "csnn" and self.device not in ("auto", "reference"):
+            raise ConfigError(
+                f"model=csnn runs on device='reference' only for now (the engines do not run "
+                f"Conv2d yet), not {self.device!r}; use --device reference"
+            )
         _choice("neuron", self.neuron, NEURONS)
         _choice("sparse_layers", self.sparse_layers, SPARSE_LAYERS)
         _choice("encoding", self.encoding, ENCODINGS)
@@ -155,23 +168,54 @@ class Config:
         Goodman keep
         its readout dense as well (it does not spike)."""
         rule = self.sparse_rule()
+        if self.model == "csnn":
+            return self._csnn(num_inputs, num_outputs, rule)
         sizes = [num_inputs] + list(self.hidden) + [num_outputs]
         layers = []
         for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
-            readout = i == len(sizes) - 2
-            common = dict(
-                threshold=self.threshold,
-                surrogate=_surrogate.get(self.surrogate),
-                sparse=None if readout and self.sparse_layers == "hidden" else rule,
-            )
             layers.append(_layers.Linear(n_in, n_out))
-            if self.neuron == "leaky":
-                layers.append(_layers.Leaky(beta=self.beta, **common))
-            elif self.neuron == "synaptic":
-                layers.append(_layers.Synaptic(alpha=self.alpha, beta=self.beta, **common))
-            else:
-                layers.append(_layers.RLeaky(beta=self.beta, **common))
+            layers.append(self._neuron(rule, readout=i == len(sizes) - 2))
         return _layers.Sequential(*layers)
+
+    def _neuron(self, rule, readout: bool):
+        common = dict(
+            threshold=self.threshold,
+            surrogate=_surrogate.get(self.surrogate),
+            sparse=None if readout and self.sparse_layers == "hidden" else rule,
+        )
+        if self.neuron == "leaky":
+            return _layers.Leaky(beta=self.beta, **common)
+        if self.neuron == "synaptic":
+            return _layers.Synaptic(alpha=self.alpha, beta=self.beta, **common)
+        return _layers.RLeaky(beta=self.beta, **common)
+
+    def _csnn(self, num_inputs: int, num_outputs: int, rule) -> _layers.Sequential:
+        """Seed 000's CSNN (Sun et al.): 12C5-MP2-64C5-MP2-N, `hidden` ignored."""
+        if num_inputs not in _IMAGE_SHAPES:
+            raise ConfigError(
+                f"model=csnn takes images (mnist, fashion-mnist, nmnist); {self.dataset} has "
+                f"{num_inputs} inputs per sample; use model=dsnn"
+            )
+        if self.neuron == "rleaky":
+            raise ConfigError("model=csnn runs leaky or synaptic neurons; use --neuron leaky")
+        shape = _IMAGE_SHAPES[num_inputs]
+        net = _layers.Sequential(
+            Conv2d(shape[0], 12, 5),
+            MaxPool2d(2),
+            self._neuron(rule, readout=False),
+            Conv2d(12, 64, 5),
+            MaxPool2d(2),
+            self._neuron(rule, readout=False),
+            input_shape=shape,
+        )
+        flat = net.num_outputs
+        return _layers.Sequential(
+            *net.layers,
+            Flatten(),
+            _layers.Linear(flat, num_outputs),
+            self._neuron(rule, readout=True),
+            input_shape=shape,
+        )
 
     def make_loss(self, num_classes: int) -> _losses.Loss:
         """The loss with its options. An option the chosen loss does not take, set away from

@@ -12,6 +12,7 @@ import os
 import numpy as np
 
 from ._checks import finite_array, positive_int
+from .conv import Conv2d
 from .layers import RLeaky, Sequential
 
 __all__ = [
@@ -32,12 +33,19 @@ def param_shapes(net: Sequential) -> list:
     """The expected {name: shape} of every layer's parameters, in order."""
     _check_net(net)
     shapes = []
-    for lin, neuron in net.pairs:
-        s = {"weight": (lin.out_features, lin.in_features)}
-        if lin.bias:
-            s["bias"] = (lin.out_features,)
+    for stage in net.stages:
+        syn, neuron = stage.synapse, stage.neuron
+        if isinstance(syn, Conv2d):
+            s = {"weight": syn.weight_shape()}
+            if syn.bias:
+                s["bias"] = (syn.out_channels,)
+            shapes.append(s)
+            continue
+        s = {"weight": (syn.out_features, syn.in_features)}
+        if syn.bias:
+            s["bias"] = (syn.out_features,)
         if isinstance(neuron, RLeaky):
-            n = lin.out_features
+            n = syn.out_features
             if neuron.all_to_all:
                 s["recurrent_weight"] = (n, n)
                 s["recurrent_bias"] = (n,)
@@ -62,13 +70,13 @@ def check_params(net: Sequential, params, name: str = "params") -> np.dtype:
     shapes = param_shapes(net)
     if not isinstance(params, (list, tuple)):
         raise TypeError(
-            f"{name} must be a list with one dict of arrays per (Linear, neuron) "
-            f"pair, got {type(params).__name__}; make one with net.init_params()"
+            f"{name} must be a list with one dict of arrays per (Linear or Conv2d, "
+            f"neuron) stage, got {type(params).__name__}; make one with net.init_params()"
         )
     if len(params) != len(shapes):
         raise ValueError(
             f"{name} has {len(params)} layer dict(s), the net has {len(shapes)} "
-            f"(Linear, neuron) pair(s); make matching ones with net.init_params()"
+            f"(Linear or Conv2d, neuron) stage(s); make matching ones with net.init_params()"
         )
     dtype = None
     for l, (p, expect) in enumerate(zip(params, shapes)):
@@ -102,11 +110,27 @@ def check_params(net: Sequential, params, name: str = "params") -> np.dtype:
     return np.dtype(dtype)
 
 
+def _flatten_sample_axes(net: Sequential, x: np.ndarray) -> np.ndarray:
+    """x with its per-sample axes (C, H, W) flattened to N_in, when given that way."""
+    shape = net.input_shape
+    k = len(shape)
+    if k > 1 and x.ndim in (k + 1, k + 2) and tuple(x.shape[-k:]) == shape:
+        return x.reshape(*x.shape[:-k], net.num_inputs)
+    if k > 1 and x.ndim in (k + 1, k + 2):
+        raise ValueError(
+            f"x has shape {x.shape}: its sample axes {tuple(x.shape[-k:])} are not the "
+            f"net's input_shape {shape}; expected [T, B, {', '.join(map(str, shape))}] "
+            f"or [B, {', '.join(map(str, shape))}]"
+        )
+    return x
+
+
 def check_input(net: Sequential, x, num_steps=None, dtype=np.float32):
     """Check and cast the input; return (x, num_steps, direct) with x in `dtype`.
 
     x is [T, B, N_in] (num_steps None or equal to T) or [B, N_in] direct
-    current (num_steps required).
+    current (num_steps required). A net with input_shape (C, H, W) also takes
+    [T, B, C, H, W] and [B, C, H, W]; x comes back flat, [.., N_in] row-major.
     """
     _check_net(net)
     if isinstance(x, (list, tuple)):
@@ -118,6 +142,7 @@ def check_input(net: Sequential, x, num_steps=None, dtype=np.float32):
         )
     if x.dtype.kind not in "biuf":
         raise TypeError(f"x must hold real numbers, got dtype {x.dtype}")
+    x = _flatten_sample_axes(net, x)
     if num_steps is not None:
         num_steps = positive_int("num_steps", num_steps)
     n_in = net.num_inputs
@@ -185,7 +210,7 @@ def check_sizes(net: Sequential, num_steps, batch_size, bytes_per_neuron_step: i
                 f"{name}={value} is larger than {MAX_COUNT}, the largest count "
                 f"popsnn supports; use a smaller {name}"
             )
-    neurons = sum(lin.out_features for lin, _ in net.pairs)
+    neurons = sum(stage.num_neurons for stage in net.stages)
     needed = num_steps * batch_size * neurons * bytes_per_neuron_step
     memory = _physical_memory_bytes()
     if memory and needed > memory:

@@ -84,8 +84,15 @@ def test_popsnn_to_snntorch_and_back():
 def test_unsupported_layers_are_named():
     with pytest.raises(InteropError, match=r"layer 1 \(ReLU\).*not supported"):
         interop.from_snntorch(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()))
-    with pytest.raises(InteropError, match=r"layer 0 \(Conv2d\): expected nn.Linear"):
+    with pytest.raises(InteropError, match=r"needs input_shape.*from_snntorch\(model, input_shape"):
         interop.from_snntorch(torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), snn.Leaky(beta=0.9)))
+    with pytest.raises(InteropError, match=r"layer 0 \(Conv2d\): Conv2d: groups=2 is not supp"):
+        interop.from_snntorch(
+            torch.nn.Sequential(torch.nn.Conv2d(2, 2, 3, groups=2), snn.Leaky(beta=0.9)),
+            input_shape=(2, 8, 8),
+        )
+    with pytest.raises(InteropError, match=r"layer 1 \(Dropout\).*not supported.*nn.Conv2d"):
+        interop.from_snntorch(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Dropout()))
     with pytest.raises(InteropError, match=r"beta has shape \(3, 1\)"):
         interop.from_snntorch(
             torch.nn.Sequential(

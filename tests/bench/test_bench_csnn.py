@@ -1,0 +1,64 @@
+"""Smoke test of `python bench/run.py csnn`: the CSNN experiment runs its tiniest setting and
+returns a row that says what ran and why anything did not. No timing is asserted (the machine
+is shared)."""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+
+ex = pytest.importorskip("experiments")
+systems = pytest.importorskip("systems")
+workers = pytest.importorskip("workers")
+
+
+@pytest.fixture(autouse=True)
+def no_settle_pause(monkeypatch):
+    monkeypatch.setattr(workers, "SETTLE_S", 0.0)
+    monkeypatch.setattr(workers, "WARM_S", 0.0)
+    monkeypatch.setattr(workers, "TIMED_S", 0.0)
+
+
+def test_csnn_workload_is_seed_000s_network():
+    work = ex.csnn_workload(batch=4, steps=2)
+    assert [s.out_shape for s in work.net.stages] == [(12, 12, 12), (64, 4, 4), (10,)]
+    assert work.x.shape == (4, 784) and work.direct
+
+
+def test_csnn_experiment_row():
+    include = ("popsnn", "snntorch", "numpy_step", "numpy_hoisted", "limit")
+    (row,) = ex.exp_csnn(repeats=1, batch=2, steps=2, include=include)
+    json.dumps(row)
+    assert row["seed000_ipu_measured_images_per_s"] == pytest.approx(15566.16)
+    assert row["ipu_model_estimate_images_per_s"] is None
+    assert "does not run Conv2d" in row["ipu_model_estimate_skipped"]
+    assert row["numpy_hoisted_images_per_s"] > 0
+    for name in ("popsnn", "numpy_step", "limit"):
+        assert row[f"{name}_images_per_s"] is None and row[f"{name}_skipped"]
+    if systems.engine_available() is None:
+        assert "device='reference' only" in row["popsnn_skipped"]
+    if systems.snntorch_available() is None:
+        assert row["snntorch_images_per_s"] > 0
+        assert row["reference_over_snntorch"] == pytest.approx(
+            row["numpy_hoisted_images_per_s"] / row["snntorch_images_per_s"]
+        )
+
+
+@pytest.mark.skipif(systems.snntorch_available() is not None, reason="needs torch/snnTorch")
+def test_snntorch_system_builds_the_same_conv_shapes():
+    import snntorch as snn
+    import torch
+    from torch import nn
+
+    work = ex.csnn_workload(batch=2, steps=1)
+    synapses, _ = systems._snntorch_layers(work.net, snn, nn)
+    h = torch.zeros(2, 1, 28, 28)
+    for synapse, stage in zip(synapses, work.net.stages):
+        h = synapse(h)
+        assert tuple(h.shape[1:]) == stage.out_shape
+    assert np.prod(h.shape[1:]) == 10
