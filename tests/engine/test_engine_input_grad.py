@@ -7,23 +7,19 @@ sparse rules on and off, the batch in chunks of samples, a partial batch."""
 
 import numpy as np
 import pytest
-from engine_helpers import assert_close, assert_grads_close, labels_for, make_input, sgd_backend
+from engine_helpers import (
+    assert_close,
+    assert_grads_close,
+    big_net,
+    labels_for,
+    make_input,
+    sgd_backend,
+)
 
 import popsnn
 from popsnn import losses, reference, sparse
 
 BATCH, STEPS = 4, 8
-
-
-def big_net(rule=None):
-    return popsnn.Sequential(
-        popsnn.Linear(40, 48),
-        popsnn.Leaky(beta=0.9, sparse=rule),
-        popsnn.Linear(48, 36),
-        popsnn.RLeaky(beta=0.85, sparse=rule),
-        popsnn.Linear(36, 20),
-        popsnn.Synaptic(alpha=0.6, beta=0.85, sparse=rule),
-    )
 
 
 def reference_input_grad(net, params, x, y, loss):
