@@ -480,6 +480,7 @@ def test_cli_dispatches_every_experiment(tmp_path, monkeypatch, capsys):
     called = []
     for fn in (
         "exp_dsnn",
+        "exp_csnn",
         "exp_latency",
         "exp_batch",
         "exp_width",

@@ -61,7 +61,7 @@ def test_unknown_and_bad_options_list_the_valid_ones(tmp_path):
     path = tmp_path / "run.toml"
     path.write_text("hiden = 100\n")
     with pytest.raises(
-        ConfigError, match="unknown option.*hiden.*valid options: dataset, data, hidden"
+        ConfigError, match="unknown option.*hiden.*valid options: dataset, data, model, hidden"
     ):
         train.make_config(path)
     with pytest.raises(ConfigError, match="unknown option.*colour"):
