@@ -19,7 +19,10 @@ from pathlib import Path
 import numpy as np
 
 import popsnn
-from popsnn import data, losses
+from popsnn import data, losses, surrogate
+
+# The sparse experiments' learning rate (Adam), for training and for the estimates.
+LR = 2e-3
 
 
 def machine() -> dict:
@@ -218,3 +221,21 @@ def train_and_test(model, task: Task, train_steps: int, test_images: int, seed: 
         "test_images": n,
         "test_accuracy": correct / n if n else None,
     }
+
+
+def sparse_net(inputs, hidden, rule, layers=2, classes=10, beta=0.95, slope=100.0):
+    """Perez-Nieves & Goodman's network: `layers` spiking hidden layers of `hidden` neurons
+    and a readout that never fires (no reset, threshold far away), fast-sigmoid surrogate;
+    `rule` on every hidden layer."""
+    mods, width = [], inputs
+    for _ in range(layers):
+        mods += [
+            popsnn.Linear(width, hidden),
+            popsnn.Leaky(beta=beta, surrogate=surrogate.fast_sigmoid(slope), sparse=rule),
+        ]
+        width = hidden
+    mods += [
+        popsnn.Linear(width, classes),
+        popsnn.Leaky(beta=beta, reset_mechanism="none", threshold=1e6),
+    ]
+    return popsnn.Sequential(*mods)

@@ -9,12 +9,13 @@ from __future__ import annotations
 import re
 import time
 
+from common import LR, sparse_net
 from throughput import dsnn_workload
 
 import popsnn
 from popsnn import optim
 
-# Seed 000's measured Mk2 figures (Sun et al. (IPU), see docs/papers.md), shown beside our
+# Sun et al.'s measured Mk2 figures (Sun et al. (IPU), see docs/papers.md), shown beside our
 # estimates.
 SEED000_IPU_DSNN_IMAGES_PER_S = 46_297
 SEED000_IPU_POPULATION_IMAGES_PER_S = 145_000
@@ -152,8 +153,6 @@ def exp_ipu(
 def weak_scaling_net(inputs: int, width: int, layers: int, classes: int, rule):
     """Finkbeiner & Neftci's scaling network: `layers` Leaky layers of `width` neurons with
     `rule`, then a readout that never fires."""
-    from sparse_bench import sparse_net
-
     return sparse_net(inputs, width, rule, layers, classes)
 
 
@@ -219,8 +218,6 @@ def exp_weak_scaling(
 def _estimate_step(net, x, y, steps, batch, seed, opts) -> dict:
     """One training step of `net` on the ipu-model device: the cost model's ESTIMATED time
     and where it goes, or why the network was refused."""
-    from sparse_bench import LR
-
     from popsnn import engine, losses
 
     t0 = time.perf_counter()

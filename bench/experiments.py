@@ -7,7 +7,7 @@ the sparse rules against dense training), `estimates.py` (the IPU cost model's E
 never measurements on an IPU), `common.py` (machine, timing, data, short training runs).
 """
 
-from common import Task, image_task, images, machine, time_calls, train_and_test
+from common import Task, image_task, images, machine, sparse_net, time_calls, train_and_test
 from estimates import (
     SEED000_IPU_DSNN_IMAGES_PER_S,
     SEED000_IPU_POPULATION_IMAGES_PER_S,
@@ -17,7 +17,7 @@ from estimates import (
     exp_ipu,
     exp_weak_scaling,
 )
-from sparse_bench import SparseCase, run_case, sparse_net
+from sparse_bench import SparseCase, run_case
 from sparse_suite import FULL, QUICK, TINY, Size, exp_sparse, exp_sparse_width
 from throughput import (
     INPUTS,

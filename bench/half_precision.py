@@ -1,4 +1,4 @@
-"""Half precision against float32 (docs/numerics.md section 8) on seed 000's DSNN (784-1000-10,
+"""Half precision against float32 (docs/numerics.md section 8) on Sun et al.'s DSNN (784-1000-10,
 Leaky, B 128, T 25, MNIST), beside Sun et al.'s half-precision experiment.
 
     python bench/half_precision.py accuracy [--train-steps 100 --test-images 2000]

@@ -16,17 +16,16 @@ import statistics
 from dataclasses import dataclass, field
 
 import numpy as np
-from common import Task, time_bursts, train_and_test
+from common import LR, Task, sparse_net, time_bursts, train_and_test
 from estimates import backward_estimate_cycles, engine_memory_bytes
 
 import popsnn
-from popsnn import losses, optim, reference, surrogate
+from popsnn import losses, optim, reference
 
 # The sparse models' buffers start this much above the largest hidden layer's mean fraction
 # of entries inside the rule (what the gradient trace holds), then grow on overflow: the
 # spike buffers to their busiest (t, b), the trace to its total, each on its own.
 ACTIVITY_MARGIN = 1.1
-LR = 2e-3
 
 
 @dataclass
@@ -52,24 +51,6 @@ class SparseCase:
     paper: str = ""
     seed: int = 0
     extra: dict = field(default_factory=dict)
-
-
-def sparse_net(inputs, hidden, rule, layers=2, classes=10, beta=0.95, slope=100.0):
-    """Perez-Nieves & Goodman's network: `layers` spiking hidden layers of `hidden` neurons
-    and a readout that never fires (no reset, threshold far away), fast-sigmoid surrogate;
-    `rule` on every hidden layer."""
-    mods, width = [], inputs
-    for _ in range(layers):
-        mods += [
-            popsnn.Linear(width, hidden),
-            popsnn.Leaky(beta=beta, surrogate=surrogate.fast_sigmoid(slope), sparse=rule),
-        ]
-        width = hidden
-    mods += [
-        popsnn.Linear(width, classes),
-        popsnn.Leaky(beta=beta, reset_mechanism="none", threshold=1e6),
-    ]
-    return popsnn.Sequential(*mods)
 
 
 def rule_fields(rule) -> dict:

@@ -55,7 +55,7 @@ def dsnn_workload(
     seed=0,
     input="mnist",
 ) -> systems.Workload:
-    """Seed 000's DSNN 784-hidden-outputs on MNIST, Adam, ce_count (population-coded over 10
+    """Sun et al.'s DSNN 784-hidden-outputs on MNIST, Adam, ce_count (population-coded over 10
     classes when `population`); `input="uniform"` replaces the images' pixels with U[0, 1]
     values (same labels): dense input."""
     if input not in INPUTS:
@@ -310,7 +310,7 @@ def exp_dsnn(repeats=3, hidden=1000, batch=128, steps=25, inputs=INPUTS, include
 
 
 def csnn_workload(batch=128, steps=25, seed=0, input="mnist") -> systems.Workload:
-    """Seed 000's CSNN 12C5-MP2-64C5-MP2-10 (Sun et al.) on MNIST, Leaky beta 0.5, direct input,
+    """Sun et al.'s CSNN 12C5-MP2-64C5-MP2-10 on MNIST, Leaky beta 0.5, direct input,
     Adam, ce_count: the network `popsnn train --model csnn` builds."""
     from popsnn.train_config import Config
 
@@ -321,7 +321,7 @@ def csnn_workload(batch=128, steps=25, seed=0, input="mnist") -> systems.Workloa
     return systems.Workload(net=net, x=x, y=y, num_steps=steps, loss=losses.ce_count_loss())
 
 
-# Seed 000 (Sun et al.), Table IV: the CSNN's training throughput MEASURED on an IPU Mk2.
+# Sun et al., Table IV: the CSNN's training throughput MEASURED on an IPU Mk2.
 SEED000_IPU_CSNN_IMAGES_PER_S = 15566.16
 
 
@@ -408,7 +408,7 @@ def exp_population(
     seed=0,
     include=UNCOMPILED,
 ):
-    """Seed 000 section V: one time step, `outputs` output neurons pooled over 10 classes,
+    """Sun et al. section V: one time step, `outputs` output neurons pooled over 10 classes,
     beside the 10-output 25-step baseline; throughput of every system and, with
     train_steps > 0, popsnn's test accuracy after that many training minibatches (a short run:
     the paper trained 5 epochs on CIFAR-10; here MNIST)."""

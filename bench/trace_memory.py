@@ -13,8 +13,9 @@ import argparse
 import json
 
 import numpy as np
+from common import LR, sparse_net
 from event_tasks import latency_task
-from sparse_bench import ACTIVITY_MARGIN, LR, sparse_net, trace_memory
+from sparse_bench import ACTIVITY_MARGIN, trace_memory
 
 import popsnn
 from popsnn import losses, optim, reference, sparse

@@ -43,7 +43,7 @@
 // its slice of the batch onto the first layer's tiles; the weight gradients (and the loss,
 // a weighted sum over samples) are summed over the chunks (AccumulateGrad), then the
 // optimiser steps once. Programs then: 0 forward of every chunk, 1 forward + backward of
-// every chunk, 2 the optimiser step. Seed 000's DSNN at batch 128 on one Mk2 runs so.
+// every chunk, 2 the optimiser step. Sun et al.'s DSNN at batch 128 on one Mk2 runs so.
 //
 // IPU targets only (the cpu device runs a tile's vertices one after the other, so there it
 // is one vertex each): x.W and its weight gradient run as one vertex per worker of a tile

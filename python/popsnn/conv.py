@@ -1,6 +1,6 @@
 """Convolutional layers with PyTorch's names and shapes: Conv2d, MaxPool2d, AvgPool2d, Flatten.
 
-A convolutional SNN (seed 000's CSNN 12C5-MP2-64C5-MP2-10, Sun et al.) is written as in
+A convolutional SNN (Sun et al.'s CSNN 12C5-MP2-64C5-MP2-10) is written as in
 snnTorch, with the input's per-sample shape given once:
 
     net = popsnn.Sequential(

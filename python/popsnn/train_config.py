@@ -40,7 +40,7 @@ class Config:
 
     dataset: str = "mnist"  # mnist | fashion-mnist | shd | nmnist
     data: str | None = None  # folder of IDX files; None: the default location
-    model: str = "dsnn"  # dsnn: Linear layers of widths `hidden`; csnn: seed 000's CSNN
+    model: str = "dsnn"  # dsnn: Linear layers of widths `hidden`; csnn: Sun et al.'s CSNN
     hidden: list = field(default_factory=lambda: [1000])
     neuron: str = "leaky"  # leaky | synaptic | rleaky
     beta: float = NEURON["beta"]
@@ -190,7 +190,7 @@ class Config:
         return _layers.RLeaky(beta=self.beta, **common)
 
     def _csnn(self, num_inputs: int, num_outputs: int, rule) -> _layers.Sequential:
-        """Seed 000's CSNN (Sun et al.): 12C5-MP2-64C5-MP2-N, `hidden` ignored."""
+        """Sun et al.'s CSNN: 12C5-MP2-64C5-MP2-N, `hidden` ignored."""
         if num_inputs not in _IMAGE_SHAPES:
             raise ConfigError(
                 f"model=csnn takes images (mnist, fashion-mnist, nmnist); {self.dataset} has "

@@ -161,7 +161,7 @@ def test_dsnn_inputs():
 
 
 def test_limit_counts_the_steps_products():
-    # Seed 000's DSNN at B=128, T=25: W x and its weight gradient once (hoisted), the
+    # Sun et al.'s DSNN at B=128, T=25: W x and its weight gradient once (hoisted), the
     # readout's three products over T*B rows: about 0.6 GFLOP.
     work = ex.dsnn_workload(hidden=1000, batch=128, steps=25)
     _, flops = systems.dense_products(work)

@@ -1,4 +1,4 @@
-"""`popsnn train --model csnn` end to end on a slice of the embedded MNIST (seed 000's CSNN on
+"""`popsnn train --model csnn` end to end on a slice of the embedded MNIST (Sun et al.'s CSNN on
 the reference), its checkpoint read back, and its refusals."""
 
 import json

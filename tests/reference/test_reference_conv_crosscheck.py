@@ -164,7 +164,7 @@ def _run_twin(net, params, x, steps):
 
 
 def _net(variant):
-    if variant == "csnn":  # seed 000's shape, scaled down: 12C5-MP2-64C5-MP2-10 on 16 x 16
+    if variant == "csnn":  # Sun et al.'s shape, scaled down: 12C5-MP2-64C5-MP2-10 on 16 x 16
         layers = [
             popsnn.Conv2d(1, 6, 5),
             popsnn.MaxPool2d(2),
