@@ -41,12 +41,16 @@ DSNN_GOALS = (
 
 
 def load(results: Path) -> dict:
+    """The experiments' rows by name. Files of another shape (e.g. half.json from
+    bench/half_precision.py, a dict) belong to tools with their own tables."""
     out = {}
     for f in sorted(results.glob("*.json")):
         try:
-            out[f.stem] = json.loads(f.read_text())
+            rows = json.loads(f.read_text())
         except (OSError, ValueError):
             continue
+        if isinstance(rows, list):
+            out[f.stem] = rows
     return out
 
 
