@@ -8,6 +8,7 @@ The goals: issue 12's speed targets (DSNN_GOALS) and issue 13's sparse ones
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import report_sparse
@@ -202,10 +203,36 @@ def same_dsnn_rows(res: dict) -> list:
         ("neurons", lambda r: r.get("neuron") == "Leaky"),
         ("population", lambda r: r.get("steps") == 25 and r.get("outputs") == 10),
     ]
+    # Only runs of the dsnn run's engine code: older result files may come from other
+    # machines and other kernels, and would pass for this run's spread.
+    commit = next((r["machine"].get("git_commit") for r in res.get("dsnn") or []), None)
     out = []
     for name, keep in picks:
-        out += [r for r in res.get(name) or [] if keep(r) and not r.get("quick")]
+        out += [
+            r
+            for r in res.get(name) or []
+            if keep(r)
+            and not r.get("quick")
+            and _same_engine(commit, r["machine"].get("git_commit"))
+        ]
     return out
+
+
+ENGINE_PATHS = ("codelets", "host", "include", "python")
+
+
+def _same_engine(a, b) -> bool:
+    """Whether commits a and b hold the same engine sources (git diff; False if unknown)."""
+    if not a or not b:
+        return False
+    if a == b:
+        return True
+    diff = subprocess.run(
+        ["git", "diff", "--quiet", a, b, "--", *ENGINE_PATHS],
+        cwd=Path(__file__).parent.parent,
+        capture_output=True,
+    )
+    return diff.returncode == 0
 
 
 def _dsnn_goals(res: dict) -> list:

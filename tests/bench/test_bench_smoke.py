@@ -509,3 +509,21 @@ def test_cli_dispatches_every_experiment(tmp_path, monkeypatch, capsys):
     assert len(called) == len(run.EXPERIMENTS)
     lines = capsys.readouterr().out.strip().splitlines()
     assert all(json.loads(line)["popsnn_images_per_s"] == 1.0 for line in lines)
+
+
+def test_the_dsnn_spread_only_counts_runs_of_the_same_engine_code():
+    """Rows from a result file of other engine sources (another commit's kernels, or no
+    commit recorded) do not pass for the dsnn run's spread; the same commit's do."""
+    import report
+
+    head = os.popen(f"git -C {BENCH} rev-parse --short HEAD").read().strip()
+    row = {"machine": {"git_commit": head}, "hidden": 1000, "batch": 128}
+    res = {
+        "dsnn": [row],
+        "batch": [
+            dict(row, popsnn_images_per_s=1.0),
+            dict(row, machine={"git_commit": None}, popsnn_images_per_s=2.0),
+            dict(row, machine={"git_commit": "0000000"}, popsnn_images_per_s=3.0),
+        ],
+    }
+    assert [r["popsnn_images_per_s"] for r in report.same_dsnn_rows(res)] == [1.0]
