@@ -83,24 +83,19 @@ def test_sparse_trace_equals_the_masked_reference_and_is_sized_by_activity():
     assert prof["layer2_surrogate_trace_bytes"] == STEPS * BATCH * 3 * 4
 
 
+def overflow_backend(rule, **options):
+    """The overflow cases' engine: net_with_rule(rule), SGD, any trace options."""
+    net = net_with_rule(rule)
+    x, raw = make_input(net, BATCH, STEPS, True, seed=4)
+    params = net.init_params(5)
+    backend = sgd_backend(net, params, losses.ce_count_loss(), steps=STEPS, batch=BATCH, **options)
+    return net, params, x, raw % 3, backend
+
+
 def wide_window_backend(on_overflow):
     """A wide window makes almost every neuron a gradient candidate: the trace, sized at
     30% of the entries, overflows while the spike buffers hold the spikes."""
-    net = net_with_rule(sparse.window(5.0))
-    x, raw = make_input(net, BATCH, STEPS, True, seed=4)
-    params = net.init_params(5)
-    backend = EngineBackend(
-        net,
-        params,
-        losses.ce_count_loss(),
-        optim.SGD(lr=0.1),
-        num_steps=STEPS,
-        batch_size=BATCH,
-        device="cpu",
-        max_activity=0.3,
-        on_overflow=on_overflow,
-    )
-    return net, params, x, raw % 3, backend
+    return overflow_backend(sparse.window(5.0), max_activity=0.3, on_overflow=on_overflow)
 
 
 def test_a_gradient_trace_that_does_not_fit_is_an_error():
@@ -132,21 +127,7 @@ def test_a_gradient_trace_that_does_not_fit_grows_apart_from_the_spike_buffers()
 def dense_backend(on_overflow, spike_activity):
     """No rule: the id trace alone, sized at `spike_activity` of the entries while every
     step's buffer could hold the whole shard (max_activity 1)."""
-    net = net_with_rule(None)
-    x, raw = make_input(net, BATCH, STEPS, True, seed=4)
-    params = net.init_params(5)
-    backend = EngineBackend(
-        net,
-        params,
-        losses.ce_count_loss(),
-        optim.SGD(lr=0.1),
-        num_steps=STEPS,
-        batch_size=BATCH,
-        device="cpu",
-        spike_activity=spike_activity,
-        on_overflow=on_overflow,
-    )
-    return net, params, x, raw % 3, backend
+    return overflow_backend(None, spike_activity=spike_activity, on_overflow=on_overflow)
 
 
 def test_an_id_trace_that_does_not_fit_is_an_error():
