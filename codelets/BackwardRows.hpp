@@ -113,6 +113,17 @@ POPSNN_ONCE void addAtSpikeRows(const int *buf, const float *__restrict dI, unsi
   }
 }
 
+// addAtSpikeRows on the columns `cols` only (the others' dI is 0).
+POPSNN_ONCE void addAtSpikeCols(const int *buf, const float *__restrict dI, unsigned n,
+                                const int *__restrict cols, unsigned count,
+                                float *__restrict rows) {
+  for (int k = 0; k < buf[0]; ++k) {
+    float *__restrict row = &rows[unsigned(buf[BUFFER_HEADER + k]) * n];
+    for (unsigned c = 0; c < count; ++c)
+      row[cols[c]] += dI[cols[c]];
+  }
+}
+
 POPSNN_ONCE void addTo(float *__restrict acc, const float *__restrict v, unsigned n) {
   for (unsigned j = 0; j < n; ++j)
     acc[j] += v[j];

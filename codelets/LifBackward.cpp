@@ -67,6 +67,9 @@ public:
   Output<Vector<int>> outIds;   // [B, stride]
   Output<Vector<int>> prevIds;  // [B, stride]
   InOut<Vector<float>> scratch; // [2n + P]
+  // A sparse rule on a Leaky shard feeding another layer: per sample, the live neurons
+  // (LiveNeurons): [B, 1 + 2n] = count, ids [n], flags [n] (1: in the list).
+  InOut<Vector<int>> liveIds;
 
   unsigned batch;
   unsigned numNeurons;
@@ -119,8 +122,8 @@ private:
   // decides by the same rule and writes no surrogate trace). The direct input's weight
   // gradient is DirectWeightGrad's; a Leaky neuron has no recurrent weights.
   bool wholeTrace() const {
-    return leakTraceApplies(inputMode, dense ? RULE_NONE : RULE_WINDOW, surrogate, isOutput != 0,
-                            stepsPerCall, numSteps, stepMajor != 0);
+    return leakTraceApplies(inputMode, Trace::masked ? RULE_WINDOW : RULE_NONE, surrogate,
+                            isOutput != 0, stepsPerCall, numSteps, stepMajor != 0);
   }
   void leakyTrace() {
     if (surrogate == FAST_SIGMOID)
@@ -167,11 +170,12 @@ private:
         prefetchSample(t, b + 4, ownBuffer(t, b + 4));
 #endif
       const float *dI = nullptr;
+      LiveNeurons live;
       if constexpr (leaky)
-        dI = leakyFeedingPath(t, b, c.beta, own);
+        dI = leakyFeedingPath(t, b, c.beta, own, live);
       if (!dI)
         dI = generic(t, b, c, own);
-      weightGrads(t, b, dI);
+      weightGrads(t, b, dI, live);
       recurrentGrads(t, b, dI);
     }
     if (stepMajor)
@@ -206,6 +210,8 @@ private:
     if (inputMode == INPUT_DIRECT)
       for (unsigned k = 0; k < bn; ++k)
         currentGradSum[k] = 0.0f;
+    for (unsigned k = 0; k < liveIds.size(); ++k)
+      liveIds[k] = 0;
   }
 
   // The gradient trace's entries of (t, b): [first, last) of its ids and values.
@@ -239,11 +245,12 @@ private:
 
   // A Leaky shard that feeds another layer: the fused pass (no rule, where the CPU has
   // one) or the sparse-rule pass; else nullptr (generic() then).
-  const float *leakyFeedingPath(unsigned t, unsigned b, float beta, const int *own) {
+  const float *leakyFeedingPath(unsigned t, unsigned b, float beta, const int *own,
+                                LiveNeurons &live) {
     if (isOutput)
       return nullptr;
     if (!dense)
-      return leakySparse(t, b, beta, own);
+      return leakySparse(t, b, beta, own, live);
 #ifdef POPSNN_FUSED_LEAK_BACKWARD
     return leakyFused(t, b, beta, own);
 #else
@@ -286,27 +293,38 @@ private:
   }
 #endif
 
-  // A sparse rule on a Leaky shard that feeds another layer: dL/dU decays everywhere, and
-  // only the gradient trace's entries add surrogate * dL/dS, one dot each (padded rows of
-  // W_next with the gathered dL/dI_next); then the sums.
-  const float *leakySparse(unsigned t, unsigned b, float beta, const int *own) {
+  // A sparse rule on a Leaky shard that feeds another layer: dL/dU decays, and only the
+  // gradient trace's entries add surrogate * dL/dS, one dot each (padded rows of W_next with
+  // the gathered dL/dI_next); then the sums. Carries that can be non-zero are those of the
+  // sample's live neurons (an entry at this step or a later one): the work per (t, b) is
+  // over them, not the shard (Perez-Nieves & Goodman's gradient through active neurons).
+  const float *leakySparse(unsigned t, unsigned b, float beta, const int *own, LiveNeurons &live) {
     const unsigned n = numNeurons, P = pushWidth(nextLayerSize);
     float *__restrict gU = &gradMem[b * n];
     float *__restrict g = &scratch[2 * n];
+    int *__restrict list = &liveIds[b * (2 * n + 1)];
+    int *__restrict ids = list + 1;
+    int *__restrict inList = ids + n;
+    unsigned count = unsigned(list[0]);
     if (zeroReset) // a spike at t cuts the leak path
       zeroAtSpikes(own, offset, gU);
-    for (unsigned j = 0; j < n; ++j)
-      gU[j] = beta * gU[j];
+    decayLive(gU, n, ids, count, beta);
     const TraceRow e = traceRow(t, b);
     if (e.size) // the next layer's dL/dI row: read only if an entry is in the rule
       gatherNextGrad(&nextGrad[0], g, nextLayerSize, nextShardSize, nextRow(t, b),
                      nextRowsPerBlock());
     for (unsigned k = 0; k < e.size; ++k) {
       const unsigned j = unsigned(e.ids[k]);
+      if (!inList[j]) {
+        inList[j] = 1;
+        ids[count++] = int(j);
+      }
       gU[j] += e.vals[k] * dotPadded(&nextWeightsT[j * P], g, P);
     }
-    publishCarry(gU, n, publishGrad ? gradOutRow(t, b) : nullptr, &gradBias[0],
-                 inputMode == INPUT_DIRECT ? &currentGradSum[b * n] : nullptr);
+    list[0] = int(count);
+    live = LiveNeurons{ids, count, false};
+    publishLive(gU, n, ids, count, publishGrad ? gradOutRow(t, b) : nullptr, &gradBias[0],
+                inputMode == INPUT_DIRECT ? &currentGradSum[b * n] : nullptr);
     return gU;
   }
 
@@ -437,18 +455,30 @@ private:
     return dI;
   }
 
-  // Weight gradient: sparse in the input (direct input: summed over steps above).
-  void weightGrads(unsigned t, unsigned b, const float *__restrict dI) {
+  // Weight gradient: sparse in the input (direct input: summed over steps above) and, where
+  // the live neurons are tracked, in dL/dI: nothing where none is live, their columns only
+  // where they are few.
+  void weightGrads(unsigned t, unsigned b, const float *__restrict dI, const LiveNeurons &live) {
     const unsigned n = numNeurons;
+    if (!live.all && live.count == 0)
+      return;
+    const bool fewCols = live.sparseIn(n);
     if (inputMode == INPUT_DENSE_STEPS) {
       forEachNonzero(&denseIn[(t * batch + b) * numInputs], numInputs, [&](unsigned i, float xi) {
         float *__restrict row = &gradWeights[i * n];
-        for (unsigned j = 0; j < n; ++j)
-          row[j] += xi * dI[j];
+        if (fewCols)
+          for (unsigned k = 0; k < live.count; ++k)
+            row[live.ids[k]] += xi * dI[live.ids[k]];
+        else
+          for (unsigned j = 0; j < n; ++j)
+            row[j] += xi * dI[j];
       });
     } else if (inputMode == INPUT_SPIKE_IDS) {
       for (unsigned s = 0; s < numSrc; ++s)
-        addAtSpikeRows(inBuffer(s, t, b), dI, n, &gradWeights[0]);
+        if (fewCols)
+          addAtSpikeCols(inBuffer(s, t, b), dI, n, live.ids, live.count, &gradWeights[0]);
+        else
+          addAtSpikeRows(inBuffer(s, t, b), dI, n, &gradWeights[0]);
     }
   }
 
@@ -513,6 +543,21 @@ template class LifBackward<popsnn::Lapicque, popsnn::ResetZero, popsnn::DenseTra
 template class LifBackward<popsnn::Lapicque, popsnn::ResetZero, popsnn::CompressedTrace>;
 template class LifBackward<popsnn::Lapicque, popsnn::ResetNone, popsnn::DenseTrace>;
 template class LifBackward<popsnn::Lapicque, popsnn::ResetNone, popsnn::CompressedTrace>;
+template class LifBackward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::MaskedDenseTrace>;
+template class LifBackward<popsnn::Leaky, popsnn::ResetZero, popsnn::MaskedDenseTrace>;
+template class LifBackward<popsnn::Leaky, popsnn::ResetNone, popsnn::MaskedDenseTrace>;
+template class LifBackward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::MaskedDenseTrace>;
+template class LifBackward<popsnn::Synaptic, popsnn::ResetZero, popsnn::MaskedDenseTrace>;
+template class LifBackward<popsnn::Synaptic, popsnn::ResetNone, popsnn::MaskedDenseTrace>;
+template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::MaskedDenseTrace>;
+template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::MaskedDenseTrace>;
+template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::MaskedDenseTrace>;
+template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::MaskedDenseTrace>;
+template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::MaskedDenseTrace>;
+template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::MaskedDenseTrace>;
+template class LifBackward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::MaskedDenseTrace>;
+template class LifBackward<popsnn::Lapicque, popsnn::ResetZero, popsnn::MaskedDenseTrace>;
+template class LifBackward<popsnn::Lapicque, popsnn::ResetNone, popsnn::MaskedDenseTrace>;
 
 // dL/dW = x^T . sum_t dL/dI for direct-current input, once per minibatch, each
 // weight-gradient row written once.

@@ -70,14 +70,23 @@ struct StraightThrough {
 };
 
 // ---------------------------------------------------------------------- sparse rules
-// The surrogate trace a rule leaves for the backward: every entry [T, B, n] (no rule) or the
+// The surrogate trace a rule leaves for the backward: every entry [T, B, n] (no rule), the
 // gradient trace, only the entries whose masked surrogate is non-zero, compressed over all
-// (step, sample) (VertexEnums.hpp). The backward is specialised on it, not on the rule.
+// (step, sample) (VertexEnums.hpp), or, where the rule keeps so many entries that the
+// compressed trace (8 bytes an entry) would outgrow the dense one (4), every entry with the
+// masked surrogate (0 off the rule). The backward is specialised on it, not on the rule.
+// `masked`: a rule zeroed some entries, so the backward must not recompute the surrogates.
 struct DenseTrace {
   static constexpr bool sparse = false;
+  static constexpr bool masked = false;
 };
 struct CompressedTrace {
   static constexpr bool sparse = true;
+  static constexpr bool masked = true;
+};
+struct MaskedDenseTrace {
+  static constexpr bool sparse = false;
+  static constexpr bool masked = true;
 };
 
 // Which entries carry gradient: `keep(u, threshold, value)`; off it the surrogate is 0.
@@ -97,6 +106,14 @@ struct OneSided { // U >= theta_grad
   static constexpr unsigned code = codes::RULE_ONE_SIDED;
   using Trace = CompressedTrace;
   static bool keep(float u, float, float value) { return u >= value; }
+};
+// The same rules with the dense layout of their masked surrogate (the plan picks it from the
+// trace's expected fill, Plan.cpp).
+struct WindowDense : Window {
+  using Trace = MaskedDenseTrace;
+};
+struct OneSidedDense : OneSided {
+  using Trace = MaskedDenseTrace;
 };
 
 // --------------------------------------------------------------------- neuron models

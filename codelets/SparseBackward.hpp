@@ -77,5 +77,49 @@ inline void publishCarry(const float *__restrict gU, unsigned n, float *__restri
   }
 }
 
+// The neurons of one sample whose dL/dU carry can be non-zero: those with a gradient-trace
+// entry at this step or a later one (the backward runs t = T-1 .. 0). Every other carry is
+// exactly 0, so the carry's decay, dL/dI and the weight-gradient rows need only these.
+// `all`: not tracked (every neuron).
+struct LiveNeurons {
+  const int *ids = nullptr;
+  unsigned count = 0;
+  bool all = true;
+  // Below a quarter of the shard an indexed loop beats a vector pass over all n.
+  bool sparseIn(unsigned n) const { return !all && 4 * count < n; }
+};
+
+// The carry's decay over the live neurons (the others' carries are 0: with many live, one
+// vector pass over all n).
+inline void decayLive(float *__restrict gU, unsigned n, const int *__restrict ids, unsigned count,
+                      float beta) {
+  if (4 * count >= n)
+    for (unsigned j = 0; j < n; ++j)
+      gU[j] = beta * gU[j];
+  else
+    for (unsigned k = 0; k < count; ++k)
+      gU[ids[k]] = beta * gU[ids[k]];
+}
+
+// publishCarry over the live neurons only: dL/dI[t] written whole (0 off the live neurons),
+// added to the bias gradient and (direct input) to the sum over steps.
+inline void publishLive(const float *__restrict gU, unsigned n, const int *__restrict ids,
+                        unsigned count, float *__restrict out, float *__restrict gb,
+                        float *__restrict acc) {
+  if (4 * count >= n)
+    return publishCarry(gU, n, out, gb, acc);
+  if (out) {
+    for (unsigned j = 0; j < n; ++j)
+      out[j] = 0.0f;
+    for (unsigned k = 0; k < count; ++k)
+      out[ids[k]] = gU[ids[k]];
+  }
+  for (unsigned k = 0; k < count; ++k)
+    gb[ids[k]] += gU[ids[k]];
+  if (acc)
+    for (unsigned k = 0; k < count; ++k)
+      acc[ids[k]] += gU[ids[k]];
+}
+
 } // namespace lif
 } // namespace popsnn

@@ -34,6 +34,9 @@ struct Shard : ShardPlan {
   // ownTraces: own traces (a2a backward).
   poplar::Tensor inRecv, recRecv, ownTraces, prevIds; // prevIds: step-major a2a
   poplar::Tensor gradMem, bwdScratch, gradOut, gradStep;
+  // A compressed trace on a shard feeding another layer: per sample, the neurons whose
+  // carry can be non-zero (LifBackward's live list), [B, 1 + 2n].
+  poplar::Tensor liveIds;
   // Copies of the weights of the layer this shard feeds (and of V), on this shard's neurons.
   poplar::Tensor nextGrad, nextWeights, nextWeightsT, ownGrad, ownWeights, ownWeightsT;
   poplar::Tensor recSpikes, recMem, lossGradS, lossGradU;

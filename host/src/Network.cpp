@@ -566,6 +566,7 @@ std::map<std::string, double> Network::layout() const {
         ids += double(sh.gradEntries.numElements()) * sizeof(int);
     }
     out[l + "trace_capacity"] = layer.shards.front().traceCapacity;
+    out[l + "compressed_trace"] = layer.compressedTrace; // 0: surrogate dense (masked by a rule)
     out[l + "spike_capacity"] = layer.shards.front().spikeCapacity;
     out[l + "surrogate_trace_bytes"] = surrogate;
     out[l + "id_trace_bytes"] = ids;

@@ -137,8 +137,10 @@ Plan planNetwork(const NetworkSpec &spec, const TargetGeometry &target, const Sc
   for (unsigned l = 0; l < L; ++l) {
     LayerPlan &layer = plan.layers.emplace_back(planLayer(spec, l, target, schedule));
     unsigned spikes = 0;
+    layer.compressedTrace = layer.spec.sparseRule != SparseRule::None &&
+                            spec.gradientTraceActivity() < DENSE_TRACE_MIN_ACTIVITY;
     for (ShardPlan &sh : layer.shards) {
-      if (layer.spec.sparseRule != SparseRule::None)
+      if (layer.compressedTrace)
         sh.traceCapacity = traceCapacity(sh.size, rows, spec.gradientTraceActivity());
       sh.spikeCapacity = traceCapacity(sh.size, rows, spec.idTraceActivity());
       spikes = std::max(spikes, sh.spikeCapacity);

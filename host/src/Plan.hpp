@@ -60,6 +60,10 @@ struct LayerShape {
   // layer's weight gradient on its neurons; those dense blocks cross tiles instead of the
   // id buffers (layer-major schedule only).
   bool push = false;
+  // A sparse rule's masked surrogate kept as the compressed gradient trace (ids and values of
+  // the entries inside the rule), or dense [T, B, n] where that would be as large (see
+  // DENSE_TRACE_MIN_ACTIVITY).
+  bool compressedTrace = false;
   bool hasParam(unsigned p) const { return layerHasParam(spec, p); }
   // Elements of parameter p on a shard of n neurons (device layout [in, n] for weights).
   std::size_t paramSize(unsigned p, unsigned n) const;
@@ -87,6 +91,11 @@ unsigned bufferCapacity(unsigned size, float maxActivity);
 // Gradient-trace entries of a shard of `size` neurons over `rows` (step, sample) rows at the
 // given fraction of its entries (NetworkSpec::traceActivity, or maxActivity when 0).
 unsigned traceCapacity(unsigned size, unsigned rows, float activity);
+// From this fraction of a layer's entries up, a sparse rule keeps its masked surrogate dense:
+// a compressed entry costs 8 bytes (id and value) against a dense one's 4, so from 50% the
+// compressed trace is the larger, and near it one dot per entry is slower than the dense
+// product (Finkbeiner & Neftci's fixed activity: every entry inside the rule).
+constexpr float DENSE_TRACE_MIN_ACTIVITY = 0.45f;
 
 // Throws std::invalid_argument when the schedule does not apply to the spec (chunks not
 // dividing the batch); the spec must have been validated.

@@ -65,9 +65,10 @@ struct ShardTensorMaker {
         FLOAT, 2 * n + (l + 1 < layers.size() ? codes::pushWidth(layers[l + 1].spec.outputs) : 0),
         tile, name + "bwd_scratch", L);
     // The surrogate kept for the backward: dense without a sparse rule (every entry carries
-    // gradient), else the gradient trace, sized by activity over all (step, sample): its starts
-    // and ids (gradEntries) beside its values (surrogates).
-    if (layer.spec.sparseRule == SparseRule::None) {
+    // gradient) or where the rule keeps most entries (masked: 0 off the rule), else the
+    // gradient trace, sized by activity over all (step, sample): its starts and ids
+    // (gradEntries) beside its values (surrogates).
+    if (!layer.compressedTrace) {
       sh.surrogates = b.zeros(FLOAT, std::size_t(T) * B * n, tile, name + "surrogate_trace", L);
     } else {
       sh.gradEntries = b.zeros(INT, std::size_t(codes::traceStarts(T, B)) + sh.traceCapacity, tile,
@@ -75,6 +76,8 @@ struct ShardTensorMaker {
       sh.surrogates = b.zeros(FLOAT, sh.traceCapacity, tile, name + "grad_values", L);
     }
     sh.idTrace = b.zeros(INT, layer.idTraceSize, tile, name + "id_trace", L);
+    if (layer.compressedTrace && !layer.isOutput && layer.spec.neuron == NeuronType::Leaky)
+      sh.liveIds = b.zeros(INT, B * (2 * n + 1), tile, name + "live_ids", L);
     const bool feedsNext = l + 1 < layers.size();
     if (layer.a2a || (stepMajor && feedsNext))
       sh.outIds = b.zeros(INT, B * layer.stride, tile, name + "ids", L);
@@ -118,7 +121,7 @@ struct ShardTensorMaker {
       sh.nextGradRows = b.zeros(FLOAT, rows, tile, name + "next_grad_rows", L);
       sh.nextGradWeights = b.zeros(FLOAT, n * nextN, tile, name + "next_grad_weights", L);
     }
-    const bool dense = layer.spec.sparseRule == SparseRule::None;
+    const bool dense = !layer.compressedTrace; // every entry's surrogate, masked or not
     const bool keepsInputGrad = l == 0 && b.spec.inputGrad && b.spec.input == InputMode::PerStep;
     if (l > 0 || keepsInputGrad)
       sh.gradOut =

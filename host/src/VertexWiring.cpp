@@ -148,7 +148,8 @@ struct ShardWiring : Wiring {
   }
 
   void forward(ComputeSet csForward) {
-    VertexRef v = b.graph->addVertex(csForward, units::lifForward(neuronCode(s), reset, rule));
+    VertexRef v = b.graph->addVertex(
+        csForward, units::lifForward(neuronCode(s), reset, rule, layer.compressedTrace));
     b.graph->connect(v["step"], sh.stepForward[0]);
     b.graph->connect(v["current"], orElse(sh.current, b.dummyOut(FLOAT, tile)));
     b.graph->connect(v["denseIn"], layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : fIn);
@@ -192,7 +193,8 @@ struct ShardWiring : Wiring {
   }
 
   void backward(ComputeSet csBackward) {
-    VertexRef v = b.graph->addVertex(csBackward, units::lifBackward(neuronCode(s), reset, rule));
+    VertexRef v = b.graph->addVertex(
+        csBackward, units::lifBackward(neuronCode(s), reset, rule, layer.compressedTrace));
     b.graph->connect(v["step"], sh.stepBackward[0]);
     b.graph->connect(v["lossGradSpikes"], orElse(sh.lossGradS, fIn));
     b.graph->connect(v["lossGradMem"], orElse(sh.lossGradU, fIn));
@@ -223,6 +225,7 @@ struct ShardWiring : Wiring {
     b.graph->connect(v["outIds"], stepMajor && next ? sh.outIds : b.dummyOut(INT, tile));
     b.graph->connect(v["prevIds"], orElse(sh.prevIds, b.dummyOut(INT, tile)));
     b.graph->connect(v["scratch"], sh.bwdScratch);
+    b.graph->connect(v["liveIds"], orElse(sh.liveIds, b.dummyOut(INT, tile)));
     setShardFields(v);
     setField(v, "isOutput", unsigned(layer.isOutput));
     setField(v, "publishGrad", unsigned(sh.gradOut.valid()));
@@ -240,10 +243,10 @@ struct ShardWiring : Wiring {
     VertexWork bw = work;
     if (layer.inputMode == codes::INPUT_PARTIAL_CURRENT) // its dL/dW comes from the pushers
       bw.activeInputs = 0;
-    // dL/dS entries computed per (step, sample): all of the shard without a rule, else
+    // dL/dS entries computed per (step, sample): all of the shard with a dense trace, else
     // its gradient trace's (its capacity spread over the rows).
     const unsigned candidates =
-        s.sparseRule == SparseRule::None
+        !layer.compressedTrace
             ? n
             : (sh.traceCapacity + b.steps() * b.batch() - 1) / (b.steps() * b.batch());
     bw.activeCandidates = (next ? candidates * next->spec.outputs / std::max(1u, n) : 0) +

@@ -22,18 +22,25 @@ inline constexpr const char *RESETS[codes::NUM_RESETS] = {"popsnn::ResetSubtract
                                                           "popsnn::ResetZero", "popsnn::ResetNone"};
 inline constexpr const char *RULES[codes::NUM_RULES] = {"popsnn::NoRule", "popsnn::Window",
                                                         "popsnn::OneSided"};
-// The surrogate trace of each rule, by rule code: every entry, or the compressed gradient trace.
+// The same rules with the masked surrogate kept dense (every entry, 0 off the rule): the plan
+// picks that layout where the compressed trace would be as large (LayerShape::compressedTrace).
+inline constexpr const char *DENSE_LAYOUT_RULES[codes::NUM_RULES] = {
+    "popsnn::NoRule", "popsnn::WindowDense", "popsnn::OneSidedDense"};
+// The surrogate trace of each rule, by rule code: every entry, or the compressed gradient trace;
+// with the dense layout, every entry of the masked surrogate.
 inline constexpr const char *TRACES[codes::NUM_RULES] = {
     "popsnn::DenseTrace", "popsnn::CompressedTrace", "popsnn::CompressedTrace"};
-// The forward and backward step vertices of a layer with these units.
-inline std::string lifForward(unsigned neuron, unsigned reset, unsigned rule) {
-  return std::string("LifForward<") + NEURONS[neuron] + "," + RESETS[reset] + "," + RULES[rule] +
-         ">";
-}
-inline std::string lifBackward(unsigned neuron, unsigned reset, unsigned rule) {
-  return std::string("LifBackward<") + NEURONS[neuron] + "," + RESETS[reset] + "," + TRACES[rule] +
-         ">";
-}
+inline constexpr const char *DENSE_LAYOUT_TRACES[codes::NUM_RULES] = {
+    "popsnn::DenseTrace", "popsnn::MaskedDenseTrace", "popsnn::MaskedDenseTrace"};
 
+// The forward and backward step vertices of a layer with these units and trace layout.
+inline std::string lifForward(unsigned neuron, unsigned reset, unsigned rule, bool compressed) {
+  return std::string("LifForward<") + NEURONS[neuron] + "," + RESETS[reset] + "," +
+         (compressed ? RULES : DENSE_LAYOUT_RULES)[rule] + ">";
+}
+inline std::string lifBackward(unsigned neuron, unsigned reset, unsigned rule, bool compressed) {
+  return std::string("LifBackward<") + NEURONS[neuron] + "," + RESETS[reset] + "," +
+         (compressed ? TRACES : DENSE_LAYOUT_TRACES)[rule] + ">";
+}
 } // namespace units
 } // namespace popsnn

@@ -253,6 +253,7 @@ py::dict planToDict(const py::dict &spec, unsigned tiles, bool ipu, bool stepMaj
     d["shard_size"] = l.shardSize;
     d["stride"] = l.stride;
     d["push"] = l.push;
+    d["compressed_trace"] = l.compressedTrace;
     d["input_mode"] = l.inputMode;
     d["shards"] = shards;
     layers.append(d);

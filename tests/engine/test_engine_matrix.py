@@ -39,7 +39,7 @@ NEURONS = {
 }
 
 
-def check(net, loss, direct, seed=0, optimizer=None):
+def check(net, loss, direct, seed=0, optimizer=None, **options):
     x, raw = make_input(net, BATCH, STEPS, direct, seed=seed)
     y = labels_for(loss, net, raw)
     params = net.init_params(seed + 1)
@@ -51,6 +51,7 @@ def check(net, loss, direct, seed=0, optimizer=None):
         num_steps=STEPS,
         batch_size=BATCH,
         device="cpu",
+        **options,
     )
     value, grads = backend.loss_and_grad(x, y)
     ref_value, ref_grads, rec = reference.loss_and_grad(
@@ -59,6 +60,7 @@ def check(net, loss, direct, seed=0, optimizer=None):
     np.testing.assert_array_equal(backend.infer(x), rec.spikes[-1])
     assert value == pytest.approx(ref_value, rel=2e-5, abs=1e-7)
     assert_grads_close(grads, ref_grads)
+    rec.profile = backend.profile()
     return rec
 
 
@@ -105,9 +107,16 @@ RULES = {
 }
 
 
+# Both layouts of a rule's masked surrogate (host/src/Plan.cpp): the compressed gradient trace
+# (a trace sized below DENSE_TRACE_MIN_ACTIVITY, grown if it must) and the dense one (the
+# default trace size, every entry: a compressed trace would be larger).
+LAYOUTS = {"compressed": {"trace_activity": 0.3, "on_overflow": "grow"}, "dense": {}}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("direct", [True, False], ids=["direct", "per-step"])
 @pytest.mark.parametrize("rule", sorted(RULES))
-def test_sparse_rules_equal_the_masked_reference(rule, direct):
+def test_sparse_rules_equal_the_masked_reference(rule, direct, layout):
     net = popsnn.Sequential(
         popsnn.Linear(12, 20),
         popsnn.Leaky(beta=0.9, sparse=RULES[rule]()),
@@ -116,10 +125,12 @@ def test_sparse_rules_equal_the_masked_reference(rule, direct):
         popsnn.Linear(16, 4),
         popsnn.Leaky(beta=0.9, sparse=RULES[rule]()),
     )
-    rec = check(net, losses.ce_count_loss(), direct, seed=2)
+    rec = check(net, losses.ce_count_loss(), direct, seed=2, **LAYOUTS[layout])
     masks = rec.grad_masks
     # The rule must actually cut something, and leave something.
     assert all(0 < m.mean() < 1 for m in masks[:2])
+    for l in range(3):
+        assert rec.profile[f"layer{l}_compressed_trace"] == (layout == "compressed")
 
 
 @pytest.mark.parametrize("name", ["adam", "adamw"])

@@ -139,3 +139,19 @@ def test_the_plans_memory_grows_with_the_batch_and_steps_and_decides_the_schedul
         or layout["layer0_shards"]
         < len(_native.plan(spec([40, 100, 10]), 32)["layers"][0]["shards"])
     )
+
+
+@pytest.mark.parametrize(
+    "trace_activity, compressed", [(0.05, True), (0.44, True), (0.45, False), (1.0, False)]
+)
+def test_a_rule_keeps_its_surrogate_dense_where_a_compressed_trace_would_be_as_large(
+    trace_activity, compressed
+):
+    # A compressed entry costs 8 bytes (id and value), a dense one 4: from 45% of the
+    # entries the plan keeps the rule's masked surrogate dense (host/src/Plan.cpp).
+    s = spec([30, 40, 3])
+    s["trace_activity"] = trace_activity
+    s["layers"][0].update(sparse="window", sparse_value=0.3)
+    hidden, readout = _native.plan(s, 4)["layers"]
+    assert hidden["compressed_trace"] == compressed
+    assert not readout["compressed_trace"]  # no rule: always dense

@@ -114,3 +114,57 @@ def test_nonzero_scan_visits_exactly_the_non_zero_inputs_in_order(flags, tmp_pat
     assert build.returncode == 0, build.stderr
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0 and run.stdout.strip() == "0", run.stdout + run.stderr
+
+
+def live_fractions(mask):
+    """Per (step, sample): the fraction of neurons whose carry can be non-zero in the
+    backward, those with an entry inside the rule at this step or a later one."""
+    live = np.flip(np.logical_or.accumulate(np.flip(mask, 0), axis=0), 0)
+    return live.mean(axis=-1)
+
+
+@pytest.mark.parametrize("b_th", [0.02, 0.1], ids=["narrow", "wide"])
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "per-step"])
+def test_the_carry_over_live_neurons_only_equals_the_reference(direct, b_th):
+    # A compressed trace on wide layers: the backward carries dL/dU, writes dL/dI and the
+    # weight-gradient rows over each sample's live neurons (codelets/LifBackward.cpp), an
+    # indexed loop below a quarter of the shard and a vector pass above, nothing where none
+    # is live. The narrow window has (step, sample) rows with none and with few live
+    # neurons, the wide one rows with a quarter or more.
+    rule = sparse.window(b_th)
+    net = popsnn.Sequential(
+        popsnn.Linear(INPUTS, 160),
+        popsnn.Leaky(beta=0.9, sparse=rule),
+        popsnn.Linear(160, 96),
+        popsnn.Leaky(beta=0.9, sparse=rule),
+        popsnn.Linear(96, 3),
+        popsnn.Leaky(beta=0.9),
+    )
+    steps, batch = 16, 6
+    rng = np.random.default_rng(11)
+    if direct:
+        x = (rng.random((batch, INPUTS)) * 0.6).astype(np.float32)
+    else:
+        x = (rng.random((steps, batch, INPUTS)) < 0.3).astype(np.float32)
+    y = np.arange(batch) % 3
+    backend, value, grads, spikes, (ref_value, ref_grads, rec) = engine_and_reference(
+        net,
+        losses.ce_count_loss(),
+        x,
+        y,
+        batch=batch,
+        steps=steps,
+        seed=2,
+        trace_activity=0.2,
+        on_overflow="grow",
+    )
+    np.testing.assert_array_equal(spikes, rec.spikes[-1])
+    assert value == pytest.approx(ref_value, rel=2e-5, abs=1e-7)
+    assert_grads_close(grads, ref_grads)
+    prof = backend.profile()
+    assert prof["layer0_compressed_trace"] == prof["layer1_compressed_trace"] == 1
+    live = [live_fractions(rec.grad_masks[l]) for l in range(2)]
+    if b_th < 0.05:
+        assert any((f == 0).any() for f in live) and all(((f > 0) & (f < 0.25)).any() for f in live)
+    else:
+        assert any((f >= 0.25).any() for f in live)

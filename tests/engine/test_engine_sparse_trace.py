@@ -46,6 +46,7 @@ def test_sparse_trace_equals_the_masked_reference_and_is_sized_by_activity():
         batch=BATCH,
         device="cpu",
         max_activity=0.5,
+        trace_activity=0.3,  # below the dense layout's 45% (host/src/Plan.cpp)
         on_overflow="grow",
     )
     value, grads = backend.loss_and_grad(x, y)
@@ -120,8 +121,34 @@ def test_a_gradient_trace_that_does_not_fit_grows_apart_from_the_spike_buffers()
     prof = backend.profile()
     assert prof["trace_activity"] > 0.3
     assert prof["max_activity"] == pytest.approx(0.3)  # the spikes fitted
-    size = int(prof["layer0_shard_size"])
-    assert prof["layer0_trace_capacity"] >= max(shard_entries(rec.grad_masks[0], size))
+    # Grown past 45% of the entries, the trace is kept dense (masked), as a compressed one
+    # would be larger: every entry's surrogate, no capacity left to overflow.
+    assert prof["trace_activity"] >= 0.45
+    assert prof["layer0_compressed_trace"] == 0 and prof["layer0_trace_capacity"] == 0
+    shards = int(prof["layer0_shards"])
+    assert prof["layer0_surrogate_trace_bytes"] == shards * int(prof["layer0_shard_size"]) * (
+        STEPS * BATCH * 4
+    )
+
+
+def test_a_gradient_trace_that_grows_below_the_dense_layout_stays_compressed():
+    # A narrow window in a trace sized far too small: it grows to its need (x 1.25), below
+    # the dense layout's 45%, and stays compressed, holding every entry inside the rule.
+    net, params, x, y, backend = overflow_backend(
+        sparse.window(0.1), trace_activity=0.005, on_overflow="grow"
+    )
+    value, grads = backend.loss_and_grad(x, y)
+    ref_value, ref_grads, rec = reference.loss_and_grad(
+        net, params, x, y, losses.ce_count_loss(), num_steps=STEPS
+    )
+    assert value == pytest.approx(ref_value, rel=2e-5, abs=1e-7)
+    assert_grads_close(grads, ref_grads)
+    prof = backend.profile()
+    assert 0.005 < prof["trace_activity"] < 0.45
+    for l in range(2):
+        assert prof[f"layer{l}_compressed_trace"] == 1
+        size = int(prof[f"layer{l}_shard_size"])
+        assert prof[f"layer{l}_trace_capacity"] >= max(shard_entries(rec.grad_masks[l], size))
 
 
 def dense_backend(on_overflow, spike_activity):

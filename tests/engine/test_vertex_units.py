@@ -24,15 +24,20 @@ def instantiated(vertex: str, source: str) -> set:
 def test_every_vertex_the_host_can_name_is_instantiated():
     neurons, resets, rules = table("NEURONS"), table("RESETS"), table("RULES")
     assert len(neurons) == 5 and len(resets) == 3 and len(rules) == 3
-    forward = {(n, r, rule) for n in neurons for r in resets for rule in rules}
+    # Each rule with its compressed trace and with the dense layout (the plan picks one).
+    units = set(rules + table("DENSE_LAYOUT_RULES"))
+    forward = {(n, r, rule) for n in neurons for r in resets for rule in units}
     assert instantiated("LifForward", "LifForward.cpp") == forward
     # The backward on the trace each rule leaves (one per distinct trace).
-    backward = {(n, r, trace) for n in neurons for r in resets for trace in table("TRACES")}
+    traces = set(table("TRACES") + table("DENSE_LAYOUT_TRACES"))
+    assert len(traces) == 3
+    backward = {(n, r, trace) for n in neurons for r in resets for trace in traces}
     assert instantiated("LifBackward", "LifBackward.cpp") == backward
 
 
 def test_every_unit_in_the_table_is_defined():
     units = (ROOT / "codelets/Neurons.hpp").read_text()
     defined = set(re.findall(r"^(?:struct|using) (\w+)", units, re.M))
-    for name in table("NEURONS") + table("RESETS") + table("RULES") + table("TRACES"):
+    tables = ("NEURONS", "RESETS", "RULES", "TRACES", "DENSE_LAYOUT_RULES", "DENSE_LAYOUT_TRACES")
+    for name in sum((table(t) for t in tables), []):
         assert name.removeprefix("popsnn::") in defined, name
