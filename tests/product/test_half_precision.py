@@ -129,6 +129,16 @@ def test_alpha_and_learned_constants_in_half_keep_float32_masters():
     assert "\n" not in str(err.value)
 
 
+def test_device_auto_runs_float16_on_the_reference_and_float32_on_the_engine():
+    """The engine stores float32 only (docs/numerics.md section 8): "auto" picks the reference
+    for half, as for the layers the engine does not run; float32 keeps the engine device."""
+    kw = dict(loss=losses.ce_count_loss(), num_steps=T, batch_size=B, device="auto")
+    half = popsnn.Model(_net(), dtype="float16", **kw)
+    assert half.device == "reference" and half.loss_scaler is not None
+    single = popsnn.Model(_net(), **kw)
+    assert single.device == popsnn.model.resolve_device("auto")
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
@@ -163,6 +173,7 @@ def test_config_reads_dtype_and_loss_scale_from_toml_and_checks_them(tmp_path):
     assert (
         make_config(dtype="float16", device="reference").precision_options()["loss_scale"].dynamic
     )
+    assert make_config(dtype="float16").precision_options()["dtype"] == "float16"  # auto
     with pytest.raises(ConfigError, match="--dtype float16 runs on --device reference only"):
         make_config(dtype="float16", device="cpu")
     with pytest.raises(ConfigError, match="loss_scale applies to --dtype float16 only"):
