@@ -185,7 +185,7 @@ def run_instructions(args) -> dict:
             one = _callgrind_instructions(dtype, images, 1)
             two = _callgrind_instructions(dtype, images, 2)
             rows[dtype] = two - one
-        print(dtype, rows[dtype], flush=True)
+            print(dtype, rows[dtype], flush=True)
     return {
         "instructions_per_step": {
             "device": "reference",
