@@ -195,11 +195,12 @@ def test_cli_bad_dtype_is_one_line(tmp_path, args, message):
 
 
 def test_cli_trains_in_half(tmp_path):
+    """Without --device: "auto" picks the reference, the device that stores half."""
     import json
 
     out = tmp_path / "run"
     r = popsnn_cli(
-        "train", "--device", "reference", "--dtype", "float16", "--hidden", "64",
+        "train", "--dtype", "float16", "--hidden", "64",
         "--num-steps", "8", "--epochs", "2", "--limit-train", "1000", "--limit-test", "300",
         "--batch-size", "100", "--lr", "0.002", "--no-plots", "--no-progress",
         "--output", str(out),
@@ -207,6 +208,7 @@ def test_cli_trains_in_half(tmp_path):
     assert r.returncode == 0, r.stderr
     summary = json.loads((out / "metrics.json").read_text())["summary"]
     assert summary["dtype"] == "float16" and summary["test_accuracy"] > 0.3  # chance: 0.1
+    assert summary["device"] == "reference"
     history = json.loads((out / "metrics.json").read_text())["history"]
     assert history["loss_scale"] == [2.0**16, 2.0**16]  # no overflow: the scale held
 
