@@ -46,6 +46,11 @@ std::uint64_t convShardBytes(const ConvStageSpec &spec, unsigned channels, unsig
     const std::uint64_t map = r * c * maps[k].h * maps[k].w;
     floats += 2 * map + (k >= 2 && spec.pools[k - 2].max ? map : 0);
   }
+  // The neurons: membranes, spikes, dL/dS, dL/dU of the last map's entries; state.
+  if (spec.neuron.present) {
+    const std::uint64_t last = r * c * maps.back().h * maps.back().w;
+    floats += 4 * last + 2 * last / std::max(1u, spec.steps);
+  }
   // Weight and bias gradients, and this tile's slice of their sum over the row groups.
   floats += (c * taps + c) * (1 + (rowGroups > 1 ? 2 : 0));
   // This tile's share of dL/dx and its slice of the sum over the channel groups.
@@ -61,6 +66,10 @@ ConvPlan planConvStage(const ConvStageSpec &spec, const TargetGeometry &target,
     throw std::invalid_argument("a convolutional stage needs rows, channels and an input map");
   if (!target.numTiles)
     throw std::invalid_argument("a plan needs at least one tile");
+  if (!spec.steps || spec.rows % spec.steps)
+    throw std::invalid_argument("a convolutional stage's rows (" + std::to_string(spec.rows) +
+                                ") must be whole samples of " + std::to_string(spec.steps) +
+                                " steps");
   ConvPlan plan;
   plan.maps = stageMapSizes(spec);
   // Every split of the channels, the tiles left over taking the rows (every tile busy): the
@@ -72,8 +81,9 @@ ConvPlan planConvStage(const ConvStageSpec &spec, const TargetGeometry &target,
     const unsigned channelGroups = ceilDiv(spec.outChannels, groupChannels);
     if (channelGroups != groups)
       continue; // the same split as a smaller count
+    const unsigned samples = spec.rows / spec.steps;
     const unsigned groupRows =
-        ceilDiv(spec.rows, std::max(1u, std::min(spec.rows, tiles / groups)));
+        spec.steps * ceilDiv(samples, std::max(1u, std::min(samples, tiles / groups)));
     const unsigned rowGroups = ceilDiv(spec.rows, groupRows);
     const std::uint64_t bytes =
         convShardBytes(spec, groupChannels, groupRows, channelGroups, rowGroups);

@@ -26,9 +26,18 @@ struct PoolSpec {
   Window2d window;
 };
 
-// A stage Conv2d -> pools (on the convolution's output), as popsnn.conv writes it.
+// The stage's neurons (Leaky; codes from VertexEnums.hpp), on the last map's entries.
+struct ConvNeuronSpec {
+  bool present = false; // without: the stage's current is its output
+  unsigned reset = 0, rule = 0, surrogate = 0;
+  float beta = 0, threshold = 1, surrogateParam = 0, ruleValue = 0;
+};
+
+// A stage Conv2d -> pools (on the convolution's output) -> neurons, as popsnn.conv writes it.
 struct ConvStageSpec {
-  unsigned rows = 0; // (step, sample) rows: T x B
+  unsigned rows = 0;  // (step, sample) rows: T x B
+  unsigned steps = 1; // T: a shard holds whole samples (all their steps)
+  ConvNeuronSpec neuron;
   unsigned inChannels = 0, inHeight = 0, inWidth = 0, outChannels = 0;
   Window2d conv;
   std::vector<PoolSpec> pools;
@@ -54,7 +63,7 @@ struct ConvPlan {
   std::uint64_t tileBytes = 0;   // the largest shard's bytes (ConvPlan counts them)
 };
 
-// Bytes the shard's tensors take on its tile (4-byte floats and indices).
+// Bytes the shard's tensors take on its tile (4-byte floats and indices); rows of whole samples.
 std::uint64_t convShardBytes(const ConvStageSpec &spec, unsigned channels, unsigned rows,
                              unsigned channelGroups, unsigned rowGroups);
 

@@ -9,6 +9,7 @@
 
 #include "CycleEstimates.hpp"
 #include "Devices.hpp"
+#include "popsnn/VertexUnits.hpp"
 
 namespace popsnn {
 
@@ -23,6 +24,8 @@ unsigned ceilDiv(unsigned a, unsigned b) { return (a + b - 1) / b; }
 // convolution, 2..: the pools) and dL/d of it; argmax[k] for a max pool's output.
 struct ShardTensors {
   Tensor x, weights, bias, work, denseRows, activeGrads, gradWB, gradInput;
+  Tensor membranes, spikes, state, gradSpikes, gradMembranes; // the neurons'
+
   std::vector<Tensor> maps, grads, argmax;
 };
 
@@ -147,17 +150,19 @@ void addForward(StageBuild &s) {
     s.forward.add(Execute(cs));
 }
 
+// dL/d of every map after the input, on every shard.
+void createMapGrads(StageBuild &s) {
+  for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
+    ShardTensors &t = s.shards[i];
+    t.grads.resize(s.plan.maps.size());
+    for (unsigned m = 1; m <= s.lastMap(); ++m)
+      t.grads[m] = s.var(FLOAT, t.maps[m].numElements(), s.plan.shards[i].tile, "map_grad");
+  }
+}
+
 // dL/d of each pool's input, last pool first, on every shard.
 void addPoolBackward(StageBuild &s) {
   const ConvStageSpec &spec = s.spec;
-  for (unsigned m = s.lastMap(); m >= 1; --m)
-    for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
-      ShardTensors &t = s.shards[i];
-      if (t.grads.empty())
-        t.grads.resize(s.plan.maps.size());
-      const ConvShard &sh = s.plan.shards[i];
-      t.grads[m] = s.var(FLOAT, t.maps[m].numElements(), sh.tile, "map_grad");
-    }
   for (unsigned m = s.lastMap(); m >= 2; --m) {
     const PoolSpec &p = spec.pools[m - 2];
     ComputeSet cs = s.graph.addComputeSet("pool_backward" + std::to_string(m - 2));
@@ -281,17 +286,77 @@ void addGradSums(StageBuild &s) {
   s.backward.add(Execute(cs));
 }
 
+// The neurons on each shard's last map: forward, and (with a backward) their BPTT into the
+// last map's gradient, which the pools and the convolution's backward then read.
+void addNeurons(StageBuild &s, bool backward) {
+  const ConvNeuronSpec &nu = s.spec.neuron;
+  const unsigned P = s.positions(s.lastMap());
+  ComputeSet fwd = s.graph.addComputeSet("conv_neurons");
+  ComputeSet bwd = s.graph.addComputeSet("conv_neurons_backward");
+  const std::string reset = units::RESETS[nu.reset];
+  for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
+    const ConvShard &sh = s.plan.shards[i];
+    ShardTensors &t = s.shards[i];
+    const unsigned n = sh.channels * P, samples = sh.rows / s.spec.steps;
+    const std::size_t size = std::size_t(sh.rows) * n;
+    t.membranes = s.var(FLOAT, size, sh.tile, "membranes");
+    t.spikes = s.var(FLOAT, size, sh.tile, "spikes");
+    t.state = s.var(FLOAT, 2 * n, sh.tile, "neuron_state");
+    VertexRef v = s.graph.addVertex(fwd, "ConvNeuronForward<" + reset + ">");
+    s.graph.connect(v["current"], t.maps.back());
+    s.graph.connect(v["membranes"], t.membranes);
+    s.graph.connect(v["spikes"], t.spikes);
+    s.graph.connect(v["state"], t.state);
+    std::vector<VertexRef> vertices{v};
+    if (backward) {
+      t.gradSpikes = s.var(FLOAT, size, sh.tile, "grad_spikes");
+      t.gradMembranes = s.var(FLOAT, size, sh.tile, "grad_membranes");
+      VertexRef g =
+          s.graph.addVertex(bwd, "ConvNeuronBackward<" + reset + "," + units::RULES[nu.rule] + ">");
+      s.graph.connect(g["membranes"], t.membranes);
+      s.graph.connect(g["gradSpikes"], t.gradSpikes);
+      s.graph.connect(g["gradMembranes"], t.gradMembranes);
+      s.graph.connect(g["gradCurrent"], t.grads.back());
+      s.graph.setInitialValue(g["surrogate"], nu.surrogate);
+      s.graph.setInitialValue(g["surrogateParam"], nu.surrogateParam);
+      s.graph.setInitialValue(g["ruleValue"], nu.ruleValue);
+      vertices.push_back(g);
+    }
+    VertexWork w;
+    w.batch = samples, w.neurons = n, w.steps = s.spec.steps;
+    for (VertexRef u : vertices) {
+      s.graph.setInitialValue(u["samples"], samples);
+      s.graph.setInitialValue(u["steps"], s.spec.steps);
+      s.graph.setInitialValue(u["neurons"], n);
+      s.graph.setInitialValue(u["beta"], nu.beta);
+      s.graph.setInitialValue(u["threshold"], nu.threshold);
+      s.graph.setTileMapping(u, sh.tile);
+    }
+    s.graph.setPerfEstimate(v, estimateCycles("ConvNeuronForward", w));
+    if (backward)
+      s.graph.setPerfEstimate(vertices[1], estimateCycles("ConvNeuronBackward", w));
+  }
+  s.forward.add(Execute(fwd));
+  if (backward)
+    s.backward.add(Execute(bwd));
+}
+
 void createStreams(StageBuild &s) {
   s.graph.createHostWrite("x", s.xHost);
   s.graph.createHostWrite("weight", s.weightHost);
   s.graph.createHostWrite("bias", s.biasHost);
+  const bool neurons = s.spec.neuron.present;
   for (unsigned i = 0; i < s.shards.size(); ++i) {
     const std::string id = std::to_string(i);
     const ShardTensors &t = s.shards[i];
-    s.graph.createHostRead("out" + id, t.maps.back());
+    s.graph.createHostRead("out" + id, neurons ? t.spikes : t.maps.back());
+    if (neurons)
+      s.graph.createHostRead("membranes" + id, t.membranes);
     s.graph.createHostRead("dense" + id, t.denseRows);
     if (!t.grads.empty()) {
-      s.graph.createHostWrite("grad_current" + id, t.grads.back());
+      s.graph.createHostWrite("grad_out" + id, neurons ? t.gradSpikes : t.grads.back());
+      if (neurons)
+        s.graph.createHostWrite("grad_mem" + id, t.gradMembranes);
       s.graph.createHostRead("active" + id, t.activeGrads);
     }
   }
@@ -301,41 +366,65 @@ void createStreams(StageBuild &s) {
     s.graph.createHostRead("grad_x" + std::to_string(q), s.gradInputSum[q]);
 }
 
+// The host's row (t-major, t * B + b) of the tiles' sample-major row b * T + t.
+std::size_t hostRow(const ConvStageSpec &spec, std::size_t row) {
+  const std::size_t samples = spec.rows / spec.steps;
+  return (row % spec.steps) * samples + row / spec.steps;
+}
+
+// Host array [rows (t-major), C, per] <-> one shard's block [its rows (sample-major), c, per].
+std::vector<float> shardBlock(const ConvStageSpec &spec, const ConvShard &sh, const float *host,
+                              unsigned channels, unsigned firstChannel, unsigned c,
+                              std::size_t per) {
+  std::vector<float> block(std::size_t(sh.rows) * c * per);
+  for (unsigned r = 0; r < sh.rows; ++r)
+    std::copy_n(host + (hostRow(spec, sh.firstRow + r) * channels + firstChannel) * per, c * per,
+                block.begin() + std::size_t(r) * c * per);
+  return block;
+}
+void blockToHost(const ConvStageSpec &spec, const ConvShard &sh, const std::vector<float> &block,
+                 unsigned channels, unsigned firstChannel, unsigned c, std::size_t per,
+                 float *host) {
+  for (unsigned r = 0; r < sh.rows; ++r)
+    std::copy_n(block.begin() + std::size_t(r) * c * per, c * per,
+                host + (hostRow(spec, sh.firstRow + r) * channels + firstChannel) * per);
+}
+
 // Mean non-zero entries per row of each shard's rows and channels of an array [rows, C, P].
-std::vector<float> activity(const ConvPlan &plan, const float *a, unsigned channels,
-                            unsigned perChannel, bool byChannel) {
+std::vector<float> activity(const ConvStageSpec &spec, const ConvPlan &plan, const float *a,
+                            unsigned channels, unsigned perChannel, bool byChannel) {
   std::vector<float> out;
   for (const ConvShard &sh : plan.shards) {
-    const unsigned c0 = byChannel ? sh.firstChannel : 0,
-                   c1 = byChannel ? c0 + sh.channels : channels;
-    std::size_t count = 0;
-    for (unsigned r = sh.firstRow; r < sh.firstRow + sh.rows; ++r)
-      for (std::size_t k = std::size_t(c0) * perChannel; k < std::size_t(c1) * perChannel; ++k)
-        count += a[(std::size_t(r) * channels) * perChannel + k] != 0.0f;
+    const unsigned c0 = byChannel ? sh.firstChannel : 0;
+    const unsigned c = byChannel ? sh.channels : channels;
+    const std::vector<float> block = shardBlock(spec, sh, a, channels, c0, c, perChannel);
+    const auto count = std::count_if(block.begin(), block.end(), [](float v) { return v != 0; });
     out.push_back(float(count) / float(sh.rows));
   }
   return out;
 }
 
-// The gradient of the last map split over the shards, and the run of the backward.
-void runBackward(const StageBuild &s, Engine &engine, const float *gradCurrent,
-                 ConvStageResult &r) {
+// The gradients of the stage's output split over the shards, and the run of the backward.
+void runBackward(const StageBuild &s, Engine &engine, const float *gradOut,
+                 const float *gradMembranes, ConvStageResult &r) {
   const ConvStageSpec &spec = s.spec;
-  const unsigned P = s.positions(s.lastMap());
+  const unsigned P = s.positions(s.lastMap()), C = spec.outChannels;
+  const std::vector<float> zeros(std::size_t(spec.rows) * C * P, 0.0f);
   for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
     const ConvShard &sh = s.plan.shards[i];
-    std::vector<float> block(std::size_t(sh.rows) * sh.channels * P);
-    for (unsigned r0 = 0; r0 < sh.rows; ++r0)
-      std::copy_n(gradCurrent +
-                      (std::size_t(sh.firstRow + r0) * spec.outChannels + sh.firstChannel) * P,
-                  std::size_t(sh.channels) * P, block.begin() + std::size_t(r0) * sh.channels * P);
-    engine.writeTensor("grad_current" + std::to_string(i), block.data(),
-                       block.data() + block.size());
+    const std::string id = std::to_string(i);
+    std::vector<float> b = shardBlock(spec, sh, gradOut, C, sh.firstChannel, sh.channels, P);
+    engine.writeTensor("grad_out" + id, b.data(), b.data() + b.size());
+    if (spec.neuron.present) {
+      b = shardBlock(spec, sh, gradMembranes ? gradMembranes : zeros.data(), C, sh.firstChannel,
+                     sh.channels, P);
+      engine.writeTensor("grad_mem" + id, b.data(), b.data() + b.size());
+    }
   }
   engine.run(1);
   const unsigned taps = s.taps();
-  r.gradWeight.resize(std::size_t(spec.outChannels) * taps);
-  r.gradBias.resize(spec.outChannels);
+  r.gradWeight.resize(std::size_t(C) * taps);
+  r.gradBias.resize(C);
   for (unsigned g = 0; g < s.plan.channelGroups; ++g) {
     const ConvShard &sh = s.plan.shards[g * s.plan.rowGroups];
     std::vector<float> wb(std::size_t(sh.channels) * taps + sh.channels);
@@ -348,8 +437,9 @@ void runBackward(const StageBuild &s, Engine &engine, const float *gradCurrent,
     r.gradInput.resize(std::size_t(spec.rows) * s.inSize());
     for (unsigned q = 0; q < s.plan.rowGroups; ++q) {
       const ConvShard &sh = s.plan.shards[q];
-      float *dst = r.gradInput.data() + std::size_t(sh.firstRow) * s.inSize();
-      engine.readTensor("grad_x" + std::to_string(q), dst, dst + std::size_t(sh.rows) * s.inSize());
+      std::vector<float> block(std::size_t(sh.rows) * s.inSize());
+      engine.readTensor("grad_x" + std::to_string(q), block.data(), block.data() + block.size());
+      blockToHost(spec, sh, block, 1, 0, 1, s.inSize(), r.gradInput.data());
     }
   }
   for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
@@ -361,47 +451,65 @@ void runBackward(const StageBuild &s, Engine &engine, const float *gradCurrent,
 
 void readForward(const StageBuild &s, Engine &engine, ConvStageResult &r) {
   const ConvStageSpec &spec = s.spec;
-  const unsigned P = s.positions(s.lastMap());
-  r.current.resize(std::size_t(spec.rows) * spec.outChannels * P);
+  const unsigned P = s.positions(s.lastMap()), C = spec.outChannels;
+  r.output.resize(std::size_t(spec.rows) * C * P);
+  if (spec.neuron.present)
+    r.membranes.resize(r.output.size());
   for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
     const ConvShard &sh = s.plan.shards[i];
+    const std::string id = std::to_string(i);
     std::vector<float> block(std::size_t(sh.rows) * sh.channels * P);
-    engine.readTensor("out" + std::to_string(i), block.data(), block.data() + block.size());
-    for (unsigned r0 = 0; r0 < sh.rows; ++r0)
-      std::copy_n(block.begin() + std::size_t(r0) * sh.channels * P, std::size_t(sh.channels) * P,
-                  r.current.begin() +
-                      (std::size_t(sh.firstRow + r0) * spec.outChannels + sh.firstChannel) * P);
+    engine.readTensor("out" + id, block.data(), block.data() + block.size());
+    blockToHost(spec, sh, block, C, sh.firstChannel, sh.channels, P, r.output.data());
+    if (spec.neuron.present) {
+      engine.readTensor("membranes" + id, block.data(), block.data() + block.size());
+      blockToHost(spec, sh, block, C, sh.firstChannel, sh.channels, P, r.membranes.data());
+    }
     unsigned dense = 0;
-    engine.readTensor("dense" + std::to_string(i), &dense, &dense + 1);
+    engine.readTensor("dense" + id, &dense, &dense + 1);
     r.denseRows += dense;
   }
+}
+
+// The input, sample-major rows, and the estimates' activities.
+std::vector<float> sampleMajorInput(const StageBuild &s, const float *x) {
+  std::vector<float> out(std::size_t(s.spec.rows) * s.inSize());
+  for (std::size_t r = 0; r < s.spec.rows; ++r)
+    std::copy_n(x + hostRow(s.spec, r) * s.inSize(), s.inSize(), out.begin() + r * s.inSize());
+  return out;
 }
 
 } // namespace
 
 ConvStageResult runConvStage(const ConvStageSpec &spec, const DeviceSpec &deviceSpec,
                              const float *x, const float *weight, const float *bias,
-                             const float *gradCurrent) {
+                             const float *gradOut, const float *gradMembranes) {
   Device device = makeDevice(deviceSpec);
   const Target &target = device.getTarget();
   ConvStageResult result;
-  result.plan =
-      planConvStage(spec, geometryOf(target),
-                    target.getTargetType() == TargetType::CPU ? 0 : target.getBytesPerTile());
+  const bool ipu = target.getTargetType() != TargetType::CPU;
+  result.plan = planConvStage(spec, geometryOf(target), ipu ? target.getBytesPerTile() : 0);
   Graph graph(target);
   graph.addCodelets(StringRef(codeletsPath(deviceSpec)));
   StageBuild s(spec, result.plan, graph);
-  const unsigned lastP = result.plan.maps.back().h * result.plan.maps.back().w;
-  s.activeInputs = activity(result.plan, x, spec.inChannels, spec.inHeight * spec.inWidth, false);
+  const unsigned lastP = s.positions(s.lastMap());
+  s.activeInputs =
+      activity(spec, result.plan, x, spec.inChannels, spec.inHeight * spec.inWidth, false);
   s.activeGrads.assign(result.plan.shards.size(), 0.0f);
-  if (gradCurrent) // dL/dI's non-zero entries reach the convolution at most once each per pool
-    s.activeGrads = activity(result.plan, gradCurrent, spec.outChannels, lastP, true);
+  // Estimates: dL/dI is as dense as the output's gradient (a sparse rule thins it further),
+  // each entry reaching the convolution once per max pool, kernel-area times per average.
+  if (gradOut)
+    s.activeGrads = activity(spec, result.plan, gradOut, spec.outChannels, lastP, true);
   for (const PoolSpec &p : spec.pools)
     for (float &a : s.activeGrads)
       a *= p.max ? 1.0f : float(p.window.kernelH * p.window.kernelW);
   createInputs(s);
   addForward(s);
-  if (gradCurrent) {
+  if (gradOut)
+    createMapGrads(s);
+  if (spec.neuron.present) // its backward first: it writes the last map's gradient
+    addNeurons(s, gradOut != nullptr);
+  if (gradOut) {
     addPoolBackward(s);
     ComputeSet grads = graph.addComputeSet("conv_grads");
     addGradVertices(s, grads);
@@ -411,15 +519,16 @@ ConvStageResult runConvStage(const ConvStageSpec &spec, const DeviceSpec &device
   createStreams(s);
   Engine engine(graph, {Sequence{s.fanout, s.forward}, s.backward});
   engine.load(device);
+  const std::vector<float> xRows = sampleMajorInput(s, x);
   const std::vector<float> zeros(spec.outChannels, 0.0f);
-  engine.writeTensor("x", x, x + std::size_t(spec.rows) * s.inSize());
+  engine.writeTensor("x", xRows.data(), xRows.data() + xRows.size());
   engine.writeTensor("weight", weight, weight + std::size_t(spec.outChannels) * s.taps());
   const float *b = bias ? bias : zeros.data();
   engine.writeTensor("bias", b, b + spec.outChannels);
   engine.run(0);
   readForward(s, engine, result);
-  if (gradCurrent)
-    runBackward(s, engine, gradCurrent, result);
+  if (gradOut)
+    runBackward(s, engine, gradOut, gradMembranes, result);
 #ifndef POPSNN_USE_POPLAR_SDK
   const ProfileEstimate p = engine.getProfileEstimate();
   result.estimate = {{"estimate_total_cycles", double(p.totalCycles)},

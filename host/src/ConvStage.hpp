@@ -1,8 +1,9 @@
-// A convolutional stage's ops (Conv2d, then its pools) run on the device's tiles, forward
-// and backward, as ConvPlan lays them out: the current the stage's neurons receive, and
-// from the gradient of that current dL/dI the weight, bias and input gradients, over dL/dI's
-// non-zero entries only (codelets/Conv.cpp). One graph per call: the engine side of the
-// convolution that tests/engine/test_engine_conv.py checks against the reference's ops.
+// A convolutional stage (Conv2d, its pools, optionally Leaky neurons) run on the device's
+// tiles as ConvPlan lays it out: forward, the neurons' spikes and membranes (or the current
+// without neurons); backward, BPTT through the neurons to dL/dI, then the weight, bias and
+// input gradients over dL/dI's non-zero entries only (codelets/Conv.cpp, ConvNeuron.cpp).
+// One graph per call: the engine side of a convolutional stage that
+// tests/engine/test_engine_conv.py checks against the reference.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +18,9 @@ namespace popsnn {
 
 struct ConvStageResult {
   ConvPlan plan;
-  std::vector<float> current;    // [rows, C_out, H, W] of the stage's last map
+  // [rows, C_out, H, W] (rows t-major: t * B + b): the neurons' spikes, or without neurons
+  // the last map's current; the neurons' membranes U[t] (before their reset).
+  std::vector<float> output, membranes;
   std::vector<float> gradWeight; // [C_out, C_in, kH, kW] (with dL/dI given)
   std::vector<float> gradBias;   // [C_out]
   std::vector<float> gradInput;  // [rows, C_in, H_in, W_in] (spec.inputGrad)
@@ -27,9 +30,11 @@ struct ConvStageResult {
   std::map<std::string, double> estimate;
 };
 
-// x [rows, C_in, H, W], weight [C_out, C_in, kH, kW], bias [C_out] or null; gradCurrent
-// [rows, C_out, H, W] of the last map, or null for the forward only.
+// x [rows, C_in, H, W] (rows t-major), weight [C_out, C_in, kH, kW], bias [C_out] or null;
+// gradOut: dL/d(output) as `output` (dL/dS with neurons, else dL/dI), or null for the forward
+// only; gradMembranes: dL/dU with neurons, or null (zeros).
 ConvStageResult runConvStage(const ConvStageSpec &spec, const DeviceSpec &device, const float *x,
-                             const float *weight, const float *bias, const float *gradCurrent);
+                             const float *weight, const float *bias, const float *gradOut,
+                             const float *gradMembranes = nullptr);
 
 } // namespace popsnn

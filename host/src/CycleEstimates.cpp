@@ -100,6 +100,16 @@ const std::map<std::string, Estimator> &table() {
       {"MaxPoolBackward", [](const VertexWork &w) { return kVertexOverhead + poolCycles(w); }},
       {"AvgPoolForward", [](const VertexWork &w) { return kVertexOverhead + poolCycles(w); }},
       {"AvgPoolBackward", [](const VertexWork &w) { return kVertexOverhead + poolCycles(w); }},
+      // Per neuron and step: the update and threshold (forward); the surrogate, its mask and
+      // the leak path (backward).
+      {"ConvNeuronForward",
+       [](const VertexWork &w) {
+         return kVertexOverhead + std::uint64_t(w.batch) * w.steps * (6ull * w.neurons);
+       }},
+      {"ConvNeuronBackward",
+       [](const VertexWork &w) {
+         return kVertexOverhead + std::uint64_t(w.batch) * w.steps * (16ull * w.neurons);
+       }},
       {"SumParts", [](const VertexWork &w) { return kVertexOverhead + 2ull * w.elements; }},
       // Two loads, an add and a store per element pair.
       {"AccumulateGrad", [](const VertexWork &w) { return kVertexOverhead + 2ull * w.elements; }},

@@ -1,8 +1,11 @@
-"""The engine's convolutional stage (codelets/Conv.cpp, host/src/ConvPlan.cpp, ConvStage.cpp)
-against the reference's ops (popsnn.conv_ops, in float64): the current a stage's neurons
-receive, and from its gradient dL/dI the weight, bias and input gradients. Both sides of
-the density choice (spike input: the event path; dense input: the gather), stride and
-padding, max and average pooling, and several tile geometries (channel and row groups).
+"""The engine's convolutional stage (codelets/Conv.cpp, ConvNeuron.cpp, host/src/ConvPlan.cpp,
+ConvStage.cpp) against the reference. Without neurons, against its ops (popsnn.conv_ops, in
+float64): the current, and from its gradient dL/dI the weight, bias and input gradients.
+Both sides of the density choice (spike input: the event path; dense input: the gather),
+stride and padding, max and average pooling, several tile geometries (channel and row
+groups). With Leaky neurons, against popsnn.reference on a one-stage net in float32: spikes
+identical, membranes and every gradient to tolerance, each reset, and the sparse rules
+against the reference's masked surrogate.
 
 Tolerance: the engine sums in float32 in its own order; 1e-5 of each array's largest entry
 (a missing or doubled term moves entries by O(1) of it). The planner is checked without a
@@ -13,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from popsnn import _native, conv_ops
+import popsnn
+from popsnn import _native, conv_ops, reference, sparse
 from popsnn.engine import codelets_path
 
 REL = 1e-5
@@ -76,7 +80,7 @@ def assert_close(actual, expected, what):
 
 def run(spec, x, weight, bias, d_out, **device):
     device = {"codelets": str(codelets_path()), **device}
-    return _native.conv_stage(spec, x, weight, bias, d_out, device)
+    return _native.conv_stage(spec, x, weight, bias, d_out, device=device)
 
 
 def make(spec, seed, spikes, grad_density=1.0):
@@ -102,7 +106,7 @@ def check_stage(spec, seed=0, spikes=True, grad_density=1.0, **device):
     x, weight, bias, d_out = make(spec, seed, spikes, grad_density)
     got = run(spec, x, weight, bias, d_out, **device)
     cur, dw, db, dx, d_conv = reference_stage(spec, x, weight, bias, d_out)
-    assert_close(got["current"], cur, "current")
+    assert_close(got["output"], cur, "current")
     assert_close(got["grad_weight"], dw, "dL/dW")
     assert_close(got["grad_bias"], db, "dL/db")
     assert_close(got["grad_input"], dx, "dL/dx")
@@ -155,7 +159,7 @@ def test_first_stage_without_input_gradient_and_without_bias():
     x, weight, _, d_out = make(spec, 4, True)
     got = run(spec, x, weight, None, d_out, type="cpu")
     cur, dw, _, _, _ = reference_stage(spec, x, weight, np.zeros(3), d_out)
-    assert_close(got["current"], cur, "current")
+    assert_close(got["output"], cur, "current")
     assert_close(got["grad_weight"], dw, "dL/dW")
     assert "grad_input" not in got
 
@@ -164,7 +168,7 @@ def test_forward_only_and_the_cost_model_estimate():
     spec = stage_spec(4, **CSNN_FIRST)
     x, weight, bias, _ = make(spec, 5, True)
     got = run(spec, x, weight, bias, None, type="ipu-model", tiles_per_ipu=8)
-    assert_close(got["current"], reference_stage(spec, x, weight, bias, None), "current")
+    assert_close(got["output"], reference_stage(spec, x, weight, bias, None), "current")
     assert got["estimate"]["estimate_compute_cycles"] > 0
     assert "grad_weight" not in got
 
@@ -209,5 +213,106 @@ def test_a_kernel_larger_than_its_padded_input_is_refused():
 def test_bad_array_sizes_are_refused_before_the_run():
     spec = stage_spec(2, in_shape=(1, 6, 6), out_channels=2, kernel=3)
     x, weight, bias, d_out = make(spec, 6, True)
-    with pytest.raises(ValueError, match="^grad_current has 2 elements, the stage needs 64$"):
+    with pytest.raises(ValueError, match="^grad_out has 2 elements, the stage needs 64$"):
         run(spec, x, weight, bias, d_out[:1, :1, :1, :2])
+
+
+# ----------------------------------------------------------------------- with Leaky neurons
+
+
+def neuron_net(reset="subtract", rule=None, surrogate=None, pool="max"):
+    pools = {"max": popsnn.MaxPool2d(2), "avg": popsnn.AvgPool2d(2)}
+    return popsnn.Sequential(
+        popsnn.Conv2d(2, 4, 3, padding=1),
+        pools[pool],
+        popsnn.Leaky(
+            beta=0.8,
+            threshold=0.5,
+            reset_mechanism=reset,
+            sparse=rule,
+            **({"surrogate": surrogate} if surrogate else {}),
+        ),
+        input_shape=(2, 8, 8),
+    )
+
+
+def neuron_spec(net, steps, batch):
+    leaky = net.stages[0].neuron
+    return stage_spec(steps * batch, (2, 8, 8), 4, 3, padding=1, grad=True) | {
+        "steps": steps,
+        "pools": [
+            {
+                "kind": "max" if isinstance(net.stages[0].ops[1], popsnn.MaxPool2d) else "avg",
+                "kernel_size": (2, 2),
+                "stride": (2, 2),
+                "padding": (0, 0),
+            }
+        ],
+        "neuron": {
+            "beta": leaky.beta,
+            "threshold": leaky.threshold,
+            "reset": leaky.reset_mechanism,
+            "surrogate": leaky.surrogate.name,
+            "surrogate_param": leaky.surrogate.param,
+            "sparse": "none" if leaky.sparse is None else leaky.sparse.kind,
+            "sparse_value": 0.0 if leaky.sparse is None else leaky.sparse.value,
+        },
+    }
+
+
+def check_neuron_stage(net, steps=5, batch=3, seed=0, membrane_grads=True, **device):
+    rng = np.random.default_rng(seed)
+    params = net.init_params(seed)
+    x = (rng.random((steps, batch, 2 * 8 * 8)) < 0.3).astype(np.float32)
+    rec = reference.forward(net, params, x)
+    d_spikes = rng.normal(size=rec.spikes[0].shape).astype(np.float32)
+    d_mem = rng.normal(size=rec.spikes[0].shape).astype(np.float32) if membrane_grads else None
+    grads, dx = reference.backward(net, params, rec, d_spikes, d_mem, input_grad=True)
+    spec = neuron_spec(net, steps, batch)
+    device = {"codelets": str(codelets_path()), **device}
+    p = params[0]
+    got = _native.conv_stage(spec, x, p["weight"], p["bias"], d_spikes, d_mem, device)
+    assert 0 < rec.spikes[0].mean() < 0.9  # spikes on both sides of the threshold
+    np.testing.assert_array_equal(got["output"].reshape(rec.spikes[0].shape), rec.spikes[0])
+    assert_close(got["membranes"], rec.membranes[0], "membranes")
+    assert_close(got["grad_weight"], grads[0]["weight"], "dL/dW")
+    assert_close(got["grad_bias"], grads[0]["bias"], "dL/db")
+    assert_close(got["grad_input"], dx, "dL/dx")
+    return got, rec
+
+
+@pytest.mark.parametrize("reset", ["subtract", "zero", "none"])
+@pytest.mark.parametrize("pool", ["max", "avg"])
+def test_leaky_stage_equals_the_reference(reset, pool):
+    check_neuron_stage(neuron_net(reset, pool=pool), type="ipu-model", tiles_per_ipu=6)
+
+
+@pytest.mark.parametrize(
+    "rule", [sparse.window(0.3), sparse.one_sided(0.3)], ids=["window", "one_sided"]
+)
+def test_sparse_rules_equal_the_reference_masked_surrogate(rule):
+    net = neuron_net(rule=rule)
+    got, rec = check_neuron_stage(
+        net, seed=1, membrane_grads=False, type="ipu-model", tiles_per_ipu=4
+    )
+    # dL/dI[t] is non-zero where the rule kept an entry at t or later (the leak path carries
+    # it back; subtract reset, beta > 0); the max pool routes each to one convolution output.
+    # The convolution's backward visits those entries only.
+    mask = rec.grad_masks[0]
+    reached = np.flip(np.logical_or.accumulate(np.flip(mask, 0), axis=0), 0)
+    assert got["active_grads"] == reached.sum() < mask.size
+    assert mask.sum() < mask.size  # the rule drops entries
+
+
+@pytest.mark.parametrize("surrogate", ["atan", "sigmoid", "straight_through"])
+def test_every_surrogate(surrogate):
+    check_neuron_stage(neuron_net(surrogate=surrogate), seed=2, type="cpu")
+
+
+def test_neurons_other_than_leaky_are_refused_in_one_line():
+    spec = neuron_spec(neuron_net(), 2, 1)
+    spec["neuron"]["neuron"] = "Synaptic"
+    with pytest.raises(
+        ValueError, match="Leaky neurons only, got Synaptic; use device='reference'"
+    ):
+        _native.conv_plan(spec, 4)
