@@ -9,6 +9,7 @@
 
 #include "CycleEstimates.hpp"
 #include "Devices.hpp"
+#include "Exchange.hpp"
 #include "popsnn/VertexUnits.hpp"
 
 namespace popsnn {
@@ -39,7 +40,8 @@ struct StageBuild {
   std::vector<ShardTensors> shards;
   Tensor xHost, weightHost, biasHost;
   std::vector<Tensor> gradWBSum, gradInputSum; // per channel group, per row group
-  Sequence fanout, forward, backward;
+  CopyList fanout; // one exchange phase (a Copy per piece would be a phase each)
+  Sequence forward, backward;
 
   unsigned inSize() const { return spec.inChannels * spec.inHeight * spec.inWidth; }
   unsigned taps() const { return spec.inChannels * spec.conv.kernelH * spec.conv.kernelW; }
@@ -86,10 +88,10 @@ void createInputs(StageBuild &s) {
     t.weights = sh.rowGroup == 0 ? w : s.var(FLOAT, w.numElements(), sh.tile, "w_local");
     t.bias = sh.rowGroup == 0 ? b : s.var(FLOAT, b.numElements(), sh.tile, "b_local");
     if (sh.channelGroup)
-      s.fanout.add(Copy(xRows, t.x));
+      s.fanout.add(xRows, t.x);
     if (sh.rowGroup) {
-      s.fanout.add(Copy(w, t.weights));
-      s.fanout.add(Copy(b, t.bias));
+      s.fanout.add(w, t.weights);
+      s.fanout.add(b, t.bias);
     }
   }
 }
@@ -189,13 +191,13 @@ void addPoolBackward(StageBuild &s) {
 // `out` (mapped slice by slice) = the sum of the `parts` of equal length, slice s of it on
 // tiles[s]: each tile receives its slice of every part and sums them (SumParts).
 void addSum(StageBuild &s, const std::vector<Tensor> &parts, const std::vector<unsigned> &tiles,
-            Tensor out, ComputeSet cs, Sequence &copies) {
+            Tensor out, ComputeSet cs, CopyList &copies) {
   const std::size_t n = out.numElements(), slice = ceilDiv(unsigned(n), unsigned(tiles.size()));
   for (unsigned k = 0; k < tiles.size() && k * slice < n; ++k) {
     const std::size_t lo = k * slice, hi = std::min(n, lo + slice);
     Tensor gathered = s.var(FLOAT, parts.size() * (hi - lo), tiles[k], "sum_parts");
     for (unsigned q = 0; q < parts.size(); ++q)
-      copies.add(Copy(parts[q].slice(lo, hi), gathered.slice(q * (hi - lo), (q + 1) * (hi - lo))));
+      copies.add(parts[q].slice(lo, hi), gathered.slice(q * (hi - lo), (q + 1) * (hi - lo)));
     s.graph.setTileMapping(out.slice(lo, hi), tiles[k]);
     VertexRef v = s.graph.addVertex(cs, "SumParts");
     s.graph.connect(v["parts"], gathered);
@@ -252,7 +254,7 @@ void addGradVertices(StageBuild &s, ComputeSet cs) {
 void addGradSums(StageBuild &s) {
   const ConvPlan &plan = s.plan;
   ComputeSet cs = s.graph.addComputeSet("conv_grad_sums");
-  Sequence copies;
+  CopyList copies;
   auto shardAt = [&](unsigned g, unsigned q) { return g * plan.rowGroups + q; };
   for (unsigned g = 0; g < plan.channelGroups; ++g) {
     if (plan.rowGroups == 1) {
@@ -282,7 +284,7 @@ void addGradSums(StageBuild &s) {
     s.gradInputSum.push_back(s.graph.addVariable(FLOAT, {parts[0].numElements()}, "grad_x_sum"));
     addSum(s, parts, tiles, s.gradInputSum.back(), cs, copies);
   }
-  s.backward.add(copies);
+  s.backward.add(copies.program());
   s.backward.add(Execute(cs));
 }
 
@@ -517,7 +519,7 @@ ConvStageResult runConvStage(const ConvStageSpec &spec, const DeviceSpec &device
     addGradSums(s);
   }
   createStreams(s);
-  Engine engine(graph, {Sequence{s.fanout, s.forward}, s.backward});
+  Engine engine(graph, {Sequence{s.fanout.program(), s.forward}, s.backward});
   engine.load(device);
   const std::vector<float> xRows = sampleMajorInput(s, x);
   const std::vector<float> zeros(spec.outChannels, 0.0f);
