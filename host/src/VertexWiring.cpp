@@ -12,24 +12,16 @@ namespace popsnn {
 
 using namespace poplar;
 
+// A model's code is its NeuronType; RLeaky's recurrence decides its unit.
+unsigned neuronCode(const LayerSpec &s) {
+  if (s.neuron == NeuronType::RLeaky && !s.allToAll)
+    return codes::RLEAKY_ONE_TO_ONE;
+  return unsigned(s.neuron);
+}
+
 namespace {
 
 Tensor orElse(const Tensor &t, const Tensor &fallback) { return t.valid() ? t : fallback; }
-
-unsigned neuronCode(const LayerSpec &s) {
-  if (s.neuron == NeuronType::Synaptic)
-    return codes::SYNAPTIC;
-  if (s.neuron == NeuronType::RLeaky)
-    return s.allToAll ? codes::RLEAKY_ALL_TO_ALL : codes::RLEAKY_ONE_TO_ONE;
-  if (s.neuron == NeuronType::Lapicque)
-    return codes::LAPICQUE;
-  return codes::LEAKY;
-}
-
-// The neuron's second constant (codelets/Neurons.hpp): Synaptic's alpha, Lapicque's gain.
-float neuronConstant(const LayerSpec &s) {
-  return s.neuron == NeuronType::Lapicque ? s.gain : s.alpha;
-}
 
 // Vertices of any kind: constant fields and cycle estimates.
 struct Wiring {
@@ -95,7 +87,8 @@ struct ShardWiring : Wiring {
     setField(v, "offset", sh.first);
     setField(v, "inputMode", layer.inputMode);
     setField(v, "beta", s.beta);
-    setField(v, "alpha", neuronConstant(s));
+    setField(v, "alpha", s.alpha);
+    setField(v, "gain", s.gain);
   }
 
   void direct(ComputeSet csDirect, ComputeSet csDirectGrad) {

@@ -15,9 +15,15 @@
 namespace popsnn {
 namespace units {
 
+#define POPSNN_NEURON_UNIT(code, name, unit, states) "popsnn::" #unit,
+#define POPSNN_NEURON_STATES(code, name, unit, states) states,
 inline constexpr const char *NEURONS[codes::NUM_NEURONS] = {
-    "popsnn::Leaky", "popsnn::Synaptic", "popsnn::RLeakyAllToAll", "popsnn::RLeakyOneToOne",
-    "popsnn::Lapicque"};
+    POPSNN_NEURON_MODELS(POPSNN_NEURON_UNIT) POPSNN_NEURON_VARIANTS(POPSNN_NEURON_UNIT)};
+// The [B, n] state blocks each unit keeps (its `states`).
+inline constexpr unsigned STATES[codes::NUM_NEURONS] = {
+    POPSNN_NEURON_MODELS(POPSNN_NEURON_STATES) POPSNN_NEURON_VARIANTS(POPSNN_NEURON_STATES)};
+#undef POPSNN_NEURON_UNIT
+#undef POPSNN_NEURON_STATES
 inline constexpr const char *RESETS[codes::NUM_RESETS] = {"popsnn::ResetSubtract",
                                                           "popsnn::ResetZero", "popsnn::ResetNone"};
 inline constexpr const char *RULES[codes::NUM_RULES] = {"popsnn::NoRule", "popsnn::Window",
