@@ -4,11 +4,17 @@ identical, gradients to float tolerance), with every reset, both input layouts, 
 rules (the reference's masked surrogate) and sharded geometries on the IPU model."""
 
 import pytest
-from engine_helpers import assert_equals_reference, sharded_case
+from engine_helpers import (
+    assert_equals_reference,
+    make_input,
+    sharded_case,
+    train_like_the_reference,
+)
 from test_engine_matrix import check
 
 import popsnn
-from popsnn import losses, sparse
+from popsnn import losses, optim, sparse
+from popsnn.engine import EngineBackend
 
 
 def alpha(reset, rule=None, threshold=1.0):
@@ -76,3 +82,17 @@ def test_sharded_alpha_equals_the_reference(geometry):
     backend, params, loss, x, y = sharded_case(net, True, batch=4, steps=8, **geometry)
     assert all(backend.profile()[f"layer{l}_shards"] >= 2 for l in range(3))
     assert_equals_reference(backend, net, params, loss, x, y, 8)
+
+
+def test_alpha_trains_like_the_reference():
+    # Three Adam steps: the state (E, H) starts from zero each minibatch, the weights move.
+    net = popsnn.Sequential(
+        popsnn.Linear(12, 16), alpha("subtract"), popsnn.Linear(16, 4), alpha("zero")
+    )
+    x, raw = make_input(net, 6, 10, True, seed=5)
+    params = net.init_params(6)
+    loss = losses.ce_count_loss()
+    backend = EngineBackend(
+        net, params, loss, optim.Adam(lr=0.01), num_steps=10, batch_size=6, device="cpu"
+    )
+    train_like_the_reference(backend, net, params, loss, optim.Adam(lr=0.01), x, raw % 4)
