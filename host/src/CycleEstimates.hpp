@@ -24,6 +24,7 @@ struct VertexWork {
   unsigned spikes = 0;         // expected spikes per (sample, step) of the shard (its capacity)
   unsigned pushOutputs = 0;    // next layer's width where this shard pushes W_next.S to it
   unsigned partialSources = 0; // blocks of pushed W.S sums summed per step, [B, n] each
+  unsigned states = 1;         // the neuron's state blocks (U, then J or Alpha's E and H)
 };
 
 // Throws std::logic_error for a vertex without an estimator.

@@ -74,6 +74,7 @@ struct ShardWiring : Wiring {
     work.pushOutputs = layer.push ? next->spec.outputs : 0;
     work.activeCandidates = sh.capacity + (layer.a2a ? numOwn * ownCap : 0);
     work.stepsPerCall = layer.a2a || stepMajor ? 1u : T;
+    work.states = units::STATES[neuronCode(s)];
   }
 
   // The shard's geometry and neuron model: the same constants on its forward and

@@ -96,3 +96,20 @@ def test_alpha_trains_like_the_reference():
         net, params, loss, optim.Adam(lr=0.01), num_steps=10, batch_size=6, device="cpu"
     )
     train_like_the_reference(backend, net, params, loss, optim.Adam(lr=0.01), x, raw % 4)
+
+
+def test_alpha_costs_more_than_leaky_in_the_cycle_estimate():
+    # Its two extra state blocks are work per neuron in both vertices (an IPU estimate).
+    def cycles(neuron):
+        net = popsnn.Sequential(popsnn.Linear(40, 48), neuron, popsnn.Linear(48, 20), neuron)
+        backend, _, _, x, y = sharded_case(
+            net, True, batch=4, steps=8, num_ipus=1, tiles_per_ipu=16
+        )
+        backend.loss_and_grad(x, y)  # the estimates count executions
+        return backend.profile()["estimate_compute_cycles"]
+
+    assert (
+        cycles(alpha("zero"))
+        > cycles(popsnn.Synaptic(alpha=0.9, beta=0.75))
+        > cycles(popsnn.Leaky(beta=0.75))
+    )
