@@ -54,9 +54,10 @@ public:
   // (step-major: step t-1's).
   Vector<Input<Vector<int>>> recIds;
   Vector<Input<Vector<float>>> recWeights; // all-to-all [N, n]; one-to-one [n]
-  InOut<Vector<float>> gradMem;     // dL/dU[t+1] carried [B, n], then (Synaptic) dL/dJ[t+1] [B, n]
-  InOut<Vector<float>> gradWeights; // [nIn, n]
-  InOut<Vector<float>> gradBias;    // [n]
+  // dL/dU[t+1] carried [B, n], then dL/dJ[t+1] (Synaptic) or dL/dE[t], dL/dH[t] (Alpha).
+  InOut<Vector<float>> gradMem;
+  InOut<Vector<float>> gradWeights;            // [nIn, n]
+  InOut<Vector<float>> gradBias;               // [n]
   Vector<InOut<Vector<float>>> gradRecWeights; // like recWeights
   Vector<InOut<Vector<float>>> gradRecBias;    // [n]
   Vector<InOut<Vector<float>>> currentGradSum; // INPUT_DIRECT: sum_t dL/dI [B, n]
@@ -87,7 +88,8 @@ public:
   unsigned ownShardSize;
   unsigned ownLayerSize;
   float beta;
-  float alpha; // the neuron's second constant (popsnn::NeuronConstants)
+  float alpha; // the neuron's other constants (popsnn::NeuronConstants)
+  float gain;
   // The forward's constants, for the kernels that recompute it (LeakyTrace.hpp).
   float threshold;
   unsigned surrogate; // codes::Surrogate
@@ -159,7 +161,7 @@ private:
 
   void step1(unsigned t) {
     // Float members copied to locals (see LifForward).
-    const popsnn::NeuronConstants c{beta, alpha, 0.0f};
+    const popsnn::NeuronConstants c{beta, alpha, gain, 0.0f};
     if (t + 1 == numSteps)
       start();
     for (unsigned b = 0; b < batch; ++b) {
@@ -355,9 +357,11 @@ private:
 
   // dL/dU[t] = surrogate * dL/dS[t] (+ a membrane loss) + leak * dL/dU[t+1], in gU.
   // Entries off the sparse rule have surrogate exactly 0: eps is not computed there.
-  void membraneGrad(unsigned t, unsigned b, float beta, const int *own, const float *__restrict eps,
-                    float *__restrict gU) {
+  // Alpha's U is no state (E and H carry its past): its leak is 0.
+  void membraneGrad(unsigned t, unsigned b, float decay, const int *own,
+                    const float *__restrict eps, float *__restrict gU) {
     const unsigned n = numNeurons;
+    const float beta = Neuron::twoCurrents ? 0.0f : decay;
     // A zero reset cuts the leak path of neurons that spiked at t: U[t+1] starts from 0.
     // (Where it gates the whole update, the carry is gated after: see inputGrad.)
     if (zeroReset && !Neuron::gatesInput)
@@ -392,6 +396,16 @@ private:
                  float *__restrict dI) {
     const unsigned n = numNeurons;
     const int *prevOwn = t > 0 ? ownBuffer(t - 1, b) : nullptr;
+    if constexpr (Neuron::twoCurrents) {
+      float *__restrict keep = &scratch[n]; // 1 - R[t]
+      for (unsigned j = 0; j < n; ++j)
+        keep[j] = 1.0f;
+      if (prevOwn)
+        zeroAtSpikes(prevOwn, offset, keep);
+      Neuron::template inputGradRow<Reset>(c, n, gU, keep, &gradMem[(batch + b) * n],
+                                           &gradMem[(2 * batch + b) * n], dI);
+      return;
+    }
     if constexpr (Neuron::synaptic) {
       float *__restrict gJ = &gradMem[(batch + b) * n];
       if (zeroReset) {
@@ -415,9 +429,9 @@ private:
     if (zeroReset && Neuron::gatesInput && prevOwn)
       zeroAtSpikes(prevOwn, offset, gU);
     if constexpr (Neuron::scalesInput) {
-      const float gain = Neuron::inputGain(c);
+      const float inputGain = Neuron::inputGain(c);
       for (unsigned j = 0; j < n; ++j)
-        dI[j] = gain * gU[j];
+        dI[j] = inputGain * gU[j];
     } else {
       copyTo(dI, gU, n);
     }
@@ -488,38 +502,8 @@ private:
   }
 };
 
-// Every combination of the units (include/popsnn/VertexUnits.hpp names them for the host).
-
-template class LifBackward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::Leaky, popsnn::ResetZero, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Leaky, popsnn::ResetZero, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::Leaky, popsnn::ResetNone, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Leaky, popsnn::ResetNone, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetZero, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetZero, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetNone, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetNone, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::DenseTrace>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::DenseTrace>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::DenseTrace>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::DenseTrace>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::DenseTrace>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::DenseTrace>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetZero, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetZero, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetNone, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetNone, popsnn::CompressedTrace>;
+// Every combination of the units the host can name is instantiated at build time, from
+// include/popsnn/VertexUnits.hpp's table (host/src/VertexInstances.cpp).
 
 // dL/dW = x^T . sum_t dL/dI for direct-current input, once per minibatch, each
 // weight-gradient row written once.

@@ -11,7 +11,9 @@ namespace {
 // An IPU worker does one 64-bit (2 x float32) multiply-accumulate per cycle at
 // best; loads, branches and loop overheads make scalar code a few cycles per
 // element. The figures below are coarse on purpose: they rank phases, they do
-// not predict hardware to the cycle.
+// not predict hardware to the cycle. Each state block beyond U (Synaptic's J, Alpha's E and H)
+// adds a decay, an add and a store per neuron to the forward, and its carried gradient a few
+// more to the backward.
 constexpr std::uint64_t kVertexOverhead = 20;
 std::uint64_t vectorPass(unsigned n) { return 4 + (n + 1) / 2; } // one row op over n floats
 
@@ -61,7 +63,7 @@ const std::map<std::string, Estimator> &table() {
                     (std::uint64_t(w.partialSources) * vectorPass(w.batch * w.neurons) +
                      std::uint64_t(w.batch) *
                          (std::uint64_t(w.activeInputs) * vectorPass(w.neurons) +
-                          16ull * w.neurons + 2ull * w.activeCandidates));
+                          (16ull + 4ull * (w.states - 1)) * w.neurons + 2ull * w.activeCandidates));
        }},
       {"LifBackward",
        [](const VertexWork &w) {
@@ -69,7 +71,7 @@ const std::map<std::string, Estimator> &table() {
                 std::uint64_t(w.stepsPerCall) * w.batch *
                     (std::uint64_t(w.activeInputs) * vectorPass(w.neurons) +
                      std::uint64_t(w.activeCandidates) * (6 + vectorPass(w.neurons)) +
-                     12ull * w.neurons);
+                     (12ull + 6ull * (w.states - 1)) * w.neurons);
        }},
       {"PushSpikes",
        [](const VertexWork &w) {
