@@ -267,22 +267,6 @@ Tensor Graph::addConstantImpl(const Type &type, ArrayRef<std::size_t> shape, con
   return t;
 }
 
-namespace {
-// Whether values[first, first + count) (one value repeated when n is 1) store as zero bytes.
-bool allZeroBytes(const Type &type, const double *values, std::size_t n, std::size_t first,
-                  std::size_t count) {
-  unsigned char bytes[16] = {};
-  const unsigned sz = type.sizeInBytes();
-  for (std::size_t i = 0; i < (n == 1 ? std::size_t(1) : count); ++i) {
-    detail::storeAs(type, values[n == 1 ? 0 : first + i], bytes);
-    for (unsigned c = 0; c < sz; ++c)
-      if (bytes[c] != 0)
-        return false;
-  }
-  return true;
-}
-} // namespace
-
 void Graph::setTensorValueImpl(const Tensor &t, const double *values, std::size_t n,
                                bool broadcast) {
   GraphState &g = *state_;
@@ -297,8 +281,8 @@ void Graph::setTensorValueImpl(const Tensor &t, const double *values, std::size_
     const unsigned sz = v.type.sizeInBytes();
     // An empty init means zeros: setting zeros keeps it empty, so the graph holds no copy
     // of a zero-filled tensor (the engine's tile memory starts zeroed anyway).
-    if (v.init.empty() &&
-        allZeroBytes(v.type, values, broadcast ? 1 : n, broadcast ? 0 : k, r.end - r.begin)) {
+    if (v.init.empty() && detail::allStoreAsZero(v.type, values + (broadcast ? 0 : k),
+                                                 broadcast ? 1 : r.end - r.begin)) {
       k += r.end - r.begin;
       continue;
     }
