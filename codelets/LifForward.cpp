@@ -200,19 +200,20 @@ public:
   InOut<unsigned> step; // device-side step counter, wraps at numSteps
   // INPUT_DIRECT: x.W + b [B, n]. INPUT_PARTIAL_CURRENT: this step's sum of the partial
   // blocks [B, n] (written here, without the bias).
-  InOut<Vector<float>> current;
-  Input<Vector<float>> denseIn; // INPUT_DENSE_STEPS: [T, B, nIn]
+  Vector<InOut<Vector<float>>> current;
+  Vector<Input<Vector<float>>> denseIn; // INPUT_DENSE_STEPS: [T, B, nIn]
   // INPUT_SPIKE_IDS: the previous layer's buffers, numSrc id traces one after the other
   // (layer-major schedule: see VertexEnums.hpp) or [numSrc, B, inStride] (step-major: this
   // step's).
-  Input<Vector<int>> inIds;
-  Input<Vector<float>> weights; // [nIn, n]
-  Input<Vector<float>> bias;    // [n]
-  Input<Vector<int>>
-      recIds; // RLEAKY_ALL_TO_ALL: own layer's buffers of step t-1 [numOwn, B, stride]
-  Input<Vector<float>> recWeights; // all-to-all: [N, n]; one-to-one: [n]
-  Input<Vector<float>> recBias;    // all-to-all: [n]
-  InOut<Vector<float>> mem;        // the neuron's state: U [B, n], then (Synaptic) J [B, n]
+  Vector<Input<Vector<int>>> inIds;
+  Vector<Input<Vector<float>>> weights; // [nIn, n]
+  Vector<Input<Vector<float>>> bias;    // [n]
+  // RLEAKY_ALL_TO_ALL: own layer's buffers of step t-1 [numOwn, B, stride].
+  Vector<Input<Vector<int>>> recIds;
+  Vector<Input<Vector<float>>> recWeights; // all-to-all: [N, n]; one-to-one: [n]
+  Vector<Input<Vector<float>>> recBias;    // all-to-all: [n]
+  // The neuron's state: U [B, n], then J (Synaptic) or E, H (Alpha) [B, n] each.
+  InOut<Vector<float>> mem;
   InOut<Vector<float>> prevSpikes; // S[t-1] [B, n]
   InOut<Vector<float>> scratch;    // [3n]
   // The masked surrogate dS/dU kept for the backward, laid out by the rule's trace. No sparse
@@ -221,15 +222,17 @@ public:
   // [traceStarts(T, B) starts, then traceCapacity local neuron ids] beside their values,
   // surrogates [traceCapacity] (VertexEnums.hpp).
   InOut<Vector<float>> surrogates;
-  InOut<Vector<int>> gradEntries;
-  InOut<Vector<int>> idTrace;     // own buffers of every step: the id trace (VertexEnums.hpp)
-  Output<Vector<int>> outIds;     // own buffers of this step [B, stride], when exchanged per step
-  Output<Vector<int>> prevIds;    // step-major all-to-all: step t-1's, for the first backward step
-  InOut<Vector<float>> recSpikes; // output layer: S [T, B, n]
-  InOut<Vector<float>> recMem;    // output layer: U [T, B, n]
-  InOut<Vector<unsigned>> overflow; // [OVERFLOW_FIELDS]
+  Vector<InOut<Vector<int>>> gradEntries;
+  InOut<Vector<int>> idTrace; // own buffers of every step: the id trace (VertexEnums.hpp)
+  Vector<Output<Vector<int>>>
+      outIds; // own buffers of this step [B, stride], when exchanged per step
+  Vector<Output<Vector<int>>>
+      prevIds; // step-major all-to-all: step t-1's, for the first backward step
+  Vector<InOut<Vector<float>>> recSpikes; // output layer: S [T, B, n]
+  Vector<InOut<Vector<float>>> recMem;    // output layer: U [T, B, n]
+  InOut<Vector<unsigned>> overflow;       // [OVERFLOW_FIELDS]
   // INPUT_PARTIAL_CURRENT: the previous layer's shards' W.S blocks, [numSrc, T, B, n].
-  Input<Vector<float>> partialIn;
+  Vector<Input<Vector<float>>> partialIn;
 
   unsigned batch;
   unsigned numNeurons;
@@ -245,12 +248,11 @@ public:
   unsigned spikeCapacity; // spike ids of the id trace, over all steps
   unsigned surrogate;     // codes::Surrogate
   unsigned inputMode;
-  unsigned record;
   unsigned stepsPerCall;
-  unsigned stepMajor;   // schedule: 0 layer-major, 1 step-major (see the graph builder)
-  unsigned publishStep; // write outIds every step
+  unsigned stepMajor; // schedule: 0 layer-major, 1 step-major (see the graph builder)
   float beta;
-  float alpha; // the neuron's second constant (popsnn::NeuronConstants)
+  float alpha; // the neuron's other constants (popsnn::NeuronConstants)
+  float gain;
   float threshold;
   float surrogateParam;
   float ruleValue;
@@ -258,7 +260,7 @@ public:
   bool compute() {
     // Float members copied to locals: stores through float pointers could alias them,
     // which would force reloads and block vectorisation.
-    const popsnn::NeuronConstants c{beta, alpha, threshold};
+    const popsnn::NeuronConstants c{beta, alpha, gain, threshold};
 #ifdef POPSNN_LEAK_TRACE
     if constexpr (std::is_same<Neuron, popsnn::Leaky>::value)
       if (wholeTrace()) {
@@ -275,6 +277,10 @@ public:
 
 private:
   static constexpr popsnn::Recurrence recurrence = Neuron::recurrence;
+  // The edges only some layers have are lists the host connects with one edge or none:
+  // their presence, not a flag, says what the layer does.
+  bool records() const { return recSpikes.size() != 0; }    // the output layer's S and U
+  bool publishesStep() const { return outIds.size() != 0; } // buffers exchanged per step
 
 #ifdef POPSNN_LEAK_TRACE
   // Leaky on direct current, no sparse rule, all steps in this call, nothing exchanged per
@@ -282,9 +288,9 @@ private:
   // recomputes it). The spike masks are staged in the trace's memory, then appended to the
   // packed id trace in step order, as step1 does.
   bool wholeTrace() const {
-    return leakTraceApplies(inputMode, Rule::code, surrogate, record != 0, stepsPerCall, numSteps,
-                            stepMajor != 0) &&
-           !publishStep;
+    return leakTraceApplies(inputMode, Rule::code, surrogate, records() != 0, stepsPerCall,
+                            numSteps, stepMajor != 0) &&
+           !publishesStep();
   }
   void leakyTrace(const popsnn::NeuronConstants &c) {
     const unsigned n = numNeurons, T = numSteps, vectors = (n + 15) / 16;
@@ -293,7 +299,7 @@ private:
     // [T, B, vectors] masks: 2 bytes per 16 neurons, in the trace's 64.
     unsigned short *masks = reinterpret_cast<unsigned short *>(&surrogates[0]);
     for (unsigned b = 0; b < batch; ++b)
-      leakForwardSample<Reset::code>(v, T, n, &current[b * n], &mem[b * n], &prevSpikes[b * n],
+      leakForwardSample<Reset::code>(v, T, n, &current[0][b * n], &mem[b * n], &prevSpikes[b * n],
                                      masks + b * vectors, batch * vectors);
     for (unsigned row = 0; row < T * batch; ++row) { // row = t * B + b
       int *buf = startBuffer(row);
@@ -326,21 +332,21 @@ private:
     const unsigned n = numNeurons;
     float *acc = &scratch[0];
     if (inputMode == INPUT_DIRECT)
-      return &current[b * n];
+      return &current[0][b * n];
     if (inputMode == INPUT_PARTIAL_CURRENT)
-      inputFromPartials(&current[b * n], &bias[0], n, acc);
+      inputFromPartials(&current[0][b * n], &bias[0][0], n, acc);
     else if (inputMode == INPUT_DENSE_STEPS)
-      inputFromDense(&denseIn[(t * batch + b) * numInputs], numInputs, &weights[0], &bias[0], n,
-                     acc);
+      inputFromDense(&denseIn[0][(t * batch + b) * numInputs], numInputs, &weights[0][0],
+                     &bias[0][0], n, acc);
     else if (stepMajor) // this step's buffers [numSrc, B, inStride]
-      inputFromIds([&](unsigned s) { return &inIds[(s * batch + b) * inStride]; }, numSrc,
-                   &weights[0], &bias[0], n, acc);
+      inputFromIds([&](unsigned s) { return &inIds[0][(s * batch + b) * inStride]; }, numSrc,
+                   &weights[0][0], &bias[0][0], n, acc);
     else // numSrc id traces
       inputFromIds(
           [&](unsigned s) {
-            return traceRowOf(&inIds[s * (inIds.size() / numSrc)], t * batch + b);
+            return traceRowOf(&inIds[0][s * (inIds[0].size() / numSrc)], t * batch + b);
           },
-          numSrc, &weights[0], &bias[0], n, acc);
+          numSrc, &weights[0][0], &bias[0][0], n, acc);
     return acc;
   }
 
@@ -349,11 +355,11 @@ private:
     const unsigned n = numNeurons;
     float *__restrict rec = &scratch[n];
     if (recurrence == popsnn::Recurrence::ALL_TO_ALL)
-      recurrentAllToAll(&recIds[0], numOwn, batch, b, stride, t == 0, &recWeights[0], &recBias[0],
-                        n, rec);
+      recurrentAllToAll(&recIds[0][0], numOwn, batch, b, stride, t == 0, &recWeights[0][0],
+                        &recBias[0][0], n, rec);
     else if (recurrence == popsnn::Recurrence::ONE_TO_ONE)
       for (unsigned j = 0; j < n; ++j)
-        rec[j] = prevSpikes[b * n + j] * recWeights[j];
+        rec[j] = prevSpikes[b * n + j] * recWeights[0][j];
     return rec;
   }
 
@@ -364,7 +370,9 @@ private:
     const unsigned n = numNeurons;
     float *__restrict u = &mem[b * n];
     float *__restrict prev = &prevSpikes[b * n];
-    float *__restrict j = Neuron::synaptic ? &mem[(batch + b) * n] : nullptr;
+    // The synaptic states after U: J (Synaptic), or E then H (Alpha).
+    float *__restrict syn = Neuron::states > 1 ? &mem[(batch + b) * n] : nullptr;
+    float *__restrict syn2 = Neuron::states > 2 ? &mem[(2 * batch + b) * n] : nullptr;
 #ifdef POPSNN_FUSED_LEAK_FORWARD
     // Leaky's update, surrogate, rule and spikes in one AVX-512 pass (no exp: not Sigmoid).
     if (std::is_same<Neuron, popsnn::Leaky>::value && surrogate != SIGMOID)
@@ -372,7 +380,7 @@ private:
                             ruleValue, in, u, prev, sg, offset, ids, 0, capacity);
 #endif
     // The reset R[t] = S[t-1] is decided by the previous step.
-    Neuron::template forwardRow<Reset>(c, n, in, rec, j, u, prev);
+    Neuron::template forwardRow<Reset>(c, n, in, rec, syn, syn2, u, prev);
     surrogateRow<Rule>(surrogate, param, c.threshold, ruleValue, u, sg, n);
     // Spikes are rare: decided many neurons at a time into bit masks, whose set bits
     // become ids (see appendSpikes).
@@ -384,7 +392,7 @@ private:
     if (t == 0)
       start();
     if (inputMode == INPUT_PARTIAL_CURRENT)
-      sumPartials(&partialIn[0], numSrc, numSteps, t, batch * n, &current[0]);
+      sumPartials(&partialIn[0][0], numSrc, numSteps, t, batch * n, &current[0][0]);
     constexpr bool sparse = Rule::Trace::sparse;
     for (unsigned b = 0; b < batch; ++b) {
       const float *in = inputOf(t, b);
@@ -425,12 +433,13 @@ private:
 
   // Row (t, b) of the gradient trace: its start, its entries, the next row's start.
   void traceRow(unsigned row, const float *__restrict sg) {
-    int *__restrict starts = &gradEntries[0];
+    int *__restrict starts = &gradEntries[0][0];
     if (row == 0)
       starts[0] = 0;
     const unsigned used = unsigned(starts[row]);
-    const unsigned count = appendTrace(sg, numNeurons, used, traceCapacity,
-                                       &gradEntries[traceStarts(numSteps, batch)], &surrogates[0]);
+    const unsigned count =
+        appendTrace(sg, numNeurons, used, traceCapacity,
+                    &gradEntries[0][traceStarts(numSteps, batch)], &surrogates[0]);
     const unsigned end = used + count;
     starts[row + 1] = int(end < traceCapacity ? end : traceCapacity);
     overflow[TRACE_NEEDED] += count;
@@ -439,14 +448,14 @@ private:
   // What leaves the step: the buffers exchanged per step and the output layer's records.
   void finishSample(unsigned t, unsigned b, const int *buf) {
     const unsigned n = numNeurons;
-    if (publishStep)
-      copyBuffer(buf, &outIds[b * stride]);
+    if (publishesStep())
+      copyBuffer(buf, &outIds[0][b * stride]);
     if (stepMajor && recurrence == popsnn::Recurrence::ALL_TO_ALL)
       copyBuffer(t > 0 ? traceRowOf(&idTrace[0], (t - 1) * batch + b) : nullptr,
-                 &prevIds[b * stride]);
-    if (record) {
-      float *__restrict rs = &recSpikes[(t * batch + b) * n];
-      float *__restrict rm = &recMem[(t * batch + b) * n];
+                 &prevIds[0][b * stride]);
+    if (records()) {
+      float *__restrict rs = &recSpikes[0][(t * batch + b) * n];
+      float *__restrict rm = &recMem[0][(t * batch + b) * n];
       for (unsigned j = 0; j < n; ++j) {
         rs[j] = prevSpikes[b * n + j];
         rm[j] = mem[b * n + j];
@@ -455,49 +464,5 @@ private:
   }
 };
 
-// Every combination of the units (include/popsnn/VertexUnits.hpp names them for the host).
-template class LifForward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::NoRule>;
-template class LifForward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::Window>;
-template class LifForward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::OneSided>;
-template class LifForward<popsnn::Leaky, popsnn::ResetZero, popsnn::NoRule>;
-template class LifForward<popsnn::Leaky, popsnn::ResetZero, popsnn::Window>;
-template class LifForward<popsnn::Leaky, popsnn::ResetZero, popsnn::OneSided>;
-template class LifForward<popsnn::Leaky, popsnn::ResetNone, popsnn::NoRule>;
-template class LifForward<popsnn::Leaky, popsnn::ResetNone, popsnn::Window>;
-template class LifForward<popsnn::Leaky, popsnn::ResetNone, popsnn::OneSided>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::NoRule>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::Window>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::OneSided>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetZero, popsnn::NoRule>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetZero, popsnn::Window>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetZero, popsnn::OneSided>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetNone, popsnn::NoRule>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetNone, popsnn::Window>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetNone, popsnn::OneSided>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::NoRule>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::Window>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::OneSided>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::NoRule>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::Window>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::OneSided>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::NoRule>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::Window>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::OneSided>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::NoRule>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::Window>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::OneSided>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::NoRule>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::Window>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::OneSided>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::NoRule>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::Window>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::OneSided>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::NoRule>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::Window>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::OneSided>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetZero, popsnn::NoRule>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetZero, popsnn::Window>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetZero, popsnn::OneSided>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetNone, popsnn::NoRule>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetNone, popsnn::Window>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetNone, popsnn::OneSided>;
+// Every combination of the units the host can name is instantiated at build time, from
+// include/popsnn/VertexUnits.hpp's table (host/src/VertexInstances.cpp).

@@ -6,7 +6,6 @@
 #include <poplar/Graph.hpp>
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -52,6 +51,9 @@ struct Layer : LayerShape {
   std::vector<Shard> shards;
 };
 
+// The layer's neuron model as the vertices name it (codes::Neuron; VertexWiring.cpp).
+unsigned neuronCode(const LayerSpec &s);
+
 // The tensors outside the layers: the batch, labels, loss and output records, and the
 // learning rate (one float per tile, written by the host: a schedule needs no recompile).
 struct HostTensors {
@@ -87,18 +89,11 @@ struct GraphBuild {
                      const std::string &name, int layer = -1);
   poplar::Tensor zeros(const poplar::Type &type, std::size_t n, unsigned tile,
                        const std::string &name, int layer = -1);
-  // Unused fields of a general vertex are connected to a 1-element placeholder.
-  poplar::Tensor dummyIn(const poplar::Type &type, unsigned tile);
-  poplar::Tensor dummyOut(const poplar::Type &type, unsigned tile);
 
   std::size_t typeSize(const poplar::Type &type) const;
 
   // Throws NetworkDoesNotFit naming the tile and the layer that takes most of it.
   void checkMemory(const poplar::Target &target) const;
-
-private:
-  std::map<std::pair<unsigned, std::string>, poplar::Tensor> dummies_;
-  unsigned dummyCount_ = 0;
 };
 
 // ShardTensors.cpp: every shard's tensors, and the host-facing ones.

@@ -7,6 +7,7 @@
 
 #include "GraphBuild.hpp"
 #include "popsnn/VertexEnums.hpp"
+#include "popsnn/VertexUnits.hpp"
 
 namespace popsnn {
 
@@ -55,8 +56,8 @@ struct ShardTensorMaker {
   }
 
   void state() {
-    // The neuron's state and its carried gradient: U, then Synaptic's J.
-    const unsigned stateVars = layer.spec.neuron == NeuronType::Synaptic ? 2 : 1;
+    // The neuron's state and its carried gradient: U, then Synaptic's J or Alpha's E and H.
+    const unsigned stateVars = units::STATES[neuronCode(layer.spec)];
     sh.mem = b.zeros(FLOAT, stateVars * B * n, tile, name + "mem", L);
     sh.gradMem = b.zeros(FLOAT, stateVars * B * n, tile, name + "grad_mem", L);
     sh.prevSpikes = b.zeros(FLOAT, B * n, tile, name + "prev_spikes", L);

@@ -12,24 +12,14 @@ namespace popsnn {
 
 using namespace poplar;
 
-namespace {
-
-Tensor orElse(const Tensor &t, const Tensor &fallback) { return t.valid() ? t : fallback; }
-
+// A model's code is its NeuronType; RLeaky's recurrence decides its unit.
 unsigned neuronCode(const LayerSpec &s) {
-  if (s.neuron == NeuronType::Synaptic)
-    return codes::SYNAPTIC;
-  if (s.neuron == NeuronType::RLeaky)
-    return s.allToAll ? codes::RLEAKY_ALL_TO_ALL : codes::RLEAKY_ONE_TO_ONE;
-  if (s.neuron == NeuronType::Lapicque)
-    return codes::LAPICQUE;
-  return codes::LEAKY;
+  if (s.neuron == NeuronType::RLeaky && !s.allToAll)
+    return codes::RLEAKY_ONE_TO_ONE;
+  return unsigned(s.neuron);
 }
 
-// The neuron's second constant (codelets/Neurons.hpp): Synaptic's alpha, Lapicque's gain.
-float neuronConstant(const LayerSpec &s) {
-  return s.neuron == NeuronType::Lapicque ? s.gain : s.alpha;
-}
+namespace {
 
 // Vertices of any kind: constant fields and cycle estimates.
 struct Wiring {
@@ -39,6 +29,13 @@ struct Wiring {
   }
   void setEstimate(VertexRef v, const std::string &name, const VertexWork &w) {
     b.graph->setPerfEstimate(v, estimateCycles(name, w));
+  }
+  // A field that only some layers have is a list of edges: the layer's tensor as its one
+  // edge, or no edge where the layer has none (no placeholder tensor).
+  void connectIf(VertexRef v, const char *field, const Tensor &t) {
+    b.graph->setFieldSize(v[field], t.valid() ? 1 : 0);
+    if (t.valid())
+      b.graph->connect(v[field][0], t);
   }
 };
 
@@ -54,7 +51,6 @@ struct ShardWiring : Wiring {
   const unsigned surrogate, rule, reset; // LayerSpec's enum orders match codes::'s
   const unsigned prevCap, ownCap, tile, n;
   const bool stepMajor;
-  const Tensor fIn, iIn;
   VertexWork work;
 
   ShardWiring(GraphBuild &build, const Layer &ly, Shard &shard)
@@ -65,8 +61,7 @@ struct ShardWiring : Wiring {
         numOwn(ly.shards.size()), surrogate(unsigned(s.surrogate)), rule(unsigned(s.sparseRule)),
         reset(unsigned(s.reset)), prevCap(prev ? prev->stride - codes::BUFFER_HEADER : 0),
         ownCap(ly.stride - codes::BUFFER_HEADER), tile(shard.tile), n(shard.size),
-        stepMajor(build.stepMajor()), fIn(build.dummyIn(FLOAT, shard.tile)),
-        iIn(build.dummyIn(INT, shard.tile)) {
+        stepMajor(build.stepMajor()) {
     work.batch = B;
     work.neurons = n;
     work.inputs = nIn;
@@ -79,6 +74,7 @@ struct ShardWiring : Wiring {
     work.pushOutputs = layer.push ? next->spec.outputs : 0;
     work.activeCandidates = sh.capacity + (layer.a2a ? numOwn * ownCap : 0);
     work.stepsPerCall = layer.a2a || stepMajor ? 1u : T;
+    work.states = units::STATES[neuronCode(s)];
   }
 
   // The shard's geometry and neuron model: the same constants on its forward and
@@ -95,7 +91,8 @@ struct ShardWiring : Wiring {
     setField(v, "offset", sh.first);
     setField(v, "inputMode", layer.inputMode);
     setField(v, "beta", s.beta);
-    setField(v, "alpha", neuronConstant(s));
+    setField(v, "alpha", s.alpha);
+    setField(v, "gain", s.gain);
   }
 
   void direct(ComputeSet csDirect, ComputeSet csDirectGrad) {
@@ -149,36 +146,38 @@ struct ShardWiring : Wiring {
 
   void forward(ComputeSet csForward) {
     VertexRef v = b.graph->addVertex(csForward, units::lifForward(neuronCode(s), reset, rule));
+    const bool direct = layer.inputMode == codes::INPUT_DIRECT;
     b.graph->connect(v["step"], sh.stepForward[0]);
-    b.graph->connect(v["current"], orElse(sh.current, b.dummyOut(FLOAT, tile)));
-    b.graph->connect(v["denseIn"], layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : fIn);
-    b.graph->connect(v["inIds"], orElse(sh.inRecv, iIn));
-    b.graph->connect(v["weights"], sh.param[P_WEIGHT]);
-    b.graph->connect(v["bias"], sh.param[P_BIAS]);
-    b.graph->connect(v["recIds"], orElse(sh.recRecv, iIn));
-    b.graph->connect(v["recWeights"], orElse(sh.param[P_REC_WEIGHT], fIn));
-    b.graph->connect(v["recBias"], orElse(sh.param[P_REC_BIAS], fIn));
+    connectIf(v, "current", sh.current);
+    connectIf(v, "denseIn", layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : Tensor());
+    connectIf(v, "inIds", sh.inRecv);
+    connectIf(v, "partialIn", sh.partialRecv);
+    // W.x is DirectCurrent's (direct input) or the previous layer's pushers' (pushed input).
+    const bool weighs =
+        layer.inputMode == codes::INPUT_DENSE_STEPS || layer.inputMode == codes::INPUT_SPIKE_IDS;
+    connectIf(v, "weights", weighs ? sh.param[P_WEIGHT] : Tensor());
+    connectIf(v, "bias", direct ? Tensor() : sh.param[P_BIAS]);
+    connectIf(v, "recIds", sh.recRecv);
+    connectIf(v, "recWeights", sh.param[P_REC_WEIGHT]);
+    connectIf(v, "recBias", sh.param[P_REC_BIAS]);
     b.graph->connect(v["mem"], sh.mem);
     b.graph->connect(v["prevSpikes"], sh.prevSpikes);
     b.graph->connect(v["scratch"], sh.fwdScratch);
     b.graph->connect(v["surrogates"], sh.surrogates);
-    b.graph->connect(v["gradEntries"], orElse(sh.gradEntries, b.dummyOut(INT, tile)));
+    connectIf(v, "gradEntries", sh.gradEntries);
     b.graph->connect(v["idTrace"], sh.idTrace);
-    b.graph->connect(v["outIds"], orElse(sh.outIds, b.dummyOut(INT, tile)));
-    b.graph->connect(v["prevIds"], orElse(sh.prevIds, b.dummyOut(INT, tile)));
-    b.graph->connect(v["recSpikes"], orElse(sh.recSpikes, b.dummyOut(FLOAT, tile)));
-    b.graph->connect(v["recMem"], orElse(sh.recMem, b.dummyOut(FLOAT, tile)));
+    connectIf(v, "outIds", sh.outIds);
+    connectIf(v, "prevIds", sh.prevIds);
+    connectIf(v, "recSpikes", sh.recSpikes);
+    connectIf(v, "recMem", sh.recMem);
     b.graph->connect(v["overflow"], sh.overflow);
-    b.graph->connect(v["partialIn"], orElse(sh.partialRecv, fIn));
     setShardFields(v);
     setField(v, "capacity", sh.capacity);
     setField(v, "traceCapacity", sh.traceCapacity);
     setField(v, "spikeCapacity", sh.spikeCapacity);
     setField(v, "surrogate", surrogate);
-    setField(v, "record", unsigned(layer.isOutput));
     setField(v, "stepsPerCall", layer.a2a || stepMajor ? 1u : T);
     setField(v, "stepMajor", unsigned(stepMajor));
-    setField(v, "publishStep", unsigned(sh.outIds.valid()));
     setField(v, "threshold", s.threshold);
     setField(v, "surrogateParam", s.surrogateParam);
     setField(v, "ruleValue", s.sparseValue);
@@ -193,42 +192,39 @@ struct ShardWiring : Wiring {
 
   void backward(ComputeSet csBackward) {
     VertexRef v = b.graph->addVertex(csBackward, units::lifBackward(neuronCode(s), reset, rule));
+    const bool direct = layer.inputMode == codes::INPUT_DIRECT;
     b.graph->connect(v["step"], sh.stepBackward[0]);
-    b.graph->connect(v["lossGradSpikes"], orElse(sh.lossGradS, fIn));
-    b.graph->connect(v["lossGradMem"], orElse(sh.lossGradU, fIn));
-    b.graph->connect(v["nextGrad"], orElse(sh.nextGrad, fIn));
-    b.graph->connect(v["nextWeights"], orElse(sh.nextWeights, fIn));
-    b.graph->connect(v["nextWeightsT"], orElse(sh.nextWeightsT, b.dummyOut(FLOAT, tile)));
-    b.graph->connect(v["ownGrad"], orElse(sh.ownGrad, fIn));
-    b.graph->connect(v["ownWeights"], orElse(sh.ownWeights, fIn));
-    b.graph->connect(v["ownWeightsT"], orElse(sh.ownWeightsT, b.dummyOut(FLOAT, tile)));
+    connectIf(v, "lossGradSpikes", sh.lossGradS);
+    connectIf(v, "lossGradMem", sh.lossGradU);
+    connectIf(v, "nextGrad", sh.nextGrad);
+    connectIf(v, "nextWeights", sh.nextWeights);
+    connectIf(v, "nextWeightsT", sh.nextWeightsT);
+    connectIf(v, "ownGrad", sh.ownGrad);
+    connectIf(v, "ownWeights", sh.ownWeights);
+    connectIf(v, "ownWeightsT", sh.ownWeightsT);
     b.graph->connect(v["surrogates"], sh.surrogates);
-    b.graph->connect(v["current"], layer.inputMode == codes::INPUT_DIRECT ? sh.current : fIn);
-    b.graph->connect(v["gradEntries"], orElse(sh.gradEntries, iIn));
+    connectIf(v, "current", direct ? sh.current : Tensor());
+    connectIf(v, "gradEntries", sh.gradEntries);
     b.graph->connect(v["idTrace"], sh.idTrace);
-    b.graph->connect(v["inIds"], orElse(sh.inRecv, iIn));
-    b.graph->connect(v["denseIn"], layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : fIn);
-    b.graph->connect(v["recIds"], orElse(stepMajor ? sh.recRecv : sh.ownTraces, iIn));
-    b.graph->connect(v["weights"], sh.param[P_WEIGHT]);
-    b.graph->connect(v["recWeights"], orElse(sh.param[P_REC_WEIGHT], fIn));
+    connectIf(v, "inIds", sh.inRecv);
+    connectIf(v, "denseIn", layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : Tensor());
+    connectIf(v, "recIds", stepMajor ? sh.recRecv : sh.ownTraces);
+    connectIf(v, "recWeights", sh.param[P_REC_WEIGHT]);
     b.graph->connect(v["gradMem"], sh.gradMem);
     b.graph->connect(v["gradWeights"], sh.grad[P_WEIGHT]);
     b.graph->connect(v["gradBias"], sh.grad[P_BIAS]);
-    b.graph->connect(v["gradRecWeights"], orElse(sh.grad[P_REC_WEIGHT], b.dummyOut(FLOAT, tile)));
-    b.graph->connect(v["gradRecBias"], orElse(sh.grad[P_REC_BIAS], b.dummyOut(FLOAT, tile)));
-    b.graph->connect(v["currentGradSum"], orElse(sh.currentGradSum, b.dummyOut(FLOAT, tile)));
-    b.graph->connect(v["gradOut"], orElse(sh.gradOut, b.dummyOut(FLOAT, tile)));
-    b.graph->connect(v["gradStep"], orElse(sh.gradStep, b.dummyOut(FLOAT, tile)));
+    connectIf(v, "gradRecWeights", sh.grad[P_REC_WEIGHT]);
+    connectIf(v, "gradRecBias", sh.grad[P_REC_BIAS]);
+    connectIf(v, "currentGradSum", sh.currentGradSum);
+    connectIf(v, "gradOut", sh.gradOut);
+    connectIf(v, "gradStep", sh.gradStep);
     // Step-major: the backward re-sends each step's ids (through the forward's buffers).
-    b.graph->connect(v["outIds"], stepMajor && next ? sh.outIds : b.dummyOut(INT, tile));
-    b.graph->connect(v["prevIds"], orElse(sh.prevIds, b.dummyOut(INT, tile)));
+    connectIf(v, "outIds", stepMajor && next ? sh.outIds : Tensor());
+    connectIf(v, "prevIds", sh.prevIds);
     b.graph->connect(v["scratch"], sh.bwdScratch);
     setShardFields(v);
-    setField(v, "isOutput", unsigned(layer.isOutput));
-    setField(v, "publishGrad", unsigned(sh.gradOut.valid()));
     setField(v, "stepsPerCall", layer.a2a || stepMajor ? 1u : T);
     setField(v, "stepMajor", unsigned(stepMajor));
-    setField(v, "publishIds", unsigned(stepMajor && next != nullptr));
     setField(v, "nextShardSize", next ? next->shardSize : 1u);
     setField(v, "nextLayerSize", next ? next->spec.outputs : 0u);
     setField(v, "ownShardSize", layer.shardSize);
@@ -290,7 +286,7 @@ struct ShardWiring : Wiring {
         VertexRef v = b.graph->addVertex(csOptim, "SgdStep");
         b.graph->connect(v["param"], sh.param[p]);
         b.graph->connect(v["grad"], b.chunks() > 1 ? sh.gradTotal[p] : sh.grad[p]);
-        b.graph->connect(v["momentumBuffer"], orElse(sh.opt1[p], b.dummyOut(FLOAT, tile)));
+        connectIf(v, "momentumBuffer", sh.opt1[p]);
         b.graph->connect(v["count"], sh.optCount[p][0]);
         b.graph->connect(v["lr"], b.io.learningRate[tile]);
         setField(v, "momentum", float(o.momentum));
