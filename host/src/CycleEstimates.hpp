@@ -28,7 +28,7 @@ struct VertexWork {
   // `inputs` the taps C_in x kH x kW, `elements` the input entries of a row, and:
   unsigned positions = 0;  // output positions of a map (H_out x W_out)
   unsigned kernelArea = 0; // kH x kW
-  unsigned states = 1;         // the neuron's state blocks (U, then J or Alpha's E and H)
+  unsigned states = 1;     // the neuron's state blocks (U, then J or Alpha's E and H)
 };
 
 // Throws std::logic_error for a vertex without an estimator.
