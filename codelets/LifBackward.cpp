@@ -67,6 +67,14 @@ public:
   Output<Vector<int>> outIds;   // [B, stride]
   Output<Vector<int>> prevIds;  // [B, stride]
   InOut<Vector<float>> scratch; // [2n + P]
+  // perNeuron: as LifForward's (the constants one per neuron, beta clamped into clampedBeta).
+  Input<Vector<float>> betas;
+  Input<Vector<float>> alphas;
+  Input<Vector<float>> thresholds;
+  InOut<Vector<float>> clampedBeta;
+  Input<Vector<float>> memTrace;      // learnBeta: the forward's U [T, B, n]
+  InOut<Vector<float>> gradBeta;      // learnBeta: dL/dbeta per neuron [n], summed over (t, b)
+  InOut<Vector<float>> gradThreshold; // learnThreshold: dL/dthreshold per neuron [n]
 
   unsigned batch;
   unsigned numNeurons;
@@ -87,6 +95,9 @@ public:
   unsigned nextLayerSize;
   unsigned ownShardSize;
   unsigned ownLayerSize;
+  unsigned perNeuron; // the constants one per neuron (the generic path only)
+  unsigned learnBeta;
+  unsigned learnThreshold;
   float beta;
   float alpha; // the neuron's second constant (popsnn::NeuronConstants)
   // The forward's constants, for the kernels that recompute it (LeakyTrace.hpp).
@@ -95,6 +106,12 @@ public:
   float surrogateParam;
 
   bool compute() {
+    if (perNeuron) {
+      const popsnn::NeuronConstantRows c = constantRows();
+      for (unsigned call = 0; call < stepsPerCall; ++call)
+        step1(numSteps - 1 - *step, c);
+      return true;
+    }
 #ifdef POPSNN_LEAK_TRACE
     if constexpr (leaky)
       if (wholeTrace()) {
@@ -102,8 +119,9 @@ public:
         return true;
       }
 #endif
+    const popsnn::NeuronConstants c{beta, alpha, 0.0f}; // locals: see LifForward
     for (unsigned call = 0; call < stepsPerCall; ++call)
-      step1(numSteps - 1 - *step);
+      step1(numSteps - 1 - *step, c);
     return true;
   }
 
@@ -112,6 +130,10 @@ private:
   static constexpr bool leaky = std::is_same<Neuron, popsnn::Leaky>::value;
   static constexpr bool zeroReset = Reset::code == RESET_ZERO;
   static constexpr bool dense = !Trace::sparse; // every entry carries gradient
+
+  popsnn::NeuronConstantRows constantRows() { // as the forward used them
+    return popsnn::clampedRows(&betas[0], &alphas[0], &thresholds[0], &clampedBeta[0], numNeurons);
+  }
 
 #ifdef POPSNN_LEAK_TRACE
   // A dense Leaky shard on direct current that feeds another layer, all steps in this call:
@@ -153,9 +175,7 @@ private:
   }
 #endif
 
-  void step1(unsigned t) {
-    // Float members copied to locals (see LifForward).
-    const popsnn::NeuronConstants c{beta, alpha, 0.0f};
+  template <class C> void step1(unsigned t, const C &c) {
     if (t + 1 == numSteps)
       start();
     for (unsigned b = 0; b < batch; ++b) {
@@ -167,7 +187,7 @@ private:
         prefetchSample(t, b + 4, ownBuffer(t, b + 4));
 #endif
       const float *dI = nullptr;
-      if constexpr (leaky)
+      if constexpr (leaky && std::is_same<C, popsnn::NeuronConstants>::value)
         dI = leakyFeedingPath(t, b, c.beta, own);
       if (!dI)
         dI = generic(t, b, c, own);
@@ -176,6 +196,8 @@ private:
     }
     if (stepMajor)
       publishStepMajor(t);
+    if (t == 0 && learnBeta)
+      zeroWhereClamped(&betas[0], &gradBeta[0], numNeurons);
     *step = (*step + 1 == numSteps) ? 0 : *step + 1;
   }
 
@@ -206,6 +228,12 @@ private:
     if (inputMode == INPUT_DIRECT)
       for (unsigned k = 0; k < bn; ++k)
         currentGradSum[k] = 0.0f;
+    if (learnBeta)
+      for (unsigned k = 0; k < n; ++k)
+        gradBeta[k] = 0.0f;
+    if (learnThreshold)
+      for (unsigned k = 0; k < n; ++k)
+        gradThreshold[k] = 0.0f;
   }
 
   // The gradient trace's entries of (t, b): [first, last) of its ids and values.
@@ -349,8 +377,10 @@ private:
   }
 
   // dL/dU[t] = surrogate * dL/dS[t] (+ a membrane loss) + leak * dL/dU[t+1], in gU.
-  // Entries off the sparse rule have surrogate exactly 0: eps is not computed there.
-  void membraneGrad(unsigned t, unsigned b, float beta, const int *own, const float *__restrict eps,
+  // Entries off the sparse rule have surrogate exactly 0: eps is not computed there. A
+  // learned threshold gets -surrogate * dL/dS[t] here (dS/dthreshold = -dS/dU).
+  template <class C>
+  void membraneGrad(unsigned t, unsigned b, const C &c, const int *own, const float *__restrict eps,
                     float *__restrict gU) {
     const unsigned n = numNeurons;
     // A zero reset cuts the leak path of neurons that spiked at t: U[t+1] starts from 0.
@@ -363,28 +393,45 @@ private:
       const TraceRow e = traceRow(t, b);
       if (gMem)
         for (unsigned j = 0; j < n; ++j)
-          gU[j] = gMem[j] + beta * gU[j];
+          gU[j] = gMem[j] + c.betaAt(j) * gU[j];
       else
         for (unsigned j = 0; j < n; ++j)
-          gU[j] = beta * gU[j];
+          gU[j] = c.betaAt(j) * gU[j];
       for (unsigned k = 0; k < e.size; ++k) {
         const unsigned j = unsigned(e.ids[k]);
         gU[j] += e.vals[k] * eps[j];
+        if (learnThreshold)
+          gradThreshold[j] -= e.vals[k] * eps[j];
       }
       return;
     }
     const float *__restrict sg = &surrogates[(t * batch + b) * n];
     if (gMem)
       for (unsigned j = 0; j < n; ++j)
-        gU[j] = ((sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + gMem[j]) + beta * gU[j];
+        gU[j] = ((sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + gMem[j]) + c.betaAt(j) * gU[j];
     else
       for (unsigned j = 0; j < n; ++j)
-        gU[j] = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + beta * gU[j];
+        gU[j] = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + c.betaAt(j) * gU[j];
+    if (learnThreshold)
+      for (unsigned j = 0; j < n; ++j)
+        gradThreshold[j] -= sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f;
+  }
+
+  // A learned constant's terms beside the surrogate's (learnedConstantGrads).
+  void constantGrads(unsigned t, unsigned b, const float *__restrict gU) {
+    if (t == 0) // U[-1] = 0 and R[0] = 0: no terms
+      return;
+    const unsigned n = numNeurons;
+    learnedConstantGrads(gU, ownBuffer(t - 1, b), offset, n, zeroReset,
+                         learnBeta ? &memTrace[((t - 1) * batch + b) * n] : nullptr, &scratch[n],
+                         learnBeta ? &gradBeta[0] : nullptr,
+                         learnThreshold && Reset::code == RESET_SUBTRACT ? &gradThreshold[0]
+                                                                         : nullptr);
   }
 
   // dL/dI[t] from dL/dU[t] (gU) into dI, through the model's input path.
-  void inputGrad(unsigned t, unsigned b, const popsnn::NeuronConstants &c, float *__restrict gU,
-                 float *__restrict dI) {
+  template <class C>
+  void inputGrad(unsigned t, unsigned b, const C &c, float *__restrict gU, float *__restrict dI) {
     const unsigned n = numNeurons;
     const int *prevOwn = t > 0 ? ownBuffer(t - 1, b) : nullptr;
     if constexpr (Neuron::synaptic) {
@@ -397,10 +444,10 @@ private:
         if (prevOwn)
           zeroAtSpikes(prevOwn, offset, keep);
         for (unsigned j = 0; j < n; ++j)
-          gJ[j] = keep[j] * gU[j] + c.alpha * gJ[j];
+          gJ[j] = keep[j] * gU[j] + c.alphaAt(j) * gJ[j];
       } else {
         for (unsigned j = 0; j < n; ++j)
-          gJ[j] = gU[j] + c.alpha * gJ[j];
+          gJ[j] = gU[j] + c.alphaAt(j) * gJ[j];
       }
       copyTo(dI, gJ, n);
       return;
@@ -410,21 +457,22 @@ private:
     if (zeroReset && Neuron::gatesInput && prevOwn)
       zeroAtSpikes(prevOwn, offset, gU);
     if constexpr (Neuron::scalesInput) {
-      const float gain = Neuron::inputGain(c);
       for (unsigned j = 0; j < n; ++j)
-        dI[j] = gain * gU[j];
+        dI[j] = Neuron::inputGain(c, j) * gU[j];
     } else {
       copyTo(dI, gU, n);
     }
   }
 
   // Every model's path: dL/dS, dL/dU, dL/dI and their sums; returns dL/dI[t].
-  const float *generic(unsigned t, unsigned b, const popsnn::NeuronConstants &c, const int *own) {
+  template <class C> const float *generic(unsigned t, unsigned b, const C &c, const int *own) {
     const unsigned n = numNeurons;
     float *__restrict eps = &scratch[0];
     float *__restrict gU = &gradMem[b * n];
     spikeGrad(t, b, own, eps);
-    membraneGrad(t, b, c.beta, own, eps, gU);
+    membraneGrad(t, b, c, own, eps, gU);
+    if (learnBeta || learnThreshold)
+      constantGrads(t, b, gU);
     float *__restrict dI = eps; // eps is spent: reuse its storage for dL/dI[t]
     inputGrad(t, b, c, gU, dI);
     if (publishGrad)

@@ -16,11 +16,33 @@ namespace popsnn {
 
 // A layer's neuron constants, as the vertices' fields hold them. `alpha` is the model's
 // second constant: Synaptic's alpha, Lapicque's input gain dt/C; Leaky and RLeaky ignore it.
+// The row loops read them through `betaAt(j)` etc., so one loop serves both forms: one
+// value per layer (NeuronConstants, the fast case) or one per neuron (NeuronConstantRows,
+// docs/numerics.md §2), chosen once per vertex call.
 struct NeuronConstants {
   float beta;
   float alpha;
   float threshold;
+  float betaAt(unsigned) const { return beta; }
+  float alphaAt(unsigned) const { return alpha; }
+  float thresholdAt(unsigned) const { return threshold; }
 };
+struct NeuronConstantRows {
+  const float *__restrict beta; // clamped to [0, 1] where learned (as snnTorch)
+  const float *__restrict alpha;
+  const float *__restrict threshold;
+  float betaAt(unsigned j) const { return beta[j]; }
+  float alphaAt(unsigned j) const { return alpha[j]; }
+  float thresholdAt(unsigned j) const { return threshold[j]; }
+};
+// The rows of a layer's per-neuron constants, beta clamped to [0, 1] into `clamped` as
+// snnTorch uses a learned beta (a constant one already lies there).
+inline NeuronConstantRows clampedRows(const float *beta, const float *alpha, const float *threshold,
+                                      float *__restrict clamped, unsigned n) {
+  for (unsigned j = 0; j < n; ++j)
+    clamped[j] = beta[j] < 0.0f ? 0.0f : (beta[j] > 1.0f ? 1.0f : beta[j]);
+  return {clamped, alpha, threshold};
+}
 
 // ---------------------------------------------------------------------------- resets
 // The reset R = S[t-1] applied to a neuron's update `base` (snnTorch's forms).
@@ -108,7 +130,7 @@ struct OneSided { // U >= theta_grad
 //                 and b_V) or ONE_TO_ONE (V [n])
 //   gatesInput    under the zero reset, (1 - R) multiplies the whole update, input included,
 //                 so dL/dI is gated too (else only the leak path is)
-//   scalesInput   dU[t]/dI[t] is inputGain(c), not 1 (Lapicque)
+//   scalesInput   dU[t]/dI[t] is inputGain(c, j), not 1 (Lapicque)
 enum class Recurrence { NONE, ALL_TO_ALL, ONE_TO_ONE };
 
 // U[t] = beta U[t-1] + I[t] - R[t] threshold (zero reset: beta (1 - R) U[t-1] + I[t]).
@@ -116,16 +138,15 @@ struct Leaky {
   static constexpr unsigned code = codes::LEAKY;
   static constexpr bool synaptic = false, gatesInput = false, scalesInput = false;
   static constexpr Recurrence recurrence = Recurrence::NONE;
-  static float inputGain(const NeuronConstants &) { return 1.0f; }
-  template <class Reset>
-  static void forwardRow(const NeuronConstants &c, unsigned n, const float *in,
-                         const float *__restrict, float *__restrict, float *__restrict u,
-                         const float *__restrict prev) {
+  template <class C> static float inputGain(const C &, unsigned) { return 1.0f; }
+  template <class Reset, class C>
+  static void forwardRow(const C &c, unsigned n, const float *in, const float *__restrict,
+                         float *__restrict, float *__restrict u, const float *__restrict prev) {
     for (unsigned j = 0; j < n; ++j) {
       if constexpr (Reset::code == codes::RESET_ZERO)
-        u[j] = c.beta * (1.0f - prev[j]) * u[j] + in[j];
+        u[j] = c.betaAt(j) * (1.0f - prev[j]) * u[j] + in[j];
       else
-        u[j] = Reset::apply(c.beta * u[j] + in[j], prev[j], c.threshold);
+        u[j] = Reset::apply(c.betaAt(j) * u[j] + in[j], prev[j], c.thresholdAt(j));
     }
   }
 };
@@ -135,15 +156,14 @@ struct Synaptic {
   static constexpr unsigned code = codes::SYNAPTIC;
   static constexpr bool synaptic = true, gatesInput = false, scalesInput = false;
   static constexpr Recurrence recurrence = Recurrence::NONE;
-  static float inputGain(const NeuronConstants &) { return 1.0f; }
-  template <class Reset>
-  static void forwardRow(const NeuronConstants &c, unsigned n, const float *in,
-                         const float *__restrict, float *__restrict syn, float *__restrict u,
-                         const float *__restrict prev) {
+  template <class C> static float inputGain(const C &, unsigned) { return 1.0f; }
+  template <class Reset, class C>
+  static void forwardRow(const C &c, unsigned n, const float *in, const float *__restrict,
+                         float *__restrict syn, float *__restrict u, const float *__restrict prev) {
     for (unsigned j = 0; j < n; ++j)
-      syn[j] = c.alpha * syn[j] + in[j];
+      syn[j] = c.alphaAt(j) * syn[j] + in[j];
     for (unsigned j = 0; j < n; ++j)
-      u[j] = Reset::apply(c.beta * u[j] + syn[j], prev[j], c.threshold);
+      u[j] = Reset::apply(c.betaAt(j) * u[j] + syn[j], prev[j], c.thresholdAt(j));
   }
 };
 
@@ -154,13 +174,12 @@ template <Recurrence R> struct RLeakyModel {
       R == Recurrence::ALL_TO_ALL ? codes::RLEAKY_ALL_TO_ALL : codes::RLEAKY_ONE_TO_ONE;
   static constexpr bool synaptic = false, gatesInput = true, scalesInput = false;
   static constexpr Recurrence recurrence = R;
-  static float inputGain(const NeuronConstants &) { return 1.0f; }
-  template <class Reset>
-  static void forwardRow(const NeuronConstants &c, unsigned n, const float *in,
-                         const float *__restrict rec, float *__restrict, float *__restrict u,
-                         const float *__restrict prev) {
+  template <class C> static float inputGain(const C &, unsigned) { return 1.0f; }
+  template <class Reset, class C>
+  static void forwardRow(const C &c, unsigned n, const float *in, const float *__restrict rec,
+                         float *__restrict, float *__restrict u, const float *__restrict prev) {
     for (unsigned j = 0; j < n; ++j)
-      u[j] = Reset::apply(c.beta * u[j] + in[j] + rec[j], prev[j], c.threshold);
+      u[j] = Reset::apply(c.betaAt(j) * u[j] + in[j] + rec[j], prev[j], c.thresholdAt(j));
   }
 };
 using RLeakyAllToAll = RLeakyModel<Recurrence::ALL_TO_ALL>;
@@ -173,13 +192,12 @@ struct Lapicque {
   static constexpr unsigned code = codes::LAPICQUE;
   static constexpr bool synaptic = false, gatesInput = true, scalesInput = true;
   static constexpr Recurrence recurrence = Recurrence::NONE;
-  static float inputGain(const NeuronConstants &c) { return c.alpha; }
-  template <class Reset>
-  static void forwardRow(const NeuronConstants &c, unsigned n, const float *in,
-                         const float *__restrict, float *__restrict, float *__restrict u,
-                         const float *__restrict prev) {
+  template <class C> static float inputGain(const C &c, unsigned j) { return c.alphaAt(j); }
+  template <class Reset, class C>
+  static void forwardRow(const C &c, unsigned n, const float *in, const float *__restrict,
+                         float *__restrict, float *__restrict u, const float *__restrict prev) {
     for (unsigned j = 0; j < n; ++j)
-      u[j] = Reset::apply(c.beta * u[j] + c.alpha * in[j], prev[j], c.threshold);
+      u[j] = Reset::apply(c.betaAt(j) * u[j] + c.alphaAt(j) * in[j], prev[j], c.thresholdAt(j));
   }
 };
 

@@ -96,6 +96,18 @@ struct ShardWiring : Wiring {
     setField(v, "inputMode", layer.inputMode);
     setField(v, "beta", s.beta);
     setField(v, "alpha", neuronConstant(s));
+    setField(v, "perNeuron", unsigned(s.perNeuron()));
+    b.graph->connect(v["betas"], orElse(sh.betas, fIn));
+    b.graph->connect(v["alphas"], orElse(sh.alphas, fIn));
+    b.graph->connect(v["thresholds"], orElse(sh.thresholds, fIn));
+    b.graph->connect(v["clampedBeta"], orElse(sh.clampedBeta, b.dummyOut(FLOAT, tile)));
+  }
+
+  // A learned constant's gradient: per neuron, or the part a layer-wide one sums.
+  Tensor constantGrad(unsigned p) {
+    if (!layer.hasParam(p))
+      return b.dummyOut(FLOAT, tile);
+    return isLayerScalar(s, p) ? sh.gradPart[p] : sh.grad[p];
   }
 
   void direct(ComputeSet csDirect, ComputeSet csDirectGrad) {
@@ -170,7 +182,9 @@ struct ShardWiring : Wiring {
     b.graph->connect(v["recMem"], orElse(sh.recMem, b.dummyOut(FLOAT, tile)));
     b.graph->connect(v["overflow"], sh.overflow);
     b.graph->connect(v["partialIn"], orElse(sh.partialRecv, fIn));
+    b.graph->connect(v["memTrace"], orElse(sh.memTrace, b.dummyOut(FLOAT, tile)));
     setShardFields(v);
+    setField(v, "keepMembrane", unsigned(sh.memTrace.valid()));
     setField(v, "capacity", sh.capacity);
     setField(v, "traceCapacity", sh.traceCapacity);
     setField(v, "spikeCapacity", sh.spikeCapacity);
@@ -223,7 +237,12 @@ struct ShardWiring : Wiring {
     b.graph->connect(v["outIds"], stepMajor && next ? sh.outIds : b.dummyOut(INT, tile));
     b.graph->connect(v["prevIds"], orElse(sh.prevIds, b.dummyOut(INT, tile)));
     b.graph->connect(v["scratch"], sh.bwdScratch);
+    b.graph->connect(v["memTrace"], orElse(sh.memTrace, fIn));
+    b.graph->connect(v["gradBeta"], constantGrad(P_BETA));
+    b.graph->connect(v["gradThreshold"], constantGrad(P_THRESHOLD));
     setShardFields(v);
+    setField(v, "learnBeta", unsigned(s.learnBeta));
+    setField(v, "learnThreshold", unsigned(s.learnThreshold));
     setField(v, "isOutput", unsigned(layer.isOutput));
     setField(v, "publishGrad", unsigned(sh.gradOut.valid()));
     setField(v, "stepsPerCall", layer.a2a || stepMajor ? 1u : T);
@@ -277,6 +296,21 @@ struct ShardWiring : Wiring {
     }
     setEstimate(v, "PushSpikes", pw);
     setEstimate(g, "PushGrads", pw);
+  }
+
+  // A learned constant given once per layer: the sum of every shard's part, on every shard.
+  void reduceConstants(ComputeSet cs) {
+    for (unsigned p : {P_BETA, P_THRESHOLD}) {
+      if (!layer.hasParam(p) || !isLayerScalar(s, p))
+        continue;
+      VertexRef v = b.graph->addVertex(cs, "LayerGradSum");
+      b.graph->connect(v["parts"], sh.gradParts[p]);
+      b.graph->connect(v["total"], sh.grad[p]);
+      b.graph->setTileMapping(v, tile);
+      VertexWork w;
+      w.elements = s.outputs + n;
+      setEstimate(v, "LayerGradSum", w);
+    }
   }
 
   void optimiser(ComputeSet csOptim) {
@@ -416,6 +450,7 @@ CopyList addVertices(GraphBuild &b, ComputeSets &cs) {
   cs.loss = graph.addComputeSet("loss");
   cs.optimiser = graph.addComputeSet("optimiser");
   cs.accumulate = graph.addComputeSet("accumulate_chunk_gradients");
+  cs.reduceConstants = graph.addComputeSet("reduce_constant_gradients");
   for (auto &layer : b.layers) {
     const std::string tag = "layer" + std::to_string(layer.index);
     cs.forward.push_back(graph.addComputeSet(tag + "/forward"));
@@ -434,6 +469,7 @@ CopyList addVertices(GraphBuild &b, ComputeSets &cs) {
       wire.backward(cs.backward.back());
       if (layer.push)
         wire.push(cs.push.back(), cs.pushGrads.back());
+      wire.reduceConstants(cs.reduceConstants);
       wire.optimiser(cs.optimiser);
     }
   }

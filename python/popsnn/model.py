@@ -68,8 +68,7 @@ def resolve_device(device: str) -> str:
 
 
 def _engine_runs(net: Sequential) -> bool:
-    """Whether the engine devices run every layer of `net` (not yet: the Alpha neuron,
-    per-neuron or learned constants)."""
+    """Whether the engine devices run every layer of `net` (not yet: the Alpha neuron)."""
     try:
         _engine_module().check_engine_supports(net)
     except ValueError:
@@ -125,7 +124,7 @@ class Model:
                     f"(not {self.device!r}); use popsnn.Model(net, ..., device='reference')"
                 )
         if device == "auto" and self.device != "reference" and not _engine_runs(net):
-            self.device = "reference"  # Alpha, per-neuron or learned constants: see numerics.md
+            self.device = "reference"  # the Alpha neuron: see numerics.md
         self.dtype = _precision.check_dtype(dtype)
         scaler = _precision.make_scaler(self.dtype, loss_scale)
         if self.dtype == "float16" and self.device != "reference":
