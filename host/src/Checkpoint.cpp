@@ -105,8 +105,7 @@ struct Reader {
       if (!n.is_object() || !n.contains(flag))
         continue;
       ++found;
-      (flag[6] == 'b' ? s.learnBeta : s.learnThreshold) =
-          boolean(n.at(flag), where + " " + flag);
+      (flag[6] == 'b' ? s.learnBeta : s.learnThreshold) = boolean(n.at(flag), where + " " + flag);
     }
     return found;
   }
