@@ -196,7 +196,7 @@ private:
     }
     if (stepMajor)
       publishStepMajor(t);
-    if (t == 0 && learnBeta)
+    if (!C::uniform && t == 0 && learnBeta)
       zeroWhereClamped(&betas[0], &gradBeta[0], numNeurons);
     *step = (*step + 1 == numSteps) ? 0 : *step + 1;
   }
@@ -388,6 +388,7 @@ private:
     if (zeroReset && !Neuron::gatesInput)
       zeroAtSpikes(own, offset, gU);
     const float *__restrict gMem = isOutput ? &lossGradMem[(t * batch + b) * n] : nullptr;
+    const bool learnTheta = !C::uniform && learnThreshold;
     if (!dense) {
       // Only the gradient trace's entries carry surrogate; the rest decays.
       const TraceRow e = traceRow(t, b);
@@ -400,7 +401,7 @@ private:
       for (unsigned k = 0; k < e.size; ++k) {
         const unsigned j = unsigned(e.ids[k]);
         gU[j] += e.vals[k] * eps[j];
-        if (learnThreshold)
+        if (learnTheta)
           gradThreshold[j] -= e.vals[k] * eps[j];
       }
       return;
@@ -412,7 +413,7 @@ private:
     else
       for (unsigned j = 0; j < n; ++j)
         gU[j] = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + c.betaAt(j) * gU[j];
-    if (learnThreshold)
+    if (learnTheta)
       for (unsigned j = 0; j < n; ++j)
         gradThreshold[j] -= sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f;
   }
@@ -421,10 +422,9 @@ private:
   void constantGrads(unsigned t, unsigned b, const float *__restrict gU) {
     if (t == 0) // U[-1] = 0 and R[0] = 0: no terms
       return;
-    const unsigned n = numNeurons;
-    learnedConstantGrads(gU, ownBuffer(t - 1, b), offset, n, zeroReset,
-                         learnBeta ? &memTrace[((t - 1) * batch + b) * n] : nullptr, &scratch[n],
-                         learnBeta ? &gradBeta[0] : nullptr,
+    learnedConstantGrads(gU, ownBuffer(t - 1, b), offset, numNeurons, zeroReset,
+                         learnBeta ? &memTrace[((t - 1) * batch + b) * numNeurons] : nullptr,
+                         &scratch[numNeurons], learnBeta ? &gradBeta[0] : nullptr,
                          learnThreshold && Reset::code == RESET_SUBTRACT ? &gradThreshold[0]
                                                                          : nullptr);
   }
@@ -471,7 +471,7 @@ private:
     float *__restrict gU = &gradMem[b * n];
     spikeGrad(t, b, own, eps);
     membraneGrad(t, b, c, own, eps, gU);
-    if (learnBeta || learnThreshold)
+    if (!C::uniform && (learnBeta || learnThreshold))
       constantGrads(t, b, gU);
     float *__restrict dI = eps; // eps is spent: reuse its storage for dL/dI[t]
     inputGrad(t, b, c, gU, dI);

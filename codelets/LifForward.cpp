@@ -423,7 +423,7 @@ private:
       const unsigned room = spikeRoom(row);
       const unsigned rowCapacity = capacity < room ? capacity : room;
       const unsigned spikes = neuronStep(c, param, ruleValue, in, rec, b, sg, ids, rowCapacity);
-      if (keepMembrane)
+      if (!C::uniform && keepMembrane)
         for (unsigned j = 0; j < n; ++j)
           memTrace[row * n + j] = mem[b * n + j];
       const unsigned stored = spikes < rowCapacity ? spikes : rowCapacity;

@@ -20,6 +20,7 @@ namespace popsnn {
 // value per layer (NeuronConstants, the fast case) or one per neuron (NeuronConstantRows,
 // docs/numerics.md §2), chosen once per vertex call.
 struct NeuronConstants {
+  static constexpr bool uniform = true; // nothing learned: those branches compile away
   float beta;
   float alpha;
   float threshold;
@@ -28,6 +29,7 @@ struct NeuronConstants {
   float thresholdAt(unsigned) const { return threshold; }
 };
 struct NeuronConstantRows {
+  static constexpr bool uniform = false;
   const float *__restrict beta; // clamped to [0, 1] where learned (as snnTorch)
   const float *__restrict alpha;
   const float *__restrict threshold;

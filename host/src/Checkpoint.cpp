@@ -93,6 +93,8 @@ struct Reader {
       scalar = real(v, where + " " + key);
       return;
     }
+    if (v.empty())
+      damaged(where + " " + key + " is an empty list, expected a number or one per neuron");
     values.clear();
     for (std::size_t j = 0; j < v.size(); ++j)
       values.push_back(real(v[j], where + " " + key + "[" + std::to_string(j) + "]"));

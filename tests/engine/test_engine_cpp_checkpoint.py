@@ -150,16 +150,18 @@ def _constants_checkpoint(path: Path) -> tuple:
         popsnn.Synaptic(
             alpha=np.linspace(0.5, 0.7, 10),
             beta=np.linspace(0.7, 0.9, 10),
-            threshold=np.linspace(0.8, 1.1, 10),
+            threshold=np.linspace(0.3, 0.6, 10),
             learn_beta=True,
         ),
         popsnn.Linear(10, 3),
-        popsnn.Leaky(beta=0.85, reset_mechanism="zero", learn_beta=True, learn_threshold=True),
+        popsnn.Leaky(
+            beta=0.85, threshold=0.1, reset_mechanism="zero", learn_beta=True, learn_threshold=True
+        ),
     )
     model = Model(
         net,
         losses.ce_count_loss(),
-        optim.Adam(lr=0.05),
+        optim.Adam(lr=0.005),
         device="cpu",
         num_steps=STEPS,
         batch_size=4,
@@ -184,9 +186,9 @@ def test_the_cpp_reader_carries_per_neuron_and_learned_constants(example, tmp_pa
     got = _native.load_checkpoint(str(path))
     ckpt = checkpoint.load(path)
     hidden, out = got["layers"]
-    np.testing.assert_array_equal(hidden["betas"], np.float32(net[1].beta))
-    np.testing.assert_array_equal(hidden["alphas"], np.float32(net[1].alpha))
-    np.testing.assert_array_equal(hidden["thresholds"], np.float32(net[1].threshold))
+    np.testing.assert_array_equal(hidden["betas"], np.float32(net.pairs[0][1].beta))
+    np.testing.assert_array_equal(hidden["alphas"], np.float32(net.pairs[0][1].alpha))
+    np.testing.assert_array_equal(hidden["thresholds"], np.float32(net.pairs[0][1].threshold))
     assert (hidden["learn_beta"], hidden["learn_threshold"]) == (True, False)
     assert (out["learn_beta"], out["learn_threshold"], out["betas"]) == (True, True, [])
     for mine, theirs in zip(got["params"], ckpt["params"]):
