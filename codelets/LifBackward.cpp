@@ -25,56 +25,59 @@ using namespace popsnn::backward_rows;
 // only the trace it left matters (every entry, or the compressed gradient trace).
 template <class Neuron, class Reset, class Trace> class LifBackward : public Vertex {
 public:
-  InOut<unsigned> step;                // counts 0..T-1; t = T-1-step
-  Input<Vector<float>> lossGradSpikes; // output layer: dL/dS [T, B, n]
-  Input<Vector<float>> lossGradMem;    // output layer: dL/dU [T, B, n] (membrane losses)
+  InOut<unsigned> step;                        // counts 0..T-1; t = T-1-step
+  Vector<Input<Vector<float>>> lossGradSpikes; // output layer: dL/dS [T, B, n]
+  Vector<Input<Vector<float>>> lossGradMem;    // output layer: dL/dU [T, B, n] (membrane losses)
   // dL/dS of this layer comes from the dL/dI of the layers it feeds: their shards' dL/dI
   // ([B, n_k] blocks, one per shard k) and this tile's copy of their weights on its
   // neurons ([n, n_k] blocks), so only the small dL/dI crosses tiles.
-  Input<Vector<float>> nextGrad;    // next layer's dL/dI, blocks [T, B, n_k] ([B, n_k] step-major)
-  Input<Vector<float>> nextWeights; // next layer's W on this shard's neurons, blocks [n, n_k]
+  Vector<Input<Vector<float>>>
+      nextGrad; // next layer's dL/dI, blocks [T, B, n_k] ([B, n_k] step-major)
+  Vector<Input<Vector<float>>>
+      nextWeights; // next layer's W on this shard's neurons, blocks [n, n_k]
   // No sparse rule: nextWeights by downstream neuron [N_next, n]. A sparse rule: by own
   // neuron, rows padded to P = pushWidth(N_next): [n, P] (one dot per gradient-trace entry).
-  InOut<Vector<float>> nextWeightsT;
-  Input<Vector<float>> ownGrad;     // all-to-all: this layer's dL/dI[t+1], blocks [B, n_k]
-  Input<Vector<float>> ownWeights;  // all-to-all: V on this shard's neurons, blocks [n, n_k]
-  InOut<Vector<float>> ownWeightsT; // all-to-all, dense: [N, n]
+  Vector<InOut<Vector<float>>> nextWeightsT;
+  Vector<Input<Vector<float>>> ownGrad;    // all-to-all: this layer's dL/dI[t+1], blocks [B, n_k]
+  Vector<Input<Vector<float>>> ownWeights; // all-to-all: V on this shard's neurons, blocks [n, n_k]
+  Vector<InOut<Vector<float>>> ownWeightsT; // all-to-all, dense: [N, n]
   // DenseTrace: [T, B, n]. CompressedTrace: the gradient trace's masked surrogate values,
   // beside gradEntries (see LifForward).
   Input<Vector<float>> surrogates;
-  Input<Vector<float>> current;   // INPUT_DIRECT: x.W + b [B, n] (recomputing the forward)
-  Input<Vector<int>> gradEntries; // CompressedTrace: the gradient trace's starts and ids
-  Input<Vector<int>> idTrace;     // own buffers of every step: the id trace (VertexEnums.hpp)
-  Input<Vector<int>> inIds;       // INPUT_SPIKE_IDS: as LifForward's
+  Vector<Input<Vector<float>>> current;   // INPUT_DIRECT: x.W + b [B, n] (recomputing the forward)
+  Vector<Input<Vector<int>>> gradEntries; // CompressedTrace: the gradient trace's starts and ids
+  Input<Vector<int>> idTrace;       // own buffers of every step: the id trace (VertexEnums.hpp)
+  Vector<Input<Vector<int>>> inIds; // INPUT_SPIKE_IDS: as LifForward's
 
-  Input<Vector<float>> denseIn; // INPUT_DENSE_STEPS: [T, B, nIn]
+  Vector<Input<Vector<float>>> denseIn; // INPUT_DENSE_STEPS: [T, B, nIn]
   // All-to-all: own layer's buffers, numOwn id traces (layer-major) or [numOwn, B, stride]
   // (step-major: step t-1's).
-  Input<Vector<int>> recIds;
-  Input<Vector<float>> weights;     // [nIn, n]
-  Input<Vector<float>> recWeights;  // all-to-all [N, n]; one-to-one [n]
+  Vector<Input<Vector<int>>> recIds;
+  Vector<Input<Vector<float>>> recWeights; // all-to-all [N, n]; one-to-one [n]
   InOut<Vector<float>> gradMem;     // dL/dU[t+1] carried [B, n], then (Synaptic) dL/dJ[t+1] [B, n]
   InOut<Vector<float>> gradWeights; // [nIn, n]
   InOut<Vector<float>> gradBias;    // [n]
-  InOut<Vector<float>> gradRecWeights; // like recWeights
-  InOut<Vector<float>> gradRecBias;    // [n]
-  InOut<Vector<float>> currentGradSum; // INPUT_DIRECT: sum_t dL/dI [B, n]
-  Output<Vector<float>> gradOut;  // dL/dI [T, B, n] ([B, n] step-major), for the previous layer
-  Output<Vector<float>> gradStep; // all-to-all: dL/dI[t] [B, n], for the recurrence
+  Vector<InOut<Vector<float>>> gradRecWeights; // like recWeights
+  Vector<InOut<Vector<float>>> gradRecBias;    // [n]
+  Vector<InOut<Vector<float>>> currentGradSum; // INPUT_DIRECT: sum_t dL/dI [B, n]
+  Vector<Output<Vector<float>>>
+      gradOut; // dL/dI [T, B, n] ([B, n] step-major), for the previous layer
+  Vector<Output<Vector<float>>> gradStep; // all-to-all: dL/dI[t] [B, n], for the recurrence
   // Step-major: for the next backward step, this shard's buffers of step t-1 (for the layer
   // it feeds) and, all-to-all, of step t-2 (its recurrence). The forward leaves those of
   // steps T-1 and T-2 there for the first backward step.
-  Output<Vector<int>> outIds;   // [B, stride]
-  Output<Vector<int>> prevIds;  // [B, stride]
-  InOut<Vector<float>> scratch; // [2n + P]
-  // perNeuron: as LifForward's (the constants one per neuron, beta clamped into clampedBeta).
-  Input<Vector<float>> betas;
-  Input<Vector<float>> alphas;
-  Input<Vector<float>> thresholds;
-  InOut<Vector<float>> clampedBeta;
-  Input<Vector<float>> memTrace;      // learnBeta: the forward's U [T, B, n]
-  InOut<Vector<float>> gradBeta;      // learnBeta: dL/dbeta per neuron [n], summed over (t, b)
-  InOut<Vector<float>> gradThreshold; // learnThreshold: dL/dthreshold per neuron [n]
+  Vector<Output<Vector<int>>> outIds;  // [B, stride]
+  Vector<Output<Vector<int>>> prevIds; // [B, stride]
+  InOut<Vector<float>> scratch;        // [2n + P]
+  // As LifForward's: the constants per neuron, one edge each or none. A learned beta: the forward's
+  // U [T, B, n] and dL/dbeta [n] summed over (t, b); a learned threshold: dL/dthreshold [n].
+  Vector<Input<Vector<float>>> betas;
+  Vector<Input<Vector<float>>> alphas;
+  Vector<Input<Vector<float>>> thresholds;
+  Vector<InOut<Vector<float>>> clampedBeta;
+  Vector<Input<Vector<float>>> memTrace;
+  Vector<InOut<Vector<float>>> gradBeta;
+  Vector<InOut<Vector<float>>> gradThreshold;
 
   unsigned batch;
   unsigned numNeurons;
@@ -86,18 +89,12 @@ public:
   unsigned stride;
   unsigned offset;
   unsigned inputMode;
-  unsigned isOutput;
-  unsigned publishGrad;  // gradOut is read by another layer or the recurrence
   unsigned stepsPerCall; // T (layer-major schedule) or 1 (all-to-all recurrence, step-major)
   unsigned stepMajor;    // schedule: 0 layer-major, 1 step-major (see the graph builder)
-  unsigned publishIds;   // step-major: write outIds for the layer this one feeds
   unsigned nextShardSize;
   unsigned nextLayerSize;
   unsigned ownShardSize;
   unsigned ownLayerSize;
-  unsigned perNeuron; // the constants one per neuron (the generic path only)
-  unsigned learnBeta;
-  unsigned learnThreshold;
   float beta;
   float alpha; // the neuron's second constant (popsnn::NeuronConstants)
   // The forward's constants, for the kernels that recompute it (LeakyTrace.hpp).
@@ -106,8 +103,9 @@ public:
   float surrogateParam;
 
   bool compute() {
-    if (perNeuron) {
-      const popsnn::NeuronConstantRows c = constantRows();
+    if (betas.size() != 0) { // the constants one per neuron: the generic path only
+      const popsnn::NeuronConstantRows c = popsnn::clampedRows( // as the forward used them
+          &betas[0][0], &alphas[0][0], &thresholds[0][0], &clampedBeta[0][0], numNeurons);
       for (unsigned call = 0; call < stepsPerCall; ++call)
         step1(numSteps - 1 - *step, c);
       return true;
@@ -130,10 +128,13 @@ private:
   static constexpr bool leaky = std::is_same<Neuron, popsnn::Leaky>::value;
   static constexpr bool zeroReset = Reset::code == RESET_ZERO;
   static constexpr bool dense = !Trace::sparse; // every entry carries gradient
-
-  popsnn::NeuronConstantRows constantRows() { // as the forward used them
-    return popsnn::clampedRows(&betas[0], &alphas[0], &thresholds[0], &clampedBeta[0], numNeurons);
-  }
+  // The edges only some layers have are lists the host connects with one edge or none
+  // (see LifForward): their presence says what the layer does.
+  bool isOutput() const { return lossGradSpikes.size() != 0; }
+  bool publishesGrad() const { return gradOut.size() != 0; } // read by another layer
+  bool publishesIds() const { return outIds.size() != 0; }   // step-major, feeding a layer
+  bool learnsBeta() const { return gradBeta.size() != 0; }
+  bool learnsThreshold() const { return gradThreshold.size() != 0; }
 
 #ifdef POPSNN_LEAK_TRACE
   // A dense Leaky shard on direct current that feeds another layer, all steps in this call:
@@ -141,7 +142,7 @@ private:
   // decides by the same rule and writes no surrogate trace). The direct input's weight
   // gradient is DirectWeightGrad's; a Leaky neuron has no recurrent weights.
   bool wholeTrace() const {
-    return leakTraceApplies(inputMode, dense ? RULE_NONE : RULE_WINDOW, surrogate, isOutput != 0,
+    return leakTraceApplies(inputMode, dense ? RULE_NONE : RULE_WINDOW, surrogate, isOutput() != 0,
                             stepsPerCall, numSteps, stepMajor != 0);
   }
   void leakyTrace() {
@@ -157,7 +158,7 @@ private:
     start();
     const LeakVectors c(beta, threshold, surrogateParam);
     const bool oneShard = nextShardSize >= nextLayerSize; // its rows are whole: no gather
-    const float *grads = &nextGrad[0];
+    const float *grads = &nextGrad[0][0];
     float *g = &scratch[2 * n];
     for (unsigned b = 0; b < batch; ++b) {
       auto gradRow = [&](unsigned t) -> const float * {
@@ -166,10 +167,10 @@ private:
         gatherNextGrad(grads, g, K, nextShardSize, t * batch + b, T * batch);
         return g;
       };
-      const BackwardRows rows{&nextWeightsT[0], n, K, publishGrad ? &gradOut[b * n] : nullptr,
-                              batch * n};
-      leakBackwardSample<Reset::code, SURROGATE>(c, T, &current[b * n], gradRow, rows,
-                                                 &gradMem[b * n], &currentGradSum[b * n],
+      const BackwardRows rows{&nextWeightsT[0][0], n, K,
+                              publishesGrad() ? &gradOut[0][b * n] : nullptr, batch * n};
+      leakBackwardSample<Reset::code, SURROGATE>(c, T, &current[0][b * n], gradRow, rows,
+                                                 &gradMem[b * n], &currentGradSum[0][b * n],
                                                  &gradBias[0]);
     }
   }
@@ -196,20 +197,20 @@ private:
     }
     if (stepMajor)
       publishStepMajor(t);
-    if (!C::uniform && t == 0 && learnBeta)
-      zeroWhereClamped(&betas[0], &gradBeta[0], numNeurons);
+    if (!C::uniform && t == 0 && learnsBeta())
+      zeroWhereClamped(&betas[0][0], &gradBeta[0][0], numNeurons);
     *step = (*step + 1 == numSteps) ? 0 : *step + 1;
   }
 
   // The first backward step (t = T-1): fan-out copies rearranged, carries and sums zeroed.
   void start() {
     const unsigned n = numNeurons, bn = batch * n;
-    if (!isOutput && dense)
-      transposeFanout(&nextWeights[0], n, nextShardSize, nextLayerSize, &nextWeightsT[0]);
-    else if (!isOutput)
-      blocksToRows(&nextWeights[0], n, nextShardSize, nextLayerSize, &nextWeightsT[0]);
+    if (!isOutput() && dense)
+      transposeFanout(&nextWeights[0][0], n, nextShardSize, nextLayerSize, &nextWeightsT[0][0]);
+    else if (!isOutput())
+      blocksToRows(&nextWeights[0][0], n, nextShardSize, nextLayerSize, &nextWeightsT[0][0]);
     if (recurrence == popsnn::Recurrence::ALL_TO_ALL && dense)
-      transposeFanout(&ownWeights[0], n, ownShardSize, ownLayerSize, &ownWeightsT[0]);
+      transposeFanout(&ownWeights[0][0], n, ownShardSize, ownLayerSize, &ownWeightsT[0][0]);
     for (unsigned k = 0; k < gradMem.size(); ++k)
       gradMem[k] = 0.0f;
     // DirectWeightGrad writes it whole; a partial-current input's is the previous
@@ -220,20 +221,17 @@ private:
     for (unsigned k = 0; k < n; ++k)
       gradBias[k] = 0.0f;
     if (recurrence != popsnn::Recurrence::NONE) {
-      for (unsigned k = 0; k < gradRecWeights.size(); ++k)
-        gradRecWeights[k] = 0.0f;
-      for (unsigned k = 0; k < gradRecBias.size(); ++k)
-        gradRecBias[k] = 0.0f;
+      for (unsigned k = 0; k < gradRecWeights[0].size(); ++k)
+        gradRecWeights[0][k] = 0.0f;
+      for (unsigned k = 0; k < gradRecBias[0].size(); ++k)
+        gradRecBias[0][k] = 0.0f;
     }
     if (inputMode == INPUT_DIRECT)
       for (unsigned k = 0; k < bn; ++k)
-        currentGradSum[k] = 0.0f;
-    if (learnBeta)
-      for (unsigned k = 0; k < n; ++k)
-        gradBeta[k] = 0.0f;
-    if (learnThreshold)
-      for (unsigned k = 0; k < n; ++k)
-        gradThreshold[k] = 0.0f;
+        currentGradSum[0][k] = 0.0f;
+    for (auto *learned : {&gradBeta, &gradThreshold}) // one edge or none
+      for (unsigned k = 0; learned->size() != 0 && k < n; ++k)
+        (*learned)[0][k] = 0.0f;
   }
 
   // The gradient trace's entries of (t, b): [first, last) of its ids and values.
@@ -243,9 +241,9 @@ private:
     unsigned size;
   };
   TraceRow traceRow(unsigned t, unsigned b) const {
-    const int *starts = &gradEntries[0];
+    const int *starts = &gradEntries[0][0];
     const unsigned row = t * batch + b, first = unsigned(starts[row]);
-    return {&gradEntries[traceStarts(numSteps, batch) + first], &surrogates[first],
+    return {&gradEntries[0][traceStarts(numSteps, batch) + first], &surrogates[first],
             unsigned(starts[row + 1]) - first};
   }
 
@@ -255,20 +253,20 @@ private:
   // Source shard s's spike buffer of (t, b): this step's (step-major) or in its id trace.
   const int *inBuffer(unsigned s, unsigned t, unsigned b) const {
     if (stepMajor)
-      return &inIds[(s * batch + b) * inStride];
-    return traceRowOf(&inIds[s * (inIds.size() / numSrc)], t * batch + b);
+      return &inIds[0][(s * batch + b) * inStride];
+    return traceRowOf(&inIds[0][s * (inIds[0].size() / numSrc)], t * batch + b);
   }
 
   unsigned nextRow(unsigned t, unsigned b) const { return stepMajor ? b : t * batch + b; }
   unsigned nextRowsPerBlock() const { return stepMajor ? batch : numSteps * batch; }
   float *gradOutRow(unsigned t, unsigned b) {
-    return &gradOut[((stepMajor ? 0 : t * batch) + b) * numNeurons];
+    return &gradOut[0][((stepMajor ? 0 : t * batch) + b) * numNeurons];
   }
 
   // A Leaky shard that feeds another layer: the fused pass (no rule, where the CPU has
   // one) or the sparse-rule pass; else nullptr (generic() then).
   const float *leakyFeedingPath(unsigned t, unsigned b, float beta, const int *own) {
-    if (isOutput)
+    if (isOutput())
       return nullptr;
     if (!dense)
       return leakySparse(t, b, beta, own);
@@ -286,13 +284,13 @@ private:
     float *__restrict gU = &gradMem[b * n];
     // dL/dI of the next layer's neurons at (t, b), contiguous, from its shards' blocks.
     float *__restrict g = &scratch[2 * n];
-    gatherNextGrad(&nextGrad[0], g, nextLayerSize, nextShardSize, nextRow(t, b),
+    gatherNextGrad(&nextGrad[0][0], g, nextLayerSize, nextShardSize, nextRow(t, b),
                    nextRowsPerBlock());
     if (zeroReset) // as in generic(): a spike at t cuts the leak path
       zeroAtSpikes(own, offset, gU);
-    leakBackwardRow(g, nextLayerSize, &nextWeightsT[0], n, &surrogates[(t * batch + b) * n], beta,
-                    gU, inputMode == INPUT_DIRECT ? &currentGradSum[b * n] : nullptr,
-                    publishGrad ? gradOutRow(t, b) : nullptr, &gradBias[0]);
+    leakBackwardRow(g, nextLayerSize, &nextWeightsT[0][0], n, &surrogates[(t * batch + b) * n],
+                    beta, gU, inputMode == INPUT_DIRECT ? &currentGradSum[0][b * n] : nullptr,
+                    publishesGrad() ? gradOutRow(t, b) : nullptr, &gradBias[0]);
     return gU;
   }
 #endif
@@ -327,14 +325,14 @@ private:
       gU[j] = beta * gU[j];
     const TraceRow e = traceRow(t, b);
     if (e.size) // the next layer's dL/dI row: read only if an entry is in the rule
-      gatherNextGrad(&nextGrad[0], g, nextLayerSize, nextShardSize, nextRow(t, b),
+      gatherNextGrad(&nextGrad[0][0], g, nextLayerSize, nextShardSize, nextRow(t, b),
                      nextRowsPerBlock());
     for (unsigned k = 0; k < e.size; ++k) {
       const unsigned j = unsigned(e.ids[k]);
-      gU[j] += e.vals[k] * dotPadded(&nextWeightsT[j * P], g, P);
+      gU[j] += e.vals[k] * dotPadded(&nextWeightsT[0][j * P], g, P);
     }
-    publishCarry(gU, n, publishGrad ? gradOutRow(t, b) : nullptr, &gradBias[0],
-                 inputMode == INPUT_DIRECT ? &currentGradSum[b * n] : nullptr);
+    publishCarry(gU, n, publishesGrad() ? gradOutRow(t, b) : nullptr, &gradBias[0],
+                 inputMode == INPUT_DIRECT ? &currentGradSum[0][b * n] : nullptr);
     return gU;
   }
 
@@ -342,8 +340,8 @@ private:
   void spikeGrad(unsigned t, unsigned b, const int *own, float *__restrict eps) {
     const unsigned n = numNeurons;
     const TraceRow e = dense ? TraceRow{nullptr, nullptr, 0} : traceRow(t, b);
-    if (isOutput) {
-      copyTo(eps, &lossGradSpikes[(t * batch + b) * n], n);
+    if (isOutput()) {
+      copyTo(eps, &lossGradSpikes[0][(t * batch + b) * n], n);
     } else if (!dense) {
       // One dot per gradient-trace entry: its padded row of W_next with this (step,
       // sample)'s dL/dI_next, gathered padded from the downstream shards' blocks.
@@ -351,28 +349,29 @@ private:
         eps[j] = 0.0f;
       const unsigned P = pushWidth(nextLayerSize);
       float *__restrict g = &scratch[2 * n];
-      gatherNextGrad(&nextGrad[0], g, nextLayerSize, nextShardSize, nextRow(t, b),
+      gatherNextGrad(&nextGrad[0][0], g, nextLayerSize, nextShardSize, nextRow(t, b),
                      nextRowsPerBlock());
       for (unsigned k = 0; k < e.size; ++k) {
         const unsigned j = unsigned(e.ids[k]);
-        eps[j] += dotPadded(&nextWeightsT[j * P], g, P);
+        eps[j] += dotPadded(&nextWeightsT[0][j * P], g, P);
       }
     } else {
       for (unsigned j = 0; j < n; ++j)
         eps[j] = 0.0f;
-      fromFanoutDense(eps, n, &nextWeightsT[0], &nextGrad[0], nextShardSize, nextLayerSize,
+      fromFanoutDense(eps, n, &nextWeightsT[0][0], &nextGrad[0][0], nextShardSize, nextLayerSize,
                       nextRow(t, b), nextRowsPerBlock());
     }
     if (recurrence == popsnn::Recurrence::ALL_TO_ALL && t + 1 < numSteps) {
       if (dense)
-        fromFanoutDense(eps, n, &ownWeightsT[0], &ownGrad[0], ownShardSize, ownLayerSize, b, batch);
+        fromFanoutDense(eps, n, &ownWeightsT[0][0], &ownGrad[0][0], ownShardSize, ownLayerSize, b,
+                        batch);
       else
-        fromFanoutSparse(eps, n, e.ids, e.size, &ownWeights[0], &ownGrad[0], ownShardSize,
+        fromFanoutSparse(eps, n, e.ids, e.size, &ownWeights[0][0], &ownGrad[0][0], ownShardSize,
                          ownLayerSize, b, batch);
     } else if (recurrence == popsnn::Recurrence::ONE_TO_ONE) {
       const float *__restrict gU = &gradMem[b * n];
       for (unsigned j = 0; j < n; ++j)
-        eps[j] += recWeights[j] * gU[j];
+        eps[j] += recWeights[0][j] * gU[j];
     }
   }
 
@@ -387,8 +386,7 @@ private:
     // (Where it gates the whole update, the carry is gated after: see inputGrad.)
     if (zeroReset && !Neuron::gatesInput)
       zeroAtSpikes(own, offset, gU);
-    const float *__restrict gMem = isOutput ? &lossGradMem[(t * batch + b) * n] : nullptr;
-    const bool learnTheta = !C::uniform && learnThreshold;
+    const float *__restrict gMem = isOutput() ? &lossGradMem[0][(t * batch + b) * n] : nullptr;
     if (!dense) {
       // Only the gradient trace's entries carry surrogate; the rest decays.
       const TraceRow e = traceRow(t, b);
@@ -401,8 +399,8 @@ private:
       for (unsigned k = 0; k < e.size; ++k) {
         const unsigned j = unsigned(e.ids[k]);
         gU[j] += e.vals[k] * eps[j];
-        if (learnTheta)
-          gradThreshold[j] -= e.vals[k] * eps[j];
+        if (!C::uniform && learnsThreshold())
+          gradThreshold[0][j] -= e.vals[k] * eps[j];
       }
       return;
     }
@@ -413,9 +411,9 @@ private:
     else
       for (unsigned j = 0; j < n; ++j)
         gU[j] = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + c.betaAt(j) * gU[j];
-    if (learnTheta)
+    if (!C::uniform && learnsThreshold())
       for (unsigned j = 0; j < n; ++j)
-        gradThreshold[j] -= sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f;
+        gradThreshold[0][j] -= sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f;
   }
 
   // A learned constant's terms beside the surrogate's (learnedConstantGrads).
@@ -423,10 +421,10 @@ private:
     if (t == 0) // U[-1] = 0 and R[0] = 0: no terms
       return;
     learnedConstantGrads(gU, ownBuffer(t - 1, b), offset, numNeurons, zeroReset,
-                         learnBeta ? &memTrace[((t - 1) * batch + b) * numNeurons] : nullptr,
-                         &scratch[numNeurons], learnBeta ? &gradBeta[0] : nullptr,
-                         learnThreshold && Reset::code == RESET_SUBTRACT ? &gradThreshold[0]
-                                                                         : nullptr);
+                         learnsBeta() ? &memTrace[0][((t - 1) * batch + b) * numNeurons] : nullptr,
+                         &scratch[numNeurons], learnsBeta() ? &gradBeta[0][0] : nullptr,
+                         learnsThreshold() && Reset::code == RESET_SUBTRACT ? &gradThreshold[0][0]
+                                                                            : nullptr);
   }
 
   // dL/dI[t] from dL/dU[t] (gU) into dI, through the model's input path.
@@ -471,17 +469,17 @@ private:
     float *__restrict gU = &gradMem[b * n];
     spikeGrad(t, b, own, eps);
     membraneGrad(t, b, c, own, eps, gU);
-    if (!C::uniform && (learnBeta || learnThreshold))
+    if (!C::uniform && (learnsBeta() || learnsThreshold()))
       constantGrads(t, b, gU);
     float *__restrict dI = eps; // eps is spent: reuse its storage for dL/dI[t]
     inputGrad(t, b, c, gU, dI);
-    if (publishGrad)
+    if (publishesGrad())
       copyTo(gradOutRow(t, b), dI, n);
     if (recurrence == popsnn::Recurrence::ALL_TO_ALL)
-      copyTo(&gradStep[b * n], dI, n);
+      copyTo(&gradStep[0][b * n], dI, n);
     addTo(&gradBias[0], dI, n);
     if (inputMode == INPUT_DIRECT)
-      addTo(&currentGradSum[b * n], dI, n);
+      addTo(&currentGradSum[0][b * n], dI, n);
     return dI;
   }
 
@@ -489,11 +487,12 @@ private:
   void weightGrads(unsigned t, unsigned b, const float *__restrict dI) {
     const unsigned n = numNeurons;
     if (inputMode == INPUT_DENSE_STEPS) {
-      forEachNonzero(&denseIn[(t * batch + b) * numInputs], numInputs, [&](unsigned i, float xi) {
-        float *__restrict row = &gradWeights[i * n];
-        for (unsigned j = 0; j < n; ++j)
-          row[j] += xi * dI[j];
-      });
+      forEachNonzero(&denseIn[0][(t * batch + b) * numInputs], numInputs,
+                     [&](unsigned i, float xi) {
+                       float *__restrict row = &gradWeights[i * n];
+                       for (unsigned j = 0; j < n; ++j)
+                         row[j] += xi * dI[j];
+                     });
     } else if (inputMode == INPUT_SPIKE_IDS) {
       for (unsigned s = 0; s < numSrc; ++s)
         addAtSpikeRows(inBuffer(s, t, b), dI, n, &gradWeights[0]);
@@ -504,27 +503,28 @@ private:
   void recurrentGrads(unsigned t, unsigned b, const float *__restrict dI) {
     const unsigned n = numNeurons;
     if (recurrence == popsnn::Recurrence::ALL_TO_ALL) {
-      addTo(&gradRecBias[0], dI, n);
+      addTo(&gradRecBias[0][0], dI, n);
       if (t > 0)
         for (unsigned o = 0; o < numOwn; ++o)
-          addAtSpikeRows(stepMajor ? &recIds[(o * batch + b) * stride]
-                                   : traceRowOf(&recIds[o * idTrace.size()], (t - 1) * batch + b),
-                         dI, n, &gradRecWeights[0]);
+          addAtSpikeRows(stepMajor
+                             ? &recIds[0][(o * batch + b) * stride]
+                             : traceRowOf(&recIds[0][o * idTrace.size()], (t - 1) * batch + b),
+                         dI, n, &gradRecWeights[0][0]);
     } else if (recurrence == popsnn::Recurrence::ONE_TO_ONE && t > 0) {
       const int *prevOwn = ownBuffer(t - 1, b);
       for (int k = 0; k < prevOwn[0]; ++k) {
         const unsigned j = unsigned(prevOwn[BUFFER_HEADER + k]) - offset;
-        gradRecWeights[j] += dI[j];
+        gradRecWeights[0][j] += dI[j];
       }
     }
   }
 
   void publishStepMajor(unsigned t) {
     for (unsigned b = 0; b < batch; ++b) {
-      if (publishIds)
-        copyBuffer(t >= 1 ? ownBuffer(t - 1, b) : nullptr, &outIds[b * stride]);
+      if (publishesIds())
+        copyBuffer(t >= 1 ? ownBuffer(t - 1, b) : nullptr, &outIds[0][b * stride]);
       if (recurrence == popsnn::Recurrence::ALL_TO_ALL)
-        copyBuffer(t >= 2 ? ownBuffer(t - 2, b) : nullptr, &prevIds[b * stride]);
+        copyBuffer(t >= 2 ? ownBuffer(t - 2, b) : nullptr, &prevIds[0][b * stride]);
     }
   }
 };

@@ -206,43 +206,46 @@ public:
   InOut<unsigned> step; // device-side step counter, wraps at numSteps
   // INPUT_DIRECT: x.W + b [B, n]. INPUT_PARTIAL_CURRENT: this step's sum of the partial
   // blocks [B, n] (written here, without the bias).
-  InOut<Vector<float>> current;
-  Input<Vector<float>> denseIn; // INPUT_DENSE_STEPS: [T, B, nIn]
+  Vector<InOut<Vector<float>>> current;
+  Vector<Input<Vector<float>>> denseIn; // INPUT_DENSE_STEPS: [T, B, nIn]
   // INPUT_SPIKE_IDS: the previous layer's buffers, numSrc id traces one after the other
   // (layer-major schedule: see VertexEnums.hpp) or [numSrc, B, inStride] (step-major: this
   // step's).
-  Input<Vector<int>> inIds;
-  Input<Vector<float>> weights; // [nIn, n]
-  Input<Vector<float>> bias;    // [n]
-  Input<Vector<int>>
-      recIds; // RLEAKY_ALL_TO_ALL: own layer's buffers of step t-1 [numOwn, B, stride]
-  Input<Vector<float>> recWeights; // all-to-all: [N, n]; one-to-one: [n]
-  Input<Vector<float>> recBias;    // all-to-all: [n]
-  InOut<Vector<float>> mem;        // the neuron's state: U [B, n], then (Synaptic) J [B, n]
-  InOut<Vector<float>> prevSpikes; // S[t-1] [B, n]
-  InOut<Vector<float>> scratch;    // [3n]
+  Vector<Input<Vector<int>>> inIds;
+  Vector<Input<Vector<float>>> weights; // [nIn, n]
+  Vector<Input<Vector<float>>> bias;    // [n]
+  // RLEAKY_ALL_TO_ALL: own layer's buffers of step t-1 [numOwn, B, stride].
+  Vector<Input<Vector<int>>> recIds;
+  Vector<Input<Vector<float>>> recWeights; // all-to-all: [N, n]; one-to-one: [n]
+  Vector<Input<Vector<float>>> recBias;    // all-to-all: [n]
+  InOut<Vector<float>> mem;                // the neuron's state: U [B, n], then (Synaptic) J [B, n]
+  InOut<Vector<float>> prevSpikes;         // S[t-1] [B, n]
+  InOut<Vector<float>> scratch;            // [3n]
   // The masked surrogate dS/dU kept for the backward, laid out by the rule's trace. No sparse
   // rule: every entry, surrogates [T, B, n]. A sparse rule: the gradient trace, only the
   // entries whose masked surrogate is non-zero, compressed over (step, sample): gradEntries
   // [traceStarts(T, B) starts, then traceCapacity local neuron ids] beside their values,
   // surrogates [traceCapacity] (VertexEnums.hpp).
   InOut<Vector<float>> surrogates;
-  InOut<Vector<int>> gradEntries;
-  InOut<Vector<int>> idTrace;     // own buffers of every step: the id trace (VertexEnums.hpp)
-  Output<Vector<int>> outIds;     // own buffers of this step [B, stride], when exchanged per step
-  Output<Vector<int>> prevIds;    // step-major all-to-all: step t-1's, for the first backward step
-  InOut<Vector<float>> recSpikes; // output layer: S [T, B, n]
-  InOut<Vector<float>> recMem;    // output layer: U [T, B, n]
-  InOut<Vector<unsigned>> overflow; // [OVERFLOW_FIELDS]
+  Vector<InOut<Vector<int>>> gradEntries;
+  InOut<Vector<int>> idTrace; // own buffers of every step: the id trace (VertexEnums.hpp)
+  Vector<Output<Vector<int>>>
+      outIds; // own buffers of this step [B, stride], when exchanged per step
+  Vector<Output<Vector<int>>>
+      prevIds; // step-major all-to-all: step t-1's, for the first backward step
+  Vector<InOut<Vector<float>>> recSpikes; // output layer: S [T, B, n]
+  Vector<InOut<Vector<float>>> recMem;    // output layer: U [T, B, n]
+  InOut<Vector<unsigned>> overflow;       // [OVERFLOW_FIELDS]
   // INPUT_PARTIAL_CURRENT: the previous layer's shards' W.S blocks, [numSrc, T, B, n].
-  Input<Vector<float>> partialIn;
-  // perNeuron: the constants one per neuron [n] each (a learned beta or threshold is the
-  // layer's parameter), beta clamped to [0, 1] into clampedBeta [n] as snnTorch uses it.
-  Input<Vector<float>> betas;
-  Input<Vector<float>> alphas;
-  Input<Vector<float>> thresholds;
-  InOut<Vector<float>> clampedBeta;
-  InOut<Vector<float>> memTrace; // keepMembrane (a learned beta): U [T, B, n] for dL/dbeta
+  Vector<Input<Vector<float>>> partialIn;
+  // The constants one per neuron [n] each (a learned beta or threshold is the layer's
+  // parameter), one edge each or none (then the float fields below); beta clamped to [0, 1]
+  // into clampedBeta [n] as snnTorch uses it. memTrace, a learned beta: U [T, B, n].
+  Vector<Input<Vector<float>>> betas;
+  Vector<Input<Vector<float>>> alphas;
+  Vector<Input<Vector<float>>> thresholds;
+  Vector<InOut<Vector<float>>> clampedBeta;
+  Vector<InOut<Vector<float>>> memTrace;
 
   unsigned batch;
   unsigned numNeurons;
@@ -258,12 +261,8 @@ public:
   unsigned spikeCapacity; // spike ids of the id trace, over all steps
   unsigned surrogate;     // codes::Surrogate
   unsigned inputMode;
-  unsigned record;
   unsigned stepsPerCall;
-  unsigned stepMajor;   // schedule: 0 layer-major, 1 step-major (see the graph builder)
-  unsigned publishStep; // write outIds every step
-  unsigned perNeuron;   // the constants come from betas, alphas, thresholds (else the floats)
-  unsigned keepMembrane;
+  unsigned stepMajor; // schedule: 0 layer-major, 1 step-major (see the graph builder)
   float beta;
   float alpha; // the neuron's second constant (popsnn::NeuronConstants)
   float threshold;
@@ -271,7 +270,7 @@ public:
   float ruleValue;
 
   bool compute() {
-    if (perNeuron) { // the generic row loops, reading the constants per neuron
+    if (betas.size() != 0) { // the generic row loops, reading the constants per neuron
       const popsnn::NeuronConstantRows c = constantRows();
       for (unsigned call = 0; call < stepsPerCall; ++call)
         step1(*step, c, surrogateParam, ruleValue);
@@ -296,9 +295,14 @@ public:
 
 private:
   static constexpr popsnn::Recurrence recurrence = Neuron::recurrence;
+  // The edges only some layers have are lists the host connects with one edge or none:
+  // their presence, not a flag, says what the layer does.
+  bool records() const { return recSpikes.size() != 0; }    // the output layer's S and U
+  bool publishesStep() const { return outIds.size() != 0; } // buffers exchanged per step
 
   popsnn::NeuronConstantRows constantRows() {
-    return popsnn::clampedRows(&betas[0], &alphas[0], &thresholds[0], &clampedBeta[0], numNeurons);
+    return popsnn::clampedRows(&betas[0][0], &alphas[0][0], &thresholds[0][0], &clampedBeta[0][0],
+                               numNeurons);
   }
 
 #ifdef POPSNN_LEAK_TRACE
@@ -307,9 +311,9 @@ private:
   // recomputes it). The spike masks are staged in the trace's memory, then appended to the
   // packed id trace in step order, as step1 does.
   bool wholeTrace() const {
-    return leakTraceApplies(inputMode, Rule::code, surrogate, record != 0, stepsPerCall, numSteps,
-                            stepMajor != 0) &&
-           !publishStep;
+    return leakTraceApplies(inputMode, Rule::code, surrogate, records() != 0, stepsPerCall,
+                            numSteps, stepMajor != 0) &&
+           !publishesStep();
   }
   void leakyTrace(const popsnn::NeuronConstants &c) {
     const unsigned n = numNeurons, T = numSteps, vectors = (n + 15) / 16;
@@ -318,7 +322,7 @@ private:
     // [T, B, vectors] masks: 2 bytes per 16 neurons, in the trace's 64.
     unsigned short *masks = reinterpret_cast<unsigned short *>(&surrogates[0]);
     for (unsigned b = 0; b < batch; ++b)
-      leakForwardSample<Reset::code>(v, T, n, &current[b * n], &mem[b * n], &prevSpikes[b * n],
+      leakForwardSample<Reset::code>(v, T, n, &current[0][b * n], &mem[b * n], &prevSpikes[b * n],
                                      masks + b * vectors, batch * vectors);
     for (unsigned row = 0; row < T * batch; ++row) { // row = t * B + b
       int *buf = startBuffer(row);
@@ -351,21 +355,21 @@ private:
     const unsigned n = numNeurons;
     float *acc = &scratch[0];
     if (inputMode == INPUT_DIRECT)
-      return &current[b * n];
+      return &current[0][b * n];
     if (inputMode == INPUT_PARTIAL_CURRENT)
-      inputFromPartials(&current[b * n], &bias[0], n, acc);
+      inputFromPartials(&current[0][b * n], &bias[0][0], n, acc);
     else if (inputMode == INPUT_DENSE_STEPS)
-      inputFromDense(&denseIn[(t * batch + b) * numInputs], numInputs, &weights[0], &bias[0], n,
-                     acc);
+      inputFromDense(&denseIn[0][(t * batch + b) * numInputs], numInputs, &weights[0][0],
+                     &bias[0][0], n, acc);
     else if (stepMajor) // this step's buffers [numSrc, B, inStride]
-      inputFromIds([&](unsigned s) { return &inIds[(s * batch + b) * inStride]; }, numSrc,
-                   &weights[0], &bias[0], n, acc);
+      inputFromIds([&](unsigned s) { return &inIds[0][(s * batch + b) * inStride]; }, numSrc,
+                   &weights[0][0], &bias[0][0], n, acc);
     else // numSrc id traces
       inputFromIds(
           [&](unsigned s) {
-            return traceRowOf(&inIds[s * (inIds.size() / numSrc)], t * batch + b);
+            return traceRowOf(&inIds[0][s * (inIds[0].size() / numSrc)], t * batch + b);
           },
-          numSrc, &weights[0], &bias[0], n, acc);
+          numSrc, &weights[0][0], &bias[0][0], n, acc);
     return acc;
   }
 
@@ -374,11 +378,11 @@ private:
     const unsigned n = numNeurons;
     float *__restrict rec = &scratch[n];
     if (recurrence == popsnn::Recurrence::ALL_TO_ALL)
-      recurrentAllToAll(&recIds[0], numOwn, batch, b, stride, t == 0, &recWeights[0], &recBias[0],
-                        n, rec);
+      recurrentAllToAll(&recIds[0][0], numOwn, batch, b, stride, t == 0, &recWeights[0][0],
+                        &recBias[0][0], n, rec);
     else if (recurrence == popsnn::Recurrence::ONE_TO_ONE)
       for (unsigned j = 0; j < n; ++j)
-        rec[j] = prevSpikes[b * n + j] * recWeights[j];
+        rec[j] = prevSpikes[b * n + j] * recWeights[0][j];
     return rec;
   }
 
@@ -410,7 +414,7 @@ private:
     if (t == 0)
       start();
     if (inputMode == INPUT_PARTIAL_CURRENT)
-      sumPartials(&partialIn[0], numSrc, numSteps, t, batch * n, &current[0]);
+      sumPartials(&partialIn[0][0], numSrc, numSteps, t, batch * n, &current[0][0]);
     constexpr bool sparse = Rule::Trace::sparse;
     for (unsigned b = 0; b < batch; ++b) {
       const float *in = inputOf(t, b);
@@ -423,9 +427,9 @@ private:
       const unsigned room = spikeRoom(row);
       const unsigned rowCapacity = capacity < room ? capacity : room;
       const unsigned spikes = neuronStep(c, param, ruleValue, in, rec, b, sg, ids, rowCapacity);
-      if (!C::uniform && keepMembrane)
+      if (!C::uniform && memTrace.size() != 0)
         for (unsigned j = 0; j < n; ++j)
-          memTrace[row * n + j] = mem[b * n + j];
+          memTrace[0][row * n + j] = mem[b * n + j];
       const unsigned stored = spikes < rowCapacity ? spikes : rowCapacity;
       countOverflow(spikes, capacity, t, &overflow[0]);
       overflow[SPIKES_NEEDED] += spikes;
@@ -454,12 +458,13 @@ private:
 
   // Row (t, b) of the gradient trace: its start, its entries, the next row's start.
   void traceRow(unsigned row, const float *__restrict sg) {
-    int *__restrict starts = &gradEntries[0];
+    int *__restrict starts = &gradEntries[0][0];
     if (row == 0)
       starts[0] = 0;
     const unsigned used = unsigned(starts[row]);
-    const unsigned count = appendTrace(sg, numNeurons, used, traceCapacity,
-                                       &gradEntries[traceStarts(numSteps, batch)], &surrogates[0]);
+    const unsigned count =
+        appendTrace(sg, numNeurons, used, traceCapacity,
+                    &gradEntries[0][traceStarts(numSteps, batch)], &surrogates[0]);
     const unsigned end = used + count;
     starts[row + 1] = int(end < traceCapacity ? end : traceCapacity);
     overflow[TRACE_NEEDED] += count;
@@ -468,14 +473,14 @@ private:
   // What leaves the step: the buffers exchanged per step and the output layer's records.
   void finishSample(unsigned t, unsigned b, const int *buf) {
     const unsigned n = numNeurons;
-    if (publishStep)
-      copyBuffer(buf, &outIds[b * stride]);
+    if (publishesStep())
+      copyBuffer(buf, &outIds[0][b * stride]);
     if (stepMajor && recurrence == popsnn::Recurrence::ALL_TO_ALL)
       copyBuffer(t > 0 ? traceRowOf(&idTrace[0], (t - 1) * batch + b) : nullptr,
-                 &prevIds[b * stride]);
-    if (record) {
-      float *__restrict rs = &recSpikes[(t * batch + b) * n];
-      float *__restrict rm = &recMem[(t * batch + b) * n];
+                 &prevIds[0][b * stride]);
+    if (records()) {
+      float *__restrict rs = &recSpikes[0][(t * batch + b) * n];
+      float *__restrict rm = &recMem[0][(t * batch + b) * n];
       for (unsigned j = 0; j < n; ++j) {
         rs[j] = prevSpikes[b * n + j];
         rm[j] = mem[b * n + j];

@@ -13,9 +13,9 @@ class SgdStep : public Vertex {
 public:
   InOut<Vector<float>> param;
   Input<Vector<float>> grad;
-  InOut<Vector<float>> momentumBuffer; // same size as param when momentum > 0
-  InOut<unsigned> count;               // steps taken (0: the buffer starts as the gradient)
-  Input<float> lr;                     // written by the host (Network::setLearningRate)
+  Vector<InOut<Vector<float>>> momentumBuffer; // with momentum: one edge, as param's size
+  InOut<unsigned> count;                       // steps taken (0: the buffer starts as the gradient)
+  Input<float> lr;                             // written by the host (Network::setLearningRate)
   float momentum;
   float oneMinusDampening; // 1 - dampening, rounded once from double as PyTorch does
   float weightDecay;
@@ -29,7 +29,7 @@ public:
     const bool nesterov = this->nesterov != 0;
     float *__restrict p = &param[0];
     const float *__restrict g0 = &grad[0];
-    float *__restrict buf = momentum != 0.0f ? &momentumBuffer[0] : nullptr;
+    float *__restrict buf = momentum != 0.0f ? &momentumBuffer[0][0] : nullptr;
     const unsigned size = param.size();
     for (unsigned k = 0; k < size; ++k) {
       float g = g0[k];

@@ -1,7 +1,9 @@
 """Sizes a newcomer can read: no file in host/, codelets/ or include/ over ~600 lines, no C++
 function there over ~80 (a brace-matching scan of the source with comments, strings and
-preprocessor lines removed), no module of the Python package over ~600 lines."""
+preprocessor lines removed), no module of the Python package over ~600 lines and no Python
+function there over ~80 (from its first decorator to its last line)."""
 
+import ast
 import re
 from pathlib import Path
 
@@ -157,3 +159,28 @@ def test_no_file_over_600_lines():
         if (n := len(p.read_text().splitlines())) > MAX_FILE_LINES
     ]
     assert not long, "split these files by job:\n" + "\n".join(long)
+
+
+def python_function_lengths(path: Path) -> list:
+    """(lines, name, first line) of every function and method in a Python module."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            found.append((node.end_lineno - first + 1, node.name, first))
+    return found
+
+
+def test_no_python_function_over_80_lines():
+    long = [
+        f"{p.relative_to(ROOT)}:{line} {name} ({lines} lines)"
+        for p in sorted((ROOT / "python/popsnn").rglob("*.py"))
+        for lines, name, line in python_function_lengths(p)
+        if lines > MAX_FUNCTION_LINES
+    ]
+    assert not long, "split these functions:\n" + "\n".join(long)
+
+
+def test_the_python_scan_finds_functions():
+    found = {name for _, name, _ in python_function_lengths(ROOT / "python/popsnn/train.py")}
+    assert {"fit", "evaluate"} <= found

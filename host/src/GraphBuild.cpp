@@ -66,20 +66,6 @@ Tensor GraphBuild::constant(const std::vector<float> &values, unsigned tile,
   return t;
 }
 
-Tensor GraphBuild::dummyIn(const Type &type, unsigned tile) {
-  auto key = std::make_pair(tile, type.toString());
-  auto it = dummies_.find(key);
-  if (it != dummies_.end())
-    return it->second;
-  Tensor t = zeros(type, 1, tile, "unused");
-  dummies_[key] = t;
-  return t;
-}
-
-Tensor GraphBuild::dummyOut(const Type &type, unsigned tile) {
-  return zeros(type, 1, tile, "unused_out" + std::to_string(dummyCount_++));
-}
-
 void GraphBuild::checkMemory(const Target &target) const {
   if (target.getTargetType() == TargetType::CPU) // no memory limit per tile
     return;

@@ -6,7 +6,6 @@
 #include <poplar/Graph.hpp>
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -96,18 +95,11 @@ struct GraphBuild {
                        const std::string &name, int layer = -1);
   poplar::Tensor constant(const std::vector<float> &values, unsigned tile, const std::string &name,
                           int layer);
-  // Unused fields of a general vertex are connected to a 1-element placeholder.
-  poplar::Tensor dummyIn(const poplar::Type &type, unsigned tile);
-  poplar::Tensor dummyOut(const poplar::Type &type, unsigned tile);
 
   std::size_t typeSize(const poplar::Type &type) const;
 
   // Throws NetworkDoesNotFit naming the tile and the layer that takes most of it.
   void checkMemory(const poplar::Target &target) const;
-
-private:
-  std::map<std::pair<unsigned, std::string>, poplar::Tensor> dummies_;
-  unsigned dummyCount_ = 0;
 };
 
 // ShardTensors.cpp: every shard's tensors, and the host-facing ones.

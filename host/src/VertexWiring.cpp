@@ -14,8 +14,6 @@ using namespace poplar;
 
 namespace {
 
-Tensor orElse(const Tensor &t, const Tensor &fallback) { return t.valid() ? t : fallback; }
-
 unsigned neuronCode(const LayerSpec &s) {
   if (s.neuron == NeuronType::Synaptic)
     return codes::SYNAPTIC;
@@ -40,6 +38,13 @@ struct Wiring {
   void setEstimate(VertexRef v, const std::string &name, const VertexWork &w) {
     b.graph->setPerfEstimate(v, estimateCycles(name, w));
   }
+  // A field that only some layers have is a list of edges: the layer's tensor as its one
+  // edge, or no edge where the layer has none (no placeholder tensor).
+  void connectIf(VertexRef v, const char *field, const Tensor &t) {
+    b.graph->setFieldSize(v[field], t.valid() ? 1 : 0);
+    if (t.valid())
+      b.graph->connect(v[field][0], t);
+  }
 };
 
 // One shard's vertices: x.W (direct input), forward, backward, optimiser.
@@ -54,7 +59,6 @@ struct ShardWiring : Wiring {
   const unsigned surrogate, rule, reset; // LayerSpec's enum orders match codes::'s
   const unsigned prevCap, ownCap, tile, n;
   const bool stepMajor;
-  const Tensor fIn, iIn;
   VertexWork work;
 
   ShardWiring(GraphBuild &build, const Layer &ly, Shard &shard)
@@ -65,8 +69,7 @@ struct ShardWiring : Wiring {
         numOwn(ly.shards.size()), surrogate(unsigned(s.surrogate)), rule(unsigned(s.sparseRule)),
         reset(unsigned(s.reset)), prevCap(prev ? prev->stride - codes::BUFFER_HEADER : 0),
         ownCap(ly.stride - codes::BUFFER_HEADER), tile(shard.tile), n(shard.size),
-        stepMajor(build.stepMajor()), fIn(build.dummyIn(FLOAT, shard.tile)),
-        iIn(build.dummyIn(INT, shard.tile)) {
+        stepMajor(build.stepMajor()) {
     work.batch = B;
     work.neurons = n;
     work.inputs = nIn;
@@ -96,17 +99,17 @@ struct ShardWiring : Wiring {
     setField(v, "inputMode", layer.inputMode);
     setField(v, "beta", s.beta);
     setField(v, "alpha", neuronConstant(s));
-    setField(v, "perNeuron", unsigned(s.perNeuron()));
-    b.graph->connect(v["betas"], orElse(sh.betas, fIn));
-    b.graph->connect(v["alphas"], orElse(sh.alphas, fIn));
-    b.graph->connect(v["thresholds"], orElse(sh.thresholds, fIn));
-    b.graph->connect(v["clampedBeta"], orElse(sh.clampedBeta, b.dummyOut(FLOAT, tile)));
+    // Constants one per neuron (LayerSpec::perNeuron): their tensors, else the floats above.
+    connectIf(v, "betas", sh.betas);
+    connectIf(v, "alphas", sh.alphas);
+    connectIf(v, "thresholds", sh.thresholds);
+    connectIf(v, "clampedBeta", sh.clampedBeta);
   }
 
   // A learned constant's gradient: per neuron, or the part a layer-wide one sums.
   Tensor constantGrad(unsigned p) {
     if (!layer.hasParam(p))
-      return b.dummyOut(FLOAT, tile);
+      return Tensor();
     return isLayerScalar(s, p) ? sh.gradPart[p] : sh.grad[p];
   }
 
@@ -161,38 +164,36 @@ struct ShardWiring : Wiring {
 
   void forward(ComputeSet csForward) {
     VertexRef v = b.graph->addVertex(csForward, units::lifForward(neuronCode(s), reset, rule));
+    const bool direct = layer.inputMode == codes::INPUT_DIRECT;
     b.graph->connect(v["step"], sh.stepForward[0]);
-    b.graph->connect(v["current"], orElse(sh.current, b.dummyOut(FLOAT, tile)));
-    b.graph->connect(v["denseIn"], layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : fIn);
-    b.graph->connect(v["inIds"], orElse(sh.inRecv, iIn));
-    b.graph->connect(v["weights"], sh.param[P_WEIGHT]);
-    b.graph->connect(v["bias"], sh.param[P_BIAS]);
-    b.graph->connect(v["recIds"], orElse(sh.recRecv, iIn));
-    b.graph->connect(v["recWeights"], orElse(sh.param[P_REC_WEIGHT], fIn));
-    b.graph->connect(v["recBias"], orElse(sh.param[P_REC_BIAS], fIn));
+    connectIf(v, "current", sh.current);
+    connectIf(v, "denseIn", layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : Tensor());
+    connectIf(v, "inIds", sh.inRecv);
+    connectIf(v, "partialIn", sh.partialRecv);
+    connectIf(v, "weights", direct ? Tensor() : sh.param[P_WEIGHT]); // x.W is DirectCurrent's
+    connectIf(v, "bias", direct ? Tensor() : sh.param[P_BIAS]);
+    connectIf(v, "recIds", sh.recRecv);
+    connectIf(v, "recWeights", sh.param[P_REC_WEIGHT]);
+    connectIf(v, "recBias", sh.param[P_REC_BIAS]);
     b.graph->connect(v["mem"], sh.mem);
     b.graph->connect(v["prevSpikes"], sh.prevSpikes);
     b.graph->connect(v["scratch"], sh.fwdScratch);
     b.graph->connect(v["surrogates"], sh.surrogates);
-    b.graph->connect(v["gradEntries"], orElse(sh.gradEntries, b.dummyOut(INT, tile)));
+    connectIf(v, "gradEntries", sh.gradEntries);
     b.graph->connect(v["idTrace"], sh.idTrace);
-    b.graph->connect(v["outIds"], orElse(sh.outIds, b.dummyOut(INT, tile)));
-    b.graph->connect(v["prevIds"], orElse(sh.prevIds, b.dummyOut(INT, tile)));
-    b.graph->connect(v["recSpikes"], orElse(sh.recSpikes, b.dummyOut(FLOAT, tile)));
-    b.graph->connect(v["recMem"], orElse(sh.recMem, b.dummyOut(FLOAT, tile)));
+    connectIf(v, "outIds", sh.outIds);
+    connectIf(v, "prevIds", sh.prevIds);
+    connectIf(v, "recSpikes", sh.recSpikes);
+    connectIf(v, "recMem", sh.recMem);
     b.graph->connect(v["overflow"], sh.overflow);
-    b.graph->connect(v["partialIn"], orElse(sh.partialRecv, fIn));
-    b.graph->connect(v["memTrace"], orElse(sh.memTrace, b.dummyOut(FLOAT, tile)));
+    connectIf(v, "memTrace", sh.memTrace);
     setShardFields(v);
-    setField(v, "keepMembrane", unsigned(sh.memTrace.valid()));
     setField(v, "capacity", sh.capacity);
     setField(v, "traceCapacity", sh.traceCapacity);
     setField(v, "spikeCapacity", sh.spikeCapacity);
     setField(v, "surrogate", surrogate);
-    setField(v, "record", unsigned(layer.isOutput));
     setField(v, "stepsPerCall", layer.a2a || stepMajor ? 1u : T);
     setField(v, "stepMajor", unsigned(stepMajor));
-    setField(v, "publishStep", unsigned(sh.outIds.valid()));
     setField(v, "threshold", s.threshold);
     setField(v, "surrogateParam", s.surrogateParam);
     setField(v, "ruleValue", s.sparseValue);
@@ -207,47 +208,42 @@ struct ShardWiring : Wiring {
 
   void backward(ComputeSet csBackward) {
     VertexRef v = b.graph->addVertex(csBackward, units::lifBackward(neuronCode(s), reset, rule));
+    const bool direct = layer.inputMode == codes::INPUT_DIRECT;
     b.graph->connect(v["step"], sh.stepBackward[0]);
-    b.graph->connect(v["lossGradSpikes"], orElse(sh.lossGradS, fIn));
-    b.graph->connect(v["lossGradMem"], orElse(sh.lossGradU, fIn));
-    b.graph->connect(v["nextGrad"], orElse(sh.nextGrad, fIn));
-    b.graph->connect(v["nextWeights"], orElse(sh.nextWeights, fIn));
-    b.graph->connect(v["nextWeightsT"], orElse(sh.nextWeightsT, b.dummyOut(FLOAT, tile)));
-    b.graph->connect(v["ownGrad"], orElse(sh.ownGrad, fIn));
-    b.graph->connect(v["ownWeights"], orElse(sh.ownWeights, fIn));
-    b.graph->connect(v["ownWeightsT"], orElse(sh.ownWeightsT, b.dummyOut(FLOAT, tile)));
+    connectIf(v, "lossGradSpikes", sh.lossGradS);
+    connectIf(v, "lossGradMem", sh.lossGradU);
+    connectIf(v, "nextGrad", sh.nextGrad);
+    connectIf(v, "nextWeights", sh.nextWeights);
+    connectIf(v, "nextWeightsT", sh.nextWeightsT);
+    connectIf(v, "ownGrad", sh.ownGrad);
+    connectIf(v, "ownWeights", sh.ownWeights);
+    connectIf(v, "ownWeightsT", sh.ownWeightsT);
     b.graph->connect(v["surrogates"], sh.surrogates);
-    b.graph->connect(v["current"], layer.inputMode == codes::INPUT_DIRECT ? sh.current : fIn);
-    b.graph->connect(v["gradEntries"], orElse(sh.gradEntries, iIn));
+    connectIf(v, "current", direct ? sh.current : Tensor());
+    connectIf(v, "gradEntries", sh.gradEntries);
     b.graph->connect(v["idTrace"], sh.idTrace);
-    b.graph->connect(v["inIds"], orElse(sh.inRecv, iIn));
-    b.graph->connect(v["denseIn"], layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : fIn);
-    b.graph->connect(v["recIds"], orElse(stepMajor ? sh.recRecv : sh.ownTraces, iIn));
-    b.graph->connect(v["weights"], sh.param[P_WEIGHT]);
-    b.graph->connect(v["recWeights"], orElse(sh.param[P_REC_WEIGHT], fIn));
+    connectIf(v, "inIds", sh.inRecv);
+    connectIf(v, "denseIn", layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : Tensor());
+    connectIf(v, "recIds", stepMajor ? sh.recRecv : sh.ownTraces);
+    connectIf(v, "recWeights", sh.param[P_REC_WEIGHT]);
     b.graph->connect(v["gradMem"], sh.gradMem);
     b.graph->connect(v["gradWeights"], sh.grad[P_WEIGHT]);
     b.graph->connect(v["gradBias"], sh.grad[P_BIAS]);
-    b.graph->connect(v["gradRecWeights"], orElse(sh.grad[P_REC_WEIGHT], b.dummyOut(FLOAT, tile)));
-    b.graph->connect(v["gradRecBias"], orElse(sh.grad[P_REC_BIAS], b.dummyOut(FLOAT, tile)));
-    b.graph->connect(v["currentGradSum"], orElse(sh.currentGradSum, b.dummyOut(FLOAT, tile)));
-    b.graph->connect(v["gradOut"], orElse(sh.gradOut, b.dummyOut(FLOAT, tile)));
-    b.graph->connect(v["gradStep"], orElse(sh.gradStep, b.dummyOut(FLOAT, tile)));
+    connectIf(v, "gradRecWeights", sh.grad[P_REC_WEIGHT]);
+    connectIf(v, "gradRecBias", sh.grad[P_REC_BIAS]);
+    connectIf(v, "currentGradSum", sh.currentGradSum);
+    connectIf(v, "gradOut", sh.gradOut);
+    connectIf(v, "gradStep", sh.gradStep);
     // Step-major: the backward re-sends each step's ids (through the forward's buffers).
-    b.graph->connect(v["outIds"], stepMajor && next ? sh.outIds : b.dummyOut(INT, tile));
-    b.graph->connect(v["prevIds"], orElse(sh.prevIds, b.dummyOut(INT, tile)));
+    connectIf(v, "outIds", stepMajor && next ? sh.outIds : Tensor());
+    connectIf(v, "prevIds", sh.prevIds);
     b.graph->connect(v["scratch"], sh.bwdScratch);
-    b.graph->connect(v["memTrace"], orElse(sh.memTrace, fIn));
-    b.graph->connect(v["gradBeta"], constantGrad(P_BETA));
-    b.graph->connect(v["gradThreshold"], constantGrad(P_THRESHOLD));
+    connectIf(v, "memTrace", sh.memTrace);
+    connectIf(v, "gradBeta", constantGrad(P_BETA));
+    connectIf(v, "gradThreshold", constantGrad(P_THRESHOLD));
     setShardFields(v);
-    setField(v, "learnBeta", unsigned(s.learnBeta));
-    setField(v, "learnThreshold", unsigned(s.learnThreshold));
-    setField(v, "isOutput", unsigned(layer.isOutput));
-    setField(v, "publishGrad", unsigned(sh.gradOut.valid()));
     setField(v, "stepsPerCall", layer.a2a || stepMajor ? 1u : T);
     setField(v, "stepMajor", unsigned(stepMajor));
-    setField(v, "publishIds", unsigned(stepMajor && next != nullptr));
     setField(v, "nextShardSize", next ? next->shardSize : 1u);
     setField(v, "nextLayerSize", next ? next->spec.outputs : 0u);
     setField(v, "ownShardSize", layer.shardSize);
@@ -324,7 +320,7 @@ struct ShardWiring : Wiring {
         VertexRef v = b.graph->addVertex(csOptim, "SgdStep");
         b.graph->connect(v["param"], sh.param[p]);
         b.graph->connect(v["grad"], b.chunks() > 1 ? sh.gradTotal[p] : sh.grad[p]);
-        b.graph->connect(v["momentumBuffer"], orElse(sh.opt1[p], b.dummyOut(FLOAT, tile)));
+        connectIf(v, "momentumBuffer", sh.opt1[p]);
         b.graph->connect(v["count"], sh.optCount[p][0]);
         b.graph->connect(v["lr"], b.io.learningRate[tile]);
         setField(v, "momentum", float(o.momentum));

@@ -119,6 +119,141 @@ def _check_fits(net: _layers.Sequential, dataset, num_classes: int):
         )
 
 
+def _prepare_model(config: Config, ranks, train_set, test_set) -> tuple:
+    """The model and the data sets it trains on: the model is built before the data are
+    loaded where their shape is known (a network that does not fit fails in seconds)."""
+    model = None
+    if train_set is None and config.dataset in DATASET_SHAPES:
+        num_inputs, num_classes = DATASET_SHAPES[config.dataset]
+        model = _build_model(config, num_inputs, num_classes, ranks)
+    if train_set is None or test_set is None:
+        train_set, test_set = _data.load_named(config.dataset, config.data, config.num_steps)
+    train_set = train_set.take(config.limit_train)
+    test_set = test_set.take(config.limit_test)
+    num_classes = train_set.num_classes
+    if train_set.num_steps is not None:
+        config.num_steps = train_set.num_steps  # event data sets fix the number of steps
+    shape = (train_set.num_inputs, num_classes * config.population, config.num_steps)
+    if model is None or (model.net.num_inputs, model.net.num_outputs, model.num_steps) != shape:
+        model = _build_model(config, train_set.num_inputs, num_classes, ranks)
+    _check_fits(model.net, train_set, num_classes * config.population)
+    _check_fits(model.net, test_set, num_classes * config.population)
+    return _distributed.data_parallel(model, ranks), train_set, test_set
+
+
+def _new_history() -> dict:
+    keys = ("epoch", "train_loss", "train_accuracy", "test_loss", "test_accuracy")
+    keys += ("train_images_per_s", "activity", "step_loss", "lr")
+    return {key: [] for key in keys}
+
+
+def _progress_bar(total: int, epoch: int, config: Config, progress: bool):
+    from tqdm import tqdm
+
+    # The postfix's img/s counts train-step time only (tqdm's own rate would add data
+    # loading), the same figure as the summary's.
+    return tqdm(
+        total=total,
+        unit="img",
+        desc=f"epoch {epoch}/{config.epochs}",
+        disable=not progress,
+        file=sys.stderr,
+        leave=True,
+        dynamic_ncols=True,
+        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
+        "[{elapsed}<{remaining}{postfix}]",
+    )
+
+
+def _train_epoch(model: Model, train_set, config: Config, rng, bar) -> tuple:
+    """One pass over the training set: (step losses, correct, samples, train-step seconds)."""
+    losses, correct, seen, seconds = [], 0.0, 0, 0.0
+    for x, y in _data.batches(train_set, config.batch_size, shuffle=True, rng=rng):
+        x = _encode(x, config, rng)
+        start = time.perf_counter()
+        loss, out = model.train_step(x, y)
+        seconds += time.perf_counter() - start
+        losses.append(loss)
+        correct += model.accuracy(out, y) * len(y)
+        seen += len(y)
+        bar.update(len(y))
+        bar.set_postfix(
+            {
+                "img/s": f"{seen / seconds:.0f}",
+                "loss": f"{loss:.4f}",
+                "acc": f"{100 * correct / seen:.2f}%",
+            },
+            refresh=False,
+        )
+    bar.close()
+    return losses, correct, seen, seconds
+
+
+def _record_epoch(history: dict, model: Model, epoch: int, lr: float, trained, test, rec):
+    losses, correct, seen, seconds = trained
+    history["epoch"].append(epoch)
+    history["train_loss"].append(float(np.mean(losses)))
+    history["train_accuracy"].append(correct / seen)
+    history["test_loss"].append(test["loss"])
+    history["test_accuracy"].append(test["accuracy"])
+    history["train_images_per_s"].append(seen / seconds)
+    history["activity"].append([float(s.mean()) for s in rec.spikes])
+    history["step_loss"].extend(losses)
+    history["lr"].append(lr)
+    if model.loss_scaler is not None:  # float16: where a resumed run's scale starts
+        history.setdefault("loss_scale", []).append(model.loss_scaler.scale)
+
+
+def _save_checkpoint(out_dir: Path, model: Model, epoch: int, rng, config: Config, history):
+    _checkpoint.save(
+        out_dir / CHECKPOINT_NAME,
+        net=model.net,
+        params=model.get_params(),
+        optimizer_state=model.optimizer_state(),
+        epoch=epoch,
+        rng_state=rng.bit_generator.state,
+        config=config.to_dict(),
+        history=history,
+    )
+
+
+def _summary(model: Model, config: Config, history: dict, sets, throughput, wall) -> dict:
+    train_set, test_set = sets
+    return {
+        "device": model.device,
+        "epochs": len(history["epoch"]),
+        "train_samples": len(train_set),
+        "test_samples": len(test_set),
+        "train_accuracy": history["train_accuracy"][-1] if history["epoch"] else None,
+        "test_accuracy": history["test_accuracy"][-1] if history["epoch"] else None,
+        # Training throughput of this session: forward + backward + update, data loading and
+        # evaluation excluded.
+        "train_images_per_s": throughput,
+        "wall_seconds": wall,
+        "network": _checkpoint.describe_network(model.net).split(" ")[0],
+        "neuron": config.neuron,
+        "dtype": model.dtype,
+        "num_steps": config.num_steps,
+        "batch_size": config.batch_size,
+    }
+
+
+def _report(metrics: dict, config: Config, model, probe_x, test_set, out_dir: Path, profile, log):
+    """Rank 0's ending: metrics.json, the pictures, the summary and profile in the log."""
+    history = metrics["history"]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _write_json(out_dir / METRICS_NAME, metrics)
+    if config.plots and history["epoch"]:
+        _save_plots(model, probe_x, test_set, history, out_dir)
+    log(summary_table(metrics["summary"]))
+    if config.profile and profile is not None:
+        from .profile_report import format_summary
+
+        log(format_summary(profile, config.batch_size, profile["images_per_s"]))
+    written = sorted(p.name for p in out_dir.iterdir() if p.suffix in (".npz", ".json", ".png"))
+    log(f"written to {out_dir}: {', '.join(written)}")
+
+
 def fit(
     config: Config | None = None,
     *,
@@ -134,47 +269,15 @@ def fit(
     kept; training goes on until `config.epochs` epochs in all). `train_set` / `test_set`
     replace the configured data set (any `popsnn.data` data set). Returns the metrics dict
     that is also written to `<output>/metrics.json`."""
-    from tqdm import tqdm
-
     config = Config() if config is None else config.validate()
     ranks = _distributed.world()  # under mpirun: data-parallel; rank 0 alone logs and writes
     if not ranks.is_root:
         log, progress = (lambda *args, **kwargs: None), False
     out_dir = check_output(output if output is not None else config.output)
     wall_start = time.perf_counter()
-
-    model = None
-    if train_set is None and config.dataset in DATASET_SHAPES:
-        # Built before the data are loaded: a network that does not fit fails in seconds.
-        num_inputs, num_classes = DATASET_SHAPES[config.dataset]
-        model = _build_model(config, num_inputs, num_classes, ranks)
-    if train_set is None or test_set is None:
-        train_set, test_set = _data.load_named(config.dataset, config.data, config.num_steps)
-    train_set = train_set.take(config.limit_train)
-    test_set = test_set.take(config.limit_test)
-    num_classes = train_set.num_classes
-    if train_set.num_steps is not None:
-        config.num_steps = train_set.num_steps  # event data sets fix the number of steps
-    shape = (train_set.num_inputs, num_classes * config.population, config.num_steps)
-    if model is None or (model.net.num_inputs, model.net.num_outputs, model.num_steps) != shape:
-        model = _build_model(config, train_set.num_inputs, num_classes, ranks)
-    net = model.net
-    _check_fits(net, train_set, num_classes * config.population)
-    _check_fits(net, test_set, num_classes * config.population)
-    model = _distributed.data_parallel(model, ranks)
+    model, train_set, test_set = _prepare_model(config, ranks, train_set, test_set)
     rng = np.random.default_rng(config.seed)
-    history = {
-        "epoch": [],
-        "train_loss": [],
-        "train_accuracy": [],
-        "test_loss": [],
-        "test_accuracy": [],
-        "train_images_per_s": [],
-        "activity": [],
-        "step_loss": [],
-        "lr": [],
-    }
-    first_epoch = 0
+    history, first_epoch = _new_history(), 0
     if resume is not None:
         first_epoch, history = _resume(model, rng, resume, history)
         log(f"popsnn: resumed from {resume} after epoch {first_epoch}")
@@ -182,64 +285,22 @@ def fit(
 
     probe_x = test_set.inputs(np.arange(min(PROBE_SAMPLES, len(test_set))))
     probe_x = _encode(probe_x, config, np.random.default_rng(config.seed))
-    train_seconds = 0.0
-    trained_samples = 0
-    train_profile = None
+    train_seconds, trained_samples, train_profile = 0.0, 0, None
     for epoch in range(first_epoch + 1, config.epochs + 1):
         # The engines keep the learning rate in device memory: a new rate is a small host
         # write, no recompile. Set every epoch (a resumed run's optimiser state carries the
         # saved run's last rate).
         lr = config.lr_at(epoch)
         model.set_learning_rate(lr)
-        losses, correct, seen, epoch_seconds = [], 0.0, 0, 0.0
-        # The postfix's img/s counts train-step time only (tqdm's own rate would add data
-        # loading), the same figure as the summary's.
-        bar = tqdm(
-            total=len(train_set),
-            unit="img",
-            desc=f"epoch {epoch}/{config.epochs}",
-            disable=not progress,
-            file=sys.stderr,
-            leave=True,
-            dynamic_ncols=True,
-            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
-            "[{elapsed}<{remaining}{postfix}]",
-        )
-        for x, y in _data.batches(train_set, config.batch_size, shuffle=True, rng=rng):
-            x = _encode(x, config, rng)
-            start = time.perf_counter()
-            loss, out = model.train_step(x, y)
-            epoch_seconds += time.perf_counter() - start
-            losses.append(loss)
-            correct += model.accuracy(out, y) * len(y)
-            seen += len(y)
-            bar.update(len(y))
-            bar.set_postfix(
-                {
-                    "img/s": f"{seen / epoch_seconds:.0f}",
-                    "loss": f"{loss:.4f}",
-                    "acc": f"{100 * correct / seen:.2f}%",
-                },
-                refresh=False,
-            )
-        bar.close()
+        bar = _progress_bar(len(train_set), epoch, config, progress)
+        trained = _train_epoch(model, train_set, config, rng, bar)
+        _, correct, seen, epoch_seconds = trained
         if train_profile is None:  # training steps only: evaluation would mix in inference
             train_profile = dict(model.profile(), images_per_s=seen / epoch_seconds)
         train_seconds += epoch_seconds
         trained_samples += seen
         test = evaluate(model, test_set, config)
-        rec = model.record(probe_x)
-        history["epoch"].append(epoch)
-        history["train_loss"].append(float(np.mean(losses)))
-        history["train_accuracy"].append(correct / seen)
-        history["test_loss"].append(test["loss"])
-        history["test_accuracy"].append(test["accuracy"])
-        history["train_images_per_s"].append(seen / epoch_seconds)
-        history["activity"].append([float(s.mean()) for s in rec.spikes])
-        history["step_loss"].extend(losses)
-        history["lr"].append(lr)
-        if model.loss_scaler is not None:  # float16: where a resumed run's scale starts
-            history.setdefault("loss_scale", []).append(model.loss_scaler.scale)
+        _record_epoch(history, model, epoch, lr, trained, test, model.record(probe_x))
         log(
             f"epoch {epoch}: lr {lr:.3g}, train loss {history['train_loss'][-1]:.4f}, "
             f"train accuracy "
@@ -247,56 +308,20 @@ def fit(
             f"{seen / epoch_seconds:.0f} images/s on {model.device}"
         )
         if ranks.is_root:
-            _checkpoint.save(
-                out_dir / CHECKPOINT_NAME,
-                net=net,
-                params=model.get_params(),
-                optimizer_state=model.optimizer_state(),
-                epoch=epoch,
-                rng_state=rng.bit_generator.state,
-                config=config.to_dict(),
-                history=history,
-            )
+            _save_checkpoint(out_dir, model, epoch, rng, config, history)
 
+    throughput = trained_samples / train_seconds if train_seconds else None
     wall = time.perf_counter() - wall_start
-    summary = {
-        "device": model.device,
-        "epochs": len(history["epoch"]),
-        "train_samples": len(train_set),
-        "test_samples": len(test_set),
-        "train_accuracy": history["train_accuracy"][-1] if history["epoch"] else None,
-        "test_accuracy": history["test_accuracy"][-1] if history["epoch"] else None,
-        # Training throughput of this session: forward + backward + update, data loading and
-        # evaluation excluded.
-        "train_images_per_s": trained_samples / train_seconds if train_seconds else None,
-        "wall_seconds": wall,
-        "network": _checkpoint.describe_network(net).split(" ")[0],
-        "neuron": config.neuron,
-        "dtype": model.dtype,
-        "num_steps": config.num_steps,
-        "batch_size": config.batch_size,
-    }
     metrics = {
         "config": config.to_dict(),
-        "summary": summary,
+        "summary": _summary(model, config, history, (train_set, test_set), throughput, wall),
         "history": history,
         # The profile covers the epochs this session ran (one model throughout: the
         # learning rate changes without a rebuild).
         "profile": _jsonable(dict(model.profile(), epochs=[model_since, epoch_label(history)])),
     }
-    if not ranks.is_root:
-        return metrics
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _write_json(out_dir / METRICS_NAME, metrics)
-    if config.plots and history["epoch"]:
-        _save_plots(model, probe_x, test_set, history, out_dir)
-    log(summary_table(summary))
-    if config.profile and train_profile is not None:
-        from .profile_report import format_summary
-
-        log(format_summary(train_profile, config.batch_size, train_profile["images_per_s"]))
-    written = sorted(p.name for p in out_dir.iterdir() if p.suffix in (".npz", ".json", ".png"))
-    log(f"written to {out_dir}: {', '.join(written)}")
+    if ranks.is_root:
+        _report(metrics, config, model, probe_x, test_set, out_dir, train_profile, log)
     return metrics
 
 
