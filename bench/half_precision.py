@@ -1,7 +1,7 @@
 """Half precision against float32 (docs/numerics.md section 8) on Sun et al.'s DSNN (784-1000-10,
 Leaky, B 128, T 25, MNIST), beside Sun et al.'s half-precision experiment.
 
-    python bench/half_precision.py accuracy [--train-steps 100 --test-images 2000]
+    python bench/half_precision.py accuracy [--train-steps 100 --test-images 2000 --seed 0]
     python bench/half_precision.py memory
     python bench/half_precision.py instructions [--batch 8]
 
@@ -102,6 +102,8 @@ def peak_step_allocation(dtype: str) -> int:
 
 
 def run_accuracy(args) -> dict:
+    """Both dtypes trained from the same seed (same initial weights and minibatches); the
+    rows of earlier seeds in half.json are kept, so seeds can be run one at a time."""
     task = image_task("mnist")
     rows = {}
     for dtype in DTYPES:
@@ -112,8 +114,30 @@ def run_accuracy(args) -> dict:
             row["loss_scale"] = model.loss_scaler.scale
             row["skipped_steps"] = model.loss_scaler.skipped_steps
         rows[dtype] = row
-        print(dtype, row, flush=True)
-    return {"accuracy": {"network": "784-1000-10", "T": T_STEPS, "B": BATCH, **rows}}
+        print(args.seed, dtype, row, flush=True)
+    # Seeds sit beside the saved ones trained and tested alike (one entry per run length).
+    accuracy = _saved().get("accuracy", {})
+    length = f"{args.train_steps} steps, {args.test_images} test images"
+    runs = accuracy.get(length, {}).get("runs", {})
+    runs[str(args.seed)] = rows
+    accuracy.update(network="784-1000-10", T=T_STEPS, B=BATCH)
+    accuracy[length] = {"runs": runs, "summary": accuracy_summary(runs)}
+    return {"accuracy": accuracy}
+
+
+def accuracy_summary(runs: dict) -> dict:
+    """Per dtype over the seeds: mean, smallest and largest test accuracy; and the largest
+    number of steps the loss scaler skipped."""
+    out = {"seeds": sorted(int(s) for s in runs)}
+    for dtype in DTYPES:
+        acc = [r[dtype]["test_accuracy"] for r in runs.values()]
+        out[dtype] = {"mean": float(np.mean(acc)), "min": min(acc), "max": max(acc)}
+    out["float16"]["most_skipped_steps"] = max(r["float16"]["skipped_steps"] for r in runs.values())
+    return out
+
+
+def _saved() -> dict:
+    return json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
 
 
 def run_memory(_args) -> dict:
@@ -161,7 +185,7 @@ def run_instructions(args) -> dict:
             one = _callgrind_instructions(dtype, images, 1)
             two = _callgrind_instructions(dtype, images, 2)
             rows[dtype] = two - one
-        print(dtype, rows[dtype], flush=True)
+            print(dtype, rows[dtype], flush=True)
     return {
         "instructions_per_step": {
             "device": "reference",
@@ -195,7 +219,7 @@ def main(argv=None) -> int:
     result = {"accuracy": run_accuracy, "memory": run_memory, "instructions": run_instructions}[
         args.what
     ](args)
-    saved = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    saved = _saved()
     saved.update(result)
     saved.setdefault("machine", {})[args.what] = machine()
     saved["seed_000"] = SEED_000

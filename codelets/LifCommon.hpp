@@ -101,21 +101,28 @@ inline void sumRows(const int *__restrict ids, unsigned count, unsigned offset,
   }
 }
 
+#ifdef POPSNN_SPARSE_ROWS_AVX512
+// The spike decisions of the first min(rest, 16) neurons: prev[j] = U[j] > threshold (1 or
+// 0), returned as a bit mask.
+inline __mmask16 spikes16(const float *__restrict u, __m512 threshold, float *__restrict prev,
+                          unsigned rest) {
+  const __mmask16 m = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1u);
+  const __mmask16 s =
+      _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, u), threshold, _CMP_GT_OQ);
+  _mm512_mask_storeu_ps(prev, m, _mm512_maskz_mov_ps(s, _mm512_set1_ps(1.0f)));
+  return s;
+}
+#endif
+
 // Spike decisions of up to 32 neurons: prev[j] = U[j] > threshold (1 or 0), and their bit
 // mask (bit j), to visit only the spikes.
 inline unsigned spikeBits(const float *__restrict u, float threshold, float *__restrict prev,
                           unsigned count) {
 #ifdef POPSNN_SPARSE_ROWS_AVX512
-  const __m512 th = _mm512_set1_ps(threshold), one = _mm512_set1_ps(1.0f);
+  const __m512 th = _mm512_set1_ps(threshold);
   unsigned bits = 0;
-  for (unsigned lo = 0; lo < count; lo += 16) {
-    const unsigned rest = count - lo;
-    const __mmask16 m = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1u);
-    const __mmask16 s =
-        _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, u + lo), th, _CMP_GT_OQ);
-    _mm512_mask_storeu_ps(prev + lo, m, _mm512_maskz_mov_ps(s, one));
-    bits |= unsigned(s) << lo;
-  }
+  for (unsigned lo = 0; lo < count; lo += 16)
+    bits |= unsigned(spikes16(u + lo, th, prev + lo, count - lo)) << lo;
   return bits;
 #else
   unsigned bits = 0;
@@ -168,15 +175,11 @@ inline unsigned appendSpikes(const float *__restrict u, float threshold, float *
                              unsigned n, unsigned offset, int *__restrict ids, unsigned needed,
                              unsigned capacity) {
 #ifdef POPSNN_SPARSE_ROWS_AVX512
-  const __m512 th = _mm512_set1_ps(threshold), one = _mm512_set1_ps(1.0f);
+  const __m512 th = _mm512_set1_ps(threshold);
   __m512i lane = firstLanes(offset);
   const __m512i sixteen = _mm512_set1_epi32(16);
   for (unsigned j0 = 0; j0 < n; j0 += 16) {
-    const unsigned rest = n - j0;
-    const __mmask16 m = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1u);
-    const __mmask16 s =
-        _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, u + j0), th, _CMP_GT_OQ);
-    _mm512_mask_storeu_ps(prev + j0, m, _mm512_maskz_mov_ps(s, one));
+    const __mmask16 s = spikes16(u + j0, th, prev + j0, n - j0);
     needed = appendMask16(s, lane, offset + j0, ids, needed, capacity);
     lane = _mm512_add_epi32(lane, sixteen);
   }

@@ -170,7 +170,10 @@ struct ShardWiring : Wiring {
     connectIf(v, "denseIn", layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : Tensor());
     connectIf(v, "inIds", sh.inRecv);
     connectIf(v, "partialIn", sh.partialRecv);
-    connectIf(v, "weights", direct ? Tensor() : sh.param[P_WEIGHT]); // x.W is DirectCurrent's
+    // W.x is DirectCurrent's (direct input) or the previous layer's pushers' (pushed input).
+    const bool weighs =
+        layer.inputMode == codes::INPUT_DENSE_STEPS || layer.inputMode == codes::INPUT_SPIKE_IDS;
+    connectIf(v, "weights", weighs ? sh.param[P_WEIGHT] : Tensor());
     connectIf(v, "bias", direct ? Tensor() : sh.param[P_BIAS]);
     connectIf(v, "recIds", sh.recRecv);
     connectIf(v, "recWeights", sh.param[P_REC_WEIGHT]);

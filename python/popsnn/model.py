@@ -123,9 +123,12 @@ class Model:
                     f"Conv2d / pooling / Flatten layers run on device='reference' only for now "
                     f"(not {self.device!r}); use popsnn.Model(net, ..., device='reference')"
                 )
-        if device == "auto" and self.device != "reference" and not _engine_runs(net):
-            self.device = "reference"  # the Alpha neuron: see numerics.md
         self.dtype = _precision.check_dtype(dtype)
+        if device == "auto" and self.device != "reference":
+            # the Alpha neuron, half storage: the engine does not run them yet
+            # (docs/numerics.md)
+            if self.dtype == "float16" or not _engine_runs(net):
+                self.device = "reference"
         scaler = _precision.make_scaler(self.dtype, loss_scale)
         if self.dtype == "float16" and self.device != "reference":
             raise ValueError(

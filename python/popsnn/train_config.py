@@ -264,7 +264,7 @@ class Config:
                     f"{self.loss_scale!r} with float32; drop it or pass --dtype float16"
                 )
             return {"dtype": dtype}
-        if self.device != "reference":
+        if self.device not in ("auto", "reference"):  # auto picks the reference for half
             raise ConfigError(
                 f"--dtype float16 runs on --device reference only (popsnn's engine stores "
                 f"float32), got device {self.device}; pass --device reference"

@@ -181,3 +181,13 @@ def assert_equals_reference(backend, net, params, loss, x, y, steps):
     np.testing.assert_array_equal(backend.infer(x), rec.spikes[-1])
     assert value == pytest.approx(ref_value, rel=2e-5)
     assert_grads_close(grads, ref_grads)
+
+
+def assert_grown_equals_reference(backend, net, params, loss, x, y, steps):
+    """After an overflow with on_overflow='grow': the buffers grew past 5% and the step's
+    loss and gradients equal the float32 reference's."""
+    value, grads = backend.loss_and_grad(x, y)
+    assert backend.profile()["max_activity"] > 0.05
+    ref_value, ref_grads, _ = reference.loss_and_grad(net, params, x, y, loss, num_steps=steps)
+    assert value == pytest.approx(ref_value, rel=1e-5)
+    assert_grads_close(grads, ref_grads)

@@ -8,6 +8,7 @@ import pytest
 from engine_helpers import (
     assert_equals_reference,
     assert_grads_close,
+    assert_grown_equals_reference,
     big_net,
     labels_for,
     make_input,
@@ -117,12 +118,7 @@ def test_overflow_in_any_chunk_is_an_error_and_nothing_is_updated():
 
 def test_overflow_grow_in_a_chunk_equals_the_masked_reference():
     net, x, y, params, backend = overflow_case(on_overflow="grow")
-    loss = losses.ce_count_loss()
-    value, grads = backend.loss_and_grad(x, y)
-    assert backend.profile()["max_activity"] > 0.05
-    ref_value, ref_grads, _ = reference.loss_and_grad(net, params, x, y, loss, num_steps=STEPS)
-    assert value == pytest.approx(ref_value, rel=1e-5)
-    assert_grads_close(grads, ref_grads)
+    assert_grown_equals_reference(backend, net, params, losses.ce_count_loss(), x, y, STEPS)
 
 
 def test_the_cpu_device_never_chunks():

@@ -129,6 +129,16 @@ def test_alpha_and_learned_constants_in_half_keep_float32_masters():
     assert "\n" not in str(err.value)
 
 
+def test_device_auto_runs_float16_on_the_reference_and_float32_on_the_engine():
+    """The engine stores float32 only (docs/numerics.md section 8): "auto" picks the reference
+    for half, as for the layers the engine does not run; float32 keeps the engine device."""
+    kw = dict(loss=losses.ce_count_loss(), num_steps=T, batch_size=B, device="auto")
+    half = popsnn.Model(_net(), dtype="float16", **kw)
+    assert half.device == "reference" and half.loss_scaler is not None
+    single = popsnn.Model(_net(), **kw)
+    assert single.device == popsnn.model.resolve_device("auto")
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
@@ -163,6 +173,7 @@ def test_config_reads_dtype_and_loss_scale_from_toml_and_checks_them(tmp_path):
     assert (
         make_config(dtype="float16", device="reference").precision_options()["loss_scale"].dynamic
     )
+    assert make_config(dtype="float16").precision_options()["dtype"] == "float16"  # auto
     with pytest.raises(ConfigError, match="--dtype float16 runs on --device reference only"):
         make_config(dtype="float16", device="cpu")
     with pytest.raises(ConfigError, match="loss_scale applies to --dtype float16 only"):
@@ -184,11 +195,12 @@ def test_cli_bad_dtype_is_one_line(tmp_path, args, message):
 
 
 def test_cli_trains_in_half(tmp_path):
+    """Without --device: "auto" picks the reference, the device that stores half."""
     import json
 
     out = tmp_path / "run"
     r = popsnn_cli(
-        "train", "--device", "reference", "--dtype", "float16", "--hidden", "64",
+        "train", "--dtype", "float16", "--hidden", "64",
         "--num-steps", "8", "--epochs", "2", "--limit-train", "1000", "--limit-test", "300",
         "--batch-size", "100", "--lr", "0.002", "--no-plots", "--no-progress",
         "--output", str(out),
@@ -196,6 +208,7 @@ def test_cli_trains_in_half(tmp_path):
     assert r.returncode == 0, r.stderr
     summary = json.loads((out / "metrics.json").read_text())["summary"]
     assert summary["dtype"] == "float16" and summary["test_accuracy"] > 0.3  # chance: 0.1
+    assert summary["device"] == "reference"
     history = json.loads((out / "metrics.json").read_text())["history"]
     assert history["loss_scale"] == [2.0**16, 2.0**16]  # no overflow: the scale held
 

@@ -48,16 +48,6 @@ std::string folderOf(const std::string &path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-bool readFile(const std::string &path, std::string &out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return false;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  out = ss.str();
-  return static_cast<bool>(in) || in.eof();
-}
-
 bool isRegularFile(const std::string &path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
@@ -148,6 +138,16 @@ std::vector<IncludeDirective> includeDirectives(const std::string &text) {
 }
 
 } // namespace
+
+bool readFile(const std::string &path, std::string &out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return false;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  out = ss.str();
+  return static_cast<bool>(in) || in.eof();
+}
 
 std::string sha256Hex(const std::string &data) {
   unsigned char digest[EVP_MAX_MD_SIZE];

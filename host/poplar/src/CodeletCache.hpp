@@ -23,6 +23,9 @@ bool isPrivateFile(const std::string &path, std::string &why);
 // folder and rename(), so readers never see a half-written file.
 void writeFileAtomically(const std::string &path, const std::string &text);
 
+// The whole of the file at `path` into `out`; false if it cannot be read.
+bool readFile(const std::string &path, std::string &out);
+
 // Makes `path` and any missing parents (mode 0700).
 void makePrivateDirs(const std::string &path);
 
