@@ -54,9 +54,10 @@ public:
   // (step-major: step t-1's).
   Vector<Input<Vector<int>>> recIds;
   Vector<Input<Vector<float>>> recWeights; // all-to-all [N, n]; one-to-one [n]
-  InOut<Vector<float>> gradMem;     // dL/dU[t+1] carried [B, n], then (Synaptic) dL/dJ[t+1] [B, n]
-  InOut<Vector<float>> gradWeights; // [nIn, n]
-  InOut<Vector<float>> gradBias;    // [n]
+  // dL/dU[t+1] carried [B, n], then dL/dJ[t+1] (Synaptic) or dL/dE[t], dL/dH[t] (Alpha).
+  InOut<Vector<float>> gradMem;
+  InOut<Vector<float>> gradWeights;            // [nIn, n]
+  InOut<Vector<float>> gradBias;               // [n]
   Vector<InOut<Vector<float>>> gradRecWeights; // like recWeights
   Vector<InOut<Vector<float>>> gradRecBias;    // [n]
   Vector<InOut<Vector<float>>> currentGradSum; // INPUT_DIRECT: sum_t dL/dI [B, n]
@@ -96,7 +97,8 @@ public:
   unsigned ownShardSize;
   unsigned ownLayerSize;
   float beta;
-  float alpha; // the neuron's second constant (popsnn::NeuronConstants)
+  float alpha; // the neuron's other constants (popsnn::NeuronConstants)
+  float gain;
   // The forward's constants, for the kernels that recompute it (LeakyTrace.hpp).
   float threshold;
   unsigned surrogate; // codes::Surrogate
@@ -105,7 +107,7 @@ public:
   bool compute() {
     if (betas.size() != 0) { // the constants one per neuron: the generic path only
       const popsnn::NeuronConstantRows c = popsnn::clampedRows( // as the forward used them
-          &betas[0][0], &alphas[0][0], &thresholds[0][0], &clampedBeta[0][0], numNeurons);
+          &betas[0][0], &alphas[0][0], gain, &thresholds[0][0], &clampedBeta[0][0], numNeurons);
       for (unsigned call = 0; call < stepsPerCall; ++call)
         step1(numSteps - 1 - *step, c);
       return true;
@@ -117,7 +119,7 @@ public:
         return true;
       }
 #endif
-    const popsnn::NeuronConstants c{beta, alpha, 0.0f}; // locals: see LifForward
+    const popsnn::NeuronConstants c{beta, alpha, gain, 0.0f}; // locals: see LifForward
     for (unsigned call = 0; call < stepsPerCall; ++call)
       step1(numSteps - 1 - *step, c);
     return true;
@@ -377,11 +379,13 @@ private:
 
   // dL/dU[t] = surrogate * dL/dS[t] (+ a membrane loss) + leak * dL/dU[t+1], in gU.
   // Entries off the sparse rule have surrogate exactly 0: eps is not computed there. A
-  // learned threshold gets -surrogate * dL/dS[t] here (dS/dthreshold = -dS/dU).
+  // learned threshold gets -surrogate * dL/dS[t] here (dS/dthreshold = -dS/dU). Alpha's U is
+  // no state (E and H carry its past): its leak is 0.
   template <class C>
   void membraneGrad(unsigned t, unsigned b, const C &c, const int *own, const float *__restrict eps,
                     float *__restrict gU) {
     const unsigned n = numNeurons;
+    auto leak = [&](unsigned j) { return Neuron::twoCurrents ? 0.0f : c.betaAt(j); };
     // A zero reset cuts the leak path of neurons that spiked at t: U[t+1] starts from 0.
     // (Where it gates the whole update, the carry is gated after: see inputGrad.)
     if (zeroReset && !Neuron::gatesInput)
@@ -392,10 +396,10 @@ private:
       const TraceRow e = traceRow(t, b);
       if (gMem)
         for (unsigned j = 0; j < n; ++j)
-          gU[j] = gMem[j] + c.betaAt(j) * gU[j];
+          gU[j] = gMem[j] + leak(j) * gU[j];
       else
         for (unsigned j = 0; j < n; ++j)
-          gU[j] = c.betaAt(j) * gU[j];
+          gU[j] = leak(j) * gU[j];
       for (unsigned k = 0; k < e.size; ++k) {
         const unsigned j = unsigned(e.ids[k]);
         gU[j] += e.vals[k] * eps[j];
@@ -407,10 +411,10 @@ private:
     const float *__restrict sg = &surrogates[(t * batch + b) * n];
     if (gMem)
       for (unsigned j = 0; j < n; ++j)
-        gU[j] = ((sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + gMem[j]) + c.betaAt(j) * gU[j];
+        gU[j] = ((sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + gMem[j]) + leak(j) * gU[j];
     else
       for (unsigned j = 0; j < n; ++j)
-        gU[j] = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + c.betaAt(j) * gU[j];
+        gU[j] = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + leak(j) * gU[j];
     if (!C::uniform && learnsThreshold())
       for (unsigned j = 0; j < n; ++j)
         gradThreshold[0][j] -= sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f;
@@ -432,6 +436,16 @@ private:
   void inputGrad(unsigned t, unsigned b, const C &c, float *__restrict gU, float *__restrict dI) {
     const unsigned n = numNeurons;
     const int *prevOwn = t > 0 ? ownBuffer(t - 1, b) : nullptr;
+    if constexpr (Neuron::twoCurrents) {
+      float *__restrict keep = &scratch[n]; // 1 - R[t]
+      for (unsigned j = 0; j < n; ++j)
+        keep[j] = 1.0f;
+      if (prevOwn)
+        zeroAtSpikes(prevOwn, offset, keep);
+      Neuron::template inputGradRow<Reset>(c, n, gU, keep, &gradMem[(batch + b) * n],
+                                           &gradMem[(2 * batch + b) * n], dI);
+      return;
+    }
     if constexpr (Neuron::synaptic) {
       float *__restrict gJ = &gradMem[(batch + b) * n];
       if (zeroReset) {
@@ -529,38 +543,8 @@ private:
   }
 };
 
-// Every combination of the units (include/popsnn/VertexUnits.hpp names them for the host).
-
-template class LifBackward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::Leaky, popsnn::ResetZero, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Leaky, popsnn::ResetZero, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::Leaky, popsnn::ResetNone, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Leaky, popsnn::ResetNone, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetZero, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetZero, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetNone, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetNone, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::DenseTrace>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::DenseTrace>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::DenseTrace>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::DenseTrace>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::DenseTrace>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::DenseTrace>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetZero, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetZero, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetNone, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetNone, popsnn::CompressedTrace>;
+// Every combination of the units the host can name is instantiated at build time, from
+// include/popsnn/VertexUnits.hpp's table (host/src/VertexInstances.cpp).
 
 // dL/dW = x^T . sum_t dL/dI for direct-current input, once per minibatch, each
 // weight-gradient row written once.

@@ -218,9 +218,10 @@ public:
   Vector<Input<Vector<int>>> recIds;
   Vector<Input<Vector<float>>> recWeights; // all-to-all: [N, n]; one-to-one: [n]
   Vector<Input<Vector<float>>> recBias;    // all-to-all: [n]
-  InOut<Vector<float>> mem;                // the neuron's state: U [B, n], then (Synaptic) J [B, n]
-  InOut<Vector<float>> prevSpikes;         // S[t-1] [B, n]
-  InOut<Vector<float>> scratch;            // [3n]
+  // The neuron's state: U [B, n], then J (Synaptic) or E, H (Alpha) [B, n] each.
+  InOut<Vector<float>> mem;
+  InOut<Vector<float>> prevSpikes; // S[t-1] [B, n]
+  InOut<Vector<float>> scratch;    // [3n]
   // The masked surrogate dS/dU kept for the backward, laid out by the rule's trace. No sparse
   // rule: every entry, surrogates [T, B, n]. A sparse rule: the gradient trace, only the
   // entries whose masked surrogate is non-zero, compressed over (step, sample): gradEntries
@@ -264,7 +265,8 @@ public:
   unsigned stepsPerCall;
   unsigned stepMajor; // schedule: 0 layer-major, 1 step-major (see the graph builder)
   float beta;
-  float alpha; // the neuron's second constant (popsnn::NeuronConstants)
+  float alpha; // the neuron's other constants (popsnn::NeuronConstants)
+  float gain;
   float threshold;
   float surrogateParam;
   float ruleValue;
@@ -278,7 +280,7 @@ public:
     }
     // Float members copied to locals: stores through float pointers could alias them,
     // which would force reloads and block vectorisation.
-    const popsnn::NeuronConstants c{beta, alpha, threshold};
+    const popsnn::NeuronConstants c{beta, alpha, gain, threshold};
 #ifdef POPSNN_LEAK_TRACE
     if constexpr (std::is_same<Neuron, popsnn::Leaky>::value)
       if (wholeTrace()) {
@@ -301,8 +303,8 @@ private:
   bool publishesStep() const { return outIds.size() != 0; } // buffers exchanged per step
 
   popsnn::NeuronConstantRows constantRows() {
-    return popsnn::clampedRows(&betas[0][0], &alphas[0][0], &thresholds[0][0], &clampedBeta[0][0],
-                               numNeurons);
+    return popsnn::clampedRows(&betas[0][0], &alphas[0][0], gain, &thresholds[0][0],
+                               &clampedBeta[0][0], numNeurons);
   }
 
 #ifdef POPSNN_LEAK_TRACE
@@ -393,7 +395,9 @@ private:
     const unsigned n = numNeurons;
     float *__restrict u = &mem[b * n];
     float *__restrict prev = &prevSpikes[b * n];
-    float *__restrict j = Neuron::synaptic ? &mem[(batch + b) * n] : nullptr;
+    // The synaptic states after U: J (Synaptic), or E then H (Alpha).
+    float *__restrict syn = Neuron::states > 1 ? &mem[(batch + b) * n] : nullptr;
+    float *__restrict syn2 = Neuron::states > 2 ? &mem[(2 * batch + b) * n] : nullptr;
 #ifdef POPSNN_FUSED_LEAK_FORWARD
     // Leaky's update, surrogate, rule and spikes in one AVX-512 pass (no exp: not Sigmoid).
     if constexpr (std::is_same<C, popsnn::NeuronConstants>::value)
@@ -402,7 +406,7 @@ private:
                               ruleValue, in, u, prev, sg, offset, ids, 0, capacity);
 #endif
     // The reset R[t] = S[t-1] is decided by the previous step.
-    Neuron::template forwardRow<Reset>(c, n, in, rec, j, u, prev);
+    Neuron::template forwardRow<Reset>(c, n, in, rec, syn, syn2, u, prev);
     surrogateRow<Rule>(surrogate, param, c, ruleValue, u, sg, n);
     // Spikes are rare: decided many neurons at a time into bit masks, whose set bits
     // become ids (see appendSpikes).
@@ -489,49 +493,5 @@ private:
   }
 };
 
-// Every combination of the units (include/popsnn/VertexUnits.hpp names them for the host).
-template class LifForward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::NoRule>;
-template class LifForward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::Window>;
-template class LifForward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::OneSided>;
-template class LifForward<popsnn::Leaky, popsnn::ResetZero, popsnn::NoRule>;
-template class LifForward<popsnn::Leaky, popsnn::ResetZero, popsnn::Window>;
-template class LifForward<popsnn::Leaky, popsnn::ResetZero, popsnn::OneSided>;
-template class LifForward<popsnn::Leaky, popsnn::ResetNone, popsnn::NoRule>;
-template class LifForward<popsnn::Leaky, popsnn::ResetNone, popsnn::Window>;
-template class LifForward<popsnn::Leaky, popsnn::ResetNone, popsnn::OneSided>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::NoRule>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::Window>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::OneSided>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetZero, popsnn::NoRule>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetZero, popsnn::Window>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetZero, popsnn::OneSided>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetNone, popsnn::NoRule>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetNone, popsnn::Window>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetNone, popsnn::OneSided>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::NoRule>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::Window>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::OneSided>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::NoRule>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::Window>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::OneSided>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::NoRule>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::Window>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::OneSided>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::NoRule>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::Window>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::OneSided>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::NoRule>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::Window>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::OneSided>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::NoRule>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::Window>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::OneSided>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::NoRule>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::Window>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::OneSided>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetZero, popsnn::NoRule>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetZero, popsnn::Window>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetZero, popsnn::OneSided>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetNone, popsnn::NoRule>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetNone, popsnn::Window>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetNone, popsnn::OneSided>;
+// Every combination of the units the host can name is instantiated at build time, from
+// include/popsnn/VertexUnits.hpp's table (host/src/VertexInstances.cpp).

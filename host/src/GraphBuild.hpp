@@ -58,6 +58,9 @@ struct Layer : LayerShape {
   std::vector<Shard> shards;
 };
 
+// The layer's neuron model as the vertices name it (codes::Neuron; VertexWiring.cpp).
+unsigned neuronCode(const LayerSpec &s);
+
 // The tensors outside the layers: the batch, labels, loss and output records, and the
 // learning rate (one float per tile, written by the host: a schedule needs no recompile).
 struct HostTensors {

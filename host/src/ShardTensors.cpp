@@ -7,6 +7,7 @@
 
 #include "GraphBuild.hpp"
 #include "popsnn/VertexEnums.hpp"
+#include "popsnn/VertexUnits.hpp"
 
 namespace popsnn {
 
@@ -66,7 +67,7 @@ struct ShardTensorMaker {
       return b.constant(v, tile, name + what, L);
     };
     sh.betas = s.learnBeta ? sh.param[P_BETA] : perNeuron(s.betas, s.beta, "betas");
-    sh.alphas = perNeuron(s.alphas, s.neuron == NeuronType::Lapicque ? s.gain : s.alpha, "alphas");
+    sh.alphas = perNeuron(s.alphas, s.alpha, "alphas"); // a gain stays one per layer
     sh.thresholds = s.learnThreshold ? sh.param[P_THRESHOLD]
                                      : perNeuron(s.thresholds, s.threshold, "thresholds");
     sh.clampedBeta = b.zeros(FLOAT, n, tile, name + "clamped_beta", L);
@@ -80,8 +81,8 @@ struct ShardTensorMaker {
   }
 
   void state() {
-    // The neuron's state and its carried gradient: U, then Synaptic's J.
-    const unsigned stateVars = layer.spec.neuron == NeuronType::Synaptic ? 2 : 1;
+    // The neuron's state and its carried gradient: U, then Synaptic's J or Alpha's E and H.
+    const unsigned stateVars = units::STATES[neuronCode(layer.spec)];
     sh.mem = b.zeros(FLOAT, stateVars * B * n, tile, name + "mem", L);
     sh.gradMem = b.zeros(FLOAT, stateVars * B * n, tile, name + "grad_mem", L);
     sh.prevSpikes = b.zeros(FLOAT, B * n, tile, name + "prev_spikes", L);

@@ -12,22 +12,14 @@ namespace popsnn {
 
 using namespace poplar;
 
-namespace {
-
+// A model's code is its NeuronType; RLeaky's recurrence decides its unit.
 unsigned neuronCode(const LayerSpec &s) {
-  if (s.neuron == NeuronType::Synaptic)
-    return codes::SYNAPTIC;
-  if (s.neuron == NeuronType::RLeaky)
-    return s.allToAll ? codes::RLEAKY_ALL_TO_ALL : codes::RLEAKY_ONE_TO_ONE;
-  if (s.neuron == NeuronType::Lapicque)
-    return codes::LAPICQUE;
-  return codes::LEAKY;
+  if (s.neuron == NeuronType::RLeaky && !s.allToAll)
+    return codes::RLEAKY_ONE_TO_ONE;
+  return unsigned(s.neuron);
 }
 
-// The neuron's second constant (codelets/Neurons.hpp): Synaptic's alpha, Lapicque's gain.
-float neuronConstant(const LayerSpec &s) {
-  return s.neuron == NeuronType::Lapicque ? s.gain : s.alpha;
-}
+namespace {
 
 // Vertices of any kind: constant fields and cycle estimates.
 struct Wiring {
@@ -82,6 +74,7 @@ struct ShardWiring : Wiring {
     work.pushOutputs = layer.push ? next->spec.outputs : 0;
     work.activeCandidates = sh.capacity + (layer.a2a ? numOwn * ownCap : 0);
     work.stepsPerCall = layer.a2a || stepMajor ? 1u : T;
+    work.states = units::STATES[neuronCode(s)];
   }
 
   // The shard's geometry and neuron model: the same constants on its forward and
@@ -98,7 +91,8 @@ struct ShardWiring : Wiring {
     setField(v, "offset", sh.first);
     setField(v, "inputMode", layer.inputMode);
     setField(v, "beta", s.beta);
-    setField(v, "alpha", neuronConstant(s));
+    setField(v, "alpha", s.alpha);
+    setField(v, "gain", s.gain);
     // Constants one per neuron (LayerSpec::perNeuron): their tensors, else the floats above.
     connectIf(v, "betas", sh.betas);
     connectIf(v, "alphas", sh.alphas);

@@ -13,6 +13,8 @@
 
 namespace py = pybind11;
 
+void bindConvStage(py::module_ &m); // conv_stage.cpp
+
 namespace {
 
 // The enums' names (popsnn/Names.hpp).
@@ -349,6 +351,7 @@ PYBIND11_MODULE(_native, m) {
   m.def("plan", &planToDict, "The graph builder's plan of a spec (no graph is built).",
         py::arg("spec"), py::arg("tiles"), py::arg("ipu") = false, py::arg("step_major") = false,
         py::arg("spread") = 1u, py::arg("chunks") = 1u);
+  bindConvStage(m);
   m.def("defaults", &defaultsDict, "The C++ spec's defaults (NetworkSpec.hpp) by Python name.");
   m.def("load_checkpoint", &checkpointToDict,
         "A checkpoint read by the C++ API (ValueError if bad).", py::arg("path"));

@@ -7,9 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "popsnn/VertexEnums.hpp"
+
 namespace popsnn {
 
-enum class NeuronType { Leaky, Synaptic, RLeaky, Lapicque };
+// The neuron models of the one table (popsnn/VertexEnums.hpp), valued by their codes.
+#define POPSNN_NEURON_TYPE(code, name, unit, states) name = codes::code,
+enum class NeuronType : unsigned { POPSNN_NEURON_MODELS(POPSNN_NEURON_TYPE) };
+#undef POPSNN_NEURON_TYPE
 enum class ResetMechanism { Subtract, Zero, None };
 enum class SurrogateKind { FastSigmoid, Atan, Sigmoid, StraightThrough };
 // Which (t, b, j) entries carry gradient (docs/numerics.md): all, |U - threshold| < value,
@@ -28,9 +33,10 @@ struct LayerSpec {
   NeuronType neuron = NeuronType::Leaky;
   bool allToAll = true; // RLeaky: V is [N, N] with a bias (true) or one weight per neuron
   float beta = 0.9f;
-  float alpha = 0.8f; // Synaptic
+  float alpha = 0.8f; // Synaptic's and Alpha's second decay
   // Lapicque: U[t] = beta U[t-1] + gain I[t], beta = 1 - dt/(RC) and gain = dt/C
   // (python/popsnn/layers.py derives both from snnTorch's beta, R, C and time_step).
+  // Alpha: tau_alpha, U = gain (E + H) (Alpha.tau_alpha in python/popsnn/layers.py).
   float gain = 1.0f;
   float threshold = 1.0f;
   ResetMechanism reset = ResetMechanism::Subtract;
