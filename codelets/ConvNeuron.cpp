@@ -45,7 +45,9 @@ public:
 
   bool compute() {
     const unsigned n = neurons;
-    const popsnn::NeuronConstants c{beta, 0.0f, threshold};
+    popsnn::NeuronConstants c{};
+    c.beta = beta;
+    c.threshold = threshold;
     float *__restrict u = &state[0];
     float *__restrict prev = &state[n];
     for (unsigned b = 0; b < samples; ++b) {
@@ -53,7 +55,7 @@ public:
         state[j] = 0.0f;
       for (unsigned t = 0; t < steps; ++t) {
         const unsigned row = (b * steps + t) * n;
-        popsnn::Leaky::forwardRow<Reset>(c, n, &current[row], nullptr, nullptr, u, prev);
+        popsnn::Leaky::forwardRow<Reset>(c, n, &current[row], nullptr, nullptr, nullptr, u, prev);
         for (unsigned j = 0; j < n; ++j) {
           membranes[row + j] = u[j];
           prev[j] = u[j] > threshold ? 1.0f : 0.0f;

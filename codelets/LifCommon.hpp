@@ -101,6 +101,46 @@ inline void sumRows(const int *__restrict ids, unsigned count, unsigned offset,
   }
 }
 
+// rows[(id - offset) * P + (0..P)] += g[0..P) for every id, rows padded to a multiple of
+// PUSH_CHUNK (16). A spike costs one row update: for the narrow rows of a readout (P 16 or
+// 32) g stays in registers, so each update is a load, an add and a store, with no loop over
+// chunks (GCC reloaded g for every id: rows and g may alias for all it knows).
+template <unsigned CHUNKS>
+inline void addToRowsOf(const int *__restrict ids, unsigned count, unsigned offset,
+                        const float *__restrict g, float *__restrict rows) {
+#ifdef POPSNN_FLOATS16
+  Floats16 gv[CHUNKS];
+  for (unsigned c = 0; c < CHUNKS; ++c)
+    gv[c] = loadFloats16(g + 16 * c);
+  for (unsigned k = 0; k < count; ++k) {
+    float *__restrict r = rows + (unsigned(ids[k]) - offset) * (16 * CHUNKS);
+    for (unsigned c = 0; c < CHUNKS; ++c) {
+      Floats16 v = loadFloats16(r + 16 * c);
+      v += gv[c];
+      storeFloats16(r + 16 * c, v);
+    }
+  }
+#else
+  for (unsigned k = 0; k < count; ++k) {
+    float *__restrict r = rows + (unsigned(ids[k]) - offset) * (16 * CHUNKS);
+    for (unsigned c = 0; c < 16 * CHUNKS; ++c)
+      r[c] += g[c];
+  }
+#endif
+}
+inline void addToRows(const int *__restrict ids, unsigned count, unsigned offset,
+                      const float *__restrict g, float *__restrict rows, unsigned P) {
+  if (P == 16)
+    return addToRowsOf<1>(ids, count, offset, g, rows);
+  if (P == 32)
+    return addToRowsOf<2>(ids, count, offset, g, rows);
+  for (unsigned k = 0; k < count; ++k) {
+    float *__restrict r = rows + (unsigned(ids[k]) - offset) * P;
+    for (unsigned c = 0; c < P; ++c)
+      r[c] += g[c];
+  }
+}
+
 #ifdef POPSNN_SPARSE_ROWS_AVX512
 // The spike decisions of the first min(rest, 16) neurons: prev[j] = U[j] > threshold (1 or
 // 0), returned as a bit mask.
