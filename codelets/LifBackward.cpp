@@ -70,6 +70,15 @@ public:
   Vector<Output<Vector<int>>> outIds;  // [B, stride]
   Vector<Output<Vector<int>>> prevIds; // [B, stride]
   InOut<Vector<float>> scratch;        // [2n + P]
+  // As LifForward's: the constants per neuron, one edge each or none. A learned beta: the forward's
+  // U [T, B, n] and dL/dbeta [n] summed over (t, b); a learned threshold: dL/dthreshold [n].
+  Vector<Input<Vector<float>>> betas;
+  Vector<Input<Vector<float>>> alphas;
+  Vector<Input<Vector<float>>> thresholds;
+  Vector<InOut<Vector<float>>> clampedBeta;
+  Vector<Input<Vector<float>>> memTrace;
+  Vector<InOut<Vector<float>>> gradBeta;
+  Vector<InOut<Vector<float>>> gradThreshold;
 
   unsigned batch;
   unsigned numNeurons;
@@ -96,6 +105,13 @@ public:
   float surrogateParam;
 
   bool compute() {
+    if (betas.size() != 0) { // the constants one per neuron: the generic path only
+      const popsnn::NeuronConstantRows c = popsnn::clampedRows( // as the forward used them
+          &betas[0][0], &alphas[0][0], gain, &thresholds[0][0], &clampedBeta[0][0], numNeurons);
+      for (unsigned call = 0; call < stepsPerCall; ++call)
+        step1(numSteps - 1 - *step, c);
+      return true;
+    }
 #ifdef POPSNN_LEAK_TRACE
     if constexpr (leaky)
       if (wholeTrace()) {
@@ -103,8 +119,9 @@ public:
         return true;
       }
 #endif
+    const popsnn::NeuronConstants c{beta, alpha, gain, 0.0f}; // locals: see LifForward
     for (unsigned call = 0; call < stepsPerCall; ++call)
-      step1(numSteps - 1 - *step);
+      step1(numSteps - 1 - *step, c);
     return true;
   }
 
@@ -118,6 +135,8 @@ private:
   bool isOutput() const { return lossGradSpikes.size() != 0; }
   bool publishesGrad() const { return gradOut.size() != 0; } // read by another layer
   bool publishesIds() const { return outIds.size() != 0; }   // step-major, feeding a layer
+  bool learnsBeta() const { return gradBeta.size() != 0; }
+  bool learnsThreshold() const { return gradThreshold.size() != 0; }
 
 #ifdef POPSNN_LEAK_TRACE
   // A dense Leaky shard on direct current that feeds another layer, all steps in this call:
@@ -159,9 +178,7 @@ private:
   }
 #endif
 
-  void step1(unsigned t) {
-    // Float members copied to locals (see LifForward).
-    const popsnn::NeuronConstants c{beta, alpha, gain, 0.0f};
+  template <class C> void step1(unsigned t, const C &c) {
     if (t + 1 == numSteps)
       start();
     for (unsigned b = 0; b < batch; ++b) {
@@ -173,7 +190,7 @@ private:
         prefetchSample(t, b + 4, ownBuffer(t, b + 4));
 #endif
       const float *dI = nullptr;
-      if constexpr (leaky)
+      if constexpr (leaky && std::is_same<C, popsnn::NeuronConstants>::value)
         dI = leakyFeedingPath(t, b, c.beta, own);
       if (!dI)
         dI = generic(t, b, c, own);
@@ -182,6 +199,8 @@ private:
     }
     if (stepMajor)
       publishStepMajor(t);
+    if (!C::uniform && t == 0 && learnsBeta())
+      zeroWhereClamped(&betas[0][0], &gradBeta[0][0], numNeurons);
     *step = (*step + 1 == numSteps) ? 0 : *step + 1;
   }
 
@@ -212,6 +231,9 @@ private:
     if (inputMode == INPUT_DIRECT)
       for (unsigned k = 0; k < bn; ++k)
         currentGradSum[0][k] = 0.0f;
+    for (auto *learned : {&gradBeta, &gradThreshold}) // one edge or none
+      for (unsigned k = 0; learned->size() != 0 && k < n; ++k)
+        (*learned)[0][k] = 0.0f;
   }
 
   // The gradient trace's entries of (t, b): [first, last) of its ids and values.
@@ -356,12 +378,14 @@ private:
   }
 
   // dL/dU[t] = surrogate * dL/dS[t] (+ a membrane loss) + leak * dL/dU[t+1], in gU.
-  // Entries off the sparse rule have surrogate exactly 0: eps is not computed there.
-  // Alpha's U is no state (E and H carry its past): its leak is 0.
-  void membraneGrad(unsigned t, unsigned b, float decay, const int *own,
-                    const float *__restrict eps, float *__restrict gU) {
+  // Entries off the sparse rule have surrogate exactly 0: eps is not computed there. A
+  // learned threshold gets -surrogate * dL/dS[t] here (dS/dthreshold = -dS/dU). Alpha's U is
+  // no state (E and H carry its past): its leak is 0.
+  template <class C>
+  void membraneGrad(unsigned t, unsigned b, const C &c, const int *own, const float *__restrict eps,
+                    float *__restrict gU) {
     const unsigned n = numNeurons;
-    const float beta = Neuron::twoCurrents ? 0.0f : decay;
+    auto leak = [&](unsigned j) { return Neuron::twoCurrents ? 0.0f : c.betaAt(j); };
     // A zero reset cuts the leak path of neurons that spiked at t: U[t+1] starts from 0.
     // (Where it gates the whole update, the carry is gated after: see inputGrad.)
     if (zeroReset && !Neuron::gatesInput)
@@ -372,28 +396,44 @@ private:
       const TraceRow e = traceRow(t, b);
       if (gMem)
         for (unsigned j = 0; j < n; ++j)
-          gU[j] = gMem[j] + beta * gU[j];
+          gU[j] = gMem[j] + leak(j) * gU[j];
       else
         for (unsigned j = 0; j < n; ++j)
-          gU[j] = beta * gU[j];
+          gU[j] = leak(j) * gU[j];
       for (unsigned k = 0; k < e.size; ++k) {
         const unsigned j = unsigned(e.ids[k]);
         gU[j] += e.vals[k] * eps[j];
+        if (!C::uniform && learnsThreshold())
+          gradThreshold[0][j] -= e.vals[k] * eps[j];
       }
       return;
     }
     const float *__restrict sg = &surrogates[(t * batch + b) * n];
     if (gMem)
       for (unsigned j = 0; j < n; ++j)
-        gU[j] = ((sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + gMem[j]) + beta * gU[j];
+        gU[j] = ((sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + gMem[j]) + leak(j) * gU[j];
     else
       for (unsigned j = 0; j < n; ++j)
-        gU[j] = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + beta * gU[j];
+        gU[j] = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + leak(j) * gU[j];
+    if (!C::uniform && learnsThreshold())
+      for (unsigned j = 0; j < n; ++j)
+        gradThreshold[0][j] -= sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f;
+  }
+
+  // A learned constant's terms beside the surrogate's (learnedConstantGrads).
+  void constantGrads(unsigned t, unsigned b, const float *__restrict gU) {
+    if (t == 0) // U[-1] = 0 and R[0] = 0: no terms
+      return;
+    learnedConstantGrads(gU, ownBuffer(t - 1, b), offset, numNeurons, zeroReset,
+                         learnsBeta() ? &memTrace[0][((t - 1) * batch + b) * numNeurons] : nullptr,
+                         &scratch[numNeurons], learnsBeta() ? &gradBeta[0][0] : nullptr,
+                         learnsThreshold() && Reset::code == RESET_SUBTRACT ? &gradThreshold[0][0]
+                                                                            : nullptr);
   }
 
   // dL/dI[t] from dL/dU[t] (gU) into dI, through the model's input path.
-  void inputGrad(unsigned t, unsigned b, const popsnn::NeuronConstants &c, float *__restrict gU,
-                 float *__restrict dI) {
+  template <class C>
+  void inputGrad(unsigned t, unsigned b, const C &c, float *__restrict gU, float *__restrict dI) {
     const unsigned n = numNeurons;
     const int *prevOwn = t > 0 ? ownBuffer(t - 1, b) : nullptr;
     if constexpr (Neuron::twoCurrents) {
@@ -416,10 +456,10 @@ private:
         if (prevOwn)
           zeroAtSpikes(prevOwn, offset, keep);
         for (unsigned j = 0; j < n; ++j)
-          gJ[j] = keep[j] * gU[j] + c.alpha * gJ[j];
+          gJ[j] = keep[j] * gU[j] + c.alphaAt(j) * gJ[j];
       } else {
         for (unsigned j = 0; j < n; ++j)
-          gJ[j] = gU[j] + c.alpha * gJ[j];
+          gJ[j] = gU[j] + c.alphaAt(j) * gJ[j];
       }
       copyTo(dI, gJ, n);
       return;
@@ -429,21 +469,22 @@ private:
     if (zeroReset && Neuron::gatesInput && prevOwn)
       zeroAtSpikes(prevOwn, offset, gU);
     if constexpr (Neuron::scalesInput) {
-      const float inputGain = Neuron::inputGain(c);
       for (unsigned j = 0; j < n; ++j)
-        dI[j] = inputGain * gU[j];
+        dI[j] = Neuron::inputGain(c, j) * gU[j];
     } else {
       copyTo(dI, gU, n);
     }
   }
 
   // Every model's path: dL/dS, dL/dU, dL/dI and their sums; returns dL/dI[t].
-  const float *generic(unsigned t, unsigned b, const popsnn::NeuronConstants &c, const int *own) {
+  template <class C> const float *generic(unsigned t, unsigned b, const C &c, const int *own) {
     const unsigned n = numNeurons;
     float *__restrict eps = &scratch[0];
     float *__restrict gU = &gradMem[b * n];
     spikeGrad(t, b, own, eps);
-    membraneGrad(t, b, c.beta, own, eps, gU);
+    membraneGrad(t, b, c, own, eps, gU);
+    if (!C::uniform && (learnsBeta() || learnsThreshold()))
+      constantGrads(t, b, gU);
     float *__restrict dI = eps; // eps is spent: reuse its storage for dL/dI[t]
     inputGrad(t, b, c, gU, dI);
     if (publishesGrad())

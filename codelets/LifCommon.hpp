@@ -232,6 +232,24 @@ inline unsigned appendSpikes(const float *__restrict u, float threshold, float *
 #endif
 }
 
+// appendSpikes with one threshold per neuron (docs/numerics.md §2): prev[j] = U[j] >
+// threshold[j], 32 neurons' decisions at a time into a bit mask.
+inline unsigned appendSpikesPerNeuron(const float *__restrict u, const float *__restrict threshold,
+                                      float *__restrict prev, unsigned n, unsigned offset,
+                                      int *__restrict ids, unsigned needed, unsigned capacity) {
+  for (unsigned j0 = 0; j0 < n; j0 += 32) {
+    const unsigned count = j0 + 32 < n ? 32 : n - j0;
+    unsigned bits = 0;
+    for (unsigned j = 0; j < count; ++j) {
+      const bool spike = u[j0 + j] > threshold[j0 + j];
+      prev[j0 + j] = spike ? 1.0f : 0.0f;
+      bits |= unsigned(spike) << j;
+    }
+    needed = appendBits(bits, offset + j0, ids, needed, capacity);
+  }
+  return needed;
+}
+
 #ifdef POPSNN_SPARSE_ROWS_AVX512
 // One step of a row of Leaky neurons in one pass: the membrane update (as the plain loops
 // compute it, multiply-adds fused the same way), the masked surrogate into sg, and the

@@ -16,13 +16,41 @@ namespace popsnn {
 
 // A layer's neuron constants, as the vertices' fields hold them: `alpha` is Synaptic's and
 // Alpha's second decay, `gain` Lapicque's input gain dt/C and Alpha's tau_alpha; a model
-// ignores those it does not have.
+// ignores those it does not have. The row loops read them through `betaAt(j)` etc., so one
+// loop serves both forms: one value per layer (NeuronConstants, the fast case) or beta, alpha
+// and threshold one per neuron (NeuronConstantRows, docs/numerics.md §2), chosen once per
+// vertex call.
 struct NeuronConstants {
+  static constexpr bool uniform = true; // nothing learned: those branches compile away
   float beta;
   float alpha;
   float gain;
   float threshold;
+  float betaAt(unsigned) const { return beta; }
+  float alphaAt(unsigned) const { return alpha; }
+  float gainAt(unsigned) const { return gain; }
+  float thresholdAt(unsigned) const { return threshold; }
 };
+struct NeuronConstantRows {
+  static constexpr bool uniform = false;
+  const float *__restrict beta; // clamped to [0, 1] where learned (as snnTorch)
+  const float *__restrict alpha;
+  float gain; // one per layer (Lapicque's dt/C, Alpha's tau_alpha)
+  const float *__restrict threshold;
+  float betaAt(unsigned j) const { return beta[j]; }
+  float alphaAt(unsigned j) const { return alpha[j]; }
+  float gainAt(unsigned) const { return gain; }
+  float thresholdAt(unsigned j) const { return threshold[j]; }
+};
+// The rows of a layer's per-neuron constants, beta clamped to [0, 1] into `clamped` as
+// snnTorch uses a learned beta (a constant one already lies there).
+inline NeuronConstantRows clampedRows(const float *beta, const float *alpha, float gain,
+                                      const float *threshold, float *__restrict clamped,
+                                      unsigned n) {
+  for (unsigned j = 0; j < n; ++j)
+    clamped[j] = beta[j] < 0.0f ? 0.0f : (beta[j] > 1.0f ? 1.0f : beta[j]);
+  return {clamped, alpha, gain, threshold};
+}
 
 // ---------------------------------------------------------------------------- resets
 // The reset R = S[t-1] applied to a neuron's update `base` (snnTorch's forms).
@@ -115,7 +143,7 @@ struct OneSided { // U >= theta_grad
 //                 and b_V) or ONE_TO_ONE (V [n])
 //   gatesInput    under the zero reset, (1 - R) multiplies the whole update, input included,
 //                 so dL/dI is gated too (else only the leak path is)
-//   scalesInput   dU[t]/dI[t] is inputGain(c), not 1 (Lapicque)
+//   scalesInput   dU[t]/dI[t] is inputGain(c, j), not 1 (Lapicque)
 enum class Recurrence { NONE, ALL_TO_ALL, ONE_TO_ONE };
 
 // U[t] = beta U[t-1] + I[t] - R[t] threshold (zero reset: beta (1 - R) U[t-1] + I[t]).
@@ -125,16 +153,16 @@ struct Leaky {
   static constexpr bool twoCurrents = false;
   static constexpr unsigned states = 1;
   static constexpr Recurrence recurrence = Recurrence::NONE;
-  static float inputGain(const NeuronConstants &) { return 1.0f; }
-  template <class Reset>
-  static void forwardRow(const NeuronConstants &c, unsigned n, const float *in,
-                         const float *__restrict, float *__restrict, float *__restrict,
-                         float *__restrict u, const float *__restrict prev) {
+  template <class C> static float inputGain(const C &, unsigned) { return 1.0f; }
+  template <class Reset, class C>
+  static void forwardRow(const C &c, unsigned n, const float *in, const float *__restrict,
+                         float *__restrict, float *__restrict, float *__restrict u,
+                         const float *__restrict prev) {
     for (unsigned j = 0; j < n; ++j) {
       if constexpr (Reset::code == codes::RESET_ZERO)
-        u[j] = c.beta * (1.0f - prev[j]) * u[j] + in[j];
+        u[j] = c.betaAt(j) * (1.0f - prev[j]) * u[j] + in[j];
       else
-        u[j] = Reset::apply(c.beta * u[j] + in[j], prev[j], c.threshold);
+        u[j] = Reset::apply(c.betaAt(j) * u[j] + in[j], prev[j], c.thresholdAt(j));
     }
   }
 };
@@ -146,15 +174,15 @@ struct Synaptic {
   static constexpr bool twoCurrents = false;
   static constexpr unsigned states = 2;
   static constexpr Recurrence recurrence = Recurrence::NONE;
-  static float inputGain(const NeuronConstants &) { return 1.0f; }
-  template <class Reset>
-  static void forwardRow(const NeuronConstants &c, unsigned n, const float *in,
-                         const float *__restrict, float *__restrict syn, float *__restrict,
-                         float *__restrict u, const float *__restrict prev) {
+  template <class C> static float inputGain(const C &, unsigned) { return 1.0f; }
+  template <class Reset, class C>
+  static void forwardRow(const C &c, unsigned n, const float *in, const float *__restrict,
+                         float *__restrict syn, float *__restrict, float *__restrict u,
+                         const float *__restrict prev) {
     for (unsigned j = 0; j < n; ++j)
-      syn[j] = c.alpha * syn[j] + in[j];
+      syn[j] = c.alphaAt(j) * syn[j] + in[j];
     for (unsigned j = 0; j < n; ++j)
-      u[j] = Reset::apply(c.beta * u[j] + syn[j], prev[j], c.threshold);
+      u[j] = Reset::apply(c.betaAt(j) * u[j] + syn[j], prev[j], c.thresholdAt(j));
   }
 };
 
@@ -167,13 +195,13 @@ template <Recurrence R> struct RLeakyModel {
   static constexpr bool twoCurrents = false;
   static constexpr unsigned states = 1;
   static constexpr Recurrence recurrence = R;
-  static float inputGain(const NeuronConstants &) { return 1.0f; }
-  template <class Reset>
-  static void forwardRow(const NeuronConstants &c, unsigned n, const float *in,
-                         const float *__restrict rec, float *__restrict, float *__restrict,
-                         float *__restrict u, const float *__restrict prev) {
+  template <class C> static float inputGain(const C &, unsigned) { return 1.0f; }
+  template <class Reset, class C>
+  static void forwardRow(const C &c, unsigned n, const float *in, const float *__restrict rec,
+                         float *__restrict, float *__restrict, float *__restrict u,
+                         const float *__restrict prev) {
     for (unsigned j = 0; j < n; ++j)
-      u[j] = Reset::apply(c.beta * u[j] + in[j] + rec[j], prev[j], c.threshold);
+      u[j] = Reset::apply(c.betaAt(j) * u[j] + in[j] + rec[j], prev[j], c.thresholdAt(j));
   }
 };
 using RLeakyAllToAll = RLeakyModel<Recurrence::ALL_TO_ALL>;
@@ -188,13 +216,13 @@ struct Lapicque {
   static constexpr bool twoCurrents = false;
   static constexpr unsigned states = 1;
   static constexpr Recurrence recurrence = Recurrence::NONE;
-  static float inputGain(const NeuronConstants &c) { return c.gain; }
-  template <class Reset>
-  static void forwardRow(const NeuronConstants &c, unsigned n, const float *in,
-                         const float *__restrict, float *__restrict, float *__restrict,
-                         float *__restrict u, const float *__restrict prev) {
+  template <class C> static float inputGain(const C &c, unsigned j) { return c.gainAt(j); }
+  template <class Reset, class C>
+  static void forwardRow(const C &c, unsigned n, const float *in, const float *__restrict,
+                         float *__restrict, float *__restrict, float *__restrict u,
+                         const float *__restrict prev) {
     for (unsigned j = 0; j < n; ++j)
-      u[j] = Reset::apply(c.beta * u[j] + c.gain * in[j], prev[j], c.threshold);
+      u[j] = Reset::apply(c.betaAt(j) * u[j] + c.gainAt(j) * in[j], prev[j], c.thresholdAt(j));
   }
 };
 
@@ -209,21 +237,21 @@ struct Alpha {
   static constexpr bool twoCurrents = true;
   static constexpr unsigned states = 3;
   static constexpr Recurrence recurrence = Recurrence::NONE;
-  static float inputGain(const NeuronConstants &) { return 1.0f; }
-  template <class Reset>
-  static void forwardRow(const NeuronConstants &c, unsigned n, const float *in,
-                         const float *__restrict, float *__restrict e, float *__restrict h,
-                         float *__restrict u, const float *__restrict prev) {
+  template <class C> static float inputGain(const C &, unsigned) { return 1.0f; }
+  template <class Reset, class C>
+  static void forwardRow(const C &c, unsigned n, const float *in, const float *__restrict,
+                         float *__restrict e, float *__restrict h, float *__restrict u,
+                         const float *__restrict prev) {
     for (unsigned j = 0; j < n; ++j) {
-      const float ePre = c.alpha * e[j] + in[j], hPre = c.beta * h[j] - in[j];
-      const float uPre = c.gain * (ePre + hPre), keep = 1.0f - prev[j];
+      const float ePre = c.alphaAt(j) * e[j] + in[j], hPre = c.betaAt(j) * h[j] - in[j];
+      const float uPre = c.gainAt(j) * (ePre + hPre), keep = 1.0f - prev[j];
       if constexpr (Reset::code == codes::RESET_ZERO) {
         e[j] = keep * ePre;
         u[j] = keep * uPre;
         h[j] = keep * hPre;
       } else if constexpr (Reset::code == codes::RESET_SUBTRACT) {
         u[j] = uPre + prev[j] * h[j];
-        e[j] = ePre - prev[j] * c.threshold;
+        e[j] = ePre - prev[j] * c.thresholdAt(j);
         h[j] = keep * hPre;
       } else {
         e[j] = ePre;
@@ -234,12 +262,12 @@ struct Alpha {
   }
   // One step of the backward from dL/dU[t] (gU, with no carry of its own), keep = 1 - R[t]:
   // gE and gH come in as dL/dE[t] and dL/dH[t] and leave as those of step t-1; dI = dL/dI[t].
-  template <class Reset>
-  static void inputGradRow(const NeuronConstants &c, unsigned n, const float *__restrict gU,
+  template <class Reset, class C>
+  static void inputGradRow(const C &c, unsigned n, const float *__restrict gU,
                            const float *__restrict keep, float *__restrict gE, float *__restrict gH,
                            float *__restrict dI) {
     for (unsigned j = 0; j < n; ++j) {
-      const float fromU = c.gain * gU[j];
+      const float fromU = c.gainAt(j) * gU[j];
       float ePre, hPre;
       if constexpr (Reset::code == codes::RESET_ZERO) {
         ePre = keep[j] * (fromU + gE[j]);
@@ -252,8 +280,8 @@ struct Alpha {
         hPre = fromU + gH[j];
       }
       dI[j] = ePre - hPre;
-      gE[j] = c.alpha * ePre;
-      gH[j] = c.beta * hPre;
+      gE[j] = c.alphaAt(j) * ePre;
+      gH[j] = c.betaAt(j) * hPre;
       // Subtract: U[t] = ... + R[t] H[t-1], so H[t-1] also gets R[t] dL/dU[t].
       if constexpr (Reset::code == codes::RESET_SUBTRACT)
         gH[j] = gH[j] + (1.0f - keep[j]) * gU[j];

@@ -115,6 +115,8 @@ const std::map<std::string, Estimator> &table() {
       {"SumParts", [](const VertexWork &w) { return kVertexOverhead + 2ull * w.elements; }},
       // Two loads, an add and a store per element pair.
       {"AccumulateGrad", [](const VertexWork &w) { return kVertexOverhead + 2ull * w.elements; }},
+      // Sums the layer's N parts, writes the shard's n entries.
+      {"LayerGradSum", [](const VertexWork &w) { return kVertexOverhead + w.elements; }},
   };
   return estimators;
 }

@@ -93,6 +93,18 @@ struct ShardWiring : Wiring {
     setField(v, "beta", s.beta);
     setField(v, "alpha", s.alpha);
     setField(v, "gain", s.gain);
+    // Constants one per neuron (LayerSpec::perNeuron): their tensors, else the floats above.
+    connectIf(v, "betas", sh.betas);
+    connectIf(v, "alphas", sh.alphas);
+    connectIf(v, "thresholds", sh.thresholds);
+    connectIf(v, "clampedBeta", sh.clampedBeta);
+  }
+
+  // A learned constant's gradient: per neuron, or the part a layer-wide one sums.
+  Tensor constantGrad(unsigned p) {
+    if (!layer.hasParam(p))
+      return Tensor();
+    return isLayerScalar(s, p) ? sh.gradPart[p] : sh.grad[p];
   }
 
   void direct(ComputeSet csDirect, ComputeSet csDirectGrad) {
@@ -171,6 +183,7 @@ struct ShardWiring : Wiring {
     connectIf(v, "recSpikes", sh.recSpikes);
     connectIf(v, "recMem", sh.recMem);
     b.graph->connect(v["overflow"], sh.overflow);
+    connectIf(v, "memTrace", sh.memTrace);
     setShardFields(v);
     setField(v, "capacity", sh.capacity);
     setField(v, "traceCapacity", sh.traceCapacity);
@@ -222,6 +235,9 @@ struct ShardWiring : Wiring {
     connectIf(v, "outIds", stepMajor && next ? sh.outIds : Tensor());
     connectIf(v, "prevIds", sh.prevIds);
     b.graph->connect(v["scratch"], sh.bwdScratch);
+    connectIf(v, "memTrace", sh.memTrace);
+    connectIf(v, "gradBeta", constantGrad(P_BETA));
+    connectIf(v, "gradThreshold", constantGrad(P_THRESHOLD));
     setShardFields(v);
     setField(v, "stepsPerCall", layer.a2a || stepMajor ? 1u : T);
     setField(v, "stepMajor", unsigned(stepMajor));
@@ -273,6 +289,21 @@ struct ShardWiring : Wiring {
     }
     setEstimate(v, "PushSpikes", pw);
     setEstimate(g, "PushGrads", pw);
+  }
+
+  // A learned constant given once per layer: the sum of every shard's part, on every shard.
+  void reduceConstants(ComputeSet cs) {
+    for (unsigned p : {P_BETA, P_THRESHOLD}) {
+      if (!layer.hasParam(p) || !isLayerScalar(s, p))
+        continue;
+      VertexRef v = b.graph->addVertex(cs, "LayerGradSum");
+      b.graph->connect(v["parts"], sh.gradParts[p]);
+      b.graph->connect(v["total"], sh.grad[p]);
+      b.graph->setTileMapping(v, tile);
+      VertexWork w;
+      w.elements = s.outputs + n;
+      setEstimate(v, "LayerGradSum", w);
+    }
   }
 
   void optimiser(ComputeSet csOptim) {
@@ -412,6 +443,7 @@ CopyList addVertices(GraphBuild &b, ComputeSets &cs) {
   cs.loss = graph.addComputeSet("loss");
   cs.optimiser = graph.addComputeSet("optimiser");
   cs.accumulate = graph.addComputeSet("accumulate_chunk_gradients");
+  cs.reduceConstants = graph.addComputeSet("reduce_constant_gradients");
   for (auto &layer : b.layers) {
     const std::string tag = "layer" + std::to_string(layer.index);
     cs.forward.push_back(graph.addComputeSet(tag + "/forward"));
@@ -430,6 +462,7 @@ CopyList addVertices(GraphBuild &b, ComputeSets &cs) {
       wire.backward(cs.backward.back());
       if (layer.push)
         wire.push(cs.push.back(), cs.pushGrads.back());
+      wire.reduceConstants(cs.reduceConstants);
       wire.optimiser(cs.optimiser);
     }
   }

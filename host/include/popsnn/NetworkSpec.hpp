@@ -44,6 +44,15 @@ struct LayerSpec {
   float surrogateParam = 2.0f;
   SparseRule sparseRule = SparseRule::None;
   float sparseValue = 0.0f; // b_th (Window) or theta_grad (OneSided)
+  // One value per neuron where given ([outputs] each; empty: the scalar above), and the
+  // constants trained as parameters ("beta", "threshold" in LayerParams: [outputs] where
+  // given per neuron, else one value), docs/numerics.md section 2.
+  std::vector<float> betas, alphas, thresholds;
+  bool learnBeta = false, learnThreshold = false;
+  // The vertices read the constants per neuron (any given per neuron, or learned).
+  bool perNeuron() const {
+    return !betas.empty() || !alphas.empty() || !thresholds.empty() || learnBeta || learnThreshold;
+  }
 };
 
 struct LossSpec {
@@ -113,6 +122,8 @@ struct LayerParams {
   std::vector<float> bias;            // [out] (empty without a bias)
   std::vector<float> recurrentWeight; // RLeaky: [out, out] or [out]
   std::vector<float> recurrentBias;   // RLeaky all-to-all: [out]
+  std::vector<float> beta;            // learn_beta: [out] (one per neuron) or [1]
+  std::vector<float> threshold;       // learn_threshold: likewise
 };
 
 // Optimiser state of one layer, same layout as LayerParams (PyTorch's names:
