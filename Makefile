@@ -7,6 +7,9 @@
 # cross-check.
 #   make data    fetch Fashion-MNIST without root (Debian's dataset-fashion-mnist package,
 #                unpacked into $(DATA_DIR)/fashion-mnist, where popsnn looks for it)
+#   make event-data ARCHIVES="Train.zip Test.zip shd_train.h5.zip shd_test.h5.zip"
+#                check the published N-MNIST / SHD archives (MD5), unpack and validate them
+#                into $(DATA_DIR)/nmnist and $(DATA_DIR)/shd (no registry carries them: docs/data.md)
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -14,7 +17,7 @@ TRAIN_ARGS ?=
 # popsnn.data.user_data_dir(): $POPSNN_DATA, else $XDG_DATA_HOME/popsnn, else ~/.local/share/popsnn
 DATA_DIR ?= $(or $(POPSNN_DATA),$(or $(XDG_DATA_HOME),$(HOME)/.local/share)/popsnn)
 
-.PHONY: setup setup-test train test data clean
+.PHONY: setup setup-test train test data event-data clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +46,10 @@ data:
 	mv $(DATA_DIR)/.deb/root/usr/share/datasets/fashion-mnist $(DATA_DIR)/fashion-mnist
 	rm -rf $(DATA_DIR)/.deb
 	@echo "Fashion-MNIST is in $(DATA_DIR)/fashion-mnist"
+
+event-data: setup
+	@test -n "$(ARCHIVES)" || { echo 'make event-data: name the archives, e.g. ARCHIVES="Train.zip Test.zip shd_train.h5.zip shd_test.h5.zip" (see docs/data.md)'; exit 1; }
+	$(PY) -m popsnn.event_data $(ARCHIVES)
 
 clean:
 	rm -rf build $(VENV)

@@ -17,8 +17,18 @@ from estimates import (
     exp_ipu,
     exp_weak_scaling,
 )
+from sparse_accuracy import ACCURACY, ACCURACY_QUICK, ACCURACY_TINY, exp_sparse_accuracy
 from sparse_bench import SparseCase, run_case
-from sparse_suite import FULL, QUICK, TINY, Size, exp_sparse, exp_sparse_width
+from sparse_suite import (
+    FULL,
+    QUICK,
+    TINY,
+    Size,
+    exp_sparse,
+    exp_sparse_full,
+    exp_sparse_width,
+    two_layer_cases,
+)
 from throughput import (
     INPUTS,
     SEED000_IPU_CSNN_IMAGES_PER_S,
@@ -42,6 +52,9 @@ from throughput import (
 import popsnn
 
 __all__ = [
+    "ACCURACY",
+    "ACCURACY_QUICK",
+    "ACCURACY_TINY",
     "FULL",
     "INPUTS",
     "QUICK",
@@ -69,6 +82,8 @@ __all__ = [
     "exp_population",
     "exp_rate",
     "exp_sparse",
+    "exp_sparse_accuracy",
+    "exp_sparse_full",
     "exp_sparse_width",
     "exp_weak_scaling",
     "exp_width",
@@ -81,5 +96,6 @@ __all__ = [
     "sparse_net",
     "thread_variants",
     "time_calls",
+    "two_layer_cases",
     "train_and_test",
 ]

@@ -14,6 +14,12 @@
                                          to 0.95, 5 hidden layers) and Finkbeiner & Neftci
                                          (one-sided rule, natural vs fixed activity): accuracy
                                          beside backward / training-step speed-up and memory
+    python bench/run.py sparse_full [--cases A,B]
+                                         Perez-Nieves & Goodman's two-hidden-layer cases at
+                                         their T=100, B=256 (rows merged by case)
+    python bench/run.py sparse_accuracy [--cases image,nmnist,shd]
+                                         dense vs every rule, same seeds and minibatches,
+                                         3 seeds: accuracy only (rows merged by data set)
     python bench/run.py sparse_width     Perez-Nieves & Goodman: dense vs one B_th as the
                                          hidden layers widen
     python bench/run.py ipu              DSNN on the Mk2 geometry: runtime ESTIMATE of images/s
@@ -57,6 +63,8 @@ EXPERIMENTS = (
     "rate",
     "population",
     "sparse",
+    "sparse_full",
+    "sparse_accuracy",
     "sparse_width",
     "ipu",
     "weak_scaling",
@@ -64,7 +72,7 @@ EXPERIMENTS = (
 )
 
 
-def run_experiment(name: str, quick: bool, repeats: int) -> list:
+def run_experiment(name: str, quick: bool, repeats: int, cases=None) -> list:
     """The rows of one experiment; --quick shrinks the sweeps (and Perez-Nieves &
     Goodman's setting) for a check that the code runs, not for the figures."""
     systems = ex.UNCOMPILED if quick else ex.SYSTEMS  # torch.compile only in dsnn, latency
@@ -90,6 +98,11 @@ def run_experiment(name: str, quick: bool, repeats: int) -> list:
         )
     if name == "sparse":
         return ex.exp_sparse(ex.QUICK if quick else ex.FULL, repeats)
+    if name == "sparse_full":
+        return ex.exp_sparse_full(ex.QUICK if quick else ex.FULL, repeats, cases)
+    if name == "sparse_accuracy":
+        size = ex.ACCURACY_QUICK if quick else ex.ACCURACY
+        return ex.exp_sparse_accuracy(size, cases or ("image", "nmnist", "shd"))
     if name == "sparse_width":
         # FULL's T=100, B=256 halved: at hidden 1,000 an engine model takes ~2.6 GB here, and
         # two are alive while timing.
@@ -123,7 +136,17 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--no-save", action="store_true", help="print only, write no file")
+    parser.add_argument(
+        "--cases",
+        default=None,
+        help="sparse_full: comma-separated case names, sparse_accuracy: data sets (image, "
+        "nmnist, shd) to run; their rows replace the same cases' rows in the results file, "
+        "the others are kept",
+    )
     args = parser.parse_args(argv)
+    cases = args.cases.split(",") if args.cases else None
+    if cases and args.experiment not in ("sparse_full", "sparse_accuracy"):
+        parser.error(f"--cases applies to sparse_full and sparse_accuracy, not {args.experiment}")
     if args.experiment == "report":
         import report
 
@@ -132,13 +155,18 @@ def main(argv=None) -> int:
     repeats = args.repeats or (3 if args.quick else 5)
     env = ex.machine()
     rows = []
-    for row in run_experiment(args.experiment, args.quick, repeats):
+    for row in run_experiment(args.experiment, args.quick, repeats, cases):
         row = {**row, "quick": args.quick, "machine": env, "note": row.get("note", NOTE)}
         print(json.dumps(row), flush=True)
         rows.append(row)
     if not args.no_save:
         RESULTS.mkdir(exist_ok=True)
-        (RESULTS / f"{args.experiment}.json").write_text(json.dumps(rows, indent=1) + "\n")
+        path = RESULTS / f"{args.experiment}.json"
+        if cases and path.is_file():  # keep the cases not re-run, in their order
+            key = "case" if args.experiment == "sparse_full" else "dataset"
+            ran = {r[key] for r in rows}
+            rows = [r for r in json.loads(path.read_text()) if r[key] not in ran] + rows
+        path.write_text(json.dumps(rows, indent=1) + "\n")
     return 0
 
 

@@ -130,6 +130,31 @@ def exp_sparse(size: Size = QUICK, repeats: int = 3, only=None) -> list:
     return rows
 
 
+def two_layer_cases(size: Size) -> list:
+    """Perez-Nieves & Goodman's two-hidden-layer cases (the ones with their accuracy figures):
+    Fashion-MNIST and N-MNIST at the smaller hidden width, SHD at the larger."""
+    small, large = size.hidden
+    return [
+        f"seed003-{size.image_dataset}-h{small}",
+        f"seed003-nmnist-h{small}",
+        f"seed003-shd-h{large}",
+    ]
+
+
+def exp_sparse_full(size: Size = FULL, repeats: int = 3, cases=None) -> list:
+    """`two_layer_cases` (or those of them in `cases`) at `size`: the papers' T=100, B=256
+    where `exp_sparse` runs every case at once only at the --quick settings (the 5-layer and
+    the 2,944-neuron cases do not fit this machine's time at FULL)."""
+    names = two_layer_cases(size)
+    unknown = sorted(set(cases or ()) - set(names))
+    if unknown:
+        raise SystemExit(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(names)}")
+    rows = exp_sparse(size, repeats, only=set(cases or names))
+    for r in rows:
+        r["experiment"] = "sparse_full"
+    return rows
+
+
 def exp_sparse_width(
     hiddens=(200, 500, 1000), b_th=0.2, size: Size = QUICK, repeats=3, pretrain_steps=30
 ):

@@ -327,8 +327,9 @@ SEED000_IPU_CSNN_IMAGES_PER_S = 15566.16
 
 def exp_csnn(repeats=3, batch=128, steps=25, include=SYSTEMS):
     """The CSNN side by side (snnTorch eager and compiled, the reference, popsnn) with seed
-    000's IPU figure beside it. popsnn's engine and its Mk2 ipu-model estimate need conv
-    vertices the engine does not have yet: the row says so rather than showing a number."""
+    000's IPU figure beside it. popsnn's engine runs one conv stage, not the network yet, so
+    there is no engine column or whole-network Mk2 estimate: the row says so rather than
+    showing a number (bench/conv_estimate.py estimates the second stage alone)."""
     work = csnn_workload(batch, steps)
     row = {"experiment": "csnn", "network": "12C5-MP2-64C5-MP2-10", "batch": batch}
     row.update(steps=steps, input="mnist", repeats=repeats, **measure(work, repeats, include))
@@ -338,7 +339,8 @@ def exp_csnn(repeats=3, batch=128, steps=25, include=SYSTEMS):
     row["seed000_ipu_measured_images_per_s"] = SEED000_IPU_CSNN_IMAGES_PER_S
     row["ipu_model_estimate_images_per_s"] = None
     row["ipu_model_estimate_skipped"] = (
-        "no estimate: the engine (whose cost model gives the Mk2 ESTIMATE) does not run Conv2d yet"
+        "no estimate: the engine (whose cost model gives the Mk2 ESTIMATE) does not run Conv2d "
+        "networks yet; bench/conv_estimate.py estimates the second conv stage alone"
     )
     return [row]
 

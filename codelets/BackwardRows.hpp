@@ -103,6 +103,38 @@ void zeroAtSpikes(const int *buf, unsigned offset, float *__restrict v) {
     v[unsigned(buf[BUFFER_HEADER + k]) - offset] = 0.0f;
 }
 
+// A learned constant's terms at step t beside the surrogate's (docs/numerics.md section 2),
+// from dL/dU[t] (gU, before the input path gates it) and R[t] = S[t-1] (prevOwn, the ids of
+// step t-1): dL/dbeta += dL/dU[t] (1 - R[t]) U[t-1] (the factor 1 - R[t] under the zero
+// reset only; gradBeta null: beta not learned) and dL/dthreshold -= R[t] dL/dU[t]
+// (gradThreshold null: not learned, or a reset without the threshold). keep: [n] scratch.
+POPSNN_ONCE void learnedConstantGrads(const float *__restrict gU, const int *prevOwn,
+                                      unsigned offset, unsigned n, bool zeroReset,
+                                      const float *__restrict uPrev, float *__restrict keep,
+                                      float *__restrict gradBeta, float *__restrict gradThreshold) {
+  if (gradBeta) {
+    for (unsigned j = 0; j < n; ++j)
+      keep[j] = 1.0f;
+    if (zeroReset)
+      zeroAtSpikes(prevOwn, offset, keep);
+    for (unsigned j = 0; j < n; ++j)
+      gradBeta[j] += gU[j] * keep[j] * uPrev[j];
+  }
+  if (gradThreshold)
+    for (int k = 0; k < prevOwn[0]; ++k) {
+      const unsigned j = unsigned(prevOwn[BUFFER_HEADER + k]) - offset;
+      gradThreshold[j] -= gU[j];
+    }
+}
+
+// A learned beta's gradient is zero where the clamp to [0, 1] is active (torch's clamp
+// passes it on the closed interval).
+inline void zeroWhereClamped(const float *beta, float *__restrict gradBeta, unsigned n) {
+  for (unsigned j = 0; j < n; ++j)
+    if (!(beta[j] >= 0.0f && beta[j] <= 1.0f))
+      gradBeta[j] = 0.0f;
+}
+
 // rows[id] += dI for the spikes of an id buffer (weight gradients of spike inputs).
 POPSNN_ONCE void addAtSpikeRows(const int *buf, const float *__restrict dI, unsigned n,
                                 float *__restrict rows) {

@@ -165,11 +165,17 @@ inline void denseProduct(unsigned M, unsigned N, unsigned K, const float *a, uns
 // The dense product pays for every entry, the sparse row kernel only for the non-zero
 // ones, at a lower rate per entry: the dense one is as fast or faster from these fractions
 // (per mille) of non-zero inputs up. Measured with bench/density_threshold.py on this
-// project's AVX2 machines (result and method in bench/README.md; re-run it elsewhere). The
-// weight gradient's sparse kernel reuses a [B, n] operand that stays in L2, the current's
-// streams rows of the [nIn, n] weights: so the two thresholds differ.
+// project's machines (results and method in bench/README.md; re-run it elsewhere). The
+// weight gradient's sparse kernel differs per instruction set: off AVX-512 it reuses a
+// [B, n] operand that stays in L2 one input at a time; on AVX-512 two inputs share each
+// loaded row (over the samples where either is non-zero), which pays on images, whose
+// neighbouring pixels are non-zero together, less on the script's scattered entries.
 constexpr unsigned DENSE_CURRENT_MIN_PER_MILLE = 300;
+#if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS) && defined(__AVX512F__)
+constexpr unsigned DENSE_WEIGHT_GRAD_MIN_PER_MILLE = 350;
+#else
 constexpr unsigned DENSE_WEIGHT_GRAD_MIN_PER_MILLE = 500;
+#endif
 
 // The non-zero entries of rows x cols floats, rows `stride` apart.
 inline unsigned long long countNonzero(const float *__restrict x, unsigned rows, unsigned cols,

@@ -53,9 +53,10 @@ public:
   // (step-major: step t-1's).
   Vector<Input<Vector<int>>> recIds;
   Vector<Input<Vector<float>>> recWeights; // all-to-all [N, n]; one-to-one [n]
-  InOut<Vector<float>> gradMem;     // dL/dU[t+1] carried [B, n], then (Synaptic) dL/dJ[t+1] [B, n]
-  InOut<Vector<float>> gradWeights; // [nIn, n]
-  InOut<Vector<float>> gradBias;    // [n]
+  // dL/dU[t+1] carried [B, n], then dL/dJ[t+1] (Synaptic) or dL/dE[t], dL/dH[t] (Alpha).
+  InOut<Vector<float>> gradMem;
+  InOut<Vector<float>> gradWeights;            // [nIn, n]
+  InOut<Vector<float>> gradBias;               // [n]
   Vector<InOut<Vector<float>>> gradRecWeights; // like recWeights
   Vector<InOut<Vector<float>>> gradRecBias;    // [n]
   Vector<InOut<Vector<float>>> currentGradSum; // INPUT_DIRECT: sum_t dL/dI [B, n]
@@ -70,6 +71,15 @@ public:
   InOut<Vector<float>> scratch;        // [2n + P]
   // Compressed trace, Leaky, feeding a layer: per sample count, live ids [n], in-list flags [n]
   Vector<InOut<Vector<int>>> liveIds;
+  // As LifForward's: the constants per neuron, one edge each or none. A learned beta: the forward's
+  // U [T, B, n] and dL/dbeta [n] summed over (t, b); a learned threshold: dL/dthreshold [n].
+  Vector<Input<Vector<float>>> betas;
+  Vector<Input<Vector<float>>> alphas;
+  Vector<Input<Vector<float>>> thresholds;
+  Vector<InOut<Vector<float>>> clampedBeta;
+  Vector<Input<Vector<float>>> memTrace;
+  Vector<InOut<Vector<float>>> gradBeta;
+  Vector<InOut<Vector<float>>> gradThreshold;
 
   unsigned batch;
   unsigned numNeurons;
@@ -88,13 +98,21 @@ public:
   unsigned ownShardSize;
   unsigned ownLayerSize;
   float beta;
-  float alpha; // the neuron's second constant (popsnn::NeuronConstants)
+  float alpha; // the neuron's other constants (popsnn::NeuronConstants)
+  float gain;
   // The forward's constants, for the kernels that recompute it (LeakyTrace.hpp).
   float threshold;
   unsigned surrogate; // codes::Surrogate
   float surrogateParam;
 
   bool compute() {
+    if (betas.size() != 0) { // the constants one per neuron: the generic path only
+      const popsnn::NeuronConstantRows c = popsnn::clampedRows( // as the forward used them
+          &betas[0][0], &alphas[0][0], gain, &thresholds[0][0], &clampedBeta[0][0], numNeurons);
+      for (unsigned call = 0; call < stepsPerCall; ++call)
+        step1(numSteps - 1 - *step, c);
+      return true;
+    }
 #ifdef POPSNN_LEAK_TRACE
     if constexpr (leaky)
       if (wholeTrace()) {
@@ -102,8 +120,9 @@ public:
         return true;
       }
 #endif
+    const popsnn::NeuronConstants c{beta, alpha, gain, 0.0f}; // locals: see LifForward
     for (unsigned call = 0; call < stepsPerCall; ++call)
-      step1(numSteps - 1 - *step);
+      step1(numSteps - 1 - *step, c);
     return true;
   }
 
@@ -117,6 +136,8 @@ private:
   bool isOutput() const { return lossGradSpikes.size() != 0; }
   bool publishesGrad() const { return gradOut.size() != 0; } // read by another layer
   bool publishesIds() const { return outIds.size() != 0; }   // step-major, feeding a layer
+  bool learnsBeta() const { return gradBeta.size() != 0; }
+  bool learnsThreshold() const { return gradThreshold.size() != 0; }
 
 #ifdef POPSNN_LEAK_TRACE
   // A dense Leaky shard on direct current that feeds another layer, all steps in this call:
@@ -158,9 +179,7 @@ private:
   }
 #endif
 
-  void step1(unsigned t) {
-    // Float members copied to locals (see LifForward).
-    const popsnn::NeuronConstants c{beta, alpha, 0.0f};
+  template <class C> void step1(unsigned t, const C &c) {
     if (t + 1 == numSteps)
       start();
     for (unsigned b = 0; b < batch; ++b) {
@@ -173,7 +192,7 @@ private:
 #endif
       const float *dI = nullptr;
       LiveNeurons live;
-      if constexpr (leaky)
+      if constexpr (leaky && std::is_same<C, popsnn::NeuronConstants>::value)
         dI = leakyFeedingPath(t, b, c.beta, own, live);
       if (!dI)
         dI = generic(t, b, c, own);
@@ -182,6 +201,8 @@ private:
     }
     if (stepMajor)
       publishStepMajor(t);
+    if (!C::uniform && t == 0 && learnsBeta())
+      zeroWhereClamped(&betas[0][0], &gradBeta[0][0], numNeurons);
     *step = (*step + 1 == numSteps) ? 0 : *step + 1;
   }
 
@@ -215,6 +236,9 @@ private:
     for (unsigned k = 0; k < liveIds.size(); ++k)
       for (unsigned i = 0; i < liveIds[k].size(); ++i)
         liveIds[k][i] = 0;
+    for (auto *learned : {&gradBeta, &gradThreshold}) // one edge or none
+      for (unsigned k = 0; learned->size() != 0 && k < n; ++k)
+        (*learned)[0][k] = 0.0f;
   }
 
   // The gradient trace's entries of (t, b): [first, last) of its ids and values.
@@ -370,10 +394,14 @@ private:
   }
 
   // dL/dU[t] = surrogate * dL/dS[t] (+ a membrane loss) + leak * dL/dU[t+1], in gU.
-  // Entries off the sparse rule have surrogate exactly 0: eps is not computed there.
-  void membraneGrad(unsigned t, unsigned b, float beta, const int *own, const float *__restrict eps,
+  // Entries off the sparse rule have surrogate exactly 0: eps is not computed there. A
+  // learned threshold gets -surrogate * dL/dS[t] here (dS/dthreshold = -dS/dU). Alpha's U is
+  // no state (E and H carry its past): its leak is 0.
+  template <class C>
+  void membraneGrad(unsigned t, unsigned b, const C &c, const int *own, const float *__restrict eps,
                     float *__restrict gU) {
     const unsigned n = numNeurons;
+    auto leak = [&](unsigned j) { return Neuron::twoCurrents ? 0.0f : c.betaAt(j); };
     // A zero reset cuts the leak path of neurons that spiked at t: U[t+1] starts from 0.
     // (Where it gates the whole update, the carry is gated after: see inputGrad.)
     if (zeroReset && !Neuron::gatesInput)
@@ -384,30 +412,56 @@ private:
       const TraceRow e = traceRow(t, b);
       if (gMem)
         for (unsigned j = 0; j < n; ++j)
-          gU[j] = gMem[j] + beta * gU[j];
+          gU[j] = gMem[j] + leak(j) * gU[j];
       else
         for (unsigned j = 0; j < n; ++j)
-          gU[j] = beta * gU[j];
+          gU[j] = leak(j) * gU[j];
       for (unsigned k = 0; k < e.size; ++k) {
         const unsigned j = unsigned(e.ids[k]);
         gU[j] += e.vals[k] * eps[j];
+        if (!C::uniform && learnsThreshold())
+          gradThreshold[0][j] -= e.vals[k] * eps[j];
       }
       return;
     }
     const float *__restrict sg = &surrogates[(t * batch + b) * n];
     if (gMem)
       for (unsigned j = 0; j < n; ++j)
-        gU[j] = ((sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + gMem[j]) + beta * gU[j];
+        gU[j] = ((sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + gMem[j]) + leak(j) * gU[j];
     else
       for (unsigned j = 0; j < n; ++j)
-        gU[j] = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + beta * gU[j];
+        gU[j] = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + leak(j) * gU[j];
+    if (!C::uniform && learnsThreshold())
+      for (unsigned j = 0; j < n; ++j)
+        gradThreshold[0][j] -= sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f;
+  }
+
+  // A learned constant's terms beside the surrogate's (learnedConstantGrads).
+  void constantGrads(unsigned t, unsigned b, const float *__restrict gU) {
+    if (t == 0) // U[-1] = 0 and R[0] = 0: no terms
+      return;
+    learnedConstantGrads(gU, ownBuffer(t - 1, b), offset, numNeurons, zeroReset,
+                         learnsBeta() ? &memTrace[0][((t - 1) * batch + b) * numNeurons] : nullptr,
+                         &scratch[numNeurons], learnsBeta() ? &gradBeta[0][0] : nullptr,
+                         learnsThreshold() && Reset::code == RESET_SUBTRACT ? &gradThreshold[0][0]
+                                                                            : nullptr);
   }
 
   // dL/dI[t] from dL/dU[t] (gU) into dI, through the model's input path.
-  void inputGrad(unsigned t, unsigned b, const popsnn::NeuronConstants &c, float *__restrict gU,
-                 float *__restrict dI) {
+  template <class C>
+  void inputGrad(unsigned t, unsigned b, const C &c, float *__restrict gU, float *__restrict dI) {
     const unsigned n = numNeurons;
     const int *prevOwn = t > 0 ? ownBuffer(t - 1, b) : nullptr;
+    if constexpr (Neuron::twoCurrents) {
+      float *__restrict keep = &scratch[n]; // 1 - R[t]
+      for (unsigned j = 0; j < n; ++j)
+        keep[j] = 1.0f;
+      if (prevOwn)
+        zeroAtSpikes(prevOwn, offset, keep);
+      Neuron::template inputGradRow<Reset>(c, n, gU, keep, &gradMem[(batch + b) * n],
+                                           &gradMem[(2 * batch + b) * n], dI);
+      return;
+    }
     if constexpr (Neuron::synaptic) {
       float *__restrict gJ = &gradMem[(batch + b) * n];
       if (zeroReset) {
@@ -418,10 +472,10 @@ private:
         if (prevOwn)
           zeroAtSpikes(prevOwn, offset, keep);
         for (unsigned j = 0; j < n; ++j)
-          gJ[j] = keep[j] * gU[j] + c.alpha * gJ[j];
+          gJ[j] = keep[j] * gU[j] + c.alphaAt(j) * gJ[j];
       } else {
         for (unsigned j = 0; j < n; ++j)
-          gJ[j] = gU[j] + c.alpha * gJ[j];
+          gJ[j] = gU[j] + c.alphaAt(j) * gJ[j];
       }
       copyTo(dI, gJ, n);
       return;
@@ -431,21 +485,22 @@ private:
     if (zeroReset && Neuron::gatesInput && prevOwn)
       zeroAtSpikes(prevOwn, offset, gU);
     if constexpr (Neuron::scalesInput) {
-      const float gain = Neuron::inputGain(c);
       for (unsigned j = 0; j < n; ++j)
-        dI[j] = gain * gU[j];
+        dI[j] = Neuron::inputGain(c, j) * gU[j];
     } else {
       copyTo(dI, gU, n);
     }
   }
 
   // Every model's path: dL/dS, dL/dU, dL/dI and their sums; returns dL/dI[t].
-  const float *generic(unsigned t, unsigned b, const popsnn::NeuronConstants &c, const int *own) {
+  template <class C> const float *generic(unsigned t, unsigned b, const C &c, const int *own) {
     const unsigned n = numNeurons;
     float *__restrict eps = &scratch[0];
     float *__restrict gU = &gradMem[b * n];
     spikeGrad(t, b, own, eps);
-    membraneGrad(t, b, c.beta, own, eps, gU);
+    membraneGrad(t, b, c, own, eps, gU);
+    if (!C::uniform && (learnsBeta() || learnsThreshold()))
+      constantGrads(t, b, gU);
     float *__restrict dI = eps; // eps is spent: reuse its storage for dL/dI[t]
     inputGrad(t, b, c, gU, dI);
     if (publishesGrad())
@@ -515,86 +570,5 @@ private:
   }
 };
 
-// Every combination of the units (include/popsnn/VertexUnits.hpp names them for the host).
-template class LifBackward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::Leaky, popsnn::ResetZero, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Leaky, popsnn::ResetZero, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::Leaky, popsnn::ResetNone, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Leaky, popsnn::ResetNone, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetZero, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetZero, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetNone, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetNone, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::DenseTrace>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::DenseTrace>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::DenseTrace>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::DenseTrace>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::DenseTrace>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::DenseTrace>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetZero, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetZero, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetNone, popsnn::DenseTrace>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetNone, popsnn::CompressedTrace>;
-template class LifBackward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::MaskedDenseTrace>;
-template class LifBackward<popsnn::Leaky, popsnn::ResetZero, popsnn::MaskedDenseTrace>;
-template class LifBackward<popsnn::Leaky, popsnn::ResetNone, popsnn::MaskedDenseTrace>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::MaskedDenseTrace>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetZero, popsnn::MaskedDenseTrace>;
-template class LifBackward<popsnn::Synaptic, popsnn::ResetNone, popsnn::MaskedDenseTrace>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::MaskedDenseTrace>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::MaskedDenseTrace>;
-template class LifBackward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::MaskedDenseTrace>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::MaskedDenseTrace>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::MaskedDenseTrace>;
-template class LifBackward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::MaskedDenseTrace>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::MaskedDenseTrace>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetZero, popsnn::MaskedDenseTrace>;
-template class LifBackward<popsnn::Lapicque, popsnn::ResetNone, popsnn::MaskedDenseTrace>;
-
-// dL/dW = x^T . sum_t dL/dI for direct-current input, once per minibatch, each
-// weight-gradient row written once.
-class DirectWeightGrad : public Vertex {
-public:
-  Input<Vector<float>> x;              // [B, xStride]
-  Input<Vector<float>> currentGradSum; // [B, n]
-  Output<Vector<float>> gradWeights;   // [numInputs, n]: inputs firstInput.. of x
-  // For GROUP inputs at a time, the samples where each is non-zero: [GROUP, B].
-  InOut<Vector<unsigned>> nzIndex;
-  InOut<Vector<float>> nzValue;
-  unsigned batch;
-  unsigned numInputs;
-  unsigned numNeurons;
-  // The inputs of x this vertex covers (a shard's fan-in can be split over several
-  // vertices, one per worker): x's row length and the first of them.
-  unsigned xStride;
-  unsigned firstInput;
-
-  static constexpr unsigned GROUP = SPARSE_INPUT_GROUP; // x read a cache line at a time
-
-  // By the measured density of the slice of x: the blocked dense product (x^T as its left
-  // operand), or the sparse row kernel over each input's non-zero samples.
-  bool compute() {
-    const unsigned n = numNeurons;
-    const float *__restrict xs = &x[firstInput];
-    if (popsnn::dense::denseEnough(popsnn::dense::countNonzero(xs, batch, numInputs, xStride),
-                                   1ull * batch * numInputs,
-                                   popsnn::dense::DENSE_WEIGHT_GRAD_MIN_PER_MILLE))
-      popsnn::dense::denseProduct(numInputs, n, batch, xs, 1, xStride, &currentGradSum[0], n,
-                                  &gradWeights[0], n);
-    else
-      sparseInputTransposedProduct(xs, xStride, batch, numInputs, &currentGradSum[0], n,
-                                   &nzIndex[0], &nzValue[0], &gradWeights[0]);
-    return true;
-  }
-};
+// Every combination of the units the host can name is instantiated at build time, from
+// include/popsnn/VertexUnits.hpp's table (host/src/VertexInstances.cpp).

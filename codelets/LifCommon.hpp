@@ -101,6 +101,46 @@ inline void sumRows(const int *__restrict ids, unsigned count, unsigned offset,
   }
 }
 
+// rows[(id - offset) * P + (0..P)] += g[0..P) for every id, rows padded to a multiple of
+// PUSH_CHUNK (16). A spike costs one row update: for the narrow rows of a readout (P 16 or
+// 32) g stays in registers, so each update is a load, an add and a store, with no loop over
+// chunks (GCC reloaded g for every id: rows and g may alias for all it knows).
+template <unsigned CHUNKS>
+inline void addToRowsOf(const int *__restrict ids, unsigned count, unsigned offset,
+                        const float *__restrict g, float *__restrict rows) {
+#ifdef POPSNN_FLOATS16
+  Floats16 gv[CHUNKS];
+  for (unsigned c = 0; c < CHUNKS; ++c)
+    gv[c] = loadFloats16(g + 16 * c);
+  for (unsigned k = 0; k < count; ++k) {
+    float *__restrict r = rows + (unsigned(ids[k]) - offset) * (16 * CHUNKS);
+    for (unsigned c = 0; c < CHUNKS; ++c) {
+      Floats16 v = loadFloats16(r + 16 * c);
+      v += gv[c];
+      storeFloats16(r + 16 * c, v);
+    }
+  }
+#else
+  for (unsigned k = 0; k < count; ++k) {
+    float *__restrict r = rows + (unsigned(ids[k]) - offset) * (16 * CHUNKS);
+    for (unsigned c = 0; c < 16 * CHUNKS; ++c)
+      r[c] += g[c];
+  }
+#endif
+}
+inline void addToRows(const int *__restrict ids, unsigned count, unsigned offset,
+                      const float *__restrict g, float *__restrict rows, unsigned P) {
+  if (P == 16)
+    return addToRowsOf<1>(ids, count, offset, g, rows);
+  if (P == 32)
+    return addToRowsOf<2>(ids, count, offset, g, rows);
+  for (unsigned k = 0; k < count; ++k) {
+    float *__restrict r = rows + (unsigned(ids[k]) - offset) * P;
+    for (unsigned c = 0; c < P; ++c)
+      r[c] += g[c];
+  }
+}
+
 #ifdef POPSNN_SPARSE_ROWS_AVX512
 // The spike decisions of the first min(rest, 16) neurons: prev[j] = U[j] > threshold (1 or
 // 0), returned as a bit mask.
@@ -190,6 +230,24 @@ inline unsigned appendSpikes(const float *__restrict u, float threshold, float *
                         offset + j0, ids, needed, capacity);
   return needed;
 #endif
+}
+
+// appendSpikes with one threshold per neuron (docs/numerics.md §2): prev[j] = U[j] >
+// threshold[j], 32 neurons' decisions at a time into a bit mask.
+inline unsigned appendSpikesPerNeuron(const float *__restrict u, const float *__restrict threshold,
+                                      float *__restrict prev, unsigned n, unsigned offset,
+                                      int *__restrict ids, unsigned needed, unsigned capacity) {
+  for (unsigned j0 = 0; j0 < n; j0 += 32) {
+    const unsigned count = j0 + 32 < n ? 32 : n - j0;
+    unsigned bits = 0;
+    for (unsigned j = 0; j < count; ++j) {
+      const bool spike = u[j0 + j] > threshold[j0 + j];
+      prev[j0 + j] = spike ? 1.0f : 0.0f;
+      bits |= unsigned(spike) << j;
+    }
+    needed = appendBits(bits, offset + j0, ids, needed, capacity);
+  }
+  return needed;
 }
 
 #ifdef POPSNN_SPARSE_ROWS_AVX512

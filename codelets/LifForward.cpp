@@ -142,35 +142,41 @@ ONCE void countOverflow(unsigned needed, unsigned capacity, unsigned t, unsigned
 
 // The masked surrogate of a row of membranes: 0 off the sparse rule, one branch-free loop
 // per (surrogate, rule) unit pair.
-template <class Surrogate, class Rule>
-void surrogateRow(float param, float threshold, float ruleValue, const float *__restrict u,
+template <class Surrogate, class Rule, class C>
+void surrogateRow(float param, const C &c, float ruleValue, const float *__restrict u,
                   float *__restrict sg, unsigned n) {
   for (unsigned j = 0; j < n; ++j) {
-    const float s = Surrogate::at(u[j] - threshold, param);
-    sg[j] = Rule::keep(u[j], threshold, ruleValue) ? s : 0.0f;
+    const float s = Surrogate::at(u[j] - c.thresholdAt(j), param);
+    sg[j] = Rule::keep(u[j], c.thresholdAt(j), ruleValue) ? s : 0.0f;
   }
 }
 // Picks the surrogate's row kernel once per row (the rule is the vertex's unit): the choice
 // stays out of the loops (docs/architecture.md says why the surrogate is not a template
 // argument of the vertex).
-template <class Rule>
-ONCE void surrogateRow(unsigned surrogate, float param, float threshold, float ruleValue,
+template <class Rule, class C>
+ONCE void surrogateRow(unsigned surrogate, float param, const C &c, float ruleValue,
                        const float *__restrict u, float *__restrict sg, unsigned n) {
   switch (surrogate) {
   case FAST_SIGMOID:
-    return surrogateRow<popsnn::FastSigmoid, Rule>(param, threshold, ruleValue, u, sg, n);
+    return surrogateRow<popsnn::FastSigmoid, Rule>(param, c, ruleValue, u, sg, n);
   case ATAN:
-    return surrogateRow<popsnn::Atan, Rule>(param, threshold, ruleValue, u, sg, n);
+    return surrogateRow<popsnn::Atan, Rule>(param, c, ruleValue, u, sg, n);
   case SIGMOID:
-    return surrogateRow<popsnn::Sigmoid, Rule>(param, threshold, ruleValue, u, sg, n);
+    return surrogateRow<popsnn::Sigmoid, Rule>(param, c, ruleValue, u, sg, n);
   default:
-    return surrogateRow<popsnn::StraightThrough, Rule>(param, threshold, ruleValue, u, sg, n);
+    return surrogateRow<popsnn::StraightThrough, Rule>(param, c, ruleValue, u, sg, n);
   }
 }
 
-ONCE unsigned spikesOf(const float *__restrict u, float threshold, float *__restrict prev,
-                       unsigned n, unsigned offset, int *__restrict ids, unsigned capacity) {
-  return appendSpikes(u, threshold, prev, n, offset, ids, 0, capacity);
+ONCE unsigned spikesOf(const float *__restrict u, const popsnn::NeuronConstants &c,
+                       float *__restrict prev, unsigned n, unsigned offset, int *__restrict ids,
+                       unsigned capacity) {
+  return appendSpikes(u, c.threshold, prev, n, offset, ids, 0, capacity);
+}
+ONCE unsigned spikesOf(const float *__restrict u, const popsnn::NeuronConstantRows &c,
+                       float *__restrict prev, unsigned n, unsigned offset, int *__restrict ids,
+                       unsigned capacity) {
+  return appendSpikesPerNeuron(u, c.threshold, prev, n, offset, ids, 0, capacity);
 }
 // The entries of a row whose masked surrogate is non-zero (spikes inside the rule and
 // gradient candidates), appended to a gradient trace of `capacity` entries holding `used`;
@@ -212,9 +218,10 @@ public:
   Vector<Input<Vector<int>>> recIds;
   Vector<Input<Vector<float>>> recWeights; // all-to-all: [N, n]; one-to-one: [n]
   Vector<Input<Vector<float>>> recBias;    // all-to-all: [n]
-  InOut<Vector<float>> mem;                // the neuron's state: U [B, n], then (Synaptic) J [B, n]
-  InOut<Vector<float>> prevSpikes;         // S[t-1] [B, n]
-  InOut<Vector<float>> scratch;            // [3n]
+  // The neuron's state: U [B, n], then J (Synaptic) or E, H (Alpha) [B, n] each.
+  InOut<Vector<float>> mem;
+  InOut<Vector<float>> prevSpikes; // S[t-1] [B, n]
+  InOut<Vector<float>> scratch;    // [3n]
   // The masked surrogate dS/dU kept for the backward, laid out by the rule's trace. No sparse
   // rule: every entry, surrogates [T, B, n]. A sparse rule: the gradient trace, only the
   // entries whose masked surrogate is non-zero, compressed over (step, sample): gradEntries
@@ -232,6 +239,14 @@ public:
   InOut<Vector<unsigned>> overflow;       // [OVERFLOW_FIELDS]
   // INPUT_PARTIAL_CURRENT: the previous layer's shards' W.S blocks, [numSrc, T, B, n].
   Vector<Input<Vector<float>>> partialIn;
+  // The constants one per neuron [n] each (a learned beta or threshold is the layer's
+  // parameter), one edge each or none (then the float fields below); beta clamped to [0, 1]
+  // into clampedBeta [n] as snnTorch uses it. memTrace, a learned beta: U [T, B, n].
+  Vector<Input<Vector<float>>> betas;
+  Vector<Input<Vector<float>>> alphas;
+  Vector<Input<Vector<float>>> thresholds;
+  Vector<InOut<Vector<float>>> clampedBeta;
+  Vector<InOut<Vector<float>>> memTrace;
 
   unsigned batch;
   unsigned numNeurons;
@@ -250,15 +265,22 @@ public:
   unsigned stepsPerCall;
   unsigned stepMajor; // schedule: 0 layer-major, 1 step-major (see the graph builder)
   float beta;
-  float alpha; // the neuron's second constant (popsnn::NeuronConstants)
+  float alpha; // the neuron's other constants (popsnn::NeuronConstants)
+  float gain;
   float threshold;
   float surrogateParam;
   float ruleValue;
 
   bool compute() {
+    if (betas.size() != 0) { // the generic row loops, reading the constants per neuron
+      const popsnn::NeuronConstantRows c = constantRows();
+      for (unsigned call = 0; call < stepsPerCall; ++call)
+        step1(*step, c, surrogateParam, ruleValue);
+      return true;
+    }
     // Float members copied to locals: stores through float pointers could alias them,
     // which would force reloads and block vectorisation.
-    const popsnn::NeuronConstants c{beta, alpha, threshold};
+    const popsnn::NeuronConstants c{beta, alpha, gain, threshold};
 #ifdef POPSNN_LEAK_TRACE
     if constexpr (std::is_same<Neuron, popsnn::Leaky>::value)
       if (wholeTrace()) {
@@ -279,6 +301,11 @@ private:
   // their presence, not a flag, says what the layer does.
   bool records() const { return recSpikes.size() != 0; }    // the output layer's S and U
   bool publishesStep() const { return outIds.size() != 0; } // buffers exchanged per step
+
+  popsnn::NeuronConstantRows constantRows() {
+    return popsnn::clampedRows(&betas[0][0], &alphas[0][0], gain, &thresholds[0][0],
+                               &clampedBeta[0][0], numNeurons);
+  }
 
 #ifdef POPSNN_LEAK_TRACE
   // Leaky on direct current, no sparse rule, all steps in this call, nothing exchanged per
@@ -362,28 +389,31 @@ private:
   }
 
   // Membrane update, masked surrogate and spikes of sample b; returns the ids appended.
-  unsigned neuronStep(const popsnn::NeuronConstants &c, float param, float ruleValue,
-                      const float *in, const float *rec, unsigned b, float *__restrict sg,
-                      int *__restrict ids, unsigned capacity) {
+  template <class C>
+  unsigned neuronStep(const C &c, float param, float ruleValue, const float *in, const float *rec,
+                      unsigned b, float *__restrict sg, int *__restrict ids, unsigned capacity) {
     const unsigned n = numNeurons;
     float *__restrict u = &mem[b * n];
     float *__restrict prev = &prevSpikes[b * n];
-    float *__restrict j = Neuron::synaptic ? &mem[(batch + b) * n] : nullptr;
+    // The synaptic states after U: J (Synaptic), or E then H (Alpha).
+    float *__restrict syn = Neuron::states > 1 ? &mem[(batch + b) * n] : nullptr;
+    float *__restrict syn2 = Neuron::states > 2 ? &mem[(2 * batch + b) * n] : nullptr;
 #ifdef POPSNN_FUSED_LEAK_FORWARD
     // Leaky's update, surrogate, rule and spikes in one AVX-512 pass (no exp: not Sigmoid).
-    if (std::is_same<Neuron, popsnn::Leaky>::value && surrogate != SIGMOID)
-      return leakForwardRow(n, c.beta, c.threshold, Reset::code, surrogate, param, Rule::code,
-                            ruleValue, in, u, prev, sg, offset, ids, 0, capacity);
+    if constexpr (std::is_same<C, popsnn::NeuronConstants>::value)
+      if (std::is_same<Neuron, popsnn::Leaky>::value && surrogate != SIGMOID)
+        return leakForwardRow(n, c.beta, c.threshold, Reset::code, surrogate, param, Rule::code,
+                              ruleValue, in, u, prev, sg, offset, ids, 0, capacity);
 #endif
     // The reset R[t] = S[t-1] is decided by the previous step.
-    Neuron::template forwardRow<Reset>(c, n, in, rec, j, u, prev);
-    surrogateRow<Rule>(surrogate, param, c.threshold, ruleValue, u, sg, n);
+    Neuron::template forwardRow<Reset>(c, n, in, rec, syn, syn2, u, prev);
+    surrogateRow<Rule>(surrogate, param, c, ruleValue, u, sg, n);
     // Spikes are rare: decided many neurons at a time into bit masks, whose set bits
     // become ids (see appendSpikes).
-    return spikesOf(u, c.threshold, prev, n, offset, ids, capacity);
+    return spikesOf(u, c, prev, n, offset, ids, capacity);
   }
 
-  void step1(unsigned t, const popsnn::NeuronConstants &c, float param, float ruleValue) {
+  template <class C> void step1(unsigned t, const C &c, float param, float ruleValue) {
     const unsigned n = numNeurons;
     if (t == 0)
       start();
@@ -401,6 +431,9 @@ private:
       const unsigned room = spikeRoom(row);
       const unsigned rowCapacity = capacity < room ? capacity : room;
       const unsigned spikes = neuronStep(c, param, ruleValue, in, rec, b, sg, ids, rowCapacity);
+      if (!C::uniform && memTrace.size() != 0)
+        for (unsigned j = 0; j < n; ++j)
+          memTrace[0][row * n + j] = mem[b * n + j];
       const unsigned stored = spikes < rowCapacity ? spikes : rowCapacity;
       countOverflow(spikes, capacity, t, &overflow[0]);
       overflow[SPIKES_NEEDED] += spikes;
@@ -460,79 +493,5 @@ private:
   }
 };
 
-// Every combination of the units (include/popsnn/VertexUnits.hpp names them for the host).
-template class LifForward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::NoRule>;
-template class LifForward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::Window>;
-template class LifForward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::OneSided>;
-template class LifForward<popsnn::Leaky, popsnn::ResetZero, popsnn::NoRule>;
-template class LifForward<popsnn::Leaky, popsnn::ResetZero, popsnn::Window>;
-template class LifForward<popsnn::Leaky, popsnn::ResetZero, popsnn::OneSided>;
-template class LifForward<popsnn::Leaky, popsnn::ResetNone, popsnn::NoRule>;
-template class LifForward<popsnn::Leaky, popsnn::ResetNone, popsnn::Window>;
-template class LifForward<popsnn::Leaky, popsnn::ResetNone, popsnn::OneSided>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::NoRule>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::Window>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::OneSided>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetZero, popsnn::NoRule>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetZero, popsnn::Window>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetZero, popsnn::OneSided>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetNone, popsnn::NoRule>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetNone, popsnn::Window>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetNone, popsnn::OneSided>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::NoRule>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::Window>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::OneSided>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::NoRule>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::Window>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::OneSided>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::NoRule>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::Window>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::OneSided>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::NoRule>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::Window>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::OneSided>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::NoRule>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::Window>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::OneSided>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::NoRule>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::Window>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::OneSided>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::NoRule>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::Window>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::OneSided>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetZero, popsnn::NoRule>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetZero, popsnn::Window>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetZero, popsnn::OneSided>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetNone, popsnn::NoRule>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetNone, popsnn::Window>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetNone, popsnn::OneSided>;
-template class LifForward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::WindowDense>;
-template class LifForward<popsnn::Leaky, popsnn::ResetSubtract, popsnn::OneSidedDense>;
-template class LifForward<popsnn::Leaky, popsnn::ResetZero, popsnn::WindowDense>;
-template class LifForward<popsnn::Leaky, popsnn::ResetZero, popsnn::OneSidedDense>;
-template class LifForward<popsnn::Leaky, popsnn::ResetNone, popsnn::WindowDense>;
-template class LifForward<popsnn::Leaky, popsnn::ResetNone, popsnn::OneSidedDense>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::WindowDense>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetSubtract, popsnn::OneSidedDense>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetZero, popsnn::WindowDense>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetZero, popsnn::OneSidedDense>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetNone, popsnn::WindowDense>;
-template class LifForward<popsnn::Synaptic, popsnn::ResetNone, popsnn::OneSidedDense>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::WindowDense>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetSubtract, popsnn::OneSidedDense>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::WindowDense>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetZero, popsnn::OneSidedDense>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::WindowDense>;
-template class LifForward<popsnn::RLeakyAllToAll, popsnn::ResetNone, popsnn::OneSidedDense>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::WindowDense>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetSubtract, popsnn::OneSidedDense>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::WindowDense>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetZero, popsnn::OneSidedDense>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::WindowDense>;
-template class LifForward<popsnn::RLeakyOneToOne, popsnn::ResetNone, popsnn::OneSidedDense>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::WindowDense>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetSubtract, popsnn::OneSidedDense>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetZero, popsnn::WindowDense>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetZero, popsnn::OneSidedDense>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetNone, popsnn::WindowDense>;
-template class LifForward<popsnn::Lapicque, popsnn::ResetNone, popsnn::OneSidedDense>;
+// Every combination of the units the host can name is instantiated at build time, from
+// include/popsnn/VertexUnits.hpp's table (host/src/VertexInstances.cpp).

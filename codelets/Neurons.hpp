@@ -14,13 +14,43 @@
 
 namespace popsnn {
 
-// A layer's neuron constants, as the vertices' fields hold them. `alpha` is the model's
-// second constant: Synaptic's alpha, Lapicque's input gain dt/C; Leaky and RLeaky ignore it.
+// A layer's neuron constants, as the vertices' fields hold them: `alpha` is Synaptic's and
+// Alpha's second decay, `gain` Lapicque's input gain dt/C and Alpha's tau_alpha; a model
+// ignores those it does not have. The row loops read them through `betaAt(j)` etc., so one
+// loop serves both forms: one value per layer (NeuronConstants, the fast case) or beta, alpha
+// and threshold one per neuron (NeuronConstantRows, docs/numerics.md §2), chosen once per
+// vertex call.
 struct NeuronConstants {
+  static constexpr bool uniform = true; // nothing learned: those branches compile away
   float beta;
   float alpha;
+  float gain;
   float threshold;
+  float betaAt(unsigned) const { return beta; }
+  float alphaAt(unsigned) const { return alpha; }
+  float gainAt(unsigned) const { return gain; }
+  float thresholdAt(unsigned) const { return threshold; }
 };
+struct NeuronConstantRows {
+  static constexpr bool uniform = false;
+  const float *__restrict beta; // clamped to [0, 1] where learned (as snnTorch)
+  const float *__restrict alpha;
+  float gain; // one per layer (Lapicque's dt/C, Alpha's tau_alpha)
+  const float *__restrict threshold;
+  float betaAt(unsigned j) const { return beta[j]; }
+  float alphaAt(unsigned j) const { return alpha[j]; }
+  float gainAt(unsigned) const { return gain; }
+  float thresholdAt(unsigned j) const { return threshold[j]; }
+};
+// The rows of a layer's per-neuron constants, beta clamped to [0, 1] into `clamped` as
+// snnTorch uses a learned beta (a constant one already lies there).
+inline NeuronConstantRows clampedRows(const float *beta, const float *alpha, float gain,
+                                      const float *threshold, float *__restrict clamped,
+                                      unsigned n) {
+  for (unsigned j = 0; j < n; ++j)
+    clamped[j] = beta[j] < 0.0f ? 0.0f : (beta[j] > 1.0f ? 1.0f : beta[j]);
+  return {clamped, alpha, gain, threshold};
+}
 
 // ---------------------------------------------------------------------------- resets
 // The reset R = S[t-1] applied to a neuron's update `base` (snnTorch's forms).
@@ -118,31 +148,38 @@ struct OneSidedDense : OneSided {
 
 // --------------------------------------------------------------------- neuron models
 // Each model: `forwardRow<Reset>` (one sample's membrane update for n neurons, from this
-// step's input current `in`, the recurrent term `rec`, the synaptic state `syn` and the
-// previous spikes `prev`), and what the backward needs:
+// step's input current `in`, the recurrent term `rec`, the synaptic states `syn` (J, or
+// Alpha's E) and `syn2` (Alpha's H) and the previous spikes `prev`), and what the backward
+// needs:
+//   states        the [B, n] state blocks it keeps: U, then J (Synaptic) or E and H (Alpha);
+//                 its value is in include/popsnn/VertexUnits.hpp's table (the host sizes them)
 //   synaptic      a current J with its own decay (Synaptic)
+//   twoCurrents   Alpha's E and H, whose own backward (alphaInputGradRow) replaces the
+//                 membrane's carry
 //   recurrent     a term V.S[t-1] (+ b_V) from the layer's own spikes: ALL_TO_ALL (V [N, N]
 //                 and b_V) or ONE_TO_ONE (V [n])
 //   gatesInput    under the zero reset, (1 - R) multiplies the whole update, input included,
 //                 so dL/dI is gated too (else only the leak path is)
-//   scalesInput   dU[t]/dI[t] is inputGain(c), not 1 (Lapicque)
+//   scalesInput   dU[t]/dI[t] is inputGain(c, j), not 1 (Lapicque)
 enum class Recurrence { NONE, ALL_TO_ALL, ONE_TO_ONE };
 
 // U[t] = beta U[t-1] + I[t] - R[t] threshold (zero reset: beta (1 - R) U[t-1] + I[t]).
 struct Leaky {
   static constexpr unsigned code = codes::LEAKY;
   static constexpr bool synaptic = false, gatesInput = false, scalesInput = false;
+  static constexpr bool twoCurrents = false;
+  static constexpr unsigned states = 1;
   static constexpr Recurrence recurrence = Recurrence::NONE;
-  static float inputGain(const NeuronConstants &) { return 1.0f; }
-  template <class Reset>
-  static void forwardRow(const NeuronConstants &c, unsigned n, const float *in,
-                         const float *__restrict, float *__restrict, float *__restrict u,
+  template <class C> static float inputGain(const C &, unsigned) { return 1.0f; }
+  template <class Reset, class C>
+  static void forwardRow(const C &c, unsigned n, const float *in, const float *__restrict,
+                         float *__restrict, float *__restrict, float *__restrict u,
                          const float *__restrict prev) {
     for (unsigned j = 0; j < n; ++j) {
       if constexpr (Reset::code == codes::RESET_ZERO)
-        u[j] = c.beta * (1.0f - prev[j]) * u[j] + in[j];
+        u[j] = c.betaAt(j) * (1.0f - prev[j]) * u[j] + in[j];
       else
-        u[j] = Reset::apply(c.beta * u[j] + in[j], prev[j], c.threshold);
+        u[j] = Reset::apply(c.betaAt(j) * u[j] + in[j], prev[j], c.thresholdAt(j));
     }
   }
 };
@@ -151,16 +188,18 @@ struct Leaky {
 struct Synaptic {
   static constexpr unsigned code = codes::SYNAPTIC;
   static constexpr bool synaptic = true, gatesInput = false, scalesInput = false;
+  static constexpr bool twoCurrents = false;
+  static constexpr unsigned states = 2;
   static constexpr Recurrence recurrence = Recurrence::NONE;
-  static float inputGain(const NeuronConstants &) { return 1.0f; }
-  template <class Reset>
-  static void forwardRow(const NeuronConstants &c, unsigned n, const float *in,
-                         const float *__restrict, float *__restrict syn, float *__restrict u,
+  template <class C> static float inputGain(const C &, unsigned) { return 1.0f; }
+  template <class Reset, class C>
+  static void forwardRow(const C &c, unsigned n, const float *in, const float *__restrict,
+                         float *__restrict syn, float *__restrict, float *__restrict u,
                          const float *__restrict prev) {
     for (unsigned j = 0; j < n; ++j)
-      syn[j] = c.alpha * syn[j] + in[j];
+      syn[j] = c.alphaAt(j) * syn[j] + in[j];
     for (unsigned j = 0; j < n; ++j)
-      u[j] = Reset::apply(c.beta * u[j] + syn[j], prev[j], c.threshold);
+      u[j] = Reset::apply(c.betaAt(j) * u[j] + syn[j], prev[j], c.thresholdAt(j));
   }
 };
 
@@ -170,14 +209,16 @@ template <Recurrence R> struct RLeakyModel {
   static constexpr unsigned code =
       R == Recurrence::ALL_TO_ALL ? codes::RLEAKY_ALL_TO_ALL : codes::RLEAKY_ONE_TO_ONE;
   static constexpr bool synaptic = false, gatesInput = true, scalesInput = false;
+  static constexpr bool twoCurrents = false;
+  static constexpr unsigned states = 1;
   static constexpr Recurrence recurrence = R;
-  static float inputGain(const NeuronConstants &) { return 1.0f; }
-  template <class Reset>
-  static void forwardRow(const NeuronConstants &c, unsigned n, const float *in,
-                         const float *__restrict rec, float *__restrict, float *__restrict u,
+  template <class C> static float inputGain(const C &, unsigned) { return 1.0f; }
+  template <class Reset, class C>
+  static void forwardRow(const C &c, unsigned n, const float *in, const float *__restrict rec,
+                         float *__restrict, float *__restrict, float *__restrict u,
                          const float *__restrict prev) {
     for (unsigned j = 0; j < n; ++j)
-      u[j] = Reset::apply(c.beta * u[j] + in[j] + rec[j], prev[j], c.threshold);
+      u[j] = Reset::apply(c.betaAt(j) * u[j] + in[j] + rec[j], prev[j], c.thresholdAt(j));
   }
 };
 using RLeakyAllToAll = RLeakyModel<Recurrence::ALL_TO_ALL>;
@@ -185,18 +226,83 @@ using RLeakyOneToOne = RLeakyModel<Recurrence::ONE_TO_ONE>;
 
 // Lapicque's RC membrane as snnTorch steps it (forward Euler, step dt):
 // U[t] = (1 - dt/(RC)) U[t-1] + (dt/C) I[t], the reset applied to the whole update.
-// beta holds 1 - dt/(RC), alpha the gain dt/C (python/popsnn/layers.py derives them).
+// beta holds 1 - dt/(RC), gain dt/C (python/popsnn/layers.py derives them).
 struct Lapicque {
   static constexpr unsigned code = codes::LAPICQUE;
   static constexpr bool synaptic = false, gatesInput = true, scalesInput = true;
+  static constexpr bool twoCurrents = false;
+  static constexpr unsigned states = 1;
   static constexpr Recurrence recurrence = Recurrence::NONE;
-  static float inputGain(const NeuronConstants &c) { return c.alpha; }
-  template <class Reset>
-  static void forwardRow(const NeuronConstants &c, unsigned n, const float *in,
-                         const float *__restrict, float *__restrict, float *__restrict u,
+  template <class C> static float inputGain(const C &c, unsigned j) { return c.gainAt(j); }
+  template <class Reset, class C>
+  static void forwardRow(const C &c, unsigned n, const float *in, const float *__restrict,
+                         float *__restrict, float *__restrict, float *__restrict u,
                          const float *__restrict prev) {
     for (unsigned j = 0; j < n; ++j)
-      u[j] = Reset::apply(c.beta * u[j] + c.alpha * in[j], prev[j], c.threshold);
+      u[j] = Reset::apply(c.betaAt(j) * u[j] + c.gainAt(j) * in[j], prev[j], c.thresholdAt(j));
+  }
+};
+
+// snnTorch's Alpha: two currents fed the same input with opposite signs, the membrane their
+// scaled sum (python/popsnn/layers.py; docs/numerics.md):
+//   E'[t] = alpha E[t-1] + I[t],  H'[t] = beta H[t-1] - I[t],  U[t] = tau (E'[t] + H'[t])
+// zero reset: E, H, U = (1 - R) E', (1 - R) H', (1 - R) U; subtract: E = E' - R threshold,
+// H = (1 - R) H', U += R H[t-1]. U is not carried: E and H are the state (syn, syn2).
+struct Alpha {
+  static constexpr unsigned code = codes::ALPHA;
+  static constexpr bool synaptic = false, gatesInput = true, scalesInput = false;
+  static constexpr bool twoCurrents = true;
+  static constexpr unsigned states = 3;
+  static constexpr Recurrence recurrence = Recurrence::NONE;
+  template <class C> static float inputGain(const C &, unsigned) { return 1.0f; }
+  template <class Reset, class C>
+  static void forwardRow(const C &c, unsigned n, const float *in, const float *__restrict,
+                         float *__restrict e, float *__restrict h, float *__restrict u,
+                         const float *__restrict prev) {
+    for (unsigned j = 0; j < n; ++j) {
+      const float ePre = c.alphaAt(j) * e[j] + in[j], hPre = c.betaAt(j) * h[j] - in[j];
+      const float uPre = c.gainAt(j) * (ePre + hPre), keep = 1.0f - prev[j];
+      if constexpr (Reset::code == codes::RESET_ZERO) {
+        e[j] = keep * ePre;
+        u[j] = keep * uPre;
+        h[j] = keep * hPre;
+      } else if constexpr (Reset::code == codes::RESET_SUBTRACT) {
+        u[j] = uPre + prev[j] * h[j];
+        e[j] = ePre - prev[j] * c.thresholdAt(j);
+        h[j] = keep * hPre;
+      } else {
+        e[j] = ePre;
+        h[j] = hPre;
+        u[j] = uPre;
+      }
+    }
+  }
+  // One step of the backward from dL/dU[t] (gU, with no carry of its own), keep = 1 - R[t]:
+  // gE and gH come in as dL/dE[t] and dL/dH[t] and leave as those of step t-1; dI = dL/dI[t].
+  template <class Reset, class C>
+  static void inputGradRow(const C &c, unsigned n, const float *__restrict gU,
+                           const float *__restrict keep, float *__restrict gE, float *__restrict gH,
+                           float *__restrict dI) {
+    for (unsigned j = 0; j < n; ++j) {
+      const float fromU = c.gainAt(j) * gU[j];
+      float ePre, hPre;
+      if constexpr (Reset::code == codes::RESET_ZERO) {
+        ePre = keep[j] * (fromU + gE[j]);
+        hPre = keep[j] * (fromU + gH[j]);
+      } else if constexpr (Reset::code == codes::RESET_SUBTRACT) {
+        ePre = fromU + gE[j];
+        hPre = fromU + keep[j] * gH[j];
+      } else {
+        ePre = fromU + gE[j];
+        hPre = fromU + gH[j];
+      }
+      dI[j] = ePre - hPre;
+      gE[j] = c.alphaAt(j) * ePre;
+      gH[j] = c.betaAt(j) * hPre;
+      // Subtract: U[t] = ... + R[t] H[t-1], so H[t-1] also gets R[t] dL/dU[t].
+      if constexpr (Reset::code == codes::RESET_SUBTRACT)
+        gH[j] = gH[j] + (1.0f - keep[j]) * gU[j];
+    }
   }
 };
 

@@ -121,3 +121,21 @@ public:
     return true;
   }
 };
+
+// A learned constant given once per layer (one beta or threshold for all its neurons): its
+// gradient, the sum of the per-neuron parts of every shard (gathered onto this tile), written
+// to each of this shard's entries so that every shard's copy takes the same optimiser step.
+class LayerGradSum : public Vertex {
+public:
+  Input<Vector<float>> parts;  // [N]: every shard's per-neuron gradient
+  Output<Vector<float>> total; // [n]
+
+  bool compute() {
+    float sum = 0.0f;
+    for (unsigned k = 0; k < parts.size(); ++k)
+      sum += parts[k];
+    for (unsigned k = 0; k < total.size(); ++k)
+      total[k] = sum;
+    return true;
+  }
+};

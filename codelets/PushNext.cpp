@@ -76,12 +76,7 @@ public:
             g[first + c] = block[c];
         }
         const int *own = traceRowOf(&idTrace[0], row);
-        for (int k = 0; k < own[0]; ++k) {
-          float *__restrict r = &nextGradRows[(unsigned(own[BUFFER_HEADER + k]) - offset) * P];
-          for (unsigned c0 = 0; c0 < P; c0 += PUSH_CHUNK)
-            for (unsigned c = 0; c < PUSH_CHUNK; ++c)
-              r[c0 + c] += g[c0 + c];
-        }
+        addToRows(own + BUFFER_HEADER, unsigned(own[0]), offset, g, &nextGradRows[0], P);
       }
     rowsToBlocks(&nextGradRows[0], n, nextShardSize, nextN, &nextGradWeights[0]);
     return true;

@@ -84,23 +84,30 @@ struct Reader {
                           " is not supported by the C++ engine yet; use this checkpoint from "
                           "Python with device='reference'");
   }
-  // A neuron constant: one number per layer (a list holds one per neuron, refused).
-  float constant(const json &n, const std::string &key, const std::string &where) const {
+  // A neuron constant: one number per layer, or a list of one per neuron (into `values`;
+  // NetworkSpec::validate checks its length and range).
+  void constant(const json &n, const std::string &key, const std::string &where, float &scalar,
+                std::vector<float> &values) const {
     const json &v = field(n, key, where);
-    if (v.is_array())
-      unsupported(where + " per-neuron " + key);
-    return real(v, where + " " + key);
+    if (!v.is_array()) {
+      scalar = real(v, where + " " + key);
+      return;
+    }
+    if (v.empty())
+      damaged(where + " " + key + " is an empty list, expected a number or one per neuron");
+    values.clear();
+    for (std::size_t j = 0; j < v.size(); ++j)
+      values.push_back(real(v[j], where + " " + key + "[" + std::to_string(j) + "]"));
   }
   // learn_beta / learn_threshold, when the file has them (older checkpoints do not): the
-  // count of such keys; a true one is refused.
-  std::size_t learnFlags(const json &n, const std::string &where) const {
+  // count of such keys. The trained values are the layer's "beta" / "threshold" params.
+  std::size_t learnFlags(const json &n, const std::string &where, LayerSpec &s) const {
     std::size_t found = 0;
     for (const char *flag : {"learn_beta", "learn_threshold"}) {
       if (!n.is_object() || !n.contains(flag))
         continue;
       ++found;
-      if (boolean(n.at(flag), where + " " + flag))
-        unsupported(where + " " + flag + "=True (a trained neuron constant)");
+      (flag[6] == 'b' ? s.learnBeta : s.learnThreshold) = boolean(n.at(flag), where + " " + flag);
     }
     return found;
   }
@@ -222,6 +229,8 @@ std::vector<std::size_t> paramShape(const LayerSpec &s, int i) {
     return {s.outputs, s.inputs};
   if (i == 2 && s.allToAll)
     return {s.outputs, s.outputs};
+  if ((i == P_BETA && s.betas.empty()) || (i == P_THRESHOLD && s.thresholds.empty()))
+    return {}; // a learned constant given once per layer
   return {s.outputs};
 }
 
@@ -232,6 +241,10 @@ bool hasParam(const LayerSpec &s, int i) {
     return s.neuron == NeuronType::RLeaky;
   if (i == 3)
     return s.neuron == NeuronType::RLeaky && s.allToAll;
+  if (i == P_BETA)
+    return s.learnBeta;
+  if (i == P_THRESHOLD)
+    return s.learnThreshold;
   return true;
 }
 
@@ -282,13 +295,13 @@ void Reader::network(const json &layers, NetworkSpec &spec) {
     if (field(n, "type", where) == "Alpha")
       unsupported(where + " Alpha neuron");
     s.neuron = name(field(n, "type", where), where + " neuron type", kNeuronNames);
-    std::size_t keys = 6 + learnFlags(n, where);
-    s.threshold = constant(n, "threshold", where);
+    std::size_t keys = 6 + learnFlags(n, where, s);
+    constant(n, "threshold", where, s.threshold, s.thresholds);
     if (s.neuron == NeuronType::Lapicque) {
       lapicque(n, where, s);
       keys += 3;
     } else {
-      s.beta = constant(n, "beta", where);
+      constant(n, "beta", where, s.beta, s.betas);
     }
     s.reset = name(field(n, "reset_mechanism", where), where + " reset_mechanism", kResetNames);
     const json &sur = field(n, "surrogate", where);
@@ -304,7 +317,7 @@ void Reader::network(const json &layers, NetworkSpec &spec) {
       s.sparseValue = real(field(rule, "value", where), where + " sparse value");
     }
     if (s.neuron == NeuronType::Synaptic) {
-      s.alpha = constant(n, "alpha", where);
+      constant(n, "alpha", where, s.alpha, s.alphas);
       ++keys;
     }
     if (s.neuron == NeuronType::RLeaky) {
@@ -410,7 +423,8 @@ void Reader::optimizerEntries(const json &entries, Checkpoint &ckpt) {
     int i = 0;
     while (i < int(NUM_PARAMS) && entry[1].get<std::string>() != paramName(i))
       ++i;
-    if (l >= spec.layers.size() || i == 4 || !hasParam(spec.layers[l], i) || seen[{l, i}])
+    if (l >= spec.layers.size() || i == int(NUM_PARAMS) || !hasParam(spec.layers[l], i) ||
+        seen[{l, i}])
       damaged(where + " names no new parameter of the network");
     seen[{l, i}] = true;
     const json &fields = dict(entry[2], where);

@@ -1,5 +1,6 @@
 #include "CycleEstimates.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <stdexcept>
@@ -10,7 +11,9 @@ namespace {
 // An IPU worker does one 64-bit (2 x float32) multiply-accumulate per cycle at
 // best; loads, branches and loop overheads make scalar code a few cycles per
 // element. The figures below are coarse on purpose: they rank phases, they do
-// not predict hardware to the cycle.
+// not predict hardware to the cycle. Each state block beyond U (Synaptic's J, Alpha's E and H)
+// adds a decay, an add and a store per neuron to the forward, and its carried gradient a few
+// more to the backward.
 constexpr std::uint64_t kVertexOverhead = 20;
 std::uint64_t vectorPass(unsigned n) { return 4 + (n + 1) / 2; } // one row op over n floats
 
@@ -18,6 +21,29 @@ std::uint64_t vectorPass(unsigned n) { return 4 + (n + 1) / 2; } // one row op o
 // the next layer's input; backward: dL/dI_next into dL/dW_next rows).
 std::uint64_t pushCycles(const VertexWork &w) {
   return w.pushOutputs ? std::uint64_t(w.spikes) * vectorPass(w.pushOutputs) : 0;
+}
+
+// The convolution's current: per row the cheaper of the event path (every non-zero input
+// scatters its kernel taps, activeInputs of them) and the dense gather (every tap at every
+// position), the choice the vertex makes by density; one pass over `neurons` channels each.
+std::uint64_t convForwardCycles(const VertexWork &w) {
+  const std::uint64_t events = std::uint64_t(w.activeInputs) * w.kernelArea;
+  const std::uint64_t gathers = std::uint64_t(w.positions) * w.inputs;
+  return std::uint64_t(w.batch) *
+         (2ull * w.elements + std::min(events, gathers) * vectorPass(w.neurons) +
+          2ull * w.positions * w.neurons);
+}
+
+// Weight or input gradient: each of a row's activeCandidates non-zero dL/dI entries visits
+// its window's taps (a load, a multiply-add and a store each).
+std::uint64_t convGradCycles(const VertexWork &w) {
+  return std::uint64_t(w.batch) *
+         (2ull * w.positions * w.neurons + 3ull * std::uint64_t(w.activeCandidates) * w.inputs);
+}
+
+// A pool over `batch` rows of `neurons` maps: every window entry once.
+std::uint64_t poolCycles(const VertexWork &w) {
+  return std::uint64_t(w.batch) * w.neurons * w.positions * (2ull + 2ull * w.kernelArea);
 }
 
 using Estimator = std::function<std::uint64_t(const VertexWork &)>;
@@ -37,7 +63,7 @@ const std::map<std::string, Estimator> &table() {
                     (std::uint64_t(w.partialSources) * vectorPass(w.batch * w.neurons) +
                      std::uint64_t(w.batch) *
                          (std::uint64_t(w.activeInputs) * vectorPass(w.neurons) +
-                          16ull * w.neurons + 2ull * w.activeCandidates));
+                          (16ull + 4ull * (w.states - 1)) * w.neurons + 2ull * w.activeCandidates));
        }},
       {"LifBackward",
        [](const VertexWork &w) {
@@ -45,7 +71,7 @@ const std::map<std::string, Estimator> &table() {
                 std::uint64_t(w.stepsPerCall) * w.batch *
                     (std::uint64_t(w.activeInputs) * vectorPass(w.neurons) +
                      std::uint64_t(w.activeCandidates) * (6 + vectorPass(w.neurons)) +
-                     12ull * w.neurons);
+                     (12ull + 6ull * (w.states - 1)) * w.neurons);
        }},
       {"PushSpikes",
        [](const VertexWork &w) {
@@ -66,8 +92,31 @@ const std::map<std::string, Estimator> &table() {
       {"LossSum", [](const VertexWork &w) { return kVertexOverhead + 2ull * w.elements; }},
       {"SgdStep", [](const VertexWork &w) { return kVertexOverhead + 4ull * w.elements; }},
       {"AdamStep", [](const VertexWork &w) { return kVertexOverhead + 14ull * w.elements; }},
+      {"ConvForward", [](const VertexWork &w) { return kVertexOverhead + convForwardCycles(w); }},
+      {"ConvWeightGrad", [](const VertexWork &w) { return kVertexOverhead + convGradCycles(w); }},
+      {"ConvInputGrad",
+       [](const VertexWork &w) {
+         return kVertexOverhead + convGradCycles(w) + 2ull * w.batch * w.elements;
+       }},
+      {"MaxPoolForward", [](const VertexWork &w) { return kVertexOverhead + poolCycles(w); }},
+      {"MaxPoolBackward", [](const VertexWork &w) { return kVertexOverhead + poolCycles(w); }},
+      {"AvgPoolForward", [](const VertexWork &w) { return kVertexOverhead + poolCycles(w); }},
+      {"AvgPoolBackward", [](const VertexWork &w) { return kVertexOverhead + poolCycles(w); }},
+      // Per neuron and step: the update and threshold (forward); the surrogate, its mask and
+      // the leak path (backward).
+      {"ConvNeuronForward",
+       [](const VertexWork &w) {
+         return kVertexOverhead + std::uint64_t(w.batch) * w.steps * (6ull * w.neurons);
+       }},
+      {"ConvNeuronBackward",
+       [](const VertexWork &w) {
+         return kVertexOverhead + std::uint64_t(w.batch) * w.steps * (16ull * w.neurons);
+       }},
+      {"SumParts", [](const VertexWork &w) { return kVertexOverhead + 2ull * w.elements; }},
       // Two loads, an add and a store per element pair.
       {"AccumulateGrad", [](const VertexWork &w) { return kVertexOverhead + 2ull * w.elements; }},
+      // Sums the layer's N parts, writes the shard's n entries.
+      {"LayerGradSum", [](const VertexWork &w) { return kVertexOverhead + w.elements; }},
   };
   return estimators;
 }

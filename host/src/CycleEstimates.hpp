@@ -24,6 +24,11 @@ struct VertexWork {
   unsigned spikes = 0;         // expected spikes per (sample, step) of the shard (its capacity)
   unsigned pushOutputs = 0;    // next layer's width where this shard pushes W_next.S to it
   unsigned partialSources = 0; // blocks of pushed W.S sums summed per step, [B, n] each
+  // Convolution and pooling (codelets/Conv.cpp): `batch` rows of maps, `neurons` channels,
+  // `inputs` the taps C_in x kH x kW, `elements` the input entries of a row, and:
+  unsigned positions = 0;  // output positions of a map (H_out x W_out)
+  unsigned kernelArea = 0; // kH x kW
+  unsigned states = 1;     // the neuron's state blocks (U, then J or Alpha's E and H)
 };
 
 // Throws std::logic_error for a vertex without an estimator.

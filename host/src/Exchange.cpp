@@ -169,4 +169,15 @@ LossExchange lossCopies(const GraphBuild &b) {
   return c;
 }
 
+CopyList constantGradCopies(const GraphBuild &b) {
+  CopyList copies;
+  for (const Layer &layer : b.layers)
+    for (unsigned p = 0; p < NUM_PARAMS; ++p)
+      if (layer.hasParam(p) && isLayerScalar(layer.spec, p))
+        for (const Shard &dst : layer.shards)
+          for (const Shard &src : layer.shards)
+            copies.add(src.gradPart[p], dst.gradParts[p].slice(src.first, src.first + src.size));
+  return copies;
+}
+
 } // namespace popsnn

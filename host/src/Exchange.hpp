@@ -43,6 +43,9 @@ CopyList pushedGradCopies(const Layer &from, const Layer &to);
 // Every layer's weights (and V) onto the tiles that use them beside their owners': the layer
 // feeding it (dL/dS, a pushing layer's forward) and its own shards (the recurrence).
 CopyList fanoutCopies(const GraphBuild &b);
+// A learned constant given once per layer: every shard's per-neuron gradient onto every
+// shard of its layer (gradParts), to be summed there; empty without one.
+CopyList constantGradCopies(const GraphBuild &b);
 // Chunk m of the batch onto the first layer's tiles.
 CopyList inputCopies(const GraphBuild &b, unsigned chunk);
 // The output layer's records onto the loss groups' tiles (gather), and the loss gradients

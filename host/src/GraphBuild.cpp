@@ -56,6 +56,16 @@ Tensor GraphBuild::zeros(const Type &type, std::size_t n, unsigned tile, const s
   return t;
 }
 
+Tensor GraphBuild::constant(const std::vector<float> &values, unsigned tile,
+                            const std::string &name, int layer) {
+  tileLayerBytes[tile][layer] += values.size() * typeSize(FLOAT);
+  if (!graph)
+    return Tensor();
+  Tensor t = graph->addConstant(FLOAT, {values.size()}, values.data(), name);
+  graph->setTileMapping(t, tile);
+  return t;
+}
+
 void GraphBuild::checkMemory(const Target &target) const {
   if (target.getTargetType() == TargetType::CPU) // no memory limit per tile
     return;

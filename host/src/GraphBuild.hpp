@@ -48,11 +48,21 @@ struct Shard : ShardPlan {
   // A layer that pushes (LayerShape::push): its W_next.S blocks and W_next rows, dL/dW_next;
   // the layer it feeds: the received blocks.
   poplar::Tensor nextCurrent, nextRows, nextGradRows, nextGradWeights, partialRecv;
+  // LayerSpec::perNeuron: the constants one per neuron [n] (a learned one is param[P_BETA] or
+  // param[P_THRESHOLD]), beta clamped to [0, 1] as the vertices use it, and a learned beta's
+  // membrane trace U [T, B, n]. A learned constant given once for the layer: the backward's
+  // per-neuron gradient (gradPart), summed over the layer into grad on every shard.
+  // gradParts: every shard's gradPart, gathered on this tile [N].
+  poplar::Tensor betas, alphas, thresholds, clampedBeta, memTrace, gradPart[NUM_PARAMS],
+      gradParts[NUM_PARAMS];
 };
 
 struct Layer : LayerShape {
   std::vector<Shard> shards;
 };
+
+// The layer's neuron model as the vertices name it (codes::Neuron; VertexWiring.cpp).
+unsigned neuronCode(const LayerSpec &s);
 
 // The tensors outside the layers: the batch, labels, loss and output records, and the
 // learning rate (one float per tile, written by the host: a schedule needs no recompile).
@@ -89,6 +99,8 @@ struct GraphBuild {
                      const std::string &name, int layer = -1);
   poplar::Tensor zeros(const poplar::Type &type, std::size_t n, unsigned tile,
                        const std::string &name, int layer = -1);
+  poplar::Tensor constant(const std::vector<float> &values, unsigned tile, const std::string &name,
+                          int layer);
 
   std::size_t typeSize(const poplar::Type &type) const;
 

@@ -18,6 +18,12 @@ std::string streamName(const std::string &prefix, const Layer &layer, unsigned s
 void readParam(poplar::Engine &engine, const std::string &prefix, const Layer &layer, unsigned p,
                std::vector<float> &out) {
   out.assign(hostParamSize(layer.spec, p), 0.0f);
+  if (isLayerScalar(layer.spec, p)) { // the same value on every neuron (the gradient: its sum)
+    std::vector<float> buf(layer.shards[0].size);
+    engine.readTensor(streamName(prefix, layer, 0, p), buf.data(), buf.data() + buf.size());
+    out[0] = buf[0];
+    return;
+  }
   const unsigned rows = p == P_WEIGHT ? layer.spec.inputs : layer.spec.outputs; // device rows
   for (unsigned k = 0; k < layer.shards.size(); ++k) {
     const Shard &sh = layer.shards[k];
@@ -43,6 +49,8 @@ void writeParam(poplar::Engine &engine, const std::string &prefix, const Layer &
       for (unsigned i = 0; i < rows; ++i)
         for (unsigned j = 0; j < sh.size; ++j)
           buf[std::size_t(i) * sh.size + j] = in[std::size_t(sh.first + j) * rows + i];
+    } else if (isLayerScalar(layer.spec, p)) {
+      std::fill(buf.begin(), buf.end(), in[0]);
     } else {
       std::copy(in.begin() + sh.first, in.begin() + sh.first + sh.size, buf.begin());
     }

@@ -62,7 +62,8 @@ LayerPlan planLayer(const NetworkSpec &spec, unsigned l, const TargetGeometry &t
 } // namespace
 
 const char *paramName(unsigned p) {
-  static const char *names[NUM_PARAMS] = {"weight", "bias", "recurrent_weight", "recurrent_bias"};
+  static const char *names[NUM_PARAMS] = {"weight",         "bias", "recurrent_weight",
+                                          "recurrent_bias", "beta", "threshold"};
   return names[p];
 }
 
@@ -74,8 +75,12 @@ std::vector<float> &paramValues(LayerParams &lp, unsigned p) {
     return lp.bias;
   case P_REC_WEIGHT:
     return lp.recurrentWeight;
-  default:
+  case P_REC_BIAS:
     return lp.recurrentBias;
+  case P_BETA:
+    return lp.beta;
+  default:
+    return lp.threshold;
   }
 }
 const std::vector<float> &paramValues(const LayerParams &lp, unsigned p) {
@@ -85,7 +90,12 @@ const std::vector<float> &paramValues(const LayerParams &lp, unsigned p) {
 bool layerHasParam(const LayerSpec &s, unsigned p) {
   const bool recurrent = s.neuron == NeuronType::RLeaky;
   return p == P_WEIGHT || (p == P_BIAS && s.bias) || (p == P_REC_WEIGHT && recurrent) ||
-         (p == P_REC_BIAS && recurrent && s.allToAll);
+         (p == P_REC_BIAS && recurrent && s.allToAll) || (p == P_BETA && s.learnBeta) ||
+         (p == P_THRESHOLD && s.learnThreshold);
+}
+
+bool isLayerScalar(const LayerSpec &s, unsigned p) {
+  return (p == P_BETA && s.betas.empty()) || (p == P_THRESHOLD && s.thresholds.empty());
 }
 
 std::size_t hostParamSize(const LayerSpec &s, unsigned p) {
@@ -93,7 +103,7 @@ std::size_t hostParamSize(const LayerSpec &s, unsigned p) {
     return std::size_t(s.outputs) * s.inputs;
   if (p == P_REC_WEIGHT && s.neuron == NeuronType::RLeaky && s.allToAll)
     return std::size_t(s.outputs) * s.outputs;
-  return s.outputs;
+  return isLayerScalar(s, p) ? 1 : s.outputs;
 }
 
 bool hasOptimizerSlot(const OptimizerSpec &o, unsigned slot) {

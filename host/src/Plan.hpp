@@ -28,8 +28,20 @@ struct Schedule {
   unsigned chunks = 1;
 };
 
-enum ParamIndex { P_WEIGHT = 0, P_BIAS = 1, P_REC_WEIGHT = 2, P_REC_BIAS = 3, NUM_PARAMS = 4 };
+// P_BETA, P_THRESHOLD: a learned beta or threshold, one per neuron on the device (a layer's
+// single value repeated on every neuron, its gradient summed over the layer).
+enum ParamIndex {
+  P_WEIGHT = 0,
+  P_BIAS = 1,
+  P_REC_WEIGHT = 2,
+  P_REC_BIAS = 3,
+  P_BETA = 4,
+  P_THRESHOLD = 5,
+  NUM_PARAMS = 6
+};
 const char *paramName(unsigned p); // PyTorch's: "weight", "bias", "recurrent_weight", ...
+// A learned constant given once for the layer: the host holds 1 value, the device n per shard.
+bool isLayerScalar(const LayerSpec &s, unsigned p);
 // Parameter p (P_WEIGHT..) of a layer's public LayerParams.
 std::vector<float> &paramValues(LayerParams &params, unsigned p);
 const std::vector<float> &paramValues(const LayerParams &params, unsigned p);

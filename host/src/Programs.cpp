@@ -182,6 +182,9 @@ std::vector<Program> buildPrograms(GraphBuild &b, const ComputeSets &cs,
   backward.add(b.stepMajor() ? backwardStepMajor(b, cs) : backwardLayerMajor(b, cs));
   if (direct)
     backward.add(Execute(cs.directGrad));
+  const CopyList constantGrads = constantGradCopies(b);
+  if (!constantGrads.src.empty()) // a learned constant given once per layer: summed
+    backward.add(Sequence{constantGrads.program(), Execute(cs.reduceConstants)});
   // The weights onto the tiles that use them beside their owners' (pushing layers in the
   // forward, dL/dS in the backward) with the first (chunk of the) batch: unchanged until
   // the optimiser step.

@@ -7,6 +7,7 @@
 
 #include "GraphBuild.hpp"
 #include "popsnn/VertexEnums.hpp"
+#include "popsnn/VertexUnits.hpp"
 
 namespace popsnn {
 
@@ -54,9 +55,34 @@ struct ShardTensorMaker {
     }
   }
 
+  // LayerSpec::perNeuron: the constants the vertices read per neuron (GraphBuild.hpp).
+  void constants() {
+    const LayerSpec &s = layer.spec;
+    if (!s.perNeuron())
+      return;
+    auto perNeuron = [&](const std::vector<float> &values, float scalar, const char *what) {
+      std::vector<float> v(n, scalar);
+      if (!values.empty())
+        std::copy(values.begin() + sh.first, values.begin() + sh.first + n, v.begin());
+      return b.constant(v, tile, name + what, L);
+    };
+    sh.betas = s.learnBeta ? sh.param[P_BETA] : perNeuron(s.betas, s.beta, "betas");
+    sh.alphas = perNeuron(s.alphas, s.alpha, "alphas"); // a gain stays one per layer
+    sh.thresholds = s.learnThreshold ? sh.param[P_THRESHOLD]
+                                     : perNeuron(s.thresholds, s.threshold, "thresholds");
+    sh.clampedBeta = b.zeros(FLOAT, n, tile, name + "clamped_beta", L);
+    if (s.learnBeta)
+      sh.memTrace = b.zeros(FLOAT, std::size_t(T) * B * n, tile, name + "mem_trace", L);
+    for (unsigned p : {P_BETA, P_THRESHOLD})
+      if (layer.hasParam(p) && isLayerScalar(s, p)) {
+        sh.gradPart[p] = b.zeros(FLOAT, n, tile, name + "grad_part_" + paramName(p), L);
+        sh.gradParts[p] = b.zeros(FLOAT, N, tile, name + "grad_parts_" + paramName(p), L);
+      }
+  }
+
   void state() {
-    // The neuron's state and its carried gradient: U, then Synaptic's J.
-    const unsigned stateVars = layer.spec.neuron == NeuronType::Synaptic ? 2 : 1;
+    // The neuron's state and its carried gradient: U, then Synaptic's J or Alpha's E and H.
+    const unsigned stateVars = units::STATES[neuronCode(layer.spec)];
     sh.mem = b.zeros(FLOAT, stateVars * B * n, tile, name + "mem", L);
     sh.gradMem = b.zeros(FLOAT, stateVars * B * n, tile, name + "grad_mem", L);
     sh.prevSpikes = b.zeros(FLOAT, B * n, tile, name + "prev_spikes", L);
@@ -167,6 +193,7 @@ void createShardTensors(GraphBuild &b, Layer &layer) {
   for (unsigned k = 0; k < layer.shards.size(); ++k) {
     ShardTensorMaker make(b, layer, layer.shards[k], k);
     make.params();
+    make.constants();
     make.state();
     make.input();
     make.neighbours();

@@ -54,6 +54,38 @@ void validateSurrogate(const std::string &at, const LayerSpec &s) {
             str(s.surrogateParam));
 }
 
+// The constants given one per neuron (docs/numerics.md section 2): one each, in range.
+void validatePerNeuron(const std::string &at, const LayerSpec &s) {
+  const struct {
+    const char *name;
+    const std::vector<float> &values;
+    bool unit; // in [0, 1], else finite and > 0
+  } constants[] = {
+      {"beta", s.betas, true}, {"alpha", s.alphas, true}, {"threshold", s.thresholds, false}};
+  for (const auto &c : constants) {
+    if (c.values.empty())
+      continue;
+    if (c.values.size() != s.outputs)
+      invalid(at + std::to_string(c.values.size()) + " " + c.name + " values for " +
+              std::to_string(s.outputs) + " neurons; give one per neuron or a single value");
+    for (float v : c.values)
+      if (c.unit ? !(v >= 0.0f && v <= 1.0f) : !(v > 0.0f && std::isfinite(v)))
+        invalid(at + "every " + c.name + " must " +
+                (c.unit ? "lie in [0, 1]" : "be a finite number > 0") + ", got " + str(v));
+  }
+  if (s.neuron == NeuronType::Alpha && s.perNeuron())
+    invalid(at + "the Alpha neuron's constants are one per layer and fixed on the engine; use "
+                 "device='reference' for per-neuron or learned ones");
+  if (s.neuron == NeuronType::Lapicque && (!s.betas.empty() || !s.alphas.empty() || s.learnBeta))
+    invalid(at + "Lapicque steps with its decay and gain (from beta, R, C): they cannot be "
+                 "given per neuron nor learned; give one beta, or learn the threshold only");
+  if (s.sparseRule == SparseRule::OneSided)
+    for (float v : s.thresholds)
+      if (!(s.sparseValue < v))
+        invalid(at + "the one-sided rule's theta_grad must be below every threshold, got " +
+                str(s.sparseValue) + " and a threshold of " + str(v));
+}
+
 void validateLayer(const NetworkSpec &spec, std::size_t l) {
   const LayerSpec &s = spec.layers[l];
   const std::string at = "layer " + std::to_string(l) + ": ";
@@ -68,10 +100,15 @@ void validateLayer(const NetworkSpec &spec, std::size_t l) {
   if (!(s.alpha >= 0.0f && s.alpha <= 1.0f))
     invalid(at + "alpha must lie in [0, 1], got " + str(s.alpha));
   if (!(s.gain > 0.0f) || !std::isfinite(s.gain))
-    invalid(at + "gain (Lapicque's dt/C) must be a finite number > 0, got " + str(s.gain));
+    invalid(at + "gain (Lapicque's dt/C, Alpha's tau_alpha) must be a finite number > 0, got " +
+            str(s.gain));
+  if (s.neuron == NeuronType::Alpha && !(s.beta > 0.0f && s.alpha > s.beta))
+    invalid(at + "Alpha needs 0 < beta < alpha <= 1 (as snnTorch), got alpha=" + str(s.alpha) +
+            ", beta=" + str(s.beta));
   if (!(s.threshold > 0.0f) || !std::isfinite(s.threshold))
     invalid(at + "threshold must be a finite number > 0, got " + str(s.threshold));
   validateSurrogate(at, s);
+  validatePerNeuron(at, s);
   if (s.sparseRule != SparseRule::None && !std::isfinite(s.sparseValue))
     invalid(at + "the sparse rule's value must be a finite number, got " + str(s.sparseValue));
   if (s.sparseRule == SparseRule::Window && !(s.sparseValue > 0.0f))

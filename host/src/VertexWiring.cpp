@@ -12,22 +12,14 @@ namespace popsnn {
 
 using namespace poplar;
 
-namespace {
-
+// A model's code is its NeuronType; RLeaky's recurrence decides its unit.
 unsigned neuronCode(const LayerSpec &s) {
-  if (s.neuron == NeuronType::Synaptic)
-    return codes::SYNAPTIC;
-  if (s.neuron == NeuronType::RLeaky)
-    return s.allToAll ? codes::RLEAKY_ALL_TO_ALL : codes::RLEAKY_ONE_TO_ONE;
-  if (s.neuron == NeuronType::Lapicque)
-    return codes::LAPICQUE;
-  return codes::LEAKY;
+  if (s.neuron == NeuronType::RLeaky && !s.allToAll)
+    return codes::RLEAKY_ONE_TO_ONE;
+  return unsigned(s.neuron);
 }
 
-// The neuron's second constant (codelets/Neurons.hpp): Synaptic's alpha, Lapicque's gain.
-float neuronConstant(const LayerSpec &s) {
-  return s.neuron == NeuronType::Lapicque ? s.gain : s.alpha;
-}
+namespace {
 
 // Vertices of any kind: constant fields and cycle estimates.
 struct Wiring {
@@ -82,6 +74,7 @@ struct ShardWiring : Wiring {
     work.pushOutputs = layer.push ? next->spec.outputs : 0;
     work.activeCandidates = sh.capacity + (layer.a2a ? numOwn * ownCap : 0);
     work.stepsPerCall = layer.a2a || stepMajor ? 1u : T;
+    work.states = units::STATES[neuronCode(s)];
   }
 
   // The shard's geometry and neuron model: the same constants on its forward and
@@ -98,7 +91,20 @@ struct ShardWiring : Wiring {
     setField(v, "offset", sh.first);
     setField(v, "inputMode", layer.inputMode);
     setField(v, "beta", s.beta);
-    setField(v, "alpha", neuronConstant(s));
+    setField(v, "alpha", s.alpha);
+    setField(v, "gain", s.gain);
+    // Constants one per neuron (LayerSpec::perNeuron): their tensors, else the floats above.
+    connectIf(v, "betas", sh.betas);
+    connectIf(v, "alphas", sh.alphas);
+    connectIf(v, "thresholds", sh.thresholds);
+    connectIf(v, "clampedBeta", sh.clampedBeta);
+  }
+
+  // A learned constant's gradient: per neuron, or the part a layer-wide one sums.
+  Tensor constantGrad(unsigned p) {
+    if (!layer.hasParam(p))
+      return Tensor();
+    return isLayerScalar(s, p) ? sh.gradPart[p] : sh.grad[p];
   }
 
   void direct(ComputeSet csDirect, ComputeSet csDirectGrad) {
@@ -178,6 +184,7 @@ struct ShardWiring : Wiring {
     connectIf(v, "recSpikes", sh.recSpikes);
     connectIf(v, "recMem", sh.recMem);
     b.graph->connect(v["overflow"], sh.overflow);
+    connectIf(v, "memTrace", sh.memTrace);
     setShardFields(v);
     setField(v, "capacity", sh.capacity);
     setField(v, "traceCapacity", sh.traceCapacity);
@@ -231,6 +238,9 @@ struct ShardWiring : Wiring {
     connectIf(v, "prevIds", sh.prevIds);
     b.graph->connect(v["scratch"], sh.bwdScratch);
     connectIf(v, "liveIds", sh.liveIds);
+    connectIf(v, "memTrace", sh.memTrace);
+    connectIf(v, "gradBeta", constantGrad(P_BETA));
+    connectIf(v, "gradThreshold", constantGrad(P_THRESHOLD));
     setShardFields(v);
     setField(v, "stepsPerCall", layer.a2a || stepMajor ? 1u : T);
     setField(v, "stepMajor", unsigned(stepMajor));
@@ -282,6 +292,21 @@ struct ShardWiring : Wiring {
     }
     setEstimate(v, "PushSpikes", pw);
     setEstimate(g, "PushGrads", pw);
+  }
+
+  // A learned constant given once per layer: the sum of every shard's part, on every shard.
+  void reduceConstants(ComputeSet cs) {
+    for (unsigned p : {P_BETA, P_THRESHOLD}) {
+      if (!layer.hasParam(p) || !isLayerScalar(s, p))
+        continue;
+      VertexRef v = b.graph->addVertex(cs, "LayerGradSum");
+      b.graph->connect(v["parts"], sh.gradParts[p]);
+      b.graph->connect(v["total"], sh.grad[p]);
+      b.graph->setTileMapping(v, tile);
+      VertexWork w;
+      w.elements = s.outputs + n;
+      setEstimate(v, "LayerGradSum", w);
+    }
   }
 
   void optimiser(ComputeSet csOptim) {
@@ -421,6 +446,7 @@ CopyList addVertices(GraphBuild &b, ComputeSets &cs) {
   cs.loss = graph.addComputeSet("loss");
   cs.optimiser = graph.addComputeSet("optimiser");
   cs.accumulate = graph.addComputeSet("accumulate_chunk_gradients");
+  cs.reduceConstants = graph.addComputeSet("reduce_constant_gradients");
   for (auto &layer : b.layers) {
     const std::string tag = "layer" + std::to_string(layer.index);
     cs.forward.push_back(graph.addComputeSet(tag + "/forward"));
@@ -439,6 +465,7 @@ CopyList addVertices(GraphBuild &b, ComputeSets &cs) {
       wire.backward(cs.backward.back());
       if (layer.push)
         wire.push(cs.push.back(), cs.pushGrads.back());
+      wire.reduceConstants(cs.reduceConstants);
       wire.optimiser(cs.optimiser);
     }
   }

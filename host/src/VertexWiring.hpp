@@ -14,6 +14,8 @@ namespace popsnn {
 // The compute sets of one training step (each one compute phase).
 struct ComputeSets {
   poplar::ComputeSet direct, directGrad, loss, optimiser, accumulate;
+  // A learned constant given once per layer: its gradient summed over the layer's neurons.
+  poplar::ComputeSet reduceConstants;
   std::vector<poplar::ComputeSet> forward, backward; // per layer
   // Per layer, made for pushing layers only (LayerShape::push): after its forward, and
   // after the layer it pushes to has its dL/dI.

@@ -6,14 +6,27 @@
 namespace popsnn {
 namespace codes {
 
+// The neuron models, one line each (the only place a model is registered):
+//   X(code, name, unit, states)
+// its code, its name (the layer class's in python/popsnn/layers.py, and the host's
+// NeuronType), its codelet unit in codelets/Neurons.hpp and the [B, n] state blocks the unit
+// keeps (U, then J, or Alpha's E and H: the host sizes them). The codes, the host's names
+// and the LIF vertices' explicit instantiations (generated at build time, see
+// host/CMakeLists.txt) all come from this table.
+#define POPSNN_NEURON_MODELS(X)                                                                    \
+  X(LEAKY, Leaky, Leaky, 1)                                                                        \
+  X(SYNAPTIC, Synaptic, Synaptic, 2)                                                               \
+  X(RLEAKY_ALL_TO_ALL, RLeaky, RLeakyAllToAll, 1)                                                  \
+  X(LAPICQUE, Lapicque, Lapicque, 1)                                                               \
+  X(ALPHA, Alpha, Alpha, 3)
+// RLeaky with one recurrent weight per neuron (all_to_all=False): RLeaky's second unit.
+#define POPSNN_NEURON_VARIANTS(X) X(RLEAKY_ONE_TO_ONE, RLeaky, RLeakyOneToOne, 1)
+
+#define POPSNN_NEURON_CODE(code, name, unit, states) code,
 enum Neuron : unsigned {
-  LEAKY = 0,
-  SYNAPTIC = 1,
-  RLEAKY_ALL_TO_ALL = 2,
-  RLEAKY_ONE_TO_ONE = 3,
-  LAPICQUE = 4,
-  NUM_NEURONS = 5
+  POPSNN_NEURON_MODELS(POPSNN_NEURON_CODE) POPSNN_NEURON_VARIANTS(POPSNN_NEURON_CODE) NUM_NEURONS
 };
+#undef POPSNN_NEURON_CODE
 enum Reset : unsigned { RESET_SUBTRACT = 0, RESET_ZERO = 1, RESET_NONE = 2, NUM_RESETS = 3 };
 enum Surrogate : unsigned {
   FAST_SIGMOID = 0,

@@ -1,9 +1,9 @@
-// The one table of the LIF vertices' compile-time units (codelets/Neurons.hpp): the C++
-// name of each neuron model, reset and sparse rule, indexed by its code in VertexEnums.hpp.
+// The LIF vertices' compile-time units (codelets/Neurons.hpp): the C++ name of each neuron
+// model (from VertexEnums.hpp's table of models), reset and sparse rule, indexed by its code.
 // The host names the vertex it wants from it, in Poplar's template syntax
-// ("LifForward<popsnn::Leaky,popsnn::ResetSubtract,popsnn::NoRule>"); the codelets
-// instantiate every combination (the lists in LifForward.cpp and LifBackward.cpp, checked
-// against this table by tests/engine/test_vertex_units.py). The backward is specialised on
+// ("LifForward<popsnn::Leaky,popsnn::ResetSubtract,popsnn::NoRule>"); the build instantiates
+// every combination from it (host/src/VertexInstances.cpp; tests/engine/test_vertex_units.py
+// checks the table against the units). The backward is specialised on
 // the surrogate trace the rule leaves (TRACES), not on the rule. Surrogates are units too,
 // chosen once per row inside the vertex (docs/architecture.md has the measurement).
 #pragma once
@@ -15,9 +15,15 @@
 namespace popsnn {
 namespace units {
 
+#define POPSNN_NEURON_UNIT(code, name, unit, states) "popsnn::" #unit,
+#define POPSNN_NEURON_STATES(code, name, unit, states) states,
 inline constexpr const char *NEURONS[codes::NUM_NEURONS] = {
-    "popsnn::Leaky", "popsnn::Synaptic", "popsnn::RLeakyAllToAll", "popsnn::RLeakyOneToOne",
-    "popsnn::Lapicque"};
+    POPSNN_NEURON_MODELS(POPSNN_NEURON_UNIT) POPSNN_NEURON_VARIANTS(POPSNN_NEURON_UNIT)};
+// The [B, n] state blocks each unit keeps (its `states`).
+inline constexpr unsigned STATES[codes::NUM_NEURONS] = {
+    POPSNN_NEURON_MODELS(POPSNN_NEURON_STATES) POPSNN_NEURON_VARIANTS(POPSNN_NEURON_STATES)};
+#undef POPSNN_NEURON_UNIT
+#undef POPSNN_NEURON_STATES
 inline constexpr const char *RESETS[codes::NUM_RESETS] = {"popsnn::ResetSubtract",
                                                           "popsnn::ResetZero", "popsnn::ResetNone"};
 inline constexpr const char *RULES[codes::NUM_RULES] = {"popsnn::NoRule", "popsnn::Window",

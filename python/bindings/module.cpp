@@ -13,6 +13,8 @@
 
 namespace py = pybind11;
 
+void bindConvStage(py::module_ &m); // conv_stage.cpp
+
 namespace {
 
 // The enums' names (popsnn/Names.hpp).
@@ -44,6 +46,17 @@ E choose(const std::string &what, const std::string &value, const Names<E> &opti
   throw std::invalid_argument(what + " must be one of " + names + ", got '" + value + "'");
 }
 
+// A neuron constant given as one number or one per neuron (a 1-D array or list).
+void readConstant(const py::dict &l, const char *key, float &scalar, std::vector<float> &values) {
+  if (!l.contains(key))
+    return;
+  FloatArray a = l[key].cast<FloatArray>();
+  if (a.ndim() == 0)
+    scalar = a.data()[0];
+  else
+    values.assign(a.data(), a.data() + a.size());
+}
+
 // Fields missing from the dict keep the C++ structs' defaults (NetworkSpec.hpp): one source.
 popsnn::NetworkSpec specFromDict(const py::dict &d) {
   using namespace popsnn;
@@ -56,10 +69,12 @@ popsnn::NetworkSpec specFromDict(const py::dict &d) {
     s.bias = get<bool>(l, "bias", s.bias);
     s.neuron = choose("neuron", l["neuron"].cast<std::string>(), kNeuronNames);
     s.allToAll = get<bool>(l, "all_to_all", s.allToAll);
-    s.beta = get<float>(l, "beta", s.beta);
-    s.alpha = get<float>(l, "alpha", s.alpha);
+    readConstant(l, "beta", s.beta, s.betas);
+    readConstant(l, "alpha", s.alpha, s.alphas);
     s.gain = get<float>(l, "gain", s.gain);
-    s.threshold = get<float>(l, "threshold", s.threshold);
+    readConstant(l, "threshold", s.threshold, s.thresholds);
+    s.learnBeta = get<bool>(l, "learn_beta", s.learnBeta);
+    s.learnThreshold = get<bool>(l, "learn_threshold", s.learnThreshold);
     s.reset = choose("reset_mechanism", get<std::string>(l, "reset", nameOf(s.reset, kResetNames)),
                      kResetNames);
     s.surrogate =
@@ -146,7 +161,9 @@ py::dict defaultsDict() {
   return out;
 }
 
-const char *kParamNames[4] = {"weight", "bias", "recurrent_weight", "recurrent_bias"};
+constexpr int kNumParams = 6;
+const char *kParamNames[kNumParams] = {"weight",         "bias", "recurrent_weight",
+                                       "recurrent_bias", "beta", "threshold"};
 
 std::vector<float> *member(popsnn::LayerParams &p, int i) {
   switch (i) {
@@ -156,8 +173,12 @@ std::vector<float> *member(popsnn::LayerParams &p, int i) {
     return &p.bias;
   case 2:
     return &p.recurrentWeight;
-  default:
+  case 3:
     return &p.recurrentBias;
+  case 4:
+    return &p.beta;
+  default:
+    return &p.threshold;
   }
 }
 
@@ -165,12 +186,15 @@ std::vector<float> *member(popsnn::LayerParams &p, int i) {
 py::dict toDict(const popsnn::NetworkSpec &spec, unsigned l, popsnn::LayerParams &p) {
   const auto &s = spec.layers[l];
   py::dict out;
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < kNumParams; ++i) {
     std::vector<float> &v = *member(p, i);
     if (v.empty())
       continue;
     std::vector<py::ssize_t> shape;
-    if (i == 0)
+    const bool layerWide = (i == 4 && s.betas.empty()) || (i == 5 && s.thresholds.empty());
+    if (layerWide) // a learned constant given once per layer: shape []
+      shape = {};
+    else if (i == 0)
       shape = {py::ssize_t(s.outputs), py::ssize_t(s.inputs)};
     else if (i == 2 && s.allToAll)
       shape = {py::ssize_t(s.outputs), py::ssize_t(s.outputs)};
@@ -185,7 +209,7 @@ py::dict toDict(const popsnn::NetworkSpec &spec, unsigned l, popsnn::LayerParams
 
 popsnn::LayerParams fromDict(const py::dict &d) {
   popsnn::LayerParams p;
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < kNumParams; ++i) {
     if (!d.contains(kParamNames[i]))
       continue;
     FloatArray a = d[kParamNames[i]].cast<FloatArray>();
@@ -291,6 +315,12 @@ py::dict checkpointToDict(const std::string &path) {
     d["neuron"] = nameOf(l.neuron, kNeuronNames);
     d["beta"] = l.beta;
     d["gain"] = l.gain;
+    d["threshold"] = l.threshold;
+    d["betas"] = l.betas; // one per neuron where given (docs/numerics.md section 2)
+    d["alphas"] = l.alphas;
+    d["thresholds"] = l.thresholds;
+    d["learn_beta"] = l.learnBeta;
+    d["learn_threshold"] = l.learnThreshold;
     layers.append(d);
   }
   py::dict out;
@@ -322,6 +352,7 @@ PYBIND11_MODULE(_native, m) {
   m.def("plan", &planToDict, "The graph builder's plan of a spec (no graph is built).",
         py::arg("spec"), py::arg("tiles"), py::arg("ipu") = false, py::arg("step_major") = false,
         py::arg("spread") = 1u, py::arg("chunks") = 1u);
+  bindConvStage(m);
   m.def("defaults", &defaultsDict, "The C++ spec's defaults (NetworkSpec.hpp) by Python name.");
   m.def("load_checkpoint", &checkpointToDict,
         "A checkpoint read by the C++ API (ValueError if bad).", py::arg("path"));

@@ -6,8 +6,9 @@ is the oracle every engine is checked against.
 """
 
 from . import encoders, losses, optim, precision, reference, sparse, surrogate
+from . import layers as _layers
 from .conv import AvgPool2d, Conv2d, Flatten, MaxPool2d
-from .layers import Alpha, Lapicque, Leaky, Linear, RLeaky, Sequential, Synaptic
+from .layers import *  # noqa: F403  (the layer classes: layers.__all__)
 from .model import Model
 from .nir_interop import export_to_nir, import_from_nir
 
@@ -18,13 +19,7 @@ __all__ = [
     "Conv2d",
     "Flatten",
     "MaxPool2d",
-    "Lapicque",
-    "Alpha",
-    "Leaky",
-    "Linear",
-    "RLeaky",
-    "Sequential",
-    "Synaptic",
+    *_layers.__all__,
     "encoders",
     "losses",
     "optim",

@@ -44,25 +44,16 @@ _SHAPE_LAYERS = {c.__name__: c for c in (_conv.Conv2d, _conv.MaxPool2d, _conv.Av
 
 
 def _neuron_to_dict(neuron) -> dict:
-    d = {
-        "type": type(neuron).__name__,
-        "threshold": neuron.threshold,  # a number, or a list (one per neuron)
-        "learn_threshold": neuron.learn_threshold,
-        "reset_mechanism": neuron.reset_mechanism,
-        "surrogate": {"name": neuron.surrogate.name, "param": neuron.surrogate.param},
-        "sparse": None
-        if neuron.sparse is None
-        else {"kind": neuron.sparse.kind, "value": neuron.sparse.value},
-    }
-    if isinstance(neuron, (_layers.Synaptic, _layers.Alpha)):
-        d["alpha"] = neuron.alpha
-    d["beta"] = neuron.beta
-    if hasattr(neuron, "learn_beta"):  # the trained values are in the weights
-        d["learn_beta"] = neuron.learn_beta
-    if isinstance(neuron, _layers.RLeaky):
-        d["all_to_all"] = neuron.all_to_all
-    if isinstance(neuron, _layers.Lapicque):  # as given: beta or R and C may be None
-        d.update(R=neuron.R, C=neuron.C, time_step=neuron.time_step)
+    """The layer's constructor arguments as given (network_from_dict rebuilds it from them):
+    every model's constants without a list of models here (Lapicque's beta or R and C may be
+    None; trained values are in the weights). `inhibition` is refused until supported."""
+    d = {"type": type(neuron).__name__}
+    for f in dataclasses.fields(neuron):
+        if f.init and f.name != "inhibition":
+            d[f.name] = getattr(neuron, f.name)  # a number, or a tuple (one per neuron)
+    d["surrogate"] = {"name": neuron.surrogate.name, "param": neuron.surrogate.param}
+    if neuron.sparse is not None:
+        d["sparse"] = {"kind": neuron.sparse.kind, "value": neuron.sparse.value}
     return d
 
 

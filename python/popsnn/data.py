@@ -540,21 +540,23 @@ DATASETS = ("mnist", "fashion-mnist", "shd", "nmnist")
 
 
 def load_named(name: str, path=None, num_steps: int = 25) -> tuple:
-    """(train, test) of a named data set. `path`: the folder holding it (optional for MNIST
-    and Fashion-MNIST); SHD wants shd_train.h5 and shd_test.h5 in it, N-MNIST its Train/ and
-    Test/ folders. `num_steps`: time bins for the event data sets."""
+    """(train, test) of a named data set. `path`: the folder holding it (by default the
+    embedded MNIST, `make data`'s Fashion-MNIST, `make event-data`'s `user_data_dir()/shd` or
+    `/nmnist`); SHD wants shd_train.h5 and shd_test.h5 in it, N-MNIST its Train/ and Test/
+    folders. `num_steps`: time bins for the event data sets."""
     if name == "mnist":
         return load_mnist(path)
     if name == "fashion-mnist":
         return load_fashion_mnist(path)
     if name not in DATASETS:
         raise ValueError(f"dataset must be one of {list(DATASETS)}, got {name!r}")
-    if path is None:
+    folder = Path(path) if path is not None else user_data_dir() / name
+    if path is None and not folder.is_dir():
         raise FileNotFoundError(
-            f"{name} is not shipped with popsnn: pass --data with the folder "
+            f"{name} is not shipped with popsnn: install its published archives with "
+            f"`make event-data ARCHIVES=...` (docs/data.md) or pass --data with the folder "
             f"that holds it ({_EVENT_LAYOUT[name]})"
         )
-    folder = Path(path)
     if name == "shd":
         train = load_shd(folder / "shd_train.h5", num_steps=num_steps)
         test = load_shd(folder / "shd_test.h5", num_steps=num_steps, num_classes=train.num_classes)

@@ -199,22 +199,24 @@ def _neuron_from_torch(layer, where: str):
                 time_step=_scalar(layer, "time_step", where),
                 **common,
             )
-        if isinstance(layer, snntorch.Alpha):
-            alpha = _constant(layer, "alpha", where)
-            return _layers.Alpha(alpha=alpha, beta=beta, **learn, **common)
         if isinstance(layer, snntorch.RLeaky):
             return _layers.RLeaky(beta=beta, all_to_all=bool(layer.all_to_all), **learn, **common)
-        if isinstance(layer, snntorch.Synaptic):
-            alpha = _constant(layer, "alpha", where)
-            return _layers.Synaptic(alpha=alpha, beta=beta, **learn, **common)
-        return _layers.Leaky(beta=beta, **learn, **common)
+        # Every other model: popsnn's class of the same name, its constants read by name
+        # (Leaky's beta; Synaptic's and Alpha's alpha and beta).
+        cls = _neuron_classes()[type(layer).__name__]
+        given = {name: _constant(layer, name, where) for name in cls.constants() if name != "beta"}
+        return cls(beta=beta, **given, **learn, **common)
     except ValueError as err:
         raise InteropError(f"{where}: {err}") from None
 
 
-_SUPPORTED = (
-    "nn.Linear, nn.Conv2d, nn.MaxPool2d, nn.AvgPool2d, nn.Flatten, snn.Leaky, "
-    "snn.Synaptic, snn.RLeaky, snn.Lapicque, snn.Alpha"
+def _neuron_classes() -> dict:
+    """popsnn's neuron models by name: snnTorch's class of each has the same name."""
+    return {cls.__name__: cls for cls in _layers.NEURON_TYPES}
+
+
+_SUPPORTED = "nn.Linear, nn.Conv2d, nn.MaxPool2d, nn.AvgPool2d, nn.Flatten, " + ", ".join(
+    f"snn.{name}" for name in _neuron_classes()
 )
 
 
@@ -275,8 +277,7 @@ def from_snntorch(model, dtype=None, input_shape=None) -> tuple:
     takes [B, N] input flat); a model starting with nn.Conv2d needs `input_shape=(C, H, W)`.
     `dtype`: the parameters' (np.float32 or np.float64); default the model's."""
     torch, snntorch = _import_torch()
-    neurons = (snntorch.Leaky, snntorch.Synaptic, snntorch.RLeaky, snntorch.Lapicque)
-    neurons += (snntorch.Alpha,)
+    neurons = tuple(getattr(snntorch, name) for name in _neuron_classes())
     modules = list(model.children()) if isinstance(model, torch.nn.Sequential) else None
     if modules is None:
         raise InteropError(
@@ -386,16 +387,13 @@ def _snntorch_neuron(neuron, p, n: int, output: bool, tdtype, torch, snntorch):
         else:
             v = torch.from_numpy(p["recurrent_weight"].copy())
             cell = snntorch.RLeaky(beta=constant("beta"), all_to_all=False, **learn, V=v, **common)
-    elif isinstance(neuron, _layers.Synaptic):
-        cell = snntorch.Synaptic(alpha=constant("alpha"), beta=constant("beta"), **learn, **common)
-    elif isinstance(neuron, _layers.Alpha):
-        cell = snntorch.Alpha(alpha=constant("alpha"), beta=constant("beta"), **learn, **common)
     elif isinstance(neuron, _layers.Lapicque):
         R, C = (torch.tensor(v, dtype=tdtype) for v in neuron.resistance_capacitance())
         step = torch.tensor(neuron.time_step, dtype=tdtype)
         cell = snntorch.Lapicque(R=R, C=C, time_step=step, **common)
-    else:
-        cell = snntorch.Leaky(beta=constant("beta"), **learn, **common)
+    else:  # snnTorch's class of the same name, given the model's constants by name
+        given = {name: constant(name) for name in neuron.constants()}
+        cell = getattr(snntorch, type(neuron).__name__)(**given, **learn, **common)
     return cell.to(tdtype)
 
 

@@ -24,7 +24,7 @@ as snnTorch takes a tensor; the layer keeps it as a tuple of floats (hashable, i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -114,6 +114,14 @@ class _Neuron:
                 f"one_sided theta_grad must be below the threshold "
                 f"({np.min(self.threshold)}), got {self.sparse.value}; e.g. 0.9 * threshold"
             )
+
+    @classmethod
+    def constants(cls) -> tuple:
+        """The names of the model's own constructor arguments (beside the common threshold,
+        reset, surrogate, sparse rule and learn flags): ("beta",) for Leaky, ("alpha",
+        "beta") for Synaptic and Alpha. The edges (interop, checkpoints) carry them by name."""
+        common = {f.name for f in fields(_Neuron)} | {"learn_beta"}
+        return tuple(f.name for f in fields(cls) if f.init and f.name not in common)
 
     def per_neuron_constants(self) -> dict:
         """{name: length} of the constants given one per neuron."""
@@ -282,6 +290,8 @@ class Alpha(_Neuron):
 
 Neuron = Leaky | Synaptic | RLeaky | Lapicque | Alpha
 NEURON_TYPES = (Leaky, Synaptic, RLeaky, Lapicque, Alpha)
+# What `popsnn` exports from here (its __init__ takes this list): the layers a network is made of.
+__all__ = ["Linear", "Sequential", "Leaky", "Synaptic", "RLeaky", "Lapicque", "Alpha"]
 
 
 @dataclass(frozen=True)

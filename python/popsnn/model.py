@@ -68,8 +68,7 @@ def resolve_device(device: str) -> str:
 
 
 def _engine_runs(net: Sequential) -> bool:
-    """Whether the engine devices run every layer of `net` (not yet: the Alpha neuron,
-    per-neuron or learned constants)."""
+    """Whether the engine devices run every layer of `net` (not yet: the Alpha neuron)."""
     try:
         _engine_module().check_engine_supports(net)
     except ValueError:
@@ -126,8 +125,8 @@ class Model:
                 )
         self.dtype = _precision.check_dtype(dtype)
         if device == "auto" and self.device != "reference":
-            # Alpha, per-neuron or learned constants, half storage: the engine does not run
-            # them yet (docs/numerics.md)
+            # the Alpha neuron, half storage: the engine does not run them yet
+            # (docs/numerics.md)
             if self.dtype == "float16" or not _engine_runs(net):
                 self.device = "reference"
         scaler = _precision.make_scaler(self.dtype, loss_scale)

@@ -88,7 +88,9 @@ def _neuron_metadata(neuron) -> dict:
 
 
 def _neuron_node(nir, neuron, n: int, dt: float):
-    if isinstance(neuron, (_layers.Lapicque, _layers.Alpha)):
+    # The models NIR's nodes describe: any other (Lapicque, Alpha, a new one) is refused,
+    # never exported as a LIF.
+    if not isinstance(neuron, (_layers.Leaky, _layers.Synaptic, _layers.RLeaky)):
         raise NIRError(
             f"export_to_nir: a {type(neuron).__name__} layer has no NIR export in popsnn yet; "
             f"export a net of Leaky, Synaptic or RLeaky layers"

@@ -488,6 +488,8 @@ def test_cli_dispatches_every_experiment(tmp_path, monkeypatch, capsys):
         "exp_rate",
         "exp_population",
         "exp_sparse",
+        "exp_sparse_full",
+        "exp_sparse_accuracy",
         "exp_sparse_width",
         "exp_ipu",
         "exp_weak_scaling",
@@ -509,6 +511,23 @@ def test_cli_dispatches_every_experiment(tmp_path, monkeypatch, capsys):
     assert len(called) == len(run.EXPERIMENTS)
     lines = capsys.readouterr().out.strip().splitlines()
     assert all(json.loads(line)["popsnn_images_per_s"] == 1.0 for line in lines)
+
+
+def test_sparse_full_cases_replace_only_their_own_rows(tmp_path, monkeypatch):
+    run = pytest.importorskip("run")
+
+    def fake(size, repeats, cases):
+        return [{"experiment": "sparse_full", "case": c, "run": 2} for c in cases]
+
+    monkeypatch.setattr(run.ex, "exp_sparse_full", fake)
+    monkeypatch.setattr(run, "RESULTS", tmp_path)
+    old = [{"case": "a", "run": 1}, {"case": "b", "run": 1}]
+    (tmp_path / "sparse_full.json").write_text(json.dumps(old))
+    assert run.main(["sparse_full", "--quick", "--cases", "b,c"]) == 0
+    rows = json.loads((tmp_path / "sparse_full.json").read_text())
+    assert [(r["case"], r["run"]) for r in rows] == [("a", 1), ("b", 2), ("c", 2)]
+    with pytest.raises(SystemExit):
+        run.main(["sparse", "--cases", "b"])  # --cases belongs to sparse_full / _accuracy
 
 
 def test_the_dsnn_spread_only_counts_runs_of_the_same_engine_code():

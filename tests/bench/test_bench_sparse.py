@@ -106,7 +106,8 @@ def test_fixed_activity_fires_every_neuron_and_natural_trains(sparse_rows):
         for r in cases[name]:
             assert r["hidden_spike_rate"] == 1.0 and "test_accuracy" not in r
     for r in cases["seed002-shd-natural"]:
-        assert 0 <= r["test_accuracy"] <= 1 and r["train_images"] == 16
+        assert 0 <= r["test_accuracy"] <= 1
+        assert r["test_images"] == (8 if r["dataset"] == "shd" else 16)
 
 
 def test_generated_recordings_read_back_through_popsnn_loaders(tmp_path):
@@ -162,3 +163,48 @@ def test_weak_scaling_estimates_are_labelled():
     assert rows[1]["weak_scaling_efficiency_estimate"] == pytest.approx(
         rows[0]["estimate_seconds_per_step"] / rows[1]["estimate_seconds_per_step"]
     )
+
+
+@needs_engine
+def test_sparse_full_runs_only_the_two_layer_cases_named(monkeypatch):
+    import common
+
+    monkeypatch.setattr(common, "BURST_S", 0.0)
+    assert ex.two_layer_cases(ex.TINY) == [
+        "seed003-mnist-h8",
+        "seed003-nmnist-h8",
+        "seed003-shd-h12",
+    ]
+    rows = ex.exp_sparse_full(ex.TINY, repeats=1, cases=["seed003-shd-h12"])
+    assert {r["case"] for r in rows} == {"seed003-shd-h12"}
+    assert all(r["experiment"] == "sparse_full" for r in rows)
+    assert [r["b_th"] for r in rows] == [None, 0.2, 0.95]
+    with pytest.raises(SystemExit, match="unknown case.*seed003-shd-h400; choose from"):
+        ex.exp_sparse_full(ex.TINY, repeats=1, cases=["seed003-shd-h400"])
+
+
+@needs_engine
+def test_sparse_accuracy_pairs_every_rule_with_dense_of_its_seed():
+    import report_sparse
+
+    rows = ex.exp_sparse_accuracy(ex.ACCURACY_TINY, datasets=("image", "shd"))
+    json.dumps(rows)
+    # 2 data sets x 2 seeds x (dense, B_th 0.95, one-sided 0.9)
+    assert len(rows) == 12
+    for r in rows:
+        assert (
+            0 <= r["test_accuracy"] <= 1 and r["test_images"] == 8 * (r["dataset"] == "shd") or 16
+        )
+        dense = next(
+            d
+            for d in rows
+            if d["rule"] == "dense" and d["seed"] == r["seed"] and d["dataset"] == r["dataset"]
+        )
+        assert r["accuracy_change"] == pytest.approx(r["test_accuracy"] - dense["test_accuracy"])
+    assert {r["seed"] for r in rows} == {0, 1} and {r["hidden"] for r in rows} == {8, 12}
+    assert all("generated" in r["data_source"] for r in rows if r["dataset"] == "shd")
+    table = report_sparse.accuracy_table(rows + [{"dataset": "nmnist", "skipped": "absent"}])
+    assert "| mnist | one-sided 0.9 | 2 |" in table and "| shd | dense | 2 |" in table
+    assert "*nmnist not run*: absent" in table
+    with pytest.raises(SystemExit, match="unknown data set"):
+        ex.exp_sparse_accuracy(ex.ACCURACY_TINY, datasets=("cifar",))

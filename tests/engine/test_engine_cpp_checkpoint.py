@@ -142,17 +142,89 @@ def test_the_cpp_reader_derives_lapicques_constants_as_python(tmp_path):
         assert (mine["beta"], mine["gain"]) == (np.float32(neuron.decay), np.float32(neuron.gain))
 
 
-@pytest.mark.parametrize(
-    "neuron, words",
-    [
-        (popsnn.Alpha(alpha=0.9, beta=0.8), "Alpha neuron"),
-        (popsnn.Leaky(beta=np.linspace(0.5, 0.9, 5)), "per-neuron beta"),
-        (popsnn.Leaky(beta=0.9, threshold=np.linspace(1, 2, 5)), "per-neuron threshold"),
-        (popsnn.Synaptic(alpha=np.full(5, 0.5), beta=0.9), "per-neuron alpha"),
-        (popsnn.Leaky(beta=0.9, learn_beta=True), "learn_beta=True"),
-        (popsnn.RLeaky(beta=0.9, learn_threshold=True), "learn_threshold=True"),
-    ],
-)
+def _constants_checkpoint(path: Path) -> tuple:
+    """A network with per-neuron and learned constants (one per layer and per neuron) trained
+    a few Adam steps on the engine and saved: (path, net)."""
+    net = popsnn.Sequential(
+        popsnn.Linear(INPUTS, 10),
+        popsnn.Synaptic(
+            alpha=np.linspace(0.5, 0.7, 10),
+            beta=np.linspace(0.7, 0.9, 10),
+            threshold=np.linspace(0.3, 0.6, 10),
+            learn_beta=True,
+        ),
+        popsnn.Linear(10, 3),
+        popsnn.Leaky(
+            beta=0.85, threshold=0.1, reset_mechanism="zero", learn_beta=True, learn_threshold=True
+        ),
+    )
+    model = Model(
+        net,
+        losses.ce_count_loss(),
+        optim.Adam(lr=0.005),
+        device="cpu",
+        num_steps=STEPS,
+        batch_size=4,
+        seed=5,
+    )
+    rng = np.random.default_rng(2)
+    for _ in range(3):
+        model.train_step(rng.uniform(0, 1.5, (4, INPUTS)), rng.integers(0, 3, 4))
+    config = {"num_steps": STEPS, "batch_size": 4, "loss": "ce_count"}
+    path = checkpoint.save(
+        path,
+        net=net,
+        params=model.get_params(),
+        optimizer_state=model.optimizer_state(),
+        config=config,
+    )
+    return path, net
+
+
+def test_the_cpp_reader_carries_per_neuron_and_learned_constants(example, tmp_path):
+    path, net = _constants_checkpoint(tmp_path / "constants.npz")
+    got = _native.load_checkpoint(str(path))
+    ckpt = checkpoint.load(path)
+    hidden, out = got["layers"]
+    np.testing.assert_array_equal(hidden["betas"], np.float32(net.pairs[0][1].beta))
+    np.testing.assert_array_equal(hidden["alphas"], np.float32(net.pairs[0][1].alpha))
+    np.testing.assert_array_equal(hidden["thresholds"], np.float32(net.pairs[0][1].threshold))
+    assert (hidden["learn_beta"], hidden["learn_threshold"]) == (True, False)
+    assert (out["learn_beta"], out["learn_threshold"], out["betas"]) == (True, True, [])
+    for mine, theirs in zip(got["params"], ckpt["params"]):
+        assert sorted(mine) == sorted(theirs)
+        for key in theirs:
+            np.testing.assert_array_equal(mine[key], theirs[key])
+    assert np.shape(got["params"][1]["beta"]) == () and np.shape(got["params"][0]["beta"]) == (10,)
+    steps, first, _ = got["optimizer_state"]
+    entries = {(l, k): s for l, k, s in ckpt["optimizer_state"]["state"]}
+    assert steps == 3 and (1, "threshold") in entries
+    np.testing.assert_array_equal(first[1]["threshold"], entries[1, "threshold"]["exp_avg"])
+    # The C++ engine built from the file predicts what Python predicts from it.
+    x, xpath = _inputs(tmp_path)
+    run = subprocess.run(
+        [str(example), str(path), str(xpath), str(SAMPLES)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    cpp_counts = np.array(
+        [[float(v) for v in line.split()[5:]] for line in run.stdout.splitlines()[1:]]
+    )
+    for device in ("cpu", "reference"):
+        model = Model(
+            ckpt["network"],
+            device=device,
+            num_steps=STEPS,
+            batch_size=SAMPLES,
+            params=ckpt["params"],
+        )
+        np.testing.assert_array_equal(cpp_counts, model.infer(x).sum(axis=0), err_msg=device)
+    assert cpp_counts.sum() > 0
+
+
+@pytest.mark.parametrize("neuron, words", [(popsnn.Alpha(alpha=0.9, beta=0.8), "Alpha neuron")])
 def test_the_cpp_reader_refuses_what_its_engine_does_not_run_in_one_line(tmp_path, neuron, words):
     net = popsnn.Sequential(popsnn.Linear(INPUTS, 5), neuron)
     config = {"num_steps": STEPS, "batch_size": 4, "loss": "ce_count"}

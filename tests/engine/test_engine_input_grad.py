@@ -102,6 +102,10 @@ FIRST_LAYERS = {
     "rleaky-one-to-one": lambda: popsnn.RLeaky(beta=0.85, all_to_all=False),
     "synaptic": lambda: popsnn.Synaptic(alpha=0.6, beta=0.85, reset_mechanism="zero"),
     "lapicque": lambda: popsnn.Lapicque(beta=0.9),
+    "alpha-zero": lambda: popsnn.Alpha(alpha=0.9, beta=0.75, threshold=0.5),
+    "alpha-subtract": lambda: popsnn.Alpha(
+        alpha=0.9, beta=0.75, threshold=0.5, reset_mechanism="subtract"
+    ),
 }
 
 
@@ -109,7 +113,8 @@ FIRST_LAYERS = {
 @pytest.mark.parametrize("small", [False, True], ids=["cpu", "2x8-16KiB"])
 @pytest.mark.parametrize("first", sorted(FIRST_LAYERS))
 def test_input_grad_through_every_first_layer_model(first, small, direct):
-    """The first layer's own path from dL/dU to dL/dI (recurrence, synaptic current, gain);
+    """The first layer's own path from dL/dU to dL/dI (recurrence, synaptic current, gain,
+    Alpha's two currents);
     on 16 KiB tiles step-major with the batch in chunks."""
     net = popsnn.Sequential(
         popsnn.Linear(40, 48), FIRST_LAYERS[first](), popsnn.Linear(48, 20), popsnn.Leaky(beta=0.9)

@@ -1,6 +1,6 @@
 """snnTorch's Alpha neuron in popsnn: its checks and defaults as snnTorch's, the interop both
-ways, a checkpoint round trip, NIR's and the engine's one-line refusals. The reference against
-snnTorch (float64, every reset, surrogate and loss) and its gradient against finite
+ways, a checkpoint round trip, NIR's one-line refusal and the engine running it. The reference
+against snnTorch (float64, every reset, surrogate and loss) and its gradient against finite
 differences run with the other models (MODELS in _reference_nets)."""
 
 from __future__ import annotations
@@ -76,13 +76,21 @@ def test_network_description_round_trips_through_a_checkpoint(tmp_path):
     assert [n for _, n in ckpt["network"].pairs] == [n for _, n in net.pairs]
 
 
-def test_nir_and_the_engine_refuse_it_in_one_line():
+def test_nir_refuses_it_in_one_line_and_the_engine_runs_it():
     net = _net()
+    if "cpu" in popsnn.model.available_devices():
+        net = popsnn.Sequential(  # one alpha per layer: per-neuron constants are refused
+            popsnn.Linear(3, 5),
+            popsnn.Alpha(alpha=0.9, beta=0.7),
+            popsnn.Linear(5, 4),
+            popsnn.Alpha(alpha=0.9, beta=0.6, reset_mechanism="subtract"),
+        )
+        # The engine's Alpha (tests/engine/test_engine_alpha.py has the full matrix).
+        params = net.init_params(0)
+        model = popsnn.Model(net, device="cpu", num_steps=6, batch_size=2, params=params)
+        x = np.random.default_rng(0).random((2, net.layers[0].in_features), np.float32) * 3
+        rec = popsnn.reference.forward(net, params, x, num_steps=6)
+        np.testing.assert_array_equal(model.infer(x), rec.spikes[-1])
     pytest.importorskip("nir", reason="needs nir (pip install '.[nir]')")
     with pytest.raises(popsnn.nir_interop.NIRError, match="Alpha layer has no NIR export"):
-        popsnn.export_to_nir(net, net.init_params())
-    if "cpu" in popsnn.model.available_devices():
-        with pytest.raises(ValueError) as err:
-            popsnn.Model(net, device="cpu", num_steps=4, batch_size=2)
-        assert "the Alpha neuron is not supported by the engine" in str(err.value)
-        assert "device='reference'" in str(err.value) and "\n" not in str(err.value)
+        popsnn.export_to_nir(_net(), _net().init_params())

@@ -1,7 +1,7 @@
 """Per-neuron and learnable beta / threshold (learn_beta, learn_threshold), as snnTorch has
 them: the layer's checks, training side by side with snnTorch in float64 (SGD, Adam, AdamW),
 beta's clamp to [0, 1], interop carrying them both ways (and refusing what it cannot carry),
-checkpoints, NIR and the engine's refusal. The models' gradients against finite differences
+checkpoints, NIR, and the engine running them. The models' gradients against finite differences
 and snnTorch run with the other models (MODELS in _reference_nets: leaky_learn, synaptic_learn,
 rleaky_learn)."""
 
@@ -329,17 +329,26 @@ def test_nir_export_refuses_learned_and_per_neuron_constants(flags):
 @pytest.mark.parametrize(
     "flags", [(True, False, False), (False, True, False), (False, False, True)]
 )
-def test_the_engine_refuses_them_naming_the_reference(flags):
+def test_the_engine_runs_them_as_the_reference(flags):
+    """The engine devices run per-neuron and learned constants (tests/engine/
+    test_engine_neuron_constants.py has the matrix): the same loss and gradients."""
     if "cpu" not in popsnn.model.available_devices():
         pytest.skip("the engine is not built")
-    with pytest.raises(ValueError) as err:
-        popsnn.Model(_net(*flags), device="cpu", num_steps=4, batch_size=2)
-    message = str(err.value)
-    assert "not supported by the engine devices yet" in message and "\n" not in message
-    assert "device='reference'" in message
+    net = _net(*flags)
+    x = np.random.default_rng(0).uniform(0, 2, (2, 3))
+    y = np.array([1, 3])
+    results = []
+    for device in ("cpu", "reference"):
+        model = popsnn.Model(net, device=device, num_steps=4, batch_size=2, seed=1)
+        results.append(model.loss_and_grad(x, y))
+    (value, grads), (ref_value, ref_grads) = results
+    assert value == pytest.approx(ref_value, rel=1e-5)
+    for g, r in zip(grads, ref_grads):
+        assert sorted(g) == sorted(r)
+        for key in r:
+            np.testing.assert_allclose(g[key], r[key], rtol=1e-4, atol=1e-5)
 
 
-def test_device_auto_runs_them_on_the_reference():
-    model = popsnn.Model(_net(), device="auto", num_steps=4, batch_size=2)
-    assert model.device == "reference"
-    assert popsnn.Model(_net(False, False, False), device="auto").device in ("cpu", "reference")
+def test_device_auto_runs_them_on_the_engine():
+    expected = "cpu" if "cpu" in popsnn.model.available_devices() else "reference"
+    assert popsnn.Model(_net(), device="auto", num_steps=4, batch_size=2).device == expected

@@ -362,3 +362,15 @@ def test_scanner_reads_unusual_codelet_shapes(runtime_cases):
     assert r["io"] == [2 * 2, 2 * 4]
     assert r["ho"] == [10]
     assert "graph_connection_error" in r["arrayField"] and "field 'table'" in r["arrayField"]
+
+
+@pytest.mark.parametrize("device", ["cpu", "ipu4"])
+def test_initial_values_zeros_and_set_parts(runtime_cases, device):
+    # Zeros keep a variable's initial value empty (its memory starts zeroed); parts set
+    # after them, and a -0.0, keep their bits.
+    assert runtime_cases("initial_values", device) == {
+        "zeros_nonzero_bits": [0],
+        "mixed_ends": [3.5, 0.0, 0.0],
+        "mixed_last_signbit": [1],
+        "ints": [1, 1, 1, 8],
+    }

@@ -13,10 +13,10 @@ namespace popsnn {
 
 template <typename E> using Names = std::vector<std::pair<const char *, E>>;
 
-inline const Names<NeuronType> kNeuronNames = {{"Leaky", NeuronType::Leaky},
-                                               {"Synaptic", NeuronType::Synaptic},
-                                               {"RLeaky", NeuronType::RLeaky},
-                                               {"Lapicque", NeuronType::Lapicque}};
+// The neuron models' names, from the one table (popsnn/VertexEnums.hpp).
+#define POPSNN_NEURON_NAME(code, name, unit, states) {#name, NeuronType::name},
+inline const Names<NeuronType> kNeuronNames = {POPSNN_NEURON_MODELS(POPSNN_NEURON_NAME)};
+#undef POPSNN_NEURON_NAME
 inline const Names<ResetMechanism> kResetNames = {{"subtract", ResetMechanism::Subtract},
                                                   {"zero", ResetMechanism::Zero},
                                                   {"none", ResetMechanism::None}};

@@ -7,9 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "popsnn/VertexEnums.hpp"
+
 namespace popsnn {
 
-enum class NeuronType { Leaky, Synaptic, RLeaky, Lapicque };
+// The neuron models of the one table (popsnn/VertexEnums.hpp), valued by their codes.
+#define POPSNN_NEURON_TYPE(code, name, unit, states) name = codes::code,
+enum class NeuronType : unsigned { POPSNN_NEURON_MODELS(POPSNN_NEURON_TYPE) };
+#undef POPSNN_NEURON_TYPE
 enum class ResetMechanism { Subtract, Zero, None };
 enum class SurrogateKind { FastSigmoid, Atan, Sigmoid, StraightThrough };
 // Which (t, b, j) entries carry gradient (docs/numerics.md): all, |U - threshold| < value,
@@ -28,9 +33,10 @@ struct LayerSpec {
   NeuronType neuron = NeuronType::Leaky;
   bool allToAll = true; // RLeaky: V is [N, N] with a bias (true) or one weight per neuron
   float beta = 0.9f;
-  float alpha = 0.8f; // Synaptic
+  float alpha = 0.8f; // Synaptic's and Alpha's second decay
   // Lapicque: U[t] = beta U[t-1] + gain I[t], beta = 1 - dt/(RC) and gain = dt/C
   // (python/popsnn/layers.py derives both from snnTorch's beta, R, C and time_step).
+  // Alpha: tau_alpha, U = gain (E + H) (Alpha.tau_alpha in python/popsnn/layers.py).
   float gain = 1.0f;
   float threshold = 1.0f;
   ResetMechanism reset = ResetMechanism::Subtract;
@@ -38,6 +44,15 @@ struct LayerSpec {
   float surrogateParam = 2.0f;
   SparseRule sparseRule = SparseRule::None;
   float sparseValue = 0.0f; // b_th (Window) or theta_grad (OneSided)
+  // One value per neuron where given ([outputs] each; empty: the scalar above), and the
+  // constants trained as parameters ("beta", "threshold" in LayerParams: [outputs] where
+  // given per neuron, else one value), docs/numerics.md section 2.
+  std::vector<float> betas, alphas, thresholds;
+  bool learnBeta = false, learnThreshold = false;
+  // The vertices read the constants per neuron (any given per neuron, or learned).
+  bool perNeuron() const {
+    return !betas.empty() || !alphas.empty() || !thresholds.empty() || learnBeta || learnThreshold;
+  }
 };
 
 struct LossSpec {
@@ -107,6 +122,8 @@ struct LayerParams {
   std::vector<float> bias;            // [out] (empty without a bias)
   std::vector<float> recurrentWeight; // RLeaky: [out, out] or [out]
   std::vector<float> recurrentBias;   // RLeaky all-to-all: [out]
+  std::vector<float> beta;            // learn_beta: [out] (one per neuron) or [1]
+  std::vector<float> threshold;       // learn_threshold: likewise
 };
 
 // Optimiser state of one layer, same layout as LayerParams (PyTorch's names:

@@ -14,6 +14,8 @@
 #include <set>
 #include <sstream>
 
+#include <sys/mman.h>
+
 #include "GraphState.hpp"
 #include "ProgramNode.hpp"
 #include "TensorText.hpp"
@@ -27,13 +29,32 @@ namespace detail {
 
 constexpr unsigned kWorkers = MultiVertex::numWorkers();
 
-struct FreeDeleter {
-  void operator()(void *p) const { std::free(p); }
+// Tile memory starts zeroed. Large buffers are fresh anonymous mappings: the kernel hands
+// out zero pages, so a buffer's untouched pages (a surrogate trace that a host's codelets
+// recompute instead of writing, id buffers sized for more activity than there is) take no
+// resident memory; small ones come from the heap, zeroed here.
+constexpr std::size_t kMappedBufferBytes = std::size_t(1) << 16;
+
+struct BufferDeleter {
+  std::size_t mappedBytes = 0; // 0: from the heap
+  void operator()(void *p) const {
+    if (mappedBytes)
+      ::munmap(p, mappedBytes);
+    else
+      std::free(p);
+  }
 };
-using Buffer = std::unique_ptr<char, FreeDeleter>;
+using Buffer = std::unique_ptr<char, BufferDeleter>;
 
 inline Buffer allocate(std::size_t bytes) {
   std::size_t size = (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64;
+  if (size >= kMappedBufferBytes) {
+    void *p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      throw graph_memory_allocation_error("out of host memory allocating " + std::to_string(bytes) +
+                                          " bytes");
+    return Buffer(static_cast<char *>(p), BufferDeleter{size});
+  }
   void *p = std::aligned_alloc(64, size);
   if (!p)
     throw graph_memory_allocation_error("out of host memory allocating " + std::to_string(bytes) +

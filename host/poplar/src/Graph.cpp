@@ -279,6 +279,13 @@ void Graph::setTensorValueImpl(const Tensor &t, const double *values, std::size_
   for (const auto &r : t.regions()) {
     auto &v = g.vars[r.var];
     const unsigned sz = v.type.sizeInBytes();
+    // An empty init means zeros: setting zeros keeps it empty, so the graph holds no copy
+    // of a zero-filled tensor (the engine's tile memory starts zeroed anyway).
+    if (v.init.empty() && detail::allStoreAsZero(v.type, values + (broadcast ? 0 : k),
+                                                 broadcast ? 1 : r.end - r.begin)) {
+      k += r.end - r.begin;
+      continue;
+    }
     if (v.init.empty())
       v.init.assign(v.numElements * sz, 0);
     for (std::size_t e = r.begin; e < r.end; ++e, ++k)

@@ -114,6 +114,19 @@ inline void storeAs(const Type &t, double v, void *dst) {
   }
 }
 
+// Whether values[0, count) all store as zero bytes in type t (-0.0 does not).
+inline bool allStoreAsZero(const Type &t, const double *values, std::size_t count) {
+  unsigned char bytes[16];
+  for (std::size_t i = 0; i < count; ++i) {
+    std::memset(bytes, 0, sizeof bytes);
+    storeAs(t, values[i], bytes);
+    for (unsigned char byte : bytes)
+      if (byte != 0)
+        return false;
+  }
+  return true;
+}
+
 inline double loadAs(const Type &t, const void *src) {
   switch (t.id()) {
   case 1:

@@ -55,7 +55,8 @@ from .. import _native
 from .. import losses as _losses
 from .._checks import one_of, positive_int
 from ..defaults import RUN
-from ..layers import Alpha, Lapicque, RLeaky, Synaptic
+from ..layers import Alpha, Lapicque, RLeaky
+from ..reference import _tau_alpha
 from ..validation import check_batch, check_learning_rate, check_params, check_sizes, param_shapes
 
 __all__ = [
@@ -95,19 +96,12 @@ def check_engine_supports(net) -> None:
     """Refuse, in one line naming device='reference', a neuron feature the engine's vertices
     do not implement yet (rather than compile a network that computes something else)."""
     for i, (_, neuron) in enumerate(net.pairs):
-        where = f"layer {2 * i + 1} ({type(neuron).__name__})"
-        if isinstance(neuron, Alpha):
-            missing = "the Alpha neuron"
-        elif neuron.learned():
-            missing = f"learnable {' and '.join(neuron.learned())}"
-        elif neuron.per_neuron_constants():
-            missing = f"per-neuron {' and '.join(neuron.per_neuron_constants())}"
-        else:
-            continue
-        raise ValueError(
-            f"{where}: {missing} is not supported by the engine devices yet; "
-            f"use device='reference' for this network"
-        )
+        if isinstance(neuron, Alpha) and (neuron.learned() or neuron.per_neuron_constants()):
+            raise ValueError(
+                f"layer {2 * i + 1} (Alpha): per-neuron or learned constants of the Alpha "
+                f"neuron are not supported by the engine devices yet; use device='reference' "
+                f"for this network"
+            )
 
 
 def _layer_spec(lin, neuron) -> dict:
@@ -123,9 +117,14 @@ def _layer_spec(lin, neuron) -> dict:
         "surrogate_param": neuron.surrogate.param,
         "sparse": "none" if neuron.sparse is None else neuron.sparse.kind,
         "sparse_value": 0.0 if neuron.sparse is None else neuron.sparse.value,
+        # Constants one per neuron are lists; learned ones live in the parameters.
+        "learn_beta": "beta" in neuron.learned(),
+        "learn_threshold": "threshold" in neuron.learned(),
     }
-    if isinstance(neuron, Synaptic):
+    if "alpha" in neuron.constants():  # Synaptic's and Alpha's second decay
         spec["alpha"] = neuron.alpha
+    if isinstance(neuron, Alpha):  # U = tau_alpha (E + H), in float32 as the reference's
+        spec["gain"] = float(_tau_alpha(np.float32(neuron.alpha), np.float32(neuron.beta)))
     if isinstance(neuron, RLeaky):
         spec["all_to_all"] = neuron.all_to_all
     if isinstance(neuron, Lapicque):  # U = decay U + gain I: the two constants it steps with

@@ -3,6 +3,8 @@
 //   runtime_cases <case> <device> <codelets.cpp> <codelets.gp> [extra]
 // device: cpu | ipu4 | ipu16 | ipu2x8. A poplar_error ends the case with
 // {"error": <type>, "message": <what()>}.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -1124,6 +1126,41 @@ void caseCachedValue(Ctx &c) {
   c.out.list("value", read<int>(engine, "value", 1));
 }
 
+// Initial values: zeros leave a variable's init empty (tile memory starts zeroed, large
+// buffers as untouched zero pages), -0.0 is not zero, and values set after zeros stay.
+void caseInitialValues(Ctx &c) {
+  Graph graph(c.device.getTarget());
+  graph.addCodelets(c.codelets);
+  const std::size_t big = 20000; // 80 KB: past the runtime's mapped-buffer size
+  Tensor zeros = graph.addVariable(FLOAT, {big}, "zeros");
+  Tensor mixed = graph.addVariable(FLOAT, {big}, "mixed");
+  Tensor ints = graph.addVariable(INT, {4}, "ints");
+  for (const Tensor &t : {zeros, mixed, ints})
+    graph.setTileMapping(t, 0);
+  graph.setInitialValue(zeros, 0.0f);
+  graph.setInitialValue(mixed, 0.0f);
+  graph.setInitialValue(mixed.slice(big - 2, big), -0.0f);
+  graph.setInitialValue(mixed.slice(0, 1), 3.5f);
+  graph.setInitialValue(ints, 0);
+  graph.setInitialValue<int>(ints.slice(2, 4), {0, 7});
+  for (const char *name : {"zeros", "mixed"})
+    graph.createHostRead(name, name == std::string("zeros") ? zeros : mixed);
+  graph.createHostRead("ints", ints);
+  ComputeSet cs = graph.addComputeSet("inc");
+  graph.setTileMapping(graph.addVertex(cs, "Increment", {{"v", ints}}), 0);
+  Engine engine(graph, Execute(cs));
+  engine.load(c.device);
+  engine.run();
+  const std::vector<float> z = read<float>(engine, "zeros", big);
+  const std::vector<float> m = read<float>(engine, "mixed", big);
+  c.out.list("zeros_nonzero_bits",
+             std::vector<int>{int(std::count_if(
+                 z.begin(), z.end(), [](float v) { return std::signbit(v) || v != 0.0f; }))});
+  c.out.list("mixed_ends", std::vector<float>{m[0], m[1], m[big - 3]});
+  c.out.list("mixed_last_signbit", std::vector<int>{int(std::signbit(m[big - 1]))});
+  c.out.list("ints", read<int>(engine, "ints", 4));
+}
+
 // The same vertices from a prebuilt .gp object (popsnn_add_codelets).
 void caseGp(Ctx &c) { caseVertices(c, c.gp); }
 
@@ -1162,6 +1199,7 @@ int main(int argc, char **argv) {
       {"misc", caseMisc},
       {"scanner", caseScanner},
       {"cached_value", caseCachedValue},
+      {"initial_values", caseInitialValues},
   };
   auto it = cases.find(name);
   if (it == cases.end()) {

@@ -1,0 +1,454 @@
+// The convolution vertices of a convolutional stage (docs/convolution.md): the stage's
+// current from its input, event-driven (the kernel scattered for each non-zero input) or
+// dense (each output position's window gathered) as the input's density decides; the weight
+// and input gradients from dL/dI over its non-zero entries only (with a sparse rule the
+// neuron leaves dL/dI zero outside its gradient trace); max pooling with the argmax kept for
+// the backward, average pooling; and the sum of partial results over tiles.
+//
+// Arrays are row-major: input [rows, C_in, H, W], current [rows, c, H_out, W_out] with c the
+// vertex's output channels, weights PyTorch's [c, C_in, kH, kW]. Every output entry sums its
+// terms in (input channel, kernel row, kernel column) order on both convolution paths, so the
+// event and dense paths give the same floats.
+#include <poplar/Vertex.hpp>
+
+#include <cmath>
+
+#include "DenseKernels.hpp"
+
+using namespace poplar;
+
+namespace {
+
+// The window geometry every convolution vertex carries (as fields) and reads once.
+struct Window {
+  unsigned inChannels, inHeight, inWidth, kernelHeight, kernelWidth;
+  unsigned strideY, strideX, padY, padX, outHeight, outWidth;
+  unsigned inSize() const { return inChannels * inHeight * inWidth; }
+  unsigned outPositions() const { return outHeight * outWidth; }
+  unsigned taps() const { return inChannels * kernelHeight * kernelWidth; }
+  // The output index along one axis that kernel offset k reads input index i into, or -1.
+  static int outIndex(unsigned i, unsigned k, unsigned pad, unsigned stride, unsigned n) {
+    const int shifted = int(i) + int(pad) - int(k);
+    if (shifted < 0 || shifted % int(stride))
+      return -1;
+    const int o = shifted / int(stride);
+    return o < int(n) ? o : -1;
+  }
+  // The input index along one axis that output o and kernel offset k read, or -1 (padding).
+  static int inIndex(unsigned o, unsigned k, unsigned pad, unsigned stride, unsigned n) {
+    const int i = int(o * stride + k) - int(pad);
+    return i >= 0 && i < int(n) ? i : -1;
+  }
+};
+
+// The window of a vertex with the window fields below (inChannels .. outWidth).
+template <class V> Window windowOf(const V &v) {
+  return {v.inChannels, v.inHeight, v.inWidth, v.kernelHeight, v.kernelWidth, v.strideY,
+          v.strideX,    v.padY,     v.padX,    v.outHeight,    v.outWidth};
+}
+
+// acc [positions, c] += every non-zero input's kernel taps (one input row).
+void scatterRow(const Window &w, const float *__restrict x, const float *__restrict taps,
+                unsigned c, float *__restrict acc) {
+  const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
+  for (unsigned ci = 0; ci < w.inChannels; ++ci)
+    for (unsigned y = 0; y < w.inHeight; ++y)
+      for (unsigned xx = 0; xx < w.inWidth; ++xx) {
+        const float v = x[(ci * w.inHeight + y) * w.inWidth + xx];
+        if (v == 0.0f)
+          continue;
+        for (unsigned i = 0; i < kH; ++i) {
+          const int oy = Window::outIndex(y, i, w.padY, w.strideY, w.outHeight);
+          if (oy < 0)
+            continue;
+          for (unsigned j = 0; j < kW; ++j) {
+            const int ox = Window::outIndex(xx, j, w.padX, w.strideX, w.outWidth);
+            if (ox < 0)
+              continue;
+            const float *__restrict k = &taps[((ci * kH + i) * kW + j) * c];
+            float *__restrict out = &acc[(unsigned(oy) * w.outWidth + unsigned(ox)) * c];
+            for (unsigned co = 0; co < c; ++co)
+              out[co] += v * k[co];
+          }
+        }
+      }
+}
+
+// acc [positions, c] += every output position's window of the input (one input row).
+void gatherRow(const Window &w, const float *__restrict x, const float *__restrict taps, unsigned c,
+               float *__restrict acc) {
+  const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
+  for (unsigned ci = 0; ci < w.inChannels; ++ci)
+    for (unsigned i = 0; i < kH; ++i)
+      for (unsigned j = 0; j < kW; ++j) {
+        const float *__restrict k = &taps[((ci * kH + i) * kW + j) * c];
+        for (unsigned oy = 0; oy < w.outHeight; ++oy) {
+          const int y = Window::inIndex(oy, i, w.padY, w.strideY, w.inHeight);
+          if (y < 0)
+            continue;
+          for (unsigned ox = 0; ox < w.outWidth; ++ox) {
+            const int xx = Window::inIndex(ox, j, w.padX, w.strideX, w.inWidth);
+            if (xx < 0)
+              continue;
+            const float v = x[(ci * w.inHeight + unsigned(y)) * w.inWidth + unsigned(xx)];
+            float *__restrict out = &acc[(oy * w.outWidth + ox) * c];
+            for (unsigned co = 0; co < c; ++co)
+              out[co] += v * k[co];
+          }
+        }
+      }
+}
+
+} // namespace
+
+// The current of `outChannels` output channels for `rows` (step, sample) rows.
+class ConvForward : public Vertex {
+public:
+  Input<Vector<float>> x;        // [rows, C_in, H, W]
+  Input<Vector<float>> weights;  // [c, C_in, kH, kW]
+  Input<Vector<float>> bias;     // [c] (zeros without a bias)
+  Output<Vector<float>> current; // [rows, c, H_out, W_out]
+  // The taps transposed [C_in * kH * kW, c], then one row's sums [H_out * W_out, c].
+  InOut<Vector<float>> work;
+  Output<Vector<unsigned>> denseRows; // [1]: rows that took the dense path
+  unsigned rows;
+  unsigned outChannels;
+  unsigned inChannels;
+  unsigned inHeight;
+  unsigned inWidth;
+  unsigned kernelHeight;
+  unsigned kernelWidth;
+  unsigned strideY;
+  unsigned strideX;
+  unsigned padY;
+  unsigned padX;
+  unsigned outHeight;
+  unsigned outWidth;
+
+  bool compute() {
+    const Window w = windowOf(*this);
+    const unsigned c = outChannels, taps = w.taps(), P = w.outPositions();
+    float *__restrict t = &work[0];
+    for (unsigned co = 0; co < c; ++co)
+      for (unsigned k = 0; k < taps; ++k)
+        t[k * c + co] = weights[co * taps + k];
+    float *__restrict acc = &work[taps * c];
+    unsigned dense = 0;
+    for (unsigned r = 0; r < rows; ++r) {
+      const float *xr = &x[r * w.inSize()];
+      for (unsigned k = 0; k < P * c; ++k)
+        acc[k] = 0.0f;
+      const bool gather =
+          popsnn::dense::denseEnough(popsnn::dense::countNonzero(xr, 1, w.inSize(), w.inSize()),
+                                     w.inSize(), popsnn::dense::DENSE_CURRENT_MIN_PER_MILLE);
+      dense += gather;
+      if (gather)
+        gatherRow(w, xr, t, c, acc);
+      else
+        scatterRow(w, xr, t, c, acc);
+      float *__restrict out = &current[r * c * P];
+      for (unsigned co = 0; co < c; ++co)
+        for (unsigned p = 0; p < P; ++p)
+          out[co * P + p] = acc[p * c + co] + bias[co];
+    }
+    denseRows[0] = dense;
+    return true;
+  }
+};
+
+// dL/dW and dL/db of `outChannels` channels over `rows` rows: only dL/dI's non-zero entries.
+class ConvWeightGrad : public Vertex {
+public:
+  Input<Vector<float>> x;               // [rows, C_in, H, W]
+  Input<Vector<float>> grad;            // dL/dI [rows, c, H_out, W_out]
+  Output<Vector<float>> gradWeights;    // [c, C_in, kH, kW]
+  Output<Vector<float>> gradBias;       // [c]
+  Output<Vector<unsigned>> activeGrads; // [1]: dL/dI entries that carried gradient
+  unsigned rows;
+  unsigned outChannels;
+  unsigned inChannels;
+  unsigned inHeight;
+  unsigned inWidth;
+  unsigned kernelHeight;
+  unsigned kernelWidth;
+  unsigned strideY;
+  unsigned strideX;
+  unsigned padY;
+  unsigned padX;
+  unsigned outHeight;
+  unsigned outWidth;
+
+  bool compute() {
+    const Window w = windowOf(*this);
+    const unsigned c = outChannels, taps = w.taps(), P = w.outPositions();
+    const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
+    for (unsigned k = 0; k < c * taps; ++k)
+      gradWeights[k] = 0.0f;
+    for (unsigned co = 0; co < c; ++co)
+      gradBias[co] = 0.0f;
+    unsigned active = 0;
+    for (unsigned r = 0; r < rows; ++r) {
+      const float *__restrict xr = &x[r * w.inSize()];
+      for (unsigned co = 0; co < c; ++co)
+        for (unsigned p = 0; p < P; ++p) {
+          const float g = grad[(r * c + co) * P + p];
+          if (g == 0.0f)
+            continue;
+          ++active;
+          gradBias[co] += g;
+          const unsigned oy = p / w.outWidth, ox = p % w.outWidth;
+          float *__restrict gw = &gradWeights[co * taps];
+          for (unsigned ci = 0; ci < w.inChannels; ++ci)
+            for (unsigned i = 0; i < kH; ++i) {
+              const int y = Window::inIndex(oy, i, w.padY, w.strideY, w.inHeight);
+              if (y < 0)
+                continue;
+              for (unsigned j = 0; j < kW; ++j) {
+                const int xx = Window::inIndex(ox, j, w.padX, w.strideX, w.inWidth);
+                if (xx >= 0)
+                  gw[(ci * kH + i) * kW + j] +=
+                      g * xr[(ci * w.inHeight + unsigned(y)) * w.inWidth + unsigned(xx)];
+              }
+            }
+        }
+    }
+    activeGrads[0] = active;
+    return true;
+  }
+};
+
+// This channel group's share of dL/dx, the transposed convolution over dL/dI's non-zero
+// entries (the shares of all channel groups are summed by SumParts).
+class ConvInputGrad : public Vertex {
+public:
+  Input<Vector<float>> grad;       // dL/dI [rows, c, H_out, W_out]
+  Input<Vector<float>> weights;    // [c, C_in, kH, kW]
+  Output<Vector<float>> gradInput; // [rows, C_in, H, W]
+  unsigned rows;
+  unsigned outChannels;
+  unsigned inChannels;
+  unsigned inHeight;
+  unsigned inWidth;
+  unsigned kernelHeight;
+  unsigned kernelWidth;
+  unsigned strideY;
+  unsigned strideX;
+  unsigned padY;
+  unsigned padX;
+  unsigned outHeight;
+  unsigned outWidth;
+
+  bool compute() {
+    const Window w = windowOf(*this);
+    const unsigned c = outChannels, taps = w.taps(), P = w.outPositions();
+    const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
+    for (unsigned k = 0; k < rows * w.inSize(); ++k)
+      gradInput[k] = 0.0f;
+    for (unsigned r = 0; r < rows; ++r) {
+      float *__restrict dx = &gradInput[r * w.inSize()];
+      for (unsigned co = 0; co < c; ++co)
+        for (unsigned p = 0; p < P; ++p) {
+          const float g = grad[(r * c + co) * P + p];
+          if (g == 0.0f)
+            continue;
+          const unsigned oy = p / w.outWidth, ox = p % w.outWidth;
+          const float *__restrict wk = &weights[co * taps];
+          for (unsigned ci = 0; ci < w.inChannels; ++ci)
+            for (unsigned i = 0; i < kH; ++i) {
+              const int y = Window::inIndex(oy, i, w.padY, w.strideY, w.inHeight);
+              if (y < 0)
+                continue;
+              for (unsigned j = 0; j < kW; ++j) {
+                const int xx = Window::inIndex(ox, j, w.padX, w.strideX, w.inWidth);
+                if (xx >= 0)
+                  dx[(ci * w.inHeight + unsigned(y)) * w.inWidth + unsigned(xx)] +=
+                      g * wk[(ci * kH + i) * kW + j];
+              }
+            }
+        }
+    }
+    return true;
+  }
+};
+
+// Max pooling of `rows x channels` maps: each window's first maximum in row-major order
+// (PyTorch's choice; padding never wins), its index in the window kept for the backward.
+class MaxPoolForward : public Vertex {
+public:
+  Input<Vector<float>> x;          // [maps, H, W]
+  Output<Vector<float>> y;         // [maps, H_out, W_out]
+  Output<Vector<unsigned>> argmax; // [maps, H_out, W_out]: kernel row * kW + column
+  unsigned maps;
+  // The window (inChannels unused: 1).
+  unsigned inChannels;
+  unsigned inHeight;
+  unsigned inWidth;
+  unsigned kernelHeight;
+  unsigned kernelWidth;
+  unsigned strideY;
+  unsigned strideX;
+  unsigned padY;
+  unsigned padX;
+  unsigned outHeight;
+  unsigned outWidth;
+
+  bool compute() {
+    const Window w = windowOf(*this);
+    const unsigned in = w.inHeight * w.inWidth, P = w.outPositions();
+    for (unsigned m = 0; m < maps; ++m)
+      for (unsigned p = 0; p < P; ++p) {
+        const unsigned oy = p / w.outWidth, ox = p % w.outWidth;
+        float best = -INFINITY;
+        unsigned at = 0;
+        for (unsigned i = 0; i < w.kernelHeight; ++i)
+          for (unsigned j = 0; j < w.kernelWidth; ++j) {
+            const int yy = Window::inIndex(oy, i, w.padY, w.strideY, w.inHeight);
+            const int xx = Window::inIndex(ox, j, w.padX, w.strideX, w.inWidth);
+            const float v =
+                yy < 0 || xx < 0 ? -INFINITY : x[m * in + unsigned(yy) * w.inWidth + unsigned(xx)];
+            if (v > best) {
+              best = v;
+              at = i * w.kernelWidth + j;
+            }
+          }
+        y[m * P + p] = best;
+        argmax[m * P + p] = at;
+      }
+    return true;
+  }
+};
+
+// dL/dx of max pooling: each window's gradient to the entry its argmax names.
+class MaxPoolBackward : public Vertex {
+public:
+  Input<Vector<float>> grad;       // [maps, H_out, W_out]
+  Input<Vector<unsigned>> argmax;  // [maps, H_out, W_out]
+  Output<Vector<float>> gradInput; // [maps, H, W]
+  unsigned maps;
+  unsigned inChannels;
+  unsigned inHeight;
+  unsigned inWidth;
+  unsigned kernelHeight;
+  unsigned kernelWidth;
+  unsigned strideY;
+  unsigned strideX;
+  unsigned padY;
+  unsigned padX;
+  unsigned outHeight;
+  unsigned outWidth;
+
+  bool compute() {
+    const Window w = windowOf(*this);
+    const unsigned in = w.inHeight * w.inWidth, P = w.outPositions();
+    for (unsigned k = 0; k < maps * in; ++k)
+      gradInput[k] = 0.0f;
+    for (unsigned m = 0; m < maps; ++m)
+      for (unsigned p = 0; p < P; ++p) {
+        const float g = grad[m * P + p];
+        if (g == 0.0f)
+          continue;
+        const unsigned i = argmax[m * P + p] / w.kernelWidth, j = argmax[m * P + p] % w.kernelWidth;
+        const int yy = Window::inIndex(p / w.outWidth, i, w.padY, w.strideY, w.inHeight);
+        const int xx = Window::inIndex(p % w.outWidth, j, w.padX, w.strideX, w.inWidth);
+        gradInput[m * in + unsigned(yy) * w.inWidth + unsigned(xx)] += g;
+      }
+    return true;
+  }
+};
+
+// Average pooling (padding counts as zeros, as PyTorch's default) and its backward, which
+// spreads a window's gradient evenly over it.
+class AvgPoolForward : public Vertex {
+public:
+  Input<Vector<float>> x;  // [maps, H, W]
+  Output<Vector<float>> y; // [maps, H_out, W_out]
+  unsigned maps;
+  unsigned inChannels;
+  unsigned inHeight;
+  unsigned inWidth;
+  unsigned kernelHeight;
+  unsigned kernelWidth;
+  unsigned strideY;
+  unsigned strideX;
+  unsigned padY;
+  unsigned padX;
+  unsigned outHeight;
+  unsigned outWidth;
+
+  bool compute() {
+    const Window w = windowOf(*this);
+    const unsigned in = w.inHeight * w.inWidth, P = w.outPositions();
+    const float size = float(w.kernelHeight * w.kernelWidth);
+    for (unsigned m = 0; m < maps; ++m)
+      for (unsigned p = 0; p < P; ++p) {
+        float sum = 0.0f;
+        for (unsigned i = 0; i < w.kernelHeight; ++i)
+          for (unsigned j = 0; j < w.kernelWidth; ++j) {
+            const int yy = Window::inIndex(p / w.outWidth, i, w.padY, w.strideY, w.inHeight);
+            const int xx = Window::inIndex(p % w.outWidth, j, w.padX, w.strideX, w.inWidth);
+            if (yy >= 0 && xx >= 0)
+              sum += x[m * in + unsigned(yy) * w.inWidth + unsigned(xx)];
+          }
+        y[m * P + p] = sum / size;
+      }
+    return true;
+  }
+};
+
+class AvgPoolBackward : public Vertex {
+public:
+  Input<Vector<float>> grad;       // [maps, H_out, W_out]
+  Output<Vector<float>> gradInput; // [maps, H, W]
+  unsigned maps;
+  unsigned inChannels;
+  unsigned inHeight;
+  unsigned inWidth;
+  unsigned kernelHeight;
+  unsigned kernelWidth;
+  unsigned strideY;
+  unsigned strideX;
+  unsigned padY;
+  unsigned padX;
+  unsigned outHeight;
+  unsigned outWidth;
+
+  bool compute() {
+    const Window w = windowOf(*this);
+    const unsigned in = w.inHeight * w.inWidth, P = w.outPositions();
+    const float size = float(w.kernelHeight * w.kernelWidth);
+    for (unsigned k = 0; k < maps * in; ++k)
+      gradInput[k] = 0.0f;
+    for (unsigned m = 0; m < maps; ++m)
+      for (unsigned p = 0; p < P; ++p) {
+        const float share = grad[m * P + p] / size;
+        if (share == 0.0f)
+          continue;
+        for (unsigned i = 0; i < w.kernelHeight; ++i)
+          for (unsigned j = 0; j < w.kernelWidth; ++j) {
+            const int yy = Window::inIndex(p / w.outWidth, i, w.padY, w.strideY, w.inHeight);
+            const int xx = Window::inIndex(p % w.outWidth, j, w.padX, w.strideX, w.inWidth);
+            if (yy >= 0 && xx >= 0)
+              gradInput[m * in + unsigned(yy) * w.inWidth + unsigned(xx)] += share;
+          }
+      }
+    return true;
+  }
+};
+
+// out = the sum of `parts` equal blocks (partial results of several tiles), in block order.
+class SumParts : public Vertex {
+public:
+  Input<Vector<float>> parts; // [numParts, n]
+  Output<Vector<float>> out;  // [n]
+  unsigned numParts;
+
+  bool compute() {
+    const unsigned n = out.size();
+    for (unsigned k = 0; k < n; ++k)
+      out[k] = parts[k];
+    for (unsigned s = 1; s < numParts; ++s)
+      for (unsigned k = 0; k < n; ++k)
+        out[k] += parts[s * n + k];
+    return true;
+  }
+};

@@ -1,0 +1,121 @@
+// The Leaky neurons of a convolutional stage (docs/numerics.md sections 2-4), on the current
+// the convolution vertices (Conv.cpp) leave: one shard's channels x positions for its
+// samples, every step. The membrane update is Neurons.hpp's Leaky::forwardRow (the linear
+// layers' unit); the backward is BPTT through the leak, dL/dS reaching U only through the
+// surrogate masked by the sparse rule, so dL/dI is zero outside the rule's entries and the
+// convolution's backward skips those.
+//
+// Rows are sample-major here: row b * T + t holds sample b's step t (a shard holds whole
+// samples, so each neuron's steps are on one tile).
+#include <poplar/Vertex.hpp>
+
+#include "Neurons.hpp"
+
+using namespace poplar;
+
+namespace {
+
+float surrogateAt(unsigned kind, float x, float param) {
+  switch (kind) {
+  case popsnn::codes::FAST_SIGMOID:
+    return popsnn::FastSigmoid::at(x, param);
+  case popsnn::codes::ATAN:
+    return popsnn::Atan::at(x, param);
+  case popsnn::codes::SIGMOID:
+    return popsnn::Sigmoid::at(x, param);
+  default:
+    return popsnn::StraightThrough::at(x, param);
+  }
+}
+
+} // namespace
+
+// U[t] (before its reset) and S[t] = H(U[t] - threshold) of every neuron, all steps.
+template <class Reset> class ConvNeuronForward : public Vertex {
+public:
+  Input<Vector<float>> current;    // [samples * T, n]
+  Output<Vector<float>> membranes; // [samples * T, n]
+  Output<Vector<float>> spikes;    // [samples * T, n]
+  InOut<Vector<float>> state;      // [2 n]: U and S[t-1] of one sample
+  unsigned samples;
+  unsigned steps;
+  unsigned neurons;
+  float beta;
+  float threshold;
+
+  bool compute() {
+    const unsigned n = neurons;
+    popsnn::NeuronConstants c{};
+    c.beta = beta;
+    c.threshold = threshold;
+    float *__restrict u = &state[0];
+    float *__restrict prev = &state[n];
+    for (unsigned b = 0; b < samples; ++b) {
+      for (unsigned j = 0; j < 2 * n; ++j)
+        state[j] = 0.0f;
+      for (unsigned t = 0; t < steps; ++t) {
+        const unsigned row = (b * steps + t) * n;
+        popsnn::Leaky::forwardRow<Reset>(c, n, &current[row], nullptr, nullptr, nullptr, u, prev);
+        for (unsigned j = 0; j < n; ++j) {
+          membranes[row + j] = u[j];
+          prev[j] = u[j] > threshold ? 1.0f : 0.0f;
+          spikes[row + j] = prev[j];
+        }
+      }
+    }
+    return true;
+  }
+};
+
+// dL/dI[t] = dL/dU[t] = dS/dU[t] dL/dS[t] + dL/dU[t] (given) + beta dL/dU[t+1] (times
+// 1 - R[t+1] under the zero reset), dS/dU the surrogate where the rule keeps the entry.
+template <class Reset, class Rule> class ConvNeuronBackward : public Vertex {
+public:
+  Input<Vector<float>> membranes;     // [samples * T, n]
+  Input<Vector<float>> gradSpikes;    // dL/dS [samples * T, n]
+  Input<Vector<float>> gradMembranes; // dL/dU from outside the layer [samples * T, n]
+  Output<Vector<float>> gradCurrent;  // dL/dI [samples * T, n]
+  unsigned samples;
+  unsigned steps;
+  unsigned neurons;
+  float beta;
+  float threshold;
+  unsigned surrogate; // codes::Surrogate
+  float surrogateParam;
+  float ruleValue; // the window's b_th or the one-sided rule's theta_grad
+
+  bool compute() {
+    const unsigned n = neurons;
+    for (unsigned b = 0; b < samples; ++b)
+      for (unsigned t = steps; t-- > 0;) {
+        const unsigned row = (b * steps + t) * n, next = row + n;
+        for (unsigned j = 0; j < n; ++j) {
+          const float u = membranes[row + j];
+          const float dsdu = Rule::keep(u, threshold, ruleValue)
+                                 ? surrogateAt(surrogate, u - threshold, surrogateParam)
+                                 : 0.0f;
+          float d = dsdu * gradSpikes[row + j] + gradMembranes[row + j];
+          if (t + 1 < steps) {
+            // 1 - R[t+1] = (U[t] <= threshold): the zero reset cuts the leak path.
+            const float carry = beta * gradCurrent[next + j];
+            d += Reset::code == popsnn::codes::RESET_ZERO ? (u <= threshold ? carry : 0.0f) : carry;
+          }
+          gradCurrent[row + j] = d;
+        }
+      }
+    return true;
+  }
+};
+
+template class ConvNeuronForward<popsnn::ResetSubtract>;
+template class ConvNeuronForward<popsnn::ResetZero>;
+template class ConvNeuronForward<popsnn::ResetNone>;
+template class ConvNeuronBackward<popsnn::ResetSubtract, popsnn::NoRule>;
+template class ConvNeuronBackward<popsnn::ResetSubtract, popsnn::Window>;
+template class ConvNeuronBackward<popsnn::ResetSubtract, popsnn::OneSided>;
+template class ConvNeuronBackward<popsnn::ResetZero, popsnn::NoRule>;
+template class ConvNeuronBackward<popsnn::ResetZero, popsnn::Window>;
+template class ConvNeuronBackward<popsnn::ResetZero, popsnn::OneSided>;
+template class ConvNeuronBackward<popsnn::ResetNone, popsnn::NoRule>;
+template class ConvNeuronBackward<popsnn::ResetNone, popsnn::Window>;
+template class ConvNeuronBackward<popsnn::ResetNone, popsnn::OneSided>;

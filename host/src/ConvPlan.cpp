@@ -1,0 +1,116 @@
+#include "ConvPlan.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace popsnn {
+
+namespace {
+
+unsigned ceilDiv(unsigned a, unsigned b) { return (a + b - 1) / b; }
+
+void checkWindow(const char *layer, const Window2d &w, const MapSize &in) {
+  if (!w.kernelH || !w.kernelW || !w.strideH || !w.strideW)
+    throw std::invalid_argument(std::string(layer) + ": kernel and stride must be >= 1");
+  if (in.h + 2 * w.padH < w.kernelH || in.w + 2 * w.padW < w.kernelW)
+    throw std::invalid_argument(std::string(layer) + ": kernel " + std::to_string(w.kernelH) + "x" +
+                                std::to_string(w.kernelW) + " is larger than its padded " +
+                                "input " + std::to_string(in.h + 2 * w.padH) + "x" +
+                                std::to_string(in.w + 2 * w.padW) + "; use a smaller kernel");
+}
+
+} // namespace
+
+std::vector<MapSize> stageMapSizes(const ConvStageSpec &spec) {
+  std::vector<MapSize> maps{{spec.inHeight, spec.inWidth}};
+  checkWindow("Conv2d", spec.conv, maps.back());
+  maps.push_back({spec.conv.outH(spec.inHeight), spec.conv.outW(spec.inWidth)});
+  for (const PoolSpec &p : spec.pools) {
+    checkWindow(p.max ? "MaxPool2d" : "AvgPool2d", p.window, maps.back());
+    maps.push_back({p.window.outH(maps.back().h), p.window.outW(maps.back().w)});
+  }
+  return maps;
+}
+
+std::uint64_t convShardBytes(const ConvStageSpec &spec, unsigned channels, unsigned rows,
+                             unsigned channelGroups, unsigned rowGroups) {
+  const std::vector<MapSize> maps = stageMapSizes(spec);
+  const std::uint64_t c = channels, r = rows;
+  const std::uint64_t inSize = std::uint64_t(spec.inChannels) * spec.inHeight * spec.inWidth;
+  const std::uint64_t taps = std::uint64_t(spec.inChannels) * spec.conv.kernelH * spec.conv.kernelW;
+  const std::uint64_t convOut = std::uint64_t(maps[1].h) * maps[1].w;
+  std::uint64_t floats = r * inSize + c * taps + c + taps * c + convOut * c + 2;
+  // Every map after the input: its forward values and its gradient; max pools their argmax.
+  for (std::size_t k = 1; k < maps.size(); ++k) {
+    const std::uint64_t map = r * c * maps[k].h * maps[k].w;
+    floats += 2 * map + (k >= 2 && spec.pools[k - 2].max ? map : 0);
+  }
+  // The neurons: membranes, spikes, dL/dS, dL/dU of the last map's entries; state.
+  if (spec.neuron.present) {
+    const std::uint64_t last = r * c * maps.back().h * maps.back().w;
+    floats += 4 * last + 2 * last / std::max(1u, spec.steps);
+  }
+  // Weight and bias gradients, and this tile's slice of their sum over the row groups.
+  floats += (c * taps + c) * (1 + (rowGroups > 1 ? 2 : 0));
+  // This tile's share of dL/dx and its slice of the sum over the channel groups.
+  if (spec.inputGrad)
+    floats +=
+        r * inSize + (channelGroups > 1 ? r * inSize + ceilDiv(r * inSize, channelGroups) : 0);
+  return 4 * floats;
+}
+
+ConvPlan planConvStage(const ConvStageSpec &spec, const TargetGeometry &target,
+                       std::uint64_t bytesPerTile) {
+  if (!spec.rows || !spec.inChannels || !spec.outChannels || !spec.inHeight || !spec.inWidth)
+    throw std::invalid_argument("a convolutional stage needs rows, channels and an input map");
+  if (!target.numTiles)
+    throw std::invalid_argument("a plan needs at least one tile");
+  if (!spec.steps || spec.rows % spec.steps)
+    throw std::invalid_argument("a convolutional stage's rows (" + std::to_string(spec.rows) +
+                                ") must be whole samples of " + std::to_string(spec.steps) +
+                                " steps");
+  ConvPlan plan;
+  plan.maps = stageMapSizes(spec);
+  // Every split of the channels, the tiles left over taking the rows (every tile busy): the
+  // one with the fewest bytes on its fullest tile. Channel groups each need all their rows'
+  // input, row groups all their channels' weights: which is larger depends on the stage.
+  const unsigned tiles = target.numTiles;
+  for (unsigned groups = 1; groups <= std::min(spec.outChannels, tiles); ++groups) {
+    const unsigned groupChannels = ceilDiv(spec.outChannels, groups);
+    const unsigned channelGroups = ceilDiv(spec.outChannels, groupChannels);
+    if (channelGroups != groups)
+      continue; // the same split as a smaller count
+    const unsigned samples = spec.rows / spec.steps;
+    const unsigned groupRows =
+        spec.steps * ceilDiv(samples, std::max(1u, std::min(samples, tiles / groups)));
+    const unsigned rowGroups = ceilDiv(spec.rows, groupRows);
+    const std::uint64_t bytes =
+        convShardBytes(spec, groupChannels, groupRows, channelGroups, rowGroups);
+    if (plan.channelGroups && bytes >= plan.tileBytes)
+      continue;
+    plan.groupChannels = groupChannels, plan.channelGroups = channelGroups;
+    plan.groupRows = groupRows, plan.rowGroups = rowGroups, plan.tileBytes = bytes;
+  }
+  if (bytesPerTile && plan.tileBytes > bytesPerTile)
+    throw std::invalid_argument("the convolutional stage needs " + std::to_string(plan.tileBytes) +
+                                " bytes on a tile (" + std::to_string(plan.groupChannels) +
+                                " channels x " + std::to_string(plan.groupRows) +
+                                " rows), the target has " + std::to_string(bytesPerTile) +
+                                "; use more tiles (tiles_per_ipu, num_ipus) or a smaller batch");
+  for (unsigned g = 0; g < plan.channelGroups; ++g)
+    for (unsigned q = 0; q < plan.rowGroups; ++q) {
+      ConvShard sh;
+      sh.channelGroup = g;
+      sh.rowGroup = q;
+      sh.tile = g * plan.rowGroups + q;
+      sh.firstChannel = g * plan.groupChannels;
+      sh.channels = std::min(plan.groupChannels, spec.outChannels - sh.firstChannel);
+      sh.firstRow = q * plan.groupRows;
+      sh.rows = std::min(plan.groupRows, spec.rows - sh.firstRow);
+      plan.shards.push_back(sh);
+    }
+  return plan;
+}
+
+} // namespace popsnn

@@ -1,0 +1,41 @@
+"""The input layer's and PushGrads' kernels (codelets/SparseRows.hpp, LifCommon.hpp) against
+plain double-precision loops (kernel_checks/kernel_checks.cpp), built once per instruction
+set the codelets have a path for: this machine's (-march=native: AVX-512 here), AVX2,
+baseline x86-64 (SSE) and the plain loops of the IPU build. The engine tests cover the same
+kernels through the reference on this machine's build only."""
+
+import platform
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCE = Path(__file__).resolve().parent / "kernel_checks" / "kernel_checks.cpp"
+BUILDS = {
+    "native": ["-march=native"],
+    "avx2": ["-mavx2", "-mfma"],
+    "baseline": [],
+    "plain-loops": ["-DPOPSNN_PLAIN_LOOPS"],
+}
+CHECKS = 11  # lines kernel_checks.cpp prints
+
+pytestmark = [
+    pytest.mark.skipif(shutil.which("c++") is None, reason="no C++ compiler"),
+    pytest.mark.skipif(platform.machine() != "x86_64", reason="the builds target x86-64"),
+]
+
+
+@pytest.mark.parametrize("build", sorted(BUILDS))
+def test_kernels_equal_plain_loops(build, tmp_path):
+    exe = tmp_path / "kernel_checks"
+    flags = ["-std=c++17", "-O2", "-fno-math-errno", f"-I{ROOT / 'codelets'}", *BUILDS[build]]
+    subprocess.run(["c++", *flags, str(SOURCE), "-o", str(exe)], check=True)
+    lines = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split(
+        "\n"
+    )
+    errors = dict(line.split() for line in lines if line)
+    assert len(errors) == CHECKS
+    for name, error in errors.items():
+        assert float(error) < 2e-6, f"{name}: relative error {error} in the {build} build"
