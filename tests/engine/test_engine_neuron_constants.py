@@ -99,6 +99,20 @@ def test_sparse_rules_equal_the_masked_reference(model, mode, rule):
     check(net_of(model, mode, RULES[rule]), direct=rule == "window")
 
 
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "per-step"])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("model", ["leaky-subtract", "synaptic-zero", "rleaky-all-subtract"])
+def test_a_narrow_rule_keeps_the_compressed_trace_and_equals_the_masked_reference(
+    model, mode, direct
+):
+    """The rules above fill most of the trace, so the plan keeps it dense; a narrow window in
+    a small trace stays compressed (the live-list Leaky path included) and must agree too."""
+    net = net_of(model, mode, sparse.window(0.1))
+    backend = check(net, direct=direct, trace_activity=0.05, on_overflow="grow")
+    prof = backend.profile()
+    assert [prof[f"layer{l}_compressed_trace"] for l in range(2)] == [1, 1]
+
+
 def test_membrane_loss_reaches_the_learned_constants():
     net = net_of("leaky-subtract", "learn-neuron")
     check(net, direct=True, loss=losses.mse_membrane_loss())
