@@ -25,6 +25,23 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cpp_checkpoint"
 STEPS, SAMPLES, INPUTS = 8, 6, 12
 
 
+def _train_three_steps(net, optimizer, data_seed: int) -> Model:
+    """`net` trained three steps on the engine (cpu, batch 4) on random input."""
+    model = Model(
+        net,
+        losses.ce_count_loss(),
+        optimizer,
+        device="cpu",
+        num_steps=STEPS,
+        batch_size=4,
+        seed=5,
+    )
+    rng = np.random.default_rng(data_seed)
+    for _ in range(3):
+        model.train_step(rng.uniform(0, 1.5, (4, INPUTS)), rng.integers(0, 3, 4))
+    return model
+
+
 def _trained_checkpoint(path: Path, optimizer=None) -> Path:
     """A small RLeaky/Leaky network trained a few steps on the engine, saved as `popsnn
     train` saves it (weights, optimiser state, config, a history with a NaN)."""
@@ -34,18 +51,7 @@ def _trained_checkpoint(path: Path, optimizer=None) -> Path:
         popsnn.Linear(16, 3, bias=False),
         popsnn.Leaky(beta=0.8),
     )
-    model = Model(
-        net,
-        losses.ce_count_loss(),
-        optimizer or optim.Adam(lr=0.02),
-        device="cpu",
-        num_steps=STEPS,
-        batch_size=4,
-        seed=5,
-    )
-    rng = np.random.default_rng(1)
-    for _ in range(3):
-        model.train_step(rng.uniform(0, 1.5, (4, INPUTS)), rng.integers(0, 3, 4))
+    model = _train_three_steps(net, optimizer or optim.Adam(lr=0.02), data_seed=1)
     config = {"num_steps": STEPS, "batch_size": 4, "loss": "ce_count", "hidden": [16]}
     return checkpoint.save(
         path,
@@ -158,18 +164,7 @@ def _constants_checkpoint(path: Path) -> tuple:
             beta=0.85, threshold=0.1, reset_mechanism="zero", learn_beta=True, learn_threshold=True
         ),
     )
-    model = Model(
-        net,
-        losses.ce_count_loss(),
-        optim.Adam(lr=0.005),
-        device="cpu",
-        num_steps=STEPS,
-        batch_size=4,
-        seed=5,
-    )
-    rng = np.random.default_rng(2)
-    for _ in range(3):
-        model.train_step(rng.uniform(0, 1.5, (4, INPUTS)), rng.integers(0, 3, 4))
+    model = _train_three_steps(net, optim.Adam(lr=0.005), data_seed=2)
     config = {"num_steps": STEPS, "batch_size": 4, "loss": "ce_count"}
     path = checkpoint.save(
         path,
