@@ -40,10 +40,13 @@ public:
       popsnn::dense::denseProduct(batch, n, numInputs, xs, numInputs, 1, &weights[0], n, out, n);
     else
       sparseInputProduct(xs, batch, numInputs, &weights[0], n, &nzIndex[0], &nzValue[0], out);
-    const float *__restrict biasRow = &bias[0]; // a plain pointer: GCC left bias[j] scalar
-    for (unsigned b = 0; b < batch; ++b)
+    // A row pointer: GCC left out[b * n + j] scalar (the unsigned index may wrap).
+    const float *__restrict biasRow = &bias[0];
+    for (unsigned b = 0; b < batch; ++b) {
+      float *__restrict row = out + b * n;
       for (unsigned j = 0; j < n; ++j)
-        out[b * n + j] += biasRow[j];
+        row[j] += biasRow[j];
+    }
     return true;
   }
 };
