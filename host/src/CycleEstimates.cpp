@@ -16,6 +16,22 @@ namespace {
 // more to the backward.
 constexpr std::uint64_t kVertexOverhead = 20;
 std::uint64_t vectorPass(unsigned n) { return 4 + (n + 1) / 2; } // one row op over n floats
+// The same row op reading n halves (4 per 64-bit load, the IPU's half rate) into float sums.
+std::uint64_t halfVectorPass(unsigned n) { return 4 + (n + 3) / 4; }
+
+// x.W + b: every input of each sample checked, then
+// one row op per input (the blocked product or the sparse kernel's rows), and the bias and
+// store per output; `pass` is the row op at the stored type's rate.
+std::uint64_t directCurrentCycles(const VertexWork &w, std::uint64_t (*pass)(unsigned)) {
+  return kVertexOverhead +
+         std::uint64_t(w.batch) *
+             (std::uint64_t(w.inputs) * (2 + pass(w.neurons)) + 2 * pass(w.neurons));
+}
+// x^T.dL/dI: a row op over the float dL/dI rows per (input, sample), whatever x is stored as
+// (dL/dI and dL/dW are float32 sums); a half x only halves the loads of x itself.
+std::uint64_t directWeightGradCycles(const VertexWork &w) {
+  return kVertexOverhead + std::uint64_t(w.batch) * w.inputs * (2 + vectorPass(w.neurons));
+}
 
 // A pushing shard: one row of the next layer's width per spike (forward: W_next rows into
 // the next layer's input; backward: dL/dI_next into dL/dW_next rows).
@@ -50,12 +66,10 @@ using Estimator = std::function<std::uint64_t(const VertexWork &)>;
 
 const std::map<std::string, Estimator> &table() {
   static const std::map<std::string, Estimator> estimators = {
-      {"DirectCurrent",
-       [](const VertexWork &w) {
-         return kVertexOverhead +
-                std::uint64_t(w.batch) * (std::uint64_t(w.inputs) * (2 + vectorPass(w.neurons)) +
-                                          2 * vectorPass(w.neurons));
-       }},
+      {"DirectCurrent<float>",
+       [](const VertexWork &w) { return directCurrentCycles(w, vectorPass); }},
+      {"DirectCurrent<half>",
+       [](const VertexWork &w) { return directCurrentCycles(w, halfVectorPass); }},
       {"LifForward",
        [](const VertexWork &w) {
          return kVertexOverhead +
@@ -81,10 +95,8 @@ const std::map<std::string, Estimator> &table() {
        [](const VertexWork &w) {
          return kVertexOverhead + std::uint64_t(w.stepsPerCall) * w.batch * pushCycles(w);
        }},
-      {"DirectWeightGrad",
-       [](const VertexWork &w) {
-         return kVertexOverhead + std::uint64_t(w.batch) * w.inputs * (2 + vectorPass(w.neurons));
-       }},
+      {"DirectWeightGrad<float>", directWeightGradCycles},
+      {"DirectWeightGrad<half>", directWeightGradCycles},
       {"OutputLoss",
        [](const VertexWork &w) {
          return kVertexOverhead + 8ull * w.elements + 60ull * w.batch * w.neurons;

@@ -118,7 +118,7 @@ struct ShardWiring : Wiring {
     const unsigned sampleParts = std::min(workers, B);
     for (unsigned part = 0; part < sampleParts; ++part) {
       const unsigned b0 = B * part / sampleParts, b1 = B * (part + 1) / sampleParts;
-      VertexRef v = b.graph->addVertex(csDirect, "DirectCurrent");
+      VertexRef v = b.graph->addVertex(csDirect, units::directCurrent(codes::STORE_FLOAT));
       b.graph->connect(v["x"], sh.xLocal.slice(std::size_t(b0) * nIn, std::size_t(b1) * nIn));
       b.graph->connect(v["weights"], sh.param[P_WEIGHT]);
       b.graph->connect(v["bias"], sh.param[P_BIAS]);
@@ -131,12 +131,12 @@ struct ShardWiring : Wiring {
       b.graph->setTileMapping(v, tile);
       VertexWork dw = work;
       dw.batch = b1 - b0;
-      setEstimate(v, "DirectCurrent", dw);
+      setEstimate(v, units::directCurrent(codes::STORE_FLOAT), dw);
     }
     const unsigned inputParts = std::min(workers, nIn);
     for (unsigned part = 0; part < inputParts; ++part) {
       const unsigned i0 = nIn * part / inputParts, i1 = nIn * (part + 1) / inputParts;
-      VertexRef g = b.graph->addVertex(csDirectGrad, "DirectWeightGrad");
+      VertexRef g = b.graph->addVertex(csDirectGrad, units::directWeightGrad(codes::STORE_FLOAT));
       b.graph->connect(g["x"], sh.xLocal);
       b.graph->connect(g["currentGradSum"], sh.currentGradSum);
       b.graph->connect(g["gradWeights"],
@@ -152,7 +152,7 @@ struct ShardWiring : Wiring {
       b.graph->setTileMapping(g, tile);
       VertexWork gw = work;
       gw.inputs = i1 - i0;
-      setEstimate(g, "DirectWeightGrad", gw);
+      setEstimate(g, units::directWeightGrad(codes::STORE_FLOAT), gw);
     }
   }
 

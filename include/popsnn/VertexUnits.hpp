@@ -39,6 +39,16 @@ inline constexpr const char *TRACES[codes::NUM_RULES] = {
 inline constexpr const char *DENSE_LAYOUT_TRACES[codes::NUM_RULES] = {
     "popsnn::DenseTrace", "popsnn::MaskedDenseTrace", "popsnn::MaskedDenseTrace"};
 
+// The codelets' name of each stored type, by storage code.
+inline constexpr const char *STORAGES[codes::NUM_STORAGES] = {"float", "half"};
+// The direct-current input layer's vertices (x.W + b, and x^T.dL/dI) over that stored type.
+inline std::string directCurrent(unsigned storage) {
+  return std::string("DirectCurrent<") + STORAGES[storage] + ">";
+}
+inline std::string directWeightGrad(unsigned storage) {
+  return std::string("DirectWeightGrad<") + STORAGES[storage] + ">";
+}
+
 // The forward and backward step vertices of a layer with these units and trace layout.
 inline std::string lifForward(unsigned neuron, unsigned reset, unsigned rule, bool compressed) {
   return std::string("LifForward<") + NEURONS[neuron] + "," + RESETS[reset] + "," +

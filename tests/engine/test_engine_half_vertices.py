@@ -1,0 +1,110 @@
+"""The direct-input vertices over half storage (DirectCurrent<half>, DirectWeightGrad<half>),
+run alone on popsnn's CPU runtime (tests/engine/half_vertices, built against the installed
+package) against float64 sums of the same stored values, with docs/numerics.md section 8's
+rounding points: x, W and b read from half, summed in float, I rounded to half once; dL/dW a
+float sum. The float vertices under their templated names are checked the same way."""
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from engine_helpers import build_against_installed
+
+SOURCE = Path(__file__).resolve().parent / "half_vertices"
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory):
+    build = build_against_installed(SOURCE, tmp_path_factory.mktemp("half_vertices"))
+    return build / "half_vertices"
+
+
+def _inputs(rng, batch, n_in, n, density):
+    x = rng.uniform(0.0, 1.5, (batch, n_in)) * (rng.random((batch, n_in)) < density)
+    x[0] = 0.0  # a sample without input: its current is the bias exactly
+    w = rng.normal(0.0, 0.3, (n_in, n))
+    bias = rng.normal(0.0, 0.5, n)
+    grad = rng.normal(0.0, 1e-3, (batch, n))
+    return x, w, bias, grad.astype(np.float32)
+
+
+def _run(harness, tmp_path, stored, x, w, bias, grad):
+    """(I as stored, dL/dW) from the vertices; x, w, bias rounded to `stored` first."""
+    dtype = np.float16 if stored == "half" else np.float32
+    arrays = {"x": x.astype(dtype), "w": w.astype(dtype), "bias": bias.astype(dtype)}
+    for name, a in {**arrays, "grad": grad}.items():
+        a.tofile(tmp_path / f"{name}.bin")
+    batch, n_in = x.shape
+    n = w.shape[1]
+    cmd = [str(harness), stored, str(tmp_path), str(batch), str(n_in), str(n)]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    current = np.fromfile(tmp_path / "current.bin", dtype).reshape(batch, n)
+    grad_w = np.fromfile(tmp_path / "grad_weights.bin", np.float32).reshape(n_in, n)
+    return arrays, current, grad_w
+
+
+def _float_sum_bound(x, w):
+    """Bound on a float32 sum's error against the exact one: terms * 2^-23 * sum |terms|
+    (any order of addition, fused or not)."""
+    terms = np.count_nonzero(x, axis=1)[:, None] + 1
+    return terms * 2.0**-23 * (np.abs(x) @ np.abs(w))
+
+
+@pytest.mark.parametrize(("batch", "n_in", "n", "density"), [(5, 37, 21, 0.3), (8, 64, 40, 1.0)])
+def test_half_direct_current_rounds_once_after_float_sum(
+    harness, tmp_path, batch, n_in, n, density
+):
+    rng = np.random.default_rng(batch * n_in)
+    x, w, bias, grad = _inputs(rng, batch, n_in, n, density)
+    stored, current, _ = _run(harness, tmp_path, "half", x, w, bias, grad)
+    xs, ws, bs = (stored[k].astype(np.float64) for k in ("x", "w", "bias"))
+    exact = xs @ ws + bs
+    err = _float_sum_bound(xs, ws) + 2.0**-23 * np.abs(bs)
+    low, high = (exact - err).astype(np.float16), (exact + err).astype(np.float16)
+    # Rounding to half is monotone: the float sum rounded lies between these two (the same
+    # half wherever the exact sum is not within the float sum's error of a half tie).
+    assert np.all((current >= low) & (current <= high))
+    # The reference's value (NumPy's float32 sum of the stored values, rounded to half):
+    # the same but where the two float sums' orders part at a half tie.
+    reference = (stored["x"].astype(np.float32) @ stored["w"].astype(np.float32)) + stored[
+        "bias"
+    ].astype(np.float32)
+    assert np.mean(current == reference.astype(np.float16)) > 0.95
+    np.testing.assert_array_equal(current[0], stored["bias"])  # no input: the stored bias
+
+
+@pytest.mark.parametrize("density", [0.3, 1.0])
+def test_half_direct_weight_grad_is_a_float_sum_of_stored_inputs(harness, tmp_path, density):
+    rng = np.random.default_rng(7)
+    x, w, bias, grad = _inputs(rng, 6, 45, 19, density)
+    stored, _, grad_w = _run(harness, tmp_path, "half", x, w, bias, grad)
+    xs = stored["x"].astype(np.float64)
+    exact = xs.T @ grad.astype(np.float64)
+    bound = (np.count_nonzero(xs, axis=0)[:, None] + 1) * 2.0**-23 * (np.abs(xs.T) @ np.abs(grad))
+    assert np.all(np.abs(grad_w - exact) <= bound)
+    assert np.all(grad_w[np.all(xs == 0, axis=0)] == 0.0)  # an input never seen: exactly 0
+
+
+def test_float_vertices_under_their_stored_type_names(harness, tmp_path):
+    rng = np.random.default_rng(3)
+    x, w, bias, grad = _inputs(rng, 4, 30, 17, 0.5)
+    stored, current, grad_w = _run(harness, tmp_path, "float", x, w, bias, grad)
+    xs, ws, bs = (stored[k].astype(np.float64) for k in ("x", "w", "bias"))
+    assert np.all(np.abs(current - (xs @ ws + bs)) <= _float_sum_bound(xs, ws) + 1e-7)
+    exact_w = xs.T @ grad.astype(np.float64)
+    np.testing.assert_allclose(grad_w, exact_w, rtol=1e-5, atol=1e-9)
+
+
+def test_half_storage_differs_from_float_only_by_half_rounding(harness, tmp_path):
+    """The same unrounded inputs through both: half's current is float's within the rounding of
+    x, W, b and I to 11 significant bits (about 2^-11 of the sum of |terms| per entry)."""
+    rng = np.random.default_rng(11)
+    x, w, bias, grad = _inputs(rng, 6, 50, 23, 0.4)
+    _, half_current, _ = _run(harness, tmp_path, "half", x, w, bias, grad)
+    _, float_current, _ = _run(harness, tmp_path, "float", x, w, bias, grad)
+    scale = np.abs(x) @ np.abs(w) + np.abs(bias)
+    diff = np.abs(half_current.astype(np.float64) - float_current)
+    assert np.all(diff <= 2.0**-9 * scale)
+    assert np.any(diff > 0)  # half really rounds
