@@ -39,6 +39,10 @@ std::uint64_t pushCycles(const VertexWork &w) {
   return w.pushOutputs ? std::uint64_t(w.spikes) * vectorPass(w.pushOutputs) : 0;
 }
 
+std::uint64_t pushStepsCycles(const VertexWork &w) {
+  return kVertexOverhead + std::uint64_t(w.stepsPerCall) * w.batch * pushCycles(w);
+}
+
 // The convolution's current: per row the cheaper of the event path (every non-zero input
 // scatters its kernel taps, activeInputs of them) and the dense gather (every tap at every
 // position), the choice the vertex makes by density; one pass over `neurons` channels each.
@@ -87,14 +91,11 @@ const std::map<std::string, Estimator> &table() {
                      std::uint64_t(w.activeCandidates) * (6 + vectorPass(w.neurons)) +
                      (12ull + 6ull * (w.states - 1)) * w.neurons);
        }},
-      {"PushSpikes",
-       [](const VertexWork &w) {
-         return kVertexOverhead + std::uint64_t(w.stepsPerCall) * w.batch * pushCycles(w);
-       }},
-      {"PushGrads",
-       [](const VertexWork &w) {
-         return kVertexOverhead + std::uint64_t(w.stepsPerCall) * w.batch * pushCycles(w);
-       }},
+      // The row sums are float rows whatever the blocks are stored as: the same estimate.
+      {"PushSpikes<float>", pushStepsCycles},
+      {"PushSpikes<half>", pushStepsCycles},
+      {"PushGrads<float>", pushStepsCycles},
+      {"PushGrads<half>", pushStepsCycles},
       {"DirectWeightGrad<float>", directWeightGradCycles},
       {"DirectWeightGrad<half>", directWeightGradCycles},
       {"OutputLoss",

@@ -269,12 +269,12 @@ struct ShardWiring : Wiring {
   // A pushing shard's W_next.S sums (forward) and dL/dW_next (backward), once the layer's
   // forward or the next layer's backward is done: every step in one call.
   void push(ComputeSet csPush, ComputeSet csPushGrads) {
-    VertexRef v = b.graph->addVertex(csPush, "PushSpikes");
+    VertexRef v = b.graph->addVertex(csPush, units::pushSpikes(codes::STORE_FLOAT));
     b.graph->connect(v["idTrace"], sh.idTrace);
     b.graph->connect(v["nextWeights"], sh.nextWeights);
     b.graph->connect(v["nextCurrent"], sh.nextCurrent);
     b.graph->connect(v["nextRows"], sh.nextRows);
-    VertexRef g = b.graph->addVertex(csPushGrads, "PushGrads");
+    VertexRef g = b.graph->addVertex(csPushGrads, units::pushGrads(codes::STORE_FLOAT));
     b.graph->connect(g["idTrace"], sh.idTrace);
     b.graph->connect(g["nextGrad"], sh.nextGrad);
     b.graph->connect(g["nextGradWeights"], sh.nextGradWeights);
@@ -290,8 +290,8 @@ struct ShardWiring : Wiring {
       setField(p, "nextLayerSize", next->spec.outputs);
       b.graph->setTileMapping(p, tile);
     }
-    setEstimate(v, "PushSpikes", pw);
-    setEstimate(g, "PushGrads", pw);
+    setEstimate(v, units::pushSpikes(codes::STORE_FLOAT), pw);
+    setEstimate(g, units::pushGrads(codes::STORE_FLOAT), pw);
   }
 
   // A learned constant given once per layer: the sum of every shard's part, on every shard.

@@ -48,6 +48,13 @@ inline std::string directCurrent(unsigned storage) {
 inline std::string directWeightGrad(unsigned storage) {
   return std::string("DirectWeightGrad<") + STORAGES[storage] + ">";
 }
+// A pushing shard's vertices (W_next.S blocks, dL/dW_next) over that stored type.
+inline std::string pushSpikes(unsigned storage) {
+  return std::string("PushSpikes<") + STORAGES[storage] + ">";
+}
+inline std::string pushGrads(unsigned storage) {
+  return std::string("PushGrads<") + STORAGES[storage] + ">";
+}
 
 // The forward and backward step vertices of a layer with these units and trace layout.
 inline std::string lifForward(unsigned neuron, unsigned reset, unsigned rule, bool compressed) {

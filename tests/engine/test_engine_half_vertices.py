@@ -108,3 +108,75 @@ def test_half_storage_differs_from_float_only_by_half_rounding(harness, tmp_path
     diff = np.abs(half_current.astype(np.float64) - float_current)
     assert np.all(diff <= 2.0**-9 * scale)
     assert np.any(diff > 0)  # half really rounds
+
+
+# --------------------------------------------------------------------------- push vertices
+
+
+def _blocks(a, shard):
+    """[rows, N] -> the next layer's shards' blocks one after the other, [rows, n_k] each."""
+    return np.concatenate([a[:, f : f + shard].ravel() for f in range(0, a.shape[1], shard)])
+
+
+def _unblocks(flat, rows, n_next, shard):
+    out, at = np.empty((rows, n_next), flat.dtype), 0
+    for f in range(0, n_next, shard):
+        size = min(shard, n_next - f)
+        out[:, f : f + size] = flat[at : at + rows * size].reshape(rows, size)
+        at += rows * size
+    return out
+
+
+def _id_trace(spikes, offset):
+    """The shard's id trace (include/popsnn/VertexEnums.hpp): T*B+1 starts, then per (step,
+    sample) a buffer [count, count, ids...] of layer-wide neuron ids."""
+    rows = spikes.reshape(-1, spikes.shape[-1])
+    starts, buffers, at = [], [], len(rows) + 1
+    for row in rows:
+        ids = np.flatnonzero(row) + offset
+        starts.append(at)
+        buffers += [len(ids), len(ids), *ids]
+        at += 2 + len(ids)
+    return np.array(starts + [at] + buffers, np.int32)
+
+
+def _run_push(harness, tmp_path, stored, spikes, offset, w, grad, shard):
+    """(W_next.S [T*B, N_next] as stored, dL/dW_next [n, N_next]) from PushSpikes<stored> and
+    PushGrads<stored>; w [n, N_next] and grad [T*B, N_next] rounded to `stored` first."""
+    dtype = np.float16 if stored == "half" else np.float32
+    steps, batch, n = spikes.shape
+    n_next = w.shape[1]
+    trace = _id_trace(spikes, offset)
+    stored_w, stored_grad = w.astype(dtype), grad.astype(dtype)
+    trace.tofile(tmp_path / "trace.bin")
+    _blocks(stored_w, shard).tofile(tmp_path / "w.bin")
+    _blocks(stored_grad, shard).tofile(tmp_path / "grad.bin")
+    sizes = [steps, batch, n, offset, shard, n_next, len(trace)]
+    cmd = [str(harness.parent / "push_vertices"), stored, str(tmp_path), *map(str, sizes)]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    rows = steps * batch
+    current = _unblocks(np.fromfile(tmp_path / "current.bin", dtype), rows, n_next, shard)
+    grad_w = _unblocks(np.fromfile(tmp_path / "grad_weights.bin", np.float32), n, n_next, shard)
+    return stored_w, stored_grad, current, grad_w
+
+
+@pytest.mark.parametrize("stored", ["half", "float"])
+def test_push_vertices_sum_stored_rows_in_float(harness, tmp_path, stored):
+    rng = np.random.default_rng(5)
+    steps, batch, n, n_next, shard, offset = 3, 4, 7, 21, 8, 10
+    spikes = rng.random((steps, batch, n)) < 0.4
+    spikes[0, 0] = False  # a (step, sample) without spikes pushes exact zeros
+    w = rng.normal(0.0, 0.3, (n, n_next))
+    grad = rng.normal(0.0, 1e-3, (steps * batch, n_next))
+    sw, sg, current, grad_w = _run_push(harness, tmp_path, stored, spikes, offset, w, grad, shard)
+    s = spikes.reshape(steps * batch, n).astype(np.float64)
+    exact = s @ sw.astype(np.float64)
+    err = (s.sum(axis=1, keepdims=True) + 1) * 2.0**-23 * (s @ np.abs(sw.astype(np.float64)))
+    dtype = current.dtype
+    low, high = (exact - err).astype(dtype), (exact + err).astype(dtype)
+    assert np.all((current >= low) & (current <= high))
+    assert np.all(current[0] == 0.0)
+    exact_w = s.T @ sg.astype(np.float64)
+    bound = (s.sum(axis=0)[:, None] + 1) * 2.0**-23 * (s.T @ np.abs(sg.astype(np.float64)))
+    assert np.all(np.abs(grad_w - exact_w) <= bound)
