@@ -98,7 +98,11 @@ const std::map<std::string, Estimator> &table() {
       {"PushGrads<half>", pushStepsCycles},
       {"DirectWeightGrad<float>", directWeightGradCycles},
       {"DirectWeightGrad<half>", directWeightGradCycles},
-      {"OutputLoss",
+      {"OutputLoss<float>",
+       [](const VertexWork &w) {
+         return kVertexOverhead + 8ull * w.elements + 60ull * w.batch * w.neurons;
+       }},
+      {"OutputLoss<half>",
        [](const VertexWork &w) {
          return kVertexOverhead + 8ull * w.elements + 60ull * w.batch * w.neurons;
        }},

@@ -362,7 +362,7 @@ struct LossWiring : Wiring {
       const unsigned Bg = g.last - g.first;
       const Tensor &lab = b.chunks() > 1 ? io.labelsChunk : io.labels;
       const Tensor &wts = b.chunks() > 1 ? io.weightsChunk : io.sampleWeights;
-      VertexRef v = b.graph->addVertex(cs, "OutputLoss");
+      VertexRef v = b.graph->addVertex(cs, units::outputLoss(codes::STORE_FLOAT));
       b.graph->connect(v["spikes"], io.gatheredS.slice(record * g.first, record * g.last));
       b.graph->connect(v["membranes"], io.gatheredU.slice(record * g.first, record * g.last));
       b.graph->connect(v["labels"], lab.slice(g.first, g.last));
@@ -371,6 +371,7 @@ struct LossWiring : Wiring {
       b.graph->connect(v["gradMembranes"], io.gradU.slice(record * g.first, record * g.last));
       b.graph->connect(v["loss"], b.plan.lossGroups.size() > 1 ? io.lossParts[k] : io.lossValue[0]);
       b.graph->connect(v["scratch"], io.lossScratch.slice(2 * C * k, 2 * C * (k + 1)));
+      connectIf(v, "lossScale", Tensor()); // float storage: the gradient as computed
       setLossFields(v, Bg);
       b.graph->setTileMapping(v, g.tile);
     }
@@ -409,7 +410,7 @@ struct LossWiring : Wiring {
     w.batch = B;
     w.neurons = b.plan.numOutputs;
     w.elements = T * B * b.plan.numOutputs;
-    setEstimate(v, "OutputLoss", w);
+    setEstimate(v, units::outputLoss(codes::STORE_FLOAT), w);
   }
 };
 

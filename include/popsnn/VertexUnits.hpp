@@ -55,6 +55,10 @@ inline std::string pushSpikes(unsigned storage) {
 inline std::string pushGrads(unsigned storage) {
   return std::string("PushGrads<") + STORAGES[storage] + ">";
 }
+// The loss on the output layer's records over that stored type.
+inline std::string outputLoss(unsigned storage) {
+  return std::string("OutputLoss<") + STORAGES[storage] + ">";
+}
 
 // The forward and backward step vertices of a layer with these units and trace layout.
 inline std::string lifForward(unsigned neuron, unsigned reset, unsigned rule, bool compressed) {

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from engine_helpers import build_against_installed
 
+from popsnn import losses
+
 SOURCE = Path(__file__).resolve().parent / "half_vertices"
 
 
@@ -180,3 +182,101 @@ def test_push_vertices_sum_stored_rows_in_float(harness, tmp_path, stored):
     exact_w = s.T @ sg.astype(np.float64)
     bound = (s.sum(axis=0)[:, None] + 1) * 2.0**-23 * (s.T @ np.abs(sg.astype(np.float64)))
     assert np.all(np.abs(grad_w - exact_w) <= bound)
+
+
+# --------------------------------------------------------------------------- loss vertex
+
+LOSS_KINDS = {  # codes::Loss, popsnn.losses constructor, the vertex's on/off targets at T
+    "ce_count": (0, lambda: losses.ce_count_loss(), (0.0, 0.0)),
+    "ce_rate": (1, lambda: losses.ce_rate_loss(), (0.0, 0.0)),
+    "mse_count": (2, lambda: losses.mse_count_loss(0.8, 0.1), (int(6 * 0.8), int(6 * 0.1))),
+    "mse_membrane": (3, lambda: losses.mse_membrane_loss(1.0, 0.0), (1.0, 0.0)),
+    "ce_max_membrane": (4, lambda: losses.ce_max_membrane_loss(), (0.0, 0.0)),
+}
+
+
+def _run_loss(harness, tmp_path, stored, kind, spikes, membranes, labels, scale):
+    dtype = np.float16 if stored == "half" else np.float32
+    steps, batch, outputs = spikes.shape
+    spikes.astype(dtype).tofile(tmp_path / "spikes.bin")
+    membranes.astype(dtype).tofile(tmp_path / "membranes.bin")
+    labels.astype(np.int32).tofile(tmp_path / "labels.bin")
+    np.full(batch, 1.0 / batch, np.float32).tofile(tmp_path / "weights.bin")
+    code, _, (on, off) = LOSS_KINDS[kind]
+    sizes = [code, steps, batch, outputs, outputs, on, off, scale]
+    cmd = [str(harness.parent / "loss_vertex"), stored, str(tmp_path), *map(str, sizes)]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    read = lambda name, t: np.fromfile(tmp_path / f"{name}.bin", t)  # noqa: E731
+    shape = spikes.shape
+    return (
+        float(read("loss", np.float32)[0]),
+        read("grad_spikes", dtype).reshape(shape),
+        read("grad_membranes", dtype).reshape(shape),
+    )
+
+
+@pytest.mark.parametrize("kind", sorted(LOSS_KINDS))
+def test_half_loss_stores_scaled_gradients_once(harness, tmp_path, kind):
+    """OutputLoss<half> against popsnn.losses on the stored records: the loss as float32's,
+    dL/dS and dL/dU multiplied by the loss scale and rounded to half once (the reference's
+    `store(d * scale)`), within one half spacing where the float orders of operation part."""
+    rng = np.random.default_rng(len(kind))
+    steps, batch, outputs, scale = 6, 5, 4, 1024.0
+    spikes = (rng.random((steps, batch, outputs)) < 0.4).astype(np.float32)
+    membranes = rng.normal(0.5, 0.6, (steps, batch, outputs)).astype(np.float16)
+    membranes = membranes.astype(np.float32)  # the stored U trace
+    labels = rng.integers(0, outputs, batch)
+    value, grad_s, grad_u = _run_loss(
+        harness, tmp_path, "half", kind, spikes, membranes, labels, scale
+    )
+    loss = LOSS_KINDS[kind][1]()
+    expected_value = loss(spikes, membranes, labels)
+    d_spikes, d_membranes = loss.backward(spikes, membranes, labels)
+    assert value == pytest.approx(expected_value, rel=1e-5)
+    for got, want in ((grad_s, d_spikes), (grad_u, d_membranes)):
+        want = (want * np.float32(scale)).astype(np.float16)
+        spacing = np.spacing(np.abs(want)).astype(np.float64)
+        assert np.all(np.abs(got.astype(np.float64) - want) <= spacing)
+        assert np.mean(got == want) > 0.9
+        assert np.all((got == 0) == (want == 0))  # no gradient where float32 has none
+
+
+def test_loss_scale_keeps_gradients_half_would_flush(harness, tmp_path):
+    """mse_membrane near its targets at T 25, B 4,096, 10 outputs: dL/dU = diff * 2/(T*B*C)
+    ~ 2e-8, below half's smallest subnormal (6e-8): unscaled most store as zero, scaled by
+    2^16 they keep their value to half's precision."""
+    rng = np.random.default_rng(2)
+    steps, batch, outputs = 25, 4096, 10
+    labels = rng.integers(0, outputs, batch)
+    target = np.zeros((batch, outputs), np.float32)
+    target[np.arange(batch), labels] = 1.0
+    membranes = (target + rng.normal(0.0, 0.01, (steps, batch, outputs))).astype(np.float16)
+    membranes = membranes.astype(np.float32)
+    spikes = np.zeros_like(membranes)
+    loss = losses.mse_membrane_loss(1.0, 0.0)
+    d_membranes = loss.backward(spikes, membranes, labels)[1]
+    args = (harness, tmp_path, "half", "mse_membrane", spikes, membranes, labels)
+    _, _, flushed = _run_loss(*args, 1)
+    _, _, kept = _run_loss(*args, 2**16)
+    assert np.count_nonzero(flushed) < 0.2 * np.count_nonzero(d_membranes)
+    # Half's precision: 2^-11 relative, and its subnormal spacing (2^-24) where the scaled
+    # value is still below half's normals.
+    unscaled = kept.astype(np.float64) / 2**16
+    np.testing.assert_allclose(unscaled, d_membranes, rtol=2.0**-11, atol=2.0**-24 / 2**16)
+
+
+@pytest.mark.parametrize("kind", ["ce_count", "mse_membrane"])
+def test_float_loss_without_scale_edge(harness, tmp_path, kind):
+    rng = np.random.default_rng(9)
+    spikes = (rng.random((5, 3, 4)) < 0.5).astype(np.float32)
+    membranes = rng.normal(0.5, 0.6, spikes.shape).astype(np.float32)
+    labels = rng.integers(0, 4, 3)
+    value, grad_s, grad_u = _run_loss(
+        harness, tmp_path, "float", kind, spikes, membranes, labels, 0
+    )
+    loss = LOSS_KINDS[kind][1]()
+    d_spikes, d_membranes = loss.backward(spikes, membranes, labels)
+    assert value == pytest.approx(loss(spikes, membranes, labels), rel=1e-6)
+    np.testing.assert_allclose(grad_s, d_spikes, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(grad_u, d_membranes, rtol=1e-6, atol=1e-9)
