@@ -292,7 +292,9 @@ class EngineBackend:
     def _input_activity(self, x) -> float:
         """The [T, B, N] input list's size for engines built from now on (once per engine)."""
         if self.input_activity is None:
-            self.input_activity = min(1.0, INPUT_LIST_HEADROOM * np.count_nonzero(x) / x.size)
+            # at least one entry: 0 would mean the dense block
+            listed = max(1.0, INPUT_LIST_HEADROOM * np.count_nonzero(x))
+            self.input_activity = min(1.0, listed / x.size)
         return self.input_activity
 
     def _prepare(self, x, y=None, input_grad=False):
