@@ -6,12 +6,16 @@
 
 #include "popsnn/VertexEnums.hpp"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace popsnn {
 
 namespace {
 
 constexpr std::uint32_t ABS_BITS = 0x7fffffffu, EXPONENT = 0x7f800000u;
-constexpr unsigned BLOCK = 8; // floats tested at once: a branch per block, not per float
+constexpr unsigned BLOCK = 16; // floats tested at once: a branch per block, not per float
 
 std::uint32_t bitsOf(float v) {
   std::uint32_t u;
@@ -36,25 +40,36 @@ struct RowScanner {
     ++used;
   }
 
-  void row(const float *x, unsigned nIn) {
-    unsigned i = 0;
-    for (; i + BLOCK <= nIn; i += BLOCK) {
-      std::uint32_t any = 0;
-      unsigned bad = 0;
-      for (unsigned k = 0; k < BLOCK; ++k) { // branch-free: vectorised by the compiler
-        const std::uint32_t u = bitsOf(x[i + k]);
-        any |= u & ABS_BITS;
-        bad += (u & EXPONENT) == EXPONENT;
-      }
-      nonFinite += bad;
-      if (any)
-        for (unsigned k = 0; k < BLOCK; ++k)
-          visit(i + k, x[i + k]);
-    }
-    for (; i < nIn; ++i) {
+  // Whether x[0..BLOCK) holds anything but +-0 (NaN and inf too: their exponent bits are
+  // set), then visited one by one: the block is read at the speed of a copy.
+  static bool blockNeedsVisit(const float *x) {
+#if defined(__SSE2__)
+    const __m128i abs = _mm_set1_epi32(int(ABS_BITS));
+    __m128i any = _mm_setzero_si128();
+    for (unsigned k = 0; k < BLOCK; k += 4)
+      any = _mm_or_si128(any, _mm_and_si128(_mm_castps_si128(_mm_loadu_ps(x + k)), abs));
+    return _mm_movemask_epi8(_mm_cmpeq_epi32(any, _mm_setzero_si128())) != 0xffff;
+#else
+    std::uint32_t any = 0;
+    for (unsigned k = 0; k < BLOCK; ++k)
+      any |= bitsOf(x[k]) & ABS_BITS;
+    return any != 0;
+#endif
+  }
+
+  void visitOneByOne(const float *x, unsigned first, unsigned last) {
+    for (unsigned i = first; i < last; ++i) {
       nonFinite += (bitsOf(x[i]) & EXPONENT) == EXPONENT;
       visit(i, x[i]);
     }
+  }
+
+  void row(const float *x, unsigned nIn) {
+    unsigned i = 0;
+    for (; i + BLOCK <= nIn; i += BLOCK)
+      if (blockNeedsVisit(x + i))
+        visitOneByOne(x, i, i + BLOCK);
+    visitOneByOne(x, i, nIn);
   }
 };
 
