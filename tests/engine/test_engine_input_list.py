@@ -171,3 +171,13 @@ def test_input_activity_out_of_range_is_one_line(value):
             batch=BATCH,
             input_activity=value,
         )
+
+
+def test_non_finite_direct_input_is_the_same_line_from_the_engine():
+    # The Python package leaves x's NaN/inf count to the engine for [B, N] input too.
+    net = _net()
+    backend = sgd_backend(net, _params(net), losses.ce_count_loss(), steps=STEPS, batch=BATCH)
+    x = np.ones((BATCH, 40), np.float32)
+    x[2, 5] = np.nan
+    with pytest.raises(ValueError, match=r"^x contains 1 NaN or inf value\(s\); clean or clip"):
+        backend.loss_and_grad(x, np.arange(BATCH) % 5)
