@@ -6,7 +6,7 @@
 
 #include "popsnn/VertexEnums.hpp"
 
-#if defined(__SSE2__)
+#if defined(__SSE2__) && !defined(POPSNN_PLAIN_LOOPS)
 #include <emmintrin.h>
 #endif
 
@@ -43,7 +43,7 @@ struct RowScanner {
   // Whether x[0..BLOCK) holds anything but +-0 (NaN and inf too: their exponent bits are
   // set), then visited one by one: the block is read at the speed of a copy.
   static bool blockNeedsVisit(const float *x) {
-#if defined(__SSE2__)
+#if defined(__SSE2__) && !defined(POPSNN_PLAIN_LOOPS)
     const __m128i abs = _mm_set1_epi32(int(ABS_BITS));
     __m128i any = _mm_setzero_si128();
     for (unsigned k = 0; k < BLOCK; k += 4)
