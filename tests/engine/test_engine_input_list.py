@@ -181,3 +181,29 @@ def test_non_finite_direct_input_is_the_same_line_from_the_engine():
     x[2, 5] = np.nan
     with pytest.raises(ValueError, match=r"^x contains 1 NaN or inf value\(s\); clean or clip"):
         backend.loss_and_grad(x, np.arange(BATCH) % 5)
+
+
+@pytest.mark.parametrize("rule", [None, sparse.window(0.4)], ids=["no-rule", "window"])
+def test_a_recurrent_first_layer_reads_the_list_one_step_per_call(rule):
+    # An all-to-all recurrence runs its steps one per phase: the list's rows are read per step.
+    net = popsnn.Sequential(
+        popsnn.Linear(40, 24),
+        popsnn.RLeaky(beta=0.85, all_to_all=True, sparse=rule),
+        popsnn.Linear(24, 5),
+        popsnn.Leaky(beta=0.8),
+    )
+    params = _params(net)
+    x = _input(0.08, seed=5)
+    y = np.arange(BATCH) % 5
+    listed, value, grads, spikes = _run(net, params, x, y)
+    assert listed.profile()["input_list_capacity"] > 0
+    dense, d_value, d_grads, d_spikes = _run(net, params, x, y, input_activity=1.0)
+    assert value == d_value
+    np.testing.assert_array_equal(spikes, d_spikes)
+    for g, d in zip(grads, d_grads):
+        for key in d:
+            np.testing.assert_array_equal(g[key], d[key], err_msg=key)
+    ref_value, ref_grads, rec = reference.loss_and_grad(net, params, x, y, losses.ce_count_loss())
+    assert rec.spikes[0].sum() > 0
+    assert value == pytest.approx(ref_value, rel=2e-5)
+    assert_grads_close(grads, ref_grads)
