@@ -29,7 +29,17 @@ def test_csnn_trains_writes_metrics_and_a_checkpoint_that_reloads(tmp_path):
 def test_csnn_refusals_are_one_line(tmp_path):
     r = popsnn_cli("train", "--model", "csnn", "--dataset", "shd", "--output", str(tmp_path))
     assert r.returncode != 0 and "model=csnn takes images" in r.stderr
-    r = popsnn_cli("train", "--model", "csnn", "--device", "cpu", "--output", str(tmp_path))
-    assert r.returncode != 0 and "device='reference' only for now" in r.stderr
+    r = popsnn_cli(
+        "train",
+        "--model",
+        "csnn",
+        "--device",
+        "cpu",
+        "--neuron",
+        "synaptic",
+        "--output",
+        str(tmp_path),
+    )
+    assert r.returncode != 0 and "runs leaky neurons only for now" in r.stderr
     r = popsnn_cli("train", "--model", "mlp", "--output", str(tmp_path))
     assert r.returncode != 0 and "dsnn" in r.stderr
