@@ -46,9 +46,10 @@ void checkSpec(const ConvNetworkSpec &spec) {
   }
 }
 
-// Tiles per stage: on an IPU target a range of its own, in proportion to the stage's
-// multiply-adds (its memory is then its own, as ConvPlan counts it); on the cpu device,
-// where tiles are threads and memory is not enforced, every stage uses all of them.
+// Tiles per stage: on an IPU target a range of its own, in proportion to the bytes the
+// whole stage takes on one tile (ConvPlan's count), so that the stages' fullest tiles come
+// out alike; on the cpu device, where tiles are threads and memory is not enforced, every
+// stage uses all of them.
 std::vector<std::pair<unsigned, unsigned>> tileRanges(const ConvNetworkSpec &spec,
                                                       const TargetGeometry &target) {
   const unsigned n = unsigned(spec.stages.size());
@@ -58,11 +59,8 @@ std::vector<std::pair<unsigned, unsigned>> tileRanges(const ConvNetworkSpec &spe
     invalid("the target has " + std::to_string(target.numTiles) + " tiles for " +
             std::to_string(n) + " stages; give at least one tile per stage");
   std::vector<double> work;
-  for (const ConvStageSpec &s : spec.stages) {
-    const MapSize conv = stageMapSizes(s)[1];
-    work.push_back(double(s.outChannels) * conv.h * conv.w * s.inChannels * s.conv.kernelH *
-                   s.conv.kernelW);
-  }
+  for (const ConvStageSpec &s : spec.stages)
+    work.push_back(double(convShardBytes(s, s.outChannels, s.rows, 1, 1)));
   const double total = std::accumulate(work.begin(), work.end(), 0.0);
   std::vector<std::pair<unsigned, unsigned>> ranges;
   unsigned first = 0;
