@@ -192,3 +192,23 @@ def test_what_the_engine_does_not_run_is_refused_in_one_line():
     assert popsnn.Model(net, device="auto", num_steps=2, batch_size=1).device == "reference"
     with pytest.raises(ValueError, match="device options \\['max_activity'\\]"):
         popsnn.Model(csnn(), device="cpu", num_steps=2, batch_size=1, max_activity=0.5)
+
+
+def test_the_native_network_refuses_a_bad_spec_in_one_line():
+    from popsnn import _native
+    from popsnn.backends.conv_engine import conv_stage_specs
+    from popsnn.engine import codelets_path
+
+    device = {"codelets": str(codelets_path())}
+    specs = conv_stage_specs(csnn(), 2, 1)
+    with pytest.raises(
+        ValueError, match="^stage 1 takes 36 inputs per row, stage 0 gives 192; match the shapes$"
+    ):
+        _native.ConvNetwork({"stages": [specs[0], specs[2]]}, device)
+    with pytest.raises(ValueError, match="^stage 1 has no neurons"):
+        _native.ConvNetwork({"stages": [specs[0], {**specs[1], "neuron": None}]}, device)
+    with pytest.raises(ValueError, match="same batch and steps$"):
+        _native.ConvNetwork({"stages": [specs[0], {**specs[1], "rows": 4}]}, device)
+    model = engine_model(csnn(), None, 2, 1)
+    with pytest.raises(ValueError, match="do not form dL/dx of their first stage yet"):
+        model.loss_and_input_grad(*batch(2, 1, 0))

@@ -207,6 +207,13 @@ class ConvEngineBackend:
     def loss_grad_and_spikes(self, x, y):
         return self._loss_and_grad(x, y)
 
+    def loss_and_input_grad(self, x, y):
+        raise ValueError(
+            "loss_and_input_grad: convolutional networks on the engine devices do not form "
+            "dL/dx of their first stage yet; use device='reference' (popsnn.reference."
+            "backward(..., input_grad=True))"
+        )
+
     def infer(self, x):
         return self._forward(x)[0][-1]
 
