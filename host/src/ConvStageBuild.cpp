@@ -172,6 +172,8 @@ void addGradVertices(ConvStageBuild &s, ComputeSet cs) {
     VertexWork w;
     w.batch = sh.rows, w.neurons = c, w.inputs = s.taps(), w.elements = s.inSize();
     w.positions = s.positions(1), w.activeCandidates = unsigned(s.activeGrads[i] + 0.5f);
+    w.activeInputs = unsigned(s.activeInputs[i] + 0.5f);
+    w.kernelArea = spec.conv.kernelH * spec.conv.kernelW;
     VertexRef v = s.graph.addVertex(cs, "ConvWeightGrad");
     s.graph.connect(v["x"], t.x);
     s.graph.connect(v["grad"], t.grads[1]);
