@@ -12,6 +12,7 @@
 // event and dense paths give the same floats.
 #include <poplar/Vertex.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -40,6 +41,20 @@ struct Window {
   static int inIndex(unsigned o, unsigned k, unsigned pad, unsigned stride, unsigned n) {
     const int i = int(o * stride + k) - int(pad);
     return i >= 0 && i < int(n) ? i : -1;
+  }
+};
+
+// The kernel offsets [lo, hi) along one axis whose input index o * stride + k - pad falls
+// inside [0, n): contiguous, so a window's row is one run of inputs.
+struct TapRange {
+  unsigned lo, hi;
+  TapRange(unsigned o, unsigned kernel, unsigned pad, unsigned stride, unsigned n) {
+    const int first = int(o * stride) - int(pad); // the input index of offset 0
+    lo = first < 0 ? unsigned(-first) : 0u;
+    const int room = int(n) - first;
+    hi = room <= 0 ? 0u : std::min(kernel, unsigned(room));
+    if (hi < lo)
+      hi = lo;
   }
 };
 
@@ -113,17 +128,16 @@ void weightGradByGradients(const Window &w, unsigned c, const float *__restrict 
         continue;
       const unsigned oy = p / w.outWidth, ox = p % w.outWidth;
       float *__restrict gw = &gradW[co * taps];
+      const TapRange rowsIn(oy, kH, w.padY, w.strideY, w.inHeight);
+      const TapRange colsIn(ox, kW, w.padX, w.strideX, w.inWidth);
+      const int y0 = int(oy * w.strideY) - int(w.padY);
+      const int x0 = int(ox * w.strideX) - int(w.padX);
       for (unsigned ci = 0; ci < w.inChannels; ++ci)
-        for (unsigned i = 0; i < kH; ++i) {
-          const int y = Window::inIndex(oy, i, w.padY, w.strideY, w.inHeight);
-          if (y < 0)
-            continue;
-          for (unsigned j = 0; j < kW; ++j) {
-            const int xx = Window::inIndex(ox, j, w.padX, w.strideX, w.inWidth);
-            if (xx >= 0)
-              gw[(ci * kH + i) * kW + j] +=
-                  g * xr[(ci * w.inHeight + unsigned(y)) * w.inWidth + unsigned(xx)];
-          }
+        for (unsigned i = rowsIn.lo; i < rowsIn.hi; ++i) {
+          const float *__restrict xrow = &xr[(ci * w.inHeight + unsigned(y0 + int(i))) * w.inWidth];
+          float *__restrict gwr = &gw[(ci * kH + i) * kW];
+          for (unsigned j = colsIn.lo; j < colsIn.hi; ++j)
+            gwr[j] += g * xrow[x0 + int(j)];
         }
     }
 }
@@ -305,17 +319,16 @@ public:
             continue;
           const unsigned oy = p / w.outWidth, ox = p % w.outWidth;
           const float *__restrict wk = &weights[co * taps];
+          const TapRange rowsIn(oy, kH, w.padY, w.strideY, w.inHeight);
+          const TapRange colsIn(ox, kW, w.padX, w.strideX, w.inWidth);
+          const int y0 = int(oy * w.strideY) - int(w.padY);
+          const int x0 = int(ox * w.strideX) - int(w.padX);
           for (unsigned ci = 0; ci < w.inChannels; ++ci)
-            for (unsigned i = 0; i < kH; ++i) {
-              const int y = Window::inIndex(oy, i, w.padY, w.strideY, w.inHeight);
-              if (y < 0)
-                continue;
-              for (unsigned j = 0; j < kW; ++j) {
-                const int xx = Window::inIndex(ox, j, w.padX, w.strideX, w.inWidth);
-                if (xx >= 0)
-                  dx[(ci * w.inHeight + unsigned(y)) * w.inWidth + unsigned(xx)] +=
-                      g * wk[(ci * kH + i) * kW + j];
-              }
+            for (unsigned i = rowsIn.lo; i < rowsIn.hi; ++i) {
+              float *__restrict d = &dx[(ci * w.inHeight + unsigned(y0 + int(i))) * w.inWidth];
+              const float *__restrict wr = &wk[(ci * kH + i) * kW];
+              for (unsigned j = colsIn.lo; j < colsIn.hi; ++j)
+                d[x0 + int(j)] += g * wr[j];
             }
         }
     }
