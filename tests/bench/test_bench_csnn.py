@@ -78,3 +78,11 @@ def test_csnn_estimate_on_a_tiny_batch(tmp_path):
         2 / row["estimate"]["estimate_seconds"]
     )
     assert len(row["plans"]) == 3 and "ESTIMATE" in row["what"]
+
+
+def test_csnn_steps_runs_its_training_steps():
+    if systems.engine_available() is not None:
+        pytest.skip(systems.engine_available())
+    import csnn_steps
+
+    assert np.isfinite(csnn_steps.main(["1"]))
