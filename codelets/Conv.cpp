@@ -1,7 +1,8 @@
 // The convolution vertices of a convolutional stage (docs/convolution.md): the stage's
 // current from its input, event-driven (the kernel scattered for each non-zero input) or
 // dense (each output position's window gathered) as the input's density decides; the weight
-// and input gradients from dL/dI over its non-zero entries only (with a sparse rule the
+// gradient from dL/dI's or the input's non-zero entries (the fewer), the input gradient from
+// dL/dI's non-zero entries only (with a sparse rule the
 // neuron leaves dL/dI zero outside its gradient trace); max pooling with the argmax kept for
 // the backward, average pooling; and the sum of partial results over tiles.
 //
@@ -11,7 +12,9 @@
 // event and dense paths give the same floats.
 #include <poplar/Vertex.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "DenseKernels.hpp"
 
@@ -38,6 +41,20 @@ struct Window {
   static int inIndex(unsigned o, unsigned k, unsigned pad, unsigned stride, unsigned n) {
     const int i = int(o * stride + k) - int(pad);
     return i >= 0 && i < int(n) ? i : -1;
+  }
+};
+
+// The kernel offsets [lo, hi) along one axis whose input index o * stride + k - pad falls
+// inside [0, n): contiguous, so a window's row is one run of inputs.
+struct TapRange {
+  unsigned lo, hi;
+  TapRange(unsigned o, unsigned kernel, unsigned pad, unsigned stride, unsigned n) {
+    const int first = int(o * stride) - int(pad); // the input index of offset 0
+    lo = first < 0 ? unsigned(-first) : 0u;
+    const int room = int(n) - first;
+    hi = room <= 0 ? 0u : std::min(kernel, unsigned(room));
+    if (hi < lo)
+      hi = lo;
   }
 };
 
@@ -94,6 +111,60 @@ void gatherRow(const Window &w, const float *__restrict x, const float *__restri
             float *__restrict out = &acc[(oy * w.outWidth + ox) * c];
             for (unsigned co = 0; co < c; ++co)
               out[co] += v * k[co];
+          }
+        }
+      }
+}
+
+// gw [c, taps] += each non-zero dL/dI entry times its window of the input.
+void weightGradByGradients(const Window &w, unsigned c, const float *__restrict xr,
+                           const float *__restrict gr, float *__restrict gradW) {
+  const unsigned taps = w.taps(), P = w.outPositions();
+  const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
+  for (unsigned co = 0; co < c; ++co)
+    for (unsigned p = 0; p < P; ++p) {
+      const float g = gr[co * P + p];
+      if (g == 0.0f)
+        continue;
+      const unsigned oy = p / w.outWidth, ox = p % w.outWidth;
+      float *__restrict gw = &gradW[co * taps];
+      const TapRange rowsIn(oy, kH, w.padY, w.strideY, w.inHeight);
+      const TapRange colsIn(ox, kW, w.padX, w.strideX, w.inWidth);
+      const int y0 = int(oy * w.strideY) - int(w.padY);
+      const int x0 = int(ox * w.strideX) - int(w.padX);
+      for (unsigned ci = 0; ci < w.inChannels; ++ci)
+        for (unsigned i = rowsIn.lo; i < rowsIn.hi; ++i) {
+          const float *__restrict xrow = &xr[(ci * w.inHeight + unsigned(y0 + int(i))) * w.inWidth];
+          float *__restrict gwr = &gw[(ci * kH + i) * kW];
+          for (unsigned j = colsIn.lo; j < colsIn.hi; ++j)
+            gwr[j] += g * xrow[x0 + int(j)];
+        }
+    }
+}
+
+// gw [c, taps] += each non-zero input times the dL/dI entries its taps reach.
+void weightGradByInputs(const Window &w, unsigned c, const float *__restrict xr,
+                        const float *__restrict gr, float *__restrict gradW) {
+  const unsigned taps = w.taps(), P = w.outPositions();
+  const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
+  for (unsigned ci = 0; ci < w.inChannels; ++ci)
+    for (unsigned y = 0; y < w.inHeight; ++y)
+      for (unsigned xx = 0; xx < w.inWidth; ++xx) {
+        const float v = xr[(ci * w.inHeight + y) * w.inWidth + xx];
+        if (v == 0.0f)
+          continue;
+        for (unsigned i = 0; i < kH; ++i) {
+          const int oy = Window::outIndex(y, i, w.padY, w.strideY, w.outHeight);
+          if (oy < 0)
+            continue;
+          for (unsigned j = 0; j < kW; ++j) {
+            const int ox = Window::outIndex(xx, j, w.padX, w.strideX, w.outWidth);
+            if (ox < 0)
+              continue;
+            const unsigned p = unsigned(oy) * w.outWidth + unsigned(ox);
+            const unsigned tap = (ci * kH + i) * kW + j;
+            for (unsigned co = 0; co < c; ++co)
+              gradW[co * taps + tap] += gr[co * P + p] * v;
           }
         }
       }
@@ -156,7 +227,9 @@ public:
   }
 };
 
-// dL/dW and dL/db of `outChannels` channels over `rows` rows: only dL/dI's non-zero entries.
+// dL/dW and dL/db of `outChannels` channels over `rows` rows: each row from dL/dI's non-zero
+// entries or from the input's (spikes), whichever gives fewer products; the two sum each
+// weight's terms in different orders (equal within float rounding).
 class ConvWeightGrad : public Vertex {
 public:
   Input<Vector<float>> x;               // [rows, C_in, H, W]
@@ -181,7 +254,6 @@ public:
   bool compute() {
     const Window w = windowOf(*this);
     const unsigned c = outChannels, taps = w.taps(), P = w.outPositions();
-    const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
     for (unsigned k = 0; k < c * taps; ++k)
       gradWeights[k] = 0.0f;
     for (unsigned co = 0; co < c; ++co)
@@ -189,28 +261,22 @@ public:
     unsigned active = 0;
     for (unsigned r = 0; r < rows; ++r) {
       const float *__restrict xr = &x[r * w.inSize()];
-      for (unsigned co = 0; co < c; ++co)
-        for (unsigned p = 0; p < P; ++p) {
-          const float g = grad[(r * c + co) * P + p];
-          if (g == 0.0f)
-            continue;
-          ++active;
-          gradBias[co] += g;
-          const unsigned oy = p / w.outWidth, ox = p % w.outWidth;
-          float *__restrict gw = &gradWeights[co * taps];
-          for (unsigned ci = 0; ci < w.inChannels; ++ci)
-            for (unsigned i = 0; i < kH; ++i) {
-              const int y = Window::inIndex(oy, i, w.padY, w.strideY, w.inHeight);
-              if (y < 0)
-                continue;
-              for (unsigned j = 0; j < kW; ++j) {
-                const int xx = Window::inIndex(ox, j, w.padX, w.strideX, w.inWidth);
-                if (xx >= 0)
-                  gw[(ci * kH + i) * kW + j] +=
-                      g * xr[(ci * w.inHeight + unsigned(y)) * w.inWidth + unsigned(xx)];
-              }
-            }
-        }
+      const float *__restrict gr = &grad[r * c * P];
+      unsigned activeX = 0, activeG = 0;
+      for (unsigned k = 0; k < w.inSize(); ++k)
+        activeX += xr[k] != 0.0f;
+      for (unsigned k = 0; k < c * P; ++k) {
+        activeG += gr[k] != 0.0f;
+        gradBias[k / P] += gr[k];
+      }
+      active += activeG;
+      // Each product g * x once either way: from dL/dI's non-zero entries (a window of
+      // taps each) or from the input's (kernel area x channels each), whichever is fewer.
+      if (std::uint64_t(activeG) * taps <=
+          std::uint64_t(activeX) * w.kernelHeight * w.kernelWidth * c)
+        weightGradByGradients(w, c, xr, gr, &gradWeights[0]);
+      else
+        weightGradByInputs(w, c, xr, gr, &gradWeights[0]);
     }
     activeGrads[0] = active;
     return true;
@@ -253,17 +319,16 @@ public:
             continue;
           const unsigned oy = p / w.outWidth, ox = p % w.outWidth;
           const float *__restrict wk = &weights[co * taps];
+          const TapRange rowsIn(oy, kH, w.padY, w.strideY, w.inHeight);
+          const TapRange colsIn(ox, kW, w.padX, w.strideX, w.inWidth);
+          const int y0 = int(oy * w.strideY) - int(w.padY);
+          const int x0 = int(ox * w.strideX) - int(w.padX);
           for (unsigned ci = 0; ci < w.inChannels; ++ci)
-            for (unsigned i = 0; i < kH; ++i) {
-              const int y = Window::inIndex(oy, i, w.padY, w.strideY, w.inHeight);
-              if (y < 0)
-                continue;
-              for (unsigned j = 0; j < kW; ++j) {
-                const int xx = Window::inIndex(ox, j, w.padX, w.strideX, w.inWidth);
-                if (xx >= 0)
-                  dx[(ci * w.inHeight + unsigned(y)) * w.inWidth + unsigned(xx)] +=
-                      g * wk[(ci * kH + i) * kW + j];
-              }
+            for (unsigned i = rowsIn.lo; i < rowsIn.hi; ++i) {
+              float *__restrict d = &dx[(ci * w.inHeight + unsigned(y0 + int(i))) * w.inWidth];
+              const float *__restrict wr = &wk[(ci * kH + i) * kW];
+              for (unsigned j = colsIn.lo; j < colsIn.hi; ++j)
+                d[x0 + int(j)] += g * wr[j];
             }
         }
     }

@@ -110,7 +110,15 @@ const std::map<std::string, Estimator> &table() {
       {"SgdStep", [](const VertexWork &w) { return kVertexOverhead + 4ull * w.elements; }},
       {"AdamStep", [](const VertexWork &w) { return kVertexOverhead + 14ull * w.elements; }},
       {"ConvForward", [](const VertexWork &w) { return kVertexOverhead + convForwardCycles(w); }},
-      {"ConvWeightGrad", [](const VertexWork &w) { return kVertexOverhead + convGradCycles(w); }},
+      // Each row by dL/dI's non-zero entries or by the input's, whichever is fewer products.
+      {"ConvWeightGrad",
+       [](const VertexWork &w) {
+         const std::uint64_t byGrads = std::uint64_t(w.activeCandidates) * w.inputs;
+         const std::uint64_t byInputs = std::uint64_t(w.activeInputs) * w.kernelArea * w.neurons;
+         return kVertexOverhead +
+                std::uint64_t(w.batch) * (2ull * w.positions * w.neurons + w.elements +
+                                          3ull * std::min(byGrads, byInputs));
+       }},
       {"ConvInputGrad",
        [](const VertexWork &w) {
          return kVertexOverhead + convGradCycles(w) + 2ull * w.batch * w.elements;

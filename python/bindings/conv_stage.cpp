@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "ConvNetwork.hpp"
 #include "ConvStage.hpp"
 #include "popsnn/Names.hpp"
 
@@ -141,10 +142,7 @@ py::dict resultDict(const popsnn::ConvStageSpec &s, const popsnn::ConvStageResul
   return out;
 }
 
-py::dict runStage(const py::dict &spec, const FloatArray &x, const FloatArray &weight,
-                  const py::object &bias, const py::object &gradOut,
-                  const py::object &gradMembranes, const py::dict &device) {
-  const popsnn::ConvStageSpec s = stageFromDict(spec);
+popsnn::DeviceSpec deviceFromDict(const py::dict &device) {
   popsnn::DeviceSpec dev;
   const auto option = [&](const char *key, unsigned fallback) {
     return device.contains(key) ? device[key].cast<unsigned>() : fallback;
@@ -154,6 +152,14 @@ py::dict runStage(const py::dict &spec, const FloatArray &x, const FloatArray &w
   dev.tilesPerIPU = option("tiles_per_ipu", 0u);
   dev.memoryBytesPerTile = option("memory_bytes_per_tile", 0u);
   dev.codeletsPath = device.contains("codelets") ? device["codelets"].cast<std::string>() : "";
+  return dev;
+}
+
+py::dict runStage(const py::dict &spec, const FloatArray &x, const FloatArray &weight,
+                  const py::object &bias, const py::object &gradOut,
+                  const py::object &gradMembranes, const py::dict &device) {
+  const popsnn::ConvStageSpec s = stageFromDict(spec);
+  const popsnn::DeviceSpec dev = deviceFromDict(device);
   const std::size_t taps = std::size_t(s.inChannels) * s.conv.kernelH * s.conv.kernelW;
   expectSize("x", x, std::size_t(s.rows) * s.inChannels * s.inHeight * s.inWidth);
   expectSize("weight", weight, s.outChannels * taps);
@@ -174,6 +180,78 @@ py::dict runStage(const py::dict &spec, const FloatArray &x, const FloatArray &w
   return resultDict(s, r, !gradOut.is_none());
 }
 
+py::array_t<float> asArray(const std::vector<float> &v) {
+  return py::array_t<float>(v.size(), v.data());
+}
+
+// The network of stages, compiled once (host/src/ConvNetwork.hpp).
+std::unique_ptr<popsnn::ConvNetwork> makeNetwork(const py::dict &spec, const py::dict &device) {
+  popsnn::ConvNetworkSpec s;
+  for (const py::handle &stage : spec["stages"])
+    s.stages.push_back(stageFromDict(stage.cast<py::dict>()));
+  if (spec.contains("input_activity"))
+    s.inputActivity = spec["input_activity"].cast<std::vector<float>>();
+  if (spec.contains("grad_activity"))
+    s.gradActivity = spec["grad_activity"].cast<std::vector<float>>();
+  const popsnn::DeviceSpec dev = deviceFromDict(device);
+  py::gil_scoped_release release;
+  return std::make_unique<popsnn::ConvNetwork>(s, dev);
+}
+
+void bindConvNetwork(py::module_ &m) {
+  py::class_<popsnn::ConvNetwork>(m, "ConvNetwork",
+                                  "Convolutional stages in one graph: forward and backward.")
+      .def(py::init(&makeNetwork), py::arg("spec"), py::arg("device") = py::dict())
+      .def(
+          "set_params",
+          [](popsnn::ConvNetwork &n, unsigned stage, const FloatArray &w, const py::object &b) {
+            const FloatArray bias = b.is_none() ? FloatArray() : b.cast<FloatArray>();
+            n.setParams(stage, w.data(), b.is_none() ? nullptr : bias.data());
+          },
+          py::arg("stage"), py::arg("weight"), py::arg("bias") = py::none())
+      .def(
+          "forward",
+          [](popsnn::ConvNetwork &n, const FloatArray &x, bool recordAll) {
+            popsnn::ConvForwardResult r;
+            {
+              py::gil_scoped_release release;
+              r = n.forward(x.data(), recordAll);
+            }
+            py::list spikes, membranes;
+            for (unsigned k = 0; k < r.spikes.size(); ++k) {
+              spikes.append(asArray(r.spikes[k]));
+              membranes.append(asArray(r.membranes[k]));
+            }
+            return py::make_tuple(spikes, membranes, r.denseRows);
+          },
+          py::arg("x"), py::arg("record_all") = false)
+      .def(
+          "backward",
+          [](popsnn::ConvNetwork &n, const FloatArray &gs, const py::object &gm) {
+            const FloatArray mem = gm.is_none() ? FloatArray() : gm.cast<FloatArray>();
+            popsnn::ConvBackwardResult r;
+            {
+              py::gil_scoped_release release;
+              r = n.backward(gs.data(), gm.is_none() ? nullptr : mem.data());
+            }
+            py::list w, b;
+            for (unsigned k = 0; k < r.gradWeight.size(); ++k) {
+              w.append(asArray(r.gradWeight[k]));
+              b.append(asArray(r.gradBias[k]));
+            }
+            return py::make_tuple(w, b, r.activeGrads);
+          },
+          py::arg("grad_spikes"), py::arg("grad_membranes") = py::none())
+      .def_property_readonly("plans",
+                             [](const popsnn::ConvNetwork &n) {
+                               py::list out;
+                               for (const auto &p : n.plans())
+                                 out.append(planDict(p));
+                               return out;
+                             })
+      .def("estimate", &popsnn::ConvNetwork::estimate);
+}
+
 } // namespace
 
 void bindConvStage(py::module_ &m) {
@@ -191,4 +269,5 @@ void bindConvStage(py::module_ &m) {
         py::arg("spec"), py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(),
         py::arg("grad_out") = py::none(), py::arg("grad_membranes") = py::none(),
         py::arg("device") = py::dict());
+  bindConvNetwork(m);
 }

@@ -431,8 +431,9 @@ class Sequential:
         """(Linear, neuron) per stage, for the code paths that run linear networks only."""
         if not self.is_linear:
             raise ValueError(
-                "this network has Conv2d / pooling / Flatten layers, which run on "
-                "device='reference' only for now; use popsnn.Model(..., device='reference')"
+                "this network has Conv2d / pooling / Flatten layers, which this linear-layer "
+                "path does not run; use popsnn.Model(net, ...), which picks the convolutional "
+                "engine backend or the reference"
             )
         return tuple((stage.ops[0], stage.neuron) for stage in self.stages)
 

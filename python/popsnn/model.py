@@ -115,14 +115,6 @@ class Model:
         self.num_steps, self.batch_size = check_sizes(net, num_steps, batch_size)
         self.seed = seed
         self.device = resolve_device(device)
-        if self.device != "reference" and not net.is_linear:
-            if device == "auto":  # the engines run (Linear, neuron) stages only for now
-                self.device = "reference"
-            else:
-                raise ValueError(
-                    f"Conv2d / pooling / Flatten layers run on device='reference' only for now "
-                    f"(not {self.device!r}); use popsnn.Model(net, ..., device='reference')"
-                )
         self.dtype = _precision.check_dtype(dtype)
         if device == "auto" and self.device != "reference":
             # the Alpha neuron, half storage: the engine does not run them yet
@@ -150,6 +142,8 @@ class Model:
                     f"reinstall popsnn with its native extension"
                 )
             backend_cls = engine.EngineBackend
+            if not net.is_linear:  # convolutional stages: their own graph (conv_engine)
+                from .backends.conv_engine import ConvEngineBackend as backend_cls
         self.backend = backend_cls(
             net,
             params,

@@ -105,10 +105,11 @@ class Config:
         if self.model == "csnn" and self.dataset == "shd":
             raise ConfigError("model=csnn takes images; shd is not one: use model=dsnn")
         if self.model == "csnn" and self.device not in ("auto", "reference"):
-            raise ConfigError(
-                f"model=csnn runs on device='reference' only for now (the engines do not run "
-                f"Conv2d yet), not {self.device!r}; use --device reference"
-            )
+            if self.neuron != "leaky":
+                raise ConfigError(
+                    f"model=csnn on device {self.device!r} runs leaky neurons only for now, "
+                    f"not {self.neuron}; use --neuron leaky or --device reference"
+                )
         _choice("neuron", self.neuron, NEURONS)
         _choice("sparse_layers", self.sparse_layers, SPARSE_LAYERS)
         _choice("encoding", self.encoding, ENCODINGS)

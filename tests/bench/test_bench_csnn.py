@@ -1,5 +1,6 @@
 """Smoke test of `python bench/run.py csnn`: the CSNN experiment runs its tiniest setting and
-returns a row that says what ran and why anything did not. No timing is asserted (the machine
+returns a row that says what ran and why anything did not; bench/csnn_estimate.py (the Mk2
+ESTIMATE) on a tiny batch. No timing is asserted (the machine
 is shared)."""
 
 import json
@@ -35,13 +36,14 @@ def test_csnn_experiment_row():
     (row,) = ex.exp_csnn(repeats=1, batch=2, steps=2, include=include)
     json.dumps(row)
     assert row["seed000_ipu_measured_images_per_s"] == pytest.approx(15566.16)
+    # no results file for B 2, T 2: the row names the command that estimates it
     assert row["ipu_model_estimate_images_per_s"] is None
-    assert "does not run Conv2d" in row["ipu_model_estimate_skipped"]
+    assert "bench/csnn_estimate.py --batch 2 --steps 2" in row["ipu_model_estimate_skipped"]
     assert row["numpy_hoisted_images_per_s"] > 0
-    for name in ("popsnn", "numpy_step", "limit"):
+    for name in ("numpy_step", "limit"):
         assert row[f"{name}_images_per_s"] is None and row[f"{name}_skipped"]
-    if systems.engine_available() is None:
-        assert "device='reference' only" in row["popsnn_skipped"]
+    if systems.engine_available() is None:  # the engine runs the CSNN now
+        assert row["popsnn_images_per_s"] > 0
     if systems.snntorch_available() is None:
         assert row["snntorch_images_per_s"] > 0
         assert row["reference_over_snntorch"] == pytest.approx(
@@ -62,3 +64,25 @@ def test_snntorch_system_builds_the_same_conv_shapes():
         h = synapse(h)
         assert tuple(h.shape[1:]) == stage.out_shape
     assert np.prod(h.shape[1:]) == 10
+
+
+def test_csnn_estimate_on_a_tiny_batch(tmp_path):
+    if systems.engine_available() is not None:
+        pytest.skip(systems.engine_available())
+    import csnn_estimate
+
+    row = csnn_estimate.main(["--batch", "2", "--steps", "3", "--out", str(tmp_path / "e.json")])
+    assert row["output_spikes_equal_reference"]
+    assert row["estimate"]["estimate_total_cycles"] > 0
+    assert row["ipu_model_estimate_images_per_s"] == pytest.approx(
+        2 / row["estimate"]["estimate_seconds"]
+    )
+    assert len(row["plans"]) == 3 and "ESTIMATE" in row["what"]
+
+
+def test_csnn_steps_runs_its_training_steps():
+    if systems.engine_available() is not None:
+        pytest.skip(systems.engine_available())
+    import csnn_steps
+
+    assert np.isfinite(csnn_steps.main(["1"]))

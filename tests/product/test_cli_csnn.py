@@ -1,5 +1,5 @@
 """`popsnn train --model csnn` end to end on a slice of the embedded MNIST (Sun et al.'s CSNN on
-the reference), its checkpoint read back, and its refusals."""
+the reference and on the engine's cpu device), its checkpoint read back, and its refusals."""
 
 import json
 
@@ -26,10 +26,33 @@ def test_csnn_trains_writes_metrics_and_a_checkpoint_that_reloads(tmp_path):
     assert reference.forward(net, ckpt["params"], x).spikes[-1].shape == (3, 2, 10)
 
 
+def test_csnn_trains_on_the_engine_cpu_device(tmp_path):
+    out = tmp_path / "run"
+    args = ["train", "--model", "csnn", "--device", "cpu", "--limit-train", "64"]
+    args += ["--limit-test", "32", "--batch-size", "32", "--num-steps", "3", "--epochs", "1"]
+    r = popsnn_cli(*args, "--output", str(out))
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((out / "metrics.json").read_text())["summary"]
+    assert summary["device"] == "cpu" and summary["train_samples"] == 64
+    ckpt = checkpoint.load(out / "checkpoint.npz")
+    assert ckpt["params"][1]["weight"].shape == (64, 12, 5, 5)
+    assert ckpt["optimizer_state"] is not None
+
+
 def test_csnn_refusals_are_one_line(tmp_path):
     r = popsnn_cli("train", "--model", "csnn", "--dataset", "shd", "--output", str(tmp_path))
     assert r.returncode != 0 and "model=csnn takes images" in r.stderr
-    r = popsnn_cli("train", "--model", "csnn", "--device", "cpu", "--output", str(tmp_path))
-    assert r.returncode != 0 and "device='reference' only for now" in r.stderr
+    r = popsnn_cli(
+        "train",
+        "--model",
+        "csnn",
+        "--device",
+        "cpu",
+        "--neuron",
+        "synaptic",
+        "--output",
+        str(tmp_path),
+    )
+    assert r.returncode != 0 and "runs leaky neurons only for now" in r.stderr
     r = popsnn_cli("train", "--model", "mlp", "--output", str(tmp_path))
     assert r.returncode != 0 and "dsnn" in r.stderr

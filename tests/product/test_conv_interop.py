@@ -111,9 +111,9 @@ def test_checkpoint_round_trip_of_a_conv_net(tmp_path):
     assert checkpoint.describe_network(net) == "1x14x14-4x7x7-6x3x3-5 (Leaky/Synaptic)"
 
 
-def test_engines_refuse_conv_nets_in_one_line():
-    net = csnn_popsnn()
-    with pytest.raises(ValueError, match=r"run on device='reference' only for now \(not 'cpu'\)"):
+def test_engines_refuse_what_their_conv_stages_do_not_run_in_one_line():
+    net = csnn_popsnn()  # Synaptic neurons: the engine's conv stages take Leaky
+    with pytest.raises(ValueError, match=r"Synaptic neurons .* use device='reference'$"):
         popsnn.Model(net, device="cpu")
     assert popsnn.Model(net, device="auto", batch_size=2, num_steps=3).device == "reference"
 

@@ -123,9 +123,9 @@ def test_input_shapes():
         reference.forward(net, params, np.ones((2, 2, 7, 7)))
 
 
-def test_engine_devices_refuse_conv_in_one_line():
+def test_linear_only_paths_refuse_conv_in_one_line():
     net = small_net()
-    with pytest.raises(ValueError, match="run on device='reference' only for now"):
+    with pytest.raises(ValueError, match="this linear-layer path does not run; use popsnn.Model"):
         net.pairs  # noqa: B018 -- every linear-only code path reads this first
 
 

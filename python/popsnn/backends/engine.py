@@ -106,6 +106,11 @@ def codelets_path() -> Path:
 def check_engine_supports(net) -> None:
     """Refuse, in one line naming device='reference', a neuron feature the engine's vertices
     do not implement yet (rather than compile a network that computes something else)."""
+    if not net.is_linear:  # convolutional stages run in a graph of their own
+        from .conv_engine import check_conv_engine_supports
+
+        check_conv_engine_supports(net)
+        return
     for i, (_, neuron) in enumerate(net.pairs):
         if isinstance(neuron, Alpha) and (neuron.learned() or neuron.per_neuron_constants()):
             raise ValueError(

@@ -1,0 +1,338 @@
+#include "ConvStageBuild.hpp"
+
+#include <algorithm>
+
+#include "CycleEstimates.hpp"
+#include "popsnn/VertexUnits.hpp"
+
+namespace popsnn {
+
+using namespace poplar;
+using namespace poplar::program;
+
+namespace {
+
+unsigned ceilDiv(unsigned a, unsigned b) { return (a + b - 1) / b; }
+
+// The host-facing input, weights and bias, each shard's share on a tile, and the fan-out
+// of them to every shard that needs them (row groups share weights, channel groups input).
+void createInputs(ConvStageBuild &s) {
+  const ConvStageSpec &spec = s.spec;
+  s.xHost = s.graph.addVariable(FLOAT, {std::size_t(spec.rows) * s.inSize()}, "x");
+  s.weightHost = s.graph.addVariable(FLOAT, {std::size_t(spec.outChannels) * s.taps()}, "weight");
+  s.biasHost = s.graph.addVariable(FLOAT, {std::size_t(spec.outChannels)}, "bias");
+  for (const ConvShard &sh : s.plan.shards) {
+    ConvShardTensors &t = s.shards.emplace_back();
+    const Tensor xRows = s.xHost.slice(std::size_t(sh.firstRow) * s.inSize(),
+                                       std::size_t(sh.firstRow + sh.rows) * s.inSize());
+    const Tensor w = s.weightHost.slice(std::size_t(sh.firstChannel) * s.taps(),
+                                        std::size_t(sh.firstChannel + sh.channels) * s.taps());
+    const Tensor b = s.biasHost.slice(sh.firstChannel, sh.firstChannel + sh.channels);
+    if (sh.channelGroup == 0)
+      s.graph.setTileMapping(xRows, sh.tile);
+    if (sh.rowGroup == 0) {
+      s.graph.setTileMapping(w, sh.tile);
+      s.graph.setTileMapping(b, sh.tile);
+    }
+    t.x = sh.channelGroup == 0 ? xRows : s.var(FLOAT, xRows.numElements(), sh.tile, "x_local");
+    t.weights = sh.rowGroup == 0 ? w : s.var(FLOAT, w.numElements(), sh.tile, "w_local");
+    t.bias = sh.rowGroup == 0 ? b : s.var(FLOAT, b.numElements(), sh.tile, "b_local");
+    if (sh.channelGroup)
+      s.fanout.add(xRows, t.x);
+    if (sh.rowGroup) {
+      s.fanout.add(w, t.weights);
+      s.fanout.add(b, t.bias);
+    }
+  }
+}
+
+// The convolution, then each pool, on every shard.
+void addForward(ConvStageBuild &s) {
+  const ConvStageSpec &spec = s.spec;
+  ComputeSet conv = s.graph.addComputeSet("conv_forward");
+  std::vector<ComputeSet> pools;
+  for (unsigned k = 0; k < spec.pools.size(); ++k)
+    pools.push_back(s.graph.addComputeSet("pool_forward" + std::to_string(k)));
+  for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
+    const ConvShard &sh = s.plan.shards[i];
+    ConvShardTensors &t = s.shards[i];
+    const unsigned c = sh.channels, tile = sh.tile;
+    t.maps.resize(s.plan.maps.size());
+    t.argmax.resize(s.plan.maps.size());
+    t.maps[1] = s.var(FLOAT, std::size_t(sh.rows) * c * s.positions(1), tile, "conv_current");
+    t.work = s.var(FLOAT, std::size_t(s.taps() + s.positions(1)) * c, tile, "conv_work");
+    t.denseRows = s.var(UNSIGNED_INT, 1, tile, "dense_rows");
+    VertexRef v = s.graph.addVertex(conv, "ConvForward");
+    const std::pair<const char *, Tensor> fields[] = {{"x", t.x},       {"weights", t.weights},
+                                                      {"bias", t.bias}, {"current", t.maps[1]},
+                                                      {"work", t.work}, {"denseRows", t.denseRows}};
+    for (const auto &[field, tensor] : fields)
+      s.graph.connect(v[field], tensor);
+    s.graph.setInitialValue(v["rows"], sh.rows);
+    s.graph.setInitialValue(v["outChannels"], c);
+    s.setWindow(v, spec.conv, spec.inChannels, s.plan.maps[0], s.plan.maps[1]);
+    VertexWork w;
+    w.batch = sh.rows, w.neurons = c, w.inputs = s.taps(), w.elements = s.inSize();
+    w.positions = s.positions(1), w.kernelArea = spec.conv.kernelH * spec.conv.kernelW;
+    w.activeInputs = unsigned(s.activeInputs[i] + 0.5f);
+    s.graph.setPerfEstimate(v, estimateCycles("ConvForward", w));
+    s.graph.setTileMapping(v, tile);
+    for (unsigned k = 0; k < spec.pools.size(); ++k) {
+      const PoolSpec &p = spec.pools[k];
+      const unsigned m = k + 2;
+      t.maps[m] = s.var(FLOAT, std::size_t(sh.rows) * c * s.positions(m), tile, "pooled");
+      VertexRef pv = s.graph.addVertex(pools[k], p.max ? "MaxPoolForward" : "AvgPoolForward");
+      s.graph.connect(pv["x"], t.maps[m - 1]);
+      s.graph.connect(pv["y"], t.maps[m]);
+      if (p.max) {
+        t.argmax[m] = s.var(UNSIGNED_INT, t.maps[m].numElements(), tile, "argmax");
+        s.graph.connect(pv["argmax"], t.argmax[m]);
+      }
+      s.graph.setInitialValue(pv["maps"], sh.rows * c);
+      s.setWindow(pv, p.window, 1, s.plan.maps[m - 1], s.plan.maps[m]);
+      VertexWork pw;
+      pw.batch = sh.rows, pw.neurons = c, pw.positions = s.positions(m);
+      pw.kernelArea = p.window.kernelH * p.window.kernelW;
+      s.graph.setPerfEstimate(pv, estimateCycles(p.max ? "MaxPoolForward" : "AvgPoolForward", pw));
+      s.graph.setTileMapping(pv, tile);
+    }
+  }
+  s.forward.add(Execute(conv));
+  for (const ComputeSet &cs : pools)
+    s.forward.add(Execute(cs));
+}
+
+// dL/d of every map after the input, on every shard.
+void createMapGrads(ConvStageBuild &s) {
+  for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
+    ConvShardTensors &t = s.shards[i];
+    t.grads.resize(s.plan.maps.size());
+    for (unsigned m = 1; m <= s.lastMap(); ++m)
+      t.grads[m] = s.var(FLOAT, t.maps[m].numElements(), s.plan.shards[i].tile, "map_grad");
+  }
+}
+
+// dL/d of each pool's input, last pool first, on every shard.
+void addPoolBackward(ConvStageBuild &s) {
+  const ConvStageSpec &spec = s.spec;
+  for (unsigned m = s.lastMap(); m >= 2; --m) {
+    const PoolSpec &p = spec.pools[m - 2];
+    ComputeSet cs = s.graph.addComputeSet("pool_backward" + std::to_string(m - 2));
+    for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
+      const ConvShard &sh = s.plan.shards[i];
+      ConvShardTensors &t = s.shards[i];
+      VertexRef v = s.graph.addVertex(cs, p.max ? "MaxPoolBackward" : "AvgPoolBackward");
+      s.graph.connect(v["grad"], t.grads[m]);
+      s.graph.connect(v["gradInput"], t.grads[m - 1]);
+      if (p.max)
+        s.graph.connect(v["argmax"], t.argmax[m]);
+      s.graph.setInitialValue(v["maps"], sh.rows * sh.channels);
+      s.setWindow(v, p.window, 1, s.plan.maps[m - 1], s.plan.maps[m]);
+      VertexWork w;
+      w.batch = sh.rows, w.neurons = sh.channels, w.positions = s.positions(m);
+      w.kernelArea = p.window.kernelH * p.window.kernelW;
+      s.graph.setPerfEstimate(v, estimateCycles(p.max ? "MaxPoolBackward" : "AvgPoolBackward", w));
+      s.graph.setTileMapping(v, sh.tile);
+    }
+    s.backward.add(Execute(cs));
+  }
+}
+
+// `out` (mapped slice by slice) = the sum of the `parts` of equal length, slice s of it on
+// tiles[s]: each tile receives its slice of every part and sums them (SumParts).
+void addSum(ConvStageBuild &s, const std::vector<Tensor> &parts, const std::vector<unsigned> &tiles,
+            Tensor out, ComputeSet cs, CopyList &copies) {
+  const std::size_t n = out.numElements(), slice = ceilDiv(unsigned(n), unsigned(tiles.size()));
+  for (unsigned k = 0; k < tiles.size() && k * slice < n; ++k) {
+    const std::size_t lo = k * slice, hi = std::min(n, lo + slice);
+    Tensor gathered = s.var(FLOAT, parts.size() * (hi - lo), tiles[k], "sum_parts");
+    for (unsigned q = 0; q < parts.size(); ++q)
+      copies.add(parts[q].slice(lo, hi), gathered.slice(q * (hi - lo), (q + 1) * (hi - lo)));
+    s.graph.setTileMapping(out.slice(lo, hi), tiles[k]);
+    VertexRef v = s.graph.addVertex(cs, "SumParts");
+    s.graph.connect(v["parts"], gathered);
+    s.graph.connect(v["out"], out.slice(lo, hi));
+    s.graph.setInitialValue(v["numParts"], unsigned(parts.size()));
+    VertexWork w;
+    w.elements = unsigned(gathered.numElements());
+    s.graph.setPerfEstimate(v, estimateCycles("SumParts", w));
+    s.graph.setTileMapping(v, tiles[k]);
+  }
+}
+
+// Weight, bias and input gradients on every shard over dL/dI's non-zero entries.
+void addGradVertices(ConvStageBuild &s, ComputeSet cs) {
+  const ConvStageSpec &spec = s.spec;
+  for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
+    const ConvShard &sh = s.plan.shards[i];
+    ConvShardTensors &t = s.shards[i];
+    const unsigned c = sh.channels;
+    t.gradWB = s.var(FLOAT, std::size_t(c) * s.taps() + c, sh.tile, "grad_wb");
+    t.activeGrads = s.var(UNSIGNED_INT, 1, sh.tile, "active_grads");
+    VertexWork w;
+    w.batch = sh.rows, w.neurons = c, w.inputs = s.taps(), w.elements = s.inSize();
+    w.positions = s.positions(1), w.activeCandidates = unsigned(s.activeGrads[i] + 0.5f);
+    w.activeInputs = unsigned(s.activeInputs[i] + 0.5f);
+    w.kernelArea = spec.conv.kernelH * spec.conv.kernelW;
+    VertexRef v = s.graph.addVertex(cs, "ConvWeightGrad");
+    s.graph.connect(v["x"], t.x);
+    s.graph.connect(v["grad"], t.grads[1]);
+    s.graph.connect(v["gradWeights"], t.gradWB.slice(0, std::size_t(c) * s.taps()));
+    s.graph.connect(v["gradBias"],
+                    t.gradWB.slice(std::size_t(c) * s.taps(), t.gradWB.numElements()));
+    s.graph.connect(v["activeGrads"], t.activeGrads);
+    std::vector<VertexRef> vertices{v};
+    if (spec.inputGrad) {
+      t.gradInput = s.var(FLOAT, t.x.numElements(), sh.tile, "grad_input_share");
+      VertexRef g = s.graph.addVertex(cs, "ConvInputGrad");
+      s.graph.connect(g["grad"], t.grads[1]);
+      s.graph.connect(g["weights"], t.weights);
+      s.graph.connect(g["gradInput"], t.gradInput);
+      vertices.push_back(g);
+    }
+    for (VertexRef u : vertices) {
+      s.graph.setInitialValue(u["rows"], sh.rows);
+      s.graph.setInitialValue(u["outChannels"], c);
+      s.setWindow(u, spec.conv, spec.inChannels, s.plan.maps[0], s.plan.maps[1]);
+      s.graph.setTileMapping(u, sh.tile);
+    }
+    s.graph.setPerfEstimate(v, estimateCycles("ConvWeightGrad", w));
+    if (spec.inputGrad)
+      s.graph.setPerfEstimate(vertices[1], estimateCycles("ConvInputGrad", w));
+  }
+}
+
+// The gradients' sums: dL/dW and dL/db over the row groups, dL/dx over the channel groups.
+void addGradSums(ConvStageBuild &s) {
+  const ConvPlan &plan = s.plan;
+  ComputeSet cs = s.graph.addComputeSet("conv_grad_sums");
+  CopyList copies;
+  auto shardAt = [&](unsigned g, unsigned q) { return g * plan.rowGroups + q; };
+  for (unsigned g = 0; g < plan.channelGroups; ++g) {
+    if (plan.rowGroups == 1) {
+      s.gradWBSum.push_back(s.shards[shardAt(g, 0)].gradWB);
+      continue;
+    }
+    std::vector<Tensor> parts;
+    std::vector<unsigned> tiles;
+    for (unsigned q = 0; q < plan.rowGroups; ++q) {
+      parts.push_back(s.shards[shardAt(g, q)].gradWB);
+      tiles.push_back(plan.shards[shardAt(g, q)].tile);
+    }
+    s.gradWBSum.push_back(s.graph.addVariable(FLOAT, {parts[0].numElements()}, "grad_wb_sum"));
+    addSum(s, parts, tiles, s.gradWBSum.back(), cs, copies);
+  }
+  for (unsigned q = 0; s.spec.inputGrad && q < plan.rowGroups; ++q) {
+    if (plan.channelGroups == 1) {
+      s.gradInputSum.push_back(s.shards[shardAt(0, q)].gradInput);
+      continue;
+    }
+    std::vector<Tensor> parts;
+    std::vector<unsigned> tiles;
+    for (unsigned g = 0; g < plan.channelGroups; ++g) {
+      parts.push_back(s.shards[shardAt(g, q)].gradInput);
+      tiles.push_back(plan.shards[shardAt(g, q)].tile);
+    }
+    s.gradInputSum.push_back(s.graph.addVariable(FLOAT, {parts[0].numElements()}, "grad_x_sum"));
+    addSum(s, parts, tiles, s.gradInputSum.back(), cs, copies);
+  }
+  s.backward.add(copies.program());
+  s.backward.add(Execute(cs));
+}
+
+// The neurons on each shard's last map: forward, and (with a backward) their BPTT into the
+// last map's gradient, which the pools and the convolution's backward then read.
+void addNeurons(ConvStageBuild &s, bool backward) {
+  const ConvNeuronSpec &nu = s.spec.neuron;
+  const unsigned P = s.positions(s.lastMap());
+  ComputeSet fwd = s.graph.addComputeSet("conv_neurons");
+  ComputeSet bwd = s.graph.addComputeSet("conv_neurons_backward");
+  const std::string reset = units::RESETS[nu.reset];
+  for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
+    const ConvShard &sh = s.plan.shards[i];
+    ConvShardTensors &t = s.shards[i];
+    const unsigned n = sh.channels * P, samples = sh.rows / s.spec.steps;
+    const std::size_t size = std::size_t(sh.rows) * n;
+    t.membranes = s.var(FLOAT, size, sh.tile, "membranes");
+    t.spikes = s.var(FLOAT, size, sh.tile, "spikes");
+    t.state = s.var(FLOAT, 2 * n, sh.tile, "neuron_state");
+    VertexRef v = s.graph.addVertex(fwd, "ConvNeuronForward<" + reset + ">");
+    s.graph.connect(v["current"], t.maps.back());
+    s.graph.connect(v["membranes"], t.membranes);
+    s.graph.connect(v["spikes"], t.spikes);
+    s.graph.connect(v["state"], t.state);
+    std::vector<VertexRef> vertices{v};
+    if (backward) {
+      t.gradSpikes = s.var(FLOAT, size, sh.tile, "grad_spikes");
+      t.gradMembranes = s.var(FLOAT, size, sh.tile, "grad_membranes");
+      VertexRef g =
+          s.graph.addVertex(bwd, "ConvNeuronBackward<" + reset + "," + units::RULES[nu.rule] + ">");
+      s.graph.connect(g["membranes"], t.membranes);
+      s.graph.connect(g["gradSpikes"], t.gradSpikes);
+      s.graph.connect(g["gradMembranes"], t.gradMembranes);
+      s.graph.connect(g["gradCurrent"], t.grads.back());
+      s.graph.setInitialValue(g["surrogate"], nu.surrogate);
+      s.graph.setInitialValue(g["surrogateParam"], nu.surrogateParam);
+      s.graph.setInitialValue(g["ruleValue"], nu.ruleValue);
+      vertices.push_back(g);
+    }
+    VertexWork w;
+    w.batch = samples, w.neurons = n, w.steps = s.spec.steps;
+    for (VertexRef u : vertices) {
+      s.graph.setInitialValue(u["samples"], samples);
+      s.graph.setInitialValue(u["steps"], s.spec.steps);
+      s.graph.setInitialValue(u["neurons"], n);
+      s.graph.setInitialValue(u["beta"], nu.beta);
+      s.graph.setInitialValue(u["threshold"], nu.threshold);
+      s.graph.setTileMapping(u, sh.tile);
+    }
+    s.graph.setPerfEstimate(v, estimateCycles("ConvNeuronForward", w));
+    if (backward)
+      s.graph.setPerfEstimate(vertices[1], estimateCycles("ConvNeuronBackward", w));
+  }
+  s.forward.add(Execute(fwd));
+  if (backward)
+    s.backward.add(Execute(bwd));
+}
+
+} // namespace
+
+void buildConvStage(ConvStageBuild &s, bool backward) {
+  createInputs(s);
+  addForward(s);
+  if (backward)
+    createMapGrads(s);
+  if (s.spec.neuron.present) // its backward first: it writes the last map's gradient
+    addNeurons(s, backward);
+  if (backward) {
+    addPoolBackward(s);
+    ComputeSet grads = s.graph.addComputeSet("conv_grads");
+    addGradVertices(s, grads);
+    s.backward.add(Execute(grads));
+    addGradSums(s);
+  }
+}
+
+std::size_t hostRow(const ConvStageSpec &spec, std::size_t row) {
+  const std::size_t samples = spec.rows / spec.steps;
+  return (row % spec.steps) * samples + row / spec.steps;
+}
+
+std::vector<float> shardBlock(const ConvStageSpec &spec, const ConvShard &sh, const float *host,
+                              unsigned channels, unsigned firstChannel, unsigned c,
+                              std::size_t per) {
+  std::vector<float> block(std::size_t(sh.rows) * c * per);
+  for (unsigned r = 0; r < sh.rows; ++r)
+    std::copy_n(host + (hostRow(spec, sh.firstRow + r) * channels + firstChannel) * per, c * per,
+                block.begin() + std::size_t(r) * c * per);
+  return block;
+}
+void blockToHost(const ConvStageSpec &spec, const ConvShard &sh, const std::vector<float> &block,
+                 unsigned channels, unsigned firstChannel, unsigned c, std::size_t per,
+                 float *host) {
+  for (unsigned r = 0; r < sh.rows; ++r)
+    std::copy_n(block.begin() + std::size_t(r) * c * per, c * per,
+                host + (hostRow(spec, sh.firstRow + r) * channels + firstChannel) * per);
+}
+
+} // namespace popsnn
