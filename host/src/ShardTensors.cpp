@@ -102,7 +102,7 @@ struct ShardTensorMaker {
       sh.surrogates = b.zeros(FLOAT, sh.traceCapacity, tile, name + "grad_values", L);
     }
     sh.idTrace = b.zeros(INT, layer.idTraceSize, tile, name + "id_trace", L);
-    if (layer.compressedTrace && !layer.isOutput && layer.spec.neuron == NeuronType::Leaky)
+    if (layer.compressedTrace) // the backward's live neurons per sample (LifBackward)
       sh.liveIds = b.zeros(INT, B * (2 * n + 1), tile, name + "live_ids", L);
     const bool feedsNext = l + 1 < layers.size();
     if (layer.a2a || (stepMajor && feedsNext))
