@@ -41,10 +41,11 @@ public:
   Vector<Input<Vector<float>>> ownWeights; // all-to-all: V on this shard's neurons, blocks [n, n_k]
   Vector<InOut<Vector<float>>> ownWeightsT; // all-to-all, dense: [N, n]
   // DenseTrace: [T, B, n]. CompressedTrace: the gradient trace's masked surrogate values,
-  // beside gradEntries (see LifForward).
+  // beside gradStarts and gradIds (see LifForward).
   Input<Vector<float>> surrogates;
-  Vector<Input<Vector<float>>> current;   // INPUT_DIRECT: x.W + b [B, n] (recomputing the forward)
-  Vector<Input<Vector<int>>> gradEntries; // CompressedTrace: the gradient trace's starts and ids
+  Vector<Input<Vector<float>>> current;  // INPUT_DIRECT: x.W + b [B, n] (recomputing the forward)
+  Vector<Input<Vector<int>>> gradStarts; // CompressedTrace: each row's first entry
+  Vector<Input<Vector<unsigned short>>> gradIds; // CompressedTrace: the entries' neuron ids
   Input<Vector<int>> idTrace;       // own buffers of every step: the id trace (VertexEnums.hpp)
   Vector<Input<Vector<int>>> inIds; // INPUT_SPIKE_IDS: as LifForward's
 
@@ -69,7 +70,7 @@ public:
   Vector<Output<Vector<int>>> outIds;  // [B, stride]
   Vector<Output<Vector<int>>> prevIds; // [B, stride]
   InOut<Vector<float>> scratch;        // [2n + P]
-  // Compressed trace, Leaky, feeding a layer: per sample count, live ids [n], in-list flags [n]
+  // Compressed trace: per sample count, live ids [n], in-list flags [n] (SparseBackward.hpp)
   Vector<InOut<Vector<int>>> liveIds;
   // As LifForward's: the constants per neuron, one edge each or none. A learned beta: the forward's
   // U [T, B, n] and dL/dbeta [n] summed over (t, b); a learned threshold: dL/dthreshold [n].
@@ -244,15 +245,14 @@ private:
 
   // The gradient trace's entries of (t, b): [first, last) of its ids and values.
   struct TraceRow {
-    const int *ids;
+    const unsigned short *ids;
     const float *vals;
     unsigned size;
   };
   TraceRow traceRow(unsigned t, unsigned b) const {
-    const int *starts = &gradEntries[0][0];
+    const int *starts = &gradStarts[0][0];
     const unsigned row = t * batch + b, first = unsigned(starts[row]);
-    return {&gradEntries[0][traceStarts(numSteps, batch) + first], &surrogates[first],
-            unsigned(starts[row + 1]) - first};
+    return {&gradIds[0][first], &surrogates[first], unsigned(starts[row + 1]) - first};
   }
 
   const int *ownBuffer(unsigned t, unsigned b) const {

@@ -126,8 +126,9 @@ inline void publishLive(const float *__restrict gU, unsigned n, const int *__res
 // Adds the neurons of one step's gradient-trace entries (and, at the output, those with a
 // membrane-loss gradient) to a sample's live list: list = [count, ids[n], inList[n]] (flags:
 // bit 1 in the list). The list only grows over the backward's steps.
-inline LiveNeurons joinLive(int *__restrict list, unsigned n, const int *__restrict entryIds,
-                            unsigned entries, const float *__restrict gMem) {
+inline LiveNeurons joinLive(int *__restrict list, unsigned n,
+                            const unsigned short *__restrict entryIds, unsigned entries,
+                            const float *__restrict gMem) {
   int *__restrict ids = list + 1;
   int *__restrict inList = ids + n;
   unsigned count = unsigned(list[0]);

@@ -544,8 +544,9 @@ std::map<std::string, double> Network::layout() const {
     for (const auto &sh : layer.shards) {
       surrogate += double(sh.surrogates.numElements()) * sizeof(float);
       ids += double(sh.idTrace.numElements()) * sizeof(int);
-      if (sh.gradEntries.valid())
-        ids += double(sh.gradEntries.numElements()) * sizeof(int);
+      if (sh.gradStarts.valid())
+        ids += double(sh.gradStarts.numElements()) * sizeof(int) +
+               double(sh.gradIds.numElements()) * sizeof(unsigned short);
     }
     out[l + "trace_capacity"] = layer.shards.front().traceCapacity;
     out[l + "compressed_trace"] = layer.compressedTrace; // 0: surrogate dense (masked by a rule)

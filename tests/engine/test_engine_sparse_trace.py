@@ -68,11 +68,11 @@ def test_sparse_trace_equals_the_masked_reference_and_is_sized_by_activity():
         assert shards * size == width  # equal shards: one capacity each
         # The id trace: starts, a header per row and the spike ids of all rows, sized like
         # the gradient trace (a total, not a capacity per row); then the gradient trace's
-        # starts and ids.
+        # starts (32-bit) and neuron ids (16-bit).
         spikes = int(prof[f"layer{l}_spike_capacity"])
         assert spikes == int(np.ceil(prof["spike_activity"] * size * rows))
         id_trace = shards * (rows + 1 + 2 * rows + spikes) * 4
-        starts_and_ids = shards * (rows + 1 + trace) * 4
+        starts_and_ids = shards * ((rows + 1) * 4 + trace * 2)
         assert prof[f"layer{l}_id_trace_bytes"] == id_trace + starts_and_ids
         assert (
             prof[f"layer{l}_trace_bytes"]
