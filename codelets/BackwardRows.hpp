@@ -82,7 +82,7 @@ POPSNN_ONCE void fromFanoutDense(float *__restrict eps, unsigned n, const float 
 }
 // A sparse rule: only for this step's gradient-trace entries (local ids; their masked
 // surrogate is non-zero), one dot per entry.
-POPSNN_ONCE void fromFanoutSparse(float *__restrict eps, unsigned n, const int *ids,
+POPSNN_ONCE void fromFanoutSparse(float *__restrict eps, unsigned n, const unsigned short *ids,
                                   unsigned entries, const float *fanout, const float *grads,
                                   unsigned shardSize, unsigned layerSize, unsigned row,
                                   unsigned rowsPerBlock) {

@@ -41,10 +41,11 @@ public:
   Vector<Input<Vector<float>>> ownWeights; // all-to-all: V on this shard's neurons, blocks [n, n_k]
   Vector<InOut<Vector<float>>> ownWeightsT; // all-to-all, dense: [N, n]
   // DenseTrace: [T, B, n]. CompressedTrace: the gradient trace's masked surrogate values,
-  // beside gradEntries (see LifForward).
+  // beside gradStarts and gradIds (see LifForward).
   Input<Vector<float>> surrogates;
-  Vector<Input<Vector<float>>> current;   // INPUT_DIRECT: x.W + b [B, n] (recomputing the forward)
-  Vector<Input<Vector<int>>> gradEntries; // CompressedTrace: the gradient trace's starts and ids
+  Vector<Input<Vector<float>>> current;  // INPUT_DIRECT: x.W + b [B, n] (recomputing the forward)
+  Vector<Input<Vector<int>>> gradStarts; // CompressedTrace: each row's first entry
+  Vector<Input<Vector<unsigned short>>> gradIds; // CompressedTrace: the entries' neuron ids
   Input<Vector<int>> idTrace;       // own buffers of every step: the id trace (VertexEnums.hpp)
   Vector<Input<Vector<int>>> inIds; // INPUT_SPIKE_IDS: as LifForward's
 
@@ -71,7 +72,7 @@ public:
   Vector<Output<Vector<int>>> outIds;  // [B, stride]
   Vector<Output<Vector<int>>> prevIds; // [B, stride]
   InOut<Vector<float>> scratch;        // [2n + P]
-  // Compressed trace, Leaky, feeding a layer: per sample count, live ids [n], in-list flags [n]
+  // Compressed trace: per sample count, live ids [n], in-list flags [n] (SparseBackward.hpp)
   Vector<InOut<Vector<int>>> liveIds;
   // As LifForward's: the constants per neuron, one edge each or none. A learned beta: the forward's
   // U [T, B, n] and dL/dbeta [n] summed over (t, b); a learned threshold: dL/dthreshold [n].
@@ -192,14 +193,12 @@ private:
       if (b + 4 < batch)
         prefetchSample(t, b + 4, ownBuffer(t, b + 4));
 #endif
-      const float *dI = nullptr;
       LiveNeurons live;
-      if constexpr (leaky && std::is_same<C, popsnn::NeuronConstants>::value)
-        dI = leakyFeedingPath(t, b, c.beta, own, live);
-      if (!dI)
-        dI = generic(t, b, c, own);
+      const float *dI = dense ? denseStep(t, b, c, own) : liveStep(t, b, c, own, live);
       weightGrads(t, b, dI, live);
-      recurrentGrads(t, b, dI);
+      recurrentGrads(t, b, dI, live);
+      if (!dense) // eps and dL/dI were written at live neurons only
+        zeroAtLive(&scratch[0], numNeurons, live);
     }
     if (stepMajor)
       publishStepMajor(t);
@@ -238,6 +237,9 @@ private:
     for (unsigned k = 0; k < liveIds.size(); ++k)
       for (unsigned i = 0; i < liveIds[k].size(); ++i)
         liveIds[k][i] = 0;
+    if (!dense) // liveStep's eps and dL/dI: 0 off the live neurons
+      for (unsigned k = 0; k < n; ++k)
+        scratch[k] = 0.0f;
     for (auto *learned : {&gradBeta, &gradThreshold}) // one edge or none
       for (unsigned k = 0; learned->size() != 0 && k < n; ++k)
         (*learned)[0][k] = 0.0f;
@@ -245,15 +247,14 @@ private:
 
   // The gradient trace's entries of (t, b): [first, last) of its ids and values.
   struct TraceRow {
-    const int *ids;
+    const unsigned short *ids;
     const float *vals;
     unsigned size;
   };
   TraceRow traceRow(unsigned t, unsigned b) const {
-    const int *starts = &gradEntries[0][0];
+    const int *starts = &gradStarts[0][0];
     const unsigned row = t * batch + b, first = unsigned(starts[row]);
-    return {&gradEntries[0][traceStarts(numSteps, batch) + first], &surrogates[first],
-            unsigned(starts[row + 1]) - first};
+    return {&gradIds[0][first], &surrogates[first], unsigned(starts[row + 1]) - first};
   }
 
   const int *ownBuffer(unsigned t, unsigned b) const {
@@ -272,19 +273,15 @@ private:
     return &gradOut[0][((stepMajor ? 0 : t * batch) + b) * numNeurons];
   }
 
-  // A Leaky shard that feeds another layer: the fused pass (no rule, where the CPU has
-  // one) or the sparse-rule pass; else nullptr (generic() then).
-  const float *leakyFeedingPath(unsigned t, unsigned b, float beta, const int *own,
-                                LiveNeurons &live) {
-    if (isOutput())
-      return nullptr;
-    if (!dense)
-      return leakySparse(t, b, beta, own, live);
+  // A dense trace: the fused pass (a Leaky shard feeding a layer, where the CPU has one) or
+  // every model's generic step.
+  template <class C> const float *denseStep(unsigned t, unsigned b, const C &c, const int *own) {
 #ifdef POPSNN_FUSED_LEAK_BACKWARD
-    return leakyFused(t, b, beta, own);
-#else
-    return nullptr;
+    if constexpr (leaky && std::is_same<C, popsnn::NeuronConstants>::value)
+      if (!isOutput())
+        return leakyFused(t, b, c.beta, own);
 #endif
+    return generic(t, b, c, own);
   }
 
 #ifdef POPSNN_FUSED_LEAK_BACKWARD
@@ -322,59 +319,11 @@ private:
   }
 #endif
 
-  // A sparse rule on a Leaky shard that feeds another layer: dL/dU decays, and only the
-  // gradient trace's entries add surrogate * dL/dS, one dot each (padded rows of W_next with
-  // the gathered dL/dI_next); then the sums, all over the sample's live neurons only
-  // (LiveNeurons; Perez-Nieves & Goodman's gradient through active neurons).
-  const float *leakySparse(unsigned t, unsigned b, float beta, const int *own, LiveNeurons &live) {
-    const unsigned n = numNeurons, P = pushWidth(nextLayerSize);
-    float *__restrict gU = &gradMem[b * n];
-    float *__restrict g = &scratch[2 * n];
-    int *__restrict list = &liveIds[0][b * (2 * n + 1)];
-    int *__restrict ids = list + 1;
-    int *__restrict inList = ids + n;
-    unsigned count = unsigned(list[0]);
-    if (zeroReset) // a spike at t cuts the leak path
-      zeroAtSpikes(own, offset, gU);
-    decayLive(gU, n, ids, count, beta);
-    const TraceRow e = traceRow(t, b);
-    if (e.size) // the next layer's dL/dI row: read only if an entry is in the rule
-      gatherNextGrad(&nextGrad[0][0], g, nextLayerSize, nextShardSize, nextRow(t, b),
-                     nextRowsPerBlock());
-    for (unsigned k = 0; k < e.size; ++k) {
-      const unsigned j = unsigned(e.ids[k]);
-      if (!inList[j]) {
-        inList[j] = 1;
-        ids[count++] = int(j);
-      }
-      gU[j] += e.vals[k] * dotPadded(&nextWeightsT[0][j * P], g, P);
-    }
-    list[0] = int(count);
-    live = LiveNeurons{ids, count, false};
-    publishLive(gU, n, ids, count, publishesGrad() ? gradOutRow(t, b) : nullptr, &gradBias[0],
-                inputMode == INPUT_DIRECT ? &currentGradSum[0][b * n] : nullptr);
-    return gU;
-  }
-
-  // dL/dS[t] into eps: from the loss or the next layer, plus the recurrent path.
-  void spikeGrad(unsigned t, unsigned b, const int *own, float *__restrict eps) {
+  // A dense trace: dL/dS[t] into eps, from the loss or the next layer, plus the recurrent path.
+  void spikeGrad(unsigned t, unsigned b, float *__restrict eps) {
     const unsigned n = numNeurons;
-    const TraceRow e = dense ? TraceRow{nullptr, nullptr, 0} : traceRow(t, b);
     if (isOutput()) {
       copyTo(eps, &lossGradSpikes[0][(t * batch + b) * n], n);
-    } else if (!dense) {
-      // One dot per gradient-trace entry: its padded row of W_next with this (step,
-      // sample)'s dL/dI_next, gathered padded from the downstream shards' blocks.
-      for (unsigned j = 0; j < n; ++j)
-        eps[j] = 0.0f;
-      const unsigned P = pushWidth(nextLayerSize);
-      float *__restrict g = &scratch[2 * n];
-      gatherNextGrad(&nextGrad[0][0], g, nextLayerSize, nextShardSize, nextRow(t, b),
-                     nextRowsPerBlock());
-      for (unsigned k = 0; k < e.size; ++k) {
-        const unsigned j = unsigned(e.ids[k]);
-        eps[j] += dotPadded(&nextWeightsT[0][j * P], g, P);
-      }
     } else {
       for (unsigned j = 0; j < n; ++j)
         eps[j] = 0.0f;
@@ -382,12 +331,8 @@ private:
                       nextRow(t, b), nextRowsPerBlock());
     }
     if (recurrence == popsnn::Recurrence::ALL_TO_ALL && t + 1 < numSteps) {
-      if (dense)
-        fromFanoutDense(eps, n, &ownWeightsT[0][0], &ownGrad[0][0], ownShardSize, ownLayerSize, b,
-                        batch);
-      else
-        fromFanoutSparse(eps, n, e.ids, e.size, &ownWeights[0][0], &ownGrad[0][0], ownShardSize,
-                         ownLayerSize, b, batch);
+      fromFanoutDense(eps, n, &ownWeightsT[0][0], &ownGrad[0][0], ownShardSize, ownLayerSize, b,
+                      batch);
     } else if (recurrence == popsnn::Recurrence::ONE_TO_ONE) {
       const float *__restrict gU = &gradMem[b * n];
       for (unsigned j = 0; j < n; ++j)
@@ -395,10 +340,9 @@ private:
     }
   }
 
-  // dL/dU[t] = surrogate * dL/dS[t] (+ a membrane loss) + leak * dL/dU[t+1], in gU.
-  // Entries off the sparse rule have surrogate exactly 0: eps is not computed there. A
-  // learned threshold gets -surrogate * dL/dS[t] here (dS/dthreshold = -dS/dU). Alpha's U is
-  // no state (E and H carry its past): its leak is 0.
+  // A dense trace: dL/dU[t] = surrogate * dL/dS[t] (+ a membrane loss) + leak * dL/dU[t+1],
+  // in gU. A learned threshold gets -surrogate * dL/dS[t] here (dS/dthreshold = -dS/dU).
+  // Alpha's U is no state (E and H carry its past): its leak is 0.
   template <class C>
   void membraneGrad(unsigned t, unsigned b, const C &c, const int *own, const float *__restrict eps,
                     float *__restrict gU) {
@@ -409,23 +353,6 @@ private:
     if (zeroReset && !Neuron::gatesInput)
       zeroAtSpikes(own, offset, gU);
     const float *__restrict gMem = isOutput() ? &lossGradMem[0][(t * batch + b) * n] : nullptr;
-    if (!dense) {
-      // Only the gradient trace's entries carry surrogate; the rest decays.
-      const TraceRow e = traceRow(t, b);
-      if (gMem)
-        for (unsigned j = 0; j < n; ++j)
-          gU[j] = gMem[j] + leak(j) * gU[j];
-      else
-        for (unsigned j = 0; j < n; ++j)
-          gU[j] = leak(j) * gU[j];
-      for (unsigned k = 0; k < e.size; ++k) {
-        const unsigned j = unsigned(e.ids[k]);
-        gU[j] += e.vals[k] * eps[j];
-        if (!C::uniform && learnsThreshold())
-          gradThreshold[0][j] -= e.vals[k] * eps[j];
-      }
-      return;
-    }
     const float *__restrict sg = &surrogates[(t * batch + b) * n];
     if (gMem)
       for (unsigned j = 0; j < n; ++j)
@@ -436,6 +363,115 @@ private:
     if (!C::uniform && learnsThreshold())
       for (unsigned j = 0; j < n; ++j)
         gradThreshold[0][j] -= sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f;
+  }
+
+  // A compressed trace: one step of one sample over its live neurons only (LiveNeurons: an
+  // entry at this step or a later one, or a membrane loss; every other neuron's carries are
+  // exactly 0, docs/numerics.md section 4). eps and dL/dI use scratch[0, n), which is 0 off the
+  // live neurons between samples. The equations and their order are generic()'s.
+  template <class C>
+  const float *liveStep(unsigned t, unsigned b, const C &c, const int *own, LiveNeurons &live) {
+    const unsigned n = numNeurons;
+    float *__restrict gU = &gradMem[b * n];
+    const TraceRow e = traceRow(t, b);
+    const float *gMem = isOutput() ? &lossGradMem[0][(t * batch + b) * n] : nullptr;
+    live = joinLive(&liveIds[0][b * (2 * n + 1)], n, e.ids, e.size, gMem);
+    float *__restrict eps = &scratch[0];
+    liveSpikeGrad(t, b, e, gU, eps);
+    liveMembraneGrad(c, own, e, eps, gMem, gU, live);
+    if (!C::uniform && (learnsBeta() || learnsThreshold()))
+      constantGrads(t, b, gU);
+    const float *dI = liveInputGrad(t, b, c, gU, live);
+    publishLive(dI, n, live.ids, live.count, publishesGrad() ? gradOutRow(t, b) : nullptr,
+                &gradBias[0], inputMode == INPUT_DIRECT ? &currentGradSum[0][b * n] : nullptr);
+    if (recurrence == popsnn::Recurrence::ALL_TO_ALL)
+      copyTo(&gradStep[0][b * n], dI, n);
+    return dI;
+  }
+
+  // dL/dS[t] at the gradient trace's entries (the rest has surrogate 0): from the loss, or one
+  // dot per entry of its padded row of W_next with the (step, sample)'s dL/dI_next gathered
+  // from the downstream shards' blocks; plus the recurrent path (gU: dL/dU[t+1]).
+  void liveSpikeGrad(unsigned t, unsigned b, const TraceRow &e, const float *__restrict gU,
+                     float *__restrict eps) {
+    const unsigned n = numNeurons;
+    if (isOutput()) {
+      const float *__restrict loss = &lossGradSpikes[0][(t * batch + b) * n];
+      for (unsigned k = 0; k < e.size; ++k)
+        eps[e.ids[k]] = loss[e.ids[k]];
+    } else if (e.size) {
+      const unsigned P = pushWidth(nextLayerSize);
+      float *__restrict g = &scratch[2 * n];
+      gatherNextGrad(&nextGrad[0][0], g, nextLayerSize, nextShardSize, nextRow(t, b),
+                     nextRowsPerBlock());
+      for (unsigned k = 0; k < e.size; ++k)
+        eps[e.ids[k]] = dotPadded(&nextWeightsT[0][unsigned(e.ids[k]) * P], g, P);
+    }
+    if (recurrence == popsnn::Recurrence::ALL_TO_ALL && t + 1 < numSteps)
+      fromFanoutSparse(eps, n, e.ids, e.size, &ownWeights[0][0], &ownGrad[0][0], ownShardSize,
+                       ownLayerSize, b, batch);
+    else if (recurrence == popsnn::Recurrence::ONE_TO_ONE)
+      for (unsigned k = 0; k < e.size; ++k)
+        eps[e.ids[k]] += recWeights[0][e.ids[k]] * gU[e.ids[k]];
+  }
+
+  // membraneGrad over the live neurons: the carry decays (Alpha: none, U is no state), then the
+  // entries add surrogate * dL/dS[t].
+  template <class C>
+  void liveMembraneGrad(const C &c, const int *own, const TraceRow &e, const float *__restrict eps,
+                        const float *__restrict gMem, float *__restrict gU,
+                        const LiveNeurons &live) {
+    if (zeroReset && !Neuron::gatesInput)
+      zeroAtSpikes(own, offset, gU);
+    for (unsigned k = 0; k < live.count && (Neuron::twoCurrents || gMem || !C::uniform); ++k) {
+      const unsigned j = unsigned(live.ids[k]);
+      const float leak = Neuron::twoCurrents ? 0.0f : c.betaAt(j);
+      gU[j] = (gMem ? gMem[j] : 0.0f) + leak * gU[j];
+    }
+    if constexpr (C::uniform && !Neuron::twoCurrents)
+      if (!gMem)
+        decayLive(gU, numNeurons, live.ids, live.count, c.beta);
+    for (unsigned k = 0; k < e.size; ++k) {
+      const unsigned j = unsigned(e.ids[k]);
+      gU[j] += e.vals[k] * eps[j];
+      if (!C::uniform && learnsThreshold())
+        gradThreshold[0][j] -= e.vals[k] * eps[j];
+    }
+  }
+
+  // inputGrad over the live neurons: dL/dI[t] is gU itself, Synaptic's carried dL/dJ, or
+  // written into scratch[0, n) (Lapicque's gain, Alpha's two currents). keep = 1 - R[t]: the
+  // neurons of R[t] are marked (bit 2) in the sample's in-list flags while it is read.
+  template <class C>
+  const float *liveInputGrad(unsigned t, unsigned b, const C &c, float *__restrict gU,
+                             const LiveNeurons &live) {
+    const unsigned n = numNeurons;
+    const int *prevOwn = t > 0 ? ownBuffer(t - 1, b) : nullptr;
+    float *__restrict dI = &scratch[0];
+    if constexpr (Neuron::twoCurrents || Neuron::synaptic) {
+      int *inList = &liveIds[0][b * (2 * n + 1) + 1 + n];
+      float *__restrict gA = &gradMem[(batch + b) * n]; // dL/dJ, or Alpha's dL/dE
+      float *__restrict gH = &gradMem[(2 * batch + b) * n];
+      markSpikes(prevOwn, offset, inList, 2);
+      for (unsigned k = 0; k < live.count; ++k) {
+        const unsigned j = unsigned(live.ids[k]);
+        const float keep = inList[j] & 2 ? 0.0f : 1.0f;
+        if constexpr (Neuron::twoCurrents)
+          Neuron::template inputGradAt<Reset>(c, j, gU[j], keep, gA, gH, dI);
+        else
+          gA[j] = (zeroReset ? keep * gU[j] : gU[j]) + c.alphaAt(j) * gA[j];
+      }
+      markSpikes(prevOwn, offset, inList, -2);
+      return Neuron::twoCurrents ? dI : gA;
+    }
+    if (zeroReset && Neuron::gatesInput && prevOwn)
+      zeroAtSpikes(prevOwn, offset, gU);
+    if constexpr (Neuron::scalesInput) {
+      for (unsigned k = 0; k < live.count; ++k)
+        dI[live.ids[k]] = Neuron::inputGain(c, unsigned(live.ids[k])) * gU[live.ids[k]];
+      return dI;
+    }
+    return gU;
   }
 
   // A learned constant's terms beside the surrogate's (learnedConstantGrads).
@@ -499,7 +535,7 @@ private:
     const unsigned n = numNeurons;
     float *__restrict eps = &scratch[0];
     float *__restrict gU = &gradMem[b * n];
-    spikeGrad(t, b, own, eps);
+    spikeGrad(t, b, eps);
     membraneGrad(t, b, c, own, eps, gU);
     if (!C::uniform && (learnsBeta() || learnsThreshold()))
       constantGrads(t, b, gU);
@@ -547,17 +583,20 @@ private:
     }
   }
 
-  // RLeaky's V and b_V: S[t-1] is V's input at step t.
-  void recurrentGrads(unsigned t, unsigned b, const float *__restrict dI) {
+  // RLeaky's V and b_V: S[t-1] is V's input at step t (dI is 0 off the live neurons).
+  void recurrentGrads(unsigned t, unsigned b, const float *__restrict dI, const LiveNeurons &live) {
     const unsigned n = numNeurons;
     if (recurrence == popsnn::Recurrence::ALL_TO_ALL) {
       addTo(&gradRecBias[0][0], dI, n);
-      if (t > 0)
-        for (unsigned o = 0; o < numOwn; ++o)
-          addAtSpikeRows(stepMajor
+      for (unsigned o = 0; o < numOwn && t > 0 && (live.all || live.count); ++o) {
+        const int *buf = stepMajor
                              ? &recIds[0][(o * batch + b) * stride]
-                             : traceRowOf(&recIds[0][o * idTrace.size()], (t - 1) * batch + b),
-                         dI, n, &gradRecWeights[0][0]);
+                             : traceRowOf(&recIds[0][o * idTrace.size()], (t - 1) * batch + b);
+        if (live.sparseIn(n))
+          addAtSpikeCols(buf, dI, n, live.ids, live.count, &gradRecWeights[0][0]);
+        else
+          addAtSpikeRows(buf, dI, n, &gradRecWeights[0][0]);
+      }
     } else if (recurrence == popsnn::Recurrence::ONE_TO_ONE && t > 0) {
       const int *prevOwn = ownBuffer(t - 1, b);
       for (int k = 0; k < prevOwn[0]; ++k) {

@@ -216,11 +216,11 @@ ONCE unsigned spikesOf(const float *__restrict u, const popsnn::NeuronConstantRo
 // returns how many the row has. Past the capacity they are only counted: the host reads
 // the count, so nothing is dropped silently.
 ONCE unsigned appendTrace(const float *__restrict sg, unsigned n, unsigned used, unsigned capacity,
-                          int *__restrict ids, float *__restrict vals) {
+                          unsigned short *__restrict ids, float *__restrict vals) {
   unsigned count = 0;
   forEachNonzero(sg, n, [&](unsigned j, float v) {
     if (used + count < capacity) {
-      ids[used + count] = int(j);
+      ids[used + count] = static_cast<unsigned short>(j); // a shard has <= 65,536 (Plan.hpp)
       vals[used + count] = v;
     }
     ++count;
@@ -259,11 +259,12 @@ public:
   InOut<Vector<float>> scratch;    // [3n]
   // The masked surrogate dS/dU kept for the backward, laid out by the rule's trace. No sparse
   // rule: every entry, surrogates [T, B, n]. A sparse rule: the gradient trace, only the
-  // entries whose masked surrogate is non-zero, compressed over (step, sample): gradEntries
-  // [traceStarts(T, B) starts, then traceCapacity local neuron ids] beside their values,
-  // surrogates [traceCapacity] (VertexEnums.hpp).
+  // entries whose masked surrogate is non-zero, compressed over (step, sample): gradStarts
+  // [T x B + 1] (offsets of each row's entries), gradIds [traceCapacity] (16-bit local neuron
+  // ids) beside their values, surrogates [traceCapacity].
   InOut<Vector<float>> surrogates;
-  Vector<InOut<Vector<int>>> gradEntries;
+  Vector<InOut<Vector<int>>> gradStarts;
+  Vector<InOut<Vector<unsigned short>>> gradIds;
   InOut<Vector<int>> idTrace; // own buffers of every step: the id trace (VertexEnums.hpp)
   Vector<Output<Vector<int>>>
       outIds; // own buffers of this step [B, stride], when exchanged per step
@@ -500,13 +501,12 @@ private:
 
   // Row (t, b) of the gradient trace: its start, its entries, the next row's start.
   void traceRow(unsigned row, const float *__restrict sg) {
-    int *__restrict starts = &gradEntries[0][0];
+    int *__restrict starts = &gradStarts[0][0];
     if (row == 0)
       starts[0] = 0;
     const unsigned used = unsigned(starts[row]);
     const unsigned count =
-        appendTrace(sg, numNeurons, used, traceCapacity,
-                    &gradEntries[0][traceStarts(numSteps, batch)], &surrogates[0]);
+        appendTrace(sg, numNeurons, used, traceCapacity, &gradIds[0][0], &surrogates[0]);
     const unsigned end = used + count;
     starts[row + 1] = int(end < traceCapacity ? end : traceCapacity);
     overflow[TRACE_NEEDED] += count;

@@ -283,26 +283,31 @@ struct Alpha {
   static void inputGradRow(const C &c, unsigned n, const float *__restrict gU,
                            const float *__restrict keep, float *__restrict gE, float *__restrict gH,
                            float *__restrict dI) {
-    for (unsigned j = 0; j < n; ++j) {
-      const float fromU = c.gainAt(j) * gU[j];
-      float ePre, hPre;
-      if constexpr (Reset::code == codes::RESET_ZERO) {
-        ePre = keep[j] * (fromU + gE[j]);
-        hPre = keep[j] * (fromU + gH[j]);
-      } else if constexpr (Reset::code == codes::RESET_SUBTRACT) {
-        ePre = fromU + gE[j];
-        hPre = fromU + keep[j] * gH[j];
-      } else {
-        ePre = fromU + gE[j];
-        hPre = fromU + gH[j];
-      }
-      dI[j] = ePre - hPre;
-      gE[j] = c.alphaAt(j) * ePre;
-      gH[j] = c.betaAt(j) * hPre;
-      // Subtract: U[t] = ... + R[t] H[t-1], so H[t-1] also gets R[t] dL/dU[t].
-      if constexpr (Reset::code == codes::RESET_SUBTRACT)
-        gH[j] = gH[j] + (1.0f - keep[j]) * gU[j];
+    for (unsigned j = 0; j < n; ++j)
+      inputGradAt<Reset>(c, j, gU[j], keep[j], gE, gH, dI);
+  }
+  // inputGradRow for neuron j alone (the sparse backward visits its live neurons only).
+  template <class Reset, class C>
+  static void inputGradAt(const C &c, unsigned j, float gUj, float keep, float *__restrict gE,
+                          float *__restrict gH, float *__restrict dI) {
+    const float fromU = c.gainAt(j) * gUj;
+    float ePre, hPre;
+    if constexpr (Reset::code == codes::RESET_ZERO) {
+      ePre = keep * (fromU + gE[j]);
+      hPre = keep * (fromU + gH[j]);
+    } else if constexpr (Reset::code == codes::RESET_SUBTRACT) {
+      ePre = fromU + gE[j];
+      hPre = fromU + keep * gH[j];
+    } else {
+      ePre = fromU + gE[j];
+      hPre = fromU + gH[j];
     }
+    dI[j] = ePre - hPre;
+    gE[j] = c.alphaAt(j) * ePre;
+    gH[j] = c.betaAt(j) * hPre;
+    // Subtract: U[t] = ... + R[t] H[t-1], so H[t-1] also gets R[t] dL/dU[t].
+    if constexpr (Reset::code == codes::RESET_SUBTRACT)
+      gH[j] = gH[j] + (1.0f - keep) * gUj;
   }
 };
 

@@ -3,6 +3,8 @@
 // Inline functions only: no state.
 #pragma once
 
+#include "../include/popsnn/VertexEnums.hpp"
+
 #if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS) && defined(__SSE2__)
 #include <immintrin.h>
 #define POPSNN_NONZERO_BITS 1
@@ -119,6 +121,46 @@ inline void publishLive(const float *__restrict gU, unsigned n, const int *__res
   if (acc)
     for (unsigned k = 0; k < count; ++k)
       acc[ids[k]] += gU[ids[k]];
+}
+
+// Adds the neurons of one step's gradient-trace entries (and, at the output, those with a
+// membrane-loss gradient) to a sample's live list: list = [count, ids[n], inList[n]] (flags:
+// bit 1 in the list). The list only grows over the backward's steps.
+inline LiveNeurons joinLive(int *__restrict list, unsigned n,
+                            const unsigned short *__restrict entryIds, unsigned entries,
+                            const float *__restrict gMem) {
+  int *__restrict ids = list + 1;
+  int *__restrict inList = ids + n;
+  unsigned count = unsigned(list[0]);
+  const auto join = [&](unsigned j) {
+    if (!(inList[j] & 1)) {
+      inList[j] |= 1;
+      ids[count++] = int(j);
+    }
+  };
+  for (unsigned k = 0; k < entries; ++k)
+    join(unsigned(entryIds[k]));
+  for (unsigned j = 0; gMem && count < n && j < n; ++j)
+    if (gMem[j] != 0.0f)
+      join(j);
+  list[0] = int(count);
+  return LiveNeurons{ids, count, false};
+}
+
+// Adds `mark` to the flags of an id buffer's spikes (none if buf is null).
+inline void markSpikes(const int *buf, unsigned offset, int *__restrict flags, int mark) {
+  for (int k = 0; buf && k < buf[0]; ++k)
+    flags[unsigned(buf[codes::BUFFER_HEADER + k]) - offset] += mark;
+}
+
+// v[j] = 0 at the live neurons (every neuron where most are live).
+inline void zeroAtLive(float *__restrict v, unsigned n, const LiveNeurons &live) {
+  if (4 * live.count >= n)
+    for (unsigned j = 0; j < n; ++j)
+      v[j] = 0.0f;
+  else
+    for (unsigned k = 0; k < live.count; ++k)
+      v[live.ids[k]] = 0.0f;
 }
 
 } // namespace lif

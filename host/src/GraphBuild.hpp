@@ -24,9 +24,9 @@ struct Shard : ShardPlan {
   // mem, gradMem: the neuron's state U (then Synaptic's J) [B, n] each, and its gradient.
   poplar::Tensor mem, prevSpikes, fwdScratch, idTrace, outIds, overflow;
   // The surrogate kept for the backward: every entry [T, B, n] without a sparse rule, else
-  // the gradient trace's masked surrogate values beside gradEntries, its starts and ids (see
-  // codes::traceStarts; a sparse rule only).
-  poplar::Tensor surrogates, gradEntries;
+  // the gradient trace's masked surrogate values beside gradStarts and gradIds, its row starts and
+  // 16-bit ids (see codes::traceStarts; a sparse rule only).
+  poplar::Tensor surrogates, gradStarts, gradIds;
   poplar::Tensor stepForward, stepBackward;
   // xList, xValues: [T, B, N_in] input as a list (Plan::inputListCapacity), else xLocal.
   poplar::Tensor xLocal, xList, xValues, current, currentGradSum;

@@ -90,7 +90,7 @@ namespace {
 class Network::Impl {
 public:
   Impl(const NetworkSpec &s, const DeviceSpec &d, OverflowPolicy p)
-      : spec(s), deviceSpec(d), policy(p) {
+      : spec(s), deviceSpec(d), policy(p), measuredTrace(s.traceActivity == 0.0f) {
     spec.validate();
     build();
   }
@@ -98,6 +98,8 @@ public:
   NetworkSpec spec;
   DeviceSpec deviceSpec;
   OverflowPolicy policy;
+  // traceActivity left at 0: the engine sizes the gradient trace (NetworkSpec::traceActivity).
+  bool measuredTrace;
 
   Device device;
   std::unique_ptr<GraphBuild> built;
@@ -286,13 +288,36 @@ public:
     return worst;
   }
 
-  // Throws SpikeBufferOverflow (policy Error) or returns true after growing the
-  // buffers or traces (policy Grow: the caller redoes the step).
-  bool checkOverflow() {
-    const Overflow worst = readOverflow();
-    if (!worst.any)
+  // Still to measure: the gradient trace's size is the engine's and no step has counted it.
+  bool measuringTrace() const {
+    if (!measuredTrace || spec.traceActivity != 0.0f)
       return false;
-    if (policy == OverflowPolicy::Error)
+    for (const auto &layer : plan().layers)
+      if (layer.compressedTrace)
+        return true;
+    return false;
+  }
+
+  // The largest shard's T x chunk-batch x n entries.
+  unsigned entriesPerShard() const {
+    unsigned size = 1;
+    for (const auto &layer : plan().layers)
+      size = std::max(size, layer.shardSize);
+    return spec.numSteps * plan().chunkBatch * size;
+  }
+
+  // Throws SpikeBufferOverflow (policy Error) or returns true after growing the
+  // buffers or traces (policy Grow, or a measured gradient trace: the caller redoes the
+  // step); the first counts of a measured trace size it, and the step is redone on that.
+  bool checkOverflow() {
+    Overflow worst = readOverflow();
+    const bool measuring = measuringTrace();
+    if (!worst.any && !measuring)
+      return false;
+    const bool ownTrace = measuredTrace && worst.onlyGradientTrace(spec);
+    if (measuring)
+      spec.traceActivity = measuredTraceActivity(worst, entriesPerShard());
+    if (worst.any && policy == OverflowPolicy::Error && !ownTrace)
       throw SpikeBufferOverflow(overflowMessage(worst, spec), worst.layer, worst.step, worst.needed,
                                 worst.capacity);
     growFor(worst, spec);
@@ -577,8 +602,9 @@ std::map<std::string, double> Network::layout() const {
     for (const auto &sh : layer.shards) {
       surrogate += double(sh.surrogates.numElements()) * sizeof(float);
       ids += double(sh.idTrace.numElements()) * sizeof(int);
-      if (sh.gradEntries.valid())
-        ids += double(sh.gradEntries.numElements()) * sizeof(int);
+      if (sh.gradStarts.valid())
+        ids += double(sh.gradStarts.numElements()) * sizeof(int) +
+               double(sh.gradIds.numElements()) * sizeof(unsigned short);
     }
     out[l + "trace_capacity"] = layer.shards.front().traceCapacity;
     out[l + "compressed_trace"] = layer.compressedTrace; // 0: surrogate dense (masked by a rule)

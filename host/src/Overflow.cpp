@@ -52,6 +52,9 @@ void noteOverflow(const unsigned *o, const Layer &layer, const Shard &sh, unsign
     worst.grow = std::max(worst.grow, double(o[codes::MOST_NEEDED]) / sh.size);
   }
   if (sh.traceCapacity != 0)
+    worst.traceNeeded =
+        std::max(worst.traceNeeded, o[codes::TRACE_NEEDED] / (double(rows) * sh.size));
+  if (sh.traceCapacity != 0)
     noteTraceOverflow(o[codes::TRACE_NEEDED], sh.traceCapacity, false, layer, sh, rows, numSteps,
                       worst);
   noteTraceOverflow(o[codes::SPIKES_NEEDED], sh.spikeCapacity, true, layer, sh, rows, numSteps,
@@ -85,11 +88,16 @@ void growFor(const Overflow &worst, NetworkSpec &spec) {
   // grows on its own (and the traces are kept apart from max_activity from now on): a
   // burst of spikes at one step sizes the per-step buffers, not the traces.
   const auto grown = [](double needed, float now) {
-    return needed > now ? float(std::min(1.0, needed * 1.25)) : now;
+    return needed > now ? float(std::min(1.0, needed * ACTIVITY_HEADROOM)) : now;
   };
   spec.traceActivity = grown(worst.traceGrow, spec.gradientTraceActivity());
   spec.spikeActivity = grown(worst.spikeGrow, spec.idTraceActivity());
   spec.maxActivity = grown(worst.grow, spec.maxActivity);
+}
+
+float measuredTraceActivity(const Overflow &counted, unsigned entriesPerShard) {
+  const double oneEntry = 1.0 / std::max(1u, entriesPerShard);
+  return float(std::min(1.0, std::max(counted.traceNeeded * ACTIVITY_HEADROOM, oneEntry)));
 }
 
 } // namespace popsnn

@@ -19,6 +19,13 @@ struct Overflow {
   // fraction of a shard's T x B x n entries each needed.
   bool trace = false, spikes = false;
   double traceGrow = 0, spikeGrow = 0;
+  // The largest fraction of a shard's T x B x n entries a gradient trace needed, overflowed
+  // or not (what a measured trace is sized by).
+  double traceNeeded = 0;
+  // Only a gradient trace overflowed (no spike buffer, no id trace).
+  bool onlyGradientTrace(const NetworkSpec &spec) const {
+    return grow <= spec.maxActivity && spikeGrow <= spec.idTraceActivity();
+  }
 };
 
 // No overflow yet: the spec's sizes as the fractions to grow from.
@@ -30,5 +37,10 @@ void noteOverflow(const unsigned *o, const Layer &layer, const Shard &sh, unsign
 std::string overflowMessage(const Overflow &worst, const NetworkSpec &spec);
 // The spec's buffers and traces grown with headroom for what was needed, each on its own.
 void growFor(const Overflow &worst, NetworkSpec &spec);
+// Headroom over the measured or needed activity a trace or buffer is sized with.
+constexpr double ACTIVITY_HEADROOM = 1.25;
+// A measured gradient trace (spec.traceActivity 0): its activity from the first minibatch's
+// counts, with headroom, at least one entry's worth (0 means "not measured yet").
+float measuredTraceActivity(const Overflow &counted, unsigned entriesPerShard);
 
 } // namespace popsnn

@@ -122,6 +122,11 @@ std::size_t LayerShape::paramSize(unsigned p, unsigned n) const {
   }
 }
 
+bool compressedTraceFor(SparseRule rule, float traceActivity, unsigned shardSize) {
+  return rule != SparseRule::None && traceActivity < DENSE_TRACE_MIN_ACTIVITY &&
+         shardSize <= MAX_TRACE_ID_SHARD;
+}
+
 unsigned traceCapacity(unsigned size, unsigned rows, float activity) {
   const double entries = std::ceil(double(activity) * size * rows);
   return unsigned(std::min<double>(double(size) * rows, std::max(1.0, entries)));
@@ -151,8 +156,8 @@ Plan planNetwork(const NetworkSpec &spec, const TargetGeometry &target, const Sc
   for (unsigned l = 0; l < L; ++l) {
     LayerPlan &layer = plan.layers.emplace_back(planLayer(spec, l, target, schedule));
     unsigned spikes = 0;
-    layer.compressedTrace = layer.spec.sparseRule != SparseRule::None &&
-                            spec.gradientTraceActivity() < DENSE_TRACE_MIN_ACTIVITY;
+    layer.compressedTrace =
+        compressedTraceFor(layer.spec.sparseRule, spec.gradientTraceActivity(), layer.shardSize);
     for (ShardPlan &sh : layer.shards) {
       if (layer.compressedTrace)
         sh.traceCapacity = traceCapacity(sh.size, rows, spec.gradientTraceActivity());

@@ -104,13 +104,18 @@ struct Plan {
 // Spike-buffer entries of a shard of `size` neurons at the given max activity.
 unsigned bufferCapacity(unsigned size, float maxActivity);
 // Gradient-trace entries of a shard of `size` neurons over `rows` (step, sample) rows at the
-// given fraction of its entries (NetworkSpec::traceActivity, or maxActivity when 0).
+// given fraction of its entries (NetworkSpec::gradientTraceActivity()).
 unsigned traceCapacity(unsigned size, unsigned rows, float activity);
 // From this fraction of a layer's entries up, a sparse rule keeps its masked surrogate dense:
-// a compressed entry costs 8 bytes (id and value) against a dense one's 4, so from 50% the
-// compressed trace is the larger, and near it one dot per entry is slower than the dense
-// product (Finkbeiner & Neftci's fixed activity: every entry inside the rule).
+// a compressed entry costs 6 bytes (16-bit id and value) against a dense one's 4, so from 67%
+// the compressed trace is the larger, and from about 45% one dot per entry is slower than the
+// dense product (Finkbeiner & Neftci's fixed activity: every entry inside the rule).
 constexpr float DENSE_TRACE_MIN_ACTIVITY = 0.45f;
+// The compressed trace keeps 16-bit neuron ids: a shard wider than this keeps the dense layout.
+constexpr unsigned MAX_TRACE_ID_SHARD = 65536;
+// The layout of a layer's masked surrogate (pure): compressed for a sparse rule below
+// DENSE_TRACE_MIN_ACTIVITY on shards whose ids fit 16 bits, else dense.
+bool compressedTraceFor(SparseRule rule, float traceActivity, unsigned shardSize);
 
 // Throws std::invalid_argument when the schedule does not apply to the spec (chunks not
 // dividing the batch); the spec must have been validated.

@@ -92,17 +92,17 @@ struct ShardTensorMaker {
         tile, name + "bwd_scratch", L);
     // The surrogate kept for the backward: dense without a sparse rule (every entry carries
     // gradient) or where the rule keeps most entries (masked: 0 off the rule), else the
-    // gradient trace, sized by activity over all (step, sample): its starts and ids
-    // (gradEntries) beside its values (surrogates).
+    // gradient trace, sized by activity over all (step, sample): its starts, its 16-bit ids
+    // (a shard has at most MAX_TRACE_ID_SHARD neurons, Plan.hpp) and its values (surrogates).
     if (!layer.compressedTrace) {
       sh.surrogates = b.zeros(FLOAT, std::size_t(T) * B * n, tile, name + "surrogate_trace", L);
     } else {
-      sh.gradEntries = b.zeros(INT, std::size_t(codes::traceStarts(T, B)) + sh.traceCapacity, tile,
-                               name + "grad_entries", L);
+      sh.gradStarts = b.zeros(INT, codes::traceStarts(T, B), tile, name + "grad_starts", L);
+      sh.gradIds = b.zeros(UNSIGNED_SHORT, sh.traceCapacity, tile, name + "grad_ids", L);
       sh.surrogates = b.zeros(FLOAT, sh.traceCapacity, tile, name + "grad_values", L);
     }
     sh.idTrace = b.zeros(INT, layer.idTraceSize, tile, name + "id_trace", L);
-    if (layer.compressedTrace && !layer.isOutput && layer.spec.neuron == NeuronType::Leaky)
+    if (layer.compressedTrace) // the backward's live neurons per sample (LifBackward)
       sh.liveIds = b.zeros(INT, B * (2 * n + 1), tile, name + "live_ids", L);
     const bool feedsNext = l + 1 < layers.size();
     if (layer.a2a || (stepMajor && feedsNext))

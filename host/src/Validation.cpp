@@ -176,7 +176,7 @@ void NetworkSpec::validate() const {
   if (!(maxActivity > 0.0f && maxActivity <= 1.0f))
     invalid("NetworkSpec.maxActivity must lie in (0, 1], got " + str(maxActivity));
   if (!(traceActivity >= 0.0f && traceActivity <= 1.0f))
-    invalid("NetworkSpec.traceActivity must lie in [0, 1] (0: as maxActivity), got " +
+    invalid("NetworkSpec.traceActivity must lie in [0, 1] (0: measured), got " +
             str(traceActivity));
   if (!(spikeActivity >= 0.0f && spikeActivity <= 1.0f))
     invalid("NetworkSpec.spikeActivity must lie in [0, 1] (0: as maxActivity), got " +

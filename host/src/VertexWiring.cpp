@@ -186,7 +186,8 @@ struct ShardWiring : Wiring {
     b.graph->connect(v["prevSpikes"], sh.prevSpikes);
     b.graph->connect(v["scratch"], sh.fwdScratch);
     b.graph->connect(v["surrogates"], sh.surrogates);
-    connectIf(v, "gradEntries", sh.gradEntries);
+    connectIf(v, "gradStarts", sh.gradStarts);
+    connectIf(v, "gradIds", sh.gradIds);
     b.graph->connect(v["idTrace"], sh.idTrace);
     connectIf(v, "outIds", sh.outIds);
     connectIf(v, "prevIds", sh.prevIds);
@@ -228,7 +229,8 @@ struct ShardWiring : Wiring {
     connectIf(v, "ownWeightsT", sh.ownWeightsT);
     b.graph->connect(v["surrogates"], sh.surrogates);
     connectIf(v, "current", direct ? sh.current : Tensor());
-    connectIf(v, "gradEntries", sh.gradEntries);
+    connectIf(v, "gradStarts", sh.gradStarts);
+    connectIf(v, "gradIds", sh.gradIds);
     b.graph->connect(v["idTrace"], sh.idTrace);
     connectIf(v, "inIds", sh.inRecv);
     connectIf(v, "denseIn", layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : Tensor());

@@ -66,8 +66,8 @@ enum Loss : unsigned {
 constexpr unsigned BUFFER_HEADER = 2;
 // A sparse rule's gradient trace per shard: the entries whose masked surrogate is non-zero
 // (spikes inside the rule and gradient candidates), compressed over all (step, sample):
-// [T*B + 1 starts][entries: local neuron ids] beside their surrogate values, so its size
-// follows the mean activity, not the peak of one (step, sample).
+// T*B + 1 starts (int) and the entries' local neuron ids (16-bit) beside their surrogate
+// values, so its size follows the mean activity, not the peak of one (step, sample).
 constexpr unsigned traceStarts(unsigned steps, unsigned batch) { return steps * batch + 1; }
 // [T, B, N_in] input kept as a list of its non-zero entries (NetworkSpec::inputActivity): the
 // host builds it once per batch, [T*B + 1 starts][input ids] beside their values, the same

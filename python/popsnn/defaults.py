@@ -50,7 +50,7 @@ RUN = {
     "num_steps": 25,
     "batch_size": 128,
     "max_activity": 1.0,  # spike-buffer capacity: never overflows
-    "trace_activity": 0.0,  # gradient trace over all steps: 0 = as max_activity
+    "trace_activity": 0.0,  # gradient trace over all steps: 0 = measured on the first batch
     "spike_activity": 0.0,  # spike ids over all steps: 0 = as max_activity
 }
 

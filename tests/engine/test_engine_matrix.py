@@ -108,9 +108,13 @@ RULES = {
 
 
 # Both layouts of a rule's masked surrogate (host/src/Plan.cpp): the compressed gradient trace
-# (a trace sized below DENSE_TRACE_MIN_ACTIVITY, grown if it must) and the dense one (the
-# default trace size, every entry: a compressed trace would be larger).
-LAYOUTS = {"compressed": {"trace_activity": 0.3, "on_overflow": "grow"}, "dense": {}}
+# (a trace sized below DENSE_TRACE_MIN_ACTIVITY, grown if it must) and the dense one (every
+# entry), and the default: measured on the first minibatch, the layout following from it.
+LAYOUTS = {
+    "compressed": {"trace_activity": 0.3, "on_overflow": "grow"},
+    "dense": {"trace_activity": 1.0},
+    "measured": {},
+}
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
@@ -129,8 +133,10 @@ def test_sparse_rules_equal_the_masked_reference(rule, direct, layout):
     masks = rec.grad_masks
     # The rule must actually cut something, and leave something.
     assert all(0 < m.mean() < 1 for m in masks[:2])
+    measured_compressed = rec.profile["trace_activity"] < 0.45
     for l in range(3):
-        assert rec.profile[f"layer{l}_compressed_trace"] == (layout == "compressed")
+        compressed = {"compressed": True, "dense": False, "measured": measured_compressed}
+        assert rec.profile[f"layer{l}_compressed_trace"] == compressed[layout]
 
 
 @pytest.mark.parametrize("name", ["adam", "adamw"])

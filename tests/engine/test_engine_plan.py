@@ -147,11 +147,24 @@ def test_the_plans_memory_grows_with_the_batch_and_steps_and_decides_the_schedul
 def test_a_rule_keeps_its_surrogate_dense_where_a_compressed_trace_would_be_as_large(
     trace_activity, compressed
 ):
-    # A compressed entry costs 8 bytes (id and value), a dense one 4: from 45% of the
-    # entries the plan keeps the rule's masked surrogate dense (host/src/Plan.cpp).
+    # A compressed entry costs 6 bytes (16-bit id and value), a dense one 4, and one dot per
+    # entry: from 45% of the entries the plan keeps the rule's masked surrogate dense
+    # (host/src/Plan.cpp).
     s = spec([30, 40, 3])
     s["trace_activity"] = trace_activity
     s["layers"][0].update(sparse="window", sparse_value=0.3)
     hidden, readout = _native.plan(s, 4)["layers"]
     assert hidden["compressed_trace"] == compressed
     assert not readout["compressed_trace"]  # no rule: always dense
+
+
+@pytest.mark.parametrize("tiles, compressed", [(1, False), (2, True)])
+def test_a_shard_whose_ids_do_not_fit_16_bits_keeps_the_dense_layout(tiles, compressed):
+    # The compressed trace keeps 16-bit neuron ids: 70,000 neurons on one tile do not fit them
+    # (the dense layout), on two tiles (35,000 each) they do.
+    s = spec([4, 70000, 3])
+    s["trace_activity"] = 0.05
+    s["layers"][0].update(sparse="window", sparse_value=0.3)
+    hidden = _native.plan(s, tiles)["layers"][0]
+    assert hidden["shard_size"] == 70000 // tiles
+    assert hidden["compressed_trace"] == compressed

@@ -68,11 +68,11 @@ def test_sparse_trace_equals_the_masked_reference_and_is_sized_by_activity():
         assert shards * size == width  # equal shards: one capacity each
         # The id trace: starts, a header per row and the spike ids of all rows, sized like
         # the gradient trace (a total, not a capacity per row); then the gradient trace's
-        # starts and ids.
+        # starts (32-bit) and neuron ids (16-bit).
         spikes = int(prof[f"layer{l}_spike_capacity"])
         assert spikes == int(np.ceil(prof["spike_activity"] * size * rows))
         id_trace = shards * (rows + 1 + 2 * rows + spikes) * 4
-        starts_and_ids = shards * (rows + 1 + trace) * 4
+        starts_and_ids = shards * ((rows + 1) * 4 + trace * 2)
         assert prof[f"layer{l}_id_trace_bytes"] == id_trace + starts_and_ids
         assert (
             prof[f"layer{l}_trace_bytes"]
@@ -96,7 +96,9 @@ def overflow_backend(rule, **options):
 def wide_window_backend(on_overflow):
     """A wide window makes almost every neuron a gradient candidate: the trace, sized at
     30% of the entries, overflows while the spike buffers hold the spikes."""
-    return overflow_backend(sparse.window(5.0), max_activity=0.3, on_overflow=on_overflow)
+    return overflow_backend(
+        sparse.window(5.0), max_activity=0.3, trace_activity=0.3, on_overflow=on_overflow
+    )
 
 
 def test_a_gradient_trace_that_does_not_fit_is_an_error():
@@ -149,6 +151,53 @@ def test_a_gradient_trace_that_grows_below_the_dense_layout_stays_compressed():
         assert prof[f"layer{l}_compressed_trace"] == 1
         size = int(prof[f"layer{l}_shard_size"])
         assert prof[f"layer{l}_trace_capacity"] >= max(shard_entries(rec.grad_masks[l], size))
+
+
+def measured_need(masks, prof):
+    """The fraction of a shard's entries the busiest shard of the rule's layers needs."""
+    rows = STEPS * BATCH
+    return max(
+        max(shard_entries(m, size)) / (rows * size)
+        for m, size in ((m, int(prof[f"layer{l}_shard_size"])) for l, m in enumerate(masks))
+    )
+
+
+def test_the_default_trace_is_measured_on_the_first_minibatch_then_grows():
+    # trace_activity left unset: the first minibatch counts the entries inside the rule on a
+    # small trace, the engine rebuilds at that plus headroom (x 1.25) and redoes the step;
+    # a busier minibatch later grows it (the engine's own size: "error" is for sizes the
+    # user chose). Both results are the masked reference's.
+    net, params, x, y, backend = overflow_backend(sparse.window(0.1), on_overflow="error")
+    loss = losses.ce_count_loss()
+    for gain in (0.5, 2.0):
+        value, grads = backend.loss_and_grad(x * gain, y)
+        ref_value, ref_grads, rec = reference.loss_and_grad(
+            net, params, x * gain, y, loss, num_steps=STEPS
+        )
+        assert value == pytest.approx(ref_value, rel=2e-5, abs=1e-7)
+        assert_grads_close(grads, ref_grads)
+        prof = backend.profile()
+        need = measured_need(rec.grad_masks[:2], prof)
+        if gain == 0.5:
+            assert prof["trace_activity"] == pytest.approx(1.25 * need, rel=1e-5)
+            first = prof["trace_activity"]
+        assert prof["trace_activity"] >= need
+        assert all(prof[f"layer{l}_compressed_trace"] == 1 for l in range(2))
+    assert prof["trace_activity"] > first, "the busier minibatch must have grown the trace"
+
+
+def test_a_measured_trace_of_busy_layers_is_kept_dense():
+    # Almost every entry inside a wide window: measured past 45%, the masked surrogate is kept
+    # dense (Plan.cpp), without an error under on_overflow="error".
+    net, params, x, y, backend = overflow_backend(sparse.window(5.0), on_overflow="error")
+    value, grads = backend.loss_and_grad(x, y)
+    ref_value, ref_grads, rec = reference.loss_and_grad(
+        net, params, x, y, losses.ce_count_loss(), num_steps=STEPS
+    )
+    assert_grads_close(grads, ref_grads)
+    prof = backend.profile()
+    assert prof["trace_activity"] >= 0.45
+    assert prof["layer0_compressed_trace"] == 0
 
 
 def dense_backend(on_overflow, spike_activity):

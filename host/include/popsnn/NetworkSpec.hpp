@@ -88,12 +88,18 @@ struct NetworkSpec {
   // or a recompile with larger buffers; never a silent truncation).
   float maxActivity = 1.0f;
   // A sparse rule's gradient trace (the entries whose masked surrogate is non-zero, over
-  // all steps and samples) per shard, as a fraction of the shard's T x B x n entries; 0:
-  // maxActivity. Needing more is an overflow like the spike buffers' (error or grow).
+  // all steps and samples) per shard, as a fraction of the shard's T x B x n entries.
+  // Needing more is an overflow like the spike buffers' (error or grow). 0 (the default):
+  // measured: the first minibatch runs with a trace of TRACE_MEASURING_ACTIVITY that counts
+  // what it needs, then the engine rebuilds at that plus headroom and redoes the step; a
+  // measured trace grows on overflow whatever the overflow policy (docs/numerics.md §7).
   float traceActivity = 0.0f;
   // The id trace (the spike ids of all steps and samples) per shard, likewise.
   float spikeActivity = 0.0f;
-  float gradientTraceActivity() const { return traceActivity > 0.0f ? traceActivity : maxActivity; }
+  static constexpr float TRACE_MEASURING_ACTIVITY = 0.01f;
+  float gradientTraceActivity() const {
+    return traceActivity > 0.0f ? traceActivity : TRACE_MEASURING_ACTIVITY;
+  }
   float idTraceActivity() const { return spikeActivity > 0.0f ? spikeActivity : maxActivity; }
   // [T, B, N_in] input: a list of its non-zero entries (ids and values, built by the host
   // once per batch) sized at this fraction of T x B x N_in, so the exchange onto the first
