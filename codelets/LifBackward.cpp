@@ -68,11 +68,12 @@ public:
   // steps T-1 and T-2 there for the first backward step.
   Vector<Output<Vector<int>>> outIds;  // [B, stride]
   Vector<Output<Vector<int>>> prevIds; // [B, stride]
-  InOut<Vector<float>> scratch;        // [2n + P]
+  InOut<Vector<float>> scratch;        // [2n + P] (Alpha: [2n + max(P, n)])
   // Compressed trace, Leaky, feeding a layer: per sample count, live ids [n], in-list flags [n]
   Vector<InOut<Vector<int>>> liveIds;
   // As LifForward's: the constants per neuron, one edge each or none. A learned beta: the forward's
-  // U [T, B, n] and dL/dbeta [n] summed over (t, b); a learned threshold: dL/dthreshold [n].
+  // U [T, B, n] (Alpha: then H) and dL/dbeta [n] summed over (t, b); a learned threshold:
+  // dL/dthreshold [n].
   Vector<Input<Vector<float>>> betas;
   Vector<Input<Vector<float>>> alphas;
   Vector<Input<Vector<float>>> thresholds;
@@ -106,9 +107,10 @@ public:
   float surrogateParam;
 
   bool compute() {
-    if (betas.size() != 0) { // the constants one per neuron: the generic path only
-      const popsnn::NeuronConstantRows c = popsnn::clampedRows( // as the forward used them
-          &betas[0][0], &alphas[0][0], gain, &thresholds[0][0], &clampedBeta[0][0], numNeurons);
+    if (betas.size() != 0) {               // the constants one per neuron: the generic path only
+      const popsnn::NeuronConstantRows c = // as the forward used them
+          popsnn::clampedRows<Neuron::twoCurrents>(
+              &betas[0][0], &alphas[0][0], gain, &thresholds[0][0], &clampedBeta[0][0], numNeurons);
       for (unsigned call = 0; call < stepsPerCall; ++call)
         step1(numSteps - 1 - *step, c);
       return true;
@@ -458,8 +460,21 @@ private:
         keep[j] = 1.0f;
       if (prevOwn)
         zeroAtSpikes(prevOwn, offset, keep);
-      Neuron::template inputGradRow<Reset>(c, n, gU, keep, &gradMem[(batch + b) * n],
-                                           &gradMem[(2 * batch + b) * n], dI);
+      float *__restrict gE = &gradMem[(batch + b) * n], *__restrict gHPre = &scratch[2 * n];
+      if (!C::uniform && learnsThreshold() && Reset::code == RESET_SUBTRACT && prevOwn)
+        for (int k = 0; k < prevOwn[0]; ++k) { // E[t] = E'[t] - R[t] threshold
+          const unsigned j = unsigned(prevOwn[BUFFER_HEADER + k]) - offset;
+          gradThreshold[0][j] -= gE[j];
+        }
+      Neuron::template inputGradRow<Reset>(c, n, gU, keep, gE, &gradMem[(2 * batch + b) * n], dI,
+                                           gHPre);
+      if (!C::uniform && learnsBeta()) {
+        const float *states = &memTrace[0][0];
+        const unsigned rows = numSteps * batch;
+        Neuron::template betaGradRow<Reset>(
+            c, n, gU, keep, gHPre, &states[(t * batch + b) * n],
+            t > 0 ? &states[(rows + (t - 1) * batch + b) * n] : nullptr, &gradBeta[0][0]);
+      }
       return;
     }
     if constexpr (Neuron::synaptic) {
@@ -499,8 +514,8 @@ private:
     float *__restrict gU = &gradMem[b * n];
     spikeGrad(t, b, own, eps);
     membraneGrad(t, b, c, own, eps, gU);
-    if (!C::uniform && (learnsBeta() || learnsThreshold()))
-      constantGrads(t, b, gU);
+    if (!C::uniform && !Neuron::twoCurrents && (learnsBeta() || learnsThreshold()))
+      constantGrads(t, b, gU);  // Alpha's: in inputGrad, with its currents'
     float *__restrict dI = eps; // eps is spent: reuse its storage for dL/dI[t]
     inputGrad(t, b, c, gU, dI);
     if (publishesGrad())

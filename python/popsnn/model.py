@@ -67,15 +67,6 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def _engine_runs(net: Sequential) -> bool:
-    """Whether the engine devices run every layer of `net` (not yet: the Alpha neuron)."""
-    try:
-        _engine_module().check_engine_supports(net)
-    except ValueError:
-        return False
-    return True
-
-
 def available_devices() -> list:
     engine = _engine_module()
     if engine is None:
@@ -124,11 +115,8 @@ class Model:
                     f"(not {self.device!r}); use popsnn.Model(net, ..., device='reference')"
                 )
         self.dtype = _precision.check_dtype(dtype)
-        if device == "auto" and self.device != "reference":
-            # the Alpha neuron, half storage: the engine does not run them yet
-            # (docs/numerics.md)
-            if self.dtype == "float16" or not _engine_runs(net):
-                self.device = "reference"
+        if device == "auto" and self.device != "reference" and self.dtype == "float16":
+            self.device = "reference"  # half storage: the engine does not run it yet
         scaler = _precision.make_scaler(self.dtype, loss_scale)
         if self.dtype == "float16" and self.device != "reference":
             raise ValueError(

@@ -77,15 +77,10 @@ def test_network_description_round_trips_through_a_checkpoint(tmp_path):
 
 
 def test_nir_refuses_it_in_one_line_and_the_engine_runs_it():
-    net = _net()
+    net = _net()  # its per-neuron alpha too
     if "cpu" in popsnn.model.available_devices():
-        net = popsnn.Sequential(  # one alpha per layer: per-neuron constants are refused
-            popsnn.Linear(3, 5),
-            popsnn.Alpha(alpha=0.9, beta=0.7),
-            popsnn.Linear(5, 4),
-            popsnn.Alpha(alpha=0.9, beta=0.6, reset_mechanism="subtract"),
-        )
-        # The engine's Alpha (tests/engine/test_engine_alpha.py has the full matrix).
+        # The engine's Alpha (tests/engine/test_engine_alpha.py and, per neuron or learned,
+        # test_engine_neuron_constants.py have the full matrix).
         params = net.init_params(0)
         model = popsnn.Model(net, device="cpu", num_steps=6, batch_size=2, params=params)
         x = np.random.default_rng(0).random((2, net.layers[0].in_features), np.float32) * 3
