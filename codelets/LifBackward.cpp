@@ -194,8 +194,14 @@ private:
 #endif
       const float *dI = nullptr;
       LiveNeurons live;
-      if constexpr (leaky && std::is_same<C, popsnn::NeuronConstants>::value)
-        dI = leakyFeedingPath(t, b, c.beta, own, live);
+      // Leaky's own paths: constants one per layer, or per neuron (beta as a row; a learned
+      // beta's terms added after; a learned threshold's need dL/dS: generic()).
+      if constexpr (leaky)
+        if (C::uniform || !learnsThreshold()) {
+          dI = leakyFeedingPath(t, b, c.beta, own, live);
+          if (!C::uniform && dI && learnsBeta())
+            constantGrads(t, b, &gradMem[b * numNeurons]);
+        }
       if (!dI)
         dI = generic(t, b, c, own);
       weightGrads(t, b, dI, live);
@@ -273,13 +279,18 @@ private:
   }
 
   // A Leaky shard that feeds another layer: the fused pass (no rule, where the CPU has
-  // one) or the sparse-rule pass; else nullptr (generic() then).
-  const float *leakyFeedingPath(unsigned t, unsigned b, float beta, const int *own,
+  // one; beta one per layer or a row of one per neuron) or the sparse-rule pass (one per
+  // layer); else nullptr (generic() then).
+  template <class Beta>
+  const float *leakyFeedingPath(unsigned t, unsigned b, Beta beta, const int *own,
                                 LiveNeurons &live) {
     if (isOutput())
       return nullptr;
-    if (!dense)
-      return leakySparse(t, b, beta, own, live);
+    if (!dense) {
+      if constexpr (std::is_same<Beta, float>::value)
+        return leakySparse(t, b, beta, own, live);
+      return nullptr;
+    }
 #ifdef POPSNN_FUSED_LEAK_BACKWARD
     return leakyFused(t, b, beta, own);
 #else
@@ -289,7 +300,7 @@ private:
 
 #ifdef POPSNN_FUSED_LEAK_BACKWARD
   // A dense Leaky shard feeding another layer: one fused pass (see leakBackwardRow).
-  const float *leakyFused(unsigned t, unsigned b, float beta, const int *own) {
+  template <class Beta> const float *leakyFused(unsigned t, unsigned b, Beta beta, const int *own) {
     const unsigned n = numNeurons;
     float *__restrict gU = &gradMem[b * n];
     // dL/dI of the next layer's neurons at (t, b), contiguous, from its shards' blocks.

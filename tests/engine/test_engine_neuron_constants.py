@@ -130,6 +130,25 @@ def test_membrane_loss_reaches_the_learned_constants(model):
     check(net, direct=True, loss=losses.mse_membrane_loss())
 
 
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "per-step"])
+@pytest.mark.parametrize("reset", ["subtract", "zero"])
+@pytest.mark.parametrize("per_neuron", [True, False], ids=["per-neuron", "per-layer"])
+def test_a_learned_beta_alone_takes_the_fused_leaky_pass_and_equals_the_reference(
+    per_neuron, reset, direct
+):
+    """A Leaky layer feeding another whose beta is learned and threshold not: the fused
+    backward pass with beta as a row, its gradient's terms added after (LifBackward's step1)."""
+    beta = np.linspace(0.6, 0.95, 12) if per_neuron else 0.85
+    net = popsnn.Sequential(
+        popsnn.Linear(7, 12),
+        popsnn.Leaky(beta=beta, learn_beta=True, reset_mechanism=reset),
+        popsnn.Linear(12, 4),
+        popsnn.Leaky(beta=0.85, threshold=0.5),
+    )
+    check(net, direct=direct)
+    assert set(net.init_params(0)[0]) == {"weight", "bias", "beta"}
+
+
 def test_beta_outside_the_clamp_passes_no_gradient():
     """As snnTorch: the update uses clamp(beta, 0, 1) and no gradient passes where the clamp
     is active (an optimiser may move a learned beta out of [0, 1])."""
