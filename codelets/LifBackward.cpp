@@ -71,9 +71,8 @@ public:
   InOut<Vector<float>> scratch;        // [2n + P] (Alpha: [2n + max(P, n)])
   // Compressed trace, Leaky, feeding a layer: per sample count, live ids [n], in-list flags [n]
   Vector<InOut<Vector<int>>> liveIds;
-  // As LifForward's: the constants per neuron, one edge each or none. A learned beta: the forward's
-  // U [T, B, n] (Alpha: then H) and dL/dbeta [n] summed over (t, b); a learned threshold:
-  // dL/dthreshold [n].
+  // As LifForward's: the constants per neuron, one edge each or none. A learned beta: U [T, B, n]
+  // (Alpha: then H) and dL/dbeta [n] over (t, b); a learned threshold: dL/dthreshold [n].
   Vector<Input<Vector<float>>> betas;
   Vector<Input<Vector<float>>> alphas;
   Vector<Input<Vector<float>>> thresholds;
@@ -194,12 +193,11 @@ private:
 #endif
       const float *dI = nullptr;
       LiveNeurons live;
-      // Leaky's own paths: constants one per layer, or per neuron (beta as a row; a learned
-      // beta's terms added after; a learned threshold's need dL/dS: generic()).
+      // Leaky's own paths: beta a float or a row (a learned threshold's terms need dL/dS).
       if constexpr (leaky)
         if (C::uniform || !learnsThreshold()) {
           dI = leakyFeedingPath(t, b, c.beta, own, live);
-          if (!C::uniform && dI && learnsBeta())
+          if (!C::uniform && dI && learnsBeta()) // its terms beside the fused pass
             constantGrads(t, b, &gradMem[b * numNeurons]);
         }
       if (!dI)
@@ -278,9 +276,8 @@ private:
     return &gradOut[0][((stepMajor ? 0 : t * batch) + b) * numNeurons];
   }
 
-  // A Leaky shard that feeds another layer: the fused pass (no rule, where the CPU has
-  // one; beta one per layer or a row of one per neuron) or the sparse-rule pass (one per
-  // layer); else nullptr (generic() then).
+  // A Leaky shard that feeds another layer: the fused pass (no rule, where the CPU has one;
+  // beta a float or a row) or the sparse-rule pass (a float); else nullptr (generic() then).
   template <class Beta>
   const float *leakyFeedingPath(unsigned t, unsigned b, Beta beta, const int *own,
                                 LiveNeurons &live) {
@@ -473,19 +470,14 @@ private:
         zeroAtSpikes(prevOwn, offset, keep);
       float *__restrict gE = &gradMem[(batch + b) * n], *__restrict gHPre = &scratch[2 * n];
       if (!C::uniform && learnsThreshold() && Reset::code == RESET_SUBTRACT && prevOwn)
-        for (int k = 0; k < prevOwn[0]; ++k) { // E[t] = E'[t] - R[t] threshold
-          const unsigned j = unsigned(prevOwn[BUFFER_HEADER + k]) - offset;
-          gradThreshold[0][j] -= gE[j];
-        }
+        learnedConstantGrads(gE, prevOwn, offset, n, false, nullptr, nullptr, nullptr,
+                             &gradThreshold[0][0]); // E[t] = E'[t] - R[t] threshold
       Neuron::template inputGradRow<Reset>(c, n, gU, keep, gE, &gradMem[(2 * batch + b) * n], dI,
                                            gHPre);
-      if (!C::uniform && learnsBeta()) {
-        const float *states = &memTrace[0][0];
-        const unsigned rows = numSteps * batch;
+      if (!C::uniform && learnsBeta()) // U[t], and H[t-1] after the U trace
         Neuron::template betaGradRow<Reset>(
-            c, n, gU, keep, gHPre, &states[(t * batch + b) * n],
-            t > 0 ? &states[(rows + (t - 1) * batch + b) * n] : nullptr, &gradBeta[0][0]);
-      }
+            c, n, gU, keep, gHPre, &memTrace[0][(t * batch + b) * n],
+            t > 0 ? &memTrace[0][((numSteps + t - 1) * batch + b) * n] : nullptr, &gradBeta[0][0]);
       return;
     }
     if constexpr (Neuron::synaptic) {
