@@ -71,11 +71,11 @@ public:
   // steps T-1 and T-2 there for the first backward step.
   Vector<Output<Vector<int>>> outIds;  // [B, stride]
   Vector<Output<Vector<int>>> prevIds; // [B, stride]
-  InOut<Vector<float>> scratch;        // [2n + P]
+  InOut<Vector<float>> scratch;        // [2n + P] (Alpha: [2n + max(P, n)])
   // Compressed trace: per sample count, live ids [n], in-list flags [n] (SparseBackward.hpp)
   Vector<InOut<Vector<int>>> liveIds;
-  // As LifForward's: the constants per neuron, one edge each or none. A learned beta: the forward's
-  // U [T, B, n] and dL/dbeta [n] summed over (t, b); a learned threshold: dL/dthreshold [n].
+  // As LifForward's: the constants per neuron, one edge each or none. A learned beta: U [T, B, n]
+  // (Alpha: then H) and dL/dbeta [n] over (t, b); a learned threshold: dL/dthreshold [n].
   Vector<Input<Vector<float>>> betas;
   Vector<Input<Vector<float>>> alphas;
   Vector<Input<Vector<float>>> thresholds;
@@ -109,9 +109,10 @@ public:
   float surrogateParam;
 
   bool compute() {
-    if (betas.size() != 0) { // the constants one per neuron: the generic path only
-      const popsnn::NeuronConstantRows c = popsnn::clampedRows( // as the forward used them
-          &betas[0][0], &alphas[0][0], gain, &thresholds[0][0], &clampedBeta[0][0], numNeurons);
+    if (betas.size() != 0) {               // the constants one per neuron: the generic path only
+      const popsnn::NeuronConstantRows c = // as the forward used them
+          popsnn::clampedRows<Neuron::twoCurrents>(
+              &betas[0][0], &alphas[0][0], gain, &thresholds[0][0], &clampedBeta[0][0], numNeurons);
       for (unsigned call = 0; call < stepsPerCall; ++call)
         step1(numSteps - 1 - *step, c);
       return true;
@@ -273,20 +274,25 @@ private:
     return &gradOut[0][((stepMajor ? 0 : t * batch) + b) * numNeurons];
   }
 
-  // A dense trace: the fused pass (a Leaky shard feeding a layer, where the CPU has one) or
-  // every model's generic step.
+  // A dense trace: the fused pass (a Leaky shard feeding a layer, where the CPU has one; beta
+  // a float or a row, a learned threshold's terms need dL/dS: generic) or every model's
+  // generic step.
   template <class C> const float *denseStep(unsigned t, unsigned b, const C &c, const int *own) {
 #ifdef POPSNN_FUSED_LEAK_BACKWARD
-    if constexpr (leaky && std::is_same<C, popsnn::NeuronConstants>::value)
-      if (!isOutput())
-        return leakyFused(t, b, c.beta, own);
+    if constexpr (leaky)
+      if (!isOutput() && (C::uniform || !learnsThreshold())) {
+        const float *gU = leakyFused(t, b, c.beta, own);
+        if (!C::uniform && learnsBeta()) // its terms beside the fused pass
+          constantGrads(t, b, gU);
+        return gU;
+      }
 #endif
     return generic(t, b, c, own);
   }
 
 #ifdef POPSNN_FUSED_LEAK_BACKWARD
   // A dense Leaky shard feeding another layer: one fused pass (see leakBackwardRow).
-  const float *leakyFused(unsigned t, unsigned b, float beta, const int *own) {
+  template <class Beta> const float *leakyFused(unsigned t, unsigned b, Beta beta, const int *own) {
     const unsigned n = numNeurons;
     float *__restrict gU = &gradMem[b * n];
     // dL/dI of the next layer's neurons at (t, b), contiguous, from its shards' blocks.
@@ -379,8 +385,8 @@ private:
     float *__restrict eps = &scratch[0];
     liveSpikeGrad(t, b, e, gU, eps);
     liveMembraneGrad(c, own, e, eps, gMem, gU, live);
-    if (!C::uniform && (learnsBeta() || learnsThreshold()))
-      constantGrads(t, b, gU);
+    if (!C::uniform && !Neuron::twoCurrents && (learnsBeta() || learnsThreshold()))
+      constantGrads(t, b, gU); // Alpha's: in liveInputGrad, with its currents' terms
     const float *dI = liveInputGrad(t, b, c, gU, live);
     publishLive(dI, n, live.ids, live.count, publishesGrad() ? gradOutRow(t, b) : nullptr,
                 &gradBias[0], inputMode == INPUT_DIRECT ? &currentGradSum[0][b * n] : nullptr);
@@ -453,13 +459,22 @@ private:
       float *__restrict gA = &gradMem[(batch + b) * n]; // dL/dJ, or Alpha's dL/dE
       float *__restrict gH = &gradMem[(2 * batch + b) * n];
       markSpikes(prevOwn, offset, inList, 2);
+      if constexpr (Neuron::twoCurrents)
+        if (!C::uniform && learnsThreshold() && Reset::code == RESET_SUBTRACT && prevOwn)
+          learnedConstantGrads(gA, prevOwn, offset, n, false, nullptr, nullptr, nullptr,
+                               &gradThreshold[0][0]); // E[t] = E'[t] - R[t] threshold
       for (unsigned k = 0; k < live.count; ++k) {
         const unsigned j = unsigned(live.ids[k]);
         const float keep = inList[j] & 2 ? 0.0f : 1.0f;
-        if constexpr (Neuron::twoCurrents)
-          Neuron::template inputGradAt<Reset>(c, j, gU[j], keep, gA, gH, dI);
-        else
+        if constexpr (Neuron::twoCurrents) {
+          const float hPre = Neuron::template inputGradAt<Reset>(c, j, gU[j], keep, gA, gH, dI);
+          if (!C::uniform && learnsBeta()) // U[t], and H[t-1] after the U trace
+            gradBeta[0][j] += Neuron::template betaGradAt<Reset>(
+                c, j, gU[j], keep, hPre, memTrace[0][(t * batch + b) * n + j],
+                t > 0 ? memTrace[0][((numSteps + t - 1) * batch + b) * n + j] : 0.0f);
+        } else {
           gA[j] = (zeroReset ? keep * gU[j] : gU[j]) + c.alphaAt(j) * gA[j];
+        }
       }
       markSpikes(prevOwn, offset, inList, -2);
       return Neuron::twoCurrents ? dI : gA;
@@ -496,8 +511,16 @@ private:
         keep[j] = 1.0f;
       if (prevOwn)
         zeroAtSpikes(prevOwn, offset, keep);
-      Neuron::template inputGradRow<Reset>(c, n, gU, keep, &gradMem[(batch + b) * n],
-                                           &gradMem[(2 * batch + b) * n], dI);
+      float *__restrict gE = &gradMem[(batch + b) * n], *__restrict gHPre = &scratch[2 * n];
+      if (!C::uniform && learnsThreshold() && Reset::code == RESET_SUBTRACT && prevOwn)
+        learnedConstantGrads(gE, prevOwn, offset, n, false, nullptr, nullptr, nullptr,
+                             &gradThreshold[0][0]); // E[t] = E'[t] - R[t] threshold
+      Neuron::template inputGradRow<Reset>(c, n, gU, keep, gE, &gradMem[(2 * batch + b) * n], dI,
+                                           gHPre);
+      if (!C::uniform && learnsBeta()) // U[t], and H[t-1] after the U trace
+        Neuron::template betaGradRow<Reset>(
+            c, n, gU, keep, gHPre, &memTrace[0][(t * batch + b) * n],
+            t > 0 ? &memTrace[0][((numSteps + t - 1) * batch + b) * n] : nullptr, &gradBeta[0][0]);
       return;
     }
     if constexpr (Neuron::synaptic) {
@@ -537,8 +560,8 @@ private:
     float *__restrict gU = &gradMem[b * n];
     spikeGrad(t, b, eps);
     membraneGrad(t, b, c, own, eps, gU);
-    if (!C::uniform && (learnsBeta() || learnsThreshold()))
-      constantGrads(t, b, gU);
+    if (!C::uniform && !Neuron::twoCurrents && (learnsBeta() || learnsThreshold()))
+      constantGrads(t, b, gU);  // Alpha's: in inputGrad, with its currents'
     float *__restrict dI = eps; // eps is spent: reuse its storage for dL/dI[t]
     inputGrad(t, b, c, gU, dI);
     if (publishesGrad())

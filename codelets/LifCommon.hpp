@@ -321,16 +321,29 @@ inline unsigned leakForwardRow(unsigned n, float beta, float threshold, unsigned
 }
 #endif
 
+// The fused backward's decay: one per layer (a float) or one per neuron (a row of them, read
+// with the neurons' other rows: docs/numerics.md section 2).
+inline float decayAt(float beta, unsigned) { return beta; }
+inline float decayAt(const float *beta, unsigned j) { return beta[j]; }
+inline float decayFrom(float beta, unsigned) { return beta; }
+inline const float *decayFrom(const float *beta, unsigned j) { return beta + j; }
+
 #ifdef POPSNN_SPARSE_ROWS_AVX512
+inline __m512 decayVector(float beta, unsigned, __mmask16) { return _mm512_set1_ps(beta); }
+inline __m512 decayVector(const float *beta, unsigned o, __mmask16 m) {
+  return _mm512_maskz_loadu_ps(m, beta + o);
+}
+
 // The backward step of one sample of a dense Leaky shard that feeds another layer, in one
 // pass over its neurons (instead of one pass per quantity): dL/dS = sum_k g[k] W^T[k, :]
 // (g: the next layer's dL/dI, W^T: its weights by downstream neuron, rows of stride n),
 // gU = (sg != 0 ? sg dL/dS : 0) + beta gU, and gU added to acc (sum over steps, if given),
-// copied to out (if given) and added to gb. V vectors of 16 neurons, the last masked.
+// copied to out (if given) and added to gb. V vectors of 16 neurons, the last masked. Beta:
+// float or const float * (decayAt).
 #define POPSNN_FUSED_LEAK_BACKWARD 1
-template <unsigned V>
+template <unsigned V, class Beta>
 inline void leakBackwardBlock(const float *__restrict g, unsigned K, const float *__restrict wT,
-                              unsigned n, const float *__restrict sg, float beta,
+                              unsigned n, const float *__restrict sg, Beta beta,
                               float *__restrict gU, float *__restrict acc, float *__restrict out,
                               float *__restrict gb, __mmask16 lastMask) {
   __m512 e[V];
@@ -345,11 +358,12 @@ inline void leakBackwardBlock(const float *__restrict g, unsigned K, const float
       e[c] = _mm512_fmadd_ps(
           gk, _mm512_maskz_loadu_ps(c + 1 == V ? lastMask : __mmask16(0xffff), row + 16 * c), e[c]);
   }
-  const __m512 b = _mm512_set1_ps(beta), zero = _mm512_setzero_ps();
+  const __m512 zero = _mm512_setzero_ps();
 #pragma GCC unroll 8
   for (unsigned c = 0; c < V; ++c) {
     const __mmask16 m = c + 1 == V ? lastMask : __mmask16(0xffff);
     const unsigned o = 16 * c;
+    const __m512 b = decayVector(beta, o, m);
     const __m512 s = _mm512_maskz_loadu_ps(m, sg + o);
     const __mmask16 nz = _mm512_mask_cmp_ps_mask(m, s, zero, _CMP_NEQ_UQ);
     const __m512 u =
@@ -362,14 +376,15 @@ inline void leakBackwardBlock(const float *__restrict g, unsigned K, const float
     _mm512_mask_storeu_ps(gb + o, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, gb + o), u));
   }
 }
+template <class Beta>
 inline void leakBackwardRow(const float *__restrict g, unsigned K, const float *__restrict wT,
-                            unsigned n, const float *__restrict sg, float beta,
-                            float *__restrict gU, float *__restrict acc, float *__restrict out,
-                            float *__restrict gb) {
+                            unsigned n, const float *__restrict sg, Beta beta, float *__restrict gU,
+                            float *__restrict acc, float *__restrict out, float *__restrict gb) {
   unsigned j = 0;
   for (; j + 128 <= n; j += 128)
-    leakBackwardBlock<8>(g, K, wT + j, n, sg + j, beta, gU + j, acc ? acc + j : nullptr,
-                         out ? out + j : nullptr, gb + j, __mmask16(0xffff));
+    leakBackwardBlock<8>(g, K, wT + j, n, sg + j, decayFrom(beta, j), gU + j,
+                         acc ? acc + j : nullptr, out ? out + j : nullptr, gb + j,
+                         __mmask16(0xffff));
   const unsigned rest = n - j;
   if (rest == 0)
     return;
@@ -378,8 +393,8 @@ inline void leakBackwardRow(const float *__restrict g, unsigned K, const float *
     // clang-format off: a case per macro line
 #define POPSNN_BLOCK(V)                                                                    \
   case V:                                                                                  \
-    leakBackwardBlock<V>(g, K, wT + j, n, sg + j, beta, gU + j, acc ? acc + j : nullptr,   \
-                         out ? out + j : nullptr, gb + j, mask);                           \
+    leakBackwardBlock<V>(g, K, wT + j, n, sg + j, decayFrom(beta, j), gU + j,              \
+                         acc ? acc + j : nullptr, out ? out + j : nullptr, gb + j, mask);  \
     break;
     POPSNN_BLOCK(1) POPSNN_BLOCK(2) POPSNN_BLOCK(3) POPSNN_BLOCK(4)
     POPSNN_BLOCK(5) POPSNN_BLOCK(6) POPSNN_BLOCK(7) POPSNN_BLOCK(8)
@@ -393,9 +408,13 @@ inline void leakBackwardRow(const float *__restrict g, unsigned K, const float *
 #define POPSNN_FUSED_LEAK_BACKWARD 1
 constexpr unsigned NATIVE_LANES = sizeof(NativeFloats) / sizeof(float);
 typedef int NativeInts __attribute__((vector_size(sizeof(NativeFloats))));
-template <unsigned V>
+inline NativeFloats decayVector(float beta, unsigned) { return NativeFloats{} + beta; }
+inline NativeFloats decayVector(const float *beta, unsigned o) {
+  return *reinterpret_cast<const UnalignedFloats *>(beta + o);
+}
+template <unsigned V, class Beta>
 inline void leakBackwardVectors(const float *__restrict g, unsigned K, const float *__restrict wT,
-                                unsigned n, const float *__restrict sg, float beta,
+                                unsigned n, const float *__restrict sg, Beta beta,
                                 float *__restrict gU, float *__restrict acc, float *__restrict out,
                                 float *__restrict gb) {
   typedef UnalignedFloats F;
@@ -414,7 +433,7 @@ inline void leakBackwardVectors(const float *__restrict g, unsigned K, const flo
     const NativeFloats s = *reinterpret_cast<const F *>(sg + o);
     // s * e where the surrogate is non-zero (NaN counts), else 0, as the AVX-512 mask.
     const NativeFloats masked = (NativeFloats)((NativeInts)(s * e[c]) & (s != zero));
-    const NativeFloats u = beta * *reinterpret_cast<const F *>(gU + o) + masked;
+    const NativeFloats u = decayVector(beta, o) * *reinterpret_cast<const F *>(gU + o) + masked;
     *reinterpret_cast<F *>(gU + o) = u;
     if (acc)
       *reinterpret_cast<F *>(acc + o) = *reinterpret_cast<const F *>(acc + o) + u;
@@ -423,21 +442,21 @@ inline void leakBackwardVectors(const float *__restrict g, unsigned K, const flo
     *reinterpret_cast<F *>(gb + o) = *reinterpret_cast<const F *>(gb + o) + u;
   }
 }
+template <class Beta>
 inline void leakBackwardRow(const float *__restrict g, unsigned K, const float *__restrict wT,
-                            unsigned n, const float *__restrict sg, float beta,
-                            float *__restrict gU, float *__restrict acc, float *__restrict out,
-                            float *__restrict gb) {
+                            unsigned n, const float *__restrict sg, Beta beta, float *__restrict gU,
+                            float *__restrict acc, float *__restrict out, float *__restrict gb) {
   constexpr unsigned BLOCK = 8 * NATIVE_LANES;
   unsigned j = 0;
   for (; j + BLOCK <= n; j += BLOCK)
-    leakBackwardVectors<8>(g, K, wT + j, n, sg + j, beta, gU + j, acc ? acc + j : nullptr,
-                           out ? out + j : nullptr, gb + j);
+    leakBackwardVectors<8>(g, K, wT + j, n, sg + j, decayFrom(beta, j), gU + j,
+                           acc ? acc + j : nullptr, out ? out + j : nullptr, gb + j);
   switch ((n - j) / NATIVE_LANES) {
     // clang-format off: a case per macro line
 #define POPSNN_BLOCK(V)                                                                    \
   case V:                                                                                  \
-    leakBackwardVectors<V>(g, K, wT + j, n, sg + j, beta, gU + j, acc ? acc + j : nullptr, \
-                           out ? out + j : nullptr, gb + j);                               \
+    leakBackwardVectors<V>(g, K, wT + j, n, sg + j, decayFrom(beta, j), gU + j,            \
+                           acc ? acc + j : nullptr, out ? out + j : nullptr, gb + j);      \
     break;
     POPSNN_BLOCK(1) POPSNN_BLOCK(2) POPSNN_BLOCK(3) POPSNN_BLOCK(4)
     POPSNN_BLOCK(5) POPSNN_BLOCK(6) POPSNN_BLOCK(7)
@@ -450,7 +469,7 @@ inline void leakBackwardRow(const float *__restrict g, unsigned K, const float *
     float e = 0.0f;
     for (unsigned k = 0; k < K; ++k)
       e += g[k] * wT[k * n + j];
-    const float u = beta * gU[j] + (sg[j] != 0.0f ? sg[j] * e : 0.0f);
+    const float u = decayAt(beta, j) * gU[j] + (sg[j] != 0.0f ? sg[j] * e : 0.0f);
     gU[j] = u;
     if (acc)
       acc[j] += u;

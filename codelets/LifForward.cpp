@@ -277,7 +277,8 @@ public:
   Vector<Input<Vector<float>>> partialIn;
   // The constants one per neuron [n] each (a learned beta or threshold is the layer's
   // parameter), one edge each or none (then the float fields below); beta clamped to [0, 1]
-  // into clampedBeta [n] as snnTorch uses it. memTrace, a learned beta: U [T, B, n].
+  // into clampedBeta [2n] as snnTorch uses it, then the gain per neuron (clampedRows).
+  // memTrace, a learned beta: U [T, B, n] (Alpha: then H [T, B, n]).
   Vector<Input<Vector<float>>> betas;
   Vector<Input<Vector<float>>> alphas;
   Vector<Input<Vector<float>>> thresholds;
@@ -339,8 +340,8 @@ private:
   bool publishesStep() const { return outIds.size() != 0; } // buffers exchanged per step
 
   popsnn::NeuronConstantRows constantRows() {
-    return popsnn::clampedRows(&betas[0][0], &alphas[0][0], gain, &thresholds[0][0],
-                               &clampedBeta[0][0], numNeurons);
+    return popsnn::clampedRows<Neuron::twoCurrents>(
+        &betas[0][0], &alphas[0][0], gain, &thresholds[0][0], &clampedBeta[0][0], numNeurons);
   }
 
 #ifdef POPSNN_LEAK_TRACE
@@ -471,8 +472,7 @@ private:
       const unsigned rowCapacity = capacity < room ? capacity : room;
       const unsigned spikes = neuronStep(c, param, ruleValue, in, rec, b, sg, ids, rowCapacity);
       if (!C::uniform && memTrace.size() != 0)
-        for (unsigned j = 0; j < n; ++j)
-          memTrace[0][row * n + j] = mem[b * n + j];
+        traceStates(row, b);
       const unsigned stored = spikes < rowCapacity ? spikes : rowCapacity;
       countOverflow(spikes, capacity, t, &overflow[0]);
       overflow[SPIKES_NEEDED] += spikes;
@@ -484,6 +484,16 @@ private:
       finishSample(t, b, buf);
     }
     *step = (t + 1 == numSteps) ? 0 : t + 1;
+  }
+
+  // A learned beta's states at (t, b) = row, for its gradient: U, and Alpha's H.
+  void traceStates(unsigned row, unsigned b) {
+    const unsigned n = numNeurons, rows = numSteps * batch;
+    for (unsigned j = 0; j < n; ++j)
+      memTrace[0][row * n + j] = mem[b * n + j];
+    if constexpr (Neuron::twoCurrents)
+      for (unsigned j = 0; j < n; ++j)
+        memTrace[0][(rows + row) * n + j] = mem[(2 * batch + b) * n + j];
   }
 
   // Row `row`'s buffer in the id trace (the first row starts behind the starts).

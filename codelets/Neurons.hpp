@@ -35,21 +35,32 @@ struct NeuronConstantRows {
   static constexpr bool uniform = false;
   const float *__restrict beta; // clamped to [0, 1] where learned (as snnTorch)
   const float *__restrict alpha;
-  float gain; // one per layer (Lapicque's dt/C, Alpha's tau_alpha)
+  const float *__restrict gain; // Alpha's tau_alpha per neuron, else the layer's one gain
   const float *__restrict threshold;
   float betaAt(unsigned j) const { return beta[j]; }
   float alphaAt(unsigned j) const { return alpha[j]; }
-  float gainAt(unsigned) const { return gain; }
+  float gainAt(unsigned j) const { return gain[j]; }
   float thresholdAt(unsigned j) const { return threshold[j]; }
 };
-// The rows of a layer's per-neuron constants, beta clamped to [0, 1] into `clamped` as
-// snnTorch uses a learned beta (a constant one already lies there).
+// Alpha's factor from E + H to U, ln(alpha) / (ln(beta) - ln(alpha)) + 1 (the reference's
+// _tau_alpha, in float32; the library's log may differ from NumPy's in the last bit).
+inline float tauAlpha(float alpha, float beta) {
+  const float logAlpha = std::log(alpha);
+  return logAlpha / (std::log(beta) - logAlpha) + 1.0f;
+}
+// The rows of a layer's per-neuron constants into `rows` [2n]: beta clamped to [0, 1] as
+// snnTorch uses a learned beta (a constant one already lies there), then the gain per neuron:
+// with TauAlpha (Alpha), tau_alpha from alpha and the clamped beta, which a learned beta
+// moves; else the layer's one `gain`.
+template <bool TauAlpha>
 inline NeuronConstantRows clampedRows(const float *beta, const float *alpha, float gain,
-                                      const float *threshold, float *__restrict clamped,
-                                      unsigned n) {
+                                      const float *threshold, float *__restrict rows, unsigned n) {
+  float *__restrict gains = rows + n;
   for (unsigned j = 0; j < n; ++j)
-    clamped[j] = beta[j] < 0.0f ? 0.0f : (beta[j] > 1.0f ? 1.0f : beta[j]);
-  return {clamped, alpha, gain, threshold};
+    rows[j] = beta[j] < 0.0f ? 0.0f : (beta[j] > 1.0f ? 1.0f : beta[j]);
+  for (unsigned j = 0; j < n; ++j)
+    gains[j] = TauAlpha ? tauAlpha(alpha[j], rows[j]) : gain;
+  return {rows, alpha, gains, threshold};
 }
 
 // ---------------------------------------------------------------------------- resets
@@ -278,18 +289,20 @@ struct Alpha {
     }
   }
   // One step of the backward from dL/dU[t] (gU, with no carry of its own), keep = 1 - R[t]:
-  // gE and gH come in as dL/dE[t] and dL/dH[t] and leave as those of step t-1; dI = dL/dI[t].
+  // gE and gH come in as dL/dE[t] and dL/dH[t] and leave as those of step t-1; dI = dL/dI[t],
+  // gHPre = dL/dH'[t] (for a learned beta's gradient, betaGradRow).
   template <class Reset, class C>
   static void inputGradRow(const C &c, unsigned n, const float *__restrict gU,
                            const float *__restrict keep, float *__restrict gE, float *__restrict gH,
-                           float *__restrict dI) {
+                           float *__restrict dI, float *__restrict gHPre) {
     for (unsigned j = 0; j < n; ++j)
-      inputGradAt<Reset>(c, j, gU[j], keep[j], gE, gH, dI);
+      gHPre[j] = inputGradAt<Reset>(c, j, gU[j], keep[j], gE, gH, dI);
   }
-  // inputGradRow for neuron j alone (the sparse backward visits its live neurons only).
+  // inputGradRow for neuron j alone (the sparse backward visits its live neurons only);
+  // returns dL/dH'[t] at j.
   template <class Reset, class C>
-  static void inputGradAt(const C &c, unsigned j, float gUj, float keep, float *__restrict gE,
-                          float *__restrict gH, float *__restrict dI) {
+  static float inputGradAt(const C &c, unsigned j, float gUj, float keep, float *__restrict gE,
+                           float *__restrict gH, float *__restrict dI) {
     const float fromU = c.gainAt(j) * gUj;
     float ePre, hPre;
     if constexpr (Reset::code == codes::RESET_ZERO) {
@@ -308,6 +321,32 @@ struct Alpha {
     // Subtract: U[t] = ... + R[t] H[t-1], so H[t-1] also gets R[t] dL/dU[t].
     if constexpr (Reset::code == codes::RESET_SUBTRACT)
       gH[j] = gH[j] + (1.0f - keep) * gUj;
+    return hPre;
+  }
+  // A learned beta's terms at step t (the reference's _bptt_alpha): beta enters H' = beta
+  // H[t-1] - I and tau_alpha = k, and k (E' + H') = U[t] (- R[t] H[t-1] under the subtract
+  // reset), so dL/dbeta += dL/dH'[t] H[t-1] + dL/dU[t] (k (E' + H') / k) dk/dbeta, with
+  // dk/dbeta = -ln(alpha) / ((ln(beta) - ln(alpha))^2 beta). hPrev = H[t-1] (null at t = 0).
+  template <class Reset, class C>
+  static void betaGradRow(const C &c, unsigned n, const float *__restrict gU,
+                          const float *__restrict keep, const float *__restrict gHPre,
+                          const float *__restrict u, const float *__restrict hPrev,
+                          float *__restrict gradBeta) {
+    for (unsigned j = 0; j < n; ++j)
+      gradBeta[j] += betaGradAt<Reset>(c, j, gU[j], keep[j], gHPre[j], u[j],
+                                       hPrev ? hPrev[j] : 0.0f);
+  }
+  // betaGradRow's term for neuron j alone (the sparse backward's live neurons).
+  template <class Reset, class C>
+  static float betaGradAt(const C &c, unsigned j, float gUj, float keep, float gHPreJ, float uj,
+                          float hPrevJ) {
+    const float logAlpha = std::log(c.alphaAt(j)), beta = c.betaAt(j);
+    const float gap = std::log(beta) - logAlpha;
+    const float dTauDBeta = -logAlpha / (gap * gap * beta);
+    float base = uj;
+    if constexpr (Reset::code == codes::RESET_SUBTRACT)
+      base = base - (1.0f - keep) * hPrevJ;
+    return gHPreJ * hPrevJ + gUj * base / c.gainAt(j) * dTauDBeta;
   }
 };
 

@@ -217,6 +217,7 @@ struct Reader {
   json metadata() const;
   void network(const json &layers, NetworkSpec &spec);
   void lapicque(const json &n, const std::string &where, LayerSpec &s) const;
+  void alphaGain(LayerSpec &s) const;
   void layerParams(const json &params, const NetworkSpec &spec, std::vector<LayerParams> &out);
   void optimizer(const json &opt, Checkpoint &ckpt);
   void optimizerHyper(const json &hyper, OptimizerSpec &o);
@@ -281,6 +282,9 @@ json Reader::metadata() const {
 
 // "network": [{"type": "Linear", ...}, {"type": "Leaky", ...}, ...], plain JSON.
 void Reader::network(const json &layers, NetworkSpec &spec) {
+  if (layers.is_array() && !layers.empty() && layers[0].is_object() &&
+      layers[0].value("type", json()) == "Input") // popsnn.checkpoint's mark of a conv network
+    unsupported("a network with Conv2d / pooling / Flatten layers");
   if (!layers.is_array() || layers.empty() || layers.size() % 2 != 0)
     damaged("'network' must be a list of (Linear, neuron) layer pairs");
   for (std::size_t i = 0; i < layers.size(); i += 2) {
@@ -292,8 +296,6 @@ void Reader::network(const json &layers, NetworkSpec &spec) {
     s.inputs = count(field(lin, "in_features", where), where + " in_features", 1);
     s.outputs = count(field(lin, "out_features", where), where + " out_features", 1);
     s.bias = boolean(field(lin, "bias", where), where + " bias");
-    if (field(n, "type", where) == "Alpha")
-      unsupported(where + " Alpha neuron");
     s.neuron = name(field(n, "type", where), where + " neuron type", kNeuronNames);
     std::size_t keys = 6 + learnFlags(n, where, s);
     constant(n, "threshold", where, s.threshold, s.thresholds);
@@ -316,10 +318,12 @@ void Reader::network(const json &layers, NetworkSpec &spec) {
       s.sparseRule = name(field(rule, "kind", where), where + " sparse kind", kStoredSparseRules);
       s.sparseValue = real(field(rule, "value", where), where + " sparse value");
     }
-    if (s.neuron == NeuronType::Synaptic) {
+    if (s.neuron == NeuronType::Synaptic || s.neuron == NeuronType::Alpha) {
       constant(n, "alpha", where, s.alpha, s.alphas);
       ++keys;
     }
+    if (s.neuron == NeuronType::Alpha)
+      alphaGain(s);
     if (s.neuron == NeuronType::RLeaky) {
       s.allToAll = boolean(field(n, "all_to_all", where), where + " all_to_all");
       ++keys;
@@ -328,6 +332,18 @@ void Reader::network(const json &layers, NetworkSpec &spec) {
       damaged(where + " " + n["type"].get<std::string>() + " has fields it does not take");
     spec.layers.push_back(s);
   }
+}
+
+// Alpha's tau_alpha = ln(alpha) / (ln(beta) - ln(alpha)) + 1, the gain from E + H to U, in
+// float32 as python/popsnn/backends/engine.py computes it with NumPy (whose float32 log may
+// differ from the C library's in the last bit). Only for constants one per layer and fixed:
+// per neuron or learned, the vertices compute it from alpha and the clamped beta. Outside
+// 0 < beta < alpha <= 1 the gain stays 1 and NetworkSpec's validation names the problem.
+void Reader::alphaGain(LayerSpec &s) const {
+  if (s.perNeuron() || !(s.beta > 0.0f && s.alpha > s.beta && s.alpha <= 1.0f))
+    return;
+  const float logAlpha = std::log(s.alpha);
+  s.gain = logAlpha / (std::log(s.beta) - logAlpha) + 1.0f;
 }
 
 // Lapicque's decay 1 - dt/(RC) and gain dt/C from what its layer was built with (beta, or

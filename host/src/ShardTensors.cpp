@@ -60,6 +60,7 @@ struct ShardTensorMaker {
     const LayerSpec &s = layer.spec;
     if (!s.perNeuron())
       return;
+    const bool alpha = s.neuron == NeuronType::Alpha;
     auto perNeuron = [&](const std::vector<float> &values, float scalar, const char *what) {
       std::vector<float> v(n, scalar);
       if (!values.empty())
@@ -70,9 +71,10 @@ struct ShardTensorMaker {
     sh.alphas = perNeuron(s.alphas, s.alpha, "alphas"); // a gain stays one per layer
     sh.thresholds = s.learnThreshold ? sh.param[P_THRESHOLD]
                                      : perNeuron(s.thresholds, s.threshold, "thresholds");
-    sh.clampedBeta = b.zeros(FLOAT, n, tile, name + "clamped_beta", L);
-    if (s.learnBeta)
-      sh.memTrace = b.zeros(FLOAT, std::size_t(T) * B * n, tile, name + "mem_trace", L);
+    sh.clampedBeta = b.zeros(FLOAT, 2 * n, tile, name + "clamped_beta", L); // and the gains
+    if (s.learnBeta) // U, and Alpha's H (its beta's gradient needs H[t-1])
+      sh.memTrace =
+          b.zeros(FLOAT, std::size_t(alpha ? 2 : 1) * T * B * n, tile, name + "mem_trace", L);
     for (unsigned p : {P_BETA, P_THRESHOLD})
       if (layer.hasParam(p) && isLayerScalar(s, p)) {
         sh.gradPart[p] = b.zeros(FLOAT, n, tile, name + "grad_part_" + paramName(p), L);
@@ -87,9 +89,10 @@ struct ShardTensorMaker {
     sh.gradMem = b.zeros(FLOAT, stateVars * B * n, tile, name + "grad_mem", L);
     sh.prevSpikes = b.zeros(FLOAT, B * n, tile, name + "prev_spikes", L);
     sh.fwdScratch = b.zeros(FLOAT, 3 * n, tile, name + "fwd_scratch", L);
-    sh.bwdScratch = b.zeros(
-        FLOAT, 2 * n + (l + 1 < layers.size() ? codes::pushWidth(layers[l + 1].spec.outputs) : 0),
-        tile, name + "bwd_scratch", L);
+    // eps, keep, then the next layer's gathered dL/dI (P) or Alpha's dL/dH' (n).
+    const unsigned P = l + 1 < layers.size() ? codes::pushWidth(layers[l + 1].spec.outputs) : 0;
+    sh.bwdScratch =
+        b.zeros(FLOAT, 2 * n + std::max(P, stateVars == 3 ? n : 0u), tile, name + "bwd_scratch", L);
     // The surrogate kept for the backward: dense without a sparse rule (every entry carries
     // gradient) or where the rule keeps most entries (masked: 0 off the rule), else the
     // gradient trace, sized by activity over all (step, sample): its starts, its 16-bit ids

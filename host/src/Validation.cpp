@@ -73,9 +73,16 @@ void validatePerNeuron(const std::string &at, const LayerSpec &s) {
         invalid(at + "every " + c.name + " must " +
                 (c.unit ? "lie in [0, 1]" : "be a finite number > 0") + ", got " + str(v));
   }
-  if (s.neuron == NeuronType::Alpha && s.perNeuron())
-    invalid(at + "the Alpha neuron's constants are one per layer and fixed on the engine; use "
-                 "device='reference' for per-neuron or learned ones");
+  if (s.neuron == NeuronType::Alpha)
+    for (unsigned j = 0; j < s.outputs; ++j) {
+      const float beta = s.betas.empty() ? s.beta : s.betas[j];
+      const float alpha = s.alphas.empty() ? s.alpha : s.alphas[j];
+      if (!(beta > 0.0f && alpha > beta))
+        invalid(at +
+                "Alpha needs 0 < beta < alpha <= 1 (as snnTorch) for every neuron, got "
+                "alpha=" +
+                str(alpha) + ", beta=" + str(beta) + " at neuron " + std::to_string(j));
+    }
   if (s.neuron == NeuronType::Lapicque && (!s.betas.empty() || !s.alphas.empty() || s.learnBeta))
     invalid(at + "Lapicque steps with its decay and gain (from beta, R, C): they cannot be "
                  "given per neuron nor learned; give one beta, or learn the threshold only");
@@ -102,9 +109,6 @@ void validateLayer(const NetworkSpec &spec, std::size_t l) {
   if (!(s.gain > 0.0f) || !std::isfinite(s.gain))
     invalid(at + "gain (Lapicque's dt/C, Alpha's tau_alpha) must be a finite number > 0, got " +
             str(s.gain));
-  if (s.neuron == NeuronType::Alpha && !(s.beta > 0.0f && s.alpha > s.beta))
-    invalid(at + "Alpha needs 0 < beta < alpha <= 1 (as snnTorch), got alpha=" + str(s.alpha) +
-            ", beta=" + str(s.beta));
   if (!(s.threshold > 0.0f) || !std::isfinite(s.threshold))
     invalid(at + "threshold must be a finite number > 0, got " + str(s.threshold));
   validateSurrogate(at, s);

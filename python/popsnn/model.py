@@ -68,7 +68,7 @@ def resolve_device(device: str) -> str:
 
 
 def _engine_runs(net: Sequential) -> bool:
-    """Whether the engine devices run every layer of `net` (not yet: the Alpha neuron)."""
+    """Whether the engine devices run every layer of `net`."""
     try:
         _engine_module().check_engine_supports(net)
     except ValueError:
@@ -117,8 +117,8 @@ class Model:
         self.device = resolve_device(device)
         self.dtype = _precision.check_dtype(dtype)
         if device == "auto" and self.device != "reference":
-            # the Alpha neuron, half storage: the engine does not run them yet
-            # (docs/numerics.md)
+            # half storage, conv nets the engine does not run yet (docs/numerics.md,
+            # docs/convolution.md)
             if self.dtype == "float16" or not _engine_runs(net):
                 self.device = "reference"
         scaler = _precision.make_scaler(self.dtype, loss_scale)

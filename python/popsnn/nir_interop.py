@@ -87,13 +87,29 @@ def _neuron_metadata(neuron) -> dict:
     return meta
 
 
+# Why a model has no NIR node (NIR 1.0: LI, LIF, CubaLI, CubaLIF, IF, I, Threshold, Scale,
+# Affine, Linear, Delay). Alpha's membrane is tau_alpha times the sum of two currents of opposite
+# sign, and its zero / subtract reset acts on both currents: CubaLIF has one current that its
+# reset leaves alone, and a graph of LI, Scale and Threshold nodes can sum the currents but has
+# no node that resets them when the neuron spikes.
+_NO_NIR_NODE = {
+    "Alpha": (
+        "NIR has no node for it: its membrane is tau_alpha (E + H) of two opposite currents "
+        "that its reset acts on, while CubaLIF has one current its reset leaves alone and NIR's "
+        "LI / Scale / Threshold nodes have no reset of a current"
+    ),
+}
+
+
 def _neuron_node(nir, neuron, n: int, dt: float):
     # The models NIR's nodes describe: any other (Lapicque, Alpha, a new one) is refused,
     # never exported as a LIF.
     if not isinstance(neuron, (_layers.Leaky, _layers.Synaptic, _layers.RLeaky)):
+        name = type(neuron).__name__
+        why = _NO_NIR_NODE.get(name, "popsnn has no NIR export for it yet")
         raise NIRError(
-            f"export_to_nir: a {type(neuron).__name__} layer has no NIR export in popsnn yet; "
-            f"export a net of Leaky, Synaptic or RLeaky layers"
+            f"export_to_nir: a {name} layer has no NIR export ({why}); export a net of Leaky, "
+            f"Synaptic or RLeaky layers"
         )
     unsupported = [f"learn_{name}" for name in neuron.learned()]
     unsupported += [f"per-neuron {name}" for name in neuron.per_neuron_constants()]

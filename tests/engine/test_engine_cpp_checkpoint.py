@@ -195,7 +195,12 @@ def test_the_cpp_reader_carries_per_neuron_and_learned_constants(example, tmp_pa
     entries = {(l, k): s for l, k, s in ckpt["optimizer_state"]["state"]}
     assert steps == 3 and (1, "threshold") in entries
     np.testing.assert_array_equal(first[1]["threshold"], entries[1, "threshold"]["exp_avg"])
-    # The C++ engine built from the file predicts what Python predicts from it.
+    _assert_cpp_predicts_what_python_predicts(example, path, tmp_path)
+
+
+def _assert_cpp_predicts_what_python_predicts(example, path: Path, tmp_path: Path) -> None:
+    """The C++ engine built from the file predicts the spike counts Python's engine and
+    reference predict from it."""
     x, xpath = _inputs(tmp_path)
     run = subprocess.run(
         [str(example), str(path), str(xpath), str(SAMPLES)],
@@ -207,6 +212,7 @@ def test_the_cpp_reader_carries_per_neuron_and_learned_constants(example, tmp_pa
     cpp_counts = np.array(
         [[float(v) for v in line.split()[5:]] for line in run.stdout.splitlines()[1:]]
     )
+    ckpt = checkpoint.load(path)
     for device in ("cpu", "reference"):
         model = Model(
             ckpt["network"],
@@ -219,16 +225,52 @@ def test_the_cpp_reader_carries_per_neuron_and_learned_constants(example, tmp_pa
     assert cpp_counts.sum() > 0
 
 
-@pytest.mark.parametrize("neuron, words", [(popsnn.Alpha(alpha=0.9, beta=0.8), "Alpha neuron")])
-def test_the_cpp_reader_refuses_what_its_engine_does_not_run_in_one_line(tmp_path, neuron, words):
-    net = popsnn.Sequential(popsnn.Linear(INPUTS, 5), neuron)
+def test_the_cpp_reader_carries_alpha_with_every_form_of_its_constants(example, tmp_path):
+    """Alpha trained on the engine (a learned per-neuron beta, whose tau_alpha the vertices
+    compute; a layer of fixed constants, whose tau_alpha the reader computes) and read by C++."""
+    net = popsnn.Sequential(
+        popsnn.Linear(INPUTS, 10),
+        popsnn.Alpha(
+            alpha=np.linspace(0.85, 0.95, 10),
+            beta=np.linspace(0.6, 0.8, 10),
+            learn_beta=True,
+            learn_threshold=True,
+            reset_mechanism="subtract",
+            threshold=0.4,
+        ),
+        popsnn.Linear(10, 3),
+        popsnn.Alpha(alpha=0.9, beta=0.7, threshold=0.1),
+    )
+    model = _train_three_steps(net, optim.Adam(lr=0.005), data_seed=3)
     config = {"num_steps": STEPS, "batch_size": 4, "loss": "ce_count"}
-    path = checkpoint.save(tmp_path / "new.npz", net=net, params=net.init_params(), config=config)
+    path = checkpoint.save(
+        tmp_path / "alpha.npz", net=net, params=model.get_params(), config=config
+    )
+    hidden, out = _native.load_checkpoint(str(path))["layers"]
+    assert (hidden["neuron"], out["neuron"]) == ("Alpha", "Alpha")
+    np.testing.assert_array_equal(hidden["alphas"], np.float32(net.pairs[0][1].alpha))
+    assert (hidden["learn_beta"], hidden["learn_threshold"]) == (True, True)
+    tau = popsnn.reference._tau_alpha(np.float32(0.9), np.float32(0.7))  # NumPy's float32
+    assert out["gain"] == pytest.approx(float(tau), rel=2.5e-7)  # the C library's: an ulp at most
+    _assert_cpp_predicts_what_python_predicts(example, path, tmp_path)
+
+
+def test_the_cpp_reader_refuses_what_its_engine_does_not_run_in_one_line(tmp_path):
+    net = popsnn.Sequential(
+        popsnn.Conv2d(1, 2, 3),
+        popsnn.Leaky(beta=0.8),
+        popsnn.Flatten(),
+        popsnn.Linear(2 * 4 * 4, 3),
+        popsnn.Leaky(beta=0.8),
+        input_shape=(1, 6, 6),
+    )
+    config = {"num_steps": STEPS, "batch_size": 4, "loss": "ce_count"}
+    path = checkpoint.save(tmp_path / "conv.npz", net=net, params=net.init_params(), config=config)
     assert checkpoint.load(path, net)["params"]  # Python reads it
     with pytest.raises(ValueError) as err:
         _native.load_checkpoint(str(path))
     message = str(err.value)
-    assert words in message and "device='reference'" in message and "\n" not in message
+    assert "Conv2d" in message and "device='reference'" in message and "\n" not in message
 
 
 def test_sgd_momentum_state_and_a_deflated_file_are_read(tmp_path):

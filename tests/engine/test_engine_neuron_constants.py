@@ -34,6 +34,9 @@ MODELS = {
     "rleaky-one-zero": (popsnn.RLeaky, dict(all_to_all=False, reset_mechanism="zero")),
     "lapicque-subtract": (popsnn.Lapicque, {}),
     "lapicque-zero": (popsnn.Lapicque, dict(reset_mechanism="zero")),
+    "alpha-subtract": (popsnn.Alpha, dict(reset_mechanism="subtract")),
+    "alpha-zero": (popsnn.Alpha, {}),
+    "alpha-none": (popsnn.Alpha, dict(reset_mechanism="none")),
 }
 
 # How the constants are given: one per neuron (fixed), or learned one per layer / per neuron.
@@ -54,6 +57,10 @@ def neuron(model, mode, n, rule=None):
         kw["learn_beta"] = True
     if cls is popsnn.Synaptic:
         kw["alpha"] = np.linspace(0.5, 0.7, n) if per_neuron else 0.6
+    if cls is popsnn.Alpha:  # 0 < beta < alpha; tau_alpha per neuron from both
+        kw["beta"] = np.linspace(0.6, 0.8, n) if per_neuron else 0.75
+        kw["alpha"] = np.linspace(0.85, 0.95, n) if per_neuron else 0.9
+        kw["threshold"] = kw["threshold"] * 0.5  # its membrane is smaller: fire all the same
     return cls(**kw)
 
 
@@ -92,7 +99,9 @@ RULES = {"window": sparse.window(0.6), "one-sided": sparse.one_sided(0.3)}
 
 @pytest.mark.parametrize("rule", sorted(RULES))
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("model", ["leaky-subtract", "synaptic-zero", "rleaky-all-subtract"])
+@pytest.mark.parametrize(
+    "model", ["leaky-subtract", "synaptic-zero", "rleaky-all-subtract", "alpha-subtract"]
+)
 def test_sparse_rules_equal_the_masked_reference(model, mode, rule):
     """With a rule, only the entries inside it carry gradient, to the learned constants too:
     the engine equals the reference's masked surrogate (exact for the rule)."""
@@ -101,7 +110,9 @@ def test_sparse_rules_equal_the_masked_reference(model, mode, rule):
 
 @pytest.mark.parametrize("direct", [True, False], ids=["direct", "per-step"])
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("model", ["leaky-subtract", "synaptic-zero", "rleaky-all-subtract"])
+@pytest.mark.parametrize(
+    "model", ["leaky-subtract", "synaptic-zero", "rleaky-all-subtract", "alpha-zero"]
+)
 def test_a_narrow_rule_keeps_the_compressed_trace_and_equals_the_masked_reference(
     model, mode, direct
 ):
@@ -113,9 +124,29 @@ def test_a_narrow_rule_keeps_the_compressed_trace_and_equals_the_masked_referenc
     assert [prof[f"layer{l}_compressed_trace"] for l in range(2)] == [1, 1]
 
 
-def test_membrane_loss_reaches_the_learned_constants():
-    net = net_of("leaky-subtract", "learn-neuron")
+@pytest.mark.parametrize("model", ["leaky-subtract", "alpha-subtract"])
+def test_membrane_loss_reaches_the_learned_constants(model):
+    net = net_of(model, "learn-neuron")
     check(net, direct=True, loss=losses.mse_membrane_loss())
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "per-step"])
+@pytest.mark.parametrize("reset", ["subtract", "zero"])
+@pytest.mark.parametrize("per_neuron", [True, False], ids=["per-neuron", "per-layer"])
+def test_a_learned_beta_alone_takes_the_fused_leaky_pass_and_equals_the_reference(
+    per_neuron, reset, direct
+):
+    """A Leaky layer feeding another whose beta is learned and threshold not: the fused
+    backward pass with beta as a row, its gradient's terms added after (LifBackward's step1)."""
+    beta = np.linspace(0.6, 0.95, 12) if per_neuron else 0.85
+    net = popsnn.Sequential(
+        popsnn.Linear(7, 12),
+        popsnn.Leaky(beta=beta, learn_beta=True, reset_mechanism=reset),
+        popsnn.Linear(12, 4),
+        popsnn.Leaky(beta=0.85, threshold=0.5),
+    )
+    check(net, direct=direct)
+    assert set(net.init_params(0)[0]) == {"weight", "bias", "beta"}
 
 
 def test_beta_outside_the_clamp_passes_no_gradient():
@@ -214,18 +245,37 @@ def test_training_steps_equal_the_reference_trainer(mode, name):
     assert {(0, "beta"), (0, "threshold"), (1, "beta")} <= keys
 
 
-@pytest.mark.parametrize(
-    "alpha_neuron",
-    [
-        lambda: popsnn.Alpha(alpha=0.9, beta=np.linspace(0.5, 0.8, 6)),
-        lambda: popsnn.Alpha(alpha=0.9, beta=0.8, learn_threshold=True),
-    ],
-)
-def test_alphas_per_neuron_or_learned_constants_are_refused_in_one_line(alpha_neuron):
-    """Not built for Alpha yet (its E/H backward reads one set of constants): refused, naming
-    the reference, rather than computed some other way."""
-    net = popsnn.Sequential(popsnn.Linear(4, 6), alpha_neuron())
+@pytest.mark.parametrize("mode", ["learn-layer", "learn-neuron"])
+def test_alpha_training_steps_equal_the_reference_trainer(mode):
+    """Alpha's learned beta moves tau_alpha too (as snnTorch): a few Adam steps on the engine
+    side by side with the reference, tau_alpha recomputed from the moved beta each step."""
+    net = net_of("alpha-subtract", mode)
+    loss = losses.ce_count_loss()
+    x, raw = make_input(net, BATCH, STEPS, True, seed=5, scale=2.0, density=0.6)
+    y = labels_for(loss, net, raw)
+    params = net.init_params(6)
+    backend = EngineBackend(
+        net, params, loss, optim.Adam(lr=0.02), num_steps=STEPS, batch_size=BATCH, device="cpu"
+    )
+    train_like_the_reference(
+        backend, net, params, loss, optim.Adam(lr=0.02), x, y, every_step=True, what=mode
+    )
+    moved = backend.get_params()
+    assert not np.array_equal(moved[0]["beta"], params[0]["beta"])
+    assert not np.array_equal(moved[1]["threshold"], params[1]["threshold"])
+
+
+def test_cpp_checks_alphas_constants_neuron_by_neuron_in_one_line():
+    """A C++ user's spec (the binding's dict here): 0 < beta < alpha for every neuron."""
+    from popsnn import _native
+
+    layer = {"inputs": 4, "outputs": 3, "neuron": "Alpha", "alpha": 0.9}
+    spec = {"layers": [layer], "loss": {"name": "ce_count"}, "optimizer": {"name": "sgd"}}
+    spec.update(batch_size=2, num_steps=3)
+    layer["beta"] = np.array([0.5, 0.95, 0.6], np.float32)
     with pytest.raises(ValueError) as err:
-        sgd_backend(net, net.init_params(0), losses.ce_count_loss(), steps=4, batch=2)
-    message = str(err.value)
-    assert "Alpha" in message and "device='reference'" in message and "\n" not in message
+        _native.plan(spec, 16)
+    assert "Alpha needs 0 < beta < alpha" in str(err.value) and "at neuron 1" in str(err.value)
+    assert "\n" not in str(err.value)
+    layer["beta"] = np.array([0.5, 0.85, 0.6], np.float32)
+    assert _native.plan(spec, 16)["layers"]

@@ -54,6 +54,9 @@ def neuron(model, reset="subtract", sur="atan", rule=None, threshold=1.0, n=N_HI
     if model == "rleaky_learn":  # per-neuron trained beta, fixed per-neuron threshold
         kw["threshold"] = threshold + spread
         return popsnn.RLeaky(beta=0.75 + spread, all_to_all=True, learn_beta=True, **kw)
+    if model == "alpha_learn":  # per-neuron alpha, trained per-neuron beta (test_alpha.py)
+        kw["threshold"] = threshold + spread
+        return popsnn.Alpha(alpha=0.85 + spread, beta=0.6 + spread, learn_beta=True, **kw)
     if model == "alpha":  # tau_alpha = ln 0.85 / (ln 0.6 - ln 0.85) + 1 = 1.47
         return popsnn.Alpha(alpha=0.85, beta=0.6, learn_beta=True, learn_threshold=True, **kw)
     if model == "leaky":

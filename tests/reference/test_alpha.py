@@ -77,15 +77,10 @@ def test_network_description_round_trips_through_a_checkpoint(tmp_path):
 
 
 def test_nir_refuses_it_in_one_line_and_the_engine_runs_it():
-    net = _net()
+    net = _net()  # its per-neuron alpha too
     if "cpu" in popsnn.model.available_devices():
-        net = popsnn.Sequential(  # one alpha per layer: per-neuron constants are refused
-            popsnn.Linear(3, 5),
-            popsnn.Alpha(alpha=0.9, beta=0.7),
-            popsnn.Linear(5, 4),
-            popsnn.Alpha(alpha=0.9, beta=0.6, reset_mechanism="subtract"),
-        )
-        # The engine's Alpha (tests/engine/test_engine_alpha.py has the full matrix).
+        # The engine's Alpha (tests/engine/test_engine_alpha.py and, per neuron or learned,
+        # test_engine_neuron_constants.py have the full matrix).
         params = net.init_params(0)
         model = popsnn.Model(net, device="cpu", num_steps=6, batch_size=2, params=params)
         x = np.random.default_rng(0).random((2, net.layers[0].in_features), np.float32) * 3
@@ -94,3 +89,27 @@ def test_nir_refuses_it_in_one_line_and_the_engine_runs_it():
     pytest.importorskip("nir", reason="needs nir (pip install '.[nir]')")
     with pytest.raises(popsnn.nir_interop.NIRError, match="Alpha layer has no NIR export"):
         popsnn.export_to_nir(_net(), _net().init_params())
+
+
+@pytest.mark.parametrize("loss_name", ["ce_count", "mse_membrane"])
+@pytest.mark.parametrize("reset", ["subtract", "zero", "none"])
+def test_per_neuron_learned_beta_matches_finite_differences_and_snntorch(
+    reset, loss_name, monkeypatch
+):
+    """Alpha with alpha per neuron and beta learned per neuron (tau_alpha per neuron, moved by
+    beta): the hand BPTT against finite differences and snnTorch in float64, as MODELS'
+    "alpha" (one learned beta per layer) in the shared matrices."""
+    import snntorch.functional.loss as snn_loss
+    from _reference_nets import LOSS_CASES, two_layer_net
+    from test_reference_gradients import check_against_fd
+    from test_reference_snntorch_crosscheck import crosscheck
+
+    net = two_layer_net("alpha_learn", reset, "atan")
+    check_against_fd(net, LOSS_CASES[loss_name]())
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)  # as the crosscheck module's fixture
+    monkeypatch.setattr(snn_loss, "dtype", torch.float64)
+    try:
+        crosscheck(net, LOSS_CASES[loss_name]())
+    finally:
+        torch.set_default_dtype(before)

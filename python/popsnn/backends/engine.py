@@ -107,20 +107,12 @@ def codelets_path() -> Path:
 
 
 def check_engine_supports(net) -> None:
-    """Refuse, in one line naming device='reference', a neuron feature the engine's vertices
-    do not implement yet (rather than compile a network that computes something else)."""
+    """Refuse, in one line naming device='reference', a network the engine's vertices do not
+    implement yet (rather than compile a network that computes something else)."""
     if not net.is_linear:  # convolutional stages run in a graph of their own
         from .conv_engine import check_conv_engine_supports
 
         check_conv_engine_supports(net)
-        return
-    for i, (_, neuron) in enumerate(net.pairs):
-        if isinstance(neuron, Alpha) and (neuron.learned() or neuron.per_neuron_constants()):
-            raise ValueError(
-                f"layer {2 * i + 1} (Alpha): per-neuron or learned constants of the Alpha "
-                f"neuron are not supported by the engine devices yet; use device='reference' "
-                f"for this network"
-            )
 
 
 def _layer_spec(lin, neuron) -> dict:
@@ -142,7 +134,9 @@ def _layer_spec(lin, neuron) -> dict:
     }
     if "alpha" in neuron.constants():  # Synaptic's and Alpha's second decay
         spec["alpha"] = neuron.alpha
-    if isinstance(neuron, Alpha):  # U = tau_alpha (E + H), in float32 as the reference's
+    if isinstance(neuron, Alpha) and not neuron.learned() and not neuron.per_neuron_constants():
+        # U = tau_alpha (E + H), in float32 as the reference's (per neuron or learned, the
+        # vertices compute it from alpha and the clamped beta)
         spec["gain"] = float(_tau_alpha(np.float32(neuron.alpha), np.float32(neuron.beta)))
     if isinstance(neuron, RLeaky):
         spec["all_to_all"] = neuron.all_to_all
@@ -235,7 +229,6 @@ class EngineBackend:
                 self.input_activity,
                 "the [T, B, N] input list's size as a fraction of its entries; None: measured",
             )
-        check_engine_supports(net)
         self._device = {"type": device, "codelets": str(codelets_path())}
         for key in ("num_ipus", "tiles_per_ipu", "memory_bytes_per_tile"):
             if key in device_options:
