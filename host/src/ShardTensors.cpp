@@ -88,7 +88,9 @@ struct ShardTensorMaker {
     sh.prevSpikes = b.zeros(FLOAT, B * n, tile, name + "prev_spikes", L);
     sh.fwdScratch = b.zeros(FLOAT, 3 * n, tile, name + "fwd_scratch", L);
     sh.bwdScratch = b.zeros(
-        FLOAT, 2 * n + (l + 1 < layers.size() ? codes::pushWidth(layers[l + 1].spec.outputs) : 0),
+        FLOAT,
+        // two gathered rows of the next layer's dL/dI: a pair of samples (LeakyTrace.hpp)
+        2 * n + (l + 1 < layers.size() ? 2 * codes::pushWidth(layers[l + 1].spec.outputs) : 0),
         tile, name + "bwd_scratch", L);
     // The surrogate kept for the backward: dense without a sparse rule (every entry carries
     // gradient) or where the rule keeps most entries (masked: 0 off the rule), else the
