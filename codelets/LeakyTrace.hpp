@@ -261,11 +261,12 @@ inline void leakBackwardSteps(const LeakVectors &c, unsigned T, const float *__r
   alignas(64) float sg[S][TRACE_MAX_STEPS * 16 * V];
   __mmask16 spikes[S][TRACE_MAX_STEPS * V];
   const unsigned n = in.n, K = in.K;
+  // 4 vectors per pass: 4 independent membrane chains (each step waits on the last spike).
+  constexpr unsigned W0 = V <= 4 ? V : (V + 1) / 2;
   for (unsigned s = 0; s < S; ++s) {
-    leakRecompute<(V + 1) / 2, V, RESET, SURROGATE>(c, T, x + s * n, 0, lastMask, sg[s], spikes[s]);
-    if constexpr (V > 1)
-      leakRecompute<V / 2, V, RESET, SURROGATE>(c, T, x + s * n, (V + 1) / 2, lastMask, sg[s],
-                                                spikes[s]);
+    leakRecompute<W0, V, RESET, SURROGATE>(c, T, x + s * n, 0, lastMask, sg[s], spikes[s]);
+    if constexpr (V > W0)
+      leakRecompute<V - W0, V, RESET, SURROGATE>(c, T, x + s * n, W0, lastMask, sg[s], spikes[s]);
   }
   // The sums over t stay in acc (L1): in registers too they would crowd out the product's.
   __m512 carry[S][V];
