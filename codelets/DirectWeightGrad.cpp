@@ -4,15 +4,19 @@
 
 #include "DenseKernels.hpp"
 #include "SparseRows.hpp"
+#include "StoredRows.hpp"
+
+#include <type_traits>
 
 using namespace poplar;
 using namespace popsnn::lif;
 
 // dL/dW = x^T . sum_t dL/dI for direct-current input, once per minibatch, each
-// weight-gradient row written once.
-class DirectWeightGrad : public Vertex {
+// weight-gradient row written once. x is stored as `Stored` (float, or half: docs/numerics.md
+// section 8); dL/dI and dL/dW are float32 sums either way.
+template <class Stored> class DirectWeightGrad : public Vertex {
 public:
-  Input<Vector<float>> x;              // [B, xStride]
+  Input<Vector<Stored>> x;             // [B, xStride]
   Input<Vector<float>> currentGradSum; // [B, n]
   Output<Vector<float>> gradWeights;   // [numInputs, n]: inputs firstInput.. of x
   // For GROUP inputs at a time, the samples where each is non-zero: [GROUP, B].
@@ -28,9 +32,20 @@ public:
 
   static constexpr unsigned GROUP = SPARSE_INPUT_GROUP; // x read a cache line at a time
 
+  bool compute() {
+    if constexpr (std::is_same_v<Stored, float>)
+      computeFloat();
+    else
+      popsnn::stored::inputTransposedProduct(&x[firstInput], xStride, batch, numInputs,
+                                             &currentGradSum[0], numNeurons, &gradWeights[0]);
+    return true;
+  }
+
+private:
   // By the measured density of the slice of x: the blocked dense product (x^T as its left
   // operand), or the sparse row kernel over each input's non-zero samples.
-  bool compute() {
+  // A member template: the half vertex's explicit instantiation leaves it out.
+  template <class T = Stored> void computeFloat() {
     const unsigned n = numNeurons;
     const float *__restrict xs = &x[firstInput];
     if (popsnn::dense::denseEnough(popsnn::dense::countNonzero(xs, batch, numInputs, xStride),
@@ -41,6 +56,7 @@ public:
     else
       sparseInputTransposedProduct(xs, xStride, batch, numInputs, &currentGradSum[0], n,
                                    &nzIndex[0], &nzValue[0], &gradWeights[0]);
-    return true;
   }
 };
+template class DirectWeightGrad<float>;
+template class DirectWeightGrad<half>;

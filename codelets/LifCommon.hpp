@@ -34,17 +34,19 @@ inline void copyBuffer(const int *src, int *dst) {
 
 // Blocks [n, n_k] (one per downstream shard k of a layer of `layerSize` neurons in shards
 // of `shardSize`) <-> rows [n, pushWidth(layerSize)], zero-padded.
-inline void blocksToRows(const float *blocks, unsigned n, unsigned shardSize, unsigned layerSize,
+// Blocks stored as S (float, or half: the rows are float either way).
+template <class S>
+inline void blocksToRows(const S *blocks, unsigned n, unsigned shardSize, unsigned layerSize,
                          float *rows) {
   const unsigned P = pushWidth(layerSize);
   for (unsigned k = 0; k < n * P; ++k)
     rows[k] = 0.0f;
   for (unsigned first = 0; first < layerSize; first += shardSize) {
     const unsigned size = layerSize - first < shardSize ? layerSize - first : shardSize;
-    const float *block = blocks + n * first;
+    const S *block = blocks + n * first;
     for (unsigned i = 0; i < n; ++i)
       for (unsigned k = 0; k < size; ++k)
-        rows[i * P + first + k] = block[i * size + k];
+        rows[i * P + first + k] = float(block[i * size + k]);
   }
 }
 inline void rowsToBlocks(const float *rows, unsigned n, unsigned shardSize, unsigned layerSize,

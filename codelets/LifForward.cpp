@@ -10,20 +10,23 @@
 #include "LifCommon.hpp"
 #include "Neurons.hpp"
 #include "SparseBackward.hpp" // forEachNonzero
+#include "StoredRows.hpp"
 
 using namespace poplar;
 using namespace popsnn::codes;
 using namespace popsnn::lif;
 
-// I = x.W + b for direct-current input, once per minibatch (x is the same every step).
-// By the measured density of x: the blocked dense product, or the sparse row kernel that
-// skips zero inputs (image data is mostly zeros); the same sum per entry either way.
-class DirectCurrent : public Vertex {
+// I = x.W + b for direct-current input, once per minibatch (x is the same every step), with
+// x, W, b and I stored as `Stored` (float, or half: docs/numerics.md section 8).
+// float: by the measured density of x, the blocked dense product, or the sparse row kernel
+// that skips zero inputs (image data is mostly zeros); the same sum per entry either way.
+// half: a float sum over each sample's non-zero inputs, rounded once to half when stored.
+template <class Stored> class DirectCurrent : public Vertex {
 public:
-  Input<Vector<float>> x;          // [B, nIn]
-  Input<Vector<float>> weights;    // [nIn, n] (transposed: one contiguous row per input)
-  Input<Vector<float>> bias;       // [n]
-  Output<Vector<float>> current;   // [B, n]
+  Input<Vector<Stored>> x;         // [B, nIn]
+  Input<Vector<Stored>> weights;   // [nIn, n] (transposed: one contiguous row per input)
+  Input<Vector<Stored>> bias;      // [n]
+  Output<Vector<Stored>> current;  // [B, n]
   InOut<Vector<unsigned>> nzIndex; // [nIn]: a sample's non-zero inputs (sparse kernel)
   InOut<Vector<float>> nzValue;    // [nIn]
   unsigned batch;
@@ -31,6 +34,17 @@ public:
   unsigned numNeurons;
 
   bool compute() {
+    if constexpr (std::is_same_v<Stored, float>)
+      computeFloat();
+    else
+      popsnn::stored::inputProduct(&x[0], batch, numInputs, &weights[0], &bias[0], numNeurons,
+                                   &nzIndex[0], &nzValue[0], &current[0]);
+    return true;
+  }
+
+private:
+  // A member template: the half vertex's explicit instantiation leaves it out.
+  template <class T = Stored> void computeFloat() {
     const unsigned n = numNeurons;
     const float *__restrict xs = &x[0];
     float *__restrict out = &current[0];
@@ -43,9 +57,10 @@ public:
     for (unsigned b = 0; b < batch; ++b)
       for (unsigned j = 0; j < n; ++j)
         out[b * n + j] += bias[j];
-    return true;
   }
 };
+template class DirectCurrent<float>;
+template class DirectCurrent<half>;
 
 namespace {
 

@@ -11,16 +11,23 @@
 using namespace poplar;
 using namespace popsnn::codes;
 
-class OutputLoss : public Vertex {
+// The records and the gradients sent back are stored as `Stored` (float, or half:
+// docs/numerics.md section 8); the loss and its gradient are computed in float, and a half
+// form multiplies the gradient by the loss scale before storing it (half would flush small
+// dL/dS to zero), rounding once.
+template <class Stored> class OutputLoss : public Vertex {
 public:
-  Input<Vector<float>> spikes;        // [T, B, C], shard-major
-  Input<Vector<float>> membranes;     // [T, B, C], shard-major
+  Input<Vector<Stored>> spikes;       // [T, B, C], shard-major
+  Input<Vector<Stored>> membranes;    // [T, B, C], shard-major
   Input<Vector<int>> labels;          // [B]
   Input<Vector<float>> sampleWeights; // [B]
-  Output<Vector<float>> gradSpikes;   // like spikes
-  Output<Vector<float>> gradMembranes;
+  Output<Vector<Stored>> gradSpikes;  // like spikes
+  Output<Vector<Stored>> gradMembranes;
   Output<float> loss;
   InOut<Vector<float>> scratch; // [2 * C]
+  // The loss scale (one float the host writes each step): one edge with half storage, none
+  // in float (the gradient is stored as computed).
+  Vector<Input<Vector<float>>> lossScale;
 
   unsigned kind;
   unsigned numSteps;
@@ -30,6 +37,9 @@ public:
   unsigned shardSize;
   float onTarget; // mse_count: target count of the label; mse_membrane: on target
   float offTarget;
+
+  // A gradient entry as stored: times the loss scale where there is one, rounded once.
+  Stored store(float g) const { return Stored(lossScale.size() ? g * lossScale[0][0] : g); }
 
   unsigned at(unsigned t, unsigned b, unsigned c) const {
     const unsigned first = (c / shardSize) * shardSize;
@@ -63,8 +73,8 @@ public:
     const unsigned T = numSteps, C = numOutputs, K = numClasses;
     const unsigned block = C / K;
     for (unsigned k = 0; k < T * batch * C; ++k) {
-      gradSpikes[k] = 0.0f;
-      gradMembranes[k] = 0.0f;
+      gradSpikes[k] = Stored(0.0f);
+      gradMembranes[k] = Stored(0.0f);
     }
     float total = 0.0f;
     float *__restrict z = &scratch[0];
@@ -80,7 +90,7 @@ public:
           const unsigned base = at(0, b, c), step = stepStride(c);
           float count = 0.0f;
           for (unsigned t = 0; t < T; ++t)
-            count += spikes[base + t * step];
+            count += float(spikes[base + t * step]);
           z[c / block] += count;
         }
         if (kind == CE_COUNT) {
@@ -99,23 +109,23 @@ public:
         for (unsigned c = 0; c < C; ++c) {
           const unsigned base = at(0, b, c), step = stepStride(c);
           for (unsigned t = 0; t < T; ++t)
-            gradSpikes[base + t * step] = z[c / block];
+            gradSpikes[base + t * step] = store(z[c / block]);
         }
       } else if (kind == CE_RATE) {
         for (unsigned t = 0; t < T; ++t) {
           for (unsigned c = 0; c < C; ++c)
-            z[c] = spikes[at(t, b, c)];
+            z[c] = float(spikes[at(t, b, c)]);
           total += w * crossEntropy(z, C, y) / float(T);
           for (unsigned c = 0; c < C; ++c)
-            gradSpikes[at(t, b, c)] = z[c] * w / float(T);
+            gradSpikes[at(t, b, c)] = store(z[c] * w / float(T));
         }
       } else if (kind == MSE_MEMBRANE) {
         const float scale = 2.0f / float(T * C);
         for (unsigned t = 0; t < T; ++t) {
           for (unsigned c = 0; c < C; ++c) {
-            const float diff = membranes[at(t, b, c)] - (c == y ? onTarget : offTarget);
+            const float diff = float(membranes[at(t, b, c)]) - (c == y ? onTarget : offTarget);
             total += w * diff * diff / float(T * C);
-            gradMembranes[at(t, b, c)] = w * diff * scale;
+            gradMembranes[at(t, b, c)] = store(w * diff * scale);
           }
         }
       } else { // CE_MAX_MEMBRANE: the gradient goes to the first step at the maximum
@@ -123,20 +133,22 @@ public:
         for (unsigned c = 0; c < C; ++c) {
           unsigned best = 0;
           for (unsigned t = 1; t < T; ++t)
-            if (membranes[at(t, b, c)] > membranes[at(best, b, c)])
+            if (float(membranes[at(t, b, c)]) > float(membranes[at(best, b, c)]))
               best = t;
-          z[c] = membranes[at(best, b, c)];
+          z[c] = float(membranes[at(best, b, c)]);
           firstMax[c] = float(best);
         }
         total += w * crossEntropy(z, C, y);
         for (unsigned c = 0; c < C; ++c)
-          gradMembranes[at(unsigned(firstMax[c]), b, c)] = w * z[c];
+          gradMembranes[at(unsigned(firstMax[c]), b, c)] = store(w * z[c]);
       }
     }
     *loss = total;
     return true;
   }
 };
+template class OutputLoss<float>;
+template class OutputLoss<half>;
 
 // The loss of a batch whose samples were split over several OutputLoss vertices (one per
 // group of samples, each on a tile of its own): the sum of their parts, in order.

@@ -12,11 +12,13 @@ using namespace popsnn::lif;
 
 // W_next.S[t] for every step: the rows of the stored spikes, PUSH_CHUNK columns at a time
 // in registers, into the downstream shards' blocks [T, B, n_k]; only those cross tiles.
-class PushSpikes : public Vertex {
+// The weights and the blocks are stored as `Stored` (float, or half: docs/numerics.md
+// section 8), the rows and their sums are float, each block entry rounded once.
+template <class Stored> class PushSpikes : public Vertex {
 public:
-  Input<Vector<int>> idTrace;        // own buffers: the id trace (VertexEnums.hpp)
-  Input<Vector<float>> nextWeights;  // the next layer's W on this shard's neurons, [n, n_k]
-  Output<Vector<float>> nextCurrent; // blocks [T, B, n_k]
+  Input<Vector<int>> idTrace;         // own buffers: the id trace (VertexEnums.hpp)
+  Input<Vector<Stored>> nextWeights;  // the next layer's W on this shard's neurons, [n, n_k]
+  Output<Vector<Stored>> nextCurrent; // blocks [T, B, n_k]
   // nextWeights by own neuron, rows padded to P = pushWidth(N_next): [n, P], then [P] sums.
   InOut<Vector<float>> nextRows;
   unsigned batch;
@@ -37,21 +39,24 @@ public:
       sumRows(buf + BUFFER_HEADER, unsigned(buf[0]), offset, &nextRows[0], P, pushed);
       for (unsigned first = 0; first < nextN; first += nextShardSize) {
         const unsigned size = nextN - first < nextShardSize ? nextN - first : nextShardSize;
-        float *__restrict out = &nextCurrent[rowsPerBlock * first + row * size];
+        Stored *__restrict out = &nextCurrent[rowsPerBlock * first + row * size];
         for (unsigned k = 0; k < size; ++k)
-          out[k] = pushed[first + k];
+          out[k] = Stored(pushed[first + k]);
       }
     }
     return true;
   }
 };
+template class PushSpikes<float>;
+template class PushSpikes<half>;
 
 // dL/dW_next on this shard's neurons: its input is this shard's spikes, its dL/dI the next
 // layer's (nextGrad), summed over the steps from T-1 down to 0 as the backward visits them.
-class PushGrads : public Vertex {
+// dL/dI arrives stored as `Stored` (an exchanged value); the sums dL/dW_next are float.
+template <class Stored> class PushGrads : public Vertex {
 public:
   Input<Vector<int>> idTrace;            // own buffers: the id trace (VertexEnums.hpp)
-  Input<Vector<float>> nextGrad;         // the next layer's dL/dI, blocks [T, B, n_k]
+  Input<Vector<Stored>> nextGrad;        // the next layer's dL/dI, blocks [T, B, n_k]
   Output<Vector<float>> nextGradWeights; // blocks [n, n_k] as nextWeights
   InOut<Vector<float>> nextGradRows;     // the sums as padded rows [n, P], then dL/dI_next [P]
   unsigned batch;
@@ -71,9 +76,9 @@ public:
         const unsigned row = t * batch + b;
         for (unsigned first = 0; first < nextN; first += nextShardSize) {
           const unsigned size = nextN - first < nextShardSize ? nextN - first : nextShardSize;
-          const float *__restrict block = &nextGrad[numSteps * batch * first + row * size];
+          const Stored *__restrict block = &nextGrad[numSteps * batch * first + row * size];
           for (unsigned c = 0; c < size; ++c)
-            g[first + c] = block[c];
+            g[first + c] = float(block[c]);
         }
         const int *own = traceRowOf(&idTrace[0], row);
         addToRows(own + BUFFER_HEADER, unsigned(own[0]), offset, g, &nextGradRows[0], P);
@@ -82,3 +87,5 @@ public:
     return true;
   }
 };
+template class PushGrads<float>;
+template class PushGrads<half>;

@@ -16,11 +16,31 @@ namespace {
 // more to the backward.
 constexpr std::uint64_t kVertexOverhead = 20;
 std::uint64_t vectorPass(unsigned n) { return 4 + (n + 1) / 2; } // one row op over n floats
+// The same row op reading n halves (4 per 64-bit load, the IPU's half rate) into float sums.
+std::uint64_t halfVectorPass(unsigned n) { return 4 + (n + 3) / 4; }
+
+// x.W + b: every input of each sample checked, then
+// one row op per input (the blocked product or the sparse kernel's rows), and the bias and
+// store per output; `pass` is the row op at the stored type's rate.
+std::uint64_t directCurrentCycles(const VertexWork &w, std::uint64_t (*pass)(unsigned)) {
+  return kVertexOverhead +
+         std::uint64_t(w.batch) *
+             (std::uint64_t(w.inputs) * (2 + pass(w.neurons)) + 2 * pass(w.neurons));
+}
+// x^T.dL/dI: a row op over the float dL/dI rows per (input, sample), whatever x is stored as
+// (dL/dI and dL/dW are float32 sums); a half x only halves the loads of x itself.
+std::uint64_t directWeightGradCycles(const VertexWork &w) {
+  return kVertexOverhead + std::uint64_t(w.batch) * w.inputs * (2 + vectorPass(w.neurons));
+}
 
 // A pushing shard: one row of the next layer's width per spike (forward: W_next rows into
 // the next layer's input; backward: dL/dI_next into dL/dW_next rows).
 std::uint64_t pushCycles(const VertexWork &w) {
   return w.pushOutputs ? std::uint64_t(w.spikes) * vectorPass(w.pushOutputs) : 0;
+}
+
+std::uint64_t pushStepsCycles(const VertexWork &w) {
+  return kVertexOverhead + std::uint64_t(w.stepsPerCall) * w.batch * pushCycles(w);
 }
 
 // The convolution's current: per row the cheaper of the event path (every non-zero input
@@ -50,12 +70,10 @@ using Estimator = std::function<std::uint64_t(const VertexWork &)>;
 
 const std::map<std::string, Estimator> &table() {
   static const std::map<std::string, Estimator> estimators = {
-      {"DirectCurrent",
-       [](const VertexWork &w) {
-         return kVertexOverhead +
-                std::uint64_t(w.batch) * (std::uint64_t(w.inputs) * (2 + vectorPass(w.neurons)) +
-                                          2 * vectorPass(w.neurons));
-       }},
+      {"DirectCurrent<float>",
+       [](const VertexWork &w) { return directCurrentCycles(w, vectorPass); }},
+      {"DirectCurrent<half>",
+       [](const VertexWork &w) { return directCurrentCycles(w, halfVectorPass); }},
       {"LifForward",
        [](const VertexWork &w) {
          return kVertexOverhead +
@@ -73,19 +91,18 @@ const std::map<std::string, Estimator> &table() {
                      std::uint64_t(w.activeCandidates) * (6 + vectorPass(w.neurons)) +
                      (12ull + 6ull * (w.states - 1)) * w.neurons);
        }},
-      {"PushSpikes",
+      // The row sums are float rows whatever the blocks are stored as: the same estimate.
+      {"PushSpikes<float>", pushStepsCycles},
+      {"PushSpikes<half>", pushStepsCycles},
+      {"PushGrads<float>", pushStepsCycles},
+      {"PushGrads<half>", pushStepsCycles},
+      {"DirectWeightGrad<float>", directWeightGradCycles},
+      {"DirectWeightGrad<half>", directWeightGradCycles},
+      {"OutputLoss<float>",
        [](const VertexWork &w) {
-         return kVertexOverhead + std::uint64_t(w.stepsPerCall) * w.batch * pushCycles(w);
+         return kVertexOverhead + 8ull * w.elements + 60ull * w.batch * w.neurons;
        }},
-      {"PushGrads",
-       [](const VertexWork &w) {
-         return kVertexOverhead + std::uint64_t(w.stepsPerCall) * w.batch * pushCycles(w);
-       }},
-      {"DirectWeightGrad",
-       [](const VertexWork &w) {
-         return kVertexOverhead + std::uint64_t(w.batch) * w.inputs * (2 + vectorPass(w.neurons));
-       }},
-      {"OutputLoss",
+      {"OutputLoss<half>",
        [](const VertexWork &w) {
          return kVertexOverhead + 8ull * w.elements + 60ull * w.batch * w.neurons;
        }},

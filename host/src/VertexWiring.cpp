@@ -118,7 +118,7 @@ struct ShardWiring : Wiring {
     const unsigned sampleParts = std::min(workers, B);
     for (unsigned part = 0; part < sampleParts; ++part) {
       const unsigned b0 = B * part / sampleParts, b1 = B * (part + 1) / sampleParts;
-      VertexRef v = b.graph->addVertex(csDirect, "DirectCurrent");
+      VertexRef v = b.graph->addVertex(csDirect, units::directCurrent(codes::STORE_FLOAT));
       b.graph->connect(v["x"], sh.xLocal.slice(std::size_t(b0) * nIn, std::size_t(b1) * nIn));
       b.graph->connect(v["weights"], sh.param[P_WEIGHT]);
       b.graph->connect(v["bias"], sh.param[P_BIAS]);
@@ -131,12 +131,12 @@ struct ShardWiring : Wiring {
       b.graph->setTileMapping(v, tile);
       VertexWork dw = work;
       dw.batch = b1 - b0;
-      setEstimate(v, "DirectCurrent", dw);
+      setEstimate(v, units::directCurrent(codes::STORE_FLOAT), dw);
     }
     const unsigned inputParts = std::min(workers, nIn);
     for (unsigned part = 0; part < inputParts; ++part) {
       const unsigned i0 = nIn * part / inputParts, i1 = nIn * (part + 1) / inputParts;
-      VertexRef g = b.graph->addVertex(csDirectGrad, "DirectWeightGrad");
+      VertexRef g = b.graph->addVertex(csDirectGrad, units::directWeightGrad(codes::STORE_FLOAT));
       b.graph->connect(g["x"], sh.xLocal);
       b.graph->connect(g["currentGradSum"], sh.currentGradSum);
       b.graph->connect(g["gradWeights"],
@@ -152,7 +152,7 @@ struct ShardWiring : Wiring {
       b.graph->setTileMapping(g, tile);
       VertexWork gw = work;
       gw.inputs = i1 - i0;
-      setEstimate(g, "DirectWeightGrad", gw);
+      setEstimate(g, units::directWeightGrad(codes::STORE_FLOAT), gw);
     }
   }
 
@@ -269,12 +269,12 @@ struct ShardWiring : Wiring {
   // A pushing shard's W_next.S sums (forward) and dL/dW_next (backward), once the layer's
   // forward or the next layer's backward is done: every step in one call.
   void push(ComputeSet csPush, ComputeSet csPushGrads) {
-    VertexRef v = b.graph->addVertex(csPush, "PushSpikes");
+    VertexRef v = b.graph->addVertex(csPush, units::pushSpikes(codes::STORE_FLOAT));
     b.graph->connect(v["idTrace"], sh.idTrace);
     b.graph->connect(v["nextWeights"], sh.nextWeights);
     b.graph->connect(v["nextCurrent"], sh.nextCurrent);
     b.graph->connect(v["nextRows"], sh.nextRows);
-    VertexRef g = b.graph->addVertex(csPushGrads, "PushGrads");
+    VertexRef g = b.graph->addVertex(csPushGrads, units::pushGrads(codes::STORE_FLOAT));
     b.graph->connect(g["idTrace"], sh.idTrace);
     b.graph->connect(g["nextGrad"], sh.nextGrad);
     b.graph->connect(g["nextGradWeights"], sh.nextGradWeights);
@@ -290,8 +290,8 @@ struct ShardWiring : Wiring {
       setField(p, "nextLayerSize", next->spec.outputs);
       b.graph->setTileMapping(p, tile);
     }
-    setEstimate(v, "PushSpikes", pw);
-    setEstimate(g, "PushGrads", pw);
+    setEstimate(v, units::pushSpikes(codes::STORE_FLOAT), pw);
+    setEstimate(g, units::pushGrads(codes::STORE_FLOAT), pw);
   }
 
   // A learned constant given once per layer: the sum of every shard's part, on every shard.
@@ -362,7 +362,7 @@ struct LossWiring : Wiring {
       const unsigned Bg = g.last - g.first;
       const Tensor &lab = b.chunks() > 1 ? io.labelsChunk : io.labels;
       const Tensor &wts = b.chunks() > 1 ? io.weightsChunk : io.sampleWeights;
-      VertexRef v = b.graph->addVertex(cs, "OutputLoss");
+      VertexRef v = b.graph->addVertex(cs, units::outputLoss(codes::STORE_FLOAT));
       b.graph->connect(v["spikes"], io.gatheredS.slice(record * g.first, record * g.last));
       b.graph->connect(v["membranes"], io.gatheredU.slice(record * g.first, record * g.last));
       b.graph->connect(v["labels"], lab.slice(g.first, g.last));
@@ -371,6 +371,7 @@ struct LossWiring : Wiring {
       b.graph->connect(v["gradMembranes"], io.gradU.slice(record * g.first, record * g.last));
       b.graph->connect(v["loss"], b.plan.lossGroups.size() > 1 ? io.lossParts[k] : io.lossValue[0]);
       b.graph->connect(v["scratch"], io.lossScratch.slice(2 * C * k, 2 * C * (k + 1)));
+      connectIf(v, "lossScale", Tensor()); // float storage: the gradient as computed
       setLossFields(v, Bg);
       b.graph->setTileMapping(v, g.tile);
     }
@@ -409,7 +410,7 @@ struct LossWiring : Wiring {
     w.batch = B;
     w.neurons = b.plan.numOutputs;
     w.elements = T * B * b.plan.numOutputs;
-    setEstimate(v, "OutputLoss", w);
+    setEstimate(v, units::outputLoss(codes::STORE_FLOAT), w);
   }
 };
 

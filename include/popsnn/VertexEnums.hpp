@@ -35,6 +35,10 @@ enum Surrogate : unsigned {
   STRAIGHT_THROUGH = 3,
   NUM_SURROGATES = 4
 };
+// The type a layer's weights, traces and exchanged values are stored in (docs/numerics.md
+// section 8); sums are float either way. The vertices that read or write those values are
+// templated on it (include/popsnn/VertexUnits.hpp names them).
+enum Storage : unsigned { STORE_FLOAT = 0, STORE_HALF = 1, NUM_STORAGES = 2 };
 enum Rule : unsigned { RULE_NONE = 0, RULE_WINDOW = 1, RULE_ONE_SIDED = 2, NUM_RULES = 3 };
 // Where a layer's synaptic input comes from.
 enum InputSource : unsigned {

@@ -39,6 +39,27 @@ inline constexpr const char *TRACES[codes::NUM_RULES] = {
 inline constexpr const char *DENSE_LAYOUT_TRACES[codes::NUM_RULES] = {
     "popsnn::DenseTrace", "popsnn::MaskedDenseTrace", "popsnn::MaskedDenseTrace"};
 
+// The codelets' name of each stored type, by storage code.
+inline constexpr const char *STORAGES[codes::NUM_STORAGES] = {"float", "half"};
+// The direct-current input layer's vertices (x.W + b, and x^T.dL/dI) over that stored type.
+inline std::string directCurrent(unsigned storage) {
+  return std::string("DirectCurrent<") + STORAGES[storage] + ">";
+}
+inline std::string directWeightGrad(unsigned storage) {
+  return std::string("DirectWeightGrad<") + STORAGES[storage] + ">";
+}
+// A pushing shard's vertices (W_next.S blocks, dL/dW_next) over that stored type.
+inline std::string pushSpikes(unsigned storage) {
+  return std::string("PushSpikes<") + STORAGES[storage] + ">";
+}
+inline std::string pushGrads(unsigned storage) {
+  return std::string("PushGrads<") + STORAGES[storage] + ">";
+}
+// The loss on the output layer's records over that stored type.
+inline std::string outputLoss(unsigned storage) {
+  return std::string("OutputLoss<") + STORAGES[storage] + ">";
+}
+
 // The forward and backward step vertices of a layer with these units and trace layout.
 inline std::string lifForward(unsigned neuron, unsigned reset, unsigned rule, bool compressed) {
   return std::string("LifForward<") + NEURONS[neuron] + "," + RESETS[reset] + "," +
