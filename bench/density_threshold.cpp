@@ -7,6 +7,9 @@
 // usage: density_threshold BATCH INPUTS NEURONS REPEATS DENSITY...
 // prints one line per (product, density):
 //   "product density sparse_median_ms dense_median_ms sparse_min_ms dense_min_ms max_diff"
+// then the dense product on dense input on both threads, one shard of NEURONS each (as the
+// engine's cpu device runs a layer of 2 x NEURONS: a shard per tile, a tile per thread):
+//   "product_2threads min_ms_thread0 min_ms_thread1"
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -14,6 +17,7 @@
 #include <cstdlib>
 #include <functional>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "DenseKernels.hpp"
@@ -31,6 +35,37 @@ double median(std::vector<double> v) {
 }
 
 double least(const std::vector<double> &v) { return *std::min_element(v.begin(), v.end()); }
+
+// Each of two threads runs `repeats` calls of the dense product on its own shard (own
+// weights, gradients and outputs; x shared, as the engine's shards share the input), at the
+// same time: the minimum call time of each thread while the other one works.
+void denseOnTwoThreads(unsigned B, unsigned nIn, unsigned n, unsigned repeats,
+                       const std::vector<float> &x) {
+  double currentMs[2], gradMs[2];
+  auto shard = [&](unsigned t) {
+    std::vector<float> w(std::size_t(nIn) * n, 0.5f), g(std::size_t(B) * n, 0.25f);
+    std::vector<float> out(std::size_t(B) * n), grad(std::size_t(nIn) * n);
+    std::vector<double> current, weightGrad;
+    for (unsigned r = 0; r <= repeats; ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      popsnn::dense::denseProduct(B, n, nIn, x.data(), nIn, 1, w.data(), n, out.data(), n);
+      const double c = msSince(t0);
+      t0 = std::chrono::steady_clock::now();
+      popsnn::dense::denseProduct(nIn, n, B, x.data(), 1, nIn, g.data(), n, grad.data(), n);
+      if (r > 0) {
+        current.push_back(c);
+        weightGrad.push_back(msSince(t0));
+      }
+    }
+    currentMs[t] = least(current);
+    gradMs[t] = least(weightGrad);
+  };
+  std::thread other(shard, 1u);
+  shard(0u);
+  other.join();
+  std::printf("current_2threads %.4f %.4f\n", currentMs[0], currentMs[1]);
+  std::printf("weight_grad_2threads %.4f %.4f\n", gradMs[0], gradMs[1]);
+}
 
 float maxAbsDiff(const std::vector<float> &a, const std::vector<float> &b) {
   float worst = 0.0f;
@@ -96,5 +131,8 @@ int main(int argc, char **argv) {
                 median(ms[3]), least(ms[2]), least(ms[3]), diff);
     std::fflush(stdout);
   }
+  for (float &v : x)
+    v = uniform(rng);
+  denseOnTwoThreads(B, nIn, n, repeats, x);
   return 0;
 }

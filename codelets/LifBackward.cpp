@@ -48,7 +48,9 @@ public:
   Input<Vector<int>> idTrace;       // own buffers of every step: the id trace (VertexEnums.hpp)
   Vector<Input<Vector<int>>> inIds; // INPUT_SPIKE_IDS: as LifForward's
 
-  Vector<Input<Vector<float>>> denseIn; // INPUT_DENSE_STEPS: [T, B, nIn]
+  Vector<Input<Vector<float>>> denseIn; // INPUT_DENSE_STEPS: [T, B, nIn], or as a list:
+  Vector<Input<Vector<int>>> inList;    // its non-zeros and their values (see LifForward)
+  Vector<Input<Vector<float>>> inValues;
   // All-to-all: own layer's buffers, numOwn id traces (layer-major) or [numOwn, B, stride]
   // (step-major: step t-1's).
   Vector<Input<Vector<int>>> recIds;
@@ -533,17 +535,22 @@ private:
     if (!live.all && live.count == 0)
       return;
     const bool fewCols = live.sparseIn(n);
-    if (inputMode == INPUT_DENSE_STEPS) {
-      forEachNonzero(&denseIn[0][(t * batch + b) * numInputs], numInputs,
-                     [&](unsigned i, float xi) {
-                       float *__restrict row = &gradWeights[i * n];
-                       if (fewCols)
-                         for (unsigned k = 0; k < live.count; ++k)
-                           row[live.ids[k]] += xi * dI[live.ids[k]];
-                       else
-                         for (unsigned j = 0; j < n; ++j)
-                           row[j] += xi * dI[j];
-                     });
+    auto addRow = [&](unsigned i, float xi) {
+      float *__restrict row = &gradWeights[i * n];
+      if (fewCols)
+        for (unsigned k = 0; k < live.count; ++k)
+          row[live.ids[k]] += xi * dI[live.ids[k]];
+      else
+        for (unsigned j = 0; j < n; ++j)
+          row[j] += xi * dI[j];
+    };
+    if (inputMode == INPUT_DENSE_STEPS && inList.size() != 0) {
+      const InputRow in =
+          inputRowOf(&inList[0][0], &inValues[0][0], numSteps * batch, t * batch + b);
+      for (unsigned k = 0; k < in.size; ++k)
+        addRow(unsigned(in.ids[k]), in.values[k]);
+    } else if (inputMode == INPUT_DENSE_STEPS) {
+      forEachNonzero(&denseIn[0][(t * batch + b) * numInputs], numInputs, addRow);
     } else if (inputMode == INPUT_SPIKE_IDS) {
       for (unsigned s = 0; s < numSrc; ++s)
         if (fewCols)

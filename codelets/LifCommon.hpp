@@ -21,6 +21,18 @@ using namespace popsnn::codes;
 // Row `row` (= t * B + b) of an id trace: its buffer, at the offset the trace's starts give.
 inline const int *traceRowOf(const int *trace, unsigned row) { return trace + trace[row]; }
 
+// Row `row` (= t * B + b) of a [T, B, N_in] input list (codes::inputListStarts): its non-zero
+// inputs' ids and values.
+struct InputRow {
+  const int *ids;
+  const float *values;
+  unsigned size;
+};
+inline InputRow inputRowOf(const int *list, const float *values, unsigned rows, unsigned row) {
+  const unsigned first = unsigned(list[row]);
+  return {list + rows + 1 + first, values + first, unsigned(list[row + 1]) - first};
+}
+
 inline void copyBuffer(const int *src, int *dst) {
   if (!src) {
     dst[0] = 0;

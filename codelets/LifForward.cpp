@@ -54,9 +54,13 @@ private:
       popsnn::dense::denseProduct(batch, n, numInputs, xs, numInputs, 1, &weights[0], n, out, n);
     else
       sparseInputProduct(xs, batch, numInputs, &weights[0], n, &nzIndex[0], &nzValue[0], out);
-    for (unsigned b = 0; b < batch; ++b)
+    // A row pointer: GCC left out[b * n + j] scalar (the unsigned index may wrap).
+    const float *__restrict biasRow = &bias[0];
+    for (unsigned b = 0; b < batch; ++b) {
+      float *__restrict row = out + b * n;
       for (unsigned j = 0; j < n; ++j)
-        out[b * n + j] += bias[j];
+        row[j] += biasRow[j];
+    }
   }
 };
 template class DirectCurrent<float>;
@@ -92,6 +96,20 @@ ONCE void inputFromDense(const float *__restrict xb, unsigned numInputs, const f
     for (unsigned j = 0; j < n; ++j)
       acc[j] += xi * row[j];
   });
+  for (unsigned j = 0; j < n; ++j)
+    acc[j] += bias[j];
+}
+// As inputFromDense, from the host's list of the row's non-zero inputs: no scan of N_in floats.
+ONCE void inputFromList(const InputRow in, const float *weights, const float *__restrict bias,
+                        unsigned n, float *__restrict acc) {
+  for (unsigned j = 0; j < n; ++j)
+    acc[j] = 0.0f;
+  for (unsigned k = 0; k < in.size; ++k) { // the dense scan's order: bit-identical sums
+    const float xi = in.values[k];
+    const float *__restrict row = &weights[unsigned(in.ids[k]) * n];
+    for (unsigned j = 0; j < n; ++j)
+      acc[j] += xi * row[j];
+  }
   for (unsigned j = 0; j < n; ++j)
     acc[j] += bias[j];
 }
@@ -222,7 +240,9 @@ public:
   // INPUT_DIRECT: x.W + b [B, n]. INPUT_PARTIAL_CURRENT: this step's sum of the partial
   // blocks [B, n] (written here, without the bias).
   Vector<InOut<Vector<float>>> current;
-  Vector<Input<Vector<float>>> denseIn; // INPUT_DENSE_STEPS: [T, B, nIn]
+  Vector<Input<Vector<float>>> denseIn;  // INPUT_DENSE_STEPS: [T, B, nIn], or
+  Vector<Input<Vector<int>>> inList;     // ... its non-zeros (codes::inputListStarts) and
+  Vector<Input<Vector<float>>> inValues; // their values, built by the host once per batch
   // INPUT_SPIKE_IDS: the previous layer's buffers, numSrc id traces one after the other
   // (layer-major schedule: see VertexEnums.hpp) or [numSrc, B, inStride] (step-major: this
   // step's).
@@ -375,6 +395,9 @@ private:
       return &current[0][b * n];
     if (inputMode == INPUT_PARTIAL_CURRENT)
       inputFromPartials(&current[0][b * n], &bias[0][0], n, acc);
+    else if (inputMode == INPUT_DENSE_STEPS && inList.size() != 0)
+      inputFromList(inputRowOf(&inList[0][0], &inValues[0][0], numSteps * batch, t * batch + b),
+                    &weights[0][0], &bias[0][0], n, acc);
     else if (inputMode == INPUT_DENSE_STEPS)
       inputFromDense(&denseIn[0][(t * batch + b) * numInputs], numInputs, &weights[0][0],
                      &bias[0][0], n, acc);

@@ -215,19 +215,21 @@ inline void sparseRowCombination(const unsigned *__restrict idx, const float *__
 inline unsigned compressNonzero(const float *__restrict x, unsigned nIn, unsigned *__restrict idx,
                                 float *__restrict val) {
   const __m512 zero = _mm512_setzero_ps();
-  __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   unsigned count = 0;
   for (unsigned i0 = 0; i0 < nIn; i0 += 16) {
     const unsigned rest = nIn - i0;
     const __mmask16 m = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1u);
     const __m512 v = _mm512_maskz_loadu_ps(m, x + i0);
     const __mmask16 nz = _mm512_mask_cmp_ps_mask(m, v, zero, _CMP_NEQ_UQ);
+    if (nz == 0) // images' borders: whole blocks of zeros, at the same places in every row
+      continue;
     const unsigned found = unsigned(__builtin_popcount(nz));
     const __mmask16 used = __mmask16((1u << found) - 1u);
-    _mm512_mask_storeu_epi32(idx + count, used, _mm512_maskz_compress_epi32(nz, lane));
+    const __m512i ids = _mm512_add_epi32(lane, _mm512_set1_epi32(int(i0)));
+    _mm512_mask_storeu_epi32(idx + count, used, _mm512_maskz_compress_epi32(nz, ids));
     _mm512_mask_storeu_ps(val + count, used, _mm512_maskz_compress_ps(nz, v));
     count += found;
-    lane = _mm512_add_epi32(lane, _mm512_set1_epi32(16));
   }
   return count;
 }
@@ -284,6 +286,8 @@ inline unsigned compressNonzeroColumn(const float *__restrict x, unsigned stride
     const __mmask16 m = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1u);
     const __m512 v = _mm512_mask_i32gather_ps(zero, m, offsets, x + std::size_t(b0) * stride, 4);
     const __mmask16 nz = _mm512_mask_cmp_ps_mask(m, v, zero, _CMP_NEQ_UQ);
+    if (nz == 0) // an image's border pixel: zero in every sample
+      continue;
     const unsigned found = unsigned(__builtin_popcount(nz));
     const __mmask16 used = __mmask16((1u << found) - 1u);
     const __m512i ids = _mm512_add_epi32(lane, _mm512_set1_epi32(int(b0)));

@@ -115,9 +115,18 @@ CopyList fanoutCopies(const GraphBuild &b) {
   return fanout;
 }
 
-// x is [B, N] (direct) or [T, B, N], a chunk's samples one contiguous run per step.
+// x is [B, N] (direct) or [T, B, N], a chunk's samples one contiguous run per step; as a
+// list (Plan::inputListCapacity), chunk m's list: only its capacity crosses tiles.
 CopyList inputCopies(const GraphBuild &b, unsigned m) {
   CopyList c;
+  if (const std::size_t cap = b.plan.inputListCapacity) {
+    const std::size_t list = codes::inputListStarts(b.steps(), b.batch()) + cap;
+    for (const Shard &sh : b.layers[0].shards) {
+      c.add(b.io.xList.slice(m * list, (m + 1) * list), sh.xList);
+      c.add(b.io.xValues.slice(m * cap, (m + 1) * cap), sh.xValues);
+    }
+    return c;
+  }
   const std::size_t row = std::size_t(b.spec.layers[0].inputs) * b.batch();
   const unsigned pieces = b.spec.input == InputMode::Direct ? 1 : b.steps();
   for (const Shard &sh : b.layers[0].shards) {

@@ -28,7 +28,8 @@ struct Shard : ShardPlan {
   // codes::traceStarts; a sparse rule only).
   poplar::Tensor surrogates, gradEntries;
   poplar::Tensor stepForward, stepBackward;
-  poplar::Tensor xLocal, current, currentGradSum;
+  // xList, xValues: [T, B, N_in] input as a list (Plan::inputListCapacity), else xLocal.
+  poplar::Tensor xLocal, xList, xValues, current, currentGradSum;
   // inRecv: the previous layer's traces; recRecv: own ids of step t-1 (a2a forward);
   // ownTraces: own traces (a2a backward).
   poplar::Tensor inRecv, recRecv, ownTraces, prevIds; // prevIds: step-major a2a
@@ -67,8 +68,9 @@ unsigned neuronCode(const LayerSpec &s);
 // The tensors outside the layers: the batch, labels, loss and output records, and the
 // learning rate (one float per tile, written by the host: a schedule needs no recompile).
 struct HostTensors {
-  poplar::Tensor x, labels, sampleWeights, lossValue, gatheredS, gatheredU, gradS, gradU,
-      lossScratch, learningRate;
+  // x dense, or (Plan::inputListCapacity) xList and xValues: one list per chunk of samples.
+  poplar::Tensor x, xList, xValues, labels, sampleWeights, lossValue, gatheredS, gatheredU, gradS,
+      gradU, lossScratch, learningRate;
   // Chunked: the loss vertex's chunk of labels and weights, the loss and the output spikes
   // of the whole batch.
   poplar::Tensor labelsChunk, weightsChunk, lossTotal, spikesAll;

@@ -67,6 +67,7 @@
 
 #include "Devices.hpp"
 #include "GraphBuild.hpp"
+#include "InputList.hpp"
 #include "Overflow.hpp"
 #include "ParamLayout.hpp"
 #include "Plan.hpp"
@@ -103,6 +104,11 @@ public:
   std::unique_ptr<Engine> engine;
   // One call at a time: the engine's tensors are one batch's state (see Network::Busy).
   mutable std::mutex busy;
+  // [T, B, N_in] input as a list (Plan::inputListCapacity): the batch's, for the plan it was
+  // built for; rebuilds for a batch that needed a larger list.
+  InputLists inputLists;
+  std::size_t listsCapacity = 0, listsChunks = 0;
+  unsigned inputListGrows = 0;
 
   const Plan &plan() const { return built->plan; }
   const std::vector<Layer> &layers() const { return built->layers; }
@@ -210,12 +216,46 @@ public:
 
   // -- running ----------------------------------------------------------------
 
-  std::size_t inputSize() const { return built->io.x.numElements(); }
+  std::size_t inputSize() const {
+    return std::size_t(spec.input == InputMode::Direct ? 1 : spec.numSteps) * spec.batchSize *
+           spec.layers[0].inputs;
+  }
+
+  // The batch's input list for the current plan, built in the pass that counts NaN and inf
+  // (the one check of x's values); a batch with more non-zeros than the list holds grows it
+  // (a rebuild: the plan's capacity follows NetworkSpec::inputActivity) and is listed again.
+  void listInput(const float *x) {
+    while (const std::size_t cap = plan().inputListCapacity) {
+      const unsigned chunks = plan().schedule.chunks;
+      buildInputLists(x, spec.numSteps, chunks, plan().chunkBatch, spec.layers[0].inputs, cap,
+                      inputLists);
+      checks::noneNonFinite("x", inputLists.nonFinite);
+      listsCapacity = cap;
+      listsChunks = chunks;
+      if (inputLists.mostNeeded <= cap)
+        return;
+      const std::size_t entries =
+          std::size_t(spec.numSteps) * plan().chunkBatch * spec.layers[0].inputs;
+      spec.inputActivity = grownInputActivity(inputLists.mostNeeded, entries);
+      ++inputListGrows;
+      rebuildKeepingState(); // into the dense block from DENSE_TRACE_MIN_ACTIVITY: loop ends
+    }
+  }
 
   // Inputs are checked (Validation.cpp) by the public methods before anything is written.
   void writeInputs(const float *x, const int *labelsIn, unsigned valid) {
     const unsigned B = spec.batchSize;
-    engine->writeTensor("x", x, x + inputSize());
+    if (plan().inputListCapacity &&
+        (listsCapacity != plan().inputListCapacity || listsChunks != plan().schedule.chunks))
+      listInput(x); // a rebuild since (an overflow grown) changed the lists' layout
+    if (plan().inputListCapacity) {
+      engine->writeTensor("x_list", inputLists.lists.data(),
+                          inputLists.lists.data() + inputLists.lists.size());
+      engine->writeTensor("x_values", inputLists.values.data(),
+                          inputLists.values.data() + inputLists.values.size());
+    } else {
+      engine->writeTensor("x", x, x + inputSize());
+    }
     if (!labelsIn)
       return;
     std::vector<int> lab(B, 0);
@@ -256,6 +296,12 @@ public:
       throw SpikeBufferOverflow(overflowMessage(worst, spec), worst.layer, worst.step, worst.needed,
                                 worst.capacity);
     growFor(worst, spec);
+    rebuildKeepingState();
+    return true;
+  }
+
+  // A new graph for the (grown) spec, with the parameters and optimiser state of this one.
+  void rebuildKeepingState() {
     auto params = readParams(*engine, layers());
     auto state = readOptimizerState(*engine, layers());
     engine.reset();
@@ -263,7 +309,6 @@ public:
     build();
     popsnn::writeParams(*engine, layers(), params);
     popsnn::writeOptimizerState(*engine, layers(), state);
-    return true;
   }
 
   void runForward(const float *x, const int *labelsIn, unsigned valid) {
@@ -366,10 +411,18 @@ public:
   }
 
   // A batch with labels: checked whole before the device sees any of it.
-  void checkBatch(const float *x, const int *labels, unsigned valid, const char *method) const {
+  void checkBatch(const float *x, const int *labels, unsigned valid, const char *method) {
     if (!labels)
       invalid(std::string(method) + " needs labels");
-    checks::batch(spec, x, inputSize(), labels, valid, plan().numClasses);
+    checkInput(x, labels, valid, plan().numClasses);
+  }
+
+  // x and labels whole, before the device sees any of it; x listed if the plan lists it.
+  void checkInput(const float *x, const int *labels, unsigned valid, unsigned numClasses) {
+    const bool listed = plan().inputListCapacity != 0;
+    checks::batch(spec, x, inputSize(), labels, valid, numClasses, !listed);
+    if (listed)
+      listInput(x);
   }
 };
 
@@ -429,7 +482,7 @@ float Network::lossAndGrad(const float *x, const int *labels, unsigned validSamp
 
 void Network::infer(const float *x, float *outSpikes) {
   CallGuard guard(impl_->busy);
-  checks::batch(impl_->spec, x, impl_->inputSize(), nullptr, impl_->spec.batchSize, 0);
+  impl_->checkInput(x, nullptr, impl_->spec.batchSize, 0);
   impl_->runForward(x, nullptr, impl_->spec.batchSize);
   if (outSpikes)
     impl_->readSpikes(outSpikes);
@@ -502,6 +555,11 @@ std::map<std::string, double> Network::layout() const {
   out["max_activity"] = impl_->spec.maxActivity;
   out["trace_activity"] = impl_->spec.gradientTraceActivity();
   out["spike_activity"] = impl_->spec.idTraceActivity();
+  // [T, B, N_in] input as a list of its non-zeros: entries per chunk (0: the dense block),
+  // the fraction of T x B x N_in it holds, and how often a batch grew it.
+  out["input_list_capacity"] = double(plan.inputListCapacity);
+  out["input_activity"] = impl_->spec.inputActivity;
+  out["input_list_grows"] = impl_->inputListGrows;
   out["step_major"] = plan.schedule.stepMajor; // schedule: 1 step-major, 0 layer-major
   // The batch run in chunks of samples, one after the other (1: all at once).
   out["sample_chunks"] = plan.schedule.chunks;

@@ -144,6 +144,10 @@ Plan planNetwork(const NetworkSpec &spec, const TargetGeometry &target, const Sc
   plan.chunkBatch = spec.batchSize / schedule.chunks;
   const unsigned L = spec.layers.size();
   const unsigned rows = spec.numSteps * plan.chunkBatch;
+  if (spec.input == InputMode::PerStep && spec.inputActivity > 0.0f &&
+      spec.inputActivity < DENSE_TRACE_MIN_ACTIVITY)
+    plan.inputListCapacity = std::max<std::size_t>(
+        1, std::size_t(std::ceil(double(spec.inputActivity) * rows * spec.layers[0].inputs)));
   for (unsigned l = 0; l < L; ++l) {
     LayerPlan &layer = plan.layers.emplace_back(planLayer(spec, l, target, schedule));
     unsigned spikes = 0;

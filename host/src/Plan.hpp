@@ -94,6 +94,9 @@ struct Plan {
   Schedule schedule;
   unsigned numTiles = 0, numOutputs = 0, numClasses = 0, outShardSize = 0, lossTile = 0;
   unsigned chunkBatch = 0; // samples the tiles hold at once (batch / chunks)
+  // [T, B, N_in] input as a list (NetworkSpec::inputActivity): its entries per chunk of
+  // samples; 0: the dense block.
+  std::size_t inputListCapacity = 0;
   std::vector<LayerPlan> layers;
   std::vector<LossGroup> lossGroups;
 };

@@ -199,7 +199,12 @@ void createHostStreams(GraphBuild &b) {
   Graph &graph = *b.graph;
   const HostTensors &io = b.io;
   const bool chunked = b.chunks() > 1;
-  graph.createHostWrite("x", io.x);
+  if (b.plan.inputListCapacity) {
+    graph.createHostWrite("x_list", io.xList);
+    graph.createHostWrite("x_values", io.xValues);
+  } else {
+    graph.createHostWrite("x", io.x);
+  }
   graph.createHostWrite("labels", io.labels);
   graph.createHostWrite("learning_rate", io.learningRate);
   graph.createHostWrite("sample_weights", io.sampleWeights);

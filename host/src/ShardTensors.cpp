@@ -127,6 +127,10 @@ struct ShardTensorMaker {
       if (b.chunks() > 1) // every chunk's, read by the host for the input gradient
         sh.currentGradSumAll =
             b.zeros(FLOAT, b.chunks() * B * n, tile, name + "current_grad_sum_all", L);
+    } else if (layer.inputMode == codes::INPUT_DENSE_STEPS && b.plan.inputListCapacity) {
+      sh.xList = b.zeros(INT, codes::inputListStarts(T, B) + b.plan.inputListCapacity, tile,
+                         name + "x_list", L);
+      sh.xValues = b.zeros(FLOAT, b.plan.inputListCapacity, tile, name + "x_values", L);
     } else if (layer.inputMode == codes::INPUT_DENSE_STEPS) {
       sh.xLocal = b.zeros(FLOAT, std::size_t(T) * B * nIn, tile, name + "x", L);
     } else if (layer.inputMode == codes::INPUT_PARTIAL_CURRENT) {
@@ -231,25 +235,44 @@ Tensor grouped(GraphBuild &b, const Type &type, std::size_t perSample, std::size
 
 // The batch lands spread over all tiles, so that its broadcast to the first layer's
 // tiles is sent by many tiles, not queued behind one; the learning rate one float per tile.
+Tensor spreadOverTiles(GraphBuild &b, const Type &type, std::size_t size, const char *name) {
+  const unsigned numTiles = b.plan.numTiles, tag = b.hostTag();
+  const std::size_t chunk = (size + numTiles - 1) / numTiles;
+  Graph::TileToTensorMapping mapping(numTiles);
+  for (unsigned tile = 0; tile < numTiles && tile * chunk < size; ++tile) {
+    const std::size_t end = std::min(size, (tile + 1) * chunk);
+    mapping[tile].push_back(Interval(tile * chunk, end));
+    b.tileLayerBytes[tile][tag] += (end - tile * chunk) * 4; // float and int alike
+  }
+  if (!b.graph)
+    return Tensor();
+  Tensor t = b.graph->addVariable(type, {size}, name);
+  b.graph->setTileMapping(t, mapping);
+  if (type == INT)
+    b.graph->setInitialValue(t, 0);
+  else
+    b.graph->setInitialValue(t, 0.0f);
+  return t;
+}
+
 void createInputTensors(GraphBuild &b) {
   const unsigned numTiles = b.plan.numTiles, tag = b.hostTag();
-  const std::size_t xSize = std::size_t(b.spec.input == InputMode::Direct ? 1 : b.steps()) *
-                            b.spec.batchSize * b.spec.layers[0].inputs;
-  const std::size_t chunk = (xSize + numTiles - 1) / numTiles;
-  Graph::TileToTensorMapping mapping(numTiles);
-  for (unsigned tile = 0; tile < numTiles && tile * chunk < xSize; ++tile) {
-    const std::size_t end = std::min(xSize, (tile + 1) * chunk);
-    mapping[tile].push_back(Interval(tile * chunk, end));
-    b.tileLayerBytes[tile][tag] += (end - tile * chunk) * sizeof(float);
+  HostTensors &io = b.io;
+  if (const std::size_t cap = b.plan.inputListCapacity) { // one list per chunk of samples
+    const std::size_t lists = b.chunks();
+    io.xList = spreadOverTiles(b, INT, lists * (codes::inputListStarts(b.steps(), b.batch()) + cap),
+                               "x_list");
+    io.xValues = spreadOverTiles(b, FLOAT, lists * cap, "x_values");
+  } else {
+    io.x = spreadOverTiles(b, FLOAT,
+                           std::size_t(b.spec.input == InputMode::Direct ? 1 : b.steps()) *
+                               b.spec.batchSize * b.spec.layers[0].inputs,
+                           "x");
   }
   for (unsigned tile = 0; tile < numTiles; ++tile)
     b.tileLayerBytes[tile][tag] += sizeof(float); // the learning rate
   if (!b.graph)
     return;
-  HostTensors &io = b.io;
-  io.x = b.graph->addVariable(FLOAT, {xSize}, "x");
-  b.graph->setTileMapping(io.x, mapping);
-  b.graph->setInitialValue(io.x, 0.0f);
   io.learningRate = b.graph->addVariable(FLOAT, {numTiles}, "learning_rate");
   for (unsigned tile = 0; tile < numTiles; ++tile)
     b.graph->setTileMapping(io.learningRate[tile], tile);

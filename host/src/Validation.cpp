@@ -181,6 +181,9 @@ void NetworkSpec::validate() const {
   if (!(spikeActivity >= 0.0f && spikeActivity <= 1.0f))
     invalid("NetworkSpec.spikeActivity must lie in [0, 1] (0: as maxActivity), got " +
             str(spikeActivity));
+  if (!(inputActivity >= 0.0f && inputActivity <= 1.0f))
+    invalid("NetworkSpec.inputActivity must lie in [0, 1] (0: the dense input block), got " +
+            str(inputActivity));
   for (std::size_t l = 0; l < layers.size(); ++l)
     validateLayer(*this, l);
   validateLoss(*this);
@@ -193,6 +196,10 @@ void finiteArray(const std::string &name, const float *values, std::size_t n) {
   std::size_t bad = 0;
   for (std::size_t i = 0; i < n; ++i)
     bad += !std::isfinite(values[i]);
+  noneNonFinite(name, bad);
+}
+
+void noneNonFinite(const std::string &name, std::size_t bad) {
   if (bad)
     invalid(name + " contains " + std::to_string(bad) +
             " NaN or inf value(s); clean or clip the input before passing it to popsnn");
@@ -204,14 +211,15 @@ void learningRate(double lr) {
 }
 
 void batch(const NetworkSpec &spec, const float *x, std::size_t xSize, const int *labels,
-           unsigned valid, unsigned numClasses) {
+           unsigned valid, unsigned numClasses, bool scanValues) {
   const unsigned B = spec.batchSize;
   if (valid == 0 || valid > B)
     invalid("validSamples must lie in [1, " + std::to_string(B) + "], got " +
             std::to_string(valid));
   if (!x)
     invalid("x is a null pointer; pass the batch's " + std::to_string(xSize) + " floats");
-  finiteArray("x", x, xSize);
+  if (scanValues)
+    finiteArray("x", x, xSize);
   if (!labels)
     return;
   for (unsigned b = 0; b < valid; ++b)

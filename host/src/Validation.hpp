@@ -15,10 +15,13 @@ namespace checks {
 
 // No NaN or inf among the n values.
 void finiteArray(const std::string &name, const float *values, std::size_t n);
+// `bad` NaN or inf values counted in `name` by the caller: none, or the same error.
+void noneNonFinite(const std::string &name, std::size_t bad);
 void learningRate(double lr);
-// A batch: x (xSize floats), labels in [0, numClasses) for the first `valid` samples.
+// A batch: x (xSize floats), labels in [0, numClasses) for the first `valid` samples. x's
+// values are scanned for NaN and inf unless the caller counts them itself (the input list).
 void batch(const NetworkSpec &spec, const float *x, std::size_t xSize, const int *labels,
-           unsigned valid, unsigned numClasses);
+           unsigned valid, unsigned numClasses, bool scanValues = true);
 // Parameters in PyTorch's layout: one LayerParams per layer, each member the layer's size
 // (or empty where the layer has no such parameter), every value finite.
 void params(const NetworkSpec &spec, const std::vector<LayerParams> &params,

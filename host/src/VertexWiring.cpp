@@ -53,6 +53,13 @@ struct ShardWiring : Wiring {
   const bool stepMajor;
   VertexWork work;
 
+  // Inputs a (step, sample) row visits: every one of the dense block (its scan), or the
+  // list's mean (its capacity over the rows).
+  unsigned denseInputsPerRow() const {
+    const std::size_t rows = std::size_t(T) * B, cap = b.plan.inputListCapacity;
+    return cap ? unsigned((cap + rows - 1) / rows) : nIn;
+  }
+
   ShardWiring(GraphBuild &build, const Layer &ly, Shard &shard)
       : Wiring{build}, layer(ly), sh(shard), B(build.batch()), T(build.steps()), l(ly.index),
         s(ly.spec), nIn(ly.spec.inputs), prev(l > 0 ? &build.layers[l - 1] : nullptr),
@@ -68,7 +75,7 @@ struct ShardWiring : Wiring {
     work.steps = T;
     work.activeInputs = layer.inputMode == codes::INPUT_SPIKE_IDS         ? numSrc * prevCap
                         : layer.inputMode == codes::INPUT_PARTIAL_CURRENT ? numSrc
-                        : layer.inputMode == codes::INPUT_DENSE_STEPS     ? nIn
+                        : layer.inputMode == codes::INPUT_DENSE_STEPS     ? denseInputsPerRow()
                                                                           : 0;
     work.spikes = sh.capacity;
     work.pushOutputs = layer.push ? next->spec.outputs : 0;
@@ -163,6 +170,8 @@ struct ShardWiring : Wiring {
     b.graph->connect(v["step"], sh.stepForward[0]);
     connectIf(v, "current", sh.current);
     connectIf(v, "denseIn", layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : Tensor());
+    connectIf(v, "inList", sh.xList);
+    connectIf(v, "inValues", sh.xValues);
     connectIf(v, "inIds", sh.inRecv);
     connectIf(v, "partialIn", sh.partialRecv);
     // W.x is DirectCurrent's (direct input) or the previous layer's pushers' (pushed input).
@@ -223,6 +232,8 @@ struct ShardWiring : Wiring {
     b.graph->connect(v["idTrace"], sh.idTrace);
     connectIf(v, "inIds", sh.inRecv);
     connectIf(v, "denseIn", layer.inputMode == codes::INPUT_DENSE_STEPS ? sh.xLocal : Tensor());
+    connectIf(v, "inList", sh.xList);
+    connectIf(v, "inValues", sh.xValues);
     connectIf(v, "recIds", stepMajor ? sh.recRecv : sh.ownTraces);
     connectIf(v, "recWeights", sh.param[P_REC_WEIGHT]);
     b.graph->connect(v["gradMem"], sh.gradMem);

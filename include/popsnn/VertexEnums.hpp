@@ -69,6 +69,11 @@ constexpr unsigned BUFFER_HEADER = 2;
 // [T*B + 1 starts][entries: local neuron ids] beside their surrogate values, so its size
 // follows the mean activity, not the peak of one (step, sample).
 constexpr unsigned traceStarts(unsigned steps, unsigned batch) { return steps * batch + 1; }
+// [T, B, N_in] input kept as a list of its non-zero entries (NetworkSpec::inputActivity): the
+// host builds it once per batch, [T*B + 1 starts][input ids] beside their values, the same
+// starts-then-entries layout as the gradient trace, so the first layer's forward and weight
+// gradient read the few non-zeros instead of scanning T x B x N_in floats.
+constexpr unsigned inputListStarts(unsigned steps, unsigned batch) { return steps * batch + 1; }
 // overflow[OVERFLOWED] buffers that overflowed; overflow[FIRST_STEP] = first such step + 1;
 // overflow[MOST_NEEDED] = largest number of entries a buffer needed; overflow[TRACE_NEEDED] =
 // entries the gradient trace needed in all (it overflowed if more than it holds);

@@ -111,6 +111,7 @@ popsnn::NetworkSpec specFromDict(const py::dict &d) {
       choose("input", get<std::string>(d, "input", nameOf(spec.input, kInputNames)), kInputNames);
   spec.maxActivity = get<float>(d, "max_activity", spec.maxActivity);
   spec.traceActivity = get<float>(d, "trace_activity", spec.traceActivity);
+  spec.inputActivity = get<float>(d, "input_activity", spec.inputActivity);
   spec.spikeActivity = get<float>(d, "spike_activity", spec.spikeActivity);
   spec.inputGrad = get<bool>(d, "input_grad", spec.inputGrad);
   return spec;

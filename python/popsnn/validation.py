@@ -125,12 +125,14 @@ def _flatten_sample_axes(net: Sequential, x: np.ndarray) -> np.ndarray:
     return x
 
 
-def check_input(net: Sequential, x, num_steps=None, dtype=np.float32):
+def check_input(net: Sequential, x, num_steps=None, dtype=np.float32, check_finite=True):
     """Check and cast the input; return (x, num_steps, direct) with x in `dtype`.
 
     x is [T, B, N_in] (num_steps None or equal to T) or [B, N_in] direct
     current (num_steps required). A net with input_shape (C, H, W) also takes
     [T, B, C, H, W] and [B, C, H, W]; x comes back flat, [.., N_in] row-major.
+    `check_finite=False`: the caller counts NaN and inf itself (popsnn's engine, in the pass
+    that lists the input's non-zeros), with the same message.
     """
     _check_net(net)
     if isinstance(x, (list, tuple)):
@@ -179,7 +181,9 @@ def check_input(net: Sequential, x, num_steps=None, dtype=np.float32):
         raise ValueError(
             f"x has an empty axis, shape {x.shape}; expected at least one step and one sample"
         )
-    x = finite_array("x", np.asarray(x, dtype=dtype))
+    x = np.asarray(x, dtype=dtype)
+    if check_finite:
+        finite_array("x", x)
     return x, num_steps, direct
 
 
@@ -222,11 +226,13 @@ def check_sizes(net: Sequential, num_steps, batch_size, bytes_per_neuron_step: i
     return num_steps, batch_size
 
 
-def check_batch(net: Sequential, x, num_steps: int, batch_size: int, dtype=np.float32):
+def check_batch(
+    net: Sequential, x, num_steps: int, batch_size: int, dtype=np.float32, check_finite=True
+):
     """A minibatch for a model built for (num_steps, batch_size): x [B, N_in] (direct current
     for num_steps steps) or [T, B, N_in] with T == num_steps, and B <= batch_size.
     Returns (x in `dtype`, direct, B)."""
-    x, _, direct = check_input(net, x, num_steps, dtype)
+    x, _, direct = check_input(net, x, num_steps, dtype, check_finite)
     batch = x.shape[0] if direct else x.shape[1]
     if batch > batch_size:
         raise ValueError(

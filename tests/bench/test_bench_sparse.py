@@ -208,3 +208,22 @@ def test_sparse_accuracy_pairs_every_rule_with_dense_of_its_seed():
     assert "*nmnist not run*: absent" in table
     with pytest.raises(SystemExit, match="unknown data set"):
         ex.exp_sparse_accuracy(ex.ACCURACY_TINY, datasets=("cifar",))
+
+
+@needs_engine
+def test_input_exchange_counts_fewer_bytes_with_the_input_list():
+    import argparse
+
+    import input_exchange
+    from event_tasks import latency_task
+
+    args = argparse.Namespace(hidden=20, steps=6, batch=4, b_th=0.3)
+    x, y = latency_task("mnist", args.steps).sample(args.batch, seed=0)
+    dense = input_exchange.measure(args, x, y, 1.0)
+    listed = input_exchange.measure(args, x, y, None)
+    assert (dense["layout"], listed["layout"]) == ("dense", "list")
+    assert dense["host_input_bytes_per_call"] == 4 * x.size
+    assert listed["input_list_capacity"] >= np.count_nonzero(x)
+    assert listed["host_input_bytes_per_call"] < dense["host_input_bytes_per_call"]
+    # The dense block crossed onto layer 0's tiles; now only the list does.
+    assert listed["exchange_bytes_per_call"] < dense["exchange_bytes_per_call"]

@@ -67,6 +67,7 @@ def test_nan_or_inf_input_is_refused_before_the_device_sees_it(backend):
         ("optimizer__lr", -1.0, r"optimizer.lr must be a finite number >= 0, got -1"),
         ("optimizer__beta2", 1.0, r"optimizer.beta2 must lie in \[0, 1\), got 1"),
         ("loss__correct_rate", 1.5, r"loss.correctRate must lie in \[0, 1\], got 1.5"),
+        ("input_activity", 1.5, r"NetworkSpec.inputActivity must lie in \[0, 1\] \(0: the dense"),
     ],
 )
 def test_a_bad_spec_is_refused_in_one_line(backend, path, value, message):

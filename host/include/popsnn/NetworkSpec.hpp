@@ -95,6 +95,12 @@ struct NetworkSpec {
   float spikeActivity = 0.0f;
   float gradientTraceActivity() const { return traceActivity > 0.0f ? traceActivity : maxActivity; }
   float idTraceActivity() const { return spikeActivity > 0.0f ? spikeActivity : maxActivity; }
+  // [T, B, N_in] input: a list of its non-zero entries (ids and values, built by the host
+  // once per batch) sized at this fraction of T x B x N_in, so the exchange onto the first
+  // layer's tiles and its reads follow the input's activity; 0, or from the dense-trace
+  // fraction up (an entry costs 8 bytes against 4), the dense [T, B, N_in] block. A batch
+  // with more non-zeros grows the list (a rebuild, counted in the profile), never truncated.
+  float inputActivity = 0.0f;
   // [T, B, N_in] input: keep the first layer's dL/dI of every step, [T, B, N_1] more
   // per sample chunk on its tiles, for the input gradient (Network::lossAndGrad's
   // outInputGrad). Direct input needs no flag: its sum over the steps is kept anyway.

@@ -39,6 +39,12 @@ Device options: `num_ipus`, `tiles_per_ipu`, `memory_bytes_per_tile`
 shard's neurons, default 1.0: never overflows), `spike_activity` and
 `trace_activity` (the id trace and the gradient trace, kept over all steps, as
 fractions of a shard's T x B x n entries; default: as `max_activity`),
+`input_activity` ([T, B, N] input: the host lists the batch's non-zero entries once per batch,
+in the pass that checks for NaN and inf, and only that list crosses onto the first layer's
+tiles, whose forward and weight gradient read it instead of scanning T x B x N floats; the
+list holds this fraction of T x B x N entries, from 0.45 up the dense block is kept (an entry
+costs 8 bytes against 4); default None: 1.5 x the first [T, B, N] batch's non-zero fraction;
+a denser batch grows the list, a rebuild counted in `profile()["input_list_grows"]`),
 `on_overflow`
 ("error", default, or "grow": recompile with larger buffers or a larger trace,
 each grown apart, and redo the step).
@@ -83,8 +89,13 @@ _DEVICE_OPTIONS = (
     "max_activity",
     "trace_activity",
     "spike_activity",
+    "input_activity",
     "on_overflow",
 )
+
+# [T, B, N] input listed by its non-zeros (input_activity None): the list holds this many
+# times the first such batch's non-zero fraction (the engine grows it for a denser batch).
+INPUT_LIST_HEADROOM = 1.5
 
 
 def codelets_path() -> Path:
@@ -209,6 +220,13 @@ class EngineBackend:
                 ("spike_activity", "the id trace's size"),
             )
         )
+        self.input_activity = device_options.get("input_activity")
+        if self.input_activity is not None:
+            self.input_activity = _fraction(
+                "input_activity",
+                self.input_activity,
+                "the [T, B, N] input list's size as a fraction of its entries; None: measured",
+            )
         check_engine_supports(net)
         self._device = {"type": device, "codelets": str(codelets_path())}
         for key in ("num_ipus", "tiles_per_ipu", "memory_bytes_per_tile"):
@@ -271,9 +289,22 @@ class EngineBackend:
         self._engine, self._mode = engine, mode
         return engine
 
+    def _input_activity(self, x) -> float:
+        """The [T, B, N] input list's size for engines built from now on (once per engine)."""
+        if self.input_activity is None:
+            # at least one entry: 0 would mean the dense block
+            listed = max(1.0, INPUT_LIST_HEADROOM * np.count_nonzero(x))
+            self.input_activity = min(1.0, listed / x.size)
+        return self.input_activity
+
     def _prepare(self, x, y=None, input_grad=False):
-        """(engine, padded x, padded labels, valid count)."""
-        x, direct, batch = check_batch(self.net, x, self.num_steps, self.batch_size)
+        """(engine, padded x, padded labels, valid count). NaN and inf are counted by the
+        engine (one pass over x, with the input list)."""
+        x, direct, batch = check_batch(
+            self.net, x, self.num_steps, self.batch_size, check_finite=False
+        )
+        if not direct and "input_activity" not in self._spec:
+            self._spec["input_activity"] = self._input_activity(x)
         engine = self._engine_for("direct" if direct else "per_step", input_grad)
         if batch < self.batch_size:
             # A last, partial batch: padding rows are computed but weigh nothing in the

@@ -79,6 +79,28 @@ void current(unsigned batch, unsigned nIn, unsigned n, float density) {
   report(name, want, out.data());
 }
 
+// The blocked dense product c = a.b, a row-major [M, K] (x.W, as DirectCurrent) or the
+// transpose of a [K, M] slice of rows `stride` long (x^T.G, as DirectWeightGrad). Shapes
+// with several k blocks and a short last one, full and ragged panels (so the next panel is
+// fetched ahead, or not) and remainders of rows; c starts as garbage, which must not leak.
+void dense(unsigned M, unsigned N, unsigned K, bool transposed) {
+  const unsigned stride = transposed ? M + 3 : K;
+  const std::vector<float> a = sparseInput(transposed ? K : M, stride, 0.7f, false);
+  std::vector<float> b(std::size_t(K) * N), c(std::size_t(M) * N, -1.0f);
+  for (float &v : b)
+    v = uniform(-1.0f, 1.0f);
+  const unsigned aRow = transposed ? 1 : stride, aCol = transposed ? stride : 1;
+  popsnn::dense::denseProduct(M, N, K, a.data(), aRow, aCol, b.data(), N, c.data(), N);
+  std::vector<double> want(c.size(), 0.0);
+  for (unsigned i = 0; i < M; ++i)
+    for (unsigned k = 0; k < K; ++k)
+      for (unsigned j = 0; j < N; ++j)
+        want[std::size_t(i) * N + j] += double(a[i * aRow + k * aCol]) * b[std::size_t(k) * N + j];
+  char name[64];
+  std::snprintf(name, sizeof name, "dense_M%u_N%u_K%u_%s", M, N, K, transposed ? "xTG" : "xW");
+  report(name, want, c.data());
+}
+
 // PushGrads' row updates: rows[id - offset] += g for every id, ids repeated across calls.
 void addToRows(unsigned P) {
   const unsigned n = 45, offset = 1000, calls = 20;
@@ -181,6 +203,11 @@ int main() {
   }
   current(37, 301, 150, 0.2f);
   current(16, 40, 200, 0.5f);
+  for (bool transposed : {false, true}) {
+    dense(37, 150, 600, transposed); // 3 k blocks (on AVX-512 the last short), ragged panel
+    dense(50, 128, 130, transposed); // full panels only: each fetches the next ahead
+    dense(5, 7, 3, transposed);      // under one register tile every way
+  }
   for (unsigned P : {16u, 32u, 48u})
     addToRows(P);
 #ifdef POPSNN_LEAK_TRACE

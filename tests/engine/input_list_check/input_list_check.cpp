@@ -1,0 +1,66 @@
+// buildInputLists (host/src/InputList.cpp) against a plain loop over random batches: shapes
+// whose rows are not whole blocks, chunks, capacities below and above the non-zeros, NaN,
+// -0. Prints "mismatches N"; built by tests/engine/test_input_list_unit.py.
+#include "InputList.hpp"
+#include "popsnn/VertexEnums.hpp"
+#include <cmath>
+#include <cstdio>
+#include <random>
+using namespace popsnn;
+int main() {
+  std::mt19937 rng(1);
+  int fails = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    unsigned T = 1 + rng() % 5, chunks = 1 + rng() % 3, Bc = 1 + rng() % 4, nIn = 1 + rng() % 70;
+    unsigned B = chunks * Bc;
+    std::vector<float> x(std::size_t(T) * B * nIn, 0.0f);
+    std::size_t bad = 0;
+    for (auto &v : x) {
+      unsigned r = rng() % 100;
+      if (r < 10)
+        v = float(rng() % 1000) / 100.0f - 5.0f;
+      else if (r == 10)
+        v = -0.0f;
+      else if (r == 11 && trial % 7 == 0) {
+        v = NAN;
+        ++bad;
+      }
+    }
+    std::size_t cap = rng() % (x.size() + 1);
+    InputLists out;
+    buildInputLists(x.data(), T, chunks, Bc, nIn, cap, out);
+    if (out.nonFinite != bad)
+      ++fails;
+    // Reference per chunk.
+    std::size_t most = 0;
+    for (unsigned m = 0; m < chunks; ++m) {
+      std::size_t n = 0;
+      bool ok = true;
+      const int *list = out.lists.data() + m * (codes::inputListStarts(T, Bc) + cap);
+      const float *vals = out.values.data() + m * cap;
+      for (unsigned t = 0; t < T; ++t)
+        for (unsigned b = 0; b < Bc; ++b) {
+          const float *row = x.data() + (std::size_t(t) * B + m * Bc + b) * nIn;
+          unsigned r = t * Bc + b;
+          if (std::size_t(list[r]) != std::min(n, cap))
+            ok = false;
+          for (unsigned i = 0; i < nIn; ++i)
+            if (row[i] != 0.0f) {
+              if (n < cap && (list[T * Bc + 1 + n] != int(i) ||
+                              !(vals[n] == row[i] || (std::isnan(vals[n]) && std::isnan(row[i])))))
+                ok = false;
+              ++n;
+            }
+        }
+      if (std::size_t(list[T * Bc]) != std::min(n, cap))
+        ok = false;
+      most = std::max(most, n);
+      if (!ok)
+        ++fails;
+    }
+    if (most != out.mostNeeded)
+      ++fails;
+  }
+  std::printf("mismatches %d\n", fails);
+  return fails != 0;
+}
