@@ -8,10 +8,12 @@
 // The surrogate trace [T, B, n] (12.8 MB per training step for the DSNN at B 128, T 25) is
 // not read: the block's membrane is recomputed from I (constant over the steps for direct
 // input) into an L1-sized buffer with the forward's arithmetic (leakForwardRow's), so the
-// surrogate is bit for bit the stored one. Per entry the same arithmetic as the per-step
-// kernel, in the same order over t, so dL/dU and sum_t dL/dI are bit for bit its results;
-// only the bias gradient adds its terms in another order (per sample over t, then over
-// samples).
+// spikes are the stored ones and the surrogate is its formula with the division replaced by
+// a refined reciprocal (within an ulp: float tolerance, docs/numerics.md). Per entry the
+// per-step kernel's arithmetic otherwise, in the same order over t; the bias gradient adds
+// its terms in another order (per sample over t, then over samples). Two samples go through
+// a block together, so each W row loaded serves both (the K-wide product dL/dS = W^T dL/dI
+// of the next layer was ~57% of this kernel's time, the divisions most of the rest).
 #pragma once
 
 #include <cstddef>
@@ -27,6 +29,9 @@ namespace lif {
 // Vectors of 16 neurons per block (their state in registers), and the most steps whose
 // recomputed surrogates a block buffers (TRACE_MAX_STEPS x 16 x 8 floats: 32 KiB).
 constexpr unsigned TRACE_BACKWARD_VECS = 8, TRACE_MAX_STEPS = 64;
+// The widest next-layer row (padded) whose T steps a backward gathers at once per pair of
+// samples (2 x TRACE_MAX_STEPS x 32 floats: 16 KiB), rather than once per block and step.
+constexpr unsigned GATHER_ONCE_WIDTH = 32;
 
 // Whether a shard's forward and backward take these kernels: the forward then writes no
 // surrogate trace (its memory stages the spike masks), so both vertices decide by this one
@@ -46,15 +51,25 @@ struct LeakVectors {
         absMask(_mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff))) {}
 };
 
-// The surrogate at d = U - threshold, as leakForwardRow computes it (not Sigmoid). Atan's
+// 1/x for the surrogates' denominators (x >= 1) without a division (the divider, not the
+// FMAs, bounded the recompute below): the 14-bit estimate and one Newton step, within an
+// ulp of the quotient; x = inf gives 0 as the division does (the estimate is 0 there).
+inline __m512 reciprocalOfDenominator(__m512 x, const LeakVectors &c) {
+  const __m512 r = _mm512_rcp14_ps(x);
+  const __m512 refined = _mm512_fmadd_ps(r, _mm512_fnmadd_ps(x, r, c.one), r);
+  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(r, _mm512_setzero_ps(), _CMP_NEQ_UQ), refined);
+}
+
+// The surrogate at d = U - threshold, leakForwardRow's formula (not Sigmoid), its division
+// by a reciprocal (docs/numerics.md section 3: float tolerance, not bit for bit). Atan's
 // z = pi param d / 2: halving is exact, so * 0.5 rounds to the division's result.
 template <unsigned SURROGATE> inline __m512 leakSurrogate(__m512 d, const LeakVectors &c) {
   if constexpr (SURROGATE == FAST_SIGMOID) {
     const __m512 q = _mm512_fmadd_ps(c.k, _mm512_and_ps(d, c.absMask), c.one);
-    return _mm512_div_ps(c.one, _mm512_mul_ps(q, q));
+    return reciprocalOfDenominator(_mm512_mul_ps(q, q), c);
   } else if constexpr (SURROGATE == ATAN) {
     const __m512 z = _mm512_mul_ps(_mm512_mul_ps(c.scale, d), c.half);
-    return _mm512_div_ps(c.halfParam, _mm512_fmadd_ps(z, z, c.one));
+    return _mm512_mul_ps(c.halfParam, reciprocalOfDenominator(_mm512_fmadd_ps(z, z, c.one), c));
   } else {
     return c.one;
   }
@@ -181,9 +196,9 @@ inline void leakRecompute(const LeakVectors &c, unsigned T, const float *__restr
     }
 }
 
-// Backward of one sample: the next layer's dL/dI row (K values) of step t from gradRow(t);
-// its weights by downstream neuron, rows of n; dL/dI[t] written to out + t * outStep when
-// out is given.
+// Backward of a group of samples: the next layer's weights by downstream neuron (K rows of
+// n, from this block's first neuron); dL/dI[t] of sample s written to
+// out + t * outStep + s * n when out is given (the samples' rows of x, gU, acc lie n apart).
 struct BackwardRows {
   const float *wT;
   unsigned n;
@@ -192,69 +207,119 @@ struct BackwardRows {
   unsigned outStep;
 };
 
-// Backward: T steps, t = T-1 .. 0, of V vectors of neurons (the last masked to lastMask) of
-// one sample, leakBackwardBlock's arithmetic on the recomputed surrogates: dL/dS = g . W^T,
-// dL/dU = (sg != 0 ? sg dL/dS : 0) + beta dL/dU[t+1] (the carry cut at a spike under the
-// zero reset; carried in gU: read, then written back), summed over t into acc and then
-// added to gb.
-template <unsigned V, unsigned RESET, unsigned SURROGATE, class GradRow>
-inline void leakBackwardSteps(const LeakVectors &c, unsigned T, const float *__restrict x,
-                              GradRow gradRow, const BackwardRows &in, float *__restrict gU,
-                              float *__restrict acc, float *__restrict gb, __mmask16 lastMask) {
-  alignas(64) float sg[TRACE_MAX_STEPS * 16 * V];
-  __mmask16 spikes[TRACE_MAX_STEPS * V];
-  leakRecompute<(V + 1) / 2, V, RESET, SURROGATE>(c, T, x, 0, lastMask, sg, spikes);
-  if constexpr (V > 1)
-    leakRecompute<V / 2, V, RESET, SURROGATE>(c, T, x, (V + 1) / 2, lastMask, sg, spikes);
-  __m512 carry[V], sum[V];
+// Vectors of a block for S samples at once: S x V accumulators, carries and sums stay in
+// registers (3 S V <= 24 of the 32).
+template <unsigned S> constexpr unsigned blockVectors() { return TRACE_BACKWARD_VECS / S; }
+
+// e[s] = sum_k g[s][k] W[k] over V vectors of a row of W (K rows n apart): each W vector
+// loaded once for the S samples. Out of the caller's loop: inlined there, GCC spilled the
+// broadcasts to the stack and reloaded them in every multiply-add.
+template <unsigned S, unsigned V>
+__attribute__((noinline)) void nextLayerProduct(const float *const *g, const float *__restrict wT,
+                                                unsigned K, unsigned n, __mmask16 lastMask,
+                                                __m512 (&e)[S][V]) {
+  __m512 sum[S][V]; // locals: the stores to e would otherwise stay in the loop
 #pragma GCC unroll 8
-  for (unsigned v = 0; v < V; ++v) {
-    carry[v] = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), gU + 16 * v);
-    sum[v] = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), acc + 16 * v);
-  }
-  const __m512 zero = _mm512_setzero_ps();
-  for (unsigned t = T; t-- > 0;) {
-    const float *__restrict g = gradRow(t);
-    __m512 e[V];
+  for (unsigned s = 0; s < S; ++s)
 #pragma GCC unroll 8
     for (unsigned v = 0; v < V; ++v)
-      e[v] = zero;
-    for (unsigned k = 0; k < in.K; ++k) {
-      const __m512 gk = _mm512_set1_ps(g[k]);
-      const float *__restrict row = in.wT + k * in.n;
+      sum[s][v] = _mm512_setzero_ps();
+  for (unsigned k = 0; k < K; ++k) {
+    __m512 gk[S];
 #pragma GCC unroll 8
-      for (unsigned v = 0; v < V; ++v)
-        e[v] = _mm512_fmadd_ps(gk, _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), row + 16 * v),
-                               e[v]);
-    }
+    for (unsigned s = 0; s < S; ++s)
+      gk[s] = _mm512_set1_ps(g[s][k]);
+    const float *__restrict row = wT + k * n;
 #pragma GCC unroll 8
     for (unsigned v = 0; v < V; ++v) {
-      const __m512 s = _mm512_load_ps(sg + (t * V + v) * 16);
-      const __mmask16 nz = _mm512_mask_cmp_ps_mask(laneMask(v, V, lastMask), s, zero, _CMP_NEQ_UQ);
-      if constexpr (RESET == RESET_ZERO) // a spike at t cuts the leak path
-        carry[v] = _mm512_maskz_mov_ps(__mmask16(~spikes[t * V + v]), carry[v]);
-      carry[v] = _mm512_fmadd_ps(c.beta, carry[v], _mm512_maskz_mul_ps(nz, s, e[v]));
-      sum[v] = _mm512_add_ps(sum[v], carry[v]);
-      if (in.out)
-        _mm512_mask_storeu_ps(in.out + std::size_t(t) * in.outStep + 16 * v,
-                              laneMask(v, V, lastMask), carry[v]);
+      __m512 w = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), row + 16 * v);
+      if constexpr (S > 1) // in a register for the S samples: GCC would fold a copy of the
+        asm("" : "+v"(w)); // load into each multiply-add
+#pragma GCC unroll 8
+      for (unsigned s = 0; s < S; ++s)
+        sum[s][v] = _mm512_fmadd_ps(gk[s], w, sum[s][v]);
     }
   }
 #pragma GCC unroll 8
-  for (unsigned v = 0; v < V; ++v) {
-    const __mmask16 m = laneMask(v, V, lastMask);
-    _mm512_mask_storeu_ps(gU + 16 * v, m, carry[v]);
-    _mm512_mask_storeu_ps(acc + 16 * v, m, sum[v]);
-    _mm512_mask_storeu_ps(gb + 16 * v, m,
-                          _mm512_add_ps(_mm512_maskz_loadu_ps(m, gb + 16 * v), sum[v]));
-  }
+  for (unsigned s = 0; s < S; ++s)
+#pragma GCC unroll 8
+    for (unsigned v = 0; v < V; ++v)
+      e[s][v] = sum[s][v];
 }
 
-// Blocks of TRACE_BACKWARD_VECS vectors over a row of n neurons, then the rest.
-template <unsigned RESET, unsigned SURROGATE, class GradRow>
-inline void leakBackwardSample(const LeakVectors &c, unsigned T, const float *x, GradRow gradRow,
-                               BackwardRows in, float *gU, float *acc, float *gb) {
-  constexpr unsigned V = TRACE_BACKWARD_VECS;
+// Backward: T steps, t = T-1 .. 0, of V vectors of neurons (the last masked to lastMask) of
+// S samples b.., leakBackwardBlock's arithmetic on the recomputed surrogates: dL/dS = g . W^T,
+// dL/dU = (sg != 0 ? sg dL/dS : 0) + beta dL/dU[t+1] (the carry cut at a spike under the
+// zero reset; carried in gU: read, then written back), summed over t into acc and then
+// added to gb (sample by sample, as one sample at a time would). Each row of W loaded in the
+// product serves the S samples' (gradRow(t, b + s, s)) multiply-adds.
+template <unsigned S, unsigned V, unsigned RESET, unsigned SURROGATE, class GradRow>
+inline void leakBackwardSteps(const LeakVectors &c, unsigned T, const float *__restrict x,
+                              unsigned b, GradRow gradRow, const BackwardRows &in,
+                              float *__restrict gU, float *__restrict acc, float *__restrict gb,
+                              __mmask16 lastMask) {
+  alignas(64) float sg[S][TRACE_MAX_STEPS * 16 * V];
+  __mmask16 spikes[S][TRACE_MAX_STEPS * V];
+  const unsigned n = in.n, K = in.K;
+  // 4 vectors per pass: 4 independent membrane chains (each step waits on the last spike).
+  constexpr unsigned W0 = V <= 4 ? V : (V + 1) / 2;
+  for (unsigned s = 0; s < S; ++s) {
+    leakRecompute<W0, V, RESET, SURROGATE>(c, T, x + s * n, 0, lastMask, sg[s], spikes[s]);
+    if constexpr (V > W0)
+      leakRecompute<V - W0, V, RESET, SURROGATE>(c, T, x + s * n, W0, lastMask, sg[s], spikes[s]);
+  }
+  // The sums over t stay in acc (L1): in registers too they would crowd out the product's.
+  __m512 carry[S][V];
+#pragma GCC unroll 8
+  for (unsigned s = 0; s < S; ++s)
+#pragma GCC unroll 8
+    for (unsigned v = 0; v < V; ++v)
+      carry[s][v] = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), gU + s * n + 16 * v);
+  const __m512 zero = _mm512_setzero_ps();
+  for (unsigned t = T; t-- > 0;) {
+    const float *g[S];
+    __m512 e[S][V];
+#pragma GCC unroll 8
+    for (unsigned s = 0; s < S; ++s)
+      g[s] = gradRow(t, b + s, s);
+    nextLayerProduct<S, V>(g, in.wT, K, n, lastMask, e);
+#pragma GCC unroll 8
+    for (unsigned s = 0; s < S; ++s)
+#pragma GCC unroll 8
+      for (unsigned v = 0; v < V; ++v) {
+        const __m512 sv = _mm512_load_ps(sg[s] + (t * V + v) * 16);
+        const __mmask16 nz =
+            _mm512_mask_cmp_ps_mask(laneMask(v, V, lastMask), sv, zero, _CMP_NEQ_UQ);
+        if constexpr (RESET == RESET_ZERO) // a spike at t cuts the leak path
+          carry[s][v] = _mm512_maskz_mov_ps(__mmask16(~spikes[s][t * V + v]), carry[s][v]);
+        carry[s][v] = _mm512_fmadd_ps(c.beta, carry[s][v], _mm512_maskz_mul_ps(nz, sv, e[s][v]));
+        float *sum = acc + s * n + 16 * v;
+        _mm512_mask_storeu_ps(
+            sum, laneMask(v, V, lastMask),
+            _mm512_add_ps(_mm512_maskz_loadu_ps(laneMask(v, V, lastMask), sum), carry[s][v]));
+        if (in.out)
+          _mm512_mask_storeu_ps(in.out + std::size_t(t) * in.outStep + s * n + 16 * v,
+                                laneMask(v, V, lastMask), carry[s][v]);
+      }
+  }
+#pragma GCC unroll 8
+  for (unsigned s = 0; s < S; ++s)
+#pragma GCC unroll 8
+    for (unsigned v = 0; v < V; ++v) {
+      const __mmask16 m = laneMask(v, V, lastMask);
+      _mm512_mask_storeu_ps(gU + s * n + 16 * v, m, carry[s][v]);
+      _mm512_mask_storeu_ps(gb + 16 * v, m,
+                            _mm512_add_ps(_mm512_maskz_loadu_ps(m, gb + 16 * v),
+                                          _mm512_maskz_loadu_ps(m, acc + s * n + 16 * v)));
+    }
+}
+
+// S samples from b: blocks of blockVectors<S>() vectors over a row of n neurons, then the
+// rest (x, gU, acc and out at sample b's row).
+template <unsigned S, unsigned RESET, unsigned SURROGATE, class GradRow>
+inline void leakBackwardGroup(const LeakVectors &c, unsigned T, const float *x, unsigned b,
+                              GradRow gradRow, BackwardRows in, float *gU, float *acc, float *gb) {
+  constexpr unsigned V = blockVectors<S>();
   const unsigned n = in.n;
   const float *wT = in.wT;
   float *out = in.out;
@@ -262,8 +327,8 @@ inline void leakBackwardSample(const LeakVectors &c, unsigned T, const float *x,
   for (; j + 16 * V <= n; j += 16 * V) {
     in.wT = wT + j;
     in.out = out ? out + j : nullptr;
-    leakBackwardSteps<V, RESET, SURROGATE>(c, T, x + j, gradRow, in, gU + j, acc + j, gb + j,
-                                           __mmask16(0xffff));
+    leakBackwardSteps<S, V, RESET, SURROGATE>(c, T, x + j, b, gradRow, in, gU + j, acc + j, gb + j,
+                                              __mmask16(0xffff));
   }
   const unsigned rest = n - j;
   if (rest == 0)
@@ -275,12 +340,36 @@ inline void leakBackwardSample(const LeakVectors &c, unsigned T, const float *x,
     // clang-format off: a case per macro line
 #define POPSNN_BLOCK(W)                                                                    \
   case W:                                                                                  \
-    return leakBackwardSteps<W, RESET, SURROGATE>(c, T, x + j, gradRow, in, gU + j,        \
-                                                  acc + j, gb + j, mask);
+    if constexpr (W <= V)                                                                  \
+      return leakBackwardSteps<S, W, RESET, SURROGATE>(c, T, x + j, b, gradRow, in,        \
+                                                       gU + j, acc + j, gb + j, mask);     \
+    break;
     POPSNN_BLOCK(1) POPSNN_BLOCK(2) POPSNN_BLOCK(3) POPSNN_BLOCK(4)
     POPSNN_BLOCK(5) POPSNN_BLOCK(6) POPSNN_BLOCK(7) POPSNN_BLOCK(8)
 #undef POPSNN_BLOCK
     // clang-format on
+  }
+}
+
+// The backward of `batch` samples, rows n apart in x (I), gU, acc and out: pairs of samples
+// (each W row loaded once for both), then an odd last one alone. gradRow(t, b, slot) gives
+// sample b's dL/dI row of the next layer at step t (slot 0 or 1: where a gathered row may
+// be kept while the other sample's is in use).
+template <unsigned RESET, unsigned SURROGATE, class GradRow>
+inline void leakBackwardBatch(const LeakVectors &c, unsigned T, unsigned batch, const float *x,
+                              GradRow gradRow, BackwardRows in, float *gU, float *acc, float *gb) {
+  const std::size_t n = in.n;
+  float *out = in.out;
+  unsigned b = 0;
+  for (; b + 2 <= batch; b += 2) {
+    in.out = out ? out + b * n : nullptr;
+    leakBackwardGroup<2, RESET, SURROGATE>(c, T, x + b * n, b, gradRow, in, gU + b * n, acc + b * n,
+                                           gb);
+  }
+  if (b < batch) {
+    in.out = out ? out + b * n : nullptr;
+    leakBackwardGroup<1, RESET, SURROGATE>(c, T, x + b * n, b, gradRow, in, gU + b * n, acc + b * n,
+                                           gb);
   }
 }
 

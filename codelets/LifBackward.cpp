@@ -71,7 +71,7 @@ public:
   // steps T-1 and T-2 there for the first backward step.
   Vector<Output<Vector<int>>> outIds;  // [B, stride]
   Vector<Output<Vector<int>>> prevIds; // [B, stride]
-  InOut<Vector<float>> scratch;        // [2n + P] (Alpha: [2n + max(P, n)])
+  InOut<Vector<float>> scratch;        // [2n + max(2P, Alpha: n)]
   // Compressed trace: per sample count, live ids [n], in-list flags [n] (SparseBackward.hpp)
   Vector<InOut<Vector<int>>> liveIds;
   // As LifForward's: the constants per neuron, one edge each or none. A learned beta: U [T, B, n]
@@ -166,20 +166,33 @@ private:
     const LeakVectors c(beta, threshold, surrogateParam);
     const bool oneShard = nextShardSize >= nextLayerSize; // its rows are whole: no gather
     const float *grads = &nextGrad[0][0];
-    float *g = &scratch[2 * n];
-    for (unsigned b = 0; b < batch; ++b) {
-      auto gradRow = [&](unsigned t) -> const float * {
-        if (oneShard)
-          return grads + (t * batch + b) * K;
+    // Gathered rows of a pair of samples, all steps at once when narrow (a readout: every
+    // block of the pair reads them), else per (step, block) into the scratch's two rows.
+    const unsigned P = pushWidth(K);
+    alignas(64) float pairRows[2 * TRACE_MAX_STEPS * GATHER_ONCE_WIDTH];
+    const bool once = P <= GATHER_ONCE_WIDTH;
+    unsigned gathered = batch; // the first sample of the pair in pairRows
+    auto gradRow = [&](unsigned t, unsigned b, unsigned slot) -> const float * {
+      if (oneShard)
+        return grads + (t * batch + b) * K;
+      if (!once) {
+        float *g = &scratch[2 * n + slot * P];
         gatherNextGrad(grads, g, K, nextShardSize, t * batch + b, T * batch);
         return g;
-      };
-      const BackwardRows rows{&nextWeightsT[0][0], n, K,
-                              publishesGrad() ? &gradOut[0][b * n] : nullptr, batch * n};
-      leakBackwardSample<Reset::code, SURROGATE>(c, T, &current[0][b * n], gradRow, rows,
-                                                 &gradMem[b * n], &currentGradSum[0][b * n],
-                                                 &gradBias[0]);
-    }
+      }
+      if (b - slot != gathered) {
+        gathered = b - slot;
+        for (unsigned u = 0; u < T; ++u)
+          for (unsigned s = 0; s < 2 && gathered + s < batch; ++s)
+            gatherNextGrad(grads, &pairRows[(2 * u + s) * P], K, nextShardSize,
+                           u * batch + gathered + s, T * batch);
+      }
+      return &pairRows[(2 * t + slot) * P];
+    };
+    const BackwardRows rows{&nextWeightsT[0][0], n, K, publishesGrad() ? &gradOut[0][0] : nullptr,
+                            batch * n};
+    leakBackwardBatch<Reset::code, SURROGATE>(c, T, batch, &current[0][0], gradRow, rows,
+                                              &gradMem[0], &currentGradSum[0][0], &gradBias[0]);
   }
 #endif
 

@@ -89,10 +89,11 @@ struct ShardTensorMaker {
     sh.gradMem = b.zeros(FLOAT, stateVars * B * n, tile, name + "grad_mem", L);
     sh.prevSpikes = b.zeros(FLOAT, B * n, tile, name + "prev_spikes", L);
     sh.fwdScratch = b.zeros(FLOAT, 3 * n, tile, name + "fwd_scratch", L);
-    // eps, keep, then the next layer's gathered dL/dI (P) or Alpha's dL/dH' (n).
+    // eps, keep, then two gathered rows of the next layer's dL/dI (a pair of samples,
+    // LeakyTrace.hpp) or Alpha's dL/dH' (n).
     const unsigned P = l + 1 < layers.size() ? codes::pushWidth(layers[l + 1].spec.outputs) : 0;
-    sh.bwdScratch =
-        b.zeros(FLOAT, 2 * n + std::max(P, stateVars == 3 ? n : 0u), tile, name + "bwd_scratch", L);
+    sh.bwdScratch = b.zeros(FLOAT, 2 * n + std::max(2 * P, stateVars == 3 ? n : 0u), tile,
+                            name + "bwd_scratch", L);
     // The surrogate kept for the backward: dense without a sparse rule (every entry carries
     // gradient) or where the rule keeps most entries (masked: 0 off the rule), else the
     // gradient trace, sized by activity over all (step, sample): its starts, its 16-bit ids

@@ -1,4 +1,5 @@
-// The codelets' input-layer and push kernels against plain double-precision loops, on shapes
+// The codelets' input-layer, push and whole-trace Leaky backward kernels against plain
+// double-precision loops, on shapes
 // with ragged edges (odd input counts, batches and widths that are no multiple of a vector,
 // x rows longer than the inputs used). Built by test_kernel_units.py once per instruction
 // set; prints one line per check: its name and the largest relative error.
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "DenseKernels.hpp"
+#include "LeakyTrace.hpp"
 #include "LifCommon.hpp"
 
 namespace {
@@ -121,6 +123,76 @@ void addToRows(unsigned P) {
   report(name, want, rows.data());
 }
 
+#ifdef POPSNN_LEAK_TRACE
+// The whole-trace Leaky backward (LeakyTrace.hpp: pairs of samples, an odd last one, blocks
+// ending in partial vectors) against the BPTT of docs/numerics.md in double: the forward's
+// membrane in float with the kernel's fused operations (so the spikes are the same), the
+// surrogate and everything after it in double. Carries, sums and the bias gradient start
+// non-zero (they are read and added to).
+template <unsigned RESET, unsigned SURROGATE>
+void leakTrace(unsigned batch, unsigned n, unsigned K, unsigned T, const char *what) {
+  using namespace popsnn::lif;
+  const float beta = 0.9f, th = 1.0f, param = SURROGATE == ATAN ? 2.0f : 5.0f;
+  const std::size_t rows = std::size_t(batch) * n;
+  std::vector<float> x(rows), wT(std::size_t(K) * n), g(std::size_t(T) * batch * K);
+  std::vector<float> gU(rows), acc(rows), gb(n), out(T * rows, -1.0f);
+  for (float &v : x)
+    v = uniform(-0.2f, 0.6f);
+  for (std::vector<float> *values : {&wT, &g, &gU, &acc, &gb})
+    for (float &v : *values)
+      v = uniform(-1.0f, 1.0f);
+  std::vector<double> wantOut(out.size()), wantU(rows), wantAcc(rows), wantB(gb.begin(), gb.end());
+  for (unsigned b = 0; b < batch; ++b)
+    for (unsigned j = 0; j < n; ++j) {
+      const std::size_t r = std::size_t(b) * n + j;
+      std::vector<double> sg(T);
+      std::vector<bool> spike(T);
+      float u = 0.0f, p = 0.0f;
+      for (unsigned t = 0; t < T; ++t) {
+        u = RESET == RESET_SUBTRACT ? std::fma(-p, th, std::fma(beta, u, x[r]))
+            : RESET == RESET_ZERO   ? std::fma(beta * (1.0f - p), u, x[r])
+                                    : std::fma(beta, u, x[r]);
+        const double d = double(u) - th, z = M_PI * param * d / 2.0;
+        sg[t] = SURROGATE == FAST_SIGMOID
+                    ? 1.0 / ((param * std::fabs(d) + 1.0) * (param * std::fabs(d) + 1.0))
+                : SURROGATE == ATAN ? param / 2.0 / (1.0 + z * z)
+                                    : 1.0;
+        spike[t] = u > th;
+        p = spike[t] ? 1.0f : 0.0f;
+      }
+      double carry = gU[r], sum = acc[r];
+      for (unsigned t = T; t-- > 0;) {
+        double e = 0.0;
+        for (unsigned k = 0; k < K; ++k)
+          e += double(g[(std::size_t(t) * batch + b) * K + k]) * wT[std::size_t(k) * n + j];
+        if (RESET == RESET_ZERO && spike[t])
+          carry = 0.0;
+        carry = sg[t] * e + beta * carry;
+        sum += carry;
+        wantOut[t * rows + r] = carry;
+      }
+      wantU[r] = carry;
+      wantAcc[r] = sum;
+      wantB[j] += sum;
+    }
+  auto gradRow = [&](unsigned t, unsigned b, unsigned) -> const float * {
+    return g.data() + (std::size_t(t) * batch + b) * K;
+  };
+  const LeakVectors c(beta, th, param);
+  leakBackwardBatch<RESET, SURROGATE>(c, T, batch, x.data(), gradRow,
+                                      BackwardRows{wT.data(), n, K, out.data(), unsigned(rows)},
+                                      gU.data(), acc.data(), gb.data());
+  const std::pair<const std::vector<double> *, const float *> results[] = {
+      {&wantOut, out.data()}, {&wantU, gU.data()}, {&wantAcc, acc.data()}, {&wantB, gb.data()}};
+  const char *parts[] = {"grad_out", "grad_mem", "grad_sum", "grad_bias"};
+  for (unsigned k = 0; k < 4; ++k) {
+    char name[96];
+    std::snprintf(name, sizeof name, "leak_trace_%s_B%u_n%u_K%u_%s", what, batch, n, K, parts[k]);
+    report(name, *results[k].first, results[k].second);
+  }
+}
+#endif
+
 } // namespace
 
 int main() {
@@ -138,5 +210,12 @@ int main() {
   }
   for (unsigned P : {16u, 32u, 48u})
     addToRows(P);
+#ifdef POPSNN_LEAK_TRACE
+  leakTrace<popsnn::codes::RESET_SUBTRACT, popsnn::codes::FAST_SIGMOID>(5, 200, 10, 25,
+                                                                        "subtract_fast_sigmoid");
+  leakTrace<popsnn::codes::RESET_ZERO, popsnn::codes::ATAN>(4, 37, 3, 9, "zero_atan");
+  leakTrace<popsnn::codes::RESET_NONE, popsnn::codes::STRAIGHT_THROUGH>(3, 130, 16, 64,
+                                                                        "none_straight");
+#endif
   return 0;
 }
