@@ -127,6 +127,12 @@ POPSNN_ONCE void learnedConstantGrads(const float *__restrict gU, const int *pre
     }
 }
 
+// Every element of a vertex field (a Vector or one edge of a list) set to 0.
+template <class V> inline void zeroAll(V &v) {
+  for (unsigned k = 0; k < v.size(); ++k)
+    v[k] = 0;
+}
+
 // A learned beta's gradient is zero where the clamp to [0, 1] is active (torch's clamp
 // passes it on the closed interval).
 inline void zeroWhereClamped(const float *beta, float *__restrict gradBeta, unsigned n) {

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 
+#include "BackwardRows.hpp"
 #include "LifCommon.hpp"
 
 #ifdef POPSNN_SPARSE_ROWS_AVX512
@@ -41,6 +42,38 @@ inline bool leakTraceApplies(unsigned inputMode, unsigned rule, unsigned surroga
   return inputMode == INPUT_DIRECT && rule == RULE_NONE && surrogate != SIGMOID && !output &&
          stepsPerCall == numSteps && numSteps <= TRACE_MAX_STEPS && !stepMajor;
 }
+
+// The next layer's dL/dI rows of (t, b) for leakBackwardBatch, slot 0 or 1 of a pair of
+// samples: read in place when one downstream shard holds whole rows, else gathered from the
+// shards' blocks -- all T steps of the pair at once when narrow (a readout: every block of
+// the pair reads them again), else per (step, block) into two scratch rows.
+struct PairGradRows {
+  const float *grads;
+  unsigned K, shardSize, T, batch;
+  float *scratchRows; // [2, pushWidth(K)]
+  alignas(64) float pairRows[2 * TRACE_MAX_STEPS * GATHER_ONCE_WIDTH];
+  unsigned gathered; // the first sample of the pair in pairRows (batch: none)
+
+  PairGradRows(const float *g, unsigned k, unsigned shard, unsigned steps, unsigned b, float *s)
+      : grads(g), K(k), shardSize(shard), T(steps), batch(b), scratchRows(s), gathered(b) {}
+  const float *operator()(unsigned t, unsigned b, unsigned slot) {
+    const unsigned P = pushWidth(K);
+    if (shardSize >= K)
+      return grads + (t * batch + b) * K;
+    if (P > GATHER_ONCE_WIDTH) {
+      gatherNextGrad(grads, scratchRows + slot * P, K, shardSize, t * batch + b, T * batch);
+      return scratchRows + slot * P;
+    }
+    if (b - slot != gathered) {
+      gathered = b - slot;
+      for (unsigned u = 0; u < T; ++u)
+        for (unsigned s = 0; s < 2 && gathered + s < batch; ++s)
+          gatherNextGrad(grads, &pairRows[(2 * u + s) * P], K, shardSize, u * batch + gathered + s,
+                         T * batch);
+    }
+    return &pairRows[(2 * t + slot) * P];
+  }
+};
 
 struct LeakVectors {
   __m512 beta, threshold, one, k, scale, half, halfParam, absMask;

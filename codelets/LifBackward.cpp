@@ -144,10 +144,9 @@ private:
   bool learnsThreshold() const { return gradThreshold.size() != 0; }
 
 #ifdef POPSNN_LEAK_TRACE
-  // A dense Leaky shard on direct current that feeds another layer, all steps in this call:
-  // each sample's steps at once, the surrogates recomputed (LeakyTrace.hpp; its forward
-  // decides by the same rule and writes no surrogate trace). The direct input's weight
-  // gradient is DirectWeightGrad's; a Leaky neuron has no recurrent weights.
+  // A dense Leaky shard on direct current feeding another layer, all steps in one call: each
+  // sample's steps at once, surrogates recomputed (LeakyTrace.hpp; the forward decides alike and
+  // writes no surrogate trace). Weight gradient: DirectWeightGrad's; no recurrent weights.
   bool wholeTrace() const {
     return leakTraceApplies(inputMode, Trace::masked ? RULE_WINDOW : RULE_NONE, surrogate,
                             isOutput() != 0, stepsPerCall, numSteps, stepMajor != 0);
@@ -161,37 +160,15 @@ private:
       leakyTrace<STRAIGHT_THROUGH>();
   }
   template <unsigned SURROGATE> void leakyTrace() {
-    const unsigned n = numNeurons, T = numSteps, K = nextLayerSize;
+    const unsigned n = numNeurons;
     start();
-    const LeakVectors c(beta, threshold, surrogateParam);
-    const bool oneShard = nextShardSize >= nextLayerSize; // its rows are whole: no gather
-    const float *grads = &nextGrad[0][0];
-    // Gathered rows of a pair of samples, all steps at once when narrow (a readout: every
-    // block of the pair reads them), else per (step, block) into the scratch's two rows.
-    const unsigned P = pushWidth(K);
-    alignas(64) float pairRows[2 * TRACE_MAX_STEPS * GATHER_ONCE_WIDTH];
-    const bool once = P <= GATHER_ONCE_WIDTH;
-    unsigned gathered = batch; // the first sample of the pair in pairRows
-    auto gradRow = [&](unsigned t, unsigned b, unsigned slot) -> const float * {
-      if (oneShard)
-        return grads + (t * batch + b) * K;
-      if (!once) {
-        float *g = &scratch[2 * n + slot * P];
-        gatherNextGrad(grads, g, K, nextShardSize, t * batch + b, T * batch);
-        return g;
-      }
-      if (b - slot != gathered) {
-        gathered = b - slot;
-        for (unsigned u = 0; u < T; ++u)
-          for (unsigned s = 0; s < 2 && gathered + s < batch; ++s)
-            gatherNextGrad(grads, &pairRows[(2 * u + s) * P], K, nextShardSize,
-                           u * batch + gathered + s, T * batch);
-      }
-      return &pairRows[(2 * t + slot) * P];
-    };
-    const BackwardRows rows{&nextWeightsT[0][0], n, K, publishesGrad() ? &gradOut[0][0] : nullptr,
-                            batch * n};
-    leakBackwardBatch<Reset::code, SURROGATE>(c, T, batch, &current[0][0], gradRow, rows,
+    PairGradRows pair(&nextGrad[0][0], nextLayerSize, nextShardSize, numSteps, batch,
+                      &scratch[2 * n]); // taken by reference: one gatherer for every block
+    auto gradRow = [&](unsigned t, unsigned b, unsigned slot) { return pair(t, b, slot); };
+    const BackwardRows rows{&nextWeightsT[0][0], n, nextLayerSize,
+                            publishesGrad() ? &gradOut[0][0] : nullptr, batch * n};
+    leakBackwardBatch<Reset::code, SURROGATE>(LeakVectors(beta, threshold, surrogateParam),
+                                              numSteps, batch, &current[0][0], gradRow, rows,
                                               &gradMem[0], &currentGradSum[0][0], &gradBias[0]);
   }
 #endif
@@ -230,33 +207,22 @@ private:
       blocksToRows(&nextWeights[0][0], n, nextShardSize, nextLayerSize, &nextWeightsT[0][0]);
     if (recurrence == popsnn::Recurrence::ALL_TO_ALL && dense)
       transposeFanout(&ownWeights[0][0], n, ownShardSize, ownLayerSize, &ownWeightsT[0][0]);
-    for (unsigned k = 0; k < gradMem.size(); ++k)
-      gradMem[k] = 0.0f;
+    zeroAll(gradMem);
     // DirectWeightGrad writes it whole; a partial-current input's is the previous
     // layer's (copied in).
     if (inputMode != INPUT_DIRECT && inputMode != INPUT_PARTIAL_CURRENT)
-      for (unsigned k = 0; k < gradWeights.size(); ++k)
-        gradWeights[k] = 0.0f;
-    for (unsigned k = 0; k < n; ++k)
-      gradBias[k] = 0.0f;
-    if (recurrence != popsnn::Recurrence::NONE) {
-      for (unsigned k = 0; k < gradRecWeights[0].size(); ++k)
-        gradRecWeights[0][k] = 0.0f;
-      for (unsigned k = 0; k < gradRecBias[0].size(); ++k)
-        gradRecBias[0][k] = 0.0f;
-    }
+      zeroAll(gradWeights);
+    zeroAll(gradBias);
+    for (auto *edges : {&gradRecWeights, &gradRecBias, &gradBeta, &gradThreshold})
+      for (unsigned k = 0; k < edges->size(); ++k) // one edge or none
+        zeroAll((*edges)[k]);
     if (inputMode == INPUT_DIRECT)
       for (unsigned k = 0; k < bn; ++k)
         currentGradSum[0][k] = 0.0f;
     for (unsigned k = 0; k < liveIds.size(); ++k)
-      for (unsigned i = 0; i < liveIds[k].size(); ++i)
-        liveIds[k][i] = 0;
-    if (!dense) // liveStep's eps and dL/dI: 0 off the live neurons
-      for (unsigned k = 0; k < n; ++k)
-        scratch[k] = 0.0f;
-    for (auto *learned : {&gradBeta, &gradThreshold}) // one edge or none
-      for (unsigned k = 0; learned->size() != 0 && k < n; ++k)
-        (*learned)[0][k] = 0.0f;
+      zeroAll(liveIds[k]);
+    for (unsigned k = 0; k < n && !dense; ++k) // liveStep's eps and dL/dI: 0 off the live ones
+      scratch[k] = 0.0f;
   }
 
   // The gradient trace's entries of (t, b): [first, last) of its ids and values.
@@ -287,9 +253,8 @@ private:
     return &gradOut[0][((stepMajor ? 0 : t * batch) + b) * numNeurons];
   }
 
-  // A dense trace: the fused pass (a Leaky shard feeding a layer, where the CPU has one; beta
-  // a float or a row, a learned threshold's terms need dL/dS: generic) or every model's
-  // generic step.
+  // A dense trace: the fused pass (a Leaky shard feeding a layer, where the CPU has one; beta a
+  // float or a row; a learned threshold needs dL/dS: generic) or every model's generic step.
   template <class C> const float *denseStep(unsigned t, unsigned b, const C &c, const int *own) {
 #ifdef POPSNN_FUSED_LEAK_BACKWARD
     if constexpr (leaky)
@@ -397,7 +362,10 @@ private:
     live = joinLive(&liveIds[0][b * (2 * n + 1)], n, e.ids, e.size, gMem);
     float *__restrict eps = &scratch[0];
     liveSpikeGrad(t, b, e, gU, eps);
-    liveMembraneGrad(c, own, e, eps, gMem, gU, live);
+    if (zeroReset && !Neuron::gatesInput)
+      zeroAtSpikes(own, offset, gU);
+    liveMembraneGrad<Neuron>(c, n, e.ids, e.vals, e.size, eps, gMem, gU, live,
+                             !C::uniform && learnsThreshold() ? &gradThreshold[0][0] : nullptr);
     if (!C::uniform && !Neuron::twoCurrents && (learnsBeta() || learnsThreshold()))
       constantGrads(t, b, gU); // Alpha's: in liveInputGrad, with its currents' terms
     const float *dI = liveInputGrad(t, b, c, gU, live);
@@ -432,30 +400,6 @@ private:
     else if (recurrence == popsnn::Recurrence::ONE_TO_ONE)
       for (unsigned k = 0; k < e.size; ++k)
         eps[e.ids[k]] += recWeights[0][e.ids[k]] * gU[e.ids[k]];
-  }
-
-  // membraneGrad over the live neurons: the carry decays (Alpha: none, U is no state), then the
-  // entries add surrogate * dL/dS[t].
-  template <class C>
-  void liveMembraneGrad(const C &c, const int *own, const TraceRow &e, const float *__restrict eps,
-                        const float *__restrict gMem, float *__restrict gU,
-                        const LiveNeurons &live) {
-    if (zeroReset && !Neuron::gatesInput)
-      zeroAtSpikes(own, offset, gU);
-    for (unsigned k = 0; k < live.count && (Neuron::twoCurrents || gMem || !C::uniform); ++k) {
-      const unsigned j = unsigned(live.ids[k]);
-      const float leak = Neuron::twoCurrents ? 0.0f : c.betaAt(j);
-      gU[j] = (gMem ? gMem[j] : 0.0f) + leak * gU[j];
-    }
-    if constexpr (C::uniform && !Neuron::twoCurrents)
-      if (!gMem)
-        decayLive(gU, numNeurons, live.ids, live.count, c.beta);
-    for (unsigned k = 0; k < e.size; ++k) {
-      const unsigned j = unsigned(e.ids[k]);
-      gU[j] += e.vals[k] * eps[j];
-      if (!C::uniform && learnsThreshold())
-        gradThreshold[0][j] -= e.vals[k] * eps[j];
-    }
   }
 
   // inputGrad over the live neurons: dL/dI[t] is gU itself, Synaptic's carried dL/dJ, or

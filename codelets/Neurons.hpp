@@ -333,8 +333,8 @@ struct Alpha {
                           const float *__restrict u, const float *__restrict hPrev,
                           float *__restrict gradBeta) {
     for (unsigned j = 0; j < n; ++j)
-      gradBeta[j] += betaGradAt<Reset>(c, j, gU[j], keep[j], gHPre[j], u[j],
-                                       hPrev ? hPrev[j] : 0.0f);
+      gradBeta[j] +=
+          betaGradAt<Reset>(c, j, gU[j], keep[j], gHPre[j], u[j], hPrev ? hPrev[j] : 0.0f);
   }
   // betaGradRow's term for neuron j alone (the sparse backward's live neurons).
   template <class Reset, class C>

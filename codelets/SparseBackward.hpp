@@ -163,5 +163,29 @@ inline void zeroAtLive(float *__restrict v, unsigned n, const LiveNeurons &live)
       v[live.ids[k]] = 0.0f;
 }
 
+// LifBackward's membraneGrad over a sample's live neurons: the carry dL/dU[t+1] decays
+// (Alpha: none, its U is no state), then the gradient trace's entries of (t, b) add
+// surrogate * dL/dS[t]; a learned threshold (gradThreshold) gets -surrogate * dL/dS[t].
+template <class Neuron, class C>
+inline void liveMembraneGrad(const C &c, unsigned n, const unsigned short *ids, const float *vals,
+                             unsigned size, const float *__restrict eps,
+                             const float *__restrict gMem, float *__restrict gU,
+                             const LiveNeurons &live, float *__restrict gradThreshold) {
+  for (unsigned k = 0; k < live.count && (Neuron::twoCurrents || gMem || !C::uniform); ++k) {
+    const unsigned j = unsigned(live.ids[k]);
+    const float leak = Neuron::twoCurrents ? 0.0f : c.betaAt(j);
+    gU[j] = (gMem ? gMem[j] : 0.0f) + leak * gU[j];
+  }
+  if constexpr (C::uniform && !Neuron::twoCurrents)
+    if (!gMem)
+      decayLive(gU, n, live.ids, live.count, c.beta);
+  for (unsigned k = 0; k < size; ++k) {
+    const unsigned j = unsigned(ids[k]);
+    gU[j] += vals[k] * eps[j];
+    if (gradThreshold)
+      gradThreshold[j] -= vals[k] * eps[j];
+  }
+}
+
 } // namespace lif
 } // namespace popsnn

@@ -270,24 +270,6 @@ public:
     engine->writeTensor("sample_weights", w.data(), w.data() + B);
   }
 
-  // The worst overflow over every shard and chunk, from the device's counters.
-  Overflow readOverflow() {
-    Overflow worst = noOverflow(spec);
-    const unsigned chunks = plan().schedule.chunks;
-    const unsigned rows = spec.numSteps * plan().chunkBatch;
-    for (auto &layer : layers())
-      for (unsigned k = 0; k < layer.shards.size(); ++k) {
-        // One set of counters per chunk of samples (one without chunks).
-        std::vector<unsigned> all(std::size_t(chunks) * codes::OVERFLOW_FIELDS);
-        engine->readTensor("overflow" + std::to_string(layer.index) + "/" + std::to_string(k),
-                           all.data(), all.data() + all.size());
-        for (unsigned m = 0; m < chunks; ++m)
-          noteOverflow(all.data() + std::size_t(m) * codes::OVERFLOW_FIELDS, layer, layer.shards[k],
-                       rows, spec.numSteps, worst);
-      }
-    return worst;
-  }
-
   // Still to measure: the gradient trace's size is the engine's and no step has counted it.
   bool measuringTrace() const {
     if (!measuredTrace || spec.traceActivity != 0.0f)
@@ -298,25 +280,17 @@ public:
     return false;
   }
 
-  // The largest shard's T x chunk-batch x n entries.
-  unsigned entriesPerShard() const {
-    unsigned size = 1;
-    for (const auto &layer : plan().layers)
-      size = std::max(size, layer.shardSize);
-    return spec.numSteps * plan().chunkBatch * size;
-  }
-
   // Throws SpikeBufferOverflow (policy Error) or returns true after growing the
   // buffers or traces (policy Grow, or a measured gradient trace: the caller redoes the
   // step); the first counts of a measured trace size it, and the step is redone on that.
   bool checkOverflow() {
-    Overflow worst = readOverflow();
+    Overflow worst = readOverflow(*engine, spec, plan(), layers());
     const bool measuring = measuringTrace();
     if (!worst.any && !measuring)
       return false;
     const bool ownTrace = measuredTrace && worst.onlyGradientTrace(spec);
     if (measuring)
-      spec.traceActivity = measuredTraceActivity(worst, entriesPerShard());
+      spec.traceActivity = measuredTraceActivity(worst, entriesPerShard(spec, plan()));
     if (worst.any && policy == OverflowPolicy::Error && !ownTrace)
       throw SpikeBufferOverflow(overflowMessage(worst, spec), worst.layer, worst.step, worst.needed,
                                 worst.capacity);

@@ -100,4 +100,29 @@ float measuredTraceActivity(const Overflow &counted, unsigned entriesPerShard) {
   return float(std::min(1.0, std::max(counted.traceNeeded * ACTIVITY_HEADROOM, oneEntry)));
 }
 
+Overflow readOverflow(poplar::Engine &engine, const NetworkSpec &spec, const Plan &plan,
+                      const std::vector<Layer> &layers) {
+  Overflow worst = noOverflow(spec);
+  const unsigned chunks = plan.schedule.chunks;
+  const unsigned rows = spec.numSteps * plan.chunkBatch;
+  for (auto &layer : layers)
+    for (unsigned k = 0; k < layer.shards.size(); ++k) {
+      // One set of counters per chunk of samples (one without chunks).
+      std::vector<unsigned> all(std::size_t(chunks) * codes::OVERFLOW_FIELDS);
+      engine.readTensor("overflow" + std::to_string(layer.index) + "/" + std::to_string(k),
+                        all.data(), all.data() + all.size());
+      for (unsigned m = 0; m < chunks; ++m)
+        noteOverflow(all.data() + std::size_t(m) * codes::OVERFLOW_FIELDS, layer, layer.shards[k],
+                     rows, spec.numSteps, worst);
+    }
+  return worst;
+}
+
+unsigned entriesPerShard(const NetworkSpec &spec, const Plan &plan) {
+  unsigned size = 1;
+  for (const auto &layer : plan.layers)
+    size = std::max(size, layer.shardSize);
+  return spec.numSteps * plan.chunkBatch * size;
+}
+
 } // namespace popsnn

@@ -4,6 +4,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
+
+#include <poplar/Engine.hpp>
 
 #include "GraphBuild.hpp"
 #include "popsnn/NetworkSpec.hpp"
@@ -41,6 +44,13 @@ void growFor(const Overflow &worst, NetworkSpec &spec);
 constexpr double ACTIVITY_HEADROOM = 1.25;
 // A measured gradient trace (spec.traceActivity 0): its activity from the first minibatch's
 // counts, with headroom, at least one entry's worth (0 means "not measured yet").
+// The worst overflow over every shard and chunk, from the device's counters.
+Overflow readOverflow(poplar::Engine &engine, const NetworkSpec &spec, const Plan &plan,
+                      const std::vector<Layer> &layers);
+
+// The largest shard's T x chunk-batch x n entries.
+unsigned entriesPerShard(const NetworkSpec &spec, const Plan &plan);
+
 float measuredTraceActivity(const Overflow &counted, unsigned entriesPerShard);
 
 } // namespace popsnn
