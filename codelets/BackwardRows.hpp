@@ -98,7 +98,7 @@ POPSNN_ONCE void fromFanoutSparse(float *__restrict eps, unsigned n, const unsig
 }
 
 // Sets v[id - offset] = 0 for the spikes of an id buffer.
-void zeroAtSpikes(const int *buf, unsigned offset, float *__restrict v) {
+inline void zeroAtSpikes(const int *buf, unsigned offset, float *__restrict v) {
   for (int k = 0; k < buf[0]; ++k)
     v[unsigned(buf[BUFFER_HEADER + k]) - offset] = 0.0f;
 }

@@ -61,15 +61,16 @@ struct PairGradRows {
     if (shardSize >= K)
       return grads + (t * batch + b) * K;
     if (P > GATHER_ONCE_WIDTH) {
-      gatherNextGrad(grads, scratchRows + slot * P, K, shardSize, t * batch + b, T * batch);
+      backward_rows::gatherNextGrad(grads, scratchRows + slot * P, K, shardSize, t * batch + b,
+                                    T * batch);
       return scratchRows + slot * P;
     }
     if (b - slot != gathered) {
       gathered = b - slot;
       for (unsigned u = 0; u < T; ++u)
         for (unsigned s = 0; s < 2 && gathered + s < batch; ++s)
-          gatherNextGrad(grads, &pairRows[(2 * u + s) * P], K, shardSize, u * batch + gathered + s,
-                         T * batch);
+          backward_rows::gatherNextGrad(grads, &pairRows[(2 * u + s) * P], K, shardSize,
+                                        u * batch + gathered + s, T * batch);
     }
     return &pairRows[(2 * t + slot) * P];
   }
