@@ -106,15 +106,6 @@ def codelets_path() -> Path:
     return Path(__file__).resolve().parents[1] / "lib" / "popsnn_codelets.gp"
 
 
-def check_engine_supports(net) -> None:
-    """Refuse, in one line naming device='reference', a network the engine's vertices do not
-    implement yet (rather than compile a network that computes something else)."""
-    if not net.is_linear:  # convolutional stages run in a graph of their own
-        from .conv_engine import check_conv_engine_supports
-
-        check_conv_engine_supports(net)
-
-
 def _layer_spec(lin, neuron) -> dict:
     spec = {
         "inputs": lin.in_features,
