@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "DenseKernels.hpp"
+#include "InputProducts.hpp"
 #include "LeakyTrace.hpp"
 #include "LifCommon.hpp"
 #include "Neurons.hpp"
@@ -28,7 +29,7 @@ public:
   Input<Vector<Stored>> bias;      // [n]
   Output<Vector<Stored>> current;  // [B, n]
   InOut<Vector<unsigned>> nzIndex; // [nIn]: a sample's non-zero inputs (sparse kernel)
-  InOut<Vector<float>> nzValue;    // [nIn]
+  InOut<Vector<float>> nzValue;    // [nIn], or [SPARSE_GROUP * nIn]: a group of samples'
   unsigned batch;
   unsigned numInputs;
   unsigned numNeurons;
@@ -53,7 +54,8 @@ private:
                                    popsnn::dense::DENSE_CURRENT_MIN_PER_MILLE))
       popsnn::dense::denseProduct(batch, n, numInputs, xs, numInputs, 1, &weights[0], n, out, n);
     else
-      sparseInputProduct(xs, batch, numInputs, &weights[0], n, &nzIndex[0], &nzValue[0], out);
+      sparseInputProduct(xs, batch, numInputs, &weights[0], n, &nzIndex[0], &nzValue[0], out,
+                         nzValue.size() >= SPARSE_GROUP * numInputs);
     // A row pointer: GCC left out[b * n + j] scalar (the unsigned index may wrap).
     const float *__restrict biasRow = &bias[0];
     for (unsigned b = 0; b < batch; ++b) {
