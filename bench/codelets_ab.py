@@ -69,7 +69,34 @@ def export_codelets(rev: str | None, into: Path) -> Path:
     return into / "codelets"
 
 
+def add_instantiations(src: Path, build: Path) -> None:
+    """The LIF vertices' explicit instantiations appended to `src`'s LifForward.cpp and
+    LifBackward.cpp, as the package build does (host/src/VertexInstances.cpp writes them
+    from the installed host's table of units), so that the host finds every vertex it names."""
+    gen = build.parent / "popsnn_vertex_instances"
+    if not gen.exists():
+        compiler = shutil.which("c++") or sys.exit("codelets_ab: no C++ compiler (c++)")
+        subprocess.run(
+            [
+                compiler,
+                "-std=c++17",
+                "-O1",
+                f"-I{ROOT / 'include'}",
+                str(ROOT / "host" / "src" / "VertexInstances.cpp"),
+                "-o",
+                str(gen),
+            ],
+            check=True,
+        )
+    for vertex in ("LifForward", "LifBackward"):
+        source = src / f"{vertex}.cpp"
+        generated = src / f"{vertex}.generated"
+        subprocess.run([str(gen), vertex, str(source), str(generated)], check=True)
+        generated.replace(source)
+
+
 def build_codelets(src: Path, build: Path) -> Path:
+    add_instantiations(src, build)
     sources = " ".join(f'"{p.as_posix()}"' for p in sorted(src.glob("*.cpp")))
     project = build.parent / f"{build.name}_project"
     project.mkdir()
