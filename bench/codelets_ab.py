@@ -69,11 +69,11 @@ def export_codelets(rev: str | None, into: Path) -> Path:
     return into / "codelets"
 
 
-def add_instantiations(src: Path, build: Path) -> None:
+def add_instantiations(src: Path, tmp: Path) -> Path:
     """The LIF vertices' explicit instantiations appended to `src`'s LifForward.cpp and
     LifBackward.cpp, as the package build does (host/src/VertexInstances.cpp writes them
     from the installed host's table of units), so that the host finds every vertex it names."""
-    gen = build.parent / "popsnn_vertex_instances"
+    gen = tmp / "popsnn_vertex_instances"
     if not gen.exists():
         compiler = shutil.which("c++") or sys.exit("codelets_ab: no C++ compiler (c++)")
         subprocess.run(
@@ -93,10 +93,14 @@ def add_instantiations(src: Path, build: Path) -> None:
         generated = src / f"{vertex}.generated"
         subprocess.run([str(gen), vertex, str(source), str(generated)], check=True)
         generated.replace(source)
+    return src
 
 
-def build_codelets(src: Path, build: Path) -> Path:
-    add_instantiations(src, build)
+NATIVE_FLAGS = "-O3 -march=native -fno-math-errno"  # the package's codelet flags
+
+
+def build_codelets(src: Path, build: Path, flags: str = NATIVE_FLAGS) -> Path:
+    """src's codelets compiled with `flags` into build/ab.gp."""
     sources = " ".join(f'"{p.as_posix()}"' for p in sorted(src.glob("*.cpp")))
     project = build.parent / f"{build.name}_project"
     project.mkdir()
@@ -105,7 +109,7 @@ cmake_minimum_required(VERSION 3.18)
 project(ab_codelets CXX)
 find_package(popsnn CONFIG REQUIRED)
 popsnn_add_codelets(ab OUTPUT ab.gp SOURCES {sources}
-  COMPILE_OPTIONS -O3 -march=native -fno-math-errno)
+  COMPILE_OPTIONS {flags})
 """)
     cmakedir = subprocess.run(
         [sys.executable, "-m", "popsnn", "--cmakedir"], check=True, capture_output=True, text=True
@@ -124,7 +128,7 @@ popsnn_add_codelets(ab OUTPUT ab.gp SOURCES {sources}
     ):
         run = subprocess.run(cmd, capture_output=True, text=True)
         if run.returncode != 0:
-            sys.exit(f"codelets_ab: building {src} failed:\n{run.stdout}{run.stderr}")
+            sys.exit(f"{Path(sys.argv[0]).name}: building {src} failed:\n{run.stdout}{run.stderr}")
     return build / "ab.gp"
 
 
@@ -174,10 +178,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         gps = {
-            "before": build_codelets(
-                export_codelets(args.before, tmp / "src_before"), tmp / "before"
-            ),
-            "after": build_codelets(export_codelets(None, tmp / "src_after"), tmp / "after"),
+            which: build_codelets(
+                add_instantiations(export_codelets(rev, tmp / f"src_{which}"), tmp), tmp / which
+            )
+            for which, rev in (("before", args.before), ("after", None))
         }
         steps = {}
         for which, gp in gps.items():
