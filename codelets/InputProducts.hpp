@@ -69,8 +69,8 @@ inline unsigned compressNonzeroColumn(const float *__restrict x, unsigned stride
 
 // R samples' rows of x (nIn apart) at once: the inputs where any of them is non-zero (NaN
 // counts), as ids, and each sample's values at them into val + r * nIn (zero where that
-// sample's input is zero); returns their count, and the samples' own non-zero entries in `entries`. As compressNonzero, over the
-// union.
+// sample's input is zero); returns their count, and the samples' own non-zero entries in `entries`.
+// As compressNonzero, over the union.
 template <unsigned R>
 inline unsigned compressNonzeroRows(const float *__restrict x, unsigned nIn,
                                     unsigned *__restrict idx, float *__restrict val,
@@ -228,7 +228,6 @@ inline void sparseRowGroupCombination(const unsigned *__restrict idx, const floa
   }
 }
 
-
 // out[b, 0..n) = sum_i x[b, i] w[i, 0..n) over the non-zero inputs (x [batch, nIn], w [nIn,
 // n]), SPARSE_PRODUCT_COLUMNS columns of every sample at a time: that panel of w stays in
 // L2 (1 MiB here) while the samples pass. The lists are made again per panel (a compare and
@@ -244,7 +243,8 @@ inline void sparseInputProduct(const float *__restrict x, unsigned batch, unsign
     unsigned b = 0;
     for (; grouped && b + R <= batch; b += R) {
       unsigned entries = 0;
-      const unsigned count = compressNonzeroRows<R>(x + std::size_t(b) * nIn, nIn, idx, val, entries);
+      const unsigned count =
+          compressNonzeroRows<R>(x + std::size_t(b) * nIn, nIn, idx, val, entries);
       if (groupPays(entries, count)) {
         sparseRowGroupCombination(idx, val, nIn, count, w + j0, n, out + std::size_t(b) * n + j0, n,
                                   cols);
