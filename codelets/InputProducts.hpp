@@ -10,8 +10,8 @@
 namespace popsnn {
 namespace lif {
 
-// Scratch the products need: idx [SPARSE_INPUT_GROUP * max(batch, nIn)] ids, val as many
-// floats (each input's or each group's lists).
+// The weight gradient's scratch: idx and val of SPARSE_INPUT_GROUP * batch entries (its
+// lists of samples; the current's scratch is given at sparseInputProduct).
 constexpr unsigned SPARSE_INPUT_GROUP = 16;
 
 #ifdef POPSNN_SPARSE_ROWS_AVX512

@@ -29,7 +29,7 @@ public:
   Input<Vector<Stored>> bias;      // [n]
   Output<Vector<Stored>> current;  // [B, n]
   InOut<Vector<unsigned>> nzIndex; // [nIn]: a sample's non-zero inputs (sparse kernel)
-  InOut<Vector<float>> nzValue;    // [nIn], or [SPARSE_GROUP * nIn]: a group of samples'
+  InOut<Vector<float>> nzValue;    // [nIn]; [SPARSE_GROUP * nIn] on the cpu device (groups)
   unsigned batch;
   unsigned numInputs;
   unsigned numNeurons;
