@@ -243,23 +243,24 @@ def _peak_fractions(masks, shard_sizes) -> list:
     return peaks
 
 
-def _engine(case: SparseCase, row: dict, params, x, y):
+def _engine(case: SparseCase, row: dict, params, x, y, **extra):
     """The engine model of a row, its buffers sized just above the activity measured on
     these weights and inputs (a (t, b) whose shard holds more grows them: the engine
     recompiles and redoes the step, nothing is dropped). One training step grows them and
     gives the cost model's estimates; then the weights go back and the learning rate to 0,
-    so that every timed call sees the same weights, hence the same activity."""
-    opts = {}
+    so that every timed call sees the same weights, hence the same activity. `extra`: more
+    device options (e.g. grad_list_activity=1.0: dL/dI exchanged dense)."""
+    opts = dict(extra)
     if row["_rule"] is not None:
         least = 1.0 / case.hidden
         start = min(1.0, max(ACTIVITY_MARGIN * max(row["trace_fraction_per_layer"]), least))
         spikes = min(1.0, max(ACTIVITY_MARGIN * max(row["buffered_fraction_per_layer"]), least))
-        opts = {
-            "max_activity": spikes,  # one step's buffer: grows to the busiest step
-            "spike_activity": spikes,
-            "trace_activity": start,
-            "on_overflow": "grow",
-        }
+        opts.update(
+            max_activity=spikes,  # one step's buffer: grows to the busiest step
+            spike_activity=spikes,
+            trace_activity=start,
+            on_overflow="grow",
+        )
         row["max_activity_start"] = row["spike_activity_start"] = spikes
         row["trace_activity_start"] = start
     m = _model(case, row["_rule"], params=params, **opts)

@@ -483,6 +483,9 @@ private:
       idTrace[row + 1] = idTrace[row] + int(BUFFER_HEADER + stored);
       finishSample(t, b, buf);
     }
+    if (sparse && t + 1 == numSteps) // the trace is complete: what the dL/dI list needs
+      overflow[GRAD_LIST_NEEDED] =
+          liveRowsNeeded(&gradStarts[0][0], &gradIds[0][0], numSteps, batch, n, &scratch[0]);
     *step = (t + 1 == numSteps) ? 0 : t + 1;
   }
 

@@ -157,7 +157,12 @@ struct ShardTensorMaker {
     }
     const bool dense = !layer.compressedTrace; // every entry's surrogate, masked or not
     const bool keepsInputGrad = l == 0 && b.spec.inputGrad && b.spec.input == InputMode::PerStep;
-    if (l > 0 || keepsInputGrad)
+    if (layer.gradList) { // dL/dI as a list (LayerShape::gradList), instead of gradOut
+      sh.gradList = b.zeros(INT, codes::gradListStarts(T, B) + sh.gradListCapacity, tile,
+                            name + "grad_list", L);
+      sh.gradListValues = b.zeros(FLOAT, sh.gradListCapacity, tile, name + "grad_list_values", L);
+    }
+    if ((l > 0 && !layer.gradList) || keepsInputGrad)
       sh.gradOut =
           b.zeros(FLOAT, std::size_t(stepMajor ? 1 : T) * B * n, tile, name + "grad_out", L);
     if (keepsInputGrad) { // dL/dI of every step (and chunk), for the input gradient
@@ -178,10 +183,19 @@ struct ShardTensorMaker {
       if (dense)
         sh.ownWeightsT = b.zeros(FLOAT, std::size_t(n) * N, tile, name + "own_weights_t", L);
     }
+    if (!layer.isOutput && b.plan.layers[l + 1].gradList) { // every shard's list
+      const LayerPlan &next = b.plan.layers[l + 1];
+      const std::size_t cap = next.shards.front().gradListCapacity;
+      sh.nextGradList = b.zeros(INT, next.shards.size() * (codes::gradListStarts(T, B) + cap), tile,
+                                name + "next_grad_list", L);
+      sh.nextGradListValues =
+          b.zeros(FLOAT, next.shards.size() * cap, tile, name + "next_grad_list_values", L);
+    }
     if (!layer.isOutput) {
       const unsigned nextN = layers[l + 1].spec.outputs;
-      sh.nextGrad =
-          b.zeros(FLOAT, std::size_t(stepMajor ? 1 : T) * B * nextN, tile, name + "next_grad", L);
+      if (!b.plan.layers[l + 1].gradList)
+        sh.nextGrad =
+            b.zeros(FLOAT, std::size_t(stepMajor ? 1 : T) * B * nextN, tile, name + "next_grad", L);
       sh.nextWeights = b.zeros(FLOAT, std::size_t(n) * nextN, tile, name + "next_weights", L);
       // Dense: [N_next, n]; a sparse rule: padded rows [n, P] (see LifBackward).
       sh.nextWeightsT = b.zeros(FLOAT, std::size_t(n) * (dense ? nextN : codes::pushWidth(nextN)),

@@ -222,6 +222,8 @@ struct ShardWiring : Wiring {
     connectIf(v, "lossGradSpikes", sh.lossGradS);
     connectIf(v, "lossGradMem", sh.lossGradU);
     connectIf(v, "nextGrad", sh.nextGrad);
+    connectIf(v, "nextGradList", sh.nextGradList);
+    connectIf(v, "nextGradListValues", sh.nextGradListValues);
     connectIf(v, "nextWeights", sh.nextWeights);
     connectIf(v, "nextWeightsT", sh.nextWeightsT);
     connectIf(v, "ownGrad", sh.ownGrad);
@@ -245,6 +247,8 @@ struct ShardWiring : Wiring {
     connectIf(v, "gradRecBias", sh.grad[P_REC_BIAS]);
     connectIf(v, "currentGradSum", sh.currentGradSum);
     connectIf(v, "gradOut", sh.gradOut);
+    connectIf(v, "gradList", sh.gradList);
+    connectIf(v, "gradListValues", sh.gradListValues);
     connectIf(v, "gradStep", sh.gradStep);
     // Step-major: the backward re-sends each step's ids (through the forward's buffers).
     connectIf(v, "outIds", stepMajor && next ? sh.outIds : Tensor());
