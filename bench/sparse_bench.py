@@ -12,6 +12,7 @@ cycles. Each rule's speed-up is against the dense timings of its own pair.
 
 from __future__ import annotations
 
+import re
 import statistics
 from dataclasses import dataclass, field
 
@@ -120,6 +121,7 @@ def trace_memory(model, hidden_layers: int = 2) -> dict:
         out[f"layer{layer}_buffer_capacity"] = prof.get(f"layer{layer}_buffer_capacity")
         out[f"layer{layer}_trace_capacity"] = prof.get(f"layer{layer}_trace_capacity")
         out[f"layer{layer}_shard_size"] = prof.get(f"layer{layer}_shard_size")
+        out[f"layer{layer}_grad_list_capacity"] = prof.get(f"layer{layer}_grad_list_capacity")
         layer += 1
     if not layer:
         return {}
@@ -129,7 +131,25 @@ def trace_memory(model, hidden_layers: int = 2) -> dict:
     out["max_activity"] = prof.get("max_activity")
     out["trace_activity"] = prof.get("trace_activity")
     out["spike_activity"] = prof.get("spike_activity")
+    out["grad_list_activity"] = prof.get("grad_list_activity")  # dL/dI lists (1: dense)
     return out
+
+
+def exchange_bytes_per_call(model, x, y) -> int | None:
+    """Bytes one loss_and_grad moves between tiles, COUNTED by popsnn's CPU runtime (its
+    profile summary; no timing, so the machine's load does not matter)."""
+
+    def total():
+        found = re.search(
+            r"exchange bytes\s+(\d+) within IPUs, (\d+) between IPUs",
+            model.backend._engine.profile_summary(),
+        )
+        return int(found.group(1)) + int(found.group(2)) if found else None
+
+    before = total()
+    model.loss_and_grad(x, y)
+    after = total()
+    return after - before if before is not None and after is not None else None
 
 
 # --------------------------------------------------------------------------- the parts
@@ -272,6 +292,7 @@ def _engine(case: SparseCase, row: dict, params, x, y, **extra):
     }
     m.set_params(params)
     m.set_learning_rate(0.0)
+    est["exchange_bytes_per_call"] = exchange_bytes_per_call(m, x, y)
     return m, est
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -30,22 +29,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import time_bursts  # noqa: E402
 from event_tasks import latency_task  # noqa: E402
-from sparse_bench import SparseCase, _engine, _gradient_rows, _model, _start_rows  # noqa: E402
+from sparse_bench import (  # noqa: E402
+    SparseCase,
+    _engine,
+    _gradient_rows,
+    _model,
+    _start_rows,
+    exchange_bytes_per_call,
+)
 
 from popsnn import sparse  # noqa: E402
-
-
-def _exchange_bytes(model, x, y) -> int:
-    """Bytes one loss_and_grad moves between tiles, COUNTED by popsnn's CPU runtime."""
-
-    def total():
-        summary = model.backend._engine.profile_summary()
-        found = re.search(r"exchange bytes\s+(\d+) within IPUs, (\d+) between IPUs", summary)
-        return int(found.group(1)) + int(found.group(2))
-
-    before = total()
-    model.loss_and_grad(x, y)
-    return total() - before
 
 
 def _setup(args):
@@ -73,7 +66,9 @@ def _setup(args):
         {k: v for k, v in prof.items() if k.endswith("grad_list_capacity")},
     )
     for name, m in (("dense", dense), ("rule", rule), ("rule, dL/dI dense", dense_dldi)):
-        print(f"{name}: exchange bytes per loss_and_grad (counted) {_exchange_bytes(m, x, y)}")
+        print(
+            f"{name}: exchange bytes per loss_and_grad (counted) {exchange_bytes_per_call(m, x, y)}"
+        )
     print(
         f"active {rows[1]['active_fraction']:.4f} (per layer "
         f"{[round(a, 4) for a in rows[1]['active_fraction_per_layer']]}), trace "
