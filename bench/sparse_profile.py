@@ -56,9 +56,18 @@ def _setup(args):
     rows = _start_rows(case, 1)
     x, y = task.sample(args.batch, 0)
     _gradient_rows(case, rows, params, x, y)
-    dense, _ = _engine(case, rows[0], params, x, y)
+    dense, est_dense = _engine(case, rows[0], params, x, y)
+    rows[0]["backward_estimate_cycles"] = est_dense["backward_estimate_cycles"]
     rule, est = _engine(case, rows[1], params, x, y)
-    dense_dldi, _ = _engine(case, rows[1], params, x, y, grad_list_activity=1.0)
+    dense_dldi, est_dldi = _engine(case, rows[1], params, x, y, grad_list_activity=1.0)
+    print(
+        "cost model's ESTIMATE of backward cycles (not a measurement): dense",
+        rows[0]["backward_estimate_cycles"],
+        "rule",
+        est["backward_estimate_cycles"],
+        "rule, dL/dI dense",
+        est_dldi["backward_estimate_cycles"],
+    )
     prof = rule.profile()
     print(
         "dL/dI lists: activity",
