@@ -60,10 +60,11 @@ public:
   Vector<InOut<Vector<float>>> gradRecBias;    // [n]
   Vector<InOut<Vector<float>>> currentGradSum; // INPUT_DIRECT: sum_t dL/dI [B, n]
   Vector<Output<Vector<float>>> gradOut; // dL/dI [T, B, n] ([B, n] step-major) for the layer before
-  // LayerShape::gradList: dL/dI as a list instead (appendGradList); the next layer's lists.
-  Vector<Output<Vector<int>>> gradList;
+  Vector<Output<Vector<int>>> gradList;  // LayerShape::gradList: dL/dI's list (starts, ids, values)
+  Vector<Output<Vector<unsigned short>>> gradListIds;
   Vector<Output<Vector<float>>> gradListValues;
-  Vector<Input<Vector<int>>> nextGradList;
+  Vector<Input<Vector<int>>> nextGradList; // the next layer's lists, instead of nextGrad
+  Vector<Input<Vector<unsigned short>>> nextGradListIds;
   Vector<Input<Vector<float>>> nextGradListValues;
   Vector<Output<Vector<float>>> gradStep; // all-to-all: dL/dI[t] [B, n], for the recurrence
   // Step-major: for the next backward step, this shard's buffers of step t-1 (for the layer
@@ -199,7 +200,7 @@ private:
 
   // The first backward step (t = T-1): fan-out copies rearranged, carries and sums zeroed.
   void start() {
-    const unsigned n = numNeurons, bn = batch * n;
+    const unsigned n = numNeurons;
     if (!isOutput() && dense)
       transposeFanout(&nextWeights[0][0], n, nextShardSize, nextLayerSize, &nextWeightsT[0][0]);
     else if (!isOutput())
@@ -207,17 +208,15 @@ private:
     if (recurrence == popsnn::Recurrence::ALL_TO_ALL && dense)
       transposeFanout(&ownWeights[0][0], n, ownShardSize, ownLayerSize, &ownWeightsT[0][0]);
     zeroAll(gradMem);
-    // DirectWeightGrad writes it whole; a partial-current input's is the previous
-    // layer's (copied in).
+    // DirectWeightGrad writes it whole; a partial-current input's is the previous layer's.
     if (inputMode != INPUT_DIRECT && inputMode != INPUT_PARTIAL_CURRENT)
       zeroAll(gradWeights);
     zeroAll(gradBias);
     for (auto *edges : {&gradRecWeights, &gradRecBias, &gradBeta, &gradThreshold})
       for (unsigned k = 0; k < edges->size(); ++k) // one edge or none
         zeroAll((*edges)[k]);
-    if (inputMode == INPUT_DIRECT)
-      for (unsigned k = 0; k < bn; ++k)
-        currentGradSum[0][k] = 0.0f;
+    for (unsigned k = 0; k < currentGradSum.size(); ++k) // direct input: sum_t dL/dI [B, n]
+      zeroAll(currentGradSum[k]);
     for (unsigned k = 0; k < liveIds.size(); ++k)
       zeroAll(liveIds[k]);
     for (unsigned k = 0; k < n && !dense; ++k) // liveStep's eps and dL/dI: 0 off the live ones
@@ -248,8 +247,9 @@ private:
     if (nextGradList.size() == 0)
       return gatherNextGrad(&nextGrad[0][0], g, nextLayerSize, nextShardSize, nextRow(t, b),
                             nextRowsPerBlock());
-    gatherNextList(&nextGradList[0][0], &nextGradListValues[0][0], g, nextLayerSize, nextShardSize,
-                   numSteps * batch, (numSteps - 1 - t) * batch + b, nextGradListValues[0].size());
+    gatherNextList(&nextGradList[0][0], &nextGradListIds[0][0], &nextGradListValues[0][0], g,
+                   nextLayerSize, nextShardSize, numSteps * batch, (numSteps - 1 - t) * batch + b,
+                   nextGradListValues[0].size());
   }
 
   // A dense trace: the fused pass (a Leaky shard feeding a layer, where the CPU has one; beta a
@@ -370,7 +370,7 @@ private:
     publishLive(dI, n, live.ids, live.count, publishesGrad() ? gradOutRow(t, b) : nullptr,
                 &gradBias[0], inputMode == INPUT_DIRECT ? &currentGradSum[0][b * n] : nullptr);
     if (gradList.size() != 0)
-      appendGradList(dI, live, &gradList[0][0], &gradListValues[0][0], numSteps * batch,
+      appendGradList(dI, live, {&gradList[0][0], &gradListIds[0][0], &gradListValues[0][0]},
                      (numSteps - 1 - t) * batch + b, gradListValues[0].size());
     if (recurrence == popsnn::Recurrence::ALL_TO_ALL)
       copyTo(&gradStep[0][b * n], dI, n);

@@ -200,39 +200,43 @@ inline TraceRow gradTraceRow(const int *starts, const unsigned short *ids, const
 }
 
 // dL/dI as a list (LayerShape::gradList), a shard's rows in the backward's order (row k =
-// (T-1-t) B + b): [rows + 1 starts][ids] beside the values, only the live neurons' (every other
+// (T-1-t) B + b): rows + 1 starts, the live neurons' 16-bit ids beside their values (every other
 // dL/dI is 0), so what crosses tiles follows the live neurons, not T x B x n. The forward counted
 // what it needs (codes::GRAD_LIST_NEEDED) and the host grew it before this backward; a full list
 // still never writes past its end.
-inline void appendGradList(const float *__restrict dI, const LiveNeurons &live,
-                           int *__restrict list, float *__restrict values, unsigned rows,
+struct GradList {
+  int *starts;
+  unsigned short *ids;
+  float *values;
+};
+inline void appendGradList(const float *__restrict dI, const LiveNeurons &live, GradList list,
                            unsigned k, unsigned capacity) {
   if (k == 0)
-    list[0] = 0;
-  const unsigned used = unsigned(list[k]);
-  int *__restrict ids = list + rows + 1;
+    list.starts[0] = 0;
+  const unsigned used = unsigned(list.starts[k]);
   unsigned c = 0;
   for (; c < live.count && used + c < capacity; ++c) {
-    ids[used + c] = live.ids[c];
-    values[used + c] = dI[live.ids[c]];
+    list.ids[used + c] = static_cast<unsigned short>(live.ids[c]);
+    list.values[used + c] = dI[live.ids[c]];
   }
-  list[k + 1] = int(used + c);
+  list.starts[k + 1] = int(used + c);
 }
 
-// Row k of the next layer's dL/dI from its shards' lists (appendGradList; `allValues` = the
-// shards' capacities together), into g zero-padded to pushWidth(nextLayerSize), as
+// Row k of the next layer's dL/dI from its shards' lists (appendGradList, one after the other;
+// `allValues` = their capacities together), into g zero-padded to pushWidth(nextLayerSize), as
 // gatherNextGrad does from dense blocks.
-inline void gatherNextList(const int *lists, const float *values, float *__restrict g,
-                           unsigned nextLayerSize, unsigned nextShardSize, unsigned rows,
-                           unsigned k, unsigned allValues) {
+inline void gatherNextList(const int *starts, const unsigned short *ids, const float *values,
+                           float *__restrict g, unsigned nextLayerSize, unsigned nextShardSize,
+                           unsigned rows, unsigned k, unsigned allValues) {
   const unsigned capacity = allValues / ((nextLayerSize + nextShardSize - 1) / nextShardSize);
   for (unsigned c = 0; c < codes::pushWidth(nextLayerSize); ++c)
     g[c] = 0.0f;
   for (unsigned first = 0, s = 0; first < nextLayerSize; first += nextShardSize, ++s) {
-    const int *__restrict list = lists + s * (rows + 1 + capacity);
+    const int *__restrict start = starts + s * (rows + 1);
+    const unsigned short *__restrict id = ids + s * capacity;
     const float *__restrict vals = values + s * capacity;
-    for (int e = list[k]; e < list[k + 1]; ++e)
-      g[first + unsigned(list[rows + 1 + e])] = vals[e];
+    for (int e = start[k]; e < start[k + 1]; ++e)
+      g[first + unsigned(id[e])] = vals[e];
   }
 }
 

@@ -158,8 +158,9 @@ struct ShardTensorMaker {
     const bool dense = !layer.compressedTrace; // every entry's surrogate, masked or not
     const bool keepsInputGrad = l == 0 && b.spec.inputGrad && b.spec.input == InputMode::PerStep;
     if (layer.gradList) { // dL/dI as a list (LayerShape::gradList), instead of gradOut
-      sh.gradList = b.zeros(INT, codes::gradListStarts(T, B) + sh.gradListCapacity, tile,
-                            name + "grad_list", L);
+      sh.gradList = b.zeros(INT, codes::gradListStarts(T, B), tile, name + "grad_list", L);
+      sh.gradListIds =
+          b.zeros(UNSIGNED_SHORT, sh.gradListCapacity, tile, name + "grad_list_ids", L);
       sh.gradListValues = b.zeros(FLOAT, sh.gradListCapacity, tile, name + "grad_list_values", L);
     }
     if ((l > 0 && !layer.gradList) || keepsInputGrad)
@@ -186,8 +187,10 @@ struct ShardTensorMaker {
     if (!layer.isOutput && b.plan.layers[l + 1].gradList) { // every shard's list
       const LayerPlan &next = b.plan.layers[l + 1];
       const std::size_t cap = next.shards.front().gradListCapacity;
-      sh.nextGradList = b.zeros(INT, next.shards.size() * (codes::gradListStarts(T, B) + cap), tile,
+      sh.nextGradList = b.zeros(INT, next.shards.size() * codes::gradListStarts(T, B), tile,
                                 name + "next_grad_list", L);
+      sh.nextGradListIds =
+          b.zeros(UNSIGNED_SHORT, next.shards.size() * cap, tile, name + "next_grad_list_ids", L);
       sh.nextGradListValues =
           b.zeros(FLOAT, next.shards.size() * cap, tile, name + "next_grad_list_values", L);
     }

@@ -223,6 +223,7 @@ struct ShardWiring : Wiring {
     connectIf(v, "lossGradMem", sh.lossGradU);
     connectIf(v, "nextGrad", sh.nextGrad);
     connectIf(v, "nextGradList", sh.nextGradList);
+    connectIf(v, "nextGradListIds", sh.nextGradListIds);
     connectIf(v, "nextGradListValues", sh.nextGradListValues);
     connectIf(v, "nextWeights", sh.nextWeights);
     connectIf(v, "nextWeightsT", sh.nextWeightsT);
@@ -248,6 +249,7 @@ struct ShardWiring : Wiring {
     connectIf(v, "currentGradSum", sh.currentGradSum);
     connectIf(v, "gradOut", sh.gradOut);
     connectIf(v, "gradList", sh.gradList);
+    connectIf(v, "gradListIds", sh.gradListIds);
     connectIf(v, "gradListValues", sh.gradListValues);
     connectIf(v, "gradStep", sh.gradStep);
     // Step-major: the backward re-sends each step's ids (through the forward's buffers).

@@ -74,8 +74,8 @@ constexpr unsigned traceStarts(unsigned steps, unsigned batch) { return steps * 
 // starts-then-entries layout as the gradient trace, so the first layer's forward and weight
 // gradient read the few non-zeros instead of scanning T x B x N_in floats.
 constexpr unsigned inputListStarts(unsigned steps, unsigned batch) { return steps * batch + 1; }
-// A shard's dL/dI as a list (LayerShape::gradList): [T*B + 1 starts][live neuron ids] beside
-// their values, the rows in the backward's order (row (T-1-t) B + b).
+// A shard's dL/dI as a list (LayerShape::gradList): T*B + 1 starts, then the live neurons'
+// 16-bit ids beside their values, the rows in the backward's order (row (T-1-t) B + b).
 constexpr unsigned gradListStarts(unsigned steps, unsigned batch) { return steps * batch + 1; }
 // overflow[OVERFLOWED] buffers that overflowed; overflow[FIRST_STEP] = first such step + 1;
 // overflow[MOST_NEEDED] = largest number of entries a buffer needed; overflow[TRACE_NEEDED] =
