@@ -9,6 +9,27 @@
 namespace popsnn {
 namespace stored {
 
+// A value rounded to the stored type S and back: where the reference stores it (its
+// `store`). The neuron units take it as their `Store` (Neurons.hpp's Exact for float).
+template <class S> struct RoundTo {
+  static float round(float x) { return float(S(x)); }
+};
+
+// A row of n stored values read as float, and a float row stored (rounded once).
+template <class S> void loadRow(const S *__restrict src, float *__restrict dst, unsigned n) {
+  for (unsigned j = 0; j < n; ++j)
+    dst[j] = float(src[j]);
+}
+template <class S> void storeRow(const float *__restrict src, S *__restrict dst, unsigned n) {
+  for (unsigned j = 0; j < n; ++j)
+    dst[j] = S(src[j]);
+}
+// A float row rounded in place to the values S holds.
+template <class S> void roundRow(float *__restrict row, unsigned n) {
+  for (unsigned j = 0; j < n; ++j)
+    row[j] = float(S(row[j]));
+}
+
 // Output columns summed at a time in a float block that stays in registers.
 constexpr unsigned COLUMN_BLOCK = 16;
 
