@@ -9,6 +9,8 @@
 //        <nIn> <n0> <n1> <beta> <alpha> <gain> <threshold> <surrogate> <param> <ruleValue>
 //        <states> <perNeuron>   (recurrence: 0 none, 1 all-to-all, 2 one-to-one; perNeuron 1:
 //        beta, alpha and threshold one per neuron, float, from l<k>_betas.bin, ...)
+// LIF_FORWARD_REPEAT=k (environment) runs the program k more times and prints the CPU
+// seconds per run (bench/half_precision.py forward).
 #include <poplar/Device.hpp>
 #include <poplar/Engine.hpp>
 #include <poplar/Graph.hpp>
@@ -16,6 +18,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <map>
 #include <string>
 #include <vector>
@@ -198,6 +201,13 @@ void run(const Args &a) {
     engine.writeTensor(name, data.data(), data.data() + data.size());
   }
   engine.run();
+  if (const char *repeat = std::getenv("LIF_FORWARD_REPEAT")) {
+    const int k = std::atoi(repeat);
+    const std::clock_t start = std::clock();
+    for (int i = 0; i < k; ++i)
+      engine.run();
+    std::printf("%.9f\n", double(std::clock() - start) / CLOCKS_PER_SEC / (k > 0 ? k : 1));
+  }
   for (auto &[name, t] : r.reads) {
     const Type et = t.elementType();
     const std::size_t bytes = et == HALF || et == UNSIGNED_SHORT ? 2 : 4;
