@@ -88,7 +88,8 @@ struct ShardTensorMaker {
     sh.mem = b.zeros(FLOAT, stateVars * B * n, tile, name + "mem", L);
     sh.gradMem = b.zeros(FLOAT, stateVars * B * n, tile, name + "grad_mem", L);
     sh.prevSpikes = b.zeros(FLOAT, B * n, tile, name + "prev_spikes", L);
-    sh.fwdScratch = b.zeros(FLOAT, 3 * n, tile, name + "fwd_scratch", L);
+    sh.fwdScratch = b.zeros(FLOAT, codes::forwardScratch(n, stateVars, codes::STORE_FLOAT), tile,
+                            name + "fwd_scratch", L);
     // eps, keep, then two gathered rows of the next layer's dL/dI (a pair of samples,
     // LeakyTrace.hpp) or Alpha's dL/dH' (n).
     const unsigned P = l + 1 < layers.size() ? codes::pushWidth(layers[l + 1].spec.outputs) : 0;

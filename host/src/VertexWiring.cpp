@@ -164,8 +164,9 @@ struct ShardWiring : Wiring {
   }
 
   void forward(ComputeSet csForward) {
-    VertexRef v = b.graph->addVertex(
-        csForward, units::lifForward(neuronCode(s), reset, rule, layer.compressedTrace));
+    VertexRef v =
+        b.graph->addVertex(csForward, units::lifForward(neuronCode(s), reset, rule,
+                                                        layer.compressedTrace, codes::STORE_FLOAT));
     const bool direct = layer.inputMode == codes::INPUT_DIRECT;
     b.graph->connect(v["step"], sh.stepForward[0]);
     connectIf(v, "current", sh.current);

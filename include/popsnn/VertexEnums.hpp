@@ -39,6 +39,11 @@ enum Surrogate : unsigned {
 // section 8); sums are float either way. The vertices that read or write those values are
 // templated on it (include/popsnn/VertexUnits.hpp names them).
 enum Storage : unsigned { STORE_FLOAT = 0, STORE_HALF = 1, NUM_STORAGES = 2 };
+// LifForward's float scratch of a shard of n neurons: input, recurrent term and surrogate
+// rows, and with half storage the neuron's states read into float (`states` rows).
+constexpr unsigned forwardScratch(unsigned n, unsigned states, Storage storage) {
+  return (storage == STORE_HALF ? 3 + states : 3) * n;
+}
 enum Rule : unsigned { RULE_NONE = 0, RULE_WINDOW = 1, RULE_ONE_SIDED = 2, NUM_RULES = 3 };
 // Where a layer's synaptic input comes from.
 enum InputSource : unsigned {
