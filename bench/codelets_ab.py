@@ -69,6 +69,33 @@ def export_codelets(rev: str | None, into: Path) -> Path:
     return into / "codelets"
 
 
+def add_instantiations(src: Path, tmp: Path) -> Path:
+    """The LIF vertices' explicit instantiations appended to `src`'s LifForward.cpp and
+    LifBackward.cpp, as the package build does (host/src/VertexInstances.cpp writes them
+    from the installed host's table of units), so that the host finds every vertex it names."""
+    gen = tmp / "popsnn_vertex_instances"
+    if not gen.exists():
+        compiler = shutil.which("c++") or sys.exit("codelets_ab: no C++ compiler (c++)")
+        subprocess.run(
+            [
+                compiler,
+                "-std=c++17",
+                "-O1",
+                f"-I{ROOT / 'include'}",
+                str(ROOT / "host" / "src" / "VertexInstances.cpp"),
+                "-o",
+                str(gen),
+            ],
+            check=True,
+        )
+    for vertex in ("LifForward", "LifBackward"):
+        source = src / f"{vertex}.cpp"
+        generated = src / f"{vertex}.generated"
+        subprocess.run([str(gen), vertex, str(source), str(generated)], check=True)
+        generated.replace(source)
+    return src
+
+
 NATIVE_FLAGS = "-O3 -march=native -fno-math-errno"  # the package's codelet flags
 
 
@@ -151,10 +178,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         gps = {
-            "before": build_codelets(
-                export_codelets(args.before, tmp / "src_before"), tmp / "before"
-            ),
-            "after": build_codelets(export_codelets(None, tmp / "src_after"), tmp / "after"),
+            which: build_codelets(
+                add_instantiations(export_codelets(rev, tmp / f"src_{which}"), tmp), tmp / which
+            )
+            for which, rev in (("before", args.before), ("after", None))
         }
         steps = {}
         for which, gp in gps.items():

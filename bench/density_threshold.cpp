@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "DenseKernels.hpp"
+#include "InputProducts.hpp"
 #include "LifCommon.hpp"
 
 namespace {
@@ -93,7 +94,7 @@ int main(int argc, char **argv) {
   std::vector<float> sparseOut(std::size_t(B) * n), denseOut(sparseOut.size());
   std::vector<float> sparseGrad(std::size_t(nIn) * n), denseGrad(sparseGrad.size());
   std::vector<unsigned> idx(std::max(nIn, popsnn::lif::SPARSE_INPUT_GROUP * B));
-  std::vector<float> val(idx.size());
+  std::vector<float> val(std::max(std::size_t(4) * nIn, idx.size())); // SPARSE_GROUP rows
   for (int arg = 5; arg < argc; ++arg) {
     const float density = float(std::atof(argv[arg]));
     for (float &v : x)
@@ -101,7 +102,7 @@ int main(int argc, char **argv) {
     const std::function<void()> kernels[4] = {
         [&] {
           popsnn::lif::sparseInputProduct(x.data(), B, nIn, w.data(), n, idx.data(), val.data(),
-                                          sparseOut.data());
+                                          sparseOut.data(), true);
         },
         [&] {
           popsnn::dense::denseProduct(B, n, nIn, x.data(), nIn, 1, w.data(), n, denseOut.data(), n);

@@ -3,7 +3,7 @@
 #include <poplar/Vertex.hpp>
 
 #include "DenseKernels.hpp"
-#include "SparseRows.hpp"
+#include "InputProducts.hpp"
 #include "StoredRows.hpp"
 
 #include <type_traits>

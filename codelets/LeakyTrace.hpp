@@ -109,15 +109,21 @@ template <unsigned SURROGATE> inline __m512 leakSurrogate(__m512 d, const LeakVe
   }
 }
 
-// The membrane update of leakForwardRow: beta U + I, then the reset by S[t-1].
+// The membrane update of leakForwardRow: beta U + I, then the reset by S[t-1] (its lanes
+// set in s). The subtract reset as a masked subtraction: a - 1 x threshold rounded once is
+// a - threshold rounded once, bit for bit the fused form's, with the spike as a mask (no
+// 0/1 vector to make each step) and an add in place of a multiply-add on the chain.
 template <unsigned RESET>
-inline __m512 leakUpdate(__m512 u, __m512 x, __m512 p, const LeakVectors &c) {
-  if constexpr (RESET == RESET_SUBTRACT)
-    return _mm512_fnmadd_ps(p, c.threshold, _mm512_fmadd_ps(c.beta, u, x));
-  else if constexpr (RESET == RESET_ZERO)
+inline __m512 leakUpdate(__m512 u, __m512 x, __mmask16 s, const LeakVectors &c) {
+  if constexpr (RESET == RESET_SUBTRACT) {
+    const __m512 a = _mm512_fmadd_ps(c.beta, u, x);
+    return _mm512_mask_sub_ps(a, s, a, c.threshold);
+  } else if constexpr (RESET == RESET_ZERO) {
+    const __m512 p = _mm512_maskz_mov_ps(s, c.one);
     return _mm512_fmadd_ps(_mm512_mul_ps(c.beta, _mm512_sub_ps(c.one, p)), u, x);
-  else
+  } else {
     return _mm512_fmadd_ps(c.beta, u, x);
+  }
 }
 
 inline __mmask16 laneMask(unsigned v, unsigned V, __mmask16 lastMask) {
@@ -133,26 +139,28 @@ inline void leakForwardSteps(const LeakVectors &c, unsigned T, const float *__re
                              float *__restrict u, float *__restrict prev,
                              unsigned short *__restrict masks, unsigned maskStep,
                              __mmask16 lastMask) {
-  __m512 in[V], mem[V], spk[V];
+  __m512 in[V], mem[V];
+  __mmask16 spk[V]; // S[t-1] (stored as 0 / 1)
 #pragma GCC unroll 8
   for (unsigned v = 0; v < V; ++v) {
-    in[v] = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), x + 16 * v);
-    mem[v] = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), u + 16 * v);
-    spk[v] = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), prev + 16 * v);
+    const __mmask16 m = laneMask(v, V, lastMask);
+    in[v] = _mm512_maskz_loadu_ps(m, x + 16 * v);
+    mem[v] = _mm512_maskz_loadu_ps(m, u + 16 * v);
+    spk[v] = _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, prev + 16 * v),
+                                     _mm512_setzero_ps(), _CMP_NEQ_UQ);
   }
   for (unsigned t = 0; t < T; ++t)
 #pragma GCC unroll 8
     for (unsigned v = 0; v < V; ++v) {
       mem[v] = leakUpdate<RESET>(mem[v], in[v], spk[v], c);
-      const __mmask16 s =
-          _mm512_mask_cmp_ps_mask(laneMask(v, V, lastMask), mem[v], c.threshold, _CMP_GT_OQ);
-      masks[std::size_t(t) * maskStep + v] = s;
-      spk[v] = _mm512_maskz_mov_ps(s, c.one);
+      spk[v] = _mm512_mask_cmp_ps_mask(laneMask(v, V, lastMask), mem[v], c.threshold, _CMP_GT_OQ);
+      masks[std::size_t(t) * maskStep + v] = spk[v];
     }
 #pragma GCC unroll 8
   for (unsigned v = 0; v < V; ++v) {
     _mm512_mask_storeu_ps(u + 16 * v, laneMask(v, V, lastMask), mem[v]);
-    _mm512_mask_storeu_ps(prev + 16 * v, laneMask(v, V, lastMask), spk[v]);
+    _mm512_mask_storeu_ps(prev + 16 * v, laneMask(v, V, lastMask),
+                          _mm512_maskz_mov_ps(spk[v], c.one));
   }
 }
 
@@ -209,12 +217,13 @@ inline unsigned appendMaskedIds(const unsigned short *__restrict masks, unsigned
 template <unsigned W, unsigned V, unsigned RESET, unsigned SURROGATE>
 inline void leakRecompute(const LeakVectors &c, unsigned T, const float *__restrict x, unsigned v0,
                           __mmask16 lastMask, float *__restrict sg, __mmask16 *__restrict spikes) {
-  __m512 in[W], mem[W], spk[W];
+  __m512 in[W], mem[W];
+  __mmask16 spk[W];
 #pragma GCC unroll 8
   for (unsigned w = 0; w < W; ++w) {
     in[w] = _mm512_maskz_loadu_ps(laneMask(v0 + w, V, lastMask), x + 16 * (v0 + w));
     mem[w] = _mm512_setzero_ps();
-    spk[w] = _mm512_setzero_ps();
+    spk[w] = 0;
   }
   for (unsigned t = 0; t < T; ++t)
 #pragma GCC unroll 8
@@ -226,7 +235,7 @@ inline void leakRecompute(const LeakVectors &c, unsigned T, const float *__restr
       const __mmask16 s =
           _mm512_mask_cmp_ps_mask(laneMask(v, V, lastMask), mem[w], c.threshold, _CMP_GT_OQ);
       spikes[t * V + v] = s;
-      spk[w] = _mm512_maskz_mov_ps(s, c.one);
+      spk[w] = s;
     }
 }
 

@@ -7,6 +7,7 @@
 
 #include "DenseKernels.hpp"
 #include "ForwardInputs.hpp"
+#include "InputProducts.hpp"
 #include "LeakyTrace.hpp"
 #include "LifCommon.hpp"
 #include "Neurons.hpp"
@@ -29,7 +30,7 @@ public:
   Input<Vector<Stored>> bias;      // [n]
   Output<Vector<Stored>> current;  // [B, n]
   InOut<Vector<unsigned>> nzIndex; // [nIn]: a sample's non-zero inputs (sparse kernel)
-  InOut<Vector<float>> nzValue;    // [nIn]
+  InOut<Vector<float>> nzValue;    // [nIn]; [SPARSE_GROUP * nIn] on the cpu device (groups)
   unsigned batch;
   unsigned numInputs;
   unsigned numNeurons;
@@ -54,7 +55,8 @@ private:
                                    popsnn::dense::DENSE_CURRENT_MIN_PER_MILLE))
       popsnn::dense::denseProduct(batch, n, numInputs, xs, numInputs, 1, &weights[0], n, out, n);
     else
-      sparseInputProduct(xs, batch, numInputs, &weights[0], n, &nzIndex[0], &nzValue[0], out);
+      sparseInputProduct(xs, batch, numInputs, &weights[0], n, &nzIndex[0], &nzValue[0], out,
+                         nzValue.size() >= SPARSE_GROUP * numInputs);
     // A row pointer: GCC left out[b * n + j] scalar (the unsigned index may wrap).
     const float *__restrict biasRow = &bias[0];
     for (unsigned b = 0; b < batch; ++b) {

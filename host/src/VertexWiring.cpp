@@ -131,7 +131,10 @@ struct ShardWiring : Wiring {
       b.graph->connect(v["bias"], sh.param[P_BIAS]);
       b.graph->connect(v["current"], sh.current.slice(b0 * n, b1 * n));
       b.graph->connect(v["nzIndex"], b.var(UNSIGNED_INT, nIn, tile, "nz_index", int(l)));
-      b.graph->connect(v["nzValue"], b.var(FLOAT, nIn, tile, "nz_value", int(l)));
+      // A group of samples' values on the cpu device (codes::SPARSE_GROUP), one row on an
+      // IPU's tile memory.
+      const unsigned valueRows = workers == 1 ? codes::SPARSE_GROUP : 1u;
+      b.graph->connect(v["nzValue"], b.var(FLOAT, valueRows * nIn, tile, "nz_value", int(l)));
       setField(v, "batch", b1 - b0);
       setField(v, "numInputs", nIn);
       setField(v, "numNeurons", n);

@@ -93,6 +93,10 @@ constexpr unsigned gradListStarts(unsigned steps, unsigned batch) { return steps
 // (zero-padded) and sums them PUSH_CHUNK columns at a time in registers.
 constexpr unsigned PUSH_CHUNK = 16;
 constexpr unsigned pushWidth(unsigned n) { return (n + PUSH_CHUNK - 1) / PUSH_CHUNK * PUSH_CHUNK; }
+// DirectCurrent's sparse product takes SPARSE_GROUP samples at a time (AVX-512 hosts) when
+// its value scratch holds SPARSE_GROUP rows of inputs; the host gives it that much on the
+// cpu device (one row elsewhere: tile memory).
+constexpr unsigned SPARSE_GROUP = 4;
 
 enum OverflowField : unsigned {
   OVERFLOWED = 0,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "DenseKernels.hpp"
+#include "InputProducts.hpp"
 #include "LeakyTrace.hpp"
 #include "LifCommon.hpp"
 
@@ -60,22 +61,24 @@ void weightGrad(unsigned batch, unsigned nIn, unsigned stride, unsigned n, float
   report(name, want, out.data());
 }
 
-void current(unsigned batch, unsigned nIn, unsigned n, float density) {
-  const std::vector<float> x = sparseInput(batch, nIn, density, true);
+// x.W by the row kernel; `grouped`: by groups of samples where they pay (AVX-512 builds).
+void current(unsigned batch, unsigned nIn, unsigned n, float density, bool runs, bool grouped) {
+  const std::vector<float> x = sparseInput(batch, nIn, density, runs);
   std::vector<float> w(std::size_t(nIn) * n), out(std::size_t(batch) * n, -1.0f);
   for (float &v : w)
     v = uniform(-1.0f, 1.0f);
   std::vector<unsigned> idx(nIn);
-  std::vector<float> val(nIn);
+  std::vector<float> val(4 * std::size_t(nIn)); // a group of 4 samples' values (AVX-512)
   popsnn::lif::sparseInputProduct(x.data(), batch, nIn, w.data(), n, idx.data(), val.data(),
-                                  out.data());
+                                  out.data(), grouped);
   std::vector<double> want(out.size(), 0.0);
   for (unsigned b = 0; b < batch; ++b)
     for (unsigned i = 0; i < nIn; ++i)
       for (unsigned j = 0; j < n; ++j)
         want[std::size_t(b) * n + j] += double(x[std::size_t(b) * nIn + i]) * w[i * n + j];
-  char name[64];
-  std::snprintf(name, sizeof name, "current_B%u_in%u_n%u", batch, nIn, n);
+  char name[96];
+  std::snprintf(name, sizeof name, "current_B%u_in%u_n%u_%s_%s", batch, nIn, n,
+                runs ? "runs" : "scattered", grouped ? "grouped" : "rows");
   report(name, want, out.data());
 }
 
@@ -201,8 +204,14 @@ int main() {
     weightGrad(128, 64, 64, 128, 0.05f, runs); // whole blocks only
     weightGrad(3, 5, 9, 7, 0.6f, runs);        // fewer samples than a gather
   }
-  current(37, 301, 150, 0.2f);
-  current(16, 40, 200, 0.5f);
+  // Groups of 4 samples: a last partial group (37), blocks of 96 columns and a masked rest;
+  // image-like runs at 0.5 fill a group's union past SPARSE_GROUP_MIN_FILL (the groups run),
+  // scattered entries at 0.05 do not (each sample's own list runs).
+  for (bool grouped : {true, false}) {
+    current(37, 301, 150, 0.2f, true, grouped);
+    current(16, 40, 200, 0.5f, true, grouped);
+    current(21, 300, 500, 0.05f, false, grouped);
+  }
   for (bool transposed : {false, true}) {
     dense(37, 150, 600, transposed); // 3 k blocks (on AVX-512 the last short), ragged panel
     dense(50, 128, 130, transposed); // full panels only: each fetches the next ahead

@@ -1,0 +1,337 @@
+// The direct-current input layer's two sparse products (DirectCurrent's x.W, DirectWeightGrad's
+// x^T.G) over the non-zero entries of x, by the row kernels of SparseRows.hpp; on AVX-512
+// hosts a group of SPARSE_GROUP rows (samples, or inputs) at a time over the union of their
+// non-zero entries, so that each row of the other operand read from L2 serves the group.
+#pragma once
+
+#include "../include/popsnn/VertexEnums.hpp"
+#include "SparseRows.hpp"
+
+namespace popsnn {
+namespace lif {
+
+// The weight gradient's scratch: idx and val of SPARSE_INPUT_GROUP * batch entries (its
+// lists of samples; the current's scratch is given at sparseInputProduct).
+constexpr unsigned SPARSE_INPUT_GROUP = 16;
+
+#ifdef POPSNN_SPARSE_ROWS_AVX512
+// The non-zero entries of x[0..nIn) (NaN counts) as ids and values, in order; returns their
+// count. 16 entries per compare, compressed in registers (a masked store of the used lanes:
+// nothing written past the count).
+inline unsigned compressNonzero(const float *__restrict x, unsigned nIn, unsigned *__restrict idx,
+                                float *__restrict val) {
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  unsigned count = 0;
+  for (unsigned i0 = 0; i0 < nIn; i0 += 16) {
+    const unsigned rest = nIn - i0;
+    const __mmask16 m = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1u);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i0);
+    const __mmask16 nz = _mm512_mask_cmp_ps_mask(m, v, zero, _CMP_NEQ_UQ);
+    if (nz == 0) // images' borders: whole blocks of zeros, at the same places in every row
+      continue;
+    const unsigned found = unsigned(__builtin_popcount(nz));
+    const __mmask16 used = __mmask16((1u << found) - 1u);
+    const __m512i ids = _mm512_add_epi32(lane, _mm512_set1_epi32(int(i0)));
+    _mm512_mask_storeu_epi32(idx + count, used, _mm512_maskz_compress_epi32(nz, ids));
+    _mm512_mask_storeu_ps(val + count, used, _mm512_maskz_compress_ps(nz, v));
+    count += found;
+  }
+  return count;
+}
+
+// The samples b < batch where x[b * stride] is non-zero (NaN counts) as ids and values, in
+// order; returns their count. 16 samples per gather (the scalar, branch-free loop cost
+// ~3 cycles a sample and was half the weight gradient's time at MNIST's density); masked
+// stores of the used lanes: nothing written past the count.
+inline unsigned compressNonzeroColumn(const float *__restrict x, unsigned stride, unsigned batch,
+                                      unsigned *__restrict idx, float *__restrict val) {
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i offsets = _mm512_mullo_epi32(lane, _mm512_set1_epi32(int(stride)));
+  unsigned count = 0;
+  for (unsigned b0 = 0; b0 < batch; b0 += 16) {
+    const unsigned rest = batch - b0;
+    const __mmask16 m = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1u);
+    const __m512 v = _mm512_mask_i32gather_ps(zero, m, offsets, x + std::size_t(b0) * stride, 4);
+    const __mmask16 nz = _mm512_mask_cmp_ps_mask(m, v, zero, _CMP_NEQ_UQ);
+    if (nz == 0) // an image's border pixel: zero in every sample
+      continue;
+    const unsigned found = unsigned(__builtin_popcount(nz));
+    const __mmask16 used = __mmask16((1u << found) - 1u);
+    const __m512i ids = _mm512_add_epi32(lane, _mm512_set1_epi32(int(b0)));
+    _mm512_mask_storeu_epi32(idx + count, used, _mm512_maskz_compress_epi32(nz, ids));
+    _mm512_mask_storeu_ps(val + count, used, _mm512_maskz_compress_ps(nz, v));
+    count += found;
+  }
+  return count;
+}
+
+// R samples' rows of x (nIn apart) at once: the inputs where any of them is non-zero (NaN
+// counts), as ids, and each sample's values at them into val + r * nIn (zero where that
+// sample's input is zero); returns their count, and the samples' own non-zero entries in `entries`.
+// As compressNonzero, over the union.
+template <unsigned R>
+inline unsigned compressNonzeroRows(const float *__restrict x, unsigned nIn,
+                                    unsigned *__restrict idx, float *__restrict val,
+                                    unsigned &entries) {
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  unsigned count = 0;
+  entries = 0;
+  for (unsigned i0 = 0; i0 < nIn; i0 += 16) {
+    const unsigned rest = nIn - i0;
+    const __mmask16 m = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1u);
+    __m512 v[R];
+    __mmask16 nz = 0;
+#pragma GCC unroll 4
+    for (unsigned r = 0; r < R; ++r) {
+      v[r] = _mm512_maskz_loadu_ps(m, x + std::size_t(r) * nIn + i0);
+      const __mmask16 own = _mm512_mask_cmp_ps_mask(m, v[r], zero, _CMP_NEQ_UQ);
+      entries += unsigned(__builtin_popcount(own));
+      nz |= own;
+    }
+    if (nz == 0) // images' borders: zero in every sample of the group
+      continue;
+    const unsigned found = unsigned(__builtin_popcount(nz));
+    const __mmask16 used = __mmask16((1u << found) - 1u);
+    const __m512i ids = _mm512_add_epi32(lane, _mm512_set1_epi32(int(i0)));
+    _mm512_mask_storeu_epi32(idx + count, used, _mm512_maskz_compress_epi32(nz, ids));
+#pragma GCC unroll 4
+    for (unsigned r = 0; r < R; ++r)
+      _mm512_mask_storeu_ps(val + std::size_t(r) * nIn + count, used,
+                            _mm512_maskz_compress_ps(nz, v[r]));
+    count += found;
+  }
+  return count;
+}
+
+// compressNonzeroColumn for R inputs at once: the samples where any of x[b * stride + r] is
+// non-zero, each input's values into val + r * batch (zeros included); returns their count,
+// and the inputs' own non-zero entries in `entries`.
+template <unsigned R>
+inline unsigned compressNonzeroColumns(const float *__restrict x, unsigned stride, unsigned batch,
+                                       unsigned *__restrict idx, float *__restrict val,
+                                       unsigned &entries) {
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i offsets = _mm512_mullo_epi32(lane, _mm512_set1_epi32(int(stride)));
+  unsigned count = 0;
+  entries = 0;
+  for (unsigned b0 = 0; b0 < batch; b0 += 16) {
+    const unsigned rest = batch - b0;
+    const __mmask16 m = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1u);
+    const float *xb = x + std::size_t(b0) * stride;
+    __m512 v[R];
+    __mmask16 nz = 0;
+#pragma GCC unroll 4
+    for (unsigned r = 0; r < R; ++r) {
+      v[r] = _mm512_mask_i32gather_ps(zero, m, offsets, xb + r, 4);
+      const __mmask16 own = _mm512_mask_cmp_ps_mask(m, v[r], zero, _CMP_NEQ_UQ);
+      entries += unsigned(__builtin_popcount(own));
+      nz |= own;
+    }
+    if (nz == 0)
+      continue;
+    const unsigned found = unsigned(__builtin_popcount(nz));
+    const __mmask16 used = __mmask16((1u << found) - 1u);
+    const __m512i ids = _mm512_add_epi32(lane, _mm512_set1_epi32(int(b0)));
+    _mm512_mask_storeu_epi32(idx + count, used, _mm512_maskz_compress_epi32(nz, ids));
+#pragma GCC unroll 4
+    for (unsigned r = 0; r < R; ++r)
+      _mm512_mask_storeu_ps(val + std::size_t(r) * batch + count, used,
+                            _mm512_maskz_compress_ps(nz, v[r]));
+    count += found;
+  }
+  return count;
+}
+
+// out + r * outStride, r < R: [0..16 V) (+ a last vector masked to lastMask when MASKED) =
+// sum over the listed rows of (val + r * valStride)[k] x row, k in order: each row's vectors
+// loaded once for the R outputs (R x (V + MASKED) accumulators: at most 24 registers).
+template <unsigned R, unsigned V, bool MASKED>
+inline void sparseRowGroupBlock(const unsigned *__restrict idx, const float *__restrict val,
+                                unsigned valStride, unsigned count, const float *__restrict rows,
+                                unsigned rowStride, float *__restrict out, unsigned outStride,
+                                __mmask16 lastMask) {
+  constexpr unsigned W = V + (MASKED ? 1 : 0);
+  __m512 acc[R][W];
+#pragma GCC unroll 4
+  for (unsigned r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (unsigned c = 0; c < W; ++c)
+      acc[r][c] = _mm512_setzero_ps();
+  for (unsigned k = 0; k < count; ++k) {
+    prefetchRowBlock<W>(idx, k, count, rows, rowStride);
+    __m512 a[R];
+#pragma GCC unroll 4
+    for (unsigned r = 0; r < R; ++r)
+      a[r] = _mm512_set1_ps(val[std::size_t(r) * valStride + k]);
+    const float *__restrict row = rows + std::size_t(idx[k]) * rowStride;
+#pragma GCC unroll 8
+    for (unsigned c = 0; c < W; ++c) {
+      __m512 w = MASKED && c == V ? _mm512_maskz_loadu_ps(lastMask, row + 16 * c)
+                                  : _mm512_loadu_ps(row + 16 * c);
+      asm("" : "+v"(w)); // one load for the R multiply-adds (GCC would fold a load into each)
+#pragma GCC unroll 4
+      for (unsigned r = 0; r < R; ++r)
+        acc[r][c] = _mm512_fmadd_ps(a[r], w, acc[r][c]);
+    }
+  }
+#pragma GCC unroll 4
+  for (unsigned r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (unsigned c = 0; c < W; ++c)
+      _mm512_mask_storeu_ps(out + std::size_t(r) * outStride + 16 * c,
+                            MASKED && c == V ? lastMask : __mmask16(0xffff), acc[r][c]);
+}
+
+// A group of SPARSE_GROUP rows over the union of their non-zero entries, when the rows' own
+// entries fill at least SPARSE_GROUP_MIN_FILL per cent of the group's union x SPARSE_GROUP
+// multiply-adds (else row by row). The loads, not the multiply-adds, bound the row kernel,
+// so the zero terms cost less than the loads shared: measured one DSNN shard's products
+// (B 128, 784 inputs, 500 neurons, 1 thread, caches flushed between calls) on the bench's
+// MNIST batch, where neighbouring images and pixels are non-zero together (fill 50% for
+// x.W, 67% for x^T.G): x.W 0.67 -> 0.43-0.48 ms, x^T.G 0.53 -> 0.48 ms; on scattered random
+// entries the group and the rows ran within 10% of each other at a fill of 29-39%.
+// GROUP_COLUMNS columns per block: 4 x 6 accumulators.
+using codes::SPARSE_GROUP;
+constexpr unsigned GROUP_COLUMNS = 96, SPARSE_GROUP_MIN_FILL = 35;
+inline bool groupPays(unsigned entries, unsigned unionCount) {
+  return 100ull * entries >= 1ull * SPARSE_GROUP_MIN_FILL * SPARSE_GROUP * unionCount;
+}
+
+// out + r * outStride, r < SPARSE_GROUP: [0..cols) as sparseRowCombination of each row's values.
+inline void sparseRowGroupCombination(const unsigned *__restrict idx, const float *__restrict val,
+                                      unsigned valStride, unsigned count,
+                                      const float *__restrict rows, unsigned rowStride,
+                                      float *__restrict out, unsigned outStride, unsigned cols) {
+  constexpr unsigned R = SPARSE_GROUP, VMAX = GROUP_COLUMNS / 16;
+  unsigned j = 0;
+  for (; j + GROUP_COLUMNS <= cols; j += GROUP_COLUMNS)
+    sparseRowGroupBlock<R, VMAX, false>(idx, val, valStride, count, rows + j, rowStride, out + j,
+                                        outStride, __mmask16(0xffff));
+  const unsigned rest = cols - j;
+  if (rest == 0)
+    return;
+  const __mmask16 mask = __mmask16((1u << (rest - (rest - 1) / 16 * 16)) - 1u);
+  switch ((rest - 1) / 16) {
+    // clang-format off: a case per macro line
+#define POPSNN_BLOCK(V)                                                                    \
+  case V:                                                                                  \
+    sparseRowGroupBlock<R, V, true>(idx, val, valStride, count, rows + j, rowStride,       \
+                                    out + j, outStride, mask);                             \
+    break;
+    POPSNN_BLOCK(0) POPSNN_BLOCK(1) POPSNN_BLOCK(2) POPSNN_BLOCK(3) POPSNN_BLOCK(4)
+#undef POPSNN_BLOCK
+    // clang-format on
+  }
+}
+
+// out[b, 0..n) = sum_i x[b, i] w[i, 0..n) over the non-zero inputs (x [batch, nIn], w [nIn,
+// n]), SPARSE_PRODUCT_COLUMNS columns of every sample at a time: that panel of w stays in
+// L2 (1 MiB here) while the samples pass. The lists are made again per panel (a compare and
+// a few compresses per 16 inputs). idx: [nIn], val: [nIn] scratch, or [SPARSE_GROUP * nIn]
+// for `grouped` (groups of samples).
+constexpr unsigned SPARSE_PRODUCT_COLUMNS = 192;
+inline void sparseInputProduct(const float *__restrict x, unsigned batch, unsigned nIn,
+                               const float *__restrict w, unsigned n, unsigned *__restrict idx,
+                               float *__restrict val, float *__restrict out, bool grouped) {
+  constexpr unsigned R = SPARSE_GROUP;
+  for (unsigned j0 = 0; j0 < n; j0 += SPARSE_PRODUCT_COLUMNS) {
+    const unsigned cols = n - j0 < SPARSE_PRODUCT_COLUMNS ? n - j0 : SPARSE_PRODUCT_COLUMNS;
+    unsigned b = 0;
+    for (; grouped && b + R <= batch; b += R) {
+      unsigned entries = 0;
+      const unsigned count =
+          compressNonzeroRows<R>(x + std::size_t(b) * nIn, nIn, idx, val, entries);
+      if (groupPays(entries, count)) {
+        sparseRowGroupCombination(idx, val, nIn, count, w + j0, n, out + std::size_t(b) * n + j0, n,
+                                  cols);
+        continue;
+      }
+      for (unsigned r = 0; r < R; ++r) {
+        const unsigned own = compressNonzero(x + std::size_t(b + r) * nIn, nIn, idx, val);
+        sparseRowCombination(idx, val, own, w + j0, n, out + std::size_t(b + r) * n + j0, cols);
+      }
+    }
+    for (; b < batch; ++b) {
+      const unsigned count = compressNonzero(x + std::size_t(b) * nIn, nIn, idx, val);
+      sparseRowCombination(idx, val, count, w + j0, n, out + std::size_t(b) * n + j0, cols);
+    }
+  }
+}
+#else
+// out[b, 0..n) = sum_i x[b, i] w[i, 0..n) over each sample's non-zero inputs (x [batch,
+// nIn], w [nIn, n]): one sparse row combination per sample. idx, val: [nIn] scratch.
+inline void sparseInputProduct(const float *__restrict x, unsigned batch, unsigned nIn,
+                               const float *__restrict w, unsigned n, unsigned *__restrict idx,
+                               float *__restrict val, float *__restrict out, bool = false) {
+  for (unsigned b = 0; b < batch; ++b) {
+    const float *__restrict xb = x + b * nIn;
+    unsigned count = 0;
+    for (unsigned i = 0; i < nIn; ++i) { // branch-free: zeros fall at random
+      idx[count] = i;
+      val[count] = xb[i];
+      count += xb[i] != 0.0f;
+    }
+    sparseRowCombination(idx, val, count, w, n, out + b * n, n);
+  }
+}
+#endif
+
+// out[i, 0..n) = sum_b x[b, i] g[b, 0..n) over the samples where input i is non-zero, for
+// the inputs i < numInputs of x (rows `stride` apart), g [batch, n]. idx, val:
+// [SPARSE_INPUT_GROUP * batch] scratch (each input's list of samples).
+inline void sparseInputTransposedProduct(const float *__restrict x, unsigned stride, unsigned batch,
+                                         unsigned numInputs, const float *__restrict g, unsigned n,
+                                         unsigned *__restrict idx, float *__restrict val,
+                                         float *__restrict out) {
+#ifdef POPSNN_SPARSE_ROWS_AVX512
+  // SPARSE_GROUP inputs at a time over the samples where any is non-zero (neighbouring
+  // pixels are non-zero together), the samples by gathers (consecutive inputs read the same
+  // lines of x, from L1); the last inputs one by one.
+  constexpr unsigned R = SPARSE_GROUP;
+  unsigned i = 0;
+  for (; i + R <= numInputs; i += R) {
+    unsigned entries = 0;
+    const unsigned count = compressNonzeroColumns<R>(x + i, stride, batch, idx, val, entries);
+    if (groupPays(entries, count)) {
+      sparseRowGroupCombination(idx, val, batch, count, g, n, out + std::size_t(i) * n, n, n);
+      continue;
+    }
+    for (unsigned r = 0; r < R; ++r) {
+      const unsigned own = compressNonzeroColumn(x + i + r, stride, batch, idx, val);
+      sparseRowCombination(idx, val, own, g, n, out + std::size_t(i + r) * n, n);
+    }
+  }
+  for (; i < numInputs; ++i) {
+    const unsigned count = compressNonzeroColumn(x + i, stride, batch, idx, val);
+    sparseRowCombination(idx, val, count, g, n, out + std::size_t(i) * n, n);
+  }
+#else
+  constexpr unsigned GROUP = SPARSE_INPUT_GROUP;
+  for (unsigned i0 = 0; i0 < numInputs; i0 += GROUP) {
+    const unsigned group = numInputs - i0 < GROUP ? numInputs - i0 : GROUP;
+    unsigned count[GROUP] = {};
+    // One input at a time, its count in a register (counts in an array, updated sample by
+    // sample for every input, made each update wait on the last); the group's lines of x
+    // stay in L1 over its inputs.
+    for (unsigned c = 0; c < group; ++c) {
+      unsigned found = 0;
+      for (unsigned b = 0; b < batch; ++b) { // branch-free: zeros fall at random
+        const float v = x[b * stride + i0 + c];
+        idx[c * batch + found] = b;
+        val[c * batch + found] = v;
+        found += v != 0.0f;
+      }
+      count[c] = found;
+    }
+    for (unsigned c = 0; c < group; ++c)
+      sparseRowCombination(&idx[c * batch], &val[c * batch], count[c], g, n, out + (i0 + c) * n, n);
+  }
+#endif
+}
+
+} // namespace lif
+} // namespace popsnn
