@@ -4,6 +4,7 @@
 #include <popsnn/Network.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -148,7 +149,9 @@ void concurrencyCheck(popsnn::Network &net) {
   });
   bool refused = false;
   std::string message;
-  for (int i = 0; i < 200000 && !refused; ++i) {
+  // A deadline, not a count: on a loaded machine the worker may not run for a while.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!refused && std::chrono::steady_clock::now() < deadline) {
     try {
       net.getParams();
     } catch (const popsnn::NetworkBusy &e) {
