@@ -1,10 +1,9 @@
 // The convolution vertices of a convolutional stage (docs/convolution.md): the stage's
 // current from its input, event-driven (the kernel scattered for each non-zero input) or
 // dense (each output position's window gathered) as the input's density decides; the weight
-// gradient from dL/dI's or the input's non-zero entries (the fewer), the input gradient from
-// dL/dI's non-zero entries only (with a sparse rule the
-// neuron leaves dL/dI zero outside its gradient trace); max pooling with the argmax kept for
-// the backward, average pooling; and the sum of partial results over tiles.
+// gradient from dL/dI's or the input's non-zero entries (the fewer); the input gradient by a
+// blocked dense product or per non-zero dL/dI entry, as dL/dI's density decides; max pooling
+// with the argmax kept for the backward, average pooling; sums of partial results over tiles.
 //
 // Arrays are row-major: input [rows, C_in, H, W], current [rows, c, H_out, W_out] with c the
 // vertex's output channels, weights PyTorch's [c, C_in, kH, kW]. Every output entry sums its
@@ -116,37 +115,81 @@ void gatherRow(const Window &w, const float *__restrict x, const float *__restri
       }
 }
 
-// gw [c, taps] += each non-zero dL/dI entry times its window of the input.
-void weightGradByGradients(const Window &w, unsigned c, const float *__restrict xr,
-                           const float *__restrict gr, float *__restrict gradW) {
-  const unsigned taps = w.taps(), P = w.outPositions();
+// The input window of output position p as one row of taps (im2col), zeros for padding.
+void windowRow(const Window &w, const float *__restrict xr, unsigned p, float *__restrict col) {
   const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
-  for (unsigned co = 0; co < c; ++co)
-    for (unsigned p = 0; p < P; ++p) {
-      const float g = gr[co * P + p];
-      if (g == 0.0f)
-        continue;
-      const unsigned oy = p / w.outWidth, ox = p % w.outWidth;
-      float *__restrict gw = &gradW[co * taps];
-      const TapRange rowsIn(oy, kH, w.padY, w.strideY, w.inHeight);
-      const TapRange colsIn(ox, kW, w.padX, w.strideX, w.inWidth);
-      const int y0 = int(oy * w.strideY) - int(w.padY);
-      const int x0 = int(ox * w.strideX) - int(w.padX);
-      for (unsigned ci = 0; ci < w.inChannels; ++ci)
-        for (unsigned i = rowsIn.lo; i < rowsIn.hi; ++i) {
-          const float *__restrict xrow = &xr[(ci * w.inHeight + unsigned(y0 + int(i))) * w.inWidth];
-          float *__restrict gwr = &gw[(ci * kH + i) * kW];
-          for (unsigned j = colsIn.lo; j < colsIn.hi; ++j)
-            gwr[j] += g * xrow[x0 + int(j)];
-        }
+  const unsigned oy = p / w.outWidth, ox = p % w.outWidth;
+  const TapRange rowsIn(oy, kH, w.padY, w.strideY, w.inHeight);
+  const TapRange colsIn(ox, kW, w.padX, w.strideX, w.inWidth);
+  const int y0 = int(oy * w.strideY) - int(w.padY);
+  const int x0 = int(ox * w.strideX) - int(w.padX);
+  for (unsigned k = 0; k < w.taps(); ++k)
+    col[k] = 0.0f;
+  for (unsigned ci = 0; ci < w.inChannels; ++ci)
+    for (unsigned i = rowsIn.lo; i < rowsIn.hi; ++i) {
+      const float *__restrict xrow = &xr[(ci * w.inHeight + unsigned(y0 + int(i))) * w.inWidth];
+      float *__restrict out = &col[(ci * kH + i) * kW];
+      for (unsigned j = colsIn.lo; j < colsIn.hi; ++j)
+        out[j] = xrow[x0 + int(j)];
     }
 }
 
-// gw [c, taps] += each non-zero input times the dL/dI entries its taps reach.
-void weightGradByInputs(const Window &w, unsigned c, const float *__restrict xr,
-                        const float *__restrict gr, float *__restrict gradW) {
+// dx += the rows of col [n positions from p0, taps] put back on their windows (col2im).
+void addWindows(const Window &w, const float *__restrict col, unsigned p0, unsigned n,
+                float *__restrict dx) {
+  const unsigned kH = w.kernelHeight, kW = w.kernelWidth, taps = w.taps();
+  for (unsigned q = 0; q < n; ++q) {
+    const unsigned p = p0 + q, oy = p / w.outWidth, ox = p % w.outWidth;
+    const TapRange rowsIn(oy, kH, w.padY, w.strideY, w.inHeight);
+    const TapRange colsIn(ox, kW, w.padX, w.strideX, w.inWidth);
+    const int y0 = int(oy * w.strideY) - int(w.padY);
+    const int x0 = int(ox * w.strideX) - int(w.padX);
+    for (unsigned ci = 0; ci < w.inChannels; ++ci)
+      for (unsigned i = rowsIn.lo; i < rowsIn.hi; ++i) {
+        float *__restrict d = &dx[(ci * w.inHeight + unsigned(y0 + int(i))) * w.inWidth];
+        const float *__restrict cr = &col[q * taps + (ci * kH + i) * kW];
+        for (unsigned j = colsIn.lo; j < colsIn.hi; ++j)
+          d[x0 + int(j)] += cr[j];
+      }
+  }
+}
+
+// out[0, n) += g * row[0, n): contiguous, so it vectorises.
+inline void axpy(unsigned n, float g, const float *__restrict row, float *__restrict out) {
+  for (unsigned k = 0; k < n; ++k)
+    out[k] += g * row[k];
+}
+
+// gw [c, taps] += each non-zero dL/dI entry times its window of the input: per output
+// position with any gradient, its window as one row (windowRow), then one contiguous
+// multiply-add of that row per non-zero entry.
+void weightGradByGradients(const Window &w, unsigned c, const float *__restrict xr,
+                           const float *__restrict gr, float *__restrict col,
+                           float *__restrict gradW) {
   const unsigned taps = w.taps(), P = w.outPositions();
+  for (unsigned p = 0; p < P; ++p) {
+    bool filled = false;
+    for (unsigned co = 0; co < c; ++co) {
+      const float g = gr[co * P + p];
+      if (g == 0.0f)
+        continue;
+      if (!filled)
+        windowRow(w, xr, p, col);
+      filled = true;
+      axpy(taps, g, col, &gradW[co * taps]);
+    }
+  }
+}
+
+// gwT [taps, c] += each non-zero input times dL/dI of the outputs its taps reach, with
+// dL/dI transposed to [P, c] (gT) first, so every product runs along the c channels.
+void weightGradByInputs(const Window &w, unsigned c, const float *__restrict xr,
+                        const float *__restrict gr, float *__restrict gT, float *__restrict gwT) {
+  const unsigned P = w.outPositions();
   const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
+  for (unsigned co = 0; co < c; ++co)
+    for (unsigned p = 0; p < P; ++p)
+      gT[p * c + co] = gr[co * P + p];
   for (unsigned ci = 0; ci < w.inChannels; ++ci)
     for (unsigned y = 0; y < w.inHeight; ++y)
       for (unsigned xx = 0; xx < w.inWidth; ++xx) {
@@ -162,13 +205,16 @@ void weightGradByInputs(const Window &w, unsigned c, const float *__restrict xr,
             if (ox < 0)
               continue;
             const unsigned p = unsigned(oy) * w.outWidth + unsigned(ox);
-            const unsigned tap = (ci * kH + i) * kW + j;
-            for (unsigned co = 0; co < c; ++co)
-              gradW[co * taps + tap] += gr[co * P + p] * v;
+            axpy(c, v, &gT[p * c], &gwT[((ci * kH + i) * kW + j) * c]);
           }
         }
       }
 }
+
+// The fraction (per mille) of non-zero dL/dI entries from which ConvInputGrad runs the
+// blocked dense product (col = dL/dI^T . W, then col2im) rather than one multiply-add of a
+// weight row per non-zero entry. Measured with bench/csnn_steps.py (docs/convolution.md).
+constexpr unsigned DENSE_INPUT_GRAD_MIN_PER_MILLE = 300;
 
 } // namespace
 
@@ -237,6 +283,9 @@ public:
   Output<Vector<float>> gradWeights;    // [c, C_in, kH, kW]
   Output<Vector<float>> gradBias;       // [c]
   Output<Vector<unsigned>> activeGrads; // [1]: dL/dI entries that carried gradient
+  // [taps, c] sums of the input-driven rows, [P, c] one row's dL/dI transposed, [taps] one
+  // window of the input.
+  InOut<Vector<float>> work;
   unsigned rows;
   unsigned outChannels;
   unsigned inChannels;
@@ -254,42 +303,62 @@ public:
   bool compute() {
     const Window w = windowOf(*this);
     const unsigned c = outChannels, taps = w.taps(), P = w.outPositions();
+    float *__restrict gwT = &work[0];
+    float *__restrict gT = &work[taps * c];
+    float *__restrict col = &work[taps * c + P * c];
     for (unsigned k = 0; k < c * taps; ++k)
-      gradWeights[k] = 0.0f;
+      gradWeights[k] = gwT[k] = 0.0f;
     for (unsigned co = 0; co < c; ++co)
       gradBias[co] = 0.0f;
     unsigned active = 0;
+    bool byInputs = false;
     for (unsigned r = 0; r < rows; ++r) {
       const float *__restrict xr = &x[r * w.inSize()];
       const float *__restrict gr = &grad[r * c * P];
-      unsigned activeX = 0, activeG = 0;
-      for (unsigned k = 0; k < w.inSize(); ++k)
-        activeX += xr[k] != 0.0f;
-      for (unsigned k = 0; k < c * P; ++k) {
-        activeG += gr[k] != 0.0f;
-        gradBias[k / P] += gr[k];
+      const unsigned activeX = unsigned(popsnn::dense::countNonzero(xr, 1, w.inSize(), 0));
+      unsigned activeG = 0;
+      for (unsigned co = 0; co < c; ++co) {
+        float sum = 0.0f;
+        for (unsigned p = 0; p < P; ++p) {
+          activeG += gr[co * P + p] != 0.0f;
+          sum += gr[co * P + p];
+        }
+        gradBias[co] += sum;
       }
       active += activeG;
+      if (!activeG)
+        continue;
       // Each product g * x once either way: from dL/dI's non-zero entries (a window of
       // taps each) or from the input's (kernel area x channels each), whichever is fewer.
       if (std::uint64_t(activeG) * taps <=
-          std::uint64_t(activeX) * w.kernelHeight * w.kernelWidth * c)
-        weightGradByGradients(w, c, xr, gr, &gradWeights[0]);
-      else
-        weightGradByInputs(w, c, xr, gr, &gradWeights[0]);
+          std::uint64_t(activeX) * w.kernelHeight * w.kernelWidth * c + std::uint64_t(P) * c) {
+        weightGradByGradients(w, c, xr, gr, col, &gradWeights[0]);
+      } else {
+        weightGradByInputs(w, c, xr, gr, gT, gwT);
+        byInputs = true;
+      }
     }
+    if (byInputs)
+      for (unsigned co = 0; co < c; ++co)
+        for (unsigned k = 0; k < taps; ++k)
+          gradWeights[co * taps + k] += gwT[k * c + co];
     activeGrads[0] = active;
     return true;
   }
 };
 
-// This channel group's share of dL/dx, the transposed convolution over dL/dI's non-zero
-// entries (the shares of all channel groups are summed by SumParts).
+// This channel group's share of dL/dx, the transposed convolution: per row, when dL/dI is
+// dense enough, col = dL/dI^T . W by the blocked dense product (positions in chunks of
+// the work's size), else one weight row per non-zero entry into col; then each position's
+// col row added back on its window (col2im). The shares of all channel groups are summed
+// by SumParts.
 class ConvInputGrad : public Vertex {
 public:
-  Input<Vector<float>> grad;       // dL/dI [rows, c, H_out, W_out]
-  Input<Vector<float>> weights;    // [c, C_in, kH, kW]
-  Output<Vector<float>> gradInput; // [rows, C_in, H, W]
+  Input<Vector<float>> grad;          // dL/dI [rows, c, H_out, W_out]
+  Input<Vector<float>> weights;       // [c, C_in, kH, kW]
+  Output<Vector<float>> gradInput;    // [rows, C_in, H, W]
+  InOut<Vector<float>> work;          // [chunk, taps]: col rows of `chunk` positions
+  Output<Vector<unsigned>> denseRows; // [1]: rows that took the dense product
   unsigned rows;
   unsigned outChannels;
   unsigned inChannels;
@@ -307,31 +376,42 @@ public:
   bool compute() {
     const Window w = windowOf(*this);
     const unsigned c = outChannels, taps = w.taps(), P = w.outPositions();
-    const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
+    const unsigned chunk = std::max(1u, std::min(P, unsigned(work.size() / taps)));
+    float *__restrict col = &work[0];
     for (unsigned k = 0; k < rows * w.inSize(); ++k)
       gradInput[k] = 0.0f;
+    unsigned dense = 0;
     for (unsigned r = 0; r < rows; ++r) {
+      const float *__restrict gr = &grad[r * c * P];
       float *__restrict dx = &gradInput[r * w.inSize()];
-      for (unsigned co = 0; co < c; ++co)
-        for (unsigned p = 0; p < P; ++p) {
-          const float g = grad[(r * c + co) * P + p];
+      const bool product = popsnn::dense::denseEnough(popsnn::dense::countNonzero(gr, 1, c * P, 0),
+                                                      c * P, DENSE_INPUT_GRAD_MIN_PER_MILLE);
+      dense += product;
+      if (product) {
+        for (unsigned p0 = 0; p0 < P; p0 += chunk) {
+          const unsigned n = std::min(chunk, P - p0);
+          popsnn::dense::denseProduct(n, taps, c, gr + p0, 1, P, &weights[0], taps, col, taps);
+          addWindows(w, col, p0, n, dx);
+        }
+        continue;
+      }
+      for (unsigned p = 0; p < P; ++p) {
+        bool filled = false;
+        for (unsigned co = 0; co < c; ++co) {
+          const float g = gr[co * P + p];
           if (g == 0.0f)
             continue;
-          const unsigned oy = p / w.outWidth, ox = p % w.outWidth;
-          const float *__restrict wk = &weights[co * taps];
-          const TapRange rowsIn(oy, kH, w.padY, w.strideY, w.inHeight);
-          const TapRange colsIn(ox, kW, w.padX, w.strideX, w.inWidth);
-          const int y0 = int(oy * w.strideY) - int(w.padY);
-          const int x0 = int(ox * w.strideX) - int(w.padX);
-          for (unsigned ci = 0; ci < w.inChannels; ++ci)
-            for (unsigned i = rowsIn.lo; i < rowsIn.hi; ++i) {
-              float *__restrict d = &dx[(ci * w.inHeight + unsigned(y0 + int(i))) * w.inWidth];
-              const float *__restrict wr = &wk[(ci * kH + i) * kW];
-              for (unsigned j = colsIn.lo; j < colsIn.hi; ++j)
-                d[x0 + int(j)] += g * wr[j];
-            }
+          if (!filled)
+            for (unsigned k = 0; k < taps; ++k)
+              col[k] = 0.0f;
+          filled = true;
+          axpy(taps, g, &weights[co * taps], col);
         }
+        if (filled)
+          addWindows(w, col, p, 1, dx);
+      }
     }
+    denseRows[0] = dense;
     return true;
   }
 };
