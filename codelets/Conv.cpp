@@ -15,208 +15,10 @@
 #include <cmath>
 #include <cstdint>
 
-#include "DenseKernels.hpp"
+#include "ConvKernels.hpp"
 
 using namespace poplar;
-
-namespace {
-
-// The window geometry every convolution vertex carries (as fields) and reads once.
-struct Window {
-  unsigned inChannels, inHeight, inWidth, kernelHeight, kernelWidth;
-  unsigned strideY, strideX, padY, padX, outHeight, outWidth;
-  unsigned inSize() const { return inChannels * inHeight * inWidth; }
-  unsigned outPositions() const { return outHeight * outWidth; }
-  unsigned taps() const { return inChannels * kernelHeight * kernelWidth; }
-  // The output index along one axis that kernel offset k reads input index i into, or -1.
-  static int outIndex(unsigned i, unsigned k, unsigned pad, unsigned stride, unsigned n) {
-    const int shifted = int(i) + int(pad) - int(k);
-    if (shifted < 0 || shifted % int(stride))
-      return -1;
-    const int o = shifted / int(stride);
-    return o < int(n) ? o : -1;
-  }
-  // The input index along one axis that output o and kernel offset k read, or -1 (padding).
-  static int inIndex(unsigned o, unsigned k, unsigned pad, unsigned stride, unsigned n) {
-    const int i = int(o * stride + k) - int(pad);
-    return i >= 0 && i < int(n) ? i : -1;
-  }
-};
-
-// The kernel offsets [lo, hi) along one axis whose input index o * stride + k - pad falls
-// inside [0, n): contiguous, so a window's row is one run of inputs.
-struct TapRange {
-  unsigned lo, hi;
-  TapRange(unsigned o, unsigned kernel, unsigned pad, unsigned stride, unsigned n) {
-    const int first = int(o * stride) - int(pad); // the input index of offset 0
-    lo = first < 0 ? unsigned(-first) : 0u;
-    const int room = int(n) - first;
-    hi = room <= 0 ? 0u : std::min(kernel, unsigned(room));
-    if (hi < lo)
-      hi = lo;
-  }
-};
-
-// The window of a vertex with the window fields below (inChannels .. outWidth).
-template <class V> Window windowOf(const V &v) {
-  return {v.inChannels, v.inHeight, v.inWidth, v.kernelHeight, v.kernelWidth, v.strideY,
-          v.strideX,    v.padY,     v.padX,    v.outHeight,    v.outWidth};
-}
-
-// acc [positions, c] += every non-zero input's kernel taps (one input row).
-void scatterRow(const Window &w, const float *__restrict x, const float *__restrict taps,
-                unsigned c, float *__restrict acc) {
-  const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
-  for (unsigned ci = 0; ci < w.inChannels; ++ci)
-    for (unsigned y = 0; y < w.inHeight; ++y)
-      for (unsigned xx = 0; xx < w.inWidth; ++xx) {
-        const float v = x[(ci * w.inHeight + y) * w.inWidth + xx];
-        if (v == 0.0f)
-          continue;
-        for (unsigned i = 0; i < kH; ++i) {
-          const int oy = Window::outIndex(y, i, w.padY, w.strideY, w.outHeight);
-          if (oy < 0)
-            continue;
-          for (unsigned j = 0; j < kW; ++j) {
-            const int ox = Window::outIndex(xx, j, w.padX, w.strideX, w.outWidth);
-            if (ox < 0)
-              continue;
-            const float *__restrict k = &taps[((ci * kH + i) * kW + j) * c];
-            float *__restrict out = &acc[(unsigned(oy) * w.outWidth + unsigned(ox)) * c];
-            for (unsigned co = 0; co < c; ++co)
-              out[co] += v * k[co];
-          }
-        }
-      }
-}
-
-// acc [positions, c] += every output position's window of the input (one input row).
-void gatherRow(const Window &w, const float *__restrict x, const float *__restrict taps, unsigned c,
-               float *__restrict acc) {
-  const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
-  for (unsigned ci = 0; ci < w.inChannels; ++ci)
-    for (unsigned i = 0; i < kH; ++i)
-      for (unsigned j = 0; j < kW; ++j) {
-        const float *__restrict k = &taps[((ci * kH + i) * kW + j) * c];
-        for (unsigned oy = 0; oy < w.outHeight; ++oy) {
-          const int y = Window::inIndex(oy, i, w.padY, w.strideY, w.inHeight);
-          if (y < 0)
-            continue;
-          for (unsigned ox = 0; ox < w.outWidth; ++ox) {
-            const int xx = Window::inIndex(ox, j, w.padX, w.strideX, w.inWidth);
-            if (xx < 0)
-              continue;
-            const float v = x[(ci * w.inHeight + unsigned(y)) * w.inWidth + unsigned(xx)];
-            float *__restrict out = &acc[(oy * w.outWidth + ox) * c];
-            for (unsigned co = 0; co < c; ++co)
-              out[co] += v * k[co];
-          }
-        }
-      }
-}
-
-// The input window of output position p as one row of taps (im2col), zeros for padding.
-void windowRow(const Window &w, const float *__restrict xr, unsigned p, float *__restrict col) {
-  const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
-  const unsigned oy = p / w.outWidth, ox = p % w.outWidth;
-  const TapRange rowsIn(oy, kH, w.padY, w.strideY, w.inHeight);
-  const TapRange colsIn(ox, kW, w.padX, w.strideX, w.inWidth);
-  const int y0 = int(oy * w.strideY) - int(w.padY);
-  const int x0 = int(ox * w.strideX) - int(w.padX);
-  for (unsigned k = 0; k < w.taps(); ++k)
-    col[k] = 0.0f;
-  for (unsigned ci = 0; ci < w.inChannels; ++ci)
-    for (unsigned i = rowsIn.lo; i < rowsIn.hi; ++i) {
-      const float *__restrict xrow = &xr[(ci * w.inHeight + unsigned(y0 + int(i))) * w.inWidth];
-      float *__restrict out = &col[(ci * kH + i) * kW];
-      for (unsigned j = colsIn.lo; j < colsIn.hi; ++j)
-        out[j] = xrow[x0 + int(j)];
-    }
-}
-
-// dx += the rows of col [n positions from p0, taps] put back on their windows (col2im).
-void addWindows(const Window &w, const float *__restrict col, unsigned p0, unsigned n,
-                float *__restrict dx) {
-  const unsigned kH = w.kernelHeight, kW = w.kernelWidth, taps = w.taps();
-  for (unsigned q = 0; q < n; ++q) {
-    const unsigned p = p0 + q, oy = p / w.outWidth, ox = p % w.outWidth;
-    const TapRange rowsIn(oy, kH, w.padY, w.strideY, w.inHeight);
-    const TapRange colsIn(ox, kW, w.padX, w.strideX, w.inWidth);
-    const int y0 = int(oy * w.strideY) - int(w.padY);
-    const int x0 = int(ox * w.strideX) - int(w.padX);
-    for (unsigned ci = 0; ci < w.inChannels; ++ci)
-      for (unsigned i = rowsIn.lo; i < rowsIn.hi; ++i) {
-        float *__restrict d = &dx[(ci * w.inHeight + unsigned(y0 + int(i))) * w.inWidth];
-        const float *__restrict cr = &col[q * taps + (ci * kH + i) * kW];
-        for (unsigned j = colsIn.lo; j < colsIn.hi; ++j)
-          d[x0 + int(j)] += cr[j];
-      }
-  }
-}
-
-// out[0, n) += g * row[0, n): contiguous, so it vectorises.
-inline void axpy(unsigned n, float g, const float *__restrict row, float *__restrict out) {
-  for (unsigned k = 0; k < n; ++k)
-    out[k] += g * row[k];
-}
-
-// gw [c, taps] += each non-zero dL/dI entry times its window of the input: per output
-// position with any gradient, its window as one row (windowRow), then one contiguous
-// multiply-add of that row per non-zero entry.
-void weightGradByGradients(const Window &w, unsigned c, const float *__restrict xr,
-                           const float *__restrict gr, float *__restrict col,
-                           float *__restrict gradW) {
-  const unsigned taps = w.taps(), P = w.outPositions();
-  for (unsigned p = 0; p < P; ++p) {
-    bool filled = false;
-    for (unsigned co = 0; co < c; ++co) {
-      const float g = gr[co * P + p];
-      if (g == 0.0f)
-        continue;
-      if (!filled)
-        windowRow(w, xr, p, col);
-      filled = true;
-      axpy(taps, g, col, &gradW[co * taps]);
-    }
-  }
-}
-
-// gwT [taps, c] += each non-zero input times dL/dI of the outputs its taps reach, with
-// dL/dI transposed to [P, c] (gT) first, so every product runs along the c channels.
-void weightGradByInputs(const Window &w, unsigned c, const float *__restrict xr,
-                        const float *__restrict gr, float *__restrict gT, float *__restrict gwT) {
-  const unsigned P = w.outPositions();
-  const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
-  for (unsigned co = 0; co < c; ++co)
-    for (unsigned p = 0; p < P; ++p)
-      gT[p * c + co] = gr[co * P + p];
-  for (unsigned ci = 0; ci < w.inChannels; ++ci)
-    for (unsigned y = 0; y < w.inHeight; ++y)
-      for (unsigned xx = 0; xx < w.inWidth; ++xx) {
-        const float v = xr[(ci * w.inHeight + y) * w.inWidth + xx];
-        if (v == 0.0f)
-          continue;
-        for (unsigned i = 0; i < kH; ++i) {
-          const int oy = Window::outIndex(y, i, w.padY, w.strideY, w.outHeight);
-          if (oy < 0)
-            continue;
-          for (unsigned j = 0; j < kW; ++j) {
-            const int ox = Window::outIndex(xx, j, w.padX, w.strideX, w.outWidth);
-            if (ox < 0)
-              continue;
-            const unsigned p = unsigned(oy) * w.outWidth + unsigned(ox);
-            axpy(c, v, &gT[p * c], &gwT[((ci * kH + i) * kW + j) * c]);
-          }
-        }
-      }
-}
-
-// The fraction (per mille) of non-zero dL/dI entries from which ConvInputGrad runs the
-// blocked dense product (col = dL/dI^T . W, then col2im) rather than one multiply-add of a
-// weight row per non-zero entry. Measured with bench/csnn_steps.py (docs/convolution.md).
-constexpr unsigned DENSE_INPUT_GRAD_MIN_PER_MILLE = 300;
-
-} // namespace
+using namespace popsnn::conv;
 
 // The current of `outChannels` output channels for `rows` (step, sample) rows.
 class ConvForward : public Vertex {
@@ -354,10 +156,12 @@ public:
 // by SumParts.
 class ConvInputGrad : public Vertex {
 public:
-  Input<Vector<float>> grad;          // dL/dI [rows, c, H_out, W_out]
-  Input<Vector<float>> weights;       // [c, C_in, kH, kW]
-  Output<Vector<float>> gradInput;    // [rows, C_in, H, W]
-  InOut<Vector<float>> work;          // [chunk, taps]: col rows of `chunk` positions
+  Input<Vector<float>> grad;       // dL/dI [rows, c, H_out, W_out]
+  Input<Vector<float>> weights;    // [c, C_in, kH, kW]
+  Output<Vector<float>> gradInput; // [rows, C_in, H, W]
+  // [chunk, taps]: col rows of `chunk` positions (at least taps + 2 c: one col row, then
+  // one position's non-zero coefficients and channels)
+  InOut<Vector<float>> work;
   Output<Vector<unsigned>> denseRows; // [1]: rows that took the dense product
   unsigned rows;
   unsigned outChannels;
@@ -395,20 +199,21 @@ public:
         }
         continue;
       }
+      // Per position, its non-zero entries (coefficients and channels), then their weight
+      // rows combined into one col row.
+      float *__restrict coef = col + taps;
+      unsigned *__restrict idx = reinterpret_cast<unsigned *>(coef + c);
       for (unsigned p = 0; p < P; ++p) {
-        bool filled = false;
+        unsigned count = 0;
         for (unsigned co = 0; co < c; ++co) {
           const float g = gr[co * P + p];
-          if (g == 0.0f)
-            continue;
-          if (!filled)
-            for (unsigned k = 0; k < taps; ++k)
-              col[k] = 0.0f;
-          filled = true;
-          axpy(taps, g, &weights[co * taps], col);
+          coef[count] = g, idx[count] = co;
+          count += g != 0.0f;
         }
-        if (filled)
-          addWindows(w, col, p, 1, dx);
+        if (!count)
+          continue;
+        combineRows(taps, count, coef, idx, &weights[0], taps, col);
+        addWindows(w, col, p, 1, dx);
       }
     }
     denseRows[0] = dense;
@@ -440,25 +245,34 @@ public:
   bool compute() {
     const Window w = windowOf(*this);
     const unsigned in = w.inHeight * w.inWidth, P = w.outPositions();
-    for (unsigned m = 0; m < maps; ++m)
-      for (unsigned p = 0; p < P; ++p) {
-        const unsigned oy = p / w.outWidth, ox = p % w.outWidth;
-        float best = -INFINITY;
-        unsigned at = 0;
-        for (unsigned i = 0; i < w.kernelHeight; ++i)
-          for (unsigned j = 0; j < w.kernelWidth; ++j) {
-            const int yy = Window::inIndex(oy, i, w.padY, w.strideY, w.inHeight);
-            const int xx = Window::inIndex(ox, j, w.padX, w.strideX, w.inWidth);
-            const float v =
-                yy < 0 || xx < 0 ? -INFINITY : x[m * in + unsigned(yy) * w.inWidth + unsigned(xx)];
-            if (v > best) {
-              best = v;
-              at = i * w.kernelWidth + j;
+    for (unsigned m = 0; m < maps; ++m) {
+      const float *__restrict xm = &x[m * in];
+      float *__restrict ym = &y[m * P];
+      unsigned *__restrict am = &argmax[m * P];
+      for (unsigned oy = 0; oy < w.outHeight; ++oy) {
+        // The window's rows and columns inside the map (padding never wins).
+        const TapRange rowsIn(oy, w.kernelHeight, w.padY, w.strideY, w.inHeight);
+        const int y0 = int(oy * w.strideY) - int(w.padY);
+        for (unsigned ox = 0; ox < w.outWidth; ++ox) {
+          const TapRange colsIn(ox, w.kernelWidth, w.padX, w.strideX, w.inWidth);
+          const int x0 = int(ox * w.strideX) - int(w.padX);
+          float best = -INFINITY;
+          unsigned at = 0;
+          for (unsigned i = rowsIn.lo; i < rowsIn.hi; ++i) {
+            const float *__restrict row = xm + unsigned(y0 + int(i)) * w.inWidth;
+            for (unsigned j = colsIn.lo; j < colsIn.hi; ++j) {
+              // Without a branch: which entry wins is data, unpredictable.
+              const float v = row[x0 + int(j)];
+              const unsigned mask = 0u - unsigned(v > best);
+              at = (at & ~mask) | ((i * w.kernelWidth + j) & mask);
+              best = v > best ? v : best;
             }
           }
-        y[m * P + p] = best;
-        argmax[m * P + p] = at;
+          ym[oy * w.outWidth + ox] = best;
+          am[oy * w.outWidth + ox] = at;
+        }
       }
+    }
     return true;
   }
 };

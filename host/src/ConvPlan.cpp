@@ -27,6 +27,11 @@ unsigned inputGradChunk(const ConvStageSpec &spec, unsigned positions) {
   return std::max(1u, std::min(positions, INPUT_GRAD_WORK_FLOATS / std::max(1u, taps)));
 }
 
+std::size_t inputGradWorkFloats(const ConvStageSpec &spec, unsigned positions, unsigned channels) {
+  const std::size_t taps = std::size_t(spec.inChannels) * spec.conv.kernelH * spec.conv.kernelW;
+  return std::max(inputGradChunk(spec, positions) * taps, taps + 2 * channels);
+}
+
 std::vector<MapSize> stageMapSizes(const ConvStageSpec &spec) {
   std::vector<MapSize> maps{{spec.inHeight, spec.inWidth}};
   checkWindow("Conv2d", spec.conv, maps.back());
@@ -50,7 +55,7 @@ std::uint64_t convShardBytes(const ConvStageSpec &spec, unsigned channels, unsig
   std::uint64_t floats = rc * inSize + c * taps + c + taps * c + convOut * c + 4;
   floats += taps * c + convOut * c + taps;
   if (spec.inputGrad)
-    floats += inputGradChunk(spec, convOut) * taps;
+    floats += inputGradWorkFloats(spec, unsigned(convOut), channels);
   // Every map after the input: its forward values and its gradient; max pools their argmax.
   for (std::size_t k = 1; k < maps.size(); ++k) {
     const std::uint64_t map = rc * c * maps[k].h * maps[k].w;

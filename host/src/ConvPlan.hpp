@@ -72,6 +72,8 @@ struct ConvPlan {
 // work (48 KiB: L1/L2-sized on the host; one chunk of positions, not a whole map, on a tile).
 constexpr unsigned INPUT_GRAD_WORK_FLOATS = 12288;
 unsigned inputGradChunk(const ConvStageSpec &spec, unsigned positions);
+// Its work: the chunk's col rows, at least one col row and a position's non-zero entries.
+std::size_t inputGradWorkFloats(const ConvStageSpec &spec, unsigned positions, unsigned channels);
 
 // Bytes the shard's tensors take on its tile (4-byte floats and indices); rows of whole samples.
 std::uint64_t convShardBytes(const ConvStageSpec &spec, unsigned channels, unsigned rows,

@@ -192,8 +192,8 @@ void addGradVertices(ConvStageBuild &s, ComputeSet cs) {
       s.graph.connect(g["weights"], t.weights);
       s.graph.connect(g["gradInput"], t.gradInput);
       s.graph.connect(g["denseRows"], t.inputDenseRows);
-      s.graph.connect(g["work"], s.var(FLOAT, std::size_t(inputGradChunk(spec, P)) * s.taps(),
-                                       sh.tile, "input_grad_work"));
+      s.graph.connect(g["work"],
+                      s.var(FLOAT, inputGradWorkFloats(spec, P, c), sh.tile, "input_grad_work"));
       vertices.push_back(g);
     }
     for (VertexRef u : vertices) {
