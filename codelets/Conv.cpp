@@ -27,7 +27,8 @@ public:
   Input<Vector<float>> weights;  // [c, C_in, kH, kW]
   Input<Vector<float>> bias;     // [c] (zeros without a bias)
   Output<Vector<float>> current; // [rows, c, H_out, W_out]
-  // The taps transposed [C_in * kH * kW, c], then one row's sums [H_out * W_out, c].
+  // The taps transposed [C_in * kH * kW, c], one row's sums [H_out * W_out, c], then the
+  // row's non-zero input positions [C_in * H * W].
   InOut<Vector<float>> work;
   Output<Vector<unsigned>> denseRows; // [1]: rows that took the dense path
   unsigned rows;
@@ -52,19 +53,20 @@ public:
       for (unsigned k = 0; k < taps; ++k)
         t[k * c + co] = weights[co * taps + k];
     float *__restrict acc = &work[taps * c];
+    unsigned *__restrict idx = reinterpret_cast<unsigned *>(&work[(taps + P) * c]);
     unsigned dense = 0;
     for (unsigned r = 0; r < rows; ++r) {
       const float *xr = &x[r * w.inSize()];
       for (unsigned k = 0; k < P * c; ++k)
         acc[k] = 0.0f;
+      const unsigned count = nonzeroIndices(xr, w.inSize(), idx);
       const bool gather =
-          popsnn::dense::denseEnough(popsnn::dense::countNonzero(xr, 1, w.inSize(), w.inSize()),
-                                     w.inSize(), popsnn::dense::DENSE_CURRENT_MIN_PER_MILLE);
+          popsnn::dense::denseEnough(count, w.inSize(), popsnn::dense::DENSE_CURRENT_MIN_PER_MILLE);
       dense += gather;
       if (gather)
         gatherRow(w, xr, t, c, acc);
       else
-        scatterRow(w, xr, t, c, acc);
+        scatterRow(w, xr, idx, count, t, c, acc);
       float *__restrict out = &current[r * c * P];
       for (unsigned co = 0; co < c; ++co)
         for (unsigned p = 0; p < P; ++p)
@@ -86,7 +88,7 @@ public:
   Output<Vector<float>> gradBias;       // [c]
   Output<Vector<unsigned>> activeGrads; // [1]: dL/dI entries that carried gradient
   // [taps, c] sums of the input-driven rows, [P, c] one row's dL/dI transposed, [taps] one
-  // window of the input.
+  // window of the input, [C_in * H * W] the row's non-zero input positions.
   InOut<Vector<float>> work;
   unsigned rows;
   unsigned outChannels;
@@ -108,6 +110,7 @@ public:
     float *__restrict gwT = &work[0];
     float *__restrict gT = &work[taps * c];
     float *__restrict col = &work[taps * c + P * c];
+    unsigned *__restrict idx = reinterpret_cast<unsigned *>(col + taps);
     for (unsigned k = 0; k < c * taps; ++k)
       gradWeights[k] = gwT[k] = 0.0f;
     for (unsigned co = 0; co < c; ++co)
@@ -117,7 +120,7 @@ public:
     for (unsigned r = 0; r < rows; ++r) {
       const float *__restrict xr = &x[r * w.inSize()];
       const float *__restrict gr = &grad[r * c * P];
-      const unsigned activeX = unsigned(popsnn::dense::countNonzero(xr, 1, w.inSize(), 0));
+      const unsigned activeX = nonzeroIndices(xr, w.inSize(), idx);
       unsigned activeG = 0;
       for (unsigned co = 0; co < c; ++co) {
         float sum = 0.0f;
@@ -136,7 +139,7 @@ public:
           std::uint64_t(activeX) * w.kernelHeight * w.kernelWidth * c + std::uint64_t(P) * c) {
         weightGradByGradients(w, c, xr, gr, col, &gradWeights[0]);
       } else {
-        weightGradByInputs(w, c, xr, gr, gT, gwT);
+        weightGradByInputs(w, c, xr, idx, activeX, gr, gT, gwT);
         byInputs = true;
       }
     }

@@ -58,30 +58,48 @@ template <class V> inline Window windowOf(const V &v) {
 }
 
 // acc [positions, c] += every non-zero input's kernel taps (one input row).
-inline void scatterRow(const Window &w, const float *__restrict x, const float *__restrict taps,
-                       unsigned c, float *__restrict acc) {
+// The positions of x's non-zero entries, in order, into idx (without a branch per entry:
+// at spike densities which entries are zero is unpredictable); returns their count.
+inline unsigned nonzeroIndices(const float *__restrict x, unsigned n, unsigned *__restrict idx) {
+  unsigned count = 0;
+  for (unsigned k = 0; k < n; ++k) {
+    idx[count] = k;
+    count += x[k] != 0.0f;
+  }
+  return count;
+}
+
+// An input row's entry k as (channel, row, column).
+struct InputAt {
+  unsigned ci, y, x;
+  InputAt(const Window &w, unsigned k)
+      : ci(k / (w.inHeight * w.inWidth)), y(k / w.inWidth % w.inHeight), x(k % w.inWidth) {}
+};
+
+// acc [positions, c] += the kernel taps of x's `count` non-zero entries idx (one input row).
+inline void scatterRow(const Window &w, const float *__restrict x, const unsigned *__restrict idx,
+                       unsigned count, const float *__restrict taps, unsigned c,
+                       float *__restrict acc) {
   const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
-  for (unsigned ci = 0; ci < w.inChannels; ++ci)
-    for (unsigned y = 0; y < w.inHeight; ++y)
-      for (unsigned xx = 0; xx < w.inWidth; ++xx) {
-        const float v = x[(ci * w.inHeight + y) * w.inWidth + xx];
-        if (v == 0.0f)
+  for (unsigned q = 0; q < count; ++q) {
+    const float v = x[idx[q]];
+    const InputAt at(w, idx[q]);
+    const unsigned ci = at.ci, y = at.y, xx = at.x;
+    for (unsigned i = 0; i < kH; ++i) {
+      const int oy = Window::outIndex(y, i, w.padY, w.strideY, w.outHeight);
+      if (oy < 0)
+        continue;
+      for (unsigned j = 0; j < kW; ++j) {
+        const int ox = Window::outIndex(xx, j, w.padX, w.strideX, w.outWidth);
+        if (ox < 0)
           continue;
-        for (unsigned i = 0; i < kH; ++i) {
-          const int oy = Window::outIndex(y, i, w.padY, w.strideY, w.outHeight);
-          if (oy < 0)
-            continue;
-          for (unsigned j = 0; j < kW; ++j) {
-            const int ox = Window::outIndex(xx, j, w.padX, w.strideX, w.outWidth);
-            if (ox < 0)
-              continue;
-            const float *__restrict k = &taps[((ci * kH + i) * kW + j) * c];
-            float *__restrict out = &acc[(unsigned(oy) * w.outWidth + unsigned(ox)) * c];
-            for (unsigned co = 0; co < c; ++co)
-              out[co] += v * k[co];
-          }
-        }
+        const float *__restrict k = &taps[((ci * kH + i) * kW + j) * c];
+        float *__restrict out = &acc[(unsigned(oy) * w.outWidth + unsigned(ox)) * c];
+        for (unsigned co = 0; co < c; ++co)
+          out[co] += v * k[co];
       }
+    }
+  }
 }
 
 // acc [positions, c] += every output position's window of the input (one input row).
@@ -212,6 +230,7 @@ inline void weightGradByGradients(const Window &w, unsigned c, const float *__re
 // gwT [taps, c] += each non-zero input times dL/dI of the outputs its taps reach, with
 // dL/dI transposed to [P, c] (gT) first, so every product runs along the c channels.
 inline void weightGradByInputs(const Window &w, unsigned c, const float *__restrict xr,
+                               const unsigned *__restrict idx, unsigned count,
                                const float *__restrict gr, float *__restrict gT,
                                float *__restrict gwT) {
   const unsigned P = w.outPositions();
@@ -219,25 +238,23 @@ inline void weightGradByInputs(const Window &w, unsigned c, const float *__restr
   for (unsigned co = 0; co < c; ++co)
     for (unsigned p = 0; p < P; ++p)
       gT[p * c + co] = gr[co * P + p];
-  for (unsigned ci = 0; ci < w.inChannels; ++ci)
-    for (unsigned y = 0; y < w.inHeight; ++y)
-      for (unsigned xx = 0; xx < w.inWidth; ++xx) {
-        const float v = xr[(ci * w.inHeight + y) * w.inWidth + xx];
-        if (v == 0.0f)
+  for (unsigned q = 0; q < count; ++q) {
+    const float v = xr[idx[q]];
+    const InputAt at(w, idx[q]);
+    const unsigned ci = at.ci, y = at.y, xx = at.x;
+    for (unsigned i = 0; i < kH; ++i) {
+      const int oy = Window::outIndex(y, i, w.padY, w.strideY, w.outHeight);
+      if (oy < 0)
+        continue;
+      for (unsigned j = 0; j < kW; ++j) {
+        const int ox = Window::outIndex(xx, j, w.padX, w.strideX, w.outWidth);
+        if (ox < 0)
           continue;
-        for (unsigned i = 0; i < kH; ++i) {
-          const int oy = Window::outIndex(y, i, w.padY, w.strideY, w.outHeight);
-          if (oy < 0)
-            continue;
-          for (unsigned j = 0; j < kW; ++j) {
-            const int ox = Window::outIndex(xx, j, w.padX, w.strideX, w.outWidth);
-            if (ox < 0)
-              continue;
-            const unsigned p = unsigned(oy) * w.outWidth + unsigned(ox);
-            axpy(c, v, &gT[p * c], &gwT[((ci * kH + i) * kW + j) * c]);
-          }
-        }
+        const unsigned p = unsigned(oy) * w.outWidth + unsigned(ox);
+        axpy(c, v, &gT[p * c], &gwT[((ci * kH + i) * kW + j) * c]);
       }
+    }
+  }
 }
 
 // The fraction (per mille) of non-zero dL/dI entries from which ConvInputGrad runs the

@@ -60,7 +60,8 @@ void addForward(ConvStageBuild &s) {
     t.maps.resize(s.plan.maps.size());
     t.argmax.resize(s.plan.maps.size());
     t.maps[1] = s.var(FLOAT, std::size_t(rows) * c * s.positions(1), tile, "conv_current");
-    t.work = s.var(FLOAT, std::size_t(s.taps() + s.positions(1)) * c, tile, "conv_work");
+    t.work =
+        s.var(FLOAT, std::size_t(s.taps() + s.positions(1)) * c + s.inSize(), tile, "conv_work");
     t.denseRows = s.var(UNSIGNED_INT, 1, tile, "dense_rows");
     VertexRef v = s.graph.addVertex(conv, "ConvForward");
     const std::pair<const char *, Tensor> fields[] = {{"x", t.x},       {"weights", t.weights},
@@ -170,7 +171,8 @@ void addGradVertices(ConvStageBuild &s, ComputeSet cs) {
     t.gradWB = s.var(FLOAT, std::size_t(c) * s.taps() + c, sh.tile, "grad_wb");
     t.activeGrads = s.var(UNSIGNED_INT, 1, sh.tile, "active_grads");
     t.inputDenseRows = s.var(UNSIGNED_INT, 1, sh.tile, "input_grad_dense_rows");
-    const std::size_t workFloats = std::size_t(s.taps()) * c + std::size_t(P) * c + s.taps();
+    const std::size_t workFloats =
+        std::size_t(s.taps()) * c + std::size_t(P) * c + s.taps() + s.inSize();
     VertexWork w;
     w.batch = rows, w.neurons = c, w.inputs = s.taps(), w.elements = s.inSize();
     w.positions = s.positions(1), w.activeCandidates = unsigned(s.activeGrads[i] + 0.5f);
