@@ -112,7 +112,10 @@ def dense_products(work: Workload):
         if isinstance(syn, popsnn.Conv2d):
             out_h, out_w = syn.output_shape(tuple(stage.in_shape))[1:]
             rows *= out_h * out_w
-            n_in, n_out = syn.in_channels * syn.kernel_size[0] * syn.kernel_size[1], syn.out_channels
+            n_in, n_out = (
+                syn.in_channels * syn.kernel_size[0] * syn.kernel_size[1],
+                syn.out_channels,
+            )
         else:
             n_in, n_out = syn.in_features, syn.out_features
         a = rng.random((rows, n_in), dtype=np.float32)
