@@ -69,7 +69,11 @@ def export_codelets(rev: str | None, into: Path) -> Path:
     return into / "codelets"
 
 
-def build_codelets(src: Path, build: Path) -> Path:
+NATIVE_FLAGS = "-O3 -march=native -fno-math-errno"  # the package's codelet flags
+
+
+def build_codelets(src: Path, build: Path, flags: str = NATIVE_FLAGS) -> Path:
+    """src's codelets compiled with `flags` into build/ab.gp."""
     sources = " ".join(f'"{p.as_posix()}"' for p in sorted(src.glob("*.cpp")))
     project = build.parent / f"{build.name}_project"
     project.mkdir()
@@ -78,7 +82,7 @@ cmake_minimum_required(VERSION 3.18)
 project(ab_codelets CXX)
 find_package(popsnn CONFIG REQUIRED)
 popsnn_add_codelets(ab OUTPUT ab.gp SOURCES {sources}
-  COMPILE_OPTIONS -O3 -march=native -fno-math-errno)
+  COMPILE_OPTIONS {flags})
 """)
     cmakedir = subprocess.run(
         [sys.executable, "-m", "popsnn", "--cmakedir"], check=True, capture_output=True, text=True
@@ -97,7 +101,7 @@ popsnn_add_codelets(ab OUTPUT ab.gp SOURCES {sources}
     ):
         run = subprocess.run(cmd, capture_output=True, text=True)
         if run.returncode != 0:
-            sys.exit(f"codelets_ab: building {src} failed:\n{run.stdout}{run.stderr}")
+            sys.exit(f"{Path(sys.argv[0]).name}: building {src} failed:\n{run.stdout}{run.stderr}")
     return build / "ab.gp"
 
 

@@ -28,7 +28,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from codelets_ab import export_codelets  # noqa: E402
+from codelets_ab import build_codelets, export_codelets  # noqa: E402
 
 import popsnn  # noqa: E402
 from popsnn import optim  # noqa: E402
@@ -47,27 +47,7 @@ def build_avx2_codelets(src: Path, build: Path) -> Path:
     for name, instance in INSTANCES:
         with open(src / name, "a") as f:
             f.write(f"\ntemplate class {instance};\n")
-    sources = " ".join(f'"{p.as_posix()}"' for p in sorted(src.glob("*.cpp")))
-    project = build.parent / f"{build.name}_project"
-    project.mkdir()
-    (project / "CMakeLists.txt").write_text(f"""
-cmake_minimum_required(VERSION 3.18)
-project(ab_codelets CXX)
-find_package(popsnn CONFIG REQUIRED)
-popsnn_add_codelets(ab OUTPUT ab.gp SOURCES {sources}
-  COMPILE_OPTIONS -O3 -mavx2 -mfma -fno-math-errno)
-""")
-    cmakedir = subprocess.run(
-        [sys.executable, "-m", "popsnn", "--cmakedir"], check=True, capture_output=True, text=True
-    ).stdout.strip()
-    for cmd in (
-        ["cmake", "-S", str(project), "-B", str(build), f"-Dpopsnn_DIR={cmakedir}"],
-        ["cmake", "--build", str(build)],
-    ):
-        run = subprocess.run(cmd, capture_output=True, text=True)
-        if run.returncode != 0:
-            sys.exit(f"per_neuron_instructions: building {src} failed:\n{run.stdout}{run.stderr}")
-    return build / "ab.gp"
+    return build_codelets(src, build, "-O3 -mavx2 -mfma -fno-math-errno")
 
 
 def hidden_neuron(variant: str):
