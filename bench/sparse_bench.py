@@ -12,6 +12,7 @@ cycles. Each rule's speed-up is against the dense timings of its own pair.
 
 from __future__ import annotations
 
+import re
 import statistics
 from dataclasses import dataclass, field
 
@@ -120,6 +121,7 @@ def trace_memory(model, hidden_layers: int = 2) -> dict:
         out[f"layer{layer}_buffer_capacity"] = prof.get(f"layer{layer}_buffer_capacity")
         out[f"layer{layer}_trace_capacity"] = prof.get(f"layer{layer}_trace_capacity")
         out[f"layer{layer}_shard_size"] = prof.get(f"layer{layer}_shard_size")
+        out[f"layer{layer}_grad_list_capacity"] = prof.get(f"layer{layer}_grad_list_capacity")
         layer += 1
     if not layer:
         return {}
@@ -129,7 +131,25 @@ def trace_memory(model, hidden_layers: int = 2) -> dict:
     out["max_activity"] = prof.get("max_activity")
     out["trace_activity"] = prof.get("trace_activity")
     out["spike_activity"] = prof.get("spike_activity")
+    out["grad_list_activity"] = prof.get("grad_list_activity")  # dL/dI lists (1: dense)
     return out
+
+
+def exchange_bytes_per_call(model, x, y) -> int | None:
+    """Bytes one loss_and_grad moves between tiles, COUNTED by popsnn's CPU runtime (its
+    profile summary; no timing, so the machine's load does not matter)."""
+
+    def total():
+        found = re.search(
+            r"exchange bytes\s+(\d+) within IPUs, (\d+) between IPUs",
+            model.backend._engine.profile_summary(),
+        )
+        return int(found.group(1)) + int(found.group(2)) if found else None
+
+    before = total()
+    model.loss_and_grad(x, y)
+    after = total()
+    return after - before if before is not None and after is not None else None
 
 
 # --------------------------------------------------------------------------- the parts
@@ -243,23 +263,24 @@ def _peak_fractions(masks, shard_sizes) -> list:
     return peaks
 
 
-def _engine(case: SparseCase, row: dict, params, x, y):
+def _engine(case: SparseCase, row: dict, params, x, y, **extra):
     """The engine model of a row, its buffers sized just above the activity measured on
     these weights and inputs (a (t, b) whose shard holds more grows them: the engine
     recompiles and redoes the step, nothing is dropped). One training step grows them and
     gives the cost model's estimates; then the weights go back and the learning rate to 0,
-    so that every timed call sees the same weights, hence the same activity."""
-    opts = {}
+    so that every timed call sees the same weights, hence the same activity. `extra`: more
+    device options (e.g. grad_list_activity=1.0: dL/dI exchanged dense)."""
+    opts = dict(extra)
     if row["_rule"] is not None:
         least = 1.0 / case.hidden
         start = min(1.0, max(ACTIVITY_MARGIN * max(row["trace_fraction_per_layer"]), least))
         spikes = min(1.0, max(ACTIVITY_MARGIN * max(row["buffered_fraction_per_layer"]), least))
-        opts = {
-            "max_activity": spikes,  # one step's buffer: grows to the busiest step
-            "spike_activity": spikes,
-            "trace_activity": start,
-            "on_overflow": "grow",
-        }
+        opts.update(
+            max_activity=spikes,  # one step's buffer: grows to the busiest step
+            spike_activity=spikes,
+            trace_activity=start,
+            on_overflow="grow",
+        )
         row["max_activity_start"] = row["spike_activity_start"] = spikes
         row["trace_activity_start"] = start
     m = _model(case, row["_rule"], params=params, **opts)
@@ -271,6 +292,7 @@ def _engine(case: SparseCase, row: dict, params, x, y):
     }
     m.set_params(params)
     m.set_learning_rate(0.0)
+    est["exchange_bytes_per_call"] = exchange_bytes_per_call(m, x, y)
     return m, est
 
 

@@ -1,8 +1,6 @@
-// Backward vertices: BPTT for one shard, one step (t = T-1 .. 0), every sample.
-// The reset carries no gradient (docs/numerics.md). Sparse work: weight gradients
-// visit only the input ids that spiked; with a sparse rule, dL/dS is computed only
-// for the entries of the shard's gradient trace (those whose masked surrogate is
-// non-zero); without one, for every entry.
+// Backward vertices: BPTT for one shard, one step (t = T-1 .. 0), every sample. The reset carries
+// no gradient (docs/numerics.md). Weight gradients visit only the input ids that spiked; a sparse
+// rule computes dL/dS only at its gradient trace's entries (masked surrogate non-zero).
 #include <poplar/Vertex.hpp>
 
 #include <type_traits>
@@ -30,10 +28,8 @@ public:
   // dL/dS of this layer comes from the dL/dI of the layers it feeds: their shards' dL/dI
   // ([B, n_k] blocks, one per shard k) and this tile's copy of their weights on its
   // neurons ([n, n_k] blocks), so only the small dL/dI crosses tiles.
-  Vector<Input<Vector<float>>>
-      nextGrad; // next layer's dL/dI, blocks [T, B, n_k] ([B, n_k] step-major)
-  Vector<Input<Vector<float>>>
-      nextWeights; // next layer's W on this shard's neurons, blocks [n, n_k]
+  Vector<Input<Vector<float>>> nextGrad;    // its dL/dI, blocks [T, B, n_k] ([B, n_k] step-major)
+  Vector<Input<Vector<float>>> nextWeights; // its W on this shard's neurons, blocks [n, n_k]
   // No sparse rule: nextWeights by downstream neuron [N_next, n]. A sparse rule: by own
   // neuron, rows padded to P = pushWidth(N_next): [n, P] (one dot per gradient-trace entry).
   Vector<InOut<Vector<float>>> nextWeightsT;
@@ -63,8 +59,13 @@ public:
   Vector<InOut<Vector<float>>> gradRecWeights; // like recWeights
   Vector<InOut<Vector<float>>> gradRecBias;    // [n]
   Vector<InOut<Vector<float>>> currentGradSum; // INPUT_DIRECT: sum_t dL/dI [B, n]
-  Vector<Output<Vector<float>>>
-      gradOut; // dL/dI [T, B, n] ([B, n] step-major), for the previous layer
+  Vector<Output<Vector<float>>> gradOut; // dL/dI [T, B, n] ([B, n] step-major) for the layer before
+  Vector<Output<Vector<int>>> gradList;  // LayerShape::gradList: dL/dI's list (starts, ids, values)
+  Vector<Output<Vector<unsigned short>>> gradListIds;
+  Vector<Output<Vector<float>>> gradListValues;
+  Vector<Input<Vector<int>>> nextGradList; // the next layer's lists, instead of nextGrad
+  Vector<Input<Vector<unsigned short>>> nextGradListIds;
+  Vector<Input<Vector<float>>> nextGradListValues;
   Vector<Output<Vector<float>>> gradStep; // all-to-all: dL/dI[t] [B, n], for the recurrence
   // Step-major: for the next backward step, this shard's buffers of step t-1 (for the layer
   // it feeds) and, all-to-all, of step t-2 (its recurrence). The forward leaves those of
@@ -179,8 +180,7 @@ private:
     for (unsigned b = 0; b < batch; ++b) {
       const int *own = ownBuffer(t, b);
 #ifndef __IPU__
-      // The traces were written in the forward, long out of cache; each sample's buffer
-      // is its own cache lines: fetch a later sample's early (its header and first ids).
+      // The traces were written in the forward, long out of cache: a later sample's early.
       if (b + 4 < batch)
         prefetchSample(t, b + 4, ownBuffer(t, b + 4));
 #endif
@@ -200,7 +200,7 @@ private:
 
   // The first backward step (t = T-1): fan-out copies rearranged, carries and sums zeroed.
   void start() {
-    const unsigned n = numNeurons, bn = batch * n;
+    const unsigned n = numNeurons;
     if (!isOutput() && dense)
       transposeFanout(&nextWeights[0][0], n, nextShardSize, nextLayerSize, &nextWeightsT[0][0]);
     else if (!isOutput())
@@ -208,33 +208,23 @@ private:
     if (recurrence == popsnn::Recurrence::ALL_TO_ALL && dense)
       transposeFanout(&ownWeights[0][0], n, ownShardSize, ownLayerSize, &ownWeightsT[0][0]);
     zeroAll(gradMem);
-    // DirectWeightGrad writes it whole; a partial-current input's is the previous
-    // layer's (copied in).
+    // DirectWeightGrad writes it whole; a partial-current input's is the previous layer's.
     if (inputMode != INPUT_DIRECT && inputMode != INPUT_PARTIAL_CURRENT)
       zeroAll(gradWeights);
     zeroAll(gradBias);
     for (auto *edges : {&gradRecWeights, &gradRecBias, &gradBeta, &gradThreshold})
       for (unsigned k = 0; k < edges->size(); ++k) // one edge or none
         zeroAll((*edges)[k]);
-    if (inputMode == INPUT_DIRECT)
-      for (unsigned k = 0; k < bn; ++k)
-        currentGradSum[0][k] = 0.0f;
+    for (unsigned k = 0; k < currentGradSum.size(); ++k) // direct input: sum_t dL/dI [B, n]
+      zeroAll(currentGradSum[k]);
     for (unsigned k = 0; k < liveIds.size(); ++k)
       zeroAll(liveIds[k]);
     for (unsigned k = 0; k < n && !dense; ++k) // liveStep's eps and dL/dI: 0 off the live ones
       scratch[k] = 0.0f;
   }
 
-  // The gradient trace's entries of (t, b): [first, last) of its ids and values.
-  struct TraceRow {
-    const unsigned short *ids;
-    const float *vals;
-    unsigned size;
-  };
   TraceRow traceRow(unsigned t, unsigned b) const {
-    const int *starts = &gradStarts[0][0];
-    const unsigned row = t * batch + b, first = unsigned(starts[row]);
-    return {&gradIds[0][first], &surrogates[first], unsigned(starts[row + 1]) - first};
+    return gradTraceRow(&gradStarts[0][0], &gradIds[0][0], &surrogates[0], t * batch + b);
   }
 
   const int *ownBuffer(unsigned t, unsigned b) const {
@@ -251,6 +241,15 @@ private:
   unsigned nextRowsPerBlock() const { return stepMajor ? batch : numSteps * batch; }
   float *gradOutRow(unsigned t, unsigned b) {
     return &gradOut[0][((stepMajor ? 0 : t * batch) + b) * numNeurons];
+  }
+  // The next layer's dL/dI of (t, b) into g: from its lists (LayerShape::gradList) or blocks.
+  void gatherNext(unsigned t, unsigned b, float *g) const {
+    if (nextGradList.size() == 0)
+      return gatherNextGrad(&nextGrad[0][0], g, nextLayerSize, nextShardSize, nextRow(t, b),
+                            nextRowsPerBlock());
+    gatherNextList(&nextGradList[0][0], &nextGradListIds[0][0], &nextGradListValues[0][0], g,
+                   nextLayerSize, nextShardSize, numSteps * batch, (numSteps - 1 - t) * batch + b,
+                   nextGradListValues[0].size());
   }
 
   // A dense trace: the fused pass (a Leaky shard feeding a layer, where the CPU has one; beta a
@@ -275,8 +274,7 @@ private:
     float *__restrict gU = &gradMem[b * n];
     // dL/dI of the next layer's neurons at (t, b), contiguous, from its shards' blocks.
     float *__restrict g = &scratch[2 * n];
-    gatherNextGrad(&nextGrad[0][0], g, nextLayerSize, nextShardSize, nextRow(t, b),
-                   nextRowsPerBlock());
+    gatherNext(t, b, g);
     if (zeroReset) // as in generic(): a spike at t cuts the leak path
       zeroAtSpikes(own, offset, gU);
     leakBackwardRow(g, nextLayerSize, &nextWeightsT[0][0], n, &surrogates[(t * batch + b) * n],
@@ -371,6 +369,9 @@ private:
     const float *dI = liveInputGrad(t, b, c, gU, live);
     publishLive(dI, n, live.ids, live.count, publishesGrad() ? gradOutRow(t, b) : nullptr,
                 &gradBias[0], inputMode == INPUT_DIRECT ? &currentGradSum[0][b * n] : nullptr);
+    if (gradList.size() != 0)
+      appendGradList(dI, live, {&gradList[0][0], &gradListIds[0][0], &gradListValues[0][0]},
+                     (numSteps - 1 - t) * batch + b, gradListValues[0].size());
     if (recurrence == popsnn::Recurrence::ALL_TO_ALL)
       copyTo(&gradStep[0][b * n], dI, n);
     return dI;
@@ -389,8 +390,7 @@ private:
     } else if (e.size) {
       const unsigned P = pushWidth(nextLayerSize);
       float *__restrict g = &scratch[2 * n];
-      gatherNextGrad(&nextGrad[0][0], g, nextLayerSize, nextShardSize, nextRow(t, b),
-                     nextRowsPerBlock());
+      gatherNext(t, b, g);
       for (unsigned k = 0; k < e.size; ++k)
         eps[e.ids[k]] = dotPadded(&nextWeightsT[0][unsigned(e.ids[k]) * P], g, P);
     }

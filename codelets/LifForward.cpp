@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "DenseKernels.hpp"
+#include "ForwardInputs.hpp"
 #include "LeakyTrace.hpp"
 #include "LifCommon.hpp"
 #include "Neurons.hpp"
@@ -72,96 +73,6 @@ namespace {
 // not once per vertex specialisation (kept out of line: each is a whole row's work).
 #define ONCE __attribute__((noinline))
 
-// The previous layer's W.S blocks of step t summed over its shards, a [B, n] row of each
-// at a time (for every entry the same order of additions as one sample at a time).
-ONCE void sumPartials(const float *partialIn, unsigned numSrc, unsigned numSteps, unsigned t,
-                      unsigned rows, float *__restrict sum) {
-  for (unsigned k = 0; k < rows; ++k)
-    sum[k] = 0.0f;
-  for (unsigned s = 0; s < numSrc; ++s) {
-    const float *__restrict part = &partialIn[(s * numSteps + t) * rows];
-    for (unsigned k = 0; k < rows; ++k)
-      sum[k] += part[k];
-  }
-}
-
-// One sample's synaptic input I[t] = W.x[t] + b (dense steps: zero inputs skipped) or the
-// sum over the previous layer's spike ids, into acc.
-ONCE void inputFromDense(const float *__restrict xb, unsigned numInputs, const float *weights,
-                         const float *__restrict bias, unsigned n, float *__restrict acc) {
-  for (unsigned j = 0; j < n; ++j)
-    acc[j] = 0.0f;
-  forEachNonzero(xb, numInputs, [&](unsigned i, float xi) {
-    const float *__restrict row = &weights[i * n];
-    for (unsigned j = 0; j < n; ++j)
-      acc[j] += xi * row[j];
-  });
-  for (unsigned j = 0; j < n; ++j)
-    acc[j] += bias[j];
-}
-// As inputFromDense, from the host's list of the row's non-zero inputs: no scan of N_in floats.
-ONCE void inputFromList(const InputRow in, const float *weights, const float *__restrict bias,
-                        unsigned n, float *__restrict acc) {
-  for (unsigned j = 0; j < n; ++j)
-    acc[j] = 0.0f;
-  for (unsigned k = 0; k < in.size; ++k) { // the dense scan's order: bit-identical sums
-    const float xi = in.values[k];
-    const float *__restrict row = &weights[unsigned(in.ids[k]) * n];
-    for (unsigned j = 0; j < n; ++j)
-      acc[j] += xi * row[j];
-  }
-  for (unsigned j = 0; j < n; ++j)
-    acc[j] += bias[j];
-}
-// Source shard s's id buffer for this (step, sample) is at ids + s * srcStride.
-// bufferOf(s): source shard s's buffer of this (step, sample).
-template <class BufferOf>
-void inputFromIds(BufferOf bufferOf, unsigned numSrc, const float *weights,
-                  const float *__restrict bias, unsigned n, float *__restrict acc) {
-  for (unsigned j = 0; j < n; ++j)
-    acc[j] = 0.0f;
-  for (unsigned s = 0; s < numSrc; ++s) {
-    const int *buf = bufferOf(s);
-    const int spikes = buf[0];
-    for (int k = 0; k < spikes; ++k) {
-      const float *__restrict row = &weights[unsigned(buf[BUFFER_HEADER + k]) * n];
-      for (unsigned j = 0; j < n; ++j)
-        acc[j] += row[j];
-    }
-  }
-  for (unsigned j = 0; j < n; ++j)
-    acc[j] += bias[j];
-}
-ONCE void inputFromPartials(const float *__restrict sum, const float *__restrict bias, unsigned n,
-                            float *__restrict acc) {
-  for (unsigned j = 0; j < n; ++j)
-    acc[j] = 0.0f;
-  for (unsigned j = 0; j < n; ++j)
-    acc[j] += sum[j];
-  for (unsigned j = 0; j < n; ++j)
-    acc[j] += bias[j];
-}
-
-// RLeaky all-to-all's V.S[t-1] + b_V, summed over the spikes of every shard of this layer
-// (kept apart from I[t] to add in the reference's order).
-ONCE void recurrentAllToAll(const int *recIds, unsigned numOwn, unsigned batch, unsigned b,
-                            unsigned stride, bool first, const float *recWeights,
-                            const float *__restrict recBias, unsigned n, float *__restrict rec) {
-  for (unsigned j = 0; j < n; ++j)
-    rec[j] = 0.0f;
-  if (!first)
-    for (unsigned s = 0; s < numOwn; ++s) {
-      const int *buf = &recIds[(s * batch + b) * stride];
-      for (int k = 0; k < buf[0]; ++k) {
-        const float *__restrict row = &recWeights[unsigned(buf[BUFFER_HEADER + k]) * n];
-        for (unsigned j = 0; j < n; ++j)
-          rec[j] += row[j];
-      }
-    }
-  for (unsigned j = 0; j < n; ++j)
-    rec[j] = rec[j] + recBias[j];
-}
-
 // Never truncate silently: the host reads these counters and refuses the result.
 ONCE void countOverflow(unsigned needed, unsigned capacity, unsigned t, unsigned *overflow) {
   if (needed <= capacity)
@@ -215,13 +126,15 @@ ONCE unsigned spikesOf(const float *__restrict u, const popsnn::NeuronConstantRo
 // gradient candidates), appended to a gradient trace of `capacity` entries holding `used`;
 // returns how many the row has. Past the capacity they are only counted: the host reads
 // the count, so nothing is dropped silently.
+// Values stored as S (half: the row is rounded already).
+template <class S>
 ONCE unsigned appendTrace(const float *__restrict sg, unsigned n, unsigned used, unsigned capacity,
-                          unsigned short *__restrict ids, float *__restrict vals) {
+                          unsigned short *__restrict ids, S *__restrict vals) {
   unsigned count = 0;
   forEachNonzero(sg, n, [&](unsigned j, float v) {
     if (used + count < capacity) {
       ids[used + count] = static_cast<unsigned short>(j); // a shard has <= 65,536 (Plan.hpp)
-      vals[used + count] = v;
+      vals[used + count] = S(v);
     }
     ++count;
   });
@@ -234,35 +147,37 @@ ONCE unsigned appendTrace(const float *__restrict sg, unsigned n, unsigned used,
 // trace (dense, or the gradient trace of a sparse rule) and the shard's spike-id buffer,
 // next in its id trace, for every sample. Specialised on the layer's neuron model, reset
 // and sparse rule (codelets/Neurons.hpp); its surrogate picks a row kernel once per row.
-template <class Neuron, class Reset, class Rule> class LifForward : public Vertex {
+// S is the type the states, traces, parameters and exchanged values are stored in (float, or
+// half: docs/numerics.md section 8); the update runs in float either way.
+template <class Neuron, class Reset, class Rule, class S> class LifForward : public Vertex {
 public:
   InOut<unsigned> step; // device-side step counter, wraps at numSteps
   // INPUT_DIRECT: x.W + b [B, n]. INPUT_PARTIAL_CURRENT: this step's sum of the partial
   // blocks [B, n] (written here, without the bias).
-  Vector<InOut<Vector<float>>> current;
-  Vector<Input<Vector<float>>> denseIn;  // INPUT_DENSE_STEPS: [T, B, nIn], or
+  Vector<InOut<Vector<S>>> current;
+  Vector<Input<Vector<S>>> denseIn;      // INPUT_DENSE_STEPS: [T, B, nIn], or
   Vector<Input<Vector<int>>> inList;     // ... its non-zeros (codes::inputListStarts) and
-  Vector<Input<Vector<float>>> inValues; // their values, built by the host once per batch
+  Vector<Input<Vector<float>>> inValues; // their values (as stored), built by the host per batch
   // INPUT_SPIKE_IDS: the previous layer's buffers, numSrc id traces one after the other
   // (layer-major schedule: see VertexEnums.hpp) or [numSrc, B, inStride] (step-major: this
   // step's).
   Vector<Input<Vector<int>>> inIds;
-  Vector<Input<Vector<float>>> weights; // [nIn, n]
-  Vector<Input<Vector<float>>> bias;    // [n]
+  Vector<Input<Vector<S>>> weights; // [nIn, n]
+  Vector<Input<Vector<S>>> bias;    // [n]
   // RLEAKY_ALL_TO_ALL: own layer's buffers of step t-1 [numOwn, B, stride].
   Vector<Input<Vector<int>>> recIds;
-  Vector<Input<Vector<float>>> recWeights; // all-to-all: [N, n]; one-to-one: [n]
-  Vector<Input<Vector<float>>> recBias;    // all-to-all: [n]
+  Vector<Input<Vector<S>>> recWeights; // all-to-all: [N, n]; one-to-one: [n]
+  Vector<Input<Vector<S>>> recBias;    // all-to-all: [n]
   // The neuron's state: U [B, n], then J (Synaptic) or E, H (Alpha) [B, n] each.
-  InOut<Vector<float>> mem;
+  InOut<Vector<S>> mem;
   InOut<Vector<float>> prevSpikes; // S[t-1] [B, n]
-  InOut<Vector<float>> scratch;    // [3n]
+  InOut<Vector<float>> scratch;    // [3n]; half storage: [(3 + states) n] (forwardScratch)
   // The masked surrogate dS/dU kept for the backward, laid out by the rule's trace. No sparse
   // rule: every entry, surrogates [T, B, n]. A sparse rule: the gradient trace, only the
   // entries whose masked surrogate is non-zero, compressed over (step, sample): gradStarts
   // [T x B + 1] (offsets of each row's entries), gradIds [traceCapacity] (16-bit local neuron
   // ids) beside their values, surrogates [traceCapacity].
-  InOut<Vector<float>> surrogates;
+  InOut<Vector<S>> surrogates;
   Vector<InOut<Vector<int>>> gradStarts;
   Vector<InOut<Vector<unsigned short>>> gradIds;
   InOut<Vector<int>> idTrace; // own buffers of every step: the id trace (VertexEnums.hpp)
@@ -270,20 +185,21 @@ public:
       outIds; // own buffers of this step [B, stride], when exchanged per step
   Vector<Output<Vector<int>>>
       prevIds; // step-major all-to-all: step t-1's, for the first backward step
-  Vector<InOut<Vector<float>>> recSpikes; // output layer: S [T, B, n]
-  Vector<InOut<Vector<float>>> recMem;    // output layer: U [T, B, n]
-  InOut<Vector<unsigned>> overflow;       // [OVERFLOW_FIELDS]
+  Vector<InOut<Vector<S>>> recSpikes; // output layer: S [T, B, n]
+  Vector<InOut<Vector<S>>> recMem;    // output layer: U [T, B, n]
+  InOut<Vector<unsigned>> overflow;   // [OVERFLOW_FIELDS]
   // INPUT_PARTIAL_CURRENT: the previous layer's shards' W.S blocks, [numSrc, T, B, n].
-  Vector<Input<Vector<float>>> partialIn;
+  Vector<Input<Vector<S>>> partialIn;
   // The constants one per neuron [n] each (a learned beta or threshold is the layer's
   // parameter), one edge each or none (then the float fields below); beta clamped to [0, 1]
   // into clampedBeta [2n] as snnTorch uses it, then the gain per neuron (clampedRows).
-  // memTrace, a learned beta: U [T, B, n] (Alpha: then H [T, B, n]).
+  // memTrace, a learned beta: U [T, B, n] (Alpha: then H [T, B, n]). Half storage: a learned
+  // beta or threshold's edge holds the parameter rounded to half (kept as float: n values).
   Vector<Input<Vector<float>>> betas;
   Vector<Input<Vector<float>>> alphas;
   Vector<Input<Vector<float>>> thresholds;
   Vector<InOut<Vector<float>>> clampedBeta;
-  Vector<InOut<Vector<float>>> memTrace;
+  Vector<InOut<Vector<S>>> memTrace;
 
   unsigned batch;
   unsigned numNeurons;
@@ -319,7 +235,7 @@ public:
     // which would force reloads and block vectorisation.
     const popsnn::NeuronConstants c{beta, alpha, gain, threshold};
 #ifdef POPSNN_LEAK_TRACE
-    if constexpr (std::is_same<Neuron, popsnn::Leaky>::value)
+    if constexpr (std::is_same<Neuron, popsnn::Leaky>::value && !halfStorage)
       if (wholeTrace()) {
         leakyTrace(c);
         return true;
@@ -334,6 +250,7 @@ public:
 
 private:
   static constexpr popsnn::Recurrence recurrence = Neuron::recurrence;
+  static constexpr bool halfStorage = !std::is_same<S, float>::value;
   // The edges only some layers have are lists the host connects with one edge or none:
   // their presence, not a flag, says what the layer does.
   bool records() const { return recSpikes.size() != 0; }    // the output layer's S and U
@@ -349,32 +266,34 @@ private:
   // step: each sample's steps at once, no surrogate trace (LeakyTrace.hpp; the backward
   // recomputes it). The spike masks are staged in the trace's memory, then appended to the
   // packed id trace in step order, as step1 does.
-  bool wholeTrace() const {
+  bool wholeTrace() const { // float storage only (the caller asks)
     return leakTraceApplies(inputMode, Rule::code, surrogate, records() != 0, stepsPerCall,
                             numSteps, stepMajor != 0) &&
            !publishesStep();
   }
   void leakyTrace(const popsnn::NeuronConstants &c) {
-    const unsigned n = numNeurons, T = numSteps, vectors = (n + 15) / 16;
-    start();
-    const LeakVectors v(c.beta, c.threshold, surrogateParam);
-    // [T, B, vectors] masks: 2 bytes per 16 neurons, in the trace's 64.
-    unsigned short *masks = reinterpret_cast<unsigned short *>(&surrogates[0]);
-    for (unsigned b = 0; b < batch; ++b)
-      leakForwardSample<Reset::code>(v, T, n, &current[0][b * n], &mem[b * n], &prevSpikes[b * n],
-                                     masks + b * vectors, batch * vectors);
-    for (unsigned row = 0; row < T * batch; ++row) { // row = t * B + b
-      int *buf = startBuffer(row);
-      const unsigned room = spikeRoom(row);
-      const unsigned rowCapacity = capacity < room ? capacity : room;
-      const unsigned spikes =
-          appendMaskedIds(masks + row * vectors, vectors, offset, buf + BUFFER_HEADER, rowCapacity);
-      const unsigned stored = spikes < rowCapacity ? spikes : rowCapacity;
-      countOverflow(spikes, capacity, row / batch, &overflow[0]);
-      overflow[SPIKES_NEEDED] += spikes;
-      buf[0] = int(stored);
-      buf[1] = int(stored);
-      idTrace[row + 1] = idTrace[row] + int(BUFFER_HEADER + stored);
+    if constexpr (!halfStorage) { // float storage only (compute asks)
+      const unsigned n = numNeurons, T = numSteps, vectors = (n + 15) / 16;
+      start();
+      const LeakVectors v(c.beta, c.threshold, surrogateParam);
+      // [T, B, vectors] masks: 2 bytes per 16 neurons, in the trace's 64.
+      unsigned short *masks = reinterpret_cast<unsigned short *>(&surrogates[0]);
+      for (unsigned b = 0; b < batch; ++b)
+        leakForwardSample<Reset::code>(v, T, n, &current[0][b * n], &mem[b * n], &prevSpikes[b * n],
+                                       masks + b * vectors, batch * vectors);
+      for (unsigned row = 0; row < T * batch; ++row) { // row = t * B + b
+        int *buf = startBuffer(row);
+        const unsigned room = spikeRoom(row);
+        const unsigned rowCapacity = capacity < room ? capacity : room;
+        const unsigned spikes = appendMaskedIds(masks + row * vectors, vectors, offset,
+                                                buf + BUFFER_HEADER, rowCapacity);
+        const unsigned stored = spikes < rowCapacity ? spikes : rowCapacity;
+        countOverflow(spikes, capacity, row / batch, &overflow[0]);
+        overflow[SPIKES_NEEDED] += spikes;
+        buf[0] = int(stored);
+        buf[1] = int(stored);
+        idTrace[row + 1] = idTrace[row] + int(BUFFER_HEADER + stored);
+      }
     }
   }
 #endif
@@ -391,27 +310,59 @@ private:
 
   // Sample b's synaptic input I[t]: the direct current, or computed into scratch.
   const float *inputOf(unsigned t, unsigned b) {
+    if constexpr (halfStorage) {
+      return storedInputOf(t, b);
+    } else {
+      const unsigned n = numNeurons;
+      float *acc = &scratch[0];
+      if (inputMode == INPUT_DIRECT)
+        return &current[0][b * n];
+      if (inputMode == INPUT_PARTIAL_CURRENT)
+        inputFromPartials(&current[0][b * n], &bias[0][0], n, acc);
+      else if (inputMode == INPUT_DENSE_STEPS && inList.size() != 0)
+        inputFromList(inputRowOf(&inList[0][0], &inValues[0][0], numSteps * batch, t * batch + b),
+                      &weights[0][0], &bias[0][0], n, acc);
+      else if (inputMode == INPUT_DENSE_STEPS)
+        inputFromDense(&denseIn[0][(t * batch + b) * numInputs], numInputs, &weights[0][0],
+                       &bias[0][0], n, acc);
+      else if (stepMajor) // this step's buffers [numSrc, B, inStride]
+        inputFromIds([&](unsigned s) { return &inIds[0][(s * batch + b) * inStride]; }, numSrc,
+                     &weights[0][0], &bias[0][0], n, acc);
+      else // numSrc id traces
+        inputFromIds(
+            [&](unsigned s) {
+              return traceRowOf(&inIds[0][s * (inIds[0].size() / numSrc)], t * batch + b);
+            },
+            numSrc, &weights[0][0], &bias[0][0], n, acc);
+      return acc;
+    }
+  }
+  // Half storage: the same sums in float from the stored values, stored (rounded) as the
+  // reference stores I; the direct current is read as stored.
+  template <class Stored = S> const float *storedInputOf(unsigned t, unsigned b) {
     const unsigned n = numNeurons;
     float *acc = &scratch[0];
-    if (inputMode == INPUT_DIRECT)
-      return &current[0][b * n];
+    const Stored *w = weights.size() ? &weights[0][0] : nullptr;
+    const Stored *bias0 = bias.size() ? &bias[0][0] : nullptr;
+    if (inputMode == INPUT_DIRECT) {
+      popsnn::stored::loadRow(&current[0][b * n], acc, n);
+      return acc;
+    }
     if (inputMode == INPUT_PARTIAL_CURRENT)
-      inputFromPartials(&current[0][b * n], &bias[0][0], n, acc);
+      inputFromPartials(&current[0][b * n], bias0, n, acc);
     else if (inputMode == INPUT_DENSE_STEPS && inList.size() != 0)
-      inputFromList(inputRowOf(&inList[0][0], &inValues[0][0], numSteps * batch, t * batch + b),
-                    &weights[0][0], &bias[0][0], n, acc);
+      inputFromList(inputRowOf(&inList[0][0], &inValues[0][0], numSteps * batch, t * batch + b), w,
+                    bias0, n, acc);
     else if (inputMode == INPUT_DENSE_STEPS)
-      inputFromDense(&denseIn[0][(t * batch + b) * numInputs], numInputs, &weights[0][0],
-                     &bias[0][0], n, acc);
-    else if (stepMajor) // this step's buffers [numSrc, B, inStride]
-      inputFromIds([&](unsigned s) { return &inIds[0][(s * batch + b) * inStride]; }, numSrc,
-                   &weights[0][0], &bias[0][0], n, acc);
-    else // numSrc id traces
+      inputFromDense(&denseIn[0][(t * batch + b) * numInputs], numInputs, w, bias0, n, acc);
+    else
       inputFromIds(
           [&](unsigned s) {
-            return traceRowOf(&inIds[0][s * (inIds[0].size() / numSrc)], t * batch + b);
+            return stepMajor ? &inIds[0][(s * batch + b) * inStride]
+                             : traceRowOf(&inIds[0][s * (inIds[0].size() / numSrc)], t * batch + b);
           },
-          numSrc, &weights[0][0], &bias[0][0], n, acc);
+          numSrc, w, bias0, n, acc);
+    popsnn::stored::roundRow<S>(acc, n);
     return acc;
   }
 
@@ -453,6 +404,29 @@ private:
     return spikesOf(u, c, prev, n, offset, ids, capacity);
   }
 
+  // Half storage's step of sample b: the states read into float rows behind scratch's 3n,
+  // updated there (Synaptic's J rounded before U reads it), stored rounded; the surrogate and
+  // the spikes come from the stored U, as in the reference (its `store`).
+  template <class C>
+  unsigned storedStep(const C &c, float param, float ruleValue, const float *in, const float *rec,
+                      unsigned b, float *__restrict sg, int *__restrict ids, unsigned capacity) {
+    const unsigned n = numNeurons;
+    float *__restrict u = &scratch[3 * n];
+    for (unsigned k = 0; k < Neuron::states; ++k)
+      popsnn::stored::loadRow(&mem[(k * batch + b) * n], u + k * n, n);
+    float *syn = Neuron::states > 1 ? u + n : nullptr;
+    float *syn2 = Neuron::states > 2 ? u + 2 * n : nullptr;
+    Neuron::template forwardRow<Reset, popsnn::stored::RoundTo<S>>(c, n, in, rec, syn, syn2, u,
+                                                                   &prevSpikes[b * n]);
+    for (unsigned k = 0; k < Neuron::states; ++k) {
+      popsnn::stored::roundRow<S>(u + k * n, n);
+      popsnn::stored::storeRow(u + k * n, &mem[(k * batch + b) * n], n);
+    }
+    surrogateRow<Rule>(surrogate, param, c, ruleValue, u, sg, n);
+    popsnn::stored::roundRow<S>(sg, n);
+    return spikesOf(u, c, &prevSpikes[b * n], n, offset, ids, capacity);
+  }
+
   template <class C> void step1(unsigned t, const C &c, float param, float ruleValue) {
     const unsigned n = numNeurons;
     if (t == 0)
@@ -463,14 +437,25 @@ private:
     for (unsigned b = 0; b < batch; ++b) {
       const float *in = inputOf(t, b);
       const float *rec = recurrentOf(t, b);
-      float *__restrict sg = sparse ? &scratch[2 * n] : &surrogates[(t * batch + b) * n];
+      float *__restrict sg; // half storage: the row in float, stored below
+      if constexpr (sparse || halfStorage)
+        sg = &scratch[2 * n];
+      else
+        sg = &surrogates[(t * batch + b) * n];
       // The id buffer: this step's spikes, next in the id trace, holding what is left of it.
       const unsigned row = t * batch + b;
       int *buf = startBuffer(row);
       int *__restrict ids = buf + BUFFER_HEADER;
       const unsigned room = spikeRoom(row);
       const unsigned rowCapacity = capacity < room ? capacity : room;
-      const unsigned spikes = neuronStep(c, param, ruleValue, in, rec, b, sg, ids, rowCapacity);
+      unsigned spikes;
+      if constexpr (halfStorage) {
+        spikes = storedStep(c, param, ruleValue, in, rec, b, sg, ids, rowCapacity);
+        if (!sparse)
+          popsnn::stored::storeRow(sg, &surrogates[(t * batch + b) * n], n);
+      } else {
+        spikes = neuronStep(c, param, ruleValue, in, rec, b, sg, ids, rowCapacity);
+      }
       if (!C::uniform && memTrace.size() != 0)
         traceStates(row, b);
       const unsigned stored = spikes < rowCapacity ? spikes : rowCapacity;
@@ -483,6 +468,9 @@ private:
       idTrace[row + 1] = idTrace[row] + int(BUFFER_HEADER + stored);
       finishSample(t, b, buf);
     }
+    if (sparse && t + 1 == numSteps) // the trace is complete: what the dL/dI list needs
+      overflow[GRAD_LIST_NEEDED] =
+          liveRowsNeeded(&gradStarts[0][0], &gradIds[0][0], numSteps, batch, n, &scratch[0]);
     *step = (t + 1 == numSteps) ? 0 : t + 1;
   }
 
@@ -531,8 +519,8 @@ private:
       copyBuffer(t > 0 ? traceRowOf(&idTrace[0], (t - 1) * batch + b) : nullptr,
                  &prevIds[0][b * stride]);
     if (records()) {
-      float *__restrict rs = &recSpikes[0][(t * batch + b) * n];
-      float *__restrict rm = &recMem[0][(t * batch + b) * n];
+      S *__restrict rs = &recSpikes[0][(t * batch + b) * n];
+      S *__restrict rm = &recMem[0][(t * batch + b) * n];
       for (unsigned j = 0; j < n; ++j) {
         rs[j] = prevSpikes[b * n + j];
         rm[j] = mem[b * n + j];

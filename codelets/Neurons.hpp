@@ -172,7 +172,14 @@ struct OneSidedDense : OneSided {
 //   gatesInput    under the zero reset, (1 - R) multiplies the whole update, input included,
 //                 so dL/dI is gated too (else only the leak path is)
 //   scalesInput   dU[t]/dI[t] is inputGain(c, j), not 1 (Lapicque)
+//   Store         forwardRow's rounding of a state a later term of the same step reads
+//                 (Synaptic's J): Exact, or half storage's RoundTo<half> (StoredRows.hpp)
 enum class Recurrence { NONE, ALL_TO_ALL, ONE_TO_ONE };
+
+// float storage: values are kept as computed.
+struct Exact {
+  static float round(float x) { return x; }
+};
 
 // U[t] = beta U[t-1] + I[t] - R[t] threshold (zero reset: beta (1 - R) U[t-1] + I[t]).
 struct Leaky {
@@ -182,7 +189,7 @@ struct Leaky {
   static constexpr unsigned states = 1;
   static constexpr Recurrence recurrence = Recurrence::NONE;
   template <class C> static float inputGain(const C &, unsigned) { return 1.0f; }
-  template <class Reset, class C>
+  template <class Reset, class Store = Exact, class C>
   static void forwardRow(const C &c, unsigned n, const float *in, const float *__restrict,
                          float *__restrict, float *__restrict, float *__restrict u,
                          const float *__restrict prev) {
@@ -203,12 +210,12 @@ struct Synaptic {
   static constexpr unsigned states = 2;
   static constexpr Recurrence recurrence = Recurrence::NONE;
   template <class C> static float inputGain(const C &, unsigned) { return 1.0f; }
-  template <class Reset, class C>
+  template <class Reset, class Store = Exact, class C>
   static void forwardRow(const C &c, unsigned n, const float *in, const float *__restrict,
                          float *__restrict syn, float *__restrict, float *__restrict u,
                          const float *__restrict prev) {
-    for (unsigned j = 0; j < n; ++j)
-      syn[j] = c.alphaAt(j) * syn[j] + in[j];
+    for (unsigned j = 0; j < n; ++j) // J is stored before U reads it (half: rounded)
+      syn[j] = Store::round(c.alphaAt(j) * syn[j] + in[j]);
     for (unsigned j = 0; j < n; ++j)
       u[j] = Reset::apply(c.betaAt(j) * u[j] + syn[j], prev[j], c.thresholdAt(j));
   }
@@ -224,7 +231,7 @@ template <Recurrence R> struct RLeakyModel {
   static constexpr unsigned states = 1;
   static constexpr Recurrence recurrence = R;
   template <class C> static float inputGain(const C &, unsigned) { return 1.0f; }
-  template <class Reset, class C>
+  template <class Reset, class Store = Exact, class C>
   static void forwardRow(const C &c, unsigned n, const float *in, const float *__restrict rec,
                          float *__restrict, float *__restrict, float *__restrict u,
                          const float *__restrict prev) {
@@ -245,7 +252,7 @@ struct Lapicque {
   static constexpr unsigned states = 1;
   static constexpr Recurrence recurrence = Recurrence::NONE;
   template <class C> static float inputGain(const C &c, unsigned j) { return c.gainAt(j); }
-  template <class Reset, class C>
+  template <class Reset, class Store = Exact, class C>
   static void forwardRow(const C &c, unsigned n, const float *in, const float *__restrict,
                          float *__restrict, float *__restrict, float *__restrict u,
                          const float *__restrict prev) {
@@ -266,7 +273,7 @@ struct Alpha {
   static constexpr unsigned states = 3;
   static constexpr Recurrence recurrence = Recurrence::NONE;
   template <class C> static float inputGain(const C &, unsigned) { return 1.0f; }
-  template <class Reset, class C>
+  template <class Reset, class Store = Exact, class C>
   static void forwardRow(const C &c, unsigned n, const float *in, const float *__restrict,
                          float *__restrict e, float *__restrict h, float *__restrict u,
                          const float *__restrict prev) {

@@ -187,5 +187,80 @@ inline void liveMembraneGrad(const C &c, unsigned n, const unsigned short *ids, 
   }
 }
 
+// The gradient trace's entries of row (t, b): its ids and values.
+struct TraceRow {
+  const unsigned short *ids;
+  const float *vals;
+  unsigned size;
+};
+inline TraceRow gradTraceRow(const int *starts, const unsigned short *ids, const float *vals,
+                             unsigned row) {
+  const unsigned first = unsigned(starts[row]);
+  return {ids + first, vals + first, unsigned(starts[row + 1]) - first};
+}
+
+// dL/dI as a list (LayerShape::gradList), a shard's rows in the backward's order (row k =
+// (T-1-t) B + b): rows + 1 starts, the live neurons' 16-bit ids beside their values (every other
+// dL/dI is 0), so what crosses tiles follows the live neurons, not T x B x n. The forward counted
+// what it needs (codes::GRAD_LIST_NEEDED) and the host grew it before this backward; a full list
+// still never writes past its end.
+struct GradList {
+  int *starts;
+  unsigned short *ids;
+  float *values;
+};
+inline void appendGradList(const float *__restrict dI, const LiveNeurons &live, GradList list,
+                           unsigned k, unsigned capacity) {
+  if (k == 0)
+    list.starts[0] = 0;
+  const unsigned used = unsigned(list.starts[k]);
+  unsigned c = 0;
+  for (; c < live.count && used + c < capacity; ++c) {
+    list.ids[used + c] = static_cast<unsigned short>(live.ids[c]);
+    list.values[used + c] = dI[live.ids[c]];
+  }
+  list.starts[k + 1] = int(used + c);
+}
+
+// Row k of the next layer's dL/dI from its shards' lists (appendGradList, one after the other;
+// `allValues` = their capacities together), into g zero-padded to pushWidth(nextLayerSize), as
+// gatherNextGrad does from dense blocks.
+inline void gatherNextList(const int *starts, const unsigned short *ids, const float *values,
+                           float *__restrict g, unsigned nextLayerSize, unsigned nextShardSize,
+                           unsigned rows, unsigned k, unsigned allValues) {
+  const unsigned capacity = allValues / ((nextLayerSize + nextShardSize - 1) / nextShardSize);
+  for (unsigned c = 0; c < codes::pushWidth(nextLayerSize); ++c)
+    g[c] = 0.0f;
+  for (unsigned first = 0, s = 0; first < nextLayerSize; first += nextShardSize, ++s) {
+    const int *__restrict start = starts + s * (rows + 1);
+    const unsigned short *__restrict id = ids + s * capacity;
+    const float *__restrict vals = values + s * capacity;
+    for (int e = start[k]; e < start[k + 1]; ++e)
+      g[first + unsigned(id[e])] = vals[e];
+  }
+}
+
+// What a shard's dL/dI list will need (appendGradList): per sample, the neurons with a
+// gradient-trace entry at step t or later (the backward's live list at t), summed over (t, b).
+// The forward counts it once its gradient trace is complete; flags: n floats of scratch.
+inline unsigned liveRowsNeeded(const int *starts, const unsigned short *ids, unsigned steps,
+                               unsigned batch, unsigned n, float *__restrict flags) {
+  unsigned total = 0;
+  for (unsigned b = 0; b < batch; ++b) {
+    for (unsigned j = 0; j < n; ++j)
+      flags[j] = 0.0f;
+    unsigned live = 0;
+    for (unsigned t = steps; t-- > 0;) {
+      const unsigned row = t * batch + b;
+      for (int e = starts[row]; e < starts[row + 1]; ++e) { // no branch: entries are random
+        live += flags[ids[e]] == 0.0f;
+        flags[ids[e]] = 1.0f;
+      }
+      total += live;
+    }
+  }
+  return total;
+}
+
 } // namespace lif
 } // namespace popsnn

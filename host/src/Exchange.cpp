@@ -52,6 +52,18 @@ CopyList idCopies(const GraphBuild &b, const Layer &from, const Layer &to, bool 
 
 CopyList gradCopies(const GraphBuild &b, const Layer &from, const Layer &to, bool recurrentStep) {
   CopyList c;
+  if (from.gradList && !recurrentStep) { // shard s's list into slot s of every shard's lists
+    for (unsigned s = 0; s < from.shards.size(); ++s) {
+      const Shard &src = from.shards[s];
+      const std::size_t rows = src.gradList.numElements(), cap = src.gradListValues.numElements();
+      for (const Shard &dst : to.shards) {
+        c.add(src.gradList, dst.nextGradList.slice(s * rows, (s + 1) * rows));
+        c.add(src.gradListIds, dst.nextGradListIds.slice(s * cap, (s + 1) * cap));
+        c.add(src.gradListValues, dst.nextGradListValues.slice(s * cap, (s + 1) * cap));
+      }
+    }
+    return c;
+  }
   const std::size_t rows = std::size_t(recurrentStep || b.stepMajor() ? 1 : b.steps()) * b.batch();
   for (const Shard &src : from.shards)
     for (const Shard &dst : to.shards) {

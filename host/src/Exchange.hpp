@@ -32,7 +32,8 @@ poplar::program::Program merged(const std::vector<CopyList> &lists);
 CopyList idCopies(const GraphBuild &b, const Layer &from, const Layer &to, bool recurrentStep,
                   bool ownTraces, bool previous = false);
 // Every shard's dL/dI into block k of `to`'s shards' nextGrad ([T, B, n_k], whole
-// backward pass), or of ownGrad ([B, n_k], this step: the recurrence).
+// backward pass), or of ownGrad ([B, n_k], this step: the recurrence); a gradList layer's
+// lists (their capacity, not T x B x n_k) into slot k of nextGradList and its values.
 CopyList gradCopies(const GraphBuild &b, const Layer &from, const Layer &to, bool recurrentStep);
 // Every pushing shard of `from`: its W_next.S blocks [T, B, n_k] into slot s of the
 // receiving shards' partialRecv.

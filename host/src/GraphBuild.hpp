@@ -34,6 +34,10 @@ struct Shard : ShardPlan {
   // ownTraces: own traces (a2a backward).
   poplar::Tensor inRecv, recRecv, ownTraces, prevIds; // prevIds: step-major a2a
   poplar::Tensor gradMem, bwdScratch, gradOut, gradStep;
+  // LayerShape::gradList: dL/dI as a list (codes::gradListStarts starts, 16-bit ids, values); on
+  // the layer before, every shard's lists one after the other.
+  poplar::Tensor gradList, gradListIds, gradListValues, nextGradList, nextGradListIds,
+      nextGradListValues;
   // A compressed trace on a shard feeding another layer: per sample, the neurons whose
   // carry can be non-zero (LifBackward's live list), [B, 1 + 2n].
   poplar::Tensor liveIds;

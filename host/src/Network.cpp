@@ -90,7 +90,8 @@ namespace {
 class Network::Impl {
 public:
   Impl(const NetworkSpec &s, const DeviceSpec &d, OverflowPolicy p)
-      : spec(s), deviceSpec(d), policy(p), measuredTrace(s.traceActivity == 0.0f) {
+      : spec(s), deviceSpec(d), policy(p), measuredTrace(s.traceActivity == 0.0f),
+        measuredList(s.gradListActivity == 0.0f) {
     spec.validate();
     build();
   }
@@ -100,6 +101,9 @@ public:
   OverflowPolicy policy;
   // traceActivity left at 0: the engine sizes the gradient trace (NetworkSpec::traceActivity).
   bool measuredTrace;
+  // gradListActivity left at 0: the engine sizes the dL/dI lists; rebuilds for them.
+  bool measuredList;
+  unsigned gradListGrows = 0;
 
   Device device;
   std::unique_ptr<GraphBuild> built;
@@ -284,17 +288,10 @@ public:
   // buffers or traces (policy Grow, or a measured gradient trace: the caller redoes the
   // step); the first counts of a measured trace size it, and the step is redone on that.
   bool checkOverflow() {
-    Overflow worst = readOverflow(*engine, spec, plan(), layers());
-    const bool measuring = measuringTrace();
-    if (!worst.any && !measuring)
+    const Overflow worst = readOverflow(*engine, spec, plan(), layers());
+    const Measured measured{measuringTrace(), measuredTrace, measuredList};
+    if (!resizeFor(worst, measured, policy, entriesPerShard(spec, plan()), spec, gradListGrows))
       return false;
-    const bool ownTrace = measuredTrace && worst.onlyGradientTrace(spec);
-    if (measuring)
-      spec.traceActivity = measuredTraceActivity(worst, entriesPerShard(spec, plan()));
-    if (worst.any && policy == OverflowPolicy::Error && !ownTrace)
-      throw SpikeBufferOverflow(overflowMessage(worst, spec), worst.layer, worst.step, worst.needed,
-                                worst.capacity);
-    growFor(worst, spec);
     rebuildKeepingState();
     return true;
   }
@@ -559,6 +556,10 @@ std::map<std::string, double> Network::layout() const {
   out["input_list_capacity"] = double(plan.inputListCapacity);
   out["input_activity"] = impl_->spec.inputActivity;
   out["input_list_grows"] = impl_->inputListGrows;
+  // dL/dI as lists between compressed-trace layers (LayerShape::gradList): the fraction of a
+  // shard's T x B x n entries each holds (1: not measured yet, dense) and the rebuilds for them.
+  out["grad_list_activity"] = impl_->spec.gradientListActivity();
+  out["grad_list_rebuilds"] = impl_->gradListGrows;
   out["step_major"] = plan.schedule.stepMajor; // schedule: 1 step-major, 0 layer-major
   // The batch run in chunks of samples, one after the other (1: all at once).
   out["sample_chunks"] = plan.schedule.chunks;
@@ -583,6 +584,7 @@ std::map<std::string, double> Network::layout() const {
     out[l + "trace_capacity"] = layer.shards.front().traceCapacity;
     out[l + "compressed_trace"] = layer.compressedTrace; // 0: surrogate dense (masked by a rule)
     out[l + "spike_capacity"] = layer.shards.front().spikeCapacity;
+    out[l + "grad_list_capacity"] = layer.shards.front().gradListCapacity; // 0: dense dL/dI
     out[l + "surrogate_trace_bytes"] = surrogate;
     out[l + "id_trace_bytes"] = ids;
     out[l + "trace_bytes"] = surrogate + ids;

@@ -59,6 +59,25 @@ void noteOverflow(const unsigned *o, const Layer &layer, const Shard &sh, unsign
                       worst);
   noteTraceOverflow(o[codes::SPIKES_NEEDED], sh.spikeCapacity, true, layer, sh, rows, numSteps,
                     worst);
+  const unsigned list = o[codes::GRAD_LIST_NEEDED];
+  if (layer.compressedTrace && layer.index > 0 && !layer.isOutput) // the layers that may send lists
+    worst.listNeeded = std::max(worst.listNeeded, list / (double(rows) * layer.shardSize));
+  if (sh.gradListCapacity != 0 && list > sh.gradListCapacity && !worst.listOverflow) {
+    worst.listOverflow = true;
+    worst.listLayer = layer.index;
+    worst.listNeededEntries = list;
+    worst.listCapacity = sh.gradListCapacity;
+  }
+}
+
+std::string listOverflowMessage(const Overflow &worst, const NetworkSpec &spec) {
+  std::ostringstream msg;
+  msg << "dL/dI list overflow in layer " << worst.listLayer << ": its backward would need "
+      << worst.listNeededEntries
+      << " entries (live neurons over the steps) but a shard's list holds " << worst.listCapacity
+      << "; nothing was updated. Raise grad_list_activity (now " << spec.gradListActivity
+      << ", up to 1.0; 0: measured) or pass on_overflow='grow'";
+  return msg.str();
 }
 
 std::string overflowMessage(const Overflow &worst, const NetworkSpec &spec) {
@@ -93,6 +112,13 @@ void growFor(const Overflow &worst, NetworkSpec &spec) {
   spec.traceActivity = grown(worst.traceGrow, spec.gradientTraceActivity());
   spec.spikeActivity = grown(worst.spikeGrow, spec.idTraceActivity());
   spec.maxActivity = grown(worst.grow, spec.maxActivity);
+  if (worst.listOverflow)
+    spec.gradListActivity = grown(worst.listNeeded, spec.gradientListActivity());
+}
+
+float measuredListActivity(const Overflow &counted, unsigned entriesPerShard) {
+  const double oneEntry = 1.0 / std::max(1u, entriesPerShard);
+  return float(std::min(1.0, std::max(counted.listNeeded * ACTIVITY_HEADROOM, oneEntry)));
 }
 
 float measuredTraceActivity(const Overflow &counted, unsigned entriesPerShard) {
@@ -116,6 +142,33 @@ Overflow readOverflow(poplar::Engine &engine, const NetworkSpec &spec, const Pla
                      rows, spec.numSteps, worst);
     }
   return worst;
+}
+
+bool resizeFor(const Overflow &worst, const Measured &measured, OverflowPolicy policy,
+               unsigned entriesPerShard, NetworkSpec &spec, unsigned &listRebuilds) {
+  // Unset dL/dI lists: sized by the first forward whose gradient trace held every entry (the
+  // forward's counts are exact only then).
+  const bool sizeLists = measured.lists && spec.gradListActivity == 0.0f &&
+                         !measured.measuringTrace && !worst.any && worst.listNeeded > 0;
+  if (!worst.any && !measured.measuringTrace && !worst.listOverflow && !sizeLists)
+    return false;
+  const bool ownTrace = measured.trace && worst.onlyGradientTrace(spec);
+  if (measured.measuringTrace)
+    spec.traceActivity = measuredTraceActivity(worst, entriesPerShard);
+  if (sizeLists)
+    spec.gradListActivity = measuredListActivity(worst, entriesPerShard);
+  if (sizeLists && !worst.any && !measured.measuringTrace &&
+      spec.gradListActivity >= DENSE_TRACE_MIN_ACTIVITY)
+    return false; // measured, and as dense as before: nothing to rebuild
+  if (worst.any && policy == OverflowPolicy::Error && !ownTrace)
+    throw SpikeBufferOverflow(overflowMessage(worst, spec), worst.layer, worst.step, worst.needed,
+                              worst.capacity);
+  if (worst.listOverflow && policy == OverflowPolicy::Error && !measured.lists)
+    throw SpikeBufferOverflow(listOverflowMessage(worst, spec), worst.listLayer, 0,
+                              worst.listNeededEntries, worst.listCapacity);
+  listRebuilds += sizeLists || worst.listOverflow;
+  growFor(worst, spec);
+  return true;
 }
 
 unsigned entriesPerShard(const NetworkSpec &spec, const Plan &plan) {

@@ -9,6 +9,7 @@
 #include <poplar/Engine.hpp>
 
 #include "GraphBuild.hpp"
+#include "popsnn/Network.hpp"
 #include "popsnn/NetworkSpec.hpp"
 
 namespace popsnn {
@@ -25,6 +26,13 @@ struct Overflow {
   // The largest fraction of a shard's T x B x n entries a gradient trace needed, overflowed
   // or not (what a measured trace is sized by).
   double traceNeeded = 0;
+  // The dL/dI lists (LayerShape::gradList) as the forward counted them: the largest fraction of
+  // a shard's T x B x n entries any compressed-trace shard's list needs (a hidden layer after
+  // the first; a list or not), and
+  // the first list that needs more than it holds (its layer, needed and capacity).
+  double listNeeded = 0;
+  bool listOverflow = false;
+  unsigned listLayer = 0, listNeededEntries = 0, listCapacity = 0;
   // Only a gradient trace overflowed (no spike buffer, no id trace).
   bool onlyGradientTrace(const NetworkSpec &spec) const {
     return grow <= spec.maxActivity && spikeGrow <= spec.idTraceActivity();
@@ -36,8 +44,9 @@ Overflow noOverflow(const NetworkSpec &spec);
 // One chunk's counters `o` of shard `sh` (of `rows` = T x chunk batch rows), into `worst`.
 void noteOverflow(const unsigned *o, const Layer &layer, const Shard &sh, unsigned rows,
                   unsigned numSteps, Overflow &worst);
-// One line naming what did not fit and the fix.
+// One line naming what did not fit and the fix (a dL/dI list: listOverflowMessage).
 std::string overflowMessage(const Overflow &worst, const NetworkSpec &spec);
+std::string listOverflowMessage(const Overflow &worst, const NetworkSpec &spec);
 // The spec's buffers and traces grown with headroom for what was needed, each on its own.
 void growFor(const Overflow &worst, NetworkSpec &spec);
 // Headroom over the measured or needed activity a trace or buffer is sized with.
@@ -48,9 +57,22 @@ constexpr double ACTIVITY_HEADROOM = 1.25;
 Overflow readOverflow(poplar::Engine &engine, const NetworkSpec &spec, const Plan &plan,
                       const std::vector<Layer> &layers);
 
+// Which sizes the engine measures (a user's size overflows as the policy says, the engine's
+// grows): the gradient trace still to measure, the gradient trace's and the dL/dI lists'.
+struct Measured {
+  bool measuringTrace = false, trace = false, lists = false;
+};
+// What a forward's counts need (Network::checkOverflow): false, nothing; else the spec's sizes
+// grown or measured (the caller rebuilds and redoes the step; listRebuilds counts those for the
+// dL/dI lists). Throws SpikeBufferOverflow under the Error policy for a size the user set.
+bool resizeFor(const Overflow &worst, const Measured &measured, OverflowPolicy policy,
+               unsigned entriesPerShard, NetworkSpec &spec, unsigned &listRebuilds);
+
 // The largest shard's T x chunk-batch x n entries.
 unsigned entriesPerShard(const NetworkSpec &spec, const Plan &plan);
 
 float measuredTraceActivity(const Overflow &counted, unsigned entriesPerShard);
+// A measured dL/dI list (spec.gradListActivity 0): likewise, from the forward's counts.
+float measuredListActivity(const Overflow &counted, unsigned entriesPerShard);
 
 } // namespace popsnn

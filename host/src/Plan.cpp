@@ -181,6 +181,16 @@ Plan planNetwork(const NetworkSpec &spec, const TargetGeometry &target, const Sc
           sh.tile += offset;
     }
   }
+  const float listActivity = spec.gradientListActivity();
+  for (unsigned l = 1; l < L; ++l) {
+    LayerPlan &layer = layers[l];
+    const LayerPlan &prev = layers[l - 1];
+    layer.gradList = !schedule.stepMajor && listActivity < DENSE_TRACE_MIN_ACTIVITY &&
+                     layer.compressedTrace && prev.compressedTrace && !layer.isOutput &&
+                     !layer.a2a && !prev.a2a && !prev.push;
+    for (ShardPlan &sh : layer.shards) // one capacity for every shard: the lists line up
+      sh.gradListCapacity = layer.gradList ? traceCapacity(layer.shardSize, rows, listActivity) : 0;
+  }
   plan.numOutputs = spec.layers.back().outputs;
   plan.numClasses = spec.loss.numClasses ? spec.loss.numClasses : plan.numOutputs;
   plan.outShardSize = layers.back().shardSize;

@@ -58,6 +58,8 @@ struct ShardPlan {
   unsigned traceCapacity = 0;
   // Spike ids its id trace holds over all (step, sample) (behind the starts and headers).
   unsigned spikeCapacity = 0;
+  // LayerShape::gradList: the entries its dL/dI list holds over all (step, sample).
+  unsigned gradListCapacity = 0;
 };
 
 // A layer's plan, without its shards (shared by the plan and the built layer).
@@ -76,6 +78,12 @@ struct LayerShape {
   // the entries inside the rule), or dense [T, B, n] where that would be as large (see
   // DENSE_TRACE_MIN_ACTIVITY).
   bool compressedTrace = false;
+  // gradList: this layer's dL/dI reaches the layer before it as lists of the live neurons'
+  // values (codes::gradListStarts), not dense [T, B, n] blocks: both layers keep compressed
+  // traces (so only live neurons have a non-zero dL/dI, and the one before reads a row at a
+  // time), layer-major, no all-to-all recurrence, no push, not the output layer (whose membrane
+  // loss widens the live set beyond what the forward counts).
+  bool gradList = false;
   bool hasParam(unsigned p) const { return layerHasParam(spec, p); }
   // Elements of parameter p on a shard of n neurons (device layout [in, n] for weights).
   std::size_t paramSize(unsigned p, unsigned n) const;

@@ -88,7 +88,8 @@ struct ShardTensorMaker {
     sh.mem = b.zeros(FLOAT, stateVars * B * n, tile, name + "mem", L);
     sh.gradMem = b.zeros(FLOAT, stateVars * B * n, tile, name + "grad_mem", L);
     sh.prevSpikes = b.zeros(FLOAT, B * n, tile, name + "prev_spikes", L);
-    sh.fwdScratch = b.zeros(FLOAT, 3 * n, tile, name + "fwd_scratch", L);
+    sh.fwdScratch = b.zeros(FLOAT, codes::forwardScratch(n, stateVars, codes::STORE_FLOAT), tile,
+                            name + "fwd_scratch", L);
     // eps, keep, then two gathered rows of the next layer's dL/dI (a pair of samples,
     // LeakyTrace.hpp) or Alpha's dL/dH' (n).
     const unsigned P = l + 1 < layers.size() ? codes::pushWidth(layers[l + 1].spec.outputs) : 0;
@@ -157,7 +158,13 @@ struct ShardTensorMaker {
     }
     const bool dense = !layer.compressedTrace; // every entry's surrogate, masked or not
     const bool keepsInputGrad = l == 0 && b.spec.inputGrad && b.spec.input == InputMode::PerStep;
-    if (l > 0 || keepsInputGrad)
+    if (layer.gradList) { // dL/dI as a list (LayerShape::gradList), instead of gradOut
+      sh.gradList = b.zeros(INT, codes::gradListStarts(T, B), tile, name + "grad_list", L);
+      sh.gradListIds =
+          b.zeros(UNSIGNED_SHORT, sh.gradListCapacity, tile, name + "grad_list_ids", L);
+      sh.gradListValues = b.zeros(FLOAT, sh.gradListCapacity, tile, name + "grad_list_values", L);
+    }
+    if ((l > 0 && !layer.gradList) || keepsInputGrad)
       sh.gradOut =
           b.zeros(FLOAT, std::size_t(stepMajor ? 1 : T) * B * n, tile, name + "grad_out", L);
     if (keepsInputGrad) { // dL/dI of every step (and chunk), for the input gradient
@@ -178,10 +185,21 @@ struct ShardTensorMaker {
       if (dense)
         sh.ownWeightsT = b.zeros(FLOAT, std::size_t(n) * N, tile, name + "own_weights_t", L);
     }
+    if (!layer.isOutput && b.plan.layers[l + 1].gradList) { // every shard's list
+      const LayerPlan &next = b.plan.layers[l + 1];
+      const std::size_t cap = next.shards.front().gradListCapacity;
+      sh.nextGradList = b.zeros(INT, next.shards.size() * codes::gradListStarts(T, B), tile,
+                                name + "next_grad_list", L);
+      sh.nextGradListIds =
+          b.zeros(UNSIGNED_SHORT, next.shards.size() * cap, tile, name + "next_grad_list_ids", L);
+      sh.nextGradListValues =
+          b.zeros(FLOAT, next.shards.size() * cap, tile, name + "next_grad_list_values", L);
+    }
     if (!layer.isOutput) {
       const unsigned nextN = layers[l + 1].spec.outputs;
-      sh.nextGrad =
-          b.zeros(FLOAT, std::size_t(stepMajor ? 1 : T) * B * nextN, tile, name + "next_grad", L);
+      if (!b.plan.layers[l + 1].gradList)
+        sh.nextGrad =
+            b.zeros(FLOAT, std::size_t(stepMajor ? 1 : T) * B * nextN, tile, name + "next_grad", L);
       sh.nextWeights = b.zeros(FLOAT, std::size_t(n) * nextN, tile, name + "next_weights", L);
       // Dense: [N_next, n]; a sparse rule: padded rows [n, P] (see LifBackward).
       sh.nextWeightsT = b.zeros(FLOAT, std::size_t(n) * (dense ? nextN : codes::pushWidth(nextN)),

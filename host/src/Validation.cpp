@@ -185,6 +185,9 @@ void NetworkSpec::validate() const {
   if (!(spikeActivity >= 0.0f && spikeActivity <= 1.0f))
     invalid("NetworkSpec.spikeActivity must lie in [0, 1] (0: as maxActivity), got " +
             str(spikeActivity));
+  if (!(gradListActivity >= 0.0f && gradListActivity <= 1.0f))
+    invalid("NetworkSpec.gradListActivity must lie in [0, 1] (0: measured), got " +
+            str(gradListActivity));
   if (!(inputActivity >= 0.0f && inputActivity <= 1.0f))
     invalid("NetworkSpec.inputActivity must lie in [0, 1] (0: the dense input block), got " +
             str(inputActivity));

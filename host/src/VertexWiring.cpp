@@ -164,8 +164,9 @@ struct ShardWiring : Wiring {
   }
 
   void forward(ComputeSet csForward) {
-    VertexRef v = b.graph->addVertex(
-        csForward, units::lifForward(neuronCode(s), reset, rule, layer.compressedTrace));
+    VertexRef v =
+        b.graph->addVertex(csForward, units::lifForward(neuronCode(s), reset, rule,
+                                                        layer.compressedTrace, codes::STORE_FLOAT));
     const bool direct = layer.inputMode == codes::INPUT_DIRECT;
     b.graph->connect(v["step"], sh.stepForward[0]);
     connectIf(v, "current", sh.current);
@@ -222,6 +223,9 @@ struct ShardWiring : Wiring {
     connectIf(v, "lossGradSpikes", sh.lossGradS);
     connectIf(v, "lossGradMem", sh.lossGradU);
     connectIf(v, "nextGrad", sh.nextGrad);
+    connectIf(v, "nextGradList", sh.nextGradList);
+    connectIf(v, "nextGradListIds", sh.nextGradListIds);
+    connectIf(v, "nextGradListValues", sh.nextGradListValues);
     connectIf(v, "nextWeights", sh.nextWeights);
     connectIf(v, "nextWeightsT", sh.nextWeightsT);
     connectIf(v, "ownGrad", sh.ownGrad);
@@ -245,6 +249,9 @@ struct ShardWiring : Wiring {
     connectIf(v, "gradRecBias", sh.grad[P_REC_BIAS]);
     connectIf(v, "currentGradSum", sh.currentGradSum);
     connectIf(v, "gradOut", sh.gradOut);
+    connectIf(v, "gradList", sh.gradList);
+    connectIf(v, "gradListIds", sh.gradListIds);
+    connectIf(v, "gradListValues", sh.gradListValues);
     connectIf(v, "gradStep", sh.gradStep);
     // Step-major: the backward re-sends each step's ids (through the forward's buffers).
     connectIf(v, "outIds", stepMajor && next ? sh.outIds : Tensor());

@@ -39,6 +39,11 @@ enum Surrogate : unsigned {
 // section 8); sums are float either way. The vertices that read or write those values are
 // templated on it (include/popsnn/VertexUnits.hpp names them).
 enum Storage : unsigned { STORE_FLOAT = 0, STORE_HALF = 1, NUM_STORAGES = 2 };
+// LifForward's float scratch of a shard of n neurons: input, recurrent term and surrogate
+// rows, and with half storage the neuron's states read into float (`states` rows).
+constexpr unsigned forwardScratch(unsigned n, unsigned states, Storage storage) {
+  return (storage == STORE_HALF ? 3 + states : 3) * n;
+}
 enum Rule : unsigned { RULE_NONE = 0, RULE_WINDOW = 1, RULE_ONE_SIDED = 2, NUM_RULES = 3 };
 // Where a layer's synaptic input comes from.
 enum InputSource : unsigned {
@@ -74,10 +79,16 @@ constexpr unsigned traceStarts(unsigned steps, unsigned batch) { return steps * 
 // starts-then-entries layout as the gradient trace, so the first layer's forward and weight
 // gradient read the few non-zeros instead of scanning T x B x N_in floats.
 constexpr unsigned inputListStarts(unsigned steps, unsigned batch) { return steps * batch + 1; }
+// A shard's dL/dI as a list (LayerShape::gradList): T*B + 1 starts, then the live neurons'
+// 16-bit ids beside their values, the rows in the backward's order (row (T-1-t) B + b).
+constexpr unsigned gradListStarts(unsigned steps, unsigned batch) { return steps * batch + 1; }
 // overflow[OVERFLOWED] buffers that overflowed; overflow[FIRST_STEP] = first such step + 1;
 // overflow[MOST_NEEDED] = largest number of entries a buffer needed; overflow[TRACE_NEEDED] =
 // entries the gradient trace needed in all (it overflowed if more than it holds);
-// overflow[SPIKES_NEEDED] = spike ids the id trace needed in all (likewise).
+// overflow[SPIKES_NEEDED] = spike ids the id trace needed in all (likewise);
+// overflow[GRAD_LIST_NEEDED] = entries a compressed-trace shard's dL/dI list will need in the
+// backward (its live neurons summed over (t, b): counted by the forward, so the host grows the
+// list before any backward runs; see LayerShape::gradList).
 // A pushing shard keeps the next layer's weights as rows of pushWidth(N_next) floats
 // (zero-padded) and sums them PUSH_CHUNK columns at a time in registers.
 constexpr unsigned PUSH_CHUNK = 16;
@@ -89,7 +100,8 @@ enum OverflowField : unsigned {
   MOST_NEEDED = 2,
   TRACE_NEEDED = 3,
   SPIKES_NEEDED = 4,
-  OVERFLOW_FIELDS = 5
+  GRAD_LIST_NEEDED = 5,
+  OVERFLOW_FIELDS = 6
 };
 
 } // namespace codes

@@ -1,7 +1,7 @@
 // The LIF vertices' compile-time units (codelets/Neurons.hpp): the C++ name of each neuron
 // model (from VertexEnums.hpp's table of models), reset and sparse rule, indexed by its code.
 // The host names the vertex it wants from it, in Poplar's template syntax
-// ("LifForward<popsnn::Leaky,popsnn::ResetSubtract,popsnn::NoRule>"); the build instantiates
+// ("LifForward<popsnn::Leaky,popsnn::ResetSubtract,popsnn::NoRule,float>"); the build instantiates
 // every combination from it (host/src/VertexInstances.cpp; tests/engine/test_vertex_units.py
 // checks the table against the units). The backward is specialised on
 // the surrogate trace the rule leaves (TRACES), not on the rule. Surrogates are units too,
@@ -60,10 +60,12 @@ inline std::string outputLoss(unsigned storage) {
   return std::string("OutputLoss<") + STORAGES[storage] + ">";
 }
 
-// The forward and backward step vertices of a layer with these units and trace layout.
-inline std::string lifForward(unsigned neuron, unsigned reset, unsigned rule, bool compressed) {
+// The forward and backward step vertices of a layer with these units and trace layout (the
+// forward also over the stored type: codes::Storage).
+inline std::string lifForward(unsigned neuron, unsigned reset, unsigned rule, bool compressed,
+                              unsigned storage) {
   return std::string("LifForward<") + NEURONS[neuron] + "," + RESETS[reset] + "," +
-         (compressed ? RULES : DENSE_LAYOUT_RULES)[rule] + ">";
+         (compressed ? RULES : DENSE_LAYOUT_RULES)[rule] + "," + STORAGES[storage] + ">";
 }
 inline std::string lifBackward(unsigned neuron, unsigned reset, unsigned rule, bool compressed) {
   return std::string("LifBackward<") + NEURONS[neuron] + "," + RESETS[reset] + "," +

@@ -113,6 +113,7 @@ popsnn::NetworkSpec specFromDict(const py::dict &d) {
   spec.traceActivity = get<float>(d, "trace_activity", spec.traceActivity);
   spec.inputActivity = get<float>(d, "input_activity", spec.inputActivity);
   spec.spikeActivity = get<float>(d, "spike_activity", spec.spikeActivity);
+  spec.gradListActivity = get<float>(d, "grad_list_activity", spec.gradListActivity);
   spec.inputGrad = get<bool>(d, "input_grad", spec.inputGrad);
   return spec;
 }
@@ -154,6 +155,7 @@ py::dict defaultsDict() {
   run["max_activity"] = n.maxActivity;
   run["trace_activity"] = n.traceActivity;
   run["spike_activity"] = n.spikeActivity;
+  run["grad_list_activity"] = n.gradListActivity;
   py::dict out;
   out["neuron"] = neuron;
   out["loss"] = lossD;

@@ -52,6 +52,7 @@ RUN = {
     "max_activity": 1.0,  # spike-buffer capacity: never overflows
     "trace_activity": 0.0,  # gradient trace over all steps: 0 = measured on the first batch
     "spike_activity": 0.0,  # spike ids over all steps: 0 = as max_activity
+    "grad_list_activity": 0.0,  # dL/dI lists between compressed traces: 0 = measured
 }
 
 SCHEMA = {"neuron": NEURON, "loss": LOSS, "optimizer": OPTIMIZER, "run": RUN}

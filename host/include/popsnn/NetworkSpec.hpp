@@ -101,6 +101,14 @@ struct NetworkSpec {
     return traceActivity > 0.0f ? traceActivity : TRACE_MEASURING_ACTIVITY;
   }
   float idTraceActivity() const { return spikeActivity > 0.0f ? spikeActivity : maxActivity; }
+  // dL/dI between two layers with compressed gradient traces (layer-major) crosses tiles as a
+  // list of the live neurons' values (LayerShape::gradList), per shard this fraction of its
+  // T x B x n entries; from the dense-trace fraction up, the dense [T, B, n] block. The forward
+  // counts what the lists will need before any backward runs: more is an overflow (error or
+  // grow, as the traces'). 0 (the default): measured on the first minibatch whose gradient
+  // trace held every entry (dense until then), and grown on overflow whatever the policy.
+  float gradListActivity = 0.0f;
+  float gradientListActivity() const { return gradListActivity > 0.0f ? gradListActivity : 1.0f; }
   // [T, B, N_in] input: a list of its non-zero entries (ids and values, built by the host
   // once per batch) sized at this fraction of T x B x N_in, so the exchange onto the first
   // layer's tiles and its reads follow the input's activity; 0, or from the dense-trace

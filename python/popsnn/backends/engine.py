@@ -48,6 +48,10 @@ tiles, whose forward and weight gradient read it instead of scanning T x B x N f
 list holds this fraction of T x B x N entries, from 0.45 up the dense block is kept (an entry
 costs 8 bytes against 4); default None: 1.5 x the first [T, B, N] batch's non-zero fraction;
 a denser batch grows the list, a rebuild counted in `profile()["input_list_grows"]`),
+`grad_list_activity` (dL/dI between two layers with compressed gradient traces crosses tiles
+as a list of the live neurons' values, sized at this fraction of a shard's T x B x n entries
+instead of the dense [T, B, n] block; the forward counts what it needs before any backward
+runs; default None: measured on the first minibatch, grown whatever `on_overflow` says),
 `on_overflow`
 ("error", default, or "grow": recompile with larger buffers or a larger trace,
 each grown apart, and redo the step).
@@ -92,6 +96,7 @@ _DEVICE_OPTIONS = (
     "max_activity",
     "trace_activity",
     "spike_activity",
+    "grad_list_activity",
     "input_activity",
     "on_overflow",
 )
@@ -200,7 +205,7 @@ class EngineBackend:
         )
         # The traces kept over all steps: None (the default) measures the gradient trace on the
         # first minibatch and sizes the id trace as max_activity.
-        self.trace_activity, self.spike_activity = (
+        self.trace_activity, self.spike_activity, self.grad_list_activity = (
             RUN[key]
             if device_options.get(key) is None
             else _fraction(
@@ -211,6 +216,7 @@ class EngineBackend:
             for key, what in (
                 ("trace_activity", "the gradient trace's size"),
                 ("spike_activity", "the id trace's size"),
+                ("grad_list_activity", "the dL/dI lists' size"),
             )
         )
         self.input_activity = device_options.get("input_activity")
@@ -234,6 +240,7 @@ class EngineBackend:
             "max_activity": self.max_activity,
             "trace_activity": self.trace_activity,
             "spike_activity": self.spike_activity,
+            "grad_list_activity": self.grad_list_activity,
         }
         # One engine per input layout, each compiled the first time its layout is used and
         # kept: alternating [B, N] and [T, B, N] inputs costs a state hand-over, not a build.

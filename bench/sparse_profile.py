@@ -1,0 +1,140 @@
+"""The seed-003 sparse setting (Perez-Nieves & Goodman's 784-200-200-10, T=25, B=32) under
+`perf record`, or timed A/B against the model without a rule: the profile of issue 13.
+
+Both models start from the same weights (`--pretrain` dense minibatches from scratch,
+latency-coded images) with the learning rate 0 afterwards, so every call sees the same
+activity. `--perf-out FILE` attaches perf to this process for `--seconds` of back-to-back
+`loss_and_grad` calls of the rule's model; without it, the dense model, the rule's and the
+rule's with dL/dI exchanged dense (grad_list_activity 1.0) have their `loss_and_grad` and
+`infer` timed in interleaved bursts (common.time_bursts), as wall clock or (`--cpu-time`) this
+process's CPU time, which a loaded machine disturbs less with POPSNN_NUM_THREADS=1; the
+derived backward (loss_and_grad - infer) is printed with the load.
+
+    .venv/bin/python bench/sparse_profile.py [--b-th 0.2] [--hidden 200] [--perf-out F]
+    perf report -i F --no-children --sort symbol -n
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import time_bursts  # noqa: E402
+from event_tasks import latency_task  # noqa: E402
+from sparse_bench import (  # noqa: E402
+    SparseCase,
+    _engine,
+    _gradient_rows,
+    _model,
+    _start_rows,
+    exchange_bytes_per_call,
+)
+
+from popsnn import sparse  # noqa: E402
+
+
+def _setup(args):
+    task = latency_task(args.dataset, args.steps)
+    case = SparseCase(
+        "profile", task, args.hidden, args.steps, args.batch, rules=(sparse.window(args.b_th),)
+    )
+    model = _model(case, None)
+    xs, ys = task.sample(args.batch * args.pretrain, 1)
+    for k in range(args.pretrain):
+        lo, hi = k * args.batch, (k + 1) * args.batch
+        model.train_step(xs[:, lo:hi], ys[lo:hi])
+    params = model.get_params()
+    del model
+    rows = _start_rows(case, 1)
+    x, y = task.sample(args.batch, 0)
+    _gradient_rows(case, rows, params, x, y)
+    dense, est_dense = _engine(case, rows[0], params, x, y)
+    rows[0]["backward_estimate_cycles"] = est_dense["backward_estimate_cycles"]
+    rule, est = _engine(case, rows[1], params, x, y)
+    dense_dldi, est_dldi = _engine(case, rows[1], params, x, y, grad_list_activity=1.0)
+    print(
+        "cost model's ESTIMATE of backward cycles (not a measurement): dense",
+        rows[0]["backward_estimate_cycles"],
+        "rule",
+        est["backward_estimate_cycles"],
+        "rule, dL/dI dense",
+        est_dldi["backward_estimate_cycles"],
+    )
+    prof = rule.profile()
+    print(
+        "dL/dI lists: activity",
+        prof["grad_list_activity"],
+        {k: v for k, v in prof.items() if k.endswith("grad_list_capacity")},
+    )
+    for name, m in (("dense", dense), ("rule", rule), ("rule, dL/dI dense", dense_dldi)):
+        print(
+            f"{name}: exchange bytes per loss_and_grad (counted) {exchange_bytes_per_call(m, x, y)}"
+        )
+    print(
+        f"active {rows[1]['active_fraction']:.4f} (per layer "
+        f"{[round(a, 4) for a in rows[1]['active_fraction_per_layer']]}), trace "
+        f"{est.get('trace_bytes_hidden')} bytes hidden"
+    )
+    return dense, rule, dense_dldi, x, y
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--b-th", type=float, default=0.2)
+    ap.add_argument("--hidden", type=int, default=200)
+    ap.add_argument("--steps", type=int, default=25)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--pretrain", type=int, default=30)
+    ap.add_argument("--dataset", default="mnist")
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--perf-out", default="", help="perf's output file; '' to time A/B")
+    ap.add_argument("--cpu-time", action="store_true", help="time by process CPU time")
+    args = ap.parse_args()
+    if args.perf_out and shutil.which("perf") is None:
+        sys.exit("sparse_profile: perf is not installed; install it or drop --perf-out")
+    dense, rule, dense_dldi, x, y = _setup(args)
+    if not args.perf_out:
+        models = {"dense": dense, "rule": rule, "rule, dL/dI dense": dense_dldi}
+        fns = {}
+        for name, m in models.items():
+            fns[f"{name}/grad"] = lambda m=m: m.loss_and_grad(x, y)
+            fns[f"{name}/infer"] = lambda m=m: m.infer(x)
+        clock = time.process_time if args.cpu_time else time.perf_counter
+        t = time_bursts(fns, args.repeats, clock)
+        print({k: round(v * 1e3, 3) for k, v in t.items()}, "ms")
+        back = {name: t[f"{name}/grad"] - t[f"{name}/infer"] for name in models}
+        print(
+            "backward derived (ms): "
+            + ", ".join(f"{k} {v * 1e3:.3f} ({back['dense'] / v:.2f}x)" for k, v in back.items())
+            + f"; B_th {args.b_th}; {'CPU time' if args.cpu_time else 'wall clock'}; "
+            f"load {os.getloadavg()[0]:.1f}"
+        )
+        return
+    perf = subprocess.Popen(
+        ["perf", "record", "-e", "cpu-clock", "-g", "-o", args.perf_out, "-p", str(os.getpid())]
+    )
+    time.sleep(0.5)
+    calls, t0 = 0, time.perf_counter()
+    while calls == 0 or time.perf_counter() - t0 < args.seconds:
+        rule.loss_and_grad(x, y)
+        calls += 1
+    seconds = time.perf_counter() - t0
+    perf.send_signal(signal.SIGINT)
+    perf.wait()
+    print(
+        f"{calls} loss_and_grad calls, {1e3 * seconds / calls:.3f} ms each (wall clock), "
+        f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    )
+
+
+if __name__ == "__main__":
+    main()

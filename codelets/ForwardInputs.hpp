@@ -1,0 +1,136 @@
+// A forward step's synaptic input rows, summed in float from what the layer reads, stored as
+// S (float, or half: docs/numerics.md section 8): the direct current's partial blocks, dense
+// or listed per-step input, spike ids, and RLeaky's all-to-all recurrent term.
+#pragma once
+
+#include <type_traits>
+
+#include "../include/popsnn/VertexEnums.hpp"
+#include "LifCommon.hpp"
+#include "SparseBackward.hpp" // forEachNonzero
+
+// Included by LifForward.cpp alone: internal linkage, as the helpers had there, which lets the
+// compiler specialise its out-of-line copies (the float code is the same as before).
+namespace {
+
+using popsnn::codes::BUFFER_HEADER;
+using popsnn::lif::forEachNonzero;
+using popsnn::lif::InputRow;
+
+// Each is a whole row's work: kept out of line, compiled once per stored type.
+#define POPSNN_ONCE __attribute__((noinline))
+
+// The previous layer's W.S blocks of step t summed over its shards, a [B, n] row of each
+// at a time (for every entry the same order of additions as one sample at a time). The
+// helpers below take the stored type S of what they read (float, or half: summed in float).
+template <class S>
+POPSNN_ONCE void sumPartials(const S *partialIn, unsigned numSrc, unsigned numSteps, unsigned t,
+                             unsigned rows, S *__restrict sum) {
+  if constexpr (std::is_same<S, float>::value) {
+    for (unsigned k = 0; k < rows; ++k)
+      sum[k] = 0.0f;
+    for (unsigned s = 0; s < numSrc; ++s) {
+      const float *__restrict part = &partialIn[(s * numSteps + t) * rows];
+      for (unsigned k = 0; k < rows; ++k)
+        sum[k] += part[k];
+    }
+  } else { // a float sum per entry in the same order, stored once
+    for (unsigned k = 0; k < rows; ++k) {
+      float acc = 0.0f;
+      for (unsigned s = 0; s < numSrc; ++s)
+        acc += float(partialIn[(s * numSteps + t) * rows + k]);
+      sum[k] = S(acc);
+    }
+  }
+}
+
+// One sample's synaptic input I[t] = W.x[t] + b (dense steps: zero inputs skipped) or the
+// sum over the previous layer's spike ids, into acc.
+template <class S>
+POPSNN_ONCE void inputFromDense(const S *__restrict xb, unsigned numInputs, const S *weights,
+                                const S *__restrict bias, unsigned n, float *__restrict acc) {
+  for (unsigned j = 0; j < n; ++j)
+    acc[j] = 0.0f;
+  auto add = [&](unsigned i, float xi) {
+    const S *__restrict row = &weights[i * n];
+    for (unsigned j = 0; j < n; ++j)
+      acc[j] += xi * row[j];
+  };
+  if constexpr (std::is_same<S, float>::value)
+    forEachNonzero(xb, numInputs, add);
+  else
+    for (unsigned i = 0; i < numInputs; ++i)
+      if (float(xb[i]) != 0.0f)
+        add(i, float(xb[i]));
+  for (unsigned j = 0; j < n; ++j)
+    acc[j] += bias[j];
+}
+// As inputFromDense, from the host's list of the row's non-zero inputs: no scan of N_in floats.
+template <class S>
+POPSNN_ONCE void inputFromList(const InputRow in, const S *weights, const S *__restrict bias,
+                               unsigned n, float *__restrict acc) {
+  for (unsigned j = 0; j < n; ++j)
+    acc[j] = 0.0f;
+  for (unsigned k = 0; k < in.size; ++k) { // the dense scan's order: bit-identical sums
+    const float xi = in.values[k];
+    const S *__restrict row = &weights[unsigned(in.ids[k]) * n];
+    for (unsigned j = 0; j < n; ++j)
+      acc[j] += xi * row[j];
+  }
+  for (unsigned j = 0; j < n; ++j)
+    acc[j] += bias[j];
+}
+// Source shard s's id buffer for this (step, sample) is at ids + s * srcStride.
+// bufferOf(s): source shard s's buffer of this (step, sample).
+template <class BufferOf, class S>
+void inputFromIds(BufferOf bufferOf, unsigned numSrc, const S *weights, const S *__restrict bias,
+                  unsigned n, float *__restrict acc) {
+  for (unsigned j = 0; j < n; ++j)
+    acc[j] = 0.0f;
+  for (unsigned s = 0; s < numSrc; ++s) {
+    const int *buf = bufferOf(s);
+    const int spikes = buf[0];
+    for (int k = 0; k < spikes; ++k) {
+      const S *__restrict row = &weights[unsigned(buf[BUFFER_HEADER + k]) * n];
+      for (unsigned j = 0; j < n; ++j)
+        acc[j] += row[j];
+    }
+  }
+  for (unsigned j = 0; j < n; ++j)
+    acc[j] += bias[j];
+}
+template <class S>
+POPSNN_ONCE void inputFromPartials(const S *__restrict sum, const S *__restrict bias, unsigned n,
+                                   float *__restrict acc) {
+  for (unsigned j = 0; j < n; ++j)
+    acc[j] = 0.0f;
+  for (unsigned j = 0; j < n; ++j)
+    acc[j] += sum[j];
+  for (unsigned j = 0; j < n; ++j)
+    acc[j] += bias[j];
+}
+
+// RLeaky all-to-all's V.S[t-1] + b_V, summed over the spikes of every shard of this layer
+// (kept apart from I[t] to add in the reference's order).
+template <class S>
+POPSNN_ONCE void recurrentAllToAll(const int *recIds, unsigned numOwn, unsigned batch, unsigned b,
+                                   unsigned stride, bool first, const S *recWeights,
+                                   const S *__restrict recBias, unsigned n, float *__restrict rec) {
+  for (unsigned j = 0; j < n; ++j)
+    rec[j] = 0.0f;
+  if (!first)
+    for (unsigned s = 0; s < numOwn; ++s) {
+      const int *buf = &recIds[(s * batch + b) * stride];
+      for (int k = 0; k < buf[0]; ++k) {
+        const S *__restrict row = &recWeights[unsigned(buf[BUFFER_HEADER + k]) * n];
+        for (unsigned j = 0; j < n; ++j)
+          rec[j] += row[j];
+      }
+    }
+  for (unsigned j = 0; j < n; ++j)
+    rec[j] = rec[j] + recBias[j];
+}
+
+#undef POPSNN_ONCE
+
+} // namespace
