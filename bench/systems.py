@@ -100,17 +100,29 @@ def dense_products(work: Workload):
     update, no loss, no optimiser): per layer the current `in x W^T`, the weight gradient
     `dI^T in` and (beyond the first layer) the input gradient `dI W`; the first layer's over
     B rows when the input is direct current (hoisted), every layer's over T*B rows otherwise.
+    A Conv2d stage counts as its im2col product ([rows x output positions, C_in kH kW] by
+    [C_in kH kW, C_out]; the window copies and pooling are not counted).
     Returns (step, flops per step). An RLeaky layer's recurrent products are not counted."""
     rng = np.random.default_rng(work.seed)
     T, B = work.num_steps, work.batch_size
     mats, flops = [], 0
-    for l, (lin, _) in enumerate(work.net.pairs):
+    for l, stage in enumerate(work.net.stages):
+        syn = stage.synapse
         rows = B if (l == 0 and work.direct) else T * B
-        a = rng.random((rows, lin.in_features), dtype=np.float32)
-        w = rng.random((lin.out_features, lin.in_features), dtype=np.float32)
-        d = rng.random((rows, lin.out_features), dtype=np.float32)
+        if isinstance(syn, popsnn.Conv2d):
+            out_h, out_w = syn.output_shape(tuple(stage.in_shape))[1:]
+            rows *= out_h * out_w
+            n_in, n_out = (
+                syn.in_channels * syn.kernel_size[0] * syn.kernel_size[1],
+                syn.out_channels,
+            )
+        else:
+            n_in, n_out = syn.in_features, syn.out_features
+        a = rng.random((rows, n_in), dtype=np.float32)
+        w = rng.random((n_out, n_in), dtype=np.float32)
+        d = rng.random((rows, n_out), dtype=np.float32)
         mats.append((l, a, w, d))
-        flops += 2 * rows * lin.in_features * lin.out_features * (2 if l == 0 else 3)
+        flops += 2 * rows * n_in * n_out * (2 if l == 0 else 3)
 
     def step():
         for l, a, w, d in mats:

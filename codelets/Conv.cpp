@@ -1,10 +1,9 @@
 // The convolution vertices of a convolutional stage (docs/convolution.md): the stage's
 // current from its input, event-driven (the kernel scattered for each non-zero input) or
 // dense (each output position's window gathered) as the input's density decides; the weight
-// gradient from dL/dI's or the input's non-zero entries (the fewer), the input gradient from
-// dL/dI's non-zero entries only (with a sparse rule the
-// neuron leaves dL/dI zero outside its gradient trace); max pooling with the argmax kept for
-// the backward, average pooling; and the sum of partial results over tiles.
+// gradient from dL/dI's or the input's non-zero entries (the fewer); the input gradient by a
+// blocked dense product or per non-zero dL/dI entry, as dL/dI's density decides; max pooling
+// with the argmax kept for the backward, average pooling; sums of partial results over tiles.
 //
 // Arrays are row-major: input [rows, C_in, H, W], current [rows, c, H_out, W_out] with c the
 // vertex's output channels, weights PyTorch's [c, C_in, kH, kW]. Every output entry sums its
@@ -16,161 +15,10 @@
 #include <cmath>
 #include <cstdint>
 
-#include "DenseKernels.hpp"
+#include "ConvKernels.hpp"
 
 using namespace poplar;
-
-namespace {
-
-// The window geometry every convolution vertex carries (as fields) and reads once.
-struct Window {
-  unsigned inChannels, inHeight, inWidth, kernelHeight, kernelWidth;
-  unsigned strideY, strideX, padY, padX, outHeight, outWidth;
-  unsigned inSize() const { return inChannels * inHeight * inWidth; }
-  unsigned outPositions() const { return outHeight * outWidth; }
-  unsigned taps() const { return inChannels * kernelHeight * kernelWidth; }
-  // The output index along one axis that kernel offset k reads input index i into, or -1.
-  static int outIndex(unsigned i, unsigned k, unsigned pad, unsigned stride, unsigned n) {
-    const int shifted = int(i) + int(pad) - int(k);
-    if (shifted < 0 || shifted % int(stride))
-      return -1;
-    const int o = shifted / int(stride);
-    return o < int(n) ? o : -1;
-  }
-  // The input index along one axis that output o and kernel offset k read, or -1 (padding).
-  static int inIndex(unsigned o, unsigned k, unsigned pad, unsigned stride, unsigned n) {
-    const int i = int(o * stride + k) - int(pad);
-    return i >= 0 && i < int(n) ? i : -1;
-  }
-};
-
-// The kernel offsets [lo, hi) along one axis whose input index o * stride + k - pad falls
-// inside [0, n): contiguous, so a window's row is one run of inputs.
-struct TapRange {
-  unsigned lo, hi;
-  TapRange(unsigned o, unsigned kernel, unsigned pad, unsigned stride, unsigned n) {
-    const int first = int(o * stride) - int(pad); // the input index of offset 0
-    lo = first < 0 ? unsigned(-first) : 0u;
-    const int room = int(n) - first;
-    hi = room <= 0 ? 0u : std::min(kernel, unsigned(room));
-    if (hi < lo)
-      hi = lo;
-  }
-};
-
-// The window of a vertex with the window fields below (inChannels .. outWidth).
-template <class V> Window windowOf(const V &v) {
-  return {v.inChannels, v.inHeight, v.inWidth, v.kernelHeight, v.kernelWidth, v.strideY,
-          v.strideX,    v.padY,     v.padX,    v.outHeight,    v.outWidth};
-}
-
-// acc [positions, c] += every non-zero input's kernel taps (one input row).
-void scatterRow(const Window &w, const float *__restrict x, const float *__restrict taps,
-                unsigned c, float *__restrict acc) {
-  const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
-  for (unsigned ci = 0; ci < w.inChannels; ++ci)
-    for (unsigned y = 0; y < w.inHeight; ++y)
-      for (unsigned xx = 0; xx < w.inWidth; ++xx) {
-        const float v = x[(ci * w.inHeight + y) * w.inWidth + xx];
-        if (v == 0.0f)
-          continue;
-        for (unsigned i = 0; i < kH; ++i) {
-          const int oy = Window::outIndex(y, i, w.padY, w.strideY, w.outHeight);
-          if (oy < 0)
-            continue;
-          for (unsigned j = 0; j < kW; ++j) {
-            const int ox = Window::outIndex(xx, j, w.padX, w.strideX, w.outWidth);
-            if (ox < 0)
-              continue;
-            const float *__restrict k = &taps[((ci * kH + i) * kW + j) * c];
-            float *__restrict out = &acc[(unsigned(oy) * w.outWidth + unsigned(ox)) * c];
-            for (unsigned co = 0; co < c; ++co)
-              out[co] += v * k[co];
-          }
-        }
-      }
-}
-
-// acc [positions, c] += every output position's window of the input (one input row).
-void gatherRow(const Window &w, const float *__restrict x, const float *__restrict taps, unsigned c,
-               float *__restrict acc) {
-  const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
-  for (unsigned ci = 0; ci < w.inChannels; ++ci)
-    for (unsigned i = 0; i < kH; ++i)
-      for (unsigned j = 0; j < kW; ++j) {
-        const float *__restrict k = &taps[((ci * kH + i) * kW + j) * c];
-        for (unsigned oy = 0; oy < w.outHeight; ++oy) {
-          const int y = Window::inIndex(oy, i, w.padY, w.strideY, w.inHeight);
-          if (y < 0)
-            continue;
-          for (unsigned ox = 0; ox < w.outWidth; ++ox) {
-            const int xx = Window::inIndex(ox, j, w.padX, w.strideX, w.inWidth);
-            if (xx < 0)
-              continue;
-            const float v = x[(ci * w.inHeight + unsigned(y)) * w.inWidth + unsigned(xx)];
-            float *__restrict out = &acc[(oy * w.outWidth + ox) * c];
-            for (unsigned co = 0; co < c; ++co)
-              out[co] += v * k[co];
-          }
-        }
-      }
-}
-
-// gw [c, taps] += each non-zero dL/dI entry times its window of the input.
-void weightGradByGradients(const Window &w, unsigned c, const float *__restrict xr,
-                           const float *__restrict gr, float *__restrict gradW) {
-  const unsigned taps = w.taps(), P = w.outPositions();
-  const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
-  for (unsigned co = 0; co < c; ++co)
-    for (unsigned p = 0; p < P; ++p) {
-      const float g = gr[co * P + p];
-      if (g == 0.0f)
-        continue;
-      const unsigned oy = p / w.outWidth, ox = p % w.outWidth;
-      float *__restrict gw = &gradW[co * taps];
-      const TapRange rowsIn(oy, kH, w.padY, w.strideY, w.inHeight);
-      const TapRange colsIn(ox, kW, w.padX, w.strideX, w.inWidth);
-      const int y0 = int(oy * w.strideY) - int(w.padY);
-      const int x0 = int(ox * w.strideX) - int(w.padX);
-      for (unsigned ci = 0; ci < w.inChannels; ++ci)
-        for (unsigned i = rowsIn.lo; i < rowsIn.hi; ++i) {
-          const float *__restrict xrow = &xr[(ci * w.inHeight + unsigned(y0 + int(i))) * w.inWidth];
-          float *__restrict gwr = &gw[(ci * kH + i) * kW];
-          for (unsigned j = colsIn.lo; j < colsIn.hi; ++j)
-            gwr[j] += g * xrow[x0 + int(j)];
-        }
-    }
-}
-
-// gw [c, taps] += each non-zero input times the dL/dI entries its taps reach.
-void weightGradByInputs(const Window &w, unsigned c, const float *__restrict xr,
-                        const float *__restrict gr, float *__restrict gradW) {
-  const unsigned taps = w.taps(), P = w.outPositions();
-  const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
-  for (unsigned ci = 0; ci < w.inChannels; ++ci)
-    for (unsigned y = 0; y < w.inHeight; ++y)
-      for (unsigned xx = 0; xx < w.inWidth; ++xx) {
-        const float v = xr[(ci * w.inHeight + y) * w.inWidth + xx];
-        if (v == 0.0f)
-          continue;
-        for (unsigned i = 0; i < kH; ++i) {
-          const int oy = Window::outIndex(y, i, w.padY, w.strideY, w.outHeight);
-          if (oy < 0)
-            continue;
-          for (unsigned j = 0; j < kW; ++j) {
-            const int ox = Window::outIndex(xx, j, w.padX, w.strideX, w.outWidth);
-            if (ox < 0)
-              continue;
-            const unsigned p = unsigned(oy) * w.outWidth + unsigned(ox);
-            const unsigned tap = (ci * kH + i) * kW + j;
-            for (unsigned co = 0; co < c; ++co)
-              gradW[co * taps + tap] += gr[co * P + p] * v;
-          }
-        }
-      }
-}
-
-} // namespace
+using namespace popsnn::conv;
 
 // The current of `outChannels` output channels for `rows` (step, sample) rows.
 class ConvForward : public Vertex {
@@ -179,7 +27,8 @@ public:
   Input<Vector<float>> weights;  // [c, C_in, kH, kW]
   Input<Vector<float>> bias;     // [c] (zeros without a bias)
   Output<Vector<float>> current; // [rows, c, H_out, W_out]
-  // The taps transposed [C_in * kH * kW, c], then one row's sums [H_out * W_out, c].
+  // The taps transposed [C_in * kH * kW, c], one row's sums [H_out * W_out, c], then the
+  // row's non-zero input positions [C_in * H * W].
   InOut<Vector<float>> work;
   Output<Vector<unsigned>> denseRows; // [1]: rows that took the dense path
   unsigned rows;
@@ -204,19 +53,20 @@ public:
       for (unsigned k = 0; k < taps; ++k)
         t[k * c + co] = weights[co * taps + k];
     float *__restrict acc = &work[taps * c];
+    unsigned *__restrict idx = reinterpret_cast<unsigned *>(&work[(taps + P) * c]);
     unsigned dense = 0;
     for (unsigned r = 0; r < rows; ++r) {
       const float *xr = &x[r * w.inSize()];
       for (unsigned k = 0; k < P * c; ++k)
         acc[k] = 0.0f;
+      const unsigned count = nonzeroIndices(xr, w.inSize(), idx);
       const bool gather =
-          popsnn::dense::denseEnough(popsnn::dense::countNonzero(xr, 1, w.inSize(), w.inSize()),
-                                     w.inSize(), popsnn::dense::DENSE_CURRENT_MIN_PER_MILLE);
+          popsnn::dense::denseEnough(count, w.inSize(), popsnn::dense::DENSE_CURRENT_MIN_PER_MILLE);
       dense += gather;
       if (gather)
         gatherRow(w, xr, t, c, acc);
       else
-        scatterRow(w, xr, t, c, acc);
+        scatterRow(w, xr, idx, count, t, c, acc);
       float *__restrict out = &current[r * c * P];
       for (unsigned co = 0; co < c; ++co)
         for (unsigned p = 0; p < P; ++p)
@@ -237,6 +87,9 @@ public:
   Output<Vector<float>> gradWeights;    // [c, C_in, kH, kW]
   Output<Vector<float>> gradBias;       // [c]
   Output<Vector<unsigned>> activeGrads; // [1]: dL/dI entries that carried gradient
+  // [taps, c] sums of the input-driven rows, [P, c] one row's dL/dI transposed, [taps] one
+  // window of the input, [C_in * H * W] the row's non-zero input positions.
+  InOut<Vector<float>> work;
   unsigned rows;
   unsigned outChannels;
   unsigned inChannels;
@@ -254,42 +107,65 @@ public:
   bool compute() {
     const Window w = windowOf(*this);
     const unsigned c = outChannels, taps = w.taps(), P = w.outPositions();
+    float *__restrict gwT = &work[0];
+    float *__restrict gT = &work[taps * c];
+    float *__restrict col = &work[taps * c + P * c];
+    unsigned *__restrict idx = reinterpret_cast<unsigned *>(col + taps);
     for (unsigned k = 0; k < c * taps; ++k)
-      gradWeights[k] = 0.0f;
+      gradWeights[k] = gwT[k] = 0.0f;
     for (unsigned co = 0; co < c; ++co)
       gradBias[co] = 0.0f;
     unsigned active = 0;
+    bool byInputs = false;
     for (unsigned r = 0; r < rows; ++r) {
       const float *__restrict xr = &x[r * w.inSize()];
       const float *__restrict gr = &grad[r * c * P];
-      unsigned activeX = 0, activeG = 0;
-      for (unsigned k = 0; k < w.inSize(); ++k)
-        activeX += xr[k] != 0.0f;
-      for (unsigned k = 0; k < c * P; ++k) {
-        activeG += gr[k] != 0.0f;
-        gradBias[k / P] += gr[k];
+      const unsigned activeX = nonzeroIndices(xr, w.inSize(), idx);
+      unsigned activeG = 0;
+      for (unsigned co = 0; co < c; ++co) {
+        float sum = 0.0f;
+        for (unsigned p = 0; p < P; ++p) {
+          activeG += gr[co * P + p] != 0.0f;
+          sum += gr[co * P + p];
+        }
+        gradBias[co] += sum;
       }
       active += activeG;
+      if (!activeG)
+        continue;
       // Each product g * x once either way: from dL/dI's non-zero entries (a window of
       // taps each) or from the input's (kernel area x channels each), whichever is fewer.
       if (std::uint64_t(activeG) * taps <=
-          std::uint64_t(activeX) * w.kernelHeight * w.kernelWidth * c)
-        weightGradByGradients(w, c, xr, gr, &gradWeights[0]);
-      else
-        weightGradByInputs(w, c, xr, gr, &gradWeights[0]);
+          std::uint64_t(activeX) * w.kernelHeight * w.kernelWidth * c + std::uint64_t(P) * c) {
+        weightGradByGradients(w, c, xr, gr, col, &gradWeights[0]);
+      } else {
+        weightGradByInputs(w, c, xr, idx, activeX, gr, gT, gwT);
+        byInputs = true;
+      }
     }
+    if (byInputs)
+      for (unsigned co = 0; co < c; ++co)
+        for (unsigned k = 0; k < taps; ++k)
+          gradWeights[co * taps + k] += gwT[k * c + co];
     activeGrads[0] = active;
     return true;
   }
 };
 
-// This channel group's share of dL/dx, the transposed convolution over dL/dI's non-zero
-// entries (the shares of all channel groups are summed by SumParts).
+// This channel group's share of dL/dx, the transposed convolution: per row, when dL/dI is
+// dense enough, col = dL/dI^T . W by the blocked dense product (positions in chunks of
+// the work's size), else one weight row per non-zero entry into col; then each position's
+// col row added back on its window (col2im). The shares of all channel groups are summed
+// by SumParts.
 class ConvInputGrad : public Vertex {
 public:
   Input<Vector<float>> grad;       // dL/dI [rows, c, H_out, W_out]
   Input<Vector<float>> weights;    // [c, C_in, kH, kW]
   Output<Vector<float>> gradInput; // [rows, C_in, H, W]
+  // [chunk, taps]: col rows of `chunk` positions (at least taps + 2 c: one col row, then
+  // one position's non-zero coefficients and channels)
+  InOut<Vector<float>> work;
+  Output<Vector<unsigned>> denseRows; // [1]: rows that took the dense product
   unsigned rows;
   unsigned outChannels;
   unsigned inChannels;
@@ -307,31 +183,43 @@ public:
   bool compute() {
     const Window w = windowOf(*this);
     const unsigned c = outChannels, taps = w.taps(), P = w.outPositions();
-    const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
+    const unsigned chunk = std::max(1u, std::min(P, unsigned(work.size() / taps)));
+    float *__restrict col = &work[0];
     for (unsigned k = 0; k < rows * w.inSize(); ++k)
       gradInput[k] = 0.0f;
+    unsigned dense = 0;
     for (unsigned r = 0; r < rows; ++r) {
+      const float *__restrict gr = &grad[r * c * P];
       float *__restrict dx = &gradInput[r * w.inSize()];
-      for (unsigned co = 0; co < c; ++co)
-        for (unsigned p = 0; p < P; ++p) {
-          const float g = grad[(r * c + co) * P + p];
-          if (g == 0.0f)
-            continue;
-          const unsigned oy = p / w.outWidth, ox = p % w.outWidth;
-          const float *__restrict wk = &weights[co * taps];
-          const TapRange rowsIn(oy, kH, w.padY, w.strideY, w.inHeight);
-          const TapRange colsIn(ox, kW, w.padX, w.strideX, w.inWidth);
-          const int y0 = int(oy * w.strideY) - int(w.padY);
-          const int x0 = int(ox * w.strideX) - int(w.padX);
-          for (unsigned ci = 0; ci < w.inChannels; ++ci)
-            for (unsigned i = rowsIn.lo; i < rowsIn.hi; ++i) {
-              float *__restrict d = &dx[(ci * w.inHeight + unsigned(y0 + int(i))) * w.inWidth];
-              const float *__restrict wr = &wk[(ci * kH + i) * kW];
-              for (unsigned j = colsIn.lo; j < colsIn.hi; ++j)
-                d[x0 + int(j)] += g * wr[j];
-            }
+      const bool product = popsnn::dense::denseEnough(popsnn::dense::countNonzero(gr, 1, c * P, 0),
+                                                      c * P, DENSE_INPUT_GRAD_MIN_PER_MILLE);
+      dense += product;
+      if (product) {
+        for (unsigned p0 = 0; p0 < P; p0 += chunk) {
+          const unsigned n = std::min(chunk, P - p0);
+          popsnn::dense::denseProduct(n, taps, c, gr + p0, 1, P, &weights[0], taps, col, taps);
+          addWindows(w, col, p0, n, dx);
         }
+        continue;
+      }
+      // Per position, its non-zero entries (coefficients and channels), then their weight
+      // rows combined into one col row.
+      float *__restrict coef = col + taps;
+      unsigned *__restrict idx = reinterpret_cast<unsigned *>(coef + c);
+      for (unsigned p = 0; p < P; ++p) {
+        unsigned count = 0;
+        for (unsigned co = 0; co < c; ++co) {
+          const float g = gr[co * P + p];
+          coef[count] = g, idx[count] = co;
+          count += g != 0.0f;
+        }
+        if (!count)
+          continue;
+        combineRows(taps, count, coef, idx, &weights[0], taps, col);
+        addWindows(w, col, p, 1, dx);
+      }
     }
+    denseRows[0] = dense;
     return true;
   }
 };
@@ -360,25 +248,34 @@ public:
   bool compute() {
     const Window w = windowOf(*this);
     const unsigned in = w.inHeight * w.inWidth, P = w.outPositions();
-    for (unsigned m = 0; m < maps; ++m)
-      for (unsigned p = 0; p < P; ++p) {
-        const unsigned oy = p / w.outWidth, ox = p % w.outWidth;
-        float best = -INFINITY;
-        unsigned at = 0;
-        for (unsigned i = 0; i < w.kernelHeight; ++i)
-          for (unsigned j = 0; j < w.kernelWidth; ++j) {
-            const int yy = Window::inIndex(oy, i, w.padY, w.strideY, w.inHeight);
-            const int xx = Window::inIndex(ox, j, w.padX, w.strideX, w.inWidth);
-            const float v =
-                yy < 0 || xx < 0 ? -INFINITY : x[m * in + unsigned(yy) * w.inWidth + unsigned(xx)];
-            if (v > best) {
-              best = v;
-              at = i * w.kernelWidth + j;
+    for (unsigned m = 0; m < maps; ++m) {
+      const float *__restrict xm = &x[m * in];
+      float *__restrict ym = &y[m * P];
+      unsigned *__restrict am = &argmax[m * P];
+      for (unsigned oy = 0; oy < w.outHeight; ++oy) {
+        // The window's rows and columns inside the map (padding never wins).
+        const TapRange rowsIn(oy, w.kernelHeight, w.padY, w.strideY, w.inHeight);
+        const int y0 = int(oy * w.strideY) - int(w.padY);
+        for (unsigned ox = 0; ox < w.outWidth; ++ox) {
+          const TapRange colsIn(ox, w.kernelWidth, w.padX, w.strideX, w.inWidth);
+          const int x0 = int(ox * w.strideX) - int(w.padX);
+          float best = -INFINITY;
+          unsigned at = 0;
+          for (unsigned i = rowsIn.lo; i < rowsIn.hi; ++i) {
+            const float *__restrict row = xm + unsigned(y0 + int(i)) * w.inWidth;
+            for (unsigned j = colsIn.lo; j < colsIn.hi; ++j) {
+              // Without a branch: which entry wins is data, unpredictable.
+              const float v = row[x0 + int(j)];
+              const unsigned mask = 0u - unsigned(v > best);
+              at = (at & ~mask) | ((i * w.kernelWidth + j) & mask);
+              best = v > best ? v : best;
             }
           }
-        y[m * P + p] = best;
-        argmax[m * P + p] = at;
+          ym[oy * w.outWidth + ox] = best;
+          am[oy * w.outWidth + ox] = at;
+        }
       }
+    }
     return true;
   }
 };

@@ -6,7 +6,10 @@
 // convolution's backward skips those.
 //
 // Rows are sample-major here: row b * T + t holds sample b's step t (a shard holds whole
-// samples, so each neuron's steps are on one tile).
+// samples, so each neuron's steps are on one tile). With `constantCurrent` (direct input:
+// the first stage's current is the same every step) the current has one row per sample,
+// computed once, and the backward leaves dL/dI summed over the steps, which is all the
+// convolution's (linear) backward needs.
 #include <poplar/Vertex.hpp>
 
 #include "Neurons.hpp"
@@ -33,13 +36,14 @@ float surrogateAt(unsigned kind, float x, float param) {
 // U[t] (before its reset) and S[t] = H(U[t] - threshold) of every neuron, all steps.
 template <class Reset> class ConvNeuronForward : public Vertex {
 public:
-  Input<Vector<float>> current;    // [samples * T, n]
+  Input<Vector<float>> current;    // [samples * T, n], [samples, n] with constantCurrent
   Output<Vector<float>> membranes; // [samples * T, n]
   Output<Vector<float>> spikes;    // [samples * T, n]
   InOut<Vector<float>> state;      // [2 n]: U and S[t-1] of one sample
   unsigned samples;
   unsigned steps;
   unsigned neurons;
+  unsigned constantCurrent;
   float beta;
   float threshold;
 
@@ -55,7 +59,8 @@ public:
         state[j] = 0.0f;
       for (unsigned t = 0; t < steps; ++t) {
         const unsigned row = (b * steps + t) * n;
-        popsnn::Leaky::forwardRow<Reset>(c, n, &current[row], nullptr, nullptr, nullptr, u, prev);
+        const unsigned in = constantCurrent ? b * n : row;
+        popsnn::Leaky::forwardRow<Reset>(c, n, &current[in], nullptr, nullptr, nullptr, u, prev);
         for (unsigned j = 0; j < n; ++j) {
           membranes[row + j] = u[j];
           prev[j] = u[j] > threshold ? 1.0f : 0.0f;
@@ -68,16 +73,19 @@ public:
 };
 
 // dL/dI[t] = dL/dU[t] = dS/dU[t] dL/dS[t] + dL/dU[t] (given) + beta dL/dU[t+1] (times
-// 1 - R[t+1] under the zero reset), dS/dU the surrogate where the rule keeps the entry.
+// 1 - R[t+1] under the zero reset), dS/dU the surrogate where the rule keeps the entry;
+// with constantCurrent, sum_t dL/dI[t] per sample.
 template <class Reset, class Rule> class ConvNeuronBackward : public Vertex {
 public:
   Input<Vector<float>> membranes;     // [samples * T, n]
   Input<Vector<float>> gradSpikes;    // dL/dS [samples * T, n]
   Input<Vector<float>> gradMembranes; // dL/dU from outside the layer [samples * T, n]
-  Output<Vector<float>> gradCurrent;  // dL/dI [samples * T, n]
+  Output<Vector<float>> gradCurrent;  // dL/dI [samples * T, n], [samples, n] summed
+  InOut<Vector<float>> carry;         // [n]: dL/dU[t+1]
   unsigned samples;
   unsigned steps;
   unsigned neurons;
+  unsigned constantCurrent;
   float beta;
   float threshold;
   unsigned surrogate; // codes::Surrogate
@@ -86,21 +94,25 @@ public:
 
   bool compute() {
     const unsigned n = neurons;
+    float *__restrict next = &carry[0];
     for (unsigned b = 0; b < samples; ++b)
       for (unsigned t = steps; t-- > 0;) {
-        const unsigned row = (b * steps + t) * n, next = row + n;
+        const unsigned row = (b * steps + t) * n;
+        float *__restrict out = &gradCurrent[constantCurrent ? b * n : row];
+        const bool first = t + 1 == steps, sum = constantCurrent && !first;
         for (unsigned j = 0; j < n; ++j) {
           const float u = membranes[row + j];
           const float dsdu = Rule::keep(u, threshold, ruleValue)
                                  ? surrogateAt(surrogate, u - threshold, surrogateParam)
                                  : 0.0f;
           float d = dsdu * gradSpikes[row + j] + gradMembranes[row + j];
-          if (t + 1 < steps) {
+          if (!first) {
             // 1 - R[t+1] = (U[t] <= threshold): the zero reset cuts the leak path.
-            const float carry = beta * gradCurrent[next + j];
-            d += Reset::code == popsnn::codes::RESET_ZERO ? (u <= threshold ? carry : 0.0f) : carry;
+            const float c = beta * next[j];
+            d += Reset::code == popsnn::codes::RESET_ZERO ? (u <= threshold ? c : 0.0f) : c;
           }
-          gradCurrent[row + j] = d;
+          next[j] = d;
+          out[j] = sum ? out[j] + d : d;
         }
       }
     return true;

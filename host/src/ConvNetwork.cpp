@@ -212,6 +212,8 @@ void ConvNetwork::Impl::createStreams() {
       graph->createHostRead("membranes" + shard, s.shards[i].membranes);
       graph->createHostRead("dense" + shard, s.shards[i].denseRows);
       graph->createHostRead("active" + shard, s.shards[i].activeGrads);
+      if (s.spec.inputGrad)
+        graph->createHostRead("input_dense" + shard, s.shards[i].inputDenseRows);
       if (k + 1 == stages.size()) {
         graph->createHostWrite("grad_out" + shard, s.shards[i].gradSpikes);
         graph->createHostWrite("grad_mem" + shard, s.shards[i].gradMembranes);
@@ -247,11 +249,15 @@ ConvForwardResult ConvNetwork::forward(const float *x, bool recordAll) {
   Impl &m = *impl_;
   const ConvStageBuild &first = *m.stages[0];
   const ConvStageSpec &s0 = first.spec;
-  std::vector<float> rows(std::size_t(s0.rows) * first.inSize());
-  for (std::size_t r = 0; r < s0.rows; ++r)
-    std::copy_n(x + hostRow(s0, r) * first.inSize(), first.inSize(),
-                rows.begin() + r * first.inSize());
-  m.engine->writeTensor("x", rows.data(), rows.data() + rows.size());
+  if (s0.direct) { // [B, inputs]: one row per sample, as the tiles take it
+    m.engine->writeTensor("x", x, x + std::size_t(s0.convRows(s0.rows)) * first.inSize());
+  } else {
+    std::vector<float> rows(std::size_t(s0.rows) * first.inSize());
+    for (std::size_t r = 0; r < s0.rows; ++r)
+      std::copy_n(x + hostRow(s0, r) * first.inSize(), first.inSize(),
+                  rows.begin() + r * first.inSize());
+    m.engine->writeTensor("x", rows.data(), rows.data() + rows.size());
+  }
   m.engine->run(0);
   ConvForwardResult out;
   for (unsigned k = recordAll ? 0 : unsigned(m.stages.size()) - 1; k < m.stages.size(); ++k) {
@@ -309,13 +315,17 @@ ConvBackwardResult ConvNetwork::backward(const float *gradSpikes, const float *g
                   gw.begin() + std::size_t(sh.firstChannel) * taps);
       std::copy_n(wb.end() - sh.channels, sh.channels, gb.begin() + sh.firstChannel);
     }
-    unsigned active = 0;
+    unsigned active = 0, dense = 0;
     for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
-      unsigned a = 0;
-      m.engine->readTensor("active" + std::to_string(k) + "_" + std::to_string(i), &a, &a + 1);
-      active += a;
+      const std::string shard = std::to_string(k) + "_" + std::to_string(i);
+      unsigned a = 0, d = 0;
+      m.engine->readTensor("active" + shard, &a, &a + 1);
+      if (s.spec.inputGrad)
+        m.engine->readTensor("input_dense" + shard, &d, &d + 1);
+      active += a, dense += d;
     }
     out.activeGrads.push_back(active);
+    out.inputGradDenseRows.push_back(dense);
   }
   return out;
 }

@@ -36,7 +36,8 @@ struct ConvForwardResult {
 
 struct ConvBackwardResult {
   std::vector<std::vector<float>> gradWeight, gradBias; // per stage, PyTorch's layout
-  std::vector<unsigned> activeGrads; // per stage: dL/dI entries that carried gradient
+  std::vector<unsigned> activeGrads;        // per stage: dL/dI entries that carried gradient
+  std::vector<unsigned> inputGradDenseRows; // per stage: rows ConvInputGrad ran dense
 };
 
 class ConvNetwork {
@@ -48,7 +49,7 @@ public:
 
   // weight [C_out, C_in, kH, kW], bias [C_out] (null: zeros) of stage k, from now on.
   void setParams(unsigned stage, const float *weight, const float *bias);
-  // x [rows (t-major), C_in x H x W] of the first stage.
+  // x [rows (t-major), C_in x H x W] of the first stage; [B, C_in x H x W] if it is direct.
   ConvForwardResult forward(const float *x, bool recordAll);
   // dL/dS and dL/dU (null: zeros) of the last stage's neurons [rows, N], after forward().
   ConvBackwardResult backward(const float *gradSpikes, const float *gradMembranes);

@@ -22,6 +22,16 @@ void checkWindow(const char *layer, const Window2d &w, const MapSize &in) {
 
 } // namespace
 
+unsigned inputGradChunk(const ConvStageSpec &spec, unsigned positions) {
+  const unsigned taps = spec.inChannels * spec.conv.kernelH * spec.conv.kernelW;
+  return std::max(1u, std::min(positions, INPUT_GRAD_WORK_FLOATS / std::max(1u, taps)));
+}
+
+std::size_t inputGradWorkFloats(const ConvStageSpec &spec, unsigned positions, unsigned channels) {
+  const std::size_t taps = std::size_t(spec.inChannels) * spec.conv.kernelH * spec.conv.kernelW;
+  return std::max(inputGradChunk(spec, positions) * taps, taps + 2 * channels);
+}
+
 std::vector<MapSize> stageMapSizes(const ConvStageSpec &spec) {
   std::vector<MapSize> maps{{spec.inHeight, spec.inWidth}};
   checkWindow("Conv2d", spec.conv, maps.back());
@@ -36,27 +46,32 @@ std::vector<MapSize> stageMapSizes(const ConvStageSpec &spec) {
 std::uint64_t convShardBytes(const ConvStageSpec &spec, unsigned channels, unsigned rows,
                              unsigned channelGroups, unsigned rowGroups) {
   const std::vector<MapSize> maps = stageMapSizes(spec);
-  const std::uint64_t c = channels, r = rows;
+  const std::uint64_t c = channels, r = rows, rc = spec.convRows(rows);
   const std::uint64_t inSize = std::uint64_t(spec.inChannels) * spec.inHeight * spec.inWidth;
   const std::uint64_t taps = std::uint64_t(spec.inChannels) * spec.conv.kernelH * spec.conv.kernelW;
   const std::uint64_t convOut = std::uint64_t(maps[1].h) * maps[1].w;
-  std::uint64_t floats = r * inSize + c * taps + c + taps * c + convOut * c + 2;
+  // Input, weights, bias; the forward's work (taps transposed, one row's sums), the weight
+  // gradient's ([taps, c], [P, c], one window) and the input gradient's (col rows).
+  std::uint64_t floats = rc * inSize + c * taps + c + taps * c + convOut * c + inSize + 4;
+  floats += taps * c + convOut * c + taps + inSize;
+  if (spec.inputGrad)
+    floats += inputGradWorkFloats(spec, unsigned(convOut), channels);
   // Every map after the input: its forward values and its gradient; max pools their argmax.
   for (std::size_t k = 1; k < maps.size(); ++k) {
-    const std::uint64_t map = r * c * maps[k].h * maps[k].w;
+    const std::uint64_t map = rc * c * maps[k].h * maps[k].w;
     floats += 2 * map + (k >= 2 && spec.pools[k - 2].max ? map : 0);
   }
   // The neurons: membranes, spikes, dL/dS, dL/dU of the last map's entries; state.
   if (spec.neuron.present) {
     const std::uint64_t last = r * c * maps.back().h * maps.back().w;
-    floats += 4 * last + 2 * last / std::max(1u, spec.steps);
+    floats += 4 * last + 3 * last / std::max(1u, spec.steps);
   }
   // Weight and bias gradients, and this tile's slice of their sum over the row groups.
   floats += (c * taps + c) * (1 + (rowGroups > 1 ? 2 : 0));
   // This tile's share of dL/dx and its slice of the sum over the channel groups.
   if (spec.inputGrad)
     floats +=
-        r * inSize + (channelGroups > 1 ? r * inSize + ceilDiv(r * inSize, channelGroups) : 0);
+        rc * inSize + (channelGroups > 1 ? rc * inSize + ceilDiv(rc * inSize, channelGroups) : 0);
   return 4 * floats;
 }
 

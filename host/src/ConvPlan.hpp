@@ -42,6 +42,11 @@ struct ConvStageSpec {
   Window2d conv;
   std::vector<PoolSpec> pools;
   bool inputGrad = false; // the backward also forms dL/dx (a stage after the first)
+  // Direct input (the same every step): the convolution and pools run once per sample
+  // (rows / steps rows), the neurons read that current every step, and the backward
+  // takes dL/dI summed over the steps.
+  bool direct = false;
+  unsigned convRows(unsigned r) const { return direct ? r / steps : r; }
 };
 
 // One map size per layer of the stage: [0] the input, [1] the convolution's output, then
@@ -62,6 +67,13 @@ struct ConvPlan {
   std::vector<ConvShard> shards; // channel group major
   std::uint64_t tileBytes = 0;   // the largest shard's bytes (ConvPlan counts them)
 };
+
+// ConvInputGrad's col rows: the positions per dense product, at most this many floats of
+// work (48 KiB: L1/L2-sized on the host; one chunk of positions, not a whole map, on a tile).
+constexpr unsigned INPUT_GRAD_WORK_FLOATS = 12288;
+unsigned inputGradChunk(const ConvStageSpec &spec, unsigned positions);
+// Its work: the chunk's col rows, at least one col row and a position's non-zero entries.
+std::size_t inputGradWorkFloats(const ConvStageSpec &spec, unsigned positions, unsigned channels);
 
 // Bytes the shard's tensors take on its tile (4-byte floats and indices); rows of whole samples.
 std::uint64_t convShardBytes(const ConvStageSpec &spec, unsigned channels, unsigned rows,

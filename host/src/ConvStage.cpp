@@ -34,6 +34,8 @@ void createStreams(ConvStageBuild &s) {
       if (neurons)
         s.graph.createHostWrite("grad_mem" + id, t.gradMembranes);
       s.graph.createHostRead("active" + id, t.activeGrads);
+      if (s.spec.inputGrad)
+        s.graph.createHostRead("input_dense" + id, t.inputDenseRows);
     }
   }
   for (unsigned g = 0; g < s.gradWBSum.size(); ++g)
@@ -98,6 +100,10 @@ void runBackward(const ConvStageBuild &s, Engine &engine, const float *gradOut,
     unsigned active = 0;
     engine.readTensor("active" + std::to_string(i), &active, &active + 1);
     r.activeGrads += active;
+    if (spec.inputGrad) {
+      engine.readTensor("input_dense" + std::to_string(i), &active, &active + 1);
+      r.inputGradDenseRows += active;
+    }
   }
 }
 

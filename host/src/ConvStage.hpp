@@ -21,11 +21,12 @@ struct ConvStageResult {
   // [rows, C_out, H, W] (rows t-major: t * B + b): the neurons' spikes, or without neurons
   // the last map's current; the neurons' membranes U[t] (before their reset).
   std::vector<float> output, membranes;
-  std::vector<float> gradWeight; // [C_out, C_in, kH, kW] (with dL/dI given)
-  std::vector<float> gradBias;   // [C_out]
-  std::vector<float> gradInput;  // [rows, C_in, H_in, W_in] (spec.inputGrad)
-  unsigned denseRows = 0;        // (shard, row) pairs whose current took the dense path
-  unsigned activeGrads = 0;      // dL/dI entries of the convolution that carried gradient
+  std::vector<float> gradWeight;   // [C_out, C_in, kH, kW] (with dL/dI given)
+  std::vector<float> gradBias;     // [C_out]
+  std::vector<float> gradInput;    // [rows, C_in, H_in, W_in] (spec.inputGrad)
+  unsigned denseRows = 0;          // (shard, row) pairs whose current took the dense path
+  unsigned activeGrads = 0;        // dL/dI entries of the convolution that carried gradient
+  unsigned inputGradDenseRows = 0; // (shard, row) pairs whose dL/dx took the dense product
   // The cost model's estimate of the run (popsnn's runtime only; ESTIMATES, not measured).
   std::map<std::string, double> estimate;
 };

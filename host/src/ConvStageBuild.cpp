@@ -18,13 +18,13 @@ unsigned ceilDiv(unsigned a, unsigned b) { return (a + b - 1) / b; }
 // of them to every shard that needs them (row groups share weights, channel groups input).
 void createInputs(ConvStageBuild &s) {
   const ConvStageSpec &spec = s.spec;
-  s.xHost = s.graph.addVariable(FLOAT, {std::size_t(spec.rows) * s.inSize()}, "x");
+  s.xHost = s.graph.addVariable(FLOAT, {std::size_t(spec.convRows(spec.rows)) * s.inSize()}, "x");
   s.weightHost = s.graph.addVariable(FLOAT, {std::size_t(spec.outChannels) * s.taps()}, "weight");
   s.biasHost = s.graph.addVariable(FLOAT, {std::size_t(spec.outChannels)}, "bias");
   for (const ConvShard &sh : s.plan.shards) {
     ConvShardTensors &t = s.shards.emplace_back();
-    const Tensor xRows = s.xHost.slice(std::size_t(sh.firstRow) * s.inSize(),
-                                       std::size_t(sh.firstRow + sh.rows) * s.inSize());
+    const std::size_t first = spec.convRows(sh.firstRow), rows = spec.convRows(sh.rows);
+    const Tensor xRows = s.xHost.slice(first * s.inSize(), (first + rows) * s.inSize());
     const Tensor w = s.weightHost.slice(std::size_t(sh.firstChannel) * s.taps(),
                                         std::size_t(sh.firstChannel + sh.channels) * s.taps());
     const Tensor b = s.biasHost.slice(sh.firstChannel, sh.firstChannel + sh.channels);
@@ -56,11 +56,12 @@ void addForward(ConvStageBuild &s) {
   for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
     const ConvShard &sh = s.plan.shards[i];
     ConvShardTensors &t = s.shards[i];
-    const unsigned c = sh.channels, tile = sh.tile;
+    const unsigned c = sh.channels, tile = sh.tile, rows = spec.convRows(sh.rows);
     t.maps.resize(s.plan.maps.size());
     t.argmax.resize(s.plan.maps.size());
-    t.maps[1] = s.var(FLOAT, std::size_t(sh.rows) * c * s.positions(1), tile, "conv_current");
-    t.work = s.var(FLOAT, std::size_t(s.taps() + s.positions(1)) * c, tile, "conv_work");
+    t.maps[1] = s.var(FLOAT, std::size_t(rows) * c * s.positions(1), tile, "conv_current");
+    t.work =
+        s.var(FLOAT, std::size_t(s.taps() + s.positions(1)) * c + s.inSize(), tile, "conv_work");
     t.denseRows = s.var(UNSIGNED_INT, 1, tile, "dense_rows");
     VertexRef v = s.graph.addVertex(conv, "ConvForward");
     const std::pair<const char *, Tensor> fields[] = {{"x", t.x},       {"weights", t.weights},
@@ -68,11 +69,11 @@ void addForward(ConvStageBuild &s) {
                                                       {"work", t.work}, {"denseRows", t.denseRows}};
     for (const auto &[field, tensor] : fields)
       s.graph.connect(v[field], tensor);
-    s.graph.setInitialValue(v["rows"], sh.rows);
+    s.graph.setInitialValue(v["rows"], rows);
     s.graph.setInitialValue(v["outChannels"], c);
     s.setWindow(v, spec.conv, spec.inChannels, s.plan.maps[0], s.plan.maps[1]);
     VertexWork w;
-    w.batch = sh.rows, w.neurons = c, w.inputs = s.taps(), w.elements = s.inSize();
+    w.batch = rows, w.neurons = c, w.inputs = s.taps(), w.elements = s.inSize();
     w.positions = s.positions(1), w.kernelArea = spec.conv.kernelH * spec.conv.kernelW;
     w.activeInputs = unsigned(s.activeInputs[i] + 0.5f);
     s.graph.setPerfEstimate(v, estimateCycles("ConvForward", w));
@@ -80,7 +81,7 @@ void addForward(ConvStageBuild &s) {
     for (unsigned k = 0; k < spec.pools.size(); ++k) {
       const PoolSpec &p = spec.pools[k];
       const unsigned m = k + 2;
-      t.maps[m] = s.var(FLOAT, std::size_t(sh.rows) * c * s.positions(m), tile, "pooled");
+      t.maps[m] = s.var(FLOAT, std::size_t(rows) * c * s.positions(m), tile, "pooled");
       VertexRef pv = s.graph.addVertex(pools[k], p.max ? "MaxPoolForward" : "AvgPoolForward");
       s.graph.connect(pv["x"], t.maps[m - 1]);
       s.graph.connect(pv["y"], t.maps[m]);
@@ -88,10 +89,10 @@ void addForward(ConvStageBuild &s) {
         t.argmax[m] = s.var(UNSIGNED_INT, t.maps[m].numElements(), tile, "argmax");
         s.graph.connect(pv["argmax"], t.argmax[m]);
       }
-      s.graph.setInitialValue(pv["maps"], sh.rows * c);
+      s.graph.setInitialValue(pv["maps"], rows * c);
       s.setWindow(pv, p.window, 1, s.plan.maps[m - 1], s.plan.maps[m]);
       VertexWork pw;
-      pw.batch = sh.rows, pw.neurons = c, pw.positions = s.positions(m);
+      pw.batch = rows, pw.neurons = c, pw.positions = s.positions(m);
       pw.kernelArea = p.window.kernelH * p.window.kernelW;
       s.graph.setPerfEstimate(pv, estimateCycles(p.max ? "MaxPoolForward" : "AvgPoolForward", pw));
       s.graph.setTileMapping(pv, tile);
@@ -126,10 +127,10 @@ void addPoolBackward(ConvStageBuild &s) {
       s.graph.connect(v["gradInput"], t.grads[m - 1]);
       if (p.max)
         s.graph.connect(v["argmax"], t.argmax[m]);
-      s.graph.setInitialValue(v["maps"], sh.rows * sh.channels);
+      s.graph.setInitialValue(v["maps"], spec.convRows(sh.rows) * sh.channels);
       s.setWindow(v, p.window, 1, s.plan.maps[m - 1], s.plan.maps[m]);
       VertexWork w;
-      w.batch = sh.rows, w.neurons = sh.channels, w.positions = s.positions(m);
+      w.batch = spec.convRows(sh.rows), w.neurons = sh.channels, w.positions = s.positions(m);
       w.kernelArea = p.window.kernelH * p.window.kernelW;
       s.graph.setPerfEstimate(v, estimateCycles(p.max ? "MaxPoolBackward" : "AvgPoolBackward", w));
       s.graph.setTileMapping(v, sh.tile);
@@ -166,11 +167,14 @@ void addGradVertices(ConvStageBuild &s, ComputeSet cs) {
   for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
     const ConvShard &sh = s.plan.shards[i];
     ConvShardTensors &t = s.shards[i];
-    const unsigned c = sh.channels;
+    const unsigned c = sh.channels, rows = spec.convRows(sh.rows), P = s.positions(1);
     t.gradWB = s.var(FLOAT, std::size_t(c) * s.taps() + c, sh.tile, "grad_wb");
     t.activeGrads = s.var(UNSIGNED_INT, 1, sh.tile, "active_grads");
+    t.inputDenseRows = s.var(UNSIGNED_INT, 1, sh.tile, "input_grad_dense_rows");
+    const std::size_t workFloats =
+        std::size_t(s.taps()) * c + std::size_t(P) * c + s.taps() + s.inSize();
     VertexWork w;
-    w.batch = sh.rows, w.neurons = c, w.inputs = s.taps(), w.elements = s.inSize();
+    w.batch = rows, w.neurons = c, w.inputs = s.taps(), w.elements = s.inSize();
     w.positions = s.positions(1), w.activeCandidates = unsigned(s.activeGrads[i] + 0.5f);
     w.activeInputs = unsigned(s.activeInputs[i] + 0.5f);
     w.kernelArea = spec.conv.kernelH * spec.conv.kernelW;
@@ -181,6 +185,7 @@ void addGradVertices(ConvStageBuild &s, ComputeSet cs) {
     s.graph.connect(v["gradBias"],
                     t.gradWB.slice(std::size_t(c) * s.taps(), t.gradWB.numElements()));
     s.graph.connect(v["activeGrads"], t.activeGrads);
+    s.graph.connect(v["work"], s.var(FLOAT, workFloats, sh.tile, "weight_grad_work"));
     std::vector<VertexRef> vertices{v};
     if (spec.inputGrad) {
       t.gradInput = s.var(FLOAT, t.x.numElements(), sh.tile, "grad_input_share");
@@ -188,10 +193,13 @@ void addGradVertices(ConvStageBuild &s, ComputeSet cs) {
       s.graph.connect(g["grad"], t.grads[1]);
       s.graph.connect(g["weights"], t.weights);
       s.graph.connect(g["gradInput"], t.gradInput);
+      s.graph.connect(g["denseRows"], t.inputDenseRows);
+      s.graph.connect(g["work"],
+                      s.var(FLOAT, inputGradWorkFloats(spec, P, c), sh.tile, "input_grad_work"));
       vertices.push_back(g);
     }
     for (VertexRef u : vertices) {
-      s.graph.setInitialValue(u["rows"], sh.rows);
+      s.graph.setInitialValue(u["rows"], rows);
       s.graph.setInitialValue(u["outChannels"], c);
       s.setWindow(u, spec.conv, spec.inChannels, s.plan.maps[0], s.plan.maps[1]);
       s.graph.setTileMapping(u, sh.tile);
@@ -256,6 +264,7 @@ void addNeurons(ConvStageBuild &s, bool backward) {
     t.membranes = s.var(FLOAT, size, sh.tile, "membranes");
     t.spikes = s.var(FLOAT, size, sh.tile, "spikes");
     t.state = s.var(FLOAT, 2 * n, sh.tile, "neuron_state");
+    const unsigned constant = s.spec.direct ? 1u : 0u;
     VertexRef v = s.graph.addVertex(fwd, "ConvNeuronForward<" + reset + ">");
     s.graph.connect(v["current"], t.maps.back());
     s.graph.connect(v["membranes"], t.membranes);
@@ -271,6 +280,7 @@ void addNeurons(ConvStageBuild &s, bool backward) {
       s.graph.connect(g["gradSpikes"], t.gradSpikes);
       s.graph.connect(g["gradMembranes"], t.gradMembranes);
       s.graph.connect(g["gradCurrent"], t.grads.back());
+      s.graph.connect(g["carry"], s.var(FLOAT, n, sh.tile, "grad_carry"));
       s.graph.setInitialValue(g["surrogate"], nu.surrogate);
       s.graph.setInitialValue(g["surrogateParam"], nu.surrogateParam);
       s.graph.setInitialValue(g["ruleValue"], nu.ruleValue);
@@ -282,6 +292,7 @@ void addNeurons(ConvStageBuild &s, bool backward) {
       s.graph.setInitialValue(u["samples"], samples);
       s.graph.setInitialValue(u["steps"], s.spec.steps);
       s.graph.setInitialValue(u["neurons"], n);
+      s.graph.setInitialValue(u["constantCurrent"], constant);
       s.graph.setInitialValue(u["beta"], nu.beta);
       s.graph.setInitialValue(u["threshold"], nu.threshold);
       s.graph.setTileMapping(u, sh.tile);

@@ -19,6 +19,7 @@ namespace popsnn {
 // convolution, 2..: the pools) and dL/d of it; argmax[k] for a max pool's output.
 struct ConvShardTensors {
   poplar::Tensor x, weights, bias, work, denseRows, activeGrads, gradWB, gradInput;
+  poplar::Tensor inputDenseRows; // ConvInputGrad's rows on the dense product
   poplar::Tensor membranes, spikes, state, gradSpikes, gradMembranes; // the neurons'
 
   std::vector<poplar::Tensor> maps, grads, argmax;

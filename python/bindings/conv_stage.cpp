@@ -136,8 +136,10 @@ py::dict resultDict(const popsnn::ConvStageSpec &s, const popsnn::ConvStageResul
     out["grad_weight"] = array(r.gradWeight);
     out["grad_bias"] = array(r.gradBias);
     out["active_grads"] = r.activeGrads;
-    if (s.inputGrad)
+    if (s.inputGrad) {
       out["grad_input"] = array(r.gradInput);
+      out["input_grad_dense_rows"] = r.inputGradDenseRows;
+    }
   }
   return out;
 }
@@ -193,6 +195,9 @@ std::unique_ptr<popsnn::ConvNetwork> makeNetwork(const py::dict &spec, const py:
     s.inputActivity = spec["input_activity"].cast<std::vector<float>>();
   if (spec.contains("grad_activity"))
     s.gradActivity = spec["grad_activity"].cast<std::vector<float>>();
+  // Direct input: the first stage's convolution once per sample (ConvStageSpec::direct).
+  if (spec.contains("direct") && spec["direct"].cast<bool>() && !s.stages.empty())
+    s.stages[0].direct = true;
   const popsnn::DeviceSpec dev = deviceFromDict(device);
   py::gil_scoped_release release;
   return std::make_unique<popsnn::ConvNetwork>(s, dev);
@@ -239,7 +244,7 @@ void bindConvNetwork(py::module_ &m) {
               w.append(asArray(r.gradWeight[k]));
               b.append(asArray(r.gradBias[k]));
             }
-            return py::make_tuple(w, b, r.activeGrads);
+            return py::make_tuple(w, b, r.activeGrads, r.inputGradDenseRows);
           },
           py::arg("grad_spikes"), py::arg("grad_membranes") = py::none())
       .def_property_readonly("plans",

@@ -18,7 +18,7 @@ _FLAG_HELP = {
     "data": "folder of the data set: IDX files (train-images-idx3-ubyte[.gz], ...) for "
     "(fashion-)mnist, shd_train.h5 + shd_test.h5 for shd, Train/ + Test/ for nmnist",
     "model": "network: dsnn (Linear layers of widths --hidden) or csnn (Sun et al.'s "
-    "12C5-MP2-64C5-MP2-10 convolutional SNN; device reference for now)",
+    "12C5-MP2-64C5-MP2-10 convolutional SNN; every device with leaky neurons)",
     "hidden": "hidden layer widths, comma-separated (dsnn)",
     "neuron": "neuron model: leaky, synaptic or rleaky",
     "beta": "membrane decay beta",

@@ -154,6 +154,18 @@ def test_sparse_dl_di_carries_gradient_only_at_its_non_zero_entries():
     assert 0 < got["active_grads"] < 0.2 * 6 * 4 * 8 * 8
 
 
+@pytest.mark.parametrize("density", [1.0, 0.5, 0.1])
+@pytest.mark.parametrize("tiles", [1, 6])
+def test_input_gradient_on_both_sides_of_its_density_choice(density, tiles):
+    # ConvInputGrad forms dL/dx by the blocked dense product from 30% non-zero dL/dI entries
+    # per (shard, row) up, else one weight row per non-zero entry: both against the reference.
+    spec = stage_spec(6, in_shape=(3, 9, 9), out_channels=8, kernel=3, padding=1)
+    got = check_stage(spec, seed=5, grad_density=density, type="ipu-model", tiles_per_ipu=tiles)
+    pairs = sum(r for *_, r in got["plan"]["shards"])
+    want = {1.0: pairs, 0.5: pairs, 0.1: 0}[density]
+    assert got["input_grad_dense_rows"] == want
+
+
 def test_first_stage_without_input_gradient_and_without_bias():
     spec = stage_spec(4, in_shape=(1, 6, 6), out_channels=3, kernel=3, grad=False)
     x, weight, _, d_out = make(spec, 4, True)

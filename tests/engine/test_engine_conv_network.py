@@ -95,11 +95,23 @@ def check_against_reference(net, steps=4, size=3, seed=0, direct=False, **device
 @pytest.mark.parametrize("reset", ["subtract", "zero"])
 @pytest.mark.parametrize("pool", ["max", "avg"])
 def test_csnn_forward_and_gradients_equal_the_reference(reset, pool):
-    check_against_reference(csnn(reset, pool=pool))
+    model = check_against_reference(csnn(reset, pool=pool))
+    # dL/dx of the second convolution: through a 2x2 max pool at most 1 in 4 dL/dI entries
+    # is non-zero (the one-weight-row-per-entry path), through an average pool all are (the
+    # dense product); the readout's 5 dense entries take the product.
+    dense = model.backend.profile()["input_grad_dense_rows"]
+    assert dense[0] == 0  # the first stage forms no dL/dx
+    assert (dense[1] > 0) == (pool == "avg") and dense[2] > 0, dense
 
 
-def test_direct_input():
-    check_against_reference(csnn(), direct=True, seed=3)
+@pytest.mark.parametrize("pool, seed", [("max", 3), ("avg", 6)])
+def test_direct_input(pool, seed):
+    # The first stage's convolution and pool run once per sample, dL/dW from dL/dI summed
+    # over the steps; per-step input through the same model builds the other graph.
+    model = check_against_reference(csnn(pool=pool), direct=True, seed=seed)
+    x, y = batch(4, 3, seed)
+    want = reference.loss_and_grad(model.net, model.get_params(), x, y, "ce_count")[0]
+    assert model.loss_and_grad(x, y)[0] == pytest.approx(want, rel=1e-6)
 
 
 @pytest.mark.parametrize("tiles", [3, 7, 16])

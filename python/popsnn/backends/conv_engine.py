@@ -138,11 +138,23 @@ class ConvEngineBackend:
                 native_spec[key] = [float(a) for a in device_options.pop(key)]
         native_device = {"type": device, "codelets": str(codelets_path()), **device_options}
         self.device = device
-        self._network = _native.ConvNetwork(native_spec, native_device)
+        self._native_spec, self._native_device = native_spec, native_device
+        # One graph per input kind, built when first needed: direct input ([B, ...], the
+        # same every step) runs the first stage's convolution once per sample.
+        self._networks = {}
+        self._network = self._network_for(direct=True)
         self._steps = self._samples = 0
         self._seconds = 0.0
         self._dense_rows = None
         self._active_grads = None
+        self._input_grad_dense_rows = None
+
+    def _network_for(self, direct):
+        if direct not in self._networks:
+            spec = dict(self._native_spec, direct=direct)
+            self._networks[direct] = _native.ConvNetwork(spec, self._native_device)
+        self._network = self._networks[direct]
+        return self._network
 
     def _write_params(self):
         for l, p in enumerate(self.params):
@@ -153,10 +165,15 @@ class ConvEngineBackend:
         record_all), for a checked x; B is x's, the rest of the batch zero input."""
         x, direct, batch = check_batch(self.net, x, self.num_steps, self.batch_size)
         T, B = self.num_steps, self.batch_size
-        full = np.zeros((T, B, x.shape[-1]), np.float32)
-        full[:, :batch] = x[None] if direct else x
+        self._network_for(bool(direct))
+        if direct:  # one row per sample: the graph applies it at every step
+            full = np.zeros((B, x.shape[-1]), np.float32)
+            full[:batch] = x
+        else:
+            full = np.zeros((T, B, x.shape[-1]), np.float32)
+            full[:, :batch] = x
         self._write_params()
-        spikes, membranes, dense = self._network.forward(full.reshape(T * B, -1), record_all)
+        spikes, membranes, dense = self._network.forward(full.reshape(-1, x.shape[-1]), record_all)
         self._dense_rows = list(dense)
 
         def shaped(a):
@@ -180,8 +197,9 @@ class ConvEngineBackend:
                 full[:, :batch] = d
                 full = full.reshape(T * B, n)
             grads_in.append(full)
-        g_weights, g_biases, active = self._network.backward(*grads_in)
+        g_weights, g_biases, active, input_dense = self._network.backward(*grads_in)
         self._active_grads = list(active)
+        self._input_grad_dense_rows = list(input_dense)
         grads = []
         for p, gw, gb in zip(self.params, g_weights, g_biases):
             g = {"weight": gw.reshape(p["weight"].shape)}
@@ -251,6 +269,7 @@ class ConvEngineBackend:
             "train_seconds": self._seconds,
             "dense_rows": self._dense_rows,
             "active_grads": self._active_grads,
+            "input_grad_dense_rows": self._input_grad_dense_rows,
         }
         if self.device != "cpu":
             counters.update(self._network.estimate())

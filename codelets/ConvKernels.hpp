@@ -1,0 +1,266 @@
+// The kernels of the convolution vertices (Conv.cpp): window geometry, the event-driven
+// and gathered convolution of one row, im2col / col2im of one position, and the weight and
+// input gradients' inner products. Inline functions only (no state, no allocation).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "DenseKernels.hpp"
+
+namespace popsnn {
+namespace conv {
+
+// The window geometry every convolution vertex carries (as fields) and reads once.
+struct Window {
+  unsigned inChannels, inHeight, inWidth, kernelHeight, kernelWidth;
+  unsigned strideY, strideX, padY, padX, outHeight, outWidth;
+  unsigned inSize() const { return inChannels * inHeight * inWidth; }
+  unsigned outPositions() const { return outHeight * outWidth; }
+  unsigned taps() const { return inChannels * kernelHeight * kernelWidth; }
+  // The output index along one axis that kernel offset k reads input index i into, or -1.
+  static int outIndex(unsigned i, unsigned k, unsigned pad, unsigned stride, unsigned n) {
+    const int shifted = int(i) + int(pad) - int(k);
+    if (shifted < 0)
+      return -1;
+    if (stride == 1) // the common case, without an integer division per tap
+      return shifted < int(n) ? shifted : -1;
+    if (shifted % int(stride))
+      return -1;
+    const int o = shifted / int(stride);
+    return o < int(n) ? o : -1;
+  }
+  // The input index along one axis that output o and kernel offset k read, or -1 (padding).
+  static int inIndex(unsigned o, unsigned k, unsigned pad, unsigned stride, unsigned n) {
+    const int i = int(o * stride + k) - int(pad);
+    return i >= 0 && i < int(n) ? i : -1;
+  }
+};
+
+// The kernel offsets [lo, hi) along one axis whose input index o * stride + k - pad falls
+// inside [0, n): contiguous, so a window's row is one run of inputs.
+struct TapRange {
+  unsigned lo, hi;
+  TapRange(unsigned o, unsigned kernel, unsigned pad, unsigned stride, unsigned n) {
+    const int first = int(o * stride) - int(pad); // the input index of offset 0
+    lo = first < 0 ? unsigned(-first) : 0u;
+    const int room = int(n) - first;
+    hi = room <= 0 ? 0u : std::min(kernel, unsigned(room));
+    if (hi < lo)
+      hi = lo;
+  }
+};
+
+// The window of a vertex with the window fields below (inChannels .. outWidth).
+template <class V> inline Window windowOf(const V &v) {
+  return {v.inChannels, v.inHeight, v.inWidth, v.kernelHeight, v.kernelWidth, v.strideY,
+          v.strideX,    v.padY,     v.padX,    v.outHeight,    v.outWidth};
+}
+
+// acc [positions, c] += every non-zero input's kernel taps (one input row).
+// The positions of x's non-zero entries, in order, into idx (without a branch per entry:
+// at spike densities which entries are zero is unpredictable); returns their count.
+inline unsigned nonzeroIndices(const float *__restrict x, unsigned n, unsigned *__restrict idx) {
+  unsigned count = 0;
+  for (unsigned k = 0; k < n; ++k) {
+    idx[count] = k;
+    count += x[k] != 0.0f;
+  }
+  return count;
+}
+
+// An input row's entry k as (channel, row, column).
+struct InputAt {
+  unsigned ci, y, x;
+  InputAt(const Window &w, unsigned k)
+      : ci(k / (w.inHeight * w.inWidth)), y(k / w.inWidth % w.inHeight), x(k % w.inWidth) {}
+};
+
+// acc [positions, c] += the kernel taps of x's `count` non-zero entries idx (one input row).
+inline void scatterRow(const Window &w, const float *__restrict x, const unsigned *__restrict idx,
+                       unsigned count, const float *__restrict taps, unsigned c,
+                       float *__restrict acc) {
+  const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
+  for (unsigned q = 0; q < count; ++q) {
+    const float v = x[idx[q]];
+    const InputAt at(w, idx[q]);
+    const unsigned ci = at.ci, y = at.y, xx = at.x;
+    for (unsigned i = 0; i < kH; ++i) {
+      const int oy = Window::outIndex(y, i, w.padY, w.strideY, w.outHeight);
+      if (oy < 0)
+        continue;
+      for (unsigned j = 0; j < kW; ++j) {
+        const int ox = Window::outIndex(xx, j, w.padX, w.strideX, w.outWidth);
+        if (ox < 0)
+          continue;
+        const float *__restrict k = &taps[((ci * kH + i) * kW + j) * c];
+        float *__restrict out = &acc[(unsigned(oy) * w.outWidth + unsigned(ox)) * c];
+        for (unsigned co = 0; co < c; ++co)
+          out[co] += v * k[co];
+      }
+    }
+  }
+}
+
+// acc [positions, c] += every output position's window of the input (one input row).
+inline void gatherRow(const Window &w, const float *__restrict x, const float *__restrict taps,
+                      unsigned c, float *__restrict acc) {
+  const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
+  for (unsigned ci = 0; ci < w.inChannels; ++ci)
+    for (unsigned i = 0; i < kH; ++i)
+      for (unsigned j = 0; j < kW; ++j) {
+        const float *__restrict k = &taps[((ci * kH + i) * kW + j) * c];
+        for (unsigned oy = 0; oy < w.outHeight; ++oy) {
+          const int y = Window::inIndex(oy, i, w.padY, w.strideY, w.inHeight);
+          if (y < 0)
+            continue;
+          for (unsigned ox = 0; ox < w.outWidth; ++ox) {
+            const int xx = Window::inIndex(ox, j, w.padX, w.strideX, w.inWidth);
+            if (xx < 0)
+              continue;
+            const float v = x[(ci * w.inHeight + unsigned(y)) * w.inWidth + unsigned(xx)];
+            float *__restrict out = &acc[(oy * w.outWidth + ox) * c];
+            for (unsigned co = 0; co < c; ++co)
+              out[co] += v * k[co];
+          }
+        }
+      }
+}
+
+// The input window of output position p as one row of taps (im2col), zeros for padding.
+inline void windowRow(const Window &w, const float *__restrict xr, unsigned p,
+                      float *__restrict col) {
+  const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
+  const unsigned oy = p / w.outWidth, ox = p % w.outWidth;
+  const TapRange rowsIn(oy, kH, w.padY, w.strideY, w.inHeight);
+  const TapRange colsIn(ox, kW, w.padX, w.strideX, w.inWidth);
+  const int y0 = int(oy * w.strideY) - int(w.padY);
+  const int x0 = int(ox * w.strideX) - int(w.padX);
+  for (unsigned k = 0; k < w.taps(); ++k)
+    col[k] = 0.0f;
+  for (unsigned ci = 0; ci < w.inChannels; ++ci)
+    for (unsigned i = rowsIn.lo; i < rowsIn.hi; ++i) {
+      const float *__restrict xrow = &xr[(ci * w.inHeight + unsigned(y0 + int(i))) * w.inWidth];
+      float *__restrict out = &col[(ci * kH + i) * kW];
+      for (unsigned j = colsIn.lo; j < colsIn.hi; ++j)
+        out[j] = xrow[x0 + int(j)];
+    }
+}
+
+// dx += the rows of col [n positions from p0, taps] put back on their windows (col2im).
+inline void addWindows(const Window &w, const float *__restrict col, unsigned p0, unsigned n,
+                       float *__restrict dx) {
+  const unsigned kH = w.kernelHeight, kW = w.kernelWidth, taps = w.taps();
+  for (unsigned q = 0; q < n; ++q) {
+    const unsigned p = p0 + q, oy = p / w.outWidth, ox = p % w.outWidth;
+    const TapRange rowsIn(oy, kH, w.padY, w.strideY, w.inHeight);
+    const TapRange colsIn(ox, kW, w.padX, w.strideX, w.inWidth);
+    const int y0 = int(oy * w.strideY) - int(w.padY);
+    const int x0 = int(ox * w.strideX) - int(w.padX);
+    for (unsigned ci = 0; ci < w.inChannels; ++ci)
+      for (unsigned i = rowsIn.lo; i < rowsIn.hi; ++i) {
+        float *__restrict d = &dx[(ci * w.inHeight + unsigned(y0 + int(i))) * w.inWidth];
+        const float *__restrict cr = &col[q * taps + (ci * kH + i) * kW];
+        for (unsigned j = colsIn.lo; j < colsIn.hi; ++j)
+          d[x0 + int(j)] += cr[j];
+      }
+  }
+}
+
+// out[0, n) += g * row[0, n): contiguous, so it vectorises.
+inline void axpy(unsigned n, float g, const float *__restrict row, float *__restrict out) {
+  for (unsigned k = 0; k < n; ++k)
+    out[k] += g * row[k];
+}
+
+// out[0, n) = sum_k coef[k] * rows[idx[k] * ld + (0, n)]: a few rows of a matrix combined,
+// a block of BLOCK_VECS vectors of out held in registers while every row streams past
+// (one load per multiply-add; an axpy per row would also load and store out each time).
+inline void combineRows(unsigned n, unsigned count, const float *__restrict coef,
+                        const unsigned *__restrict idx, const float *__restrict rows, unsigned ld,
+                        float *__restrict out) {
+  using popsnn::dense::Lanes;
+  using popsnn::dense::LANES;
+  constexpr unsigned BLOCK_VECS = 4, BLOCK = BLOCK_VECS * LANES;
+  unsigned k0 = 0;
+  for (; k0 + BLOCK <= n; k0 += BLOCK) {
+    Lanes acc[BLOCK_VECS] = {};
+    for (unsigned q = 0; q < count; ++q) {
+      const float *__restrict r = rows + std::size_t(idx[q]) * ld + k0;
+      for (unsigned v = 0; v < BLOCK_VECS; ++v)
+        acc[v] += coef[q] * popsnn::dense::loadLanes(r + v * LANES);
+    }
+    for (unsigned v = 0; v < BLOCK_VECS; ++v)
+      popsnn::dense::storeLanes(out + k0 + v * LANES, acc[v]);
+  }
+  for (; k0 + LANES <= n; k0 += LANES) { // whole vectors of the rest
+    Lanes acc = {};
+    for (unsigned q = 0; q < count; ++q)
+      acc += coef[q] * popsnn::dense::loadLanes(rows + std::size_t(idx[q]) * ld + k0);
+    popsnn::dense::storeLanes(out + k0, acc);
+  }
+  for (unsigned k = k0; k < n; ++k) // fewer than a vector: row by row, no gathers
+    out[k] = 0.0f;
+  for (unsigned q = 0; q < count; ++q)
+    for (unsigned k = k0; k < n; ++k)
+      out[k] += coef[q] * rows[std::size_t(idx[q]) * ld + k];
+}
+
+// gw [c, taps] += each non-zero dL/dI entry times its window of the input: per output
+// position with any gradient, its window as one row (windowRow), then one contiguous
+// multiply-add of that row per non-zero entry.
+inline void weightGradByGradients(const Window &w, unsigned c, const float *__restrict xr,
+                                  const float *__restrict gr, float *__restrict col,
+                                  float *__restrict gradW) {
+  const unsigned taps = w.taps(), P = w.outPositions();
+  for (unsigned p = 0; p < P; ++p) {
+    bool filled = false;
+    for (unsigned co = 0; co < c; ++co) {
+      const float g = gr[co * P + p];
+      if (g == 0.0f)
+        continue;
+      if (!filled)
+        windowRow(w, xr, p, col);
+      filled = true;
+      axpy(taps, g, col, &gradW[co * taps]);
+    }
+  }
+}
+
+// gwT [taps, c] += each non-zero input times dL/dI of the outputs its taps reach, with
+// dL/dI transposed to [P, c] (gT) first, so every product runs along the c channels.
+inline void weightGradByInputs(const Window &w, unsigned c, const float *__restrict xr,
+                               const unsigned *__restrict idx, unsigned count,
+                               const float *__restrict gr, float *__restrict gT,
+                               float *__restrict gwT) {
+  const unsigned P = w.outPositions();
+  const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
+  for (unsigned co = 0; co < c; ++co)
+    for (unsigned p = 0; p < P; ++p)
+      gT[p * c + co] = gr[co * P + p];
+  for (unsigned q = 0; q < count; ++q) {
+    const float v = xr[idx[q]];
+    const InputAt at(w, idx[q]);
+    const unsigned ci = at.ci, y = at.y, xx = at.x;
+    for (unsigned i = 0; i < kH; ++i) {
+      const int oy = Window::outIndex(y, i, w.padY, w.strideY, w.outHeight);
+      if (oy < 0)
+        continue;
+      for (unsigned j = 0; j < kW; ++j) {
+        const int ox = Window::outIndex(xx, j, w.padX, w.strideX, w.outWidth);
+        if (ox < 0)
+          continue;
+        const unsigned p = unsigned(oy) * w.outWidth + unsigned(ox);
+        axpy(c, v, &gT[p * c], &gwT[((ci * kH + i) * kW + j) * c]);
+      }
+    }
+  }
+}
+
+// The fraction (per mille) of non-zero dL/dI entries from which ConvInputGrad runs the
+// blocked dense product (col = dL/dI^T . W, then col2im) rather than one multiply-add of a
+// weight row per non-zero entry. Measured with bench/csnn_steps.py (docs/convolution.md).
+constexpr unsigned DENSE_INPUT_GRAD_MIN_PER_MILLE = 300;
+
+} // namespace conv
+} // namespace popsnn
