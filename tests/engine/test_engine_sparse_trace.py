@@ -229,7 +229,7 @@ def test_an_id_trace_that_does_not_fit_grows_and_equals_the_reference():
 
 
 @pytest.mark.parametrize("bad", [0, 1.5, True, "0.1"])
-@pytest.mark.parametrize("name", ["trace_activity", "spike_activity"])
+@pytest.mark.parametrize("name", ["trace_activity", "spike_activity", "grad_list_activity"])
 def test_trace_sizes_must_be_fractions(name, bad):
     net = net_with_rule(None)
     with pytest.raises(ValueError, match=f"{name} must be a number in \\(0, 1\\]"):
