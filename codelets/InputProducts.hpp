@@ -206,26 +206,39 @@ inline void sparseRowGroupCombination(const unsigned *__restrict idx, const floa
                                       unsigned valStride, unsigned count,
                                       const float *__restrict rows, unsigned rowStride,
                                       float *__restrict out, unsigned outStride, unsigned cols) {
-  constexpr unsigned R = SPARSE_GROUP, VMAX = GROUP_COLUMNS / 16;
-  unsigned j = 0;
-  for (; j + GROUP_COLUMNS <= cols; j += GROUP_COLUMNS)
-    sparseRowGroupBlock<R, VMAX, false>(idx, val, valStride, count, rows + j, rowStride, out + j,
-                                        outStride, __mmask16(0xffff));
-  const unsigned rest = cols - j;
-  if (rest == 0)
-    return;
-  const __mmask16 mask = __mmask16((1u << (rest - (rest - 1) / 16 * 16)) - 1u);
-  switch ((rest - 1) / 16) {
-    // clang-format off: a case per macro line
-#define POPSNN_BLOCK(V)                                                                    \
-  case V:                                                                                  \
-    sparseRowGroupBlock<R, V, true>(idx, val, valStride, count, rows + j, rowStride,       \
-                                    out + j, outStride, mask);                             \
-    break;
-    POPSNN_BLOCK(0) POPSNN_BLOCK(1) POPSNN_BLOCK(2) POPSNN_BLOCK(3) POPSNN_BLOCK(4)
-#undef POPSNN_BLOCK
-    // clang-format on
+  forColumnBlocks<GROUP_COLUMNS / 16>(cols, [&](auto v, auto masked, unsigned j, __mmask16 mask) {
+    sparseRowGroupBlock<SPARSE_GROUP, decltype(v)::value, decltype(masked)::value>(
+        idx, val, valStride, count, rows + j, rowStride, out + j, outStride, mask);
+  });
+}
+
+// Output rows r < numRows of out (outStride apart) = sum over a list of x's non-zero entries
+// of value x a row of `rows`, cols columns: SPARSE_GROUP output rows at a time over the union
+// of their lists when `grouped` and the group pays, else row by row. listUnion(r0, entries)
+// lists the union of rows r0.. (the values valStride apart) and returns its count, the rows'
+// own entries in `entries`; listOwn(r) lists row r's own entries and returns their count.
+template <class ListUnion, class ListOwn>
+inline void sparseRowsByGroups(unsigned numRows, bool grouped, ListUnion listUnion, ListOwn listOwn,
+                               const unsigned *__restrict idx, const float *__restrict val,
+                               unsigned valStride, const float *__restrict rows, unsigned rowStride,
+                               float *__restrict out, unsigned outStride, unsigned cols) {
+  constexpr unsigned R = SPARSE_GROUP;
+  unsigned r0 = 0;
+  for (; grouped && r0 + R <= numRows; r0 += R) {
+    unsigned entries = 0;
+    const unsigned count = listUnion(r0, entries);
+    if (groupPays(entries, count)) {
+      sparseRowGroupCombination(idx, val, valStride, count, rows, rowStride,
+                                out + std::size_t(r0) * outStride, outStride, cols);
+      continue;
+    }
+    for (unsigned r = r0; r < r0 + R; ++r)
+      sparseRowCombination(idx, val, listOwn(r), rows, rowStride, out + std::size_t(r) * outStride,
+                           cols);
   }
+  for (; r0 < numRows; ++r0)
+    sparseRowCombination(idx, val, listOwn(r0), rows, rowStride, out + std::size_t(r0) * outStride,
+                         cols);
 }
 
 // out[b, 0..n) = sum_i x[b, i] w[i, 0..n) over the non-zero inputs (x [batch, nIn], w [nIn,
@@ -237,28 +250,16 @@ constexpr unsigned SPARSE_PRODUCT_COLUMNS = 192;
 inline void sparseInputProduct(const float *__restrict x, unsigned batch, unsigned nIn,
                                const float *__restrict w, unsigned n, unsigned *__restrict idx,
                                float *__restrict val, float *__restrict out, bool grouped) {
-  constexpr unsigned R = SPARSE_GROUP;
   for (unsigned j0 = 0; j0 < n; j0 += SPARSE_PRODUCT_COLUMNS) {
     const unsigned cols = n - j0 < SPARSE_PRODUCT_COLUMNS ? n - j0 : SPARSE_PRODUCT_COLUMNS;
-    unsigned b = 0;
-    for (; grouped && b + R <= batch; b += R) {
-      unsigned entries = 0;
-      const unsigned count =
-          compressNonzeroRows<R>(x + std::size_t(b) * nIn, nIn, idx, val, entries);
-      if (groupPays(entries, count)) {
-        sparseRowGroupCombination(idx, val, nIn, count, w + j0, n, out + std::size_t(b) * n + j0, n,
-                                  cols);
-        continue;
-      }
-      for (unsigned r = 0; r < R; ++r) {
-        const unsigned own = compressNonzero(x + std::size_t(b + r) * nIn, nIn, idx, val);
-        sparseRowCombination(idx, val, own, w + j0, n, out + std::size_t(b + r) * n + j0, cols);
-      }
-    }
-    for (; b < batch; ++b) {
-      const unsigned count = compressNonzero(x + std::size_t(b) * nIn, nIn, idx, val);
-      sparseRowCombination(idx, val, count, w + j0, n, out + std::size_t(b) * n + j0, cols);
-    }
+    sparseRowsByGroups(
+        batch, grouped,
+        [&](unsigned b, unsigned &entries) {
+          return compressNonzeroRows<SPARSE_GROUP>(x + std::size_t(b) * nIn, nIn, idx, val,
+                                                   entries);
+        },
+        [&](unsigned b) { return compressNonzero(x + std::size_t(b) * nIn, nIn, idx, val); }, idx,
+        val, nIn, w + j0, n, out + j0, n, cols);
   }
 }
 #else
@@ -291,24 +292,13 @@ inline void sparseInputTransposedProduct(const float *__restrict x, unsigned str
   // SPARSE_GROUP inputs at a time over the samples where any is non-zero (neighbouring
   // pixels are non-zero together), the samples by gathers (consecutive inputs read the same
   // lines of x, from L1); the last inputs one by one.
-  constexpr unsigned R = SPARSE_GROUP;
-  unsigned i = 0;
-  for (; i + R <= numInputs; i += R) {
-    unsigned entries = 0;
-    const unsigned count = compressNonzeroColumns<R>(x + i, stride, batch, idx, val, entries);
-    if (groupPays(entries, count)) {
-      sparseRowGroupCombination(idx, val, batch, count, g, n, out + std::size_t(i) * n, n, n);
-      continue;
-    }
-    for (unsigned r = 0; r < R; ++r) {
-      const unsigned own = compressNonzeroColumn(x + i + r, stride, batch, idx, val);
-      sparseRowCombination(idx, val, own, g, n, out + std::size_t(i + r) * n, n);
-    }
-  }
-  for (; i < numInputs; ++i) {
-    const unsigned count = compressNonzeroColumn(x + i, stride, batch, idx, val);
-    sparseRowCombination(idx, val, count, g, n, out + std::size_t(i) * n, n);
-  }
+  sparseRowsByGroups(
+      numInputs, true,
+      [&](unsigned i, unsigned &entries) {
+        return compressNonzeroColumns<SPARSE_GROUP>(x + i, stride, batch, idx, val, entries);
+      },
+      [&](unsigned i) { return compressNonzeroColumn(x + i, stride, batch, idx, val); }, idx, val,
+      batch, g, n, out, n, n);
 #else
   constexpr unsigned GROUP = SPARSE_INPUT_GROUP;
   for (unsigned i0 = 0; i0 < numInputs; i0 += GROUP) {

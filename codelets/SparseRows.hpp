@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 
 #if !defined(__IPU__) && defined(__AVX512F__)
 #include <immintrin.h>
@@ -144,30 +145,46 @@ inline void sparseRowBlockMasked(const unsigned *__restrict idx, const float *__
 }
 #endif
 
-inline void sparseRowCombination(const unsigned *__restrict idx, const float *__restrict val,
-                                 unsigned count, const float *__restrict rows, unsigned rowStride,
-                                 float *__restrict out, unsigned n) {
 #ifdef POPSNN_SPARSE_ROWS_AVX512
+// block(V, true, j, mask) for the run-time V < FULL: a case per block size.
+template <unsigned FULL, unsigned V = 0, class Block>
+inline void maskedColumnBlock(unsigned vectors, Block &block, unsigned j, __mmask16 mask) {
+  if constexpr (V < FULL) {
+    if (vectors == V)
+      block(std::integral_constant<unsigned, V>{}, std::true_type{}, j, mask);
+    else
+      maskedColumnBlock<FULL, V + 1>(vectors, block, j, mask);
+  }
+}
+
+// The column blocks of a row of n columns: block(V, masked, j, mask) for whole blocks of
+// FULL vectors of 16 columns from j (masked false, mask all ones), then for the rest: V
+// whole vectors and a last one of 1..16 columns in `mask` (masked true); V and masked are
+// std::integral_constant, so each block size is its own kernel. One loop for every row kernel.
+template <unsigned FULL, class Block> inline void forColumnBlocks(unsigned n, Block block) {
   unsigned j = 0;
-  for (; j + 128 <= n; j += 128)
-    sparseRowBlock<8>(idx, val, count, rows + j, rowStride, out + j);
+  for (; j + 16 * FULL <= n; j += 16 * FULL)
+    block(std::integral_constant<unsigned, FULL>{}, std::false_type{}, j, __mmask16(0xffff));
   const unsigned rest = n - j;
   if (rest == 0)
     return;
   // (rest - 1) / 16 full vectors, then 1..16 masked columns.
   const __mmask16 mask = __mmask16((1u << (rest - (rest - 1) / 16 * 16)) - 1u);
-  switch ((rest - 1) / 16) {
-    // clang-format off: a case per macro line
-#define POPSNN_BLOCK(V)                                                                            \
-  case V:                                                                                          \
-    sparseRowBlockMasked<V>(idx, val, count, rows + j, rowStride, out + j, mask);                  \
-    break;
-    POPSNN_BLOCK(0)
-    POPSNN_BLOCK(1) POPSNN_BLOCK(2) POPSNN_BLOCK(3) POPSNN_BLOCK(4) POPSNN_BLOCK(5) POPSNN_BLOCK(6)
-        POPSNN_BLOCK(7)
-#undef POPSNN_BLOCK
-    // clang-format on
-  }
+  maskedColumnBlock<FULL>((rest - 1) / 16, block, j, mask);
+}
+#endif
+
+inline void sparseRowCombination(const unsigned *__restrict idx, const float *__restrict val,
+                                 unsigned count, const float *__restrict rows, unsigned rowStride,
+                                 float *__restrict out, unsigned n) {
+#ifdef POPSNN_SPARSE_ROWS_AVX512
+  forColumnBlocks<8>(n, [&](auto v, auto masked, unsigned j, __mmask16 mask) {
+    constexpr unsigned V = decltype(v)::value;
+    if constexpr (decltype(masked)::value)
+      sparseRowBlockMasked<V>(idx, val, count, rows + j, rowStride, out + j, mask);
+    else
+      sparseRowBlock<V>(idx, val, count, rows + j, rowStride, out + j);
+  });
 #elif defined(POPSNN_FLOATS16)
   constexpr unsigned BLOCK = 16 * SPARSE_BLOCK_VECS;
   unsigned j = 0;

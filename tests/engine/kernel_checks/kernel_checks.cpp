@@ -203,6 +203,7 @@ int main() {
     weightGrad(37, 301, 310, 150, 0.2f, runs); // odd inputs, a last partial vector
     weightGrad(128, 64, 64, 128, 0.05f, runs); // whole blocks only
     weightGrad(3, 5, 9, 7, 0.6f, runs);        // fewer samples than a gather
+    weightGrad(16, 40, 40, 90, 0.5f, runs);    // a last block of 5 vectors and a masked one
   }
   // Groups of 4 samples: a last partial group (37), blocks of 96 columns and a masked rest;
   // image-like runs at 0.5 fill a group's union past SPARSE_GROUP_MIN_FILL (the groups run),
@@ -211,6 +212,7 @@ int main() {
     current(37, 301, 150, 0.2f, true, grouped);
     current(16, 40, 200, 0.5f, true, grouped);
     current(21, 300, 500, 0.05f, false, grouped);
+    current(16, 40, 282, 0.5f, true, grouped); // a panel of 90 columns: 5 vectors + 10
   }
   for (bool transposed : {false, true}) {
     dense(37, 150, 600, transposed); // 3 k blocks (on AVX-512 the last short), ragged panel
