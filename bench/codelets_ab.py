@@ -4,8 +4,9 @@ Builds codelets/ of a git revision (--before) and of the working tree into codel
 of their own (the package's flags: -O3 -march=native -fno-math-errno), then times popsnn's
 cpu-device training step (784-1000-10 Leaky, B 128, T 25, Adam) with each, on real MNIST
 input and on dense U[0,1] input, in one process. The host side is the installed package for
-both, so this compares vertex code only (a revision whose vertex fields differ from the
-installed builder's cannot be compared this way).
+both, so this compares vertex code only: a revision whose vertices the installed host
+cannot name (a template changed) is refused before the builds; compare whole packages with
+bench/cpu_step.py then (a revision whose vertex fields differ fails when its model is made).
 
 The four models take turns, round by round; a turn is a burst as in bench/README.md (0.1 s
 untimed, then at least --seconds timed, back to back) and gives its mean step; the tables
@@ -40,26 +41,32 @@ import popsnn  # noqa: E402
 from popsnn import optim  # noqa: E402
 from popsnn.backends import engine as engine_backend  # noqa: E402
 
+GENERATOR = "host/src/VertexInstances.cpp"  # writes the LIF vertices' instantiation list
+
 
 def export_codelets(rev: str | None, into: Path) -> Path:
     """codelets/ of `rev` (None: the working tree), with the shared headers under include/
-    that codelets reach by relative path, copied into `into`; returns the codelets folder."""
-    folders = ("codelets", "include")
+    that codelets reach by relative path and the instantiation-list generator (where the
+    revision has one), copied into `into`; returns the codelets folder."""
+    paths = ("codelets", "include", GENERATOR)
     into.mkdir(parents=True)
     if rev is None:
-        for folder in folders:
-            if (ROOT / folder).is_dir():
-                shutil.copytree(ROOT / folder, into / folder)
+        for path in paths:
+            if (ROOT / path).is_dir():
+                shutil.copytree(ROOT / path, into / path)
+            elif (ROOT / path).is_file():
+                (into / path).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(ROOT / path, into / path)
     else:
-        top = subprocess.run(
-            ["git", "ls-tree", "--name-only", rev],
+        present = subprocess.run(
+            ["git", "ls-tree", "-r", "--name-only", rev, "--", *paths],
             cwd=ROOT,
             check=True,
             capture_output=True,
             text=True,
         ).stdout.split()
         archive = subprocess.run(
-            ["git", "archive", rev, *[f for f in folders if f in top]],
+            ["git", "archive", rev, *[p for p in paths if any(f.startswith(p) for f in present)]],
             cwd=ROOT,
             check=True,
             capture_output=True,
@@ -69,25 +76,77 @@ def export_codelets(rev: str | None, into: Path) -> Path:
     return into / "codelets"
 
 
-def add_instantiations(src: Path, tmp: Path) -> Path:
-    """The LIF vertices' explicit instantiations appended to `src`'s LifForward.cpp and
-    LifBackward.cpp, as the package build does (host/src/VertexInstances.cpp writes them
-    from the installed host's table of units), so that the host finds every vertex it names."""
-    gen = tmp / "popsnn_vertex_instances"
+def instantiation_generator(tree: Path) -> Path | None:
+    """The instantiation-list generator of the revision exported into `tree`, built from its
+    own host/src/VertexInstances.cpp and include/; None for a revision without one."""
+    generator = tree / GENERATOR
+    if not generator.is_file():
+        return None
+    gen = tree / "popsnn_vertex_instances"
     if not gen.exists():
         compiler = shutil.which("c++") or sys.exit("codelets_ab: no C++ compiler (c++)")
-        subprocess.run(
+        run = subprocess.run(
             [
                 compiler,
                 "-std=c++17",
                 "-O1",
-                f"-I{ROOT / 'include'}",
-                str(ROOT / "host" / "src" / "VertexInstances.cpp"),
+                f"-I{tree / 'include'}",
+                str(generator),
                 "-o",
                 str(gen),
             ],
-            check=True,
+            capture_output=True,
+            text=True,
         )
+        if run.returncode != 0:
+            sys.exit(f"codelets_ab: building {generator} failed:\n{run.stderr}")
+    return gen
+
+
+def listed_vertices(gen: Path, tmp: Path) -> set[str]:
+    """The LIF vertices `gen` instantiates (appended to an empty source)."""
+    names = set()
+    for vertex in ("LifForward", "LifBackward"):
+        empty, out = tmp / f"{vertex}.empty", tmp / f"{vertex}.list"
+        empty.write_text("")
+        subprocess.run([str(gen), vertex, str(empty), str(out)], check=True)
+        names |= {
+            line.removeprefix("template class ").rstrip(";")
+            for line in out.read_text().splitlines()
+            if line.startswith("template class ")
+        }
+    return names
+
+
+def check_same_vertices(before: Path, after: Path, rev: str) -> None:
+    """Refuses, before any long build, a revision whose LIF vertices the installed host
+    cannot name: the float vertices the working tree lists must all be in the revision's
+    list (the host takes them by name; float only: the models here are float)."""
+    gens = [instantiation_generator(tree) for tree in (before, after)]
+    if None in gens:
+        return  # a revision from before the generator: its sources name their vertices
+    missing = sorted(
+        name
+        for name in listed_vertices(gens[1], after) - listed_vertices(gens[0], before)
+        if "half" not in name
+    )
+    if missing:
+        sys.exit(
+            f"codelets_ab: {rev}'s codelets lack {len(missing)} vertices the installed host "
+            f"names (e.g. {missing[0]}): the templates changed; compare whole packages "
+            "with bench/cpu_step.py instead"
+        )
+
+
+def add_instantiations(src: Path) -> Path:
+    """The LIF vertices' explicit instantiations appended to `src`'s LifForward.cpp and
+    LifBackward.cpp by the generator of the same revision (built from its own
+    host/src/VertexInstances.cpp and include/), as the package build does, so that the lists
+    match each revision's own templates; a revision without the generator has its
+    instantiations in its sources and is left as it is."""
+    gen = instantiation_generator(src.parent)
+    if gen is None:
+        return src
     for vertex in ("LifForward", "LifBackward"):
         source = src / f"{vertex}.cpp"
         generated = src / f"{vertex}.generated"
@@ -177,11 +236,14 @@ def main() -> None:
     inputs = {"mnist": mnist, "dense U[0,1]": dense}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        gps = {
-            which: build_codelets(
-                add_instantiations(export_codelets(rev, tmp / f"src_{which}"), tmp), tmp / which
-            )
+        srcs = {
+            which: export_codelets(rev, tmp / f"src_{which}")
             for which, rev in (("before", args.before), ("after", None))
+        }
+        check_same_vertices(srcs["before"].parent, srcs["after"].parent, args.before)
+        gps = {
+            which: build_codelets(add_instantiations(src), tmp / which)
+            for which, src in srcs.items()
         }
         steps = {}
         for which, gp in gps.items():

@@ -1,0 +1,63 @@
+"""CPU time per DSNN training step of whichever popsnn package Python imports.
+
+For an A/B of two whole packages (host and codelets, across any change): install the other
+revision into a directory of its own (`pip install --no-deps --target DIR .` in its
+checkout) and run this script alternately with and without `PYTHONPATH=DIR`. CPU time
+(`time.process_time`) moves less with the machine's load than the wall clock; with
+POPSNN_NUM_THREADS=1 it has no pool spin in it.
+
+    [POPSNN_NUM_THREADS=1] [PYTHONPATH=DIR] .venv/bin/python bench/cpu_step.py
+        [--input mnist|uniform] [--blocks N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import throughput  # noqa: E402
+
+import popsnn  # noqa: E402
+from popsnn import optim  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--input", choices=throughput.INPUTS, default="mnist")
+    ap.add_argument("--blocks", type=int, default=5, help="blocks of 10 timed steps")
+    args = ap.parse_args()
+    if args.blocks < 1:
+        sys.exit("cpu_step: --blocks must be at least 1")
+    work = throughput.dsnn_workload(input=args.input)
+    model = popsnn.Model(
+        work.net,
+        loss=work.loss,
+        optimizer=optim.Adam(lr=5e-4),
+        device="cpu",
+        num_steps=work.num_steps,
+        batch_size=work.batch_size,
+        seed=work.seed,
+    )
+    for _ in range(5):
+        model.train_step(work.x, work.y)
+    per_step = []
+    for _ in range(args.blocks):
+        c0 = time.process_time()
+        for _ in range(10):
+            model.train_step(work.x, work.y)
+        per_step.append((time.process_time() - c0) / 10)
+    per_step.sort()
+    print(
+        f"{args.input}: popsnn from {Path(popsnn.__file__).parent}, CPU ms per step "
+        f"min {1e3 * per_step[0]:.2f} median {1e3 * per_step[len(per_step) // 2]:.2f}, "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
