@@ -61,12 +61,12 @@ NEURONS = {
 }
 
 
-def check_engine_against_reference(name, inputs, x, seed):
-    """One cpu-device loss_and_grad of inputs-HIDDEN-5 against the reference on batch x."""
+def check_engine_against_reference(name, inputs, x, seed, hidden=HIDDEN):
+    """One cpu-device loss_and_grad of inputs-hidden-5 against the reference on batch x."""
     net = popsnn.Sequential(
-        popsnn.Linear(inputs, HIDDEN),
+        popsnn.Linear(inputs, hidden),
         NEURONS[name](),
-        popsnn.Linear(HIDDEN, 5),
+        popsnn.Linear(hidden, 5),
         popsnn.Leaky(beta=0.9),
     )
     batch = x.shape[0]
@@ -138,3 +138,13 @@ def test_grouped_sparse_products_equal_the_reference(name, kind):
         rng = np.random.default_rng(8)
         x = (rng.random((batch, 784)) < 0.02).astype(np.float32) * 6.0
     check_engine_against_reference(name, 784, x, seed=9)
+
+
+@pytest.mark.parametrize("name", ["leaky", "synaptic"])
+def test_grouped_products_fill_a_ragged_last_block(name):
+    # The groups' column blocks are 96 wide: a hidden layer of 186 (one shard of 186 = 96 +
+    # 90, or two of 93) leaves a last block of 5 vectors and a masked one, which the grouped
+    # kernels once skipped (those columns of the current and the weight gradient unwritten).
+    train, _ = data.load_mnist()
+    x = np.asarray(train.take(8).images, np.float32).reshape(8, -1) / 85.0
+    check_engine_against_reference(name, 784, x, seed=10, hidden=186)
