@@ -171,22 +171,31 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--b-th", type=float, nargs="+", default=[0.05, 0.2, 0.5, 0.95])
-    ap.add_argument("--pretrain", type=int, default=0, help="dense minibatches first (engine)")
+    ap.add_argument("--pretrain", type=int, default=0, help="dense minibatches first")
     ap.add_argument("--out", default="", help="write the rows as JSON here")
     args = ap.parse_args()
     task = latency_task(args.dataset, args.steps)
     case = SparseCase("trace_form", task, args.hidden, args.steps, args.batch, rules=())
     params = _init_params(case)
-    if args.pretrain:
-        from sparse_bench import _model
+    if args.pretrain:  # dense training on the reference (the counts need no engine)
+        from sparse_bench import LR
 
-        model = _model(case, None, params=params)
+        import popsnn
+        from popsnn import optim
+
+        model = popsnn.Model(
+            _net(case, None),
+            loss=losses.ce_max_membrane_loss(),
+            optimizer=optim.Adam(lr=LR),
+            device="reference",
+            num_steps=args.steps,
+            batch_size=args.batch,
+            params=params,
+        )
         xs, ys = task.sample(args.batch * args.pretrain, 1)
         for k in range(args.pretrain):
-            model.train_step(
-                xs[:, k * args.batch : (k + 1) * args.batch],
-                ys[k * args.batch : (k + 1) * args.batch],
-            )
+            sl = slice(k * args.batch, (k + 1) * args.batch)
+            model.train_step(xs[:, sl], ys[sl])
         params = model.get_params()
     x, y = task.sample(args.batch, 0)
     results = []
@@ -205,7 +214,8 @@ def main() -> None:
             f"({tot['live_x_popsnn_dense']:.1f}x), trace {tot['trace']:.3e} "
             f"({tot['trace_x_popsnn_dense']:.1f}x popsnn dense, {tot['trace_x_dense']:.1f}x "
             f"dense products); per layer dW live/trace "
-            f"{[(r['live_dw'], r['trace_dw']) for r in rows]}"
+            f"{[(r['live_dw'], r['trace_dw']) for r in rows]}, eps live/trace(+filters) "
+            f"{[(r['live_eps'], r['trace_eps'], r['trace_filters']) for r in rows]}"
         )
     if args.out:
         Path(args.out).write_text(json.dumps({"args": vars(args), "rows": results}, indent=1))
