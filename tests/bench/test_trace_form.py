@@ -97,4 +97,5 @@ def test_counts_follow_the_masks():
     seen = np.logical_or.accumulate(x != 0, axis=0).sum(-1)
     assert rows[0]["trace_dw"] == (mask0.sum(-1) * seen).sum()
     assert rows[1]["trace_eps"] == rec.grad_masks[1].sum() * 24
+    assert rows[1]["engine_eps"] == mask0.sum() * 16 >= rows[1]["live_eps"]
     assert rows[0]["active_fraction"] == pytest.approx(mask0.mean())
