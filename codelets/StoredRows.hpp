@@ -57,6 +57,15 @@ template <class S> void loadRow(const S *__restrict src, float *__restrict dst, 
 template <class S> void storeRow(const float *__restrict src, S *__restrict dst, unsigned n) {
   convertRow(src, dst, n);
 }
+// A stored row of n values as float: the row itself (float storage), or read into tmp.
+template <class S> const float *asFloat(const S *row, float *__restrict tmp, unsigned n) {
+  if constexpr (isHalf<S>()) {
+    loadRow(row, tmp, n);
+    return tmp;
+  } else {
+    return row;
+  }
+}
 // A float row rounded in place to the values S holds.
 template <class S> void roundRow(float *__restrict row, unsigned n) {
   unsigned j = 0;
