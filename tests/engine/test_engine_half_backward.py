@@ -11,6 +11,7 @@ import pytest
 from test_engine_half_forward import (
     N0,
     N1,
+    N_IN,
     NEURONS,
     B,
     T,
@@ -19,6 +20,7 @@ from test_engine_half_forward import (
     harness,  # noqa: F401 (the module's fixture)
 )
 
+import popsnn
 from popsnn import reference
 
 
@@ -30,7 +32,7 @@ def _loss_grads(seed):
     return [a.astype(np.float16).astype(np.float32) for a in (d_s, d_u)]
 
 
-def read_grads(tmp_path, x, recurrence):
+def read_grads(tmp_path, x, recurrence, learned=False):
     """The engine's gradients in popsnn.reference's layout (float32), per layer."""
 
     def read(name, shape):
@@ -48,6 +50,9 @@ def read_grads(tmp_path, x, recurrence):
             grads[l]["recurrent_bias"] = read(f"l{l}_grad_c", (n,))
         elif recurrence == 2:
             grads[l]["recurrent_weight"] = read(f"l{l}_grad_v", (n,))
+        if learned:
+            grads[l]["beta"] = read(f"l{l}_grad_beta", (n,))
+            grads[l]["threshold"] = read(f"l{l}_grad_threshold", (n,))
     return grads
 
 
@@ -140,3 +145,50 @@ def test_half_backward_rounds_what_it_sends(harness, tmp_path):  # noqa: F811
     full = _reference(net, params, x, loss_grads, engine, None)
     err = [np.abs(grads[0]["weight"] - ref[0]["weight"]).max() for ref in (half, full)]
     assert err[0] < err[1] / 4, err
+
+
+def _halves(lo, hi, n):
+    """n values from lo to hi that half holds exactly (a learned constant is stored so)."""
+    return np.linspace(lo, hi, n).astype(np.float16).astype(np.float32)
+
+
+LEARNED = {  # beta and threshold learned, one per neuron: the U trace (Alpha: and H) in half
+    "leaky": lambda n: popsnn.Leaky(
+        beta=_halves(0.6, 0.95, n),
+        threshold=_halves(0.8, 1.2, n),
+        learn_beta=True,
+        learn_threshold=True,
+    ),
+    "alpha-zero": lambda n: popsnn.Alpha(
+        alpha=_halves(0.85, 0.95, n),
+        beta=_halves(0.6, 0.8, n),
+        threshold=_halves(0.8, 1.2, n),
+        reset_mechanism="zero",
+        learn_beta=True,
+        learn_threshold=True,
+    ),
+    "alpha-subtract": lambda n: popsnn.Alpha(
+        alpha=_halves(0.85, 0.95, n),
+        beta=_halves(0.6, 0.8, n),
+        threshold=_halves(0.8, 1.2, n),
+        learn_beta=True,
+        learn_threshold=True,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LEARNED))
+def test_half_backward_of_learned_constants(harness, tmp_path, name):  # noqa: F811
+    make = LEARNED[name]
+    net = popsnn.Sequential(popsnn.Linear(N_IN, N0), make(N0), popsnn.Linear(N0, N1), make(N1))
+    params = net.init_params(0)
+    params[0]["weight"] = params[0]["weight"] * np.float32(2.5)
+    _, _, x = _case("leaky-subtract")
+    x = x.astype(np.float16).astype(np.float32)
+    loss_grads = _loss_grads(3)
+    engine = _run(harness, tmp_path, "half", net, params, x, False, loss_grads)
+    assert engine[0][0].sum() > 0 and engine[1][0].sum() > 0, "silent layers test nothing"
+    want = _reference(net, params, x, loss_grads, engine, "float16")
+    grads = read_grads(tmp_path, x, 0, learned=True)
+    assert all(np.abs(want[l][k]).max() > 0 for l in (0, 1) for k in ("beta", "threshold"))
+    _check(grads, want, 5e-5)

@@ -107,7 +107,8 @@ def _run(harness, tmp_path, stored, net, params, x, compressed, loss_grads=None)
     args += [spec["beta"], spec.get("alpha", 0.0), spec.get("gain", 1.0), spec["threshold"]]
     args += [SURROGATES[neuron.surrogate.name], neuron.surrogate.param]
     args += [0.0 if neuron.sparse is None else neuron.sparse.value, _states(neuron)]
-    args += [int(per_neuron), int(loss_grads is not None)]
+    learned = getattr(neuron, "learn_beta", False) or neuron.learn_threshold
+    args += [2 if learned else int(per_neuron), int(loss_grads is not None)]
     run = subprocess.run(
         [str(harness), str(tmp_path)] + [repr(a) if isinstance(a, float) else str(a) for a in args],
         capture_output=True,

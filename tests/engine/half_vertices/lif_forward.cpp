@@ -8,7 +8,9 @@
 // usage: lif_forward <dir> <stored> <neuron> <reset> <rule> <compressed> <recurrence> <T> <B>
 //        <nIn> <n0> <n1> <beta> <alpha> <gain> <threshold> <surrogate> <param> <ruleValue>
 //        <states> <perNeuron> <backward>   (recurrence: 0 none, 1 all-to-all, 2 one-to-one;
-//        perNeuron 1: beta, alpha and threshold one per neuron, float, from l<k>_betas.bin, ...)
+//        perNeuron 1: beta, alpha and threshold one per neuron, float, from l<k>_betas.bin, ...;
+//        2: so, and beta and threshold learned: the forward's U trace (Alpha: and H), and the
+//        backward's dL/dbeta, dL/dthreshold [n] written as float)
 // <backward> 1: then both layers' LifBackward<Neuron, Reset, Trace, S> (dense trace layouts),
 // from the output layer's dL/dS and dL/dU (<dir>/l1_dS.bin, l1_dU.bin as S); writes the weight,
 // bias and recurrent gradients (float), layer 0's sum over steps of dL/dI [B, n0] (float) and
@@ -46,7 +48,7 @@ struct Args {
 
 // What a layer's backward reads of its forward.
 struct Forward {
-  Tensor surrogates, idTrace, weights, recWeights, current;
+  Tensor surrogates, idTrace, weights, recWeights, current, memTrace;
 };
 
 struct Run {
@@ -124,6 +126,8 @@ struct Run {
         list(v, c, floatInput(n, p + c));
       list(v, "clampedBeta", var(FLOAT, 2 * n, p + "clamped"));
     }
+    if (a.perNeuron == 2) // learned: U [T, B, n] (Alpha: then H)
+      list(v, "memTrace", f.memTrace = var(type, (a.states == 3 ? 2 : 1) * rows * n, p + "trace"));
     graph.connect(v["mem"], var(type, a.states * a.B * n, p + "mem"));
     graph.connect(v["prevSpikes"], var(FLOAT, a.B * n, p + "prev"));
     graph.connect(v["scratch"], var(FLOAT, (3 + a.states) * n, p + "scratch"));
@@ -244,6 +248,11 @@ struct Run {
       for (const char *c : {"betas", "alphas", "thresholds"})
         list(v, c, writes[p + c]);
       list(v, "clampedBeta", var(FLOAT, 2 * n, p + "bwd_clamped"));
+    }
+    if (a.perNeuron == 2) {
+      list(v, "memTrace", f.memTrace);
+      list(v, "gradBeta", floatOutput(n, p + "grad_beta"));
+      list(v, "gradThreshold", floatOutput(n, p + "grad_threshold"));
     }
     graph.connect(v["surrogates"], f.surrogates);
     graph.connect(v["idTrace"], f.idTrace);
