@@ -224,13 +224,13 @@ public:
   }
 };
 
-// Max pooling of `rows x channels` maps: each window's first maximum in row-major order
-// (PyTorch's choice; padding never wins), its index in the window kept for the backward.
-class MaxPoolForward : public Vertex {
+// Pooling of `maps` maps (rows x channels) by Kind (ConvKernels.hpp: MaxPool keeps each
+// window's argmax for the backward, AvgPool needs none and is given an empty argmax).
+template <class Kind> class PoolForward : public Vertex {
 public:
   Input<Vector<float>> x;          // [maps, H, W]
   Output<Vector<float>> y;         // [maps, H_out, W_out]
-  Output<Vector<unsigned>> argmax; // [maps, H_out, W_out]: kernel row * kW + column
+  Output<Vector<unsigned>> argmax; // [maps, H_out, W_out] (MaxPool), else empty
   unsigned maps;
   // The window (inChannels unused: 1).
   unsigned inChannels;
@@ -248,43 +248,17 @@ public:
   bool compute() {
     const Window w = windowOf(*this);
     const unsigned in = w.inHeight * w.inWidth, P = w.outPositions();
-    for (unsigned m = 0; m < maps; ++m) {
-      const float *__restrict xm = &x[m * in];
-      float *__restrict ym = &y[m * P];
-      unsigned *__restrict am = &argmax[m * P];
-      for (unsigned oy = 0; oy < w.outHeight; ++oy) {
-        // The window's rows and columns inside the map (padding never wins).
-        const TapRange rowsIn(oy, w.kernelHeight, w.padY, w.strideY, w.inHeight);
-        const int y0 = int(oy * w.strideY) - int(w.padY);
-        for (unsigned ox = 0; ox < w.outWidth; ++ox) {
-          const TapRange colsIn(ox, w.kernelWidth, w.padX, w.strideX, w.inWidth);
-          const int x0 = int(ox * w.strideX) - int(w.padX);
-          float best = -INFINITY;
-          unsigned at = 0;
-          for (unsigned i = rowsIn.lo; i < rowsIn.hi; ++i) {
-            const float *__restrict row = xm + unsigned(y0 + int(i)) * w.inWidth;
-            for (unsigned j = colsIn.lo; j < colsIn.hi; ++j) {
-              // Without a branch: which entry wins is data, unpredictable.
-              const float v = row[x0 + int(j)];
-              const unsigned mask = 0u - unsigned(v > best);
-              at = (at & ~mask) | ((i * w.kernelWidth + j) & mask);
-              best = v > best ? v : best;
-            }
-          }
-          ym[oy * w.outWidth + ox] = best;
-          am[oy * w.outWidth + ox] = at;
-        }
-      }
-    }
+    for (unsigned m = 0; m < maps; ++m)
+      Kind::forward(w, &x[m * in], &y[m * P], Kind::KEEPS_ARGMAX ? &argmax[m * P] : nullptr);
     return true;
   }
 };
 
-// dL/dx of max pooling: each window's gradient to the entry its argmax names.
-class MaxPoolBackward : public Vertex {
+// dL/dx of pooling: Kind routes each window's gradient (MaxPool: to its argmax).
+template <class Kind> class PoolBackward : public Vertex {
 public:
   Input<Vector<float>> grad;       // [maps, H_out, W_out]
-  Input<Vector<unsigned>> argmax;  // [maps, H_out, W_out]
+  Input<Vector<unsigned>> argmax;  // [maps, H_out, W_out] (MaxPool), else empty
   Output<Vector<float>> gradInput; // [maps, H, W]
   unsigned maps;
   unsigned inChannels;
@@ -302,100 +276,17 @@ public:
   bool compute() {
     const Window w = windowOf(*this);
     const unsigned in = w.inHeight * w.inWidth, P = w.outPositions();
-    for (unsigned k = 0; k < maps * in; ++k)
-      gradInput[k] = 0.0f;
     for (unsigned m = 0; m < maps; ++m)
-      for (unsigned p = 0; p < P; ++p) {
-        const float g = grad[m * P + p];
-        if (g == 0.0f)
-          continue;
-        const unsigned i = argmax[m * P + p] / w.kernelWidth, j = argmax[m * P + p] % w.kernelWidth;
-        const int yy = Window::inIndex(p / w.outWidth, i, w.padY, w.strideY, w.inHeight);
-        const int xx = Window::inIndex(p % w.outWidth, j, w.padX, w.strideX, w.inWidth);
-        gradInput[m * in + unsigned(yy) * w.inWidth + unsigned(xx)] += g;
-      }
+      Kind::backward(w, &grad[m * P], Kind::KEEPS_ARGMAX ? &argmax[m * P] : nullptr,
+                     &gradInput[m * in]);
     return true;
   }
 };
 
-// Average pooling (padding counts as zeros, as PyTorch's default) and its backward, which
-// spreads a window's gradient evenly over it.
-class AvgPoolForward : public Vertex {
-public:
-  Input<Vector<float>> x;  // [maps, H, W]
-  Output<Vector<float>> y; // [maps, H_out, W_out]
-  unsigned maps;
-  unsigned inChannels;
-  unsigned inHeight;
-  unsigned inWidth;
-  unsigned kernelHeight;
-  unsigned kernelWidth;
-  unsigned strideY;
-  unsigned strideX;
-  unsigned padY;
-  unsigned padX;
-  unsigned outHeight;
-  unsigned outWidth;
-
-  bool compute() {
-    const Window w = windowOf(*this);
-    const unsigned in = w.inHeight * w.inWidth, P = w.outPositions();
-    const float size = float(w.kernelHeight * w.kernelWidth);
-    for (unsigned m = 0; m < maps; ++m)
-      for (unsigned p = 0; p < P; ++p) {
-        float sum = 0.0f;
-        for (unsigned i = 0; i < w.kernelHeight; ++i)
-          for (unsigned j = 0; j < w.kernelWidth; ++j) {
-            const int yy = Window::inIndex(p / w.outWidth, i, w.padY, w.strideY, w.inHeight);
-            const int xx = Window::inIndex(p % w.outWidth, j, w.padX, w.strideX, w.inWidth);
-            if (yy >= 0 && xx >= 0)
-              sum += x[m * in + unsigned(yy) * w.inWidth + unsigned(xx)];
-          }
-        y[m * P + p] = sum / size;
-      }
-    return true;
-  }
-};
-
-class AvgPoolBackward : public Vertex {
-public:
-  Input<Vector<float>> grad;       // [maps, H_out, W_out]
-  Output<Vector<float>> gradInput; // [maps, H, W]
-  unsigned maps;
-  unsigned inChannels;
-  unsigned inHeight;
-  unsigned inWidth;
-  unsigned kernelHeight;
-  unsigned kernelWidth;
-  unsigned strideY;
-  unsigned strideX;
-  unsigned padY;
-  unsigned padX;
-  unsigned outHeight;
-  unsigned outWidth;
-
-  bool compute() {
-    const Window w = windowOf(*this);
-    const unsigned in = w.inHeight * w.inWidth, P = w.outPositions();
-    const float size = float(w.kernelHeight * w.kernelWidth);
-    for (unsigned k = 0; k < maps * in; ++k)
-      gradInput[k] = 0.0f;
-    for (unsigned m = 0; m < maps; ++m)
-      for (unsigned p = 0; p < P; ++p) {
-        const float share = grad[m * P + p] / size;
-        if (share == 0.0f)
-          continue;
-        for (unsigned i = 0; i < w.kernelHeight; ++i)
-          for (unsigned j = 0; j < w.kernelWidth; ++j) {
-            const int yy = Window::inIndex(p / w.outWidth, i, w.padY, w.strideY, w.inHeight);
-            const int xx = Window::inIndex(p % w.outWidth, j, w.padX, w.strideX, w.inWidth);
-            if (yy >= 0 && xx >= 0)
-              gradInput[m * in + unsigned(yy) * w.inWidth + unsigned(xx)] += share;
-          }
-      }
-    return true;
-  }
-};
+template class PoolForward<popsnn::conv::MaxPool>;
+template class PoolForward<popsnn::conv::AvgPool>;
+template class PoolBackward<popsnn::conv::MaxPool>;
+template class PoolBackward<popsnn::conv::AvgPool>;
 
 // out = the sum of `parts` equal blocks (partial results of several tiles), in block order.
 class SumParts : public Vertex {
