@@ -154,16 +154,18 @@ public:
 
 // This channel group's share of dL/dx, the transposed convolution: per row, when dL/dI is
 // dense enough, col = dL/dI^T . W by the blocked dense product (positions in chunks of
-// the work's size), else one weight row per non-zero entry into col; then each position's
-// col row added back on its window (col2im). The shares of all channel groups are summed
-// by SumParts.
+// the work's size), then each position's col row added back on its window (col2im); else
+// per output position its non-zero entries' weight rows combined, by window runs into a
+// channels-last dL/dx when no column padding cuts a window (ConvKernels.hpp), else into
+// one col row and col2im. The shares of all channel groups are summed by SumParts.
 class ConvInputGrad : public Vertex {
 public:
   Input<Vector<float>> grad;       // dL/dI [rows, c, H_out, W_out]
   Input<Vector<float>> weights;    // [c, C_in, kH, kW]
   Output<Vector<float>> gradInput; // [rows, C_in, H, W]
   // [chunk, taps]: col rows of `chunk` positions (at least taps + 2 c: one col row, then
-  // one position's non-zero coefficients and channels)
+  // one position's non-zero coefficients and channels); then, without column padding,
+  // windowRunsFloats for the window runs
   InOut<Vector<float>> work;
   Output<Vector<unsigned>> denseRows; // [1]: rows that took the dense product
   unsigned rows;
@@ -183,8 +185,14 @@ public:
   bool compute() {
     const Window w = windowOf(*this);
     const unsigned c = outChannels, taps = w.taps(), P = w.outPositions();
-    const unsigned chunk = std::max(1u, std::min(P, unsigned(work.size() / taps)));
+    const bool runs = w.padX == 0;
+    const unsigned colFloats = unsigned(work.size()) - (runs ? windowRunsFloats(w, c) : 0u);
+    const unsigned chunk = std::max(1u, std::min(P, colFloats / taps));
     float *__restrict col = &work[0];
+    float *__restrict wr = col + colFloats;
+    float *__restrict dxT = wr + c * w.kernelHeight * paddedRun(w);
+    if (runs)
+      weightRuns(w, c, &weights[0], wr);
     for (unsigned k = 0; k < rows * w.inSize(); ++k)
       gradInput[k] = 0.0f;
     unsigned dense = 0;
@@ -202,8 +210,11 @@ public:
         }
         continue;
       }
+      if (runs)
+        for (unsigned k = 0; k < w.inSize() + paddedRun(w); ++k)
+          dxT[k] = 0.0f;
       // Per position, its non-zero entries (coefficients and channels), then their weight
-      // rows combined into one col row.
+      // rows combined.
       float *__restrict coef = col + taps;
       unsigned *__restrict idx = reinterpret_cast<unsigned *>(coef + c);
       for (unsigned p = 0; p < P; ++p) {
@@ -215,9 +226,17 @@ public:
         }
         if (!count)
           continue;
+        if (runs) {
+          addWindowRuns(w, p, count, coef, idx, wr, dxT);
+          continue;
+        }
         combineRows(taps, count, coef, idx, &weights[0], taps, col);
         addWindows(w, col, p, 1, dx);
       }
+      if (runs) // channels-last back to [C_in, H, W]
+        for (unsigned ci = 0, hw = w.inHeight * w.inWidth; ci < w.inChannels; ++ci)
+          for (unsigned k = 0; k < hw; ++k)
+            dx[ci * hw + k] = dxT[k * w.inChannels + ci];
     }
     denseRows[0] = dense;
     return true;

@@ -176,37 +176,89 @@ inline void addWindows(const Window &w, const float *__restrict col, unsigned p0
   }
 }
 
-// out[0, n) = sum_k coef[k] * rows[idx[k] * ld + (0, n)]: a few rows of a matrix combined,
-// a block of BLOCK_VECS vectors of out held in registers while every row streams past
-// (one load per multiply-add; an axpy per row would also load and store out each time).
+// out[0, n) = sum_k coef[k] * rows[idx[k] * ld + (0, n)] (ADD: out +=): a few rows of a
+// matrix combined, a block of BLOCK_VECS vectors of out held in registers while every row
+// streams past (one load per multiply-add; an axpy per row would also load and store out
+// each time).
+template <bool ADD = false>
 inline void combineRows(unsigned n, unsigned count, const float *__restrict coef,
                         const unsigned *__restrict idx, const float *__restrict rows, unsigned ld,
                         float *__restrict out) {
   using popsnn::dense::Lanes;
   using popsnn::dense::LANES;
+  using popsnn::dense::loadLanes;
   constexpr unsigned BLOCK_VECS = 4, BLOCK = BLOCK_VECS * LANES;
   unsigned k0 = 0;
   for (; k0 + BLOCK <= n; k0 += BLOCK) {
-    Lanes acc[BLOCK_VECS] = {};
+    Lanes acc[BLOCK_VECS];
+    for (unsigned v = 0; v < BLOCK_VECS; ++v)
+      acc[v] = ADD ? loadLanes(out + k0 + v * LANES) : Lanes{};
     for (unsigned q = 0; q < count; ++q) {
       const float *__restrict r = rows + std::size_t(idx[q]) * ld + k0;
       for (unsigned v = 0; v < BLOCK_VECS; ++v)
-        acc[v] += coef[q] * popsnn::dense::loadLanes(r + v * LANES);
+        acc[v] += coef[q] * loadLanes(r + v * LANES);
     }
     for (unsigned v = 0; v < BLOCK_VECS; ++v)
       popsnn::dense::storeLanes(out + k0 + v * LANES, acc[v]);
   }
   for (; k0 + LANES <= n; k0 += LANES) { // whole vectors of the rest
-    Lanes acc = {};
+    Lanes acc = ADD ? loadLanes(out + k0) : Lanes{};
     for (unsigned q = 0; q < count; ++q)
-      acc += coef[q] * popsnn::dense::loadLanes(rows + std::size_t(idx[q]) * ld + k0);
+      acc += coef[q] * loadLanes(rows + std::size_t(idx[q]) * ld + k0);
     popsnn::dense::storeLanes(out + k0, acc);
   }
   for (unsigned k = k0; k < n; ++k) // fewer than a vector: row by row, no gathers
-    out[k] = 0.0f;
+    out[k] = ADD ? out[k] : 0.0f;
   for (unsigned q = 0; q < count; ++q)
     for (unsigned k = k0; k < n; ++k)
       out[k] += coef[q] * rows[std::size_t(idx[q]) * ld + k];
+}
+
+// The input gradient by window runs, ConvInputGrad's per-entry path when no column padding
+// cuts a window: dL/dx is kept channels-last ([H, W, C_in]) so that a window's row (kW
+// columns x C_in channels) is one contiguous run, and a position's non-zero dL/dI entries
+// add their weights' matching rows (transposed to that order, zero-padded to whole
+// vectors) onto it, with no col row and no scalar col2im. The padding adds zeros to the
+// entries after a run (and past dL/dx's end into the run's padding).
+inline unsigned paddedRun(const Window &w) {
+  using popsnn::dense::LANES;
+  return (w.kernelWidth * w.inChannels + LANES - 1) / LANES * LANES;
+}
+// Work floats: the transposed weights [c, kH, paddedRun], then dL/dx channels-last and one
+// run's padding.
+inline unsigned windowRunsFloats(const Window &w, unsigned c) {
+  return (c * w.kernelHeight + 1) * paddedRun(w) + w.inSize();
+}
+
+// wr [c, kH, paddedRun] = weights [c, C_in, kH, kW] as rows of (column, channel) runs.
+inline void weightRuns(const Window &w, unsigned c, const float *__restrict weights,
+                       float *__restrict wr) {
+  const unsigned kH = w.kernelHeight, kW = w.kernelWidth, cin = w.inChannels, R = paddedRun(w);
+  for (unsigned co = 0; co < c; ++co)
+    for (unsigned i = 0; i < kH; ++i) {
+      float *__restrict run = wr + (co * kH + i) * R;
+      for (unsigned k = kW * cin; k < R; ++k)
+        run[k] = 0.0f;
+      for (unsigned j = 0; j < kW; ++j)
+        for (unsigned ci = 0; ci < cin; ++ci)
+          run[j * cin + ci] = weights[((co * cin + ci) * kH + i) * kW + j];
+    }
+}
+
+// dxT [H, W, C_in] += output position p's `count` non-zero entries (coef, channel idx)
+// times their weight runs, one run per window row inside the map.
+inline void addWindowRuns(const Window &w, unsigned p, unsigned count, const float *__restrict coef,
+                          const unsigned *__restrict idx, const float *__restrict wr,
+                          float *__restrict dxT) {
+  const unsigned R = paddedRun(w), kH = w.kernelHeight;
+  const unsigned oy = p / w.outWidth, ox = p % w.outWidth;
+  const TapRange rowsIn(oy, kH, w.padY, w.strideY, w.inHeight);
+  const int y0 = int(oy * w.strideY) - int(w.padY);
+  for (unsigned i = rowsIn.lo; i < rowsIn.hi; ++i) {
+    float *__restrict run =
+        dxT + (unsigned(y0 + int(i)) * w.inWidth + ox * w.strideX) * w.inChannels;
+    combineRows<true>(R, count, coef, idx, wr + i * R, kH * R, run);
+  }
 }
 
 // gw [c, taps] += each non-zero dL/dI entry times its window of the input: per output

@@ -29,7 +29,14 @@ unsigned inputGradChunk(const ConvStageSpec &spec, unsigned positions) {
 
 std::size_t inputGradWorkFloats(const ConvStageSpec &spec, unsigned positions, unsigned channels) {
   const std::size_t taps = std::size_t(spec.inChannels) * spec.conv.kernelH * spec.conv.kernelW;
-  return std::max(inputGradChunk(spec, positions) * taps, taps + 2 * channels);
+  const std::size_t col = std::max(inputGradChunk(spec, positions) * taps, taps + 2 * channels);
+  if (spec.conv.padW) // no window runs (codelets/ConvKernels.hpp's windowRunsFloats)
+    return col;
+  // A run padded to whole vectors of any target (at most 16 floats), so the codelets' own
+  // rounding never needs more.
+  const std::size_t run = (std::size_t(spec.conv.kernelW) * spec.inChannels + 15) / 16 * 16;
+  const std::size_t in = std::size_t(spec.inChannels) * spec.inHeight * spec.inWidth;
+  return col + (std::size_t(channels) * spec.conv.kernelH + 1) * run + in;
 }
 
 std::vector<MapSize> stageMapSizes(const ConvStageSpec &spec) {
