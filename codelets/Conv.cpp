@@ -199,8 +199,9 @@ public:
     for (unsigned r = 0; r < rows; ++r) {
       const float *__restrict gr = &grad[r * c * P];
       float *__restrict dx = &gradInput[r * w.inSize()];
-      const bool product = popsnn::dense::denseEnough(popsnn::dense::countNonzero(gr, 1, c * P, 0),
-                                                      c * P, DENSE_INPUT_GRAD_MIN_PER_MILLE);
+      const bool product = popsnn::dense::denseEnough(
+          popsnn::dense::countNonzero(gr, 1, c * P, 0), c * P,
+          runs ? RUNS_DENSE_INPUT_GRAD_MIN_PER_MILLE : DENSE_INPUT_GRAD_MIN_PER_MILLE);
       dense += product;
       if (product) {
         for (unsigned p0 = 0; p0 < P; p0 += chunk) {

@@ -427,9 +427,13 @@ struct AvgPool {
 };
 
 // The fraction (per mille) of non-zero dL/dI entries from which ConvInputGrad runs the
-// blocked dense product (col = dL/dI^T . W, then col2im) rather than one multiply-add of a
-// weight row per non-zero entry. Measured with bench/csnn_steps.py (docs/convolution.md).
+// blocked dense product (col = dL/dI^T . W, then col2im) rather than its per-entry path:
+// by window runs, measured (bench/csnn_threshold.py under perf, the CSNN's second
+// convolution, CPU time per row: runs 12 / 18 / 25 / 37 / 59 us at 10 / 25 / 40 / 60 / 100%,
+// the product 30-36 us at any density) to cross near 50%; by col rows (column padding),
+// 30% from the earlier, slower per-entry kernel (docs/convolution.md).
 constexpr unsigned DENSE_INPUT_GRAD_MIN_PER_MILLE = 300;
+constexpr unsigned RUNS_DENSE_INPUT_GRAD_MIN_PER_MILLE = 500;
 
 } // namespace conv
 } // namespace popsnn
