@@ -283,9 +283,16 @@ def fit(
         log(f"popsnn: resumed from {resume} after epoch {first_epoch}")
     model_since = first_epoch + 1  # the first epoch `model` (and its profile) ran here
 
+    sets = (train_set, test_set)
     probe_x = test_set.inputs(np.arange(min(PROBE_SAMPLES, len(test_set))))
     probe_x = _encode(probe_x, config, np.random.default_rng(config.seed))
     train_seconds, trained_samples, train_profile = 0.0, 0, None
+
+    def metrics_so_far() -> dict:
+        wall = time.perf_counter() - wall_start
+        run = (train_seconds, trained_samples, wall, model_since)
+        return _metrics(model, config, history, sets, run)
+
     for epoch in range(first_epoch + 1, config.epochs + 1):
         # The engines keep the learning rate in device memory: a new rate is a small host
         # write, no recompile. Set every epoch (a resumed run's optimiser state carries the
@@ -309,20 +316,28 @@ def fit(
         )
         if ranks.is_root:
             _save_checkpoint(out_dir, model, epoch, rng, config, history)
+            # After every epoch, so a stopped or killed run keeps its history so far.
+            _write_json(out_dir / METRICS_NAME, metrics_so_far())
 
+    metrics = metrics_so_far()
+    if ranks.is_root:
+        _report(metrics, config, model, probe_x, test_set, out_dir, train_profile, log)
+    return metrics
+
+
+def _metrics(model: Model, config: Config, history: dict, sets, run) -> dict:
+    """What metrics.json holds. `run`: this session's train-step seconds, images trained, wall
+    seconds and first epoch; `history`: every epoch so far (a resumed run's included)."""
+    train_seconds, trained_samples, wall, model_since = run
     throughput = trained_samples / train_seconds if train_seconds else None
-    wall = time.perf_counter() - wall_start
-    metrics = {
+    return {
         "config": config.to_dict(),
-        "summary": _summary(model, config, history, (train_set, test_set), throughput, wall),
+        "summary": _summary(model, config, history, sets, throughput, wall),
         "history": history,
         # The profile covers the epochs this session ran (one model throughout: the
         # learning rate changes without a rebuild).
         "profile": _jsonable(dict(model.profile(), epochs=[model_since, epoch_label(history)])),
     }
-    if ranks.is_root:
-        _report(metrics, config, model, probe_x, test_set, out_dir, train_profile, log)
-    return metrics
 
 
 def _save_plots(model: Model, probe_x, test_set, history: dict, out_dir: Path) -> None:

@@ -95,6 +95,28 @@ def test_fit_learns_and_writes_metrics(tmp_path, mnist_slice):
     assert len(saved["history"]["activity"][0]) == 2  # one rate per layer
 
 
+def test_a_stopped_run_keeps_the_metrics_of_its_finished_epochs(tmp_path, mnist_slice):
+    tr, te = mnist_slice
+
+    def stop_in_epoch_two(line):  # as Ctrl-C during epoch 2 would
+        if line.startswith("epoch 2:"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train.fit(
+            quick_config(tmp_path, epochs=3),
+            train_set=tr,
+            test_set=te,
+            progress=False,
+            log=stop_in_epoch_two,
+        )
+    saved = json.loads((tmp_path / "metrics.json").read_text())
+    assert saved["summary"]["epochs"] == 1 and saved["history"]["epoch"] == [1]
+    assert len(saved["history"]["step_loss"]) == 10  # 300 samples / 32: 10 batches
+    assert saved["summary"]["test_accuracy"] == saved["history"]["test_accuracy"][0]
+    assert checkpoint.load(tmp_path / "checkpoint.npz")["epoch"] == 1
+
+
 def test_resume_gives_the_same_weights_as_an_uninterrupted_run(tmp_path, mnist_slice):
     tr, te = mnist_slice
     quiet = dict(train_set=tr, test_set=te, progress=False, log=lambda *_: None)
