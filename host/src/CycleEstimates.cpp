@@ -54,13 +54,6 @@ std::uint64_t convForwardCycles(const VertexWork &w) {
           2ull * w.positions * w.neurons);
 }
 
-// Weight or input gradient: each of a row's activeCandidates non-zero dL/dI entries visits
-// its window's taps (a load, a multiply-add and a store each).
-std::uint64_t convGradCycles(const VertexWork &w) {
-  return std::uint64_t(w.batch) *
-         (2ull * w.positions * w.neurons + 3ull * std::uint64_t(w.activeCandidates) * w.inputs);
-}
-
 // A pool over `batch` rows of `neurons` maps: every window entry once.
 std::uint64_t poolCycles(const VertexWork &w) {
   return std::uint64_t(w.batch) * w.neurons * w.positions * (2ull + 2ull * w.kernelArea);
@@ -119,9 +112,16 @@ const std::map<std::string, Estimator> &table() {
                 std::uint64_t(w.batch) * (2ull * w.positions * w.neurons + w.elements +
                                           3ull * std::min(byGrads, byInputs));
        }},
+      // The per-entry path by window runs: per row dL/dI's entries counted and gathered
+      // per position, each non-zero entry one pass over its window's taps (kH runs of
+      // float pairs), dL/dx zeroed and transposed from channels-last; the weights
+      // transposed to runs once.
       {"ConvInputGrad",
        [](const VertexWork &w) {
-         return kVertexOverhead + convGradCycles(w) + 2ull * w.batch * w.elements;
+         return kVertexOverhead + 2ull * w.neurons * w.inputs +
+                std::uint64_t(w.batch) *
+                    (2ull * w.positions * w.neurons +
+                     std::uint64_t(w.activeCandidates) * vectorPass(w.inputs) + 3ull * w.elements);
        }},
       {"MaxPoolForward", [](const VertexWork &w) { return kVertexOverhead + poolCycles(w); }},
       {"MaxPoolBackward", [](const VertexWork &w) { return kVertexOverhead + poolCycles(w); }},
