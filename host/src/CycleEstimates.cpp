@@ -54,6 +54,17 @@ std::uint64_t convForwardCycles(const VertexWork &w) {
           2ull * w.positions * w.neurons);
 }
 
+// The input gradient's per-entry path by window runs: per row dL/dI's entries counted and
+// gathered per position, each non-zero entry one pass over its window's taps (kH runs of
+// float pairs), dL/dx zeroed and transposed from channels-last; the weights transposed to
+// runs once.
+std::uint64_t convInputGradCycles(const VertexWork &w) {
+  return kVertexOverhead + 2ull * w.neurons * w.inputs +
+         std::uint64_t(w.batch) *
+             (2ull * w.positions * w.neurons +
+              std::uint64_t(w.activeCandidates) * vectorPass(w.inputs) + 3ull * w.elements);
+}
+
 // A pool over `batch` rows of `neurons` maps: every window entry once.
 std::uint64_t poolCycles(const VertexWork &w) {
   return std::uint64_t(w.batch) * w.neurons * w.positions * (2ull + 2ull * w.kernelArea);
@@ -112,17 +123,7 @@ const std::map<std::string, Estimator> &table() {
                 std::uint64_t(w.batch) * (2ull * w.positions * w.neurons + w.elements +
                                           3ull * std::min(byGrads, byInputs));
        }},
-      // The per-entry path by window runs: per row dL/dI's entries counted and gathered
-      // per position, each non-zero entry one pass over its window's taps (kH runs of
-      // float pairs), dL/dx zeroed and transposed from channels-last; the weights
-      // transposed to runs once.
-      {"ConvInputGrad",
-       [](const VertexWork &w) {
-         return kVertexOverhead + 2ull * w.neurons * w.inputs +
-                std::uint64_t(w.batch) *
-                    (2ull * w.positions * w.neurons +
-                     std::uint64_t(w.activeCandidates) * vectorPass(w.inputs) + 3ull * w.elements);
-       }},
+      {"ConvInputGrad", convInputGradCycles},
       {"MaxPoolForward", [](const VertexWork &w) { return kVertexOverhead + poolCycles(w); }},
       {"MaxPoolBackward", [](const VertexWork &w) { return kVertexOverhead + poolCycles(w); }},
       {"AvgPoolForward", [](const VertexWork &w) { return kVertexOverhead + poolCycles(w); }},
