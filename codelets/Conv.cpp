@@ -88,7 +88,8 @@ public:
   Output<Vector<float>> gradBias;       // [c]
   Output<Vector<unsigned>> activeGrads; // [1]: dL/dI entries that carried gradient
   // [taps, c] sums of the input-driven rows, [P, c] one row's dL/dI transposed, [taps] one
-  // window of the input, [C_in * H * W] the row's non-zero input positions.
+  // window of the input, [C_in * H * W] the row's non-zero input positions, [2 c] one
+  // position's non-zero dL/dI entries and their channels.
   InOut<Vector<float>> work;
   unsigned rows;
   unsigned outChannels;
@@ -111,6 +112,8 @@ public:
     float *__restrict gT = &work[taps * c];
     float *__restrict col = &work[taps * c + P * c];
     unsigned *__restrict idx = reinterpret_cast<unsigned *>(col + taps);
+    float *__restrict coef = col + taps + w.inSize();
+    unsigned *__restrict chan = reinterpret_cast<unsigned *>(coef + c);
     for (unsigned k = 0; k < c * taps; ++k)
       gradWeights[k] = gwT[k] = 0.0f;
     for (unsigned co = 0; co < c; ++co)
@@ -134,10 +137,12 @@ public:
       if (!activeG)
         continue;
       // Each product g * x once either way: from dL/dI's non-zero entries (a window of
-      // taps each) or from the input's (kernel area x channels each), whichever is fewer.
-      if (std::uint64_t(activeG) * taps <=
+      // taps each) or from the input's (kernel area x channels each), whichever costs less;
+      // a product by gradients costs about twice one by inputs (its multiply-adds store
+      // into [c, taps] rows, not one cached block; ConvKernels.hpp).
+      if (GRADIENT_PRODUCT_COST * activeG * taps <=
           std::uint64_t(activeX) * w.kernelHeight * w.kernelWidth * c + std::uint64_t(P) * c) {
-        weightGradByGradients(w, c, xr, gr, col, &gradWeights[0]);
+        weightGradByGradients(w, c, xr, gr, col, coef, chan, &gradWeights[0]);
       } else {
         weightGradByInputs(w, c, xr, idx, activeX, gr, gT, gwT);
         byInputs = true;

@@ -262,25 +262,35 @@ inline void addWindowRuns(const Window &w, unsigned p, unsigned count, const flo
 }
 
 // gw [c, taps] += each non-zero dL/dI entry times its window of the input: per output
-// position with any gradient, its window as one row (windowRow), then one contiguous
-// multiply-add of that row per non-zero entry.
+// position, its non-zero entries listed (coef, chan; without a branch per entry: which are
+// zero is data), then, if any, its window as one row (windowRow) and one contiguous
+// multiply-add of that row per entry.
 inline void weightGradByGradients(const Window &w, unsigned c, const float *__restrict xr,
                                   const float *__restrict gr, float *__restrict col,
+                                  float *__restrict coef, unsigned *__restrict chan,
                                   float *__restrict gradW) {
   const unsigned taps = w.taps(), P = w.outPositions();
   for (unsigned p = 0; p < P; ++p) {
-    bool filled = false;
+    unsigned count = 0;
     for (unsigned co = 0; co < c; ++co) {
       const float g = gr[co * P + p];
-      if (g == 0.0f)
-        continue;
-      if (!filled)
-        windowRow(w, xr, p, col);
-      filled = true;
-      axpy(taps, g, col, &gradW[co * taps]);
+      coef[count] = g, chan[count] = co;
+      count += g != 0.0f;
     }
+    if (!count)
+      continue;
+    windowRow(w, xr, p, col);
+    for (unsigned q = 0; q < count; ++q)
+      axpy(taps, coef[q], col, &gradW[chan[q] * taps]);
   }
 }
+
+// ConvWeightGrad's cost of a product by gradients relative to one by inputs. On the CSNN's
+// second convolution under a window rule (perf, bench/csnn_steps.py 10 128 window:0.5;
+// docs/convolution.md) rows by gradients ran at about 0.22 ns a product, rows by inputs
+// at 0.15 with their overheads; with 1 the rule's sparse rows took the slower path and the
+// weight gradient cost twice the dense one's, with 2 less than it.
+constexpr std::uint64_t GRADIENT_PRODUCT_COST = 2;
 
 // gwT [taps, c] += each non-zero input times dL/dI of the outputs its taps reach, with
 // dL/dI transposed to [P, c] (gT) first, so every product runs along the c channels.

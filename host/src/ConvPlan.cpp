@@ -58,9 +58,10 @@ std::uint64_t convShardBytes(const ConvStageSpec &spec, unsigned channels, unsig
   const std::uint64_t taps = std::uint64_t(spec.inChannels) * spec.conv.kernelH * spec.conv.kernelW;
   const std::uint64_t convOut = std::uint64_t(maps[1].h) * maps[1].w;
   // Input, weights, bias; the forward's work (taps transposed, one row's sums), the weight
-  // gradient's ([taps, c], [P, c], one window) and the input gradient's (col rows).
+  // gradient's ([taps, c], [P, c], one window, a position's entries) and the input
+  // gradient's (col rows).
   std::uint64_t floats = rc * inSize + c * taps + c + taps * c + convOut * c + inSize + 4;
-  floats += taps * c + convOut * c + taps + inSize;
+  floats += taps * c + convOut * c + taps + inSize + 2 * c;
   if (spec.inputGrad)
     floats += inputGradWorkFloats(spec, unsigned(convOut), channels);
   // Every map after the input: its forward values and its gradient; max pools their argmax.

@@ -175,7 +175,7 @@ void addGradVertices(ConvStageBuild &s, ComputeSet cs) {
     t.activeGrads = s.var(UNSIGNED_INT, 1, sh.tile, "active_grads");
     t.inputDenseRows = s.var(UNSIGNED_INT, 1, sh.tile, "input_grad_dense_rows");
     const std::size_t workFloats =
-        std::size_t(s.taps()) * c + std::size_t(P) * c + s.taps() + s.inSize();
+        std::size_t(s.taps()) * c + std::size_t(P) * c + s.taps() + s.inSize() + 2 * c;
     VertexWork w;
     w.batch = rows, w.neurons = c, w.inputs = s.taps(), w.elements = s.inSize();
     w.positions = s.positions(1), w.activeCandidates = unsigned(s.activeGrads[i] + 0.5f);
