@@ -114,14 +114,15 @@ const std::map<std::string, Estimator> &table() {
       {"SgdStep", [](const VertexWork &w) { return kVertexOverhead + 4ull * w.elements; }},
       {"AdamStep", [](const VertexWork &w) { return kVertexOverhead + 14ull * w.elements; }},
       {"ConvForward", [](const VertexWork &w) { return kVertexOverhead + convForwardCycles(w); }},
-      // Each row by dL/dI's non-zero entries or by the input's, whichever is fewer products.
+      // Each row by dL/dI's non-zero entries or by the input's, as the vertex chooses (a
+      // product by gradients weighed at twice one by inputs).
       {"ConvWeightGrad",
        [](const VertexWork &w) {
          const std::uint64_t byGrads = std::uint64_t(w.activeCandidates) * w.inputs;
          const std::uint64_t byInputs = std::uint64_t(w.activeInputs) * w.kernelArea * w.neurons;
          return kVertexOverhead +
                 std::uint64_t(w.batch) * (2ull * w.positions * w.neurons + w.elements +
-                                          3ull * std::min(byGrads, byInputs));
+                                          3ull * (2 * byGrads <= byInputs ? byGrads : byInputs));
        }},
       {"ConvInputGrad", convInputGradCycles},
       {"MaxPoolForward", [](const VertexWork &w) { return kVertexOverhead + poolCycles(w); }},
