@@ -10,7 +10,7 @@ shared): speed is instructions per training step counted by valgrind's callgrind
 (a) the bytes the storage points hold per step, computed from the shapes, and (b) the peak of
 NumPy's allocations in one training step (tracemalloc), measured. Everything runs on the
 reference device: popsnn's engine refuses float16 (its half path is partly built:
-docs/numerics.md section 8; bench/half_forward.py times the half forward vertices alone), so
+docs/numerics.md section 8; bench/half_forward.py times the half LIF vertices alone), so
 there is no engine or ipu-model figure for half here, and none is made up.
 """
 

@@ -37,8 +37,11 @@ from popsnn.backends import engine as engine_backend  # noqa: E402
 VARIANTS = ("one per layer", "per neuron", "beta learned per neuron", "both learned per neuron")
 BATCH, STEPS, HIDDEN = 32, 25, 1000
 INSTANCES = (
-    ("LifForward.cpp", "LifForward<popsnn::Leaky,popsnn::ResetSubtract,popsnn::NoRule>"),
-    ("LifBackward.cpp", "LifBackward<popsnn::Leaky,popsnn::ResetSubtract,popsnn::DenseTrace>"),
+    ("LifForward.cpp", "LifForward<popsnn::Leaky,popsnn::ResetSubtract,popsnn::NoRule,float>"),
+    (
+        "LifBackward.cpp",
+        "LifBackward<popsnn::Leaky,popsnn::ResetSubtract,popsnn::DenseTrace,float>",
+    ),
 )
 
 

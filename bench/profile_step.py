@@ -31,6 +31,28 @@ from popsnn import optim  # noqa: E402
 from popsnn.backends import engine as engine_backend  # noqa: E402
 
 
+def perf_loop(step, seconds: float, perf_out: str, event: str | None = None) -> tuple:
+    """Calls step() back to back for `seconds` (at least once), with `perf record -g`
+    attached to this process when perf_out is set (`event`: perf's -e, e.g. cpu-clock where
+    the VM has no cycle counter); returns (calls, wall-clock seconds)."""
+    perf = None
+    if perf_out:
+        events = ["-e", event] if event else []
+        perf = subprocess.Popen(
+            ["perf", "record", *events, "-g", "-o", perf_out, "-p", str(os.getpid())]
+        )
+        time.sleep(0.5)  # perf attached before the first timed call
+    calls, t0 = 0, time.perf_counter()
+    while calls == 0 or time.perf_counter() - t0 < seconds:
+        step()
+        calls += 1
+    elapsed = time.perf_counter() - t0
+    if perf:
+        perf.send_signal(signal.SIGINT)
+        perf.wait()
+    return calls, elapsed
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--input", choices=throughput.INPUTS, default="mnist")
@@ -59,20 +81,9 @@ def main() -> None:
     )
     for _ in range(10):
         model.train_step(work.x, work.y)
-    perf = None
-    if args.perf_out:
-        perf = subprocess.Popen(
-            ["perf", "record", "-g", "-o", args.perf_out, "-p", str(os.getpid())]
-        )
-        time.sleep(0.5)  # perf attached before the first timed step
-    steps, t0 = 0, time.perf_counter()
-    while steps == 0 or time.perf_counter() - t0 < args.seconds:
-        model.train_step(work.x, work.y)
-        steps += 1
-    seconds = time.perf_counter() - t0
-    if perf:
-        perf.send_signal(signal.SIGINT)
-        perf.wait()
+    steps, seconds = perf_loop(
+        lambda: model.train_step(work.x, work.y), args.seconds, args.perf_out
+    )
     print(
         f"{args.input}: {steps} steps, {1e3 * seconds / steps:.2f} ms per step (wall clock), "
         f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"

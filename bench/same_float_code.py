@@ -1,11 +1,12 @@
-"""Is the float code of LifForward's instantiations what it was? Compiles codelets/LifForward.cpp
-of a git revision (--before) and of the working tree, each with every float instantiation the
-build makes (the names of include/popsnn/VertexUnits.hpp's tables; a revision before the stored
-type was a template parameter names them without ", float"), with the package's codelet flags,
-then compares the disassembly function by function (objdump -d -C): names, addresses,
-relocation offsets and the alignment padding after a function's last instruction set aside.
+"""Is the float code of LifForward's (or LifBackward's) instantiations what it was? Compiles
+codelets/LifForward.cpp (--vertex LifBackward: LifBackward.cpp) of a git revision (--before) and
+of the working tree, each with every float instantiation the build makes (the names of
+include/popsnn/VertexUnits.hpp's tables; a revision before the stored type was a template
+parameter names them without ", float"), with the package's codelet flags, then compares the
+disassembly function by function (objdump -d -C): names, addresses, relocation offsets and the
+alignment padding after a function's last instruction set aside.
 
-    .venv/bin/python bench/same_float_code.py [--before main]
+    .venv/bin/python bench/same_float_code.py [--before main] [--vertex LifBackward]
 
 Prints the functions that differ and the totals; exit status 1 if any differs.
 """
@@ -23,13 +24,15 @@ ROOT = Path(__file__).resolve().parents[1]
 NEURONS = ("Leaky", "Synaptic", "RLeakyAllToAll", "Lapicque", "Alpha", "RLeakyOneToOne")
 RESETS = ("ResetSubtract", "ResetZero", "ResetNone")
 RULES = (("NoRule", "Window", "OneSided"), ("NoRule", "WindowDense", "OneSidedDense"))
+TRACES = (("DenseTrace", "CompressedTrace"), ("DenseTrace", "MaskedDenseTrace"))
 FLAGS = ["-O3", "-DNDEBUG", "-fPIC", "-fvisibility=hidden", "-fno-math-errno", "-march=native"]
 FLAGS += ["-std=gnu++17", "-D__POPC__", f"-I{ROOT}/host/poplar/include"]
+FLAGS += ["-include", "initializer_list"]  # LifBackward.cpp loops over a braced list
 
 
-def units() -> list:
+def units(vertex: str = "LifForward") -> list:
     names = []
-    for rules in RULES:
+    for rules in RULES if vertex == "LifForward" else TRACES:
         for n in NEURONS:
             for r in RESETS:
                 for rule in rules:
@@ -52,11 +55,11 @@ def export(rev: str | None, into: Path) -> Path:
     return into / "codelets"
 
 
-def compile_float(codelets: Path, suffix: str) -> Path:
-    source = (codelets / "LifForward.cpp").read_text()
+def compile_float(codelets: Path, suffix: str, vertex: str) -> Path:
+    source = (codelets / f"{vertex}.cpp").read_text()
     tu = codelets / "float_instances.cpp"
-    lines = "".join(f"template class LifForward<{u}{suffix}>;\n" for u in units())
-    tu.write_text('#line 1 "LifForward.cpp"\n' + source + "\n" + lines)
+    lines = "".join(f"template class {vertex}<{u}{suffix}>;\n" for u in units(vertex))
+    tu.write_text(f'#line 1 "{vertex}.cpp"\n' + source + "\n" + lines)
     obj = codelets / "float_instances.o"
     subprocess.run(["g++", "-c", *FLAGS, f"-I{codelets}", str(tu), "-o", str(obj)], check=True)
     return obj
@@ -104,15 +107,17 @@ def normal_body(lines: list) -> list:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--before", default="main")
+    parser.add_argument("--vertex", default="LifForward", choices=("LifForward", "LifBackward"))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         before_dir, after_dir = Path(tmp, "before"), Path(tmp, "after")
         before_dir.mkdir()
         after_dir.mkdir()
         before_src = export(args.before, before_dir)
-        named = "class S> class LifForward" in (before_src / "LifForward.cpp").read_text()
-        before = functions(compile_float(before_src, ",float" if named else ""))
-        after = functions(compile_float(export(None, after_dir), ",float"))
+        v = args.vertex
+        named = f"class S> class {v}" in (before_src / f"{v}.cpp").read_text()
+        before = functions(compile_float(before_src, ",float" if named else "", v))
+        after = functions(compile_float(export(None, after_dir), ",float", v))
     same = [k for k in before if after.get(k) == before[k]]
     differ = [k for k in before if k in after and after[k] != before[k]]
     missing = [k for k in before if k not in after]
@@ -121,7 +126,7 @@ def main() -> int:
         for k in names:
             print(f"{label}: {k[:160]}")
     count = sum(len(v) for v in before.values()), sum(len(v) for v in after.values())
-    print(f"{len(units())} float instantiations of LifForward, {args.before} against the tree:")
+    print(f"{len(units(v))} float instantiations of {v}, {args.before} against the tree:")
     print(
         f"functions {len(same)} identical, {len(differ)} differ, {len(missing)} only before, "
         f"{len(extra)} only after; instructions {count[0]:,} before, {count[1]:,} after"

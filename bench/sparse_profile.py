@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import time_bursts  # noqa: E402
 from event_tasks import latency_task  # noqa: E402
+from profile_step import perf_loop  # noqa: E402
 from sparse_bench import (  # noqa: E402
     SparseCase,
     _engine,
@@ -119,17 +118,9 @@ def main() -> None:
             f"load {os.getloadavg()[0]:.1f}"
         )
         return
-    perf = subprocess.Popen(
-        ["perf", "record", "-e", "cpu-clock", "-g", "-o", args.perf_out, "-p", str(os.getpid())]
+    calls, seconds = perf_loop(
+        lambda: rule.loss_and_grad(x, y), args.seconds, args.perf_out, "cpu-clock"
     )
-    time.sleep(0.5)
-    calls, t0 = 0, time.perf_counter()
-    while calls == 0 or time.perf_counter() - t0 < args.seconds:
-        rule.loss_and_grad(x, y)
-        calls += 1
-    seconds = time.perf_counter() - t0
-    perf.send_signal(signal.SIGINT)
-    perf.wait()
     print(
         f"{calls} loss_and_grad calls, {1e3 * seconds / calls:.3f} ms each (wall clock), "
         f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"

@@ -6,6 +6,7 @@
 
 #include "../include/popsnn/VertexEnums.hpp"
 #include "LifCommon.hpp"
+#include "StoredRows.hpp"
 
 #define POPSNN_ONCE inline __attribute__((noinline))
 
@@ -23,8 +24,10 @@ inline float dot(const float *__restrict a, const float *__restrict b, unsigned 
 
 // One (step, sample) row of the next layer's dL/dI, gathered from its shards' blocks
 // (`rowsPerBlock` rows each, a shard's width per row) into g, zero-padded to
-// pushWidth(nextLayerSize) so it lines up with the padded rows of W_next.
-POPSNN_ONCE void gatherNextGrad(const float *nextGrad, float *__restrict g, unsigned nextLayerSize,
+// pushWidth(nextLayerSize) so it lines up with the padded rows of W_next. G: the stored type
+// (half storage: the values read as float, exactly).
+template <class G>
+POPSNN_ONCE void gatherNextGrad(const G *nextGrad, float *__restrict g, unsigned nextLayerSize,
                                 unsigned nextShardSize, unsigned row, unsigned rowsPerBlock) {
   const unsigned P = pushWidth(nextLayerSize);
   for (unsigned c = 0; c < P; ++c)
@@ -32,18 +35,20 @@ POPSNN_ONCE void gatherNextGrad(const float *nextGrad, float *__restrict g, unsi
   for (unsigned first = 0; first < nextLayerSize; first += nextShardSize) {
     const unsigned size =
         nextLayerSize - first < nextShardSize ? nextLayerSize - first : nextShardSize;
-    const float *__restrict block = &nextGrad[rowsPerBlock * first + row * size];
+    const G *__restrict block = &nextGrad[rowsPerBlock * first + row * size];
     for (unsigned c = 0; c < size; ++c)
       g[first + c] = block[c];
   }
 }
 
-// Fan-out blocks [n, n_k] (one per downstream shard k) -> [N_down, n].
-POPSNN_ONCE void transposeFanout(const float *__restrict fanout, unsigned n, unsigned shardSize,
+// Fan-out blocks [n, n_k] (one per downstream shard k) -> [N_down, n] (float: half weights
+// are held exactly).
+template <class W>
+POPSNN_ONCE void transposeFanout(const W *__restrict fanout, unsigned n, unsigned shardSize,
                                  unsigned layerSize, float *__restrict byDownstream) {
   for (unsigned first = 0; first < layerSize; first += shardSize) {
     const unsigned size = layerSize - first < shardSize ? layerSize - first : shardSize;
-    const float *__restrict block = fanout + n * first;
+    const W *__restrict block = fanout + n * first;
     for (unsigned i = 0; i < n; ++i)
       for (unsigned k = 0; k < size; ++k)
         byDownstream[(first + k) * n + i] = block[i * size + k];
@@ -53,18 +58,20 @@ POPSNN_ONCE void transposeFanout(const float *__restrict fanout, unsigned n, uns
 // eps[j] += sum_k W_down[k, j] * dL/dI_down[b, k] over a downstream layer's neurons k.
 // `grads` holds one block per downstream shard k at rowsPerBlock * first_k, [rows, n_k];
 // `row` picks the (step, sample) or sample row within each block.
-// Dense: one multiply-add pass over this shard per downstream neuron.
+// Dense: one multiply-add pass over this shard per downstream neuron. G: grads' stored type.
+template <class G>
 POPSNN_ONCE void fromFanoutDense(float *__restrict eps, unsigned n, const float *byDownstream,
-                                 const float *grads, unsigned shardSize, unsigned layerSize,
+                                 const G *grads, unsigned shardSize, unsigned layerSize,
                                  unsigned row, unsigned rowsPerBlock) {
   for (unsigned first = 0; first < layerSize; first += shardSize) {
     const unsigned size = layerSize - first < shardSize ? layerSize - first : shardSize;
-    const float *__restrict g = grads + rowsPerBlock * first + row * size;
+    const G *__restrict g = grads + rowsPerBlock * first + row * size;
     const float *__restrict rows = byDownstream + first * n;
     unsigned k = 0;
     // Four downstream neurons per pass: one load and store of eps for four rows.
     for (; k + 4 <= size; k += 4) {
-      const float g0 = g[k], g1 = g[k + 1], g2 = g[k + 2], g3 = g[k + 3];
+      const float g0 = float(g[k]), g1 = float(g[k + 1]), g2 = float(g[k + 2]),
+                  g3 = float(g[k + 3]);
       const float *__restrict r0 = rows + k * n;
       const float *__restrict r1 = r0 + n;
       const float *__restrict r2 = r1 + n;
@@ -73,7 +80,7 @@ POPSNN_ONCE void fromFanoutDense(float *__restrict eps, unsigned n, const float 
         eps[j] += g0 * r0[j] + g1 * r1[j] + g2 * r2[j] + g3 * r3[j];
     }
     for (; k < size; ++k) {
-      const float gk = g[k];
+      const float gk = float(g[k]);
       const float *__restrict row = rows + k * n;
       for (unsigned j = 0; j < n; ++j)
         eps[j] += gk * row[j];
@@ -162,6 +169,16 @@ POPSNN_ONCE void addAtSpikeCols(const int *buf, const float *__restrict dI, unsi
   }
 }
 
+// addAtSpikeRows, or addAtSpikeCols on the live neurons where they are few (LiveNeurons).
+template <class Live>
+inline void addAtSpikes(const int *buf, const float *__restrict dI, unsigned n, const Live &live,
+                        float *__restrict rows) {
+  if (live.sparseIn(n))
+    addAtSpikeCols(buf, dI, n, live.ids, live.count, rows);
+  else
+    addAtSpikeRows(buf, dI, n, rows);
+}
+
 POPSNN_ONCE void addTo(float *__restrict acc, const float *__restrict v, unsigned n) {
   for (unsigned j = 0; j < n; ++j)
     acc[j] += v[j];
@@ -169,6 +186,11 @@ POPSNN_ONCE void addTo(float *__restrict acc, const float *__restrict v, unsigne
 POPSNN_ONCE void copyTo(float *__restrict out, const float *__restrict v, unsigned n) {
   for (unsigned j = 0; j < n; ++j)
     out[j] = v[j];
+}
+// Half storage: a row read as float, or stored rounded (StoredRows.hpp).
+template <class T, class U>
+inline void copyTo(T *__restrict out, const U *__restrict v, unsigned n) {
+  stored::convertRow(v, out, n);
 }
 
 } // namespace backward_rows

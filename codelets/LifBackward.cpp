@@ -16,42 +16,44 @@ using namespace poplar;
 using namespace popsnn::codes;
 using namespace popsnn::lif;
 using namespace popsnn::backward_rows;
+using popsnn::stored::asFloat;
 
 // BPTT of one shard, specialised on the layer's neuron model, reset and surrogate trace
 // (codelets/Neurons.hpp). The surrogate's values come from the forward; of the sparse rule
-// only the trace it left matters (every entry, or the compressed gradient trace).
-template <class Neuron, class Reset, class Trace> class LifBackward : public Vertex {
+// only the trace it left matters (every entry, or the compressed gradient trace). S: the stored
+// type (half: dense traces, the generic step; rows read as float, dL/dI stored rounded).
+template <class Neuron, class Reset, class Trace, class S> class LifBackward : public Vertex {
 public:
-  InOut<unsigned> step;                        // counts 0..T-1; t = T-1-step
-  Vector<Input<Vector<float>>> lossGradSpikes; // output layer: dL/dS [T, B, n]
-  Vector<Input<Vector<float>>> lossGradMem;    // output layer: dL/dU [T, B, n] (membrane losses)
+  InOut<unsigned> step;                    // counts 0..T-1; t = T-1-step
+  Vector<Input<Vector<S>>> lossGradSpikes; // output layer: dL/dS [T, B, n]
+  Vector<Input<Vector<S>>> lossGradMem;    // output layer: dL/dU [T, B, n] (membrane losses)
   // dL/dS of this layer comes from the dL/dI of the layers it feeds: their shards' dL/dI
   // ([B, n_k] blocks, one per shard k) and this tile's copy of their weights on its
   // neurons ([n, n_k] blocks), so only the small dL/dI crosses tiles.
-  Vector<Input<Vector<float>>> nextGrad;    // its dL/dI, blocks [T, B, n_k] ([B, n_k] step-major)
-  Vector<Input<Vector<float>>> nextWeights; // its W on this shard's neurons, blocks [n, n_k]
+  Vector<Input<Vector<S>>> nextGrad;    // its dL/dI, blocks [T, B, n_k] ([B, n_k] step-major)
+  Vector<Input<Vector<S>>> nextWeights; // its W on this shard's neurons, blocks [n, n_k]
   // No sparse rule: nextWeights by downstream neuron [N_next, n]. A sparse rule: by own
   // neuron, rows padded to P = pushWidth(N_next): [n, P] (one dot per gradient-trace entry).
   Vector<InOut<Vector<float>>> nextWeightsT;
-  Vector<Input<Vector<float>>> ownGrad;    // all-to-all: this layer's dL/dI[t+1], blocks [B, n_k]
-  Vector<Input<Vector<float>>> ownWeights; // all-to-all: V on this shard's neurons, blocks [n, n_k]
+  Vector<Input<Vector<float>>> ownGrad; // all-to-all: this layer's dL/dI[t+1], blocks [B, n_k]
+  Vector<Input<Vector<S>>> ownWeights;  // all-to-all: V on this shard's neurons, blocks [n, n_k]
   Vector<InOut<Vector<float>>> ownWeightsT; // all-to-all, dense: [N, n]
   // DenseTrace: [T, B, n]. CompressedTrace: the gradient trace's masked surrogate values,
   // beside gradStarts and gradIds (see LifForward).
-  Input<Vector<float>> surrogates;
-  Vector<Input<Vector<float>>> current;  // INPUT_DIRECT: x.W + b [B, n] (recomputing the forward)
+  Input<Vector<S>> surrogates;
+  Vector<Input<Vector<S>>> current;      // INPUT_DIRECT: x.W + b [B, n] (recomputing the forward)
   Vector<Input<Vector<int>>> gradStarts; // CompressedTrace: each row's first entry
   Vector<Input<Vector<unsigned short>>> gradIds; // CompressedTrace: the entries' neuron ids
   Input<Vector<int>> idTrace;       // own buffers of every step: the id trace (VertexEnums.hpp)
   Vector<Input<Vector<int>>> inIds; // INPUT_SPIKE_IDS: as LifForward's
 
-  Vector<Input<Vector<float>>> denseIn; // INPUT_DENSE_STEPS: [T, B, nIn], or as a list:
-  Vector<Input<Vector<int>>> inList;    // its non-zeros and their values (see LifForward)
+  Vector<Input<Vector<S>>> denseIn;  // INPUT_DENSE_STEPS: [T, B, nIn], or as a list:
+  Vector<Input<Vector<int>>> inList; // its non-zeros and their values (see LifForward)
   Vector<Input<Vector<float>>> inValues;
   // All-to-all: own layer's buffers, numOwn id traces (layer-major) or [numOwn, B, stride]
   // (step-major: step t-1's).
   Vector<Input<Vector<int>>> recIds;
-  Vector<Input<Vector<float>>> recWeights; // all-to-all [N, n]; one-to-one [n]
+  Vector<Input<Vector<S>>> recWeights; // all-to-all [N, n]; one-to-one [n]
   // dL/dU[t+1] carried [B, n], then dL/dJ[t+1] (Synaptic) or dL/dE[t], dL/dH[t] (Alpha).
   InOut<Vector<float>> gradMem;
   InOut<Vector<float>> gradWeights;            // [nIn, n]
@@ -59,14 +61,14 @@ public:
   Vector<InOut<Vector<float>>> gradRecWeights; // like recWeights
   Vector<InOut<Vector<float>>> gradRecBias;    // [n]
   Vector<InOut<Vector<float>>> currentGradSum; // INPUT_DIRECT: sum_t dL/dI [B, n]
-  Vector<Output<Vector<float>>> gradOut; // dL/dI [T, B, n] ([B, n] step-major) for the layer before
-  Vector<Output<Vector<int>>> gradList;  // LayerShape::gradList: dL/dI's list (starts, ids, values)
+  Vector<Output<Vector<S>>> gradOut;    // dL/dI [T, B, n] ([B, n] step-major) for the layer before
+  Vector<Output<Vector<int>>> gradList; // LayerShape::gradList: dL/dI's list (starts, ids, values)
   Vector<Output<Vector<unsigned short>>> gradListIds;
   Vector<Output<Vector<float>>> gradListValues;
   Vector<Input<Vector<int>>> nextGradList; // the next layer's lists, instead of nextGrad
   Vector<Input<Vector<unsigned short>>> nextGradListIds;
   Vector<Input<Vector<float>>> nextGradListValues;
-  Vector<Output<Vector<float>>> gradStep; // all-to-all: dL/dI[t] [B, n], for the recurrence
+  Vector<Output<Vector<float>>> gradStep; // all-to-all: dL/dI[t] [B, n], for the recurrence (float)
   // Step-major: for the next backward step, this shard's buffers of step t-1 (for the layer
   // it feeds) and, all-to-all, of step t-2 (its recurrence). The forward leaves those of
   // steps T-1 and T-2 there for the first backward step.
@@ -81,7 +83,7 @@ public:
   Vector<Input<Vector<float>>> alphas;
   Vector<Input<Vector<float>>> thresholds;
   Vector<InOut<Vector<float>>> clampedBeta;
-  Vector<Input<Vector<float>>> memTrace;
+  Vector<Input<Vector<S>>> memTrace;
   Vector<InOut<Vector<float>>> gradBeta;
   Vector<InOut<Vector<float>>> gradThreshold;
 
@@ -119,7 +121,7 @@ public:
       return true;
     }
 #ifdef POPSNN_LEAK_TRACE
-    if constexpr (leaky)
+    if constexpr (leaky && !halfStorage)
       if (wholeTrace()) {
         leakyTrace();
         return true;
@@ -136,6 +138,8 @@ private:
   static constexpr bool leaky = std::is_same<Neuron, popsnn::Leaky>::value;
   static constexpr bool zeroReset = Reset::code == RESET_ZERO;
   static constexpr bool dense = !Trace::sparse; // every entry carries gradient
+  static constexpr bool halfStorage = !std::is_same<S, float>::value;
+  static_assert(dense || !halfStorage, "half storage: dense trace layouts only");
   // The edges only some layers have are lists the host connects with one edge or none
   // (see LifForward): their presence says what the layer does.
   bool isOutput() const { return lossGradSpikes.size() != 0; }
@@ -152,13 +156,10 @@ private:
     return leakTraceApplies(inputMode, Trace::masked ? RULE_WINDOW : RULE_NONE, surrogate,
                             isOutput() != 0, stepsPerCall, numSteps, stepMajor != 0);
   }
-  void leakyTrace() {
-    if (surrogate == FAST_SIGMOID)
-      leakyTrace<FAST_SIGMOID>();
-    else if (surrogate == ATAN)
-      leakyTrace<ATAN>();
-    else
-      leakyTrace<STRAIGHT_THROUGH>();
+  template <class = S> void leakyTrace() { // float storage only (compute asks)
+    surrogate == FAST_SIGMOID ? leakyTrace<FAST_SIGMOID>()
+    : surrogate == ATAN       ? leakyTrace<ATAN>()
+                              : leakyTrace<STRAIGHT_THROUGH>();
   }
   template <unsigned SURROGATE> void leakyTrace() {
     const unsigned n = numNeurons;
@@ -185,7 +186,11 @@ private:
         prefetchSample(t, b + 4, ownBuffer(t, b + 4));
 #endif
       LiveNeurons live;
-      const float *dI = dense ? denseStep(t, b, c, own) : liveStep(t, b, c, own, live);
+      const float *dI;
+      if constexpr (halfStorage) // dense layouts only: liveStep is not instantiated
+        dI = generic(t, b, c, own);
+      else
+        dI = dense ? denseStep(t, b, c, own) : liveStep(t, b, c, own, live);
       weightGrads(t, b, dI, live);
       recurrentGrads(t, b, dI, live);
       if (!dense) // eps and dL/dI were written at live neurons only
@@ -212,18 +217,17 @@ private:
     if (inputMode != INPUT_DIRECT && inputMode != INPUT_PARTIAL_CURRENT)
       zeroAll(gradWeights);
     zeroAll(gradBias);
-    for (auto *edges : {&gradRecWeights, &gradRecBias, &gradBeta, &gradThreshold})
-      for (unsigned k = 0; k < edges->size(); ++k) // one edge or none
+    // One edge or none each (currentGradSum: direct input's sum_t dL/dI [B, n]).
+    for (auto *edges : {&gradRecWeights, &gradRecBias, &gradBeta, &gradThreshold, &currentGradSum})
+      for (unsigned k = 0; k < edges->size(); ++k)
         zeroAll((*edges)[k]);
-    for (unsigned k = 0; k < currentGradSum.size(); ++k) // direct input: sum_t dL/dI [B, n]
-      zeroAll(currentGradSum[k]);
     for (unsigned k = 0; k < liveIds.size(); ++k)
       zeroAll(liveIds[k]);
     for (unsigned k = 0; k < n && !dense; ++k) // liveStep's eps and dL/dI: 0 off the live ones
       scratch[k] = 0.0f;
   }
 
-  TraceRow traceRow(unsigned t, unsigned b) const {
+  template <class = S> TraceRow traceRow(unsigned t, unsigned b) const {
     return gradTraceRow(&gradStarts[0][0], &gradIds[0][0], &surrogates[0], t * batch + b);
   }
 
@@ -237,9 +241,12 @@ private:
     return traceRowOf(&inIds[0][s * (inIds[0].size() / numSrc)], t * batch + b);
   }
 
+  // Half storage: rows read into the scratch's last 2n (backwardScratch).
+  float *traceRows() { return &scratch[scratch.size() - 2 * numNeurons]; }
+
   unsigned nextRow(unsigned t, unsigned b) const { return stepMajor ? b : t * batch + b; }
   unsigned nextRowsPerBlock() const { return stepMajor ? batch : numSteps * batch; }
-  float *gradOutRow(unsigned t, unsigned b) {
+  S *gradOutRow(unsigned t, unsigned b) {
     return &gradOut[0][((stepMajor ? 0 : t * batch) + b) * numNeurons];
   }
   // The next layer's dL/dI of (t, b) into g: from its lists (LayerShape::gradList) or blocks.
@@ -290,7 +297,7 @@ private:
   void prefetchSample(unsigned t, unsigned b, const int *own) {
     __builtin_prefetch(own);
     __builtin_prefetch(own + 16);
-    if (!dense) {
+    if constexpr (!dense) {
       const TraceRow e = traceRow(t, b);
       __builtin_prefetch(e.ids);
       __builtin_prefetch(e.vals);
@@ -334,8 +341,10 @@ private:
     // (Where it gates the whole update, the carry is gated after: see inputGrad.)
     if (zeroReset && !Neuron::gatesInput)
       zeroAtSpikes(own, offset, gU);
-    const float *__restrict gMem = isOutput() ? &lossGradMem[0][(t * batch + b) * n] : nullptr;
-    const float *__restrict sg = &surrogates[(t * batch + b) * n];
+    // Half storage: the rows read into scratch (its row at n is free until inputGrad).
+    const float *__restrict gMem =
+        isOutput() ? asFloat(&lossGradMem[0][(t * batch + b) * n], traceRows(), n) : nullptr;
+    const float *__restrict sg = asFloat(&surrogates[(t * batch + b) * n], &scratch[n], n);
     if (gMem)
       for (unsigned j = 0; j < n; ++j)
         gU[j] = ((sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + gMem[j]) + leak(j) * gU[j];
@@ -380,6 +389,7 @@ private:
   // dL/dS[t] at the gradient trace's entries (the rest has surrogate 0): from the loss, or one
   // dot per entry of its padded row of W_next with the (step, sample)'s dL/dI_next gathered
   // from the downstream shards' blocks; plus the recurrent path (gU: dL/dU[t+1]).
+  template <class = S>
   void liveSpikeGrad(unsigned t, unsigned b, const TraceRow &e, const float *__restrict gU,
                      float *__restrict eps) {
     const unsigned n = numNeurons;
@@ -450,11 +460,13 @@ private:
   void constantGrads(unsigned t, unsigned b, const float *__restrict gU) {
     if (t == 0) // U[-1] = 0 and R[0] = 0: no terms
       return;
-    learnedConstantGrads(gU, ownBuffer(t - 1, b), offset, numNeurons, zeroReset,
-                         learnsBeta() ? &memTrace[0][((t - 1) * batch + b) * numNeurons] : nullptr,
-                         &scratch[numNeurons], learnsBeta() ? &gradBeta[0][0] : nullptr,
-                         learnsThreshold() && Reset::code == RESET_SUBTRACT ? &gradThreshold[0][0]
-                                                                            : nullptr);
+    learnedConstantGrads(
+        gU, ownBuffer(t - 1, b), offset, numNeurons, zeroReset,
+        learnsBeta()
+            ? asFloat(&memTrace[0][((t - 1) * batch + b) * numNeurons], traceRows(), numNeurons)
+            : nullptr,
+        &scratch[numNeurons], learnsBeta() ? &gradBeta[0][0] : nullptr,
+        learnsThreshold() && Reset::code == RESET_SUBTRACT ? &gradThreshold[0][0] : nullptr);
   }
 
   // dL/dI[t] from dL/dU[t] (gU) into dI, through the model's input path.
@@ -462,40 +474,34 @@ private:
   void inputGrad(unsigned t, unsigned b, const C &c, float *__restrict gU, float *__restrict dI) {
     const unsigned n = numNeurons;
     const int *prevOwn = t > 0 ? ownBuffer(t - 1, b) : nullptr;
-    if constexpr (Neuron::twoCurrents) {
-      float *__restrict keep = &scratch[n]; // 1 - R[t]
-      for (unsigned j = 0; j < n; ++j)
+    if constexpr (Neuron::twoCurrents || Neuron::synaptic) {
+      // keep = 1 - R[t]: it resets Alpha's currents; under the zero reset it gates Synaptic's J
+      // path too (U[t] = (1 - S[t-1]) (beta U[t-1] + J[t])).
+      float *__restrict keep = &scratch[n];
+      for (unsigned j = 0; j < n && (Neuron::twoCurrents || zeroReset); ++j)
         keep[j] = 1.0f;
-      if (prevOwn)
+      if (prevOwn && (Neuron::twoCurrents || zeroReset))
         zeroAtSpikes(prevOwn, offset, keep);
-      float *__restrict gE = &gradMem[(batch + b) * n], *__restrict gHPre = &scratch[2 * n];
-      if (!C::uniform && learnsThreshold() && Reset::code == RESET_SUBTRACT && prevOwn)
-        learnedConstantGrads(gE, prevOwn, offset, n, false, nullptr, nullptr, nullptr,
-                             &gradThreshold[0][0]); // E[t] = E'[t] - R[t] threshold
-      Neuron::template inputGradRow<Reset>(c, n, gU, keep, gE, &gradMem[(2 * batch + b) * n], dI,
-                                           gHPre);
-      if (!C::uniform && learnsBeta()) // U[t], and H[t-1] after the U trace
-        Neuron::template betaGradRow<Reset>(
-            c, n, gU, keep, gHPre, &memTrace[0][(t * batch + b) * n],
-            t > 0 ? &memTrace[0][((numSteps + t - 1) * batch + b) * n] : nullptr, &gradBeta[0][0]);
-      return;
-    }
-    if constexpr (Neuron::synaptic) {
-      float *__restrict gJ = &gradMem[(batch + b) * n];
-      if (zeroReset) {
-        // U[t] = (1 - S[t-1]) (beta U[t-1] + J[t]): the reset also gates J's path.
-        float *__restrict keep = &scratch[n];
+      if constexpr (Neuron::synaptic) {
+        float *__restrict gJ = &gradMem[(batch + b) * n];
         for (unsigned j = 0; j < n; ++j)
-          keep[j] = 1.0f;
-        if (prevOwn)
-          zeroAtSpikes(prevOwn, offset, keep);
-        for (unsigned j = 0; j < n; ++j)
-          gJ[j] = keep[j] * gU[j] + c.alphaAt(j) * gJ[j];
+          gJ[j] = (zeroReset ? keep[j] * gU[j] : gU[j]) + c.alphaAt(j) * gJ[j];
+        copyTo(dI, gJ, n);
       } else {
-        for (unsigned j = 0; j < n; ++j)
-          gJ[j] = gU[j] + c.alphaAt(j) * gJ[j];
+        float *__restrict gE = &gradMem[(batch + b) * n], *__restrict gHPre = &scratch[2 * n];
+        if (!C::uniform && learnsThreshold() && Reset::code == RESET_SUBTRACT && prevOwn)
+          learnedConstantGrads(gE, prevOwn, offset, n, false, nullptr, nullptr, nullptr,
+                               &gradThreshold[0][0]); // E[t] = E'[t] - R[t] threshold
+        Neuron::template inputGradRow<Reset>(c, n, gU, keep, gE, &gradMem[(2 * batch + b) * n], dI,
+                                             gHPre);
+        if (!C::uniform && learnsBeta()) // U[t], and H[t-1] after the U trace
+          Neuron::template betaGradRow<Reset>(
+              c, n, gU, keep, gHPre, asFloat(&memTrace[0][(t * batch + b) * n], traceRows(), n),
+              t > 0
+                  ? asFloat(&memTrace[0][((numSteps + t - 1) * batch + b) * n], traceRows() + n, n)
+                  : nullptr,
+              &gradBeta[0][0]);
       }
-      copyTo(dI, gJ, n);
       return;
     }
     // U[t] = (1 - S[t-1]) (beta U[t-1] + input terms): carry and dL/dI are the gradient of
@@ -556,10 +562,7 @@ private:
       forEachNonzero(&denseIn[0][(t * batch + b) * numInputs], numInputs, addRow);
     } else if (inputMode == INPUT_SPIKE_IDS) {
       for (unsigned s = 0; s < numSrc; ++s)
-        if (fewCols)
-          addAtSpikeCols(inBuffer(s, t, b), dI, n, live.ids, live.count, &gradWeights[0]);
-        else
-          addAtSpikeRows(inBuffer(s, t, b), dI, n, &gradWeights[0]);
+        addAtSpikes(inBuffer(s, t, b), dI, n, live, &gradWeights[0]);
     }
   }
 
@@ -572,10 +575,7 @@ private:
         const int *buf = stepMajor
                              ? &recIds[0][(o * batch + b) * stride]
                              : traceRowOf(&recIds[0][o * idTrace.size()], (t - 1) * batch + b);
-        if (live.sparseIn(n))
-          addAtSpikeCols(buf, dI, n, live.ids, live.count, &gradRecWeights[0][0]);
-        else
-          addAtSpikeRows(buf, dI, n, &gradRecWeights[0][0]);
+        addAtSpikes(buf, dI, n, live, &gradRecWeights[0][0]);
       }
     } else if (recurrence == popsnn::Recurrence::ONE_TO_ONE && t > 0) {
       const int *prevOwn = ownBuffer(t - 1, b);

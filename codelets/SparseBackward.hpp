@@ -52,6 +52,12 @@ template <class F> inline void forEachNonzero(const float *__restrict x, unsigne
     if (x[i] != 0.0f)
       f(i, x[i]);
 }
+// The same over a row stored narrower than float (half storage), read one value at a time.
+template <class S, class F> inline void forEachNonzero(const S *__restrict x, unsigned n, F &&f) {
+  for (unsigned i = 0; i < n; ++i)
+    if (const float v = float(x[i]); v != 0.0f)
+      f(i, v);
+}
 
 // dL/dI[t] = gU (after the carry and the entries of the id buffer) copied out (if another layer
 // reads it), added to the bias gradient and (direct input) to the sum over steps, in one pass.

@@ -34,26 +34,37 @@ inline void storeHalf8(void *p, __m256 v) {
 // S is IEEE binary16 (the codelets' half): the F16C paths apply.
 template <class S> constexpr bool isHalf() { return sizeof(S) == 2; }
 
-// A row of n stored values read as float, and a float row stored (rounded once).
-template <class S> void loadRow(const S *__restrict src, float *__restrict dst, unsigned n) {
+// n values converted from src's type to dst's: a stored row read as float (exact), or a float
+// row stored (rounded once). One loop for both directions; F16C's 8 lanes where one side is
+// half and the other float.
+template <class From, class To>
+void convertRow(const From *__restrict src, To *__restrict dst, unsigned n) {
   unsigned j = 0;
 #ifdef POPSNN_F16C_ROWS
-  if constexpr (isHalf<S>())
+  if constexpr (isHalf<From>() != isHalf<To>())
     for (; j + 8 <= n; j += 8)
-      _mm256_storeu_ps(dst + j, loadHalf8(src + j));
+      if constexpr (isHalf<From>())
+        _mm256_storeu_ps(dst + j, loadHalf8(src + j));
+      else
+        storeHalf8(dst + j, _mm256_loadu_ps(src + j));
 #endif
   for (; j < n; ++j)
-    dst[j] = float(src[j]);
+    dst[j] = To(src[j]);
+}
+template <class S> void loadRow(const S *__restrict src, float *__restrict dst, unsigned n) {
+  convertRow(src, dst, n);
 }
 template <class S> void storeRow(const float *__restrict src, S *__restrict dst, unsigned n) {
-  unsigned j = 0;
-#ifdef POPSNN_F16C_ROWS
-  if constexpr (isHalf<S>())
-    for (; j + 8 <= n; j += 8)
-      storeHalf8(dst + j, _mm256_loadu_ps(src + j));
-#endif
-  for (; j < n; ++j)
-    dst[j] = S(src[j]);
+  convertRow(src, dst, n);
+}
+// A stored row of n values as float: the row itself (float storage), or read into tmp.
+template <class S> const float *asFloat(const S *row, float *__restrict tmp, unsigned n) {
+  if constexpr (isHalf<S>()) {
+    loadRow(row, tmp, n);
+    return tmp;
+  } else {
+    return row;
+  }
 }
 // A float row rounded in place to the values S holds.
 template <class S> void roundRow(float *__restrict row, unsigned n) {

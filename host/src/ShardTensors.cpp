@@ -93,8 +93,8 @@ struct ShardTensorMaker {
     // eps, keep, then two gathered rows of the next layer's dL/dI (a pair of samples,
     // LeakyTrace.hpp) or Alpha's dL/dH' (n).
     const unsigned P = l + 1 < layers.size() ? codes::pushWidth(layers[l + 1].spec.outputs) : 0;
-    sh.bwdScratch = b.zeros(FLOAT, 2 * n + std::max(2 * P, stateVars == 3 ? n : 0u), tile,
-                            name + "bwd_scratch", L);
+    sh.bwdScratch = b.zeros(FLOAT, codes::backwardScratch(n, P, stateVars, codes::STORE_FLOAT),
+                            tile, name + "bwd_scratch", L);
     // The surrogate kept for the backward: dense without a sparse rule (every entry carries
     // gradient) or where the rule keeps most entries (masked: 0 off the rule), else the
     // gradient trace, sized by activity over all (step, sample): its starts, its 16-bit ids

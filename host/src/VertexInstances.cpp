@@ -17,20 +17,23 @@ namespace {
 std::string instantiations(const std::string &vertex) {
   std::string out = "\n// Generated from include/popsnn/VertexUnits.hpp's table.\n";
   std::set<std::string> names; // a rule without a dense layout (NoRule) names one vertex twice
-  // The forward over every stored type (docs/numerics.md section 8); the backward in float.
-  const unsigned storages = vertex == "LifForward" ? codes::NUM_STORAGES : 1;
-  for (unsigned storage = 0; storage < storages; ++storage)
-    for (bool compressed : {true, false})
+  // Every stored type (docs/numerics.md section 8); the backward's half form reads dense
+  // trace layouts only.
+  for (unsigned storage = 0; storage < codes::NUM_STORAGES; ++storage)
+    for (bool compressed : {true, false}) {
+      if (compressed && storage == codes::STORE_HALF && vertex == "LifBackward")
+        continue;
       for (unsigned n = 0; n < codes::NUM_NEURONS; ++n)
         for (unsigned r = 0; r < codes::NUM_RESETS; ++r)
           for (unsigned rule = 0; rule < codes::NUM_RULES; ++rule) {
             // The backward is specialised on the trace a rule leaves: each trace once.
             const std::string name = vertex == "LifForward"
                                          ? units::lifForward(n, r, rule, compressed, storage)
-                                         : units::lifBackward(n, r, rule, compressed);
+                                         : units::lifBackward(n, r, rule, compressed, storage);
             if (names.insert(name).second)
               out += "template class " + name + ";\n";
           }
+    }
   return out;
 }
 

@@ -220,7 +220,8 @@ struct ShardWiring : Wiring {
 
   void backward(ComputeSet csBackward) {
     VertexRef v = b.graph->addVertex(
-        csBackward, units::lifBackward(neuronCode(s), reset, rule, layer.compressedTrace));
+        csBackward,
+        units::lifBackward(neuronCode(s), reset, rule, layer.compressedTrace, codes::STORE_FLOAT));
     const bool direct = layer.inputMode == codes::INPUT_DIRECT;
     b.graph->connect(v["step"], sh.stepBackward[0]);
     connectIf(v, "lossGradSpikes", sh.lossGradS);

@@ -44,6 +44,13 @@ enum Storage : unsigned { STORE_FLOAT = 0, STORE_HALF = 1, NUM_STORAGES = 2 };
 constexpr unsigned forwardScratch(unsigned n, unsigned states, Storage storage) {
   return (storage == STORE_HALF ? 3 + states : 3) * n;
 }
+// LifBackward's float scratch: dL/dS (then dL/dI) and a row, and the next layer's dL/dI
+// gathered (P = pushWidth(its width), two rows; Alpha: at least a row); with half storage two
+// more rows, a learned beta's U (Alpha: and H) read into float.
+constexpr unsigned backwardScratch(unsigned n, unsigned P, unsigned states, Storage storage) {
+  return 2 * n + (2 * P > (states == 3 ? n : 0) ? 2 * P : (states == 3 ? n : 0)) +
+         (storage == STORE_HALF ? 2 * n : 0);
+}
 enum Rule : unsigned { RULE_NONE = 0, RULE_WINDOW = 1, RULE_ONE_SIDED = 2, NUM_RULES = 3 };
 // Where a layer's synaptic input comes from.
 enum InputSource : unsigned {

@@ -60,16 +60,17 @@ inline std::string outputLoss(unsigned storage) {
   return std::string("OutputLoss<") + STORAGES[storage] + ">";
 }
 
-// The forward and backward step vertices of a layer with these units and trace layout (the
-// forward also over the stored type: codes::Storage).
+// The forward and backward step vertices of a layer with these units, trace layout and stored
+// type (codes::Storage; the backward's half form has dense trace layouts only).
 inline std::string lifForward(unsigned neuron, unsigned reset, unsigned rule, bool compressed,
                               unsigned storage) {
   return std::string("LifForward<") + NEURONS[neuron] + "," + RESETS[reset] + "," +
          (compressed ? RULES : DENSE_LAYOUT_RULES)[rule] + "," + STORAGES[storage] + ">";
 }
-inline std::string lifBackward(unsigned neuron, unsigned reset, unsigned rule, bool compressed) {
+inline std::string lifBackward(unsigned neuron, unsigned reset, unsigned rule, bool compressed,
+                               unsigned storage) {
   return std::string("LifBackward<") + NEURONS[neuron] + "," + RESETS[reset] + "," +
-         (compressed ? TRACES : DENSE_LAYOUT_TRACES)[rule] + ">";
+         (compressed ? TRACES : DENSE_LAYOUT_TRACES)[rule] + "," + STORAGES[storage] + ">";
 }
 } // namespace units
 } // namespace popsnn

@@ -73,8 +73,10 @@ def _states(neuron):
     return {"Synaptic": 2, "Alpha": 3}.get(type(neuron).__name__, 1)
 
 
-def _run(harness, tmp_path, stored, net, params, x, compressed):
-    """Each layer's (spikes, membranes, dense surrogate trace) [T, B, n] from the vertices."""
+def _run(harness, tmp_path, stored, net, params, x, compressed, loss_grads=None):
+    """Each layer's (spikes, membranes, dense surrogate trace) [T, B, n] from the vertices.
+    With loss_grads (the output layer's dL/dS, dL/dU [T, B, N1]), the backward too: then also
+    the gradients read by `read_grads` (test_engine_half_backward.py)."""
     dtype = np.float16 if stored == "half" else np.float32
     arrays = {"x": x, "l0_w": params[0]["weight"].T, "l0_b": params[0]["bias"]}
     arrays |= {"l1_w": params[1]["weight"].T, "l1_b": params[1]["bias"]}
@@ -85,6 +87,8 @@ def _run(harness, tmp_path, stored, net, params, x, compressed):
             arrays[f"l{l}_c"] = params[l]["recurrent_bias"]
         elif _recurrence(neuron) == 2:
             arrays[f"l{l}_v"] = params[l]["recurrent_weight"]
+    if loss_grads is not None:
+        arrays |= {"l1_dS": loss_grads[0], "l1_dU": loss_grads[1]}
     for name, a in arrays.items():
         np.ascontiguousarray(a, dtype).tofile(tmp_path / f"{name}.bin")
     spec = _layer_spec(*net.pairs[0])
@@ -103,7 +107,8 @@ def _run(harness, tmp_path, stored, net, params, x, compressed):
     args += [spec["beta"], spec.get("alpha", 0.0), spec.get("gain", 1.0), spec["threshold"]]
     args += [SURROGATES[neuron.surrogate.name], neuron.surrogate.param]
     args += [0.0 if neuron.sparse is None else neuron.sparse.value, _states(neuron)]
-    args += [int(per_neuron)]
+    learned = getattr(neuron, "learn_beta", False) or neuron.learn_threshold
+    args += [2 if learned else int(per_neuron), int(loss_grads is not None)]
     run = subprocess.run(
         [str(harness), str(tmp_path)] + [repr(a) if isinstance(a, float) else str(a) for a in args],
         capture_output=True,

@@ -7,8 +7,14 @@
 // compressed: starts, ids, values) as S.
 // usage: lif_forward <dir> <stored> <neuron> <reset> <rule> <compressed> <recurrence> <T> <B>
 //        <nIn> <n0> <n1> <beta> <alpha> <gain> <threshold> <surrogate> <param> <ruleValue>
-//        <states> <perNeuron>   (recurrence: 0 none, 1 all-to-all, 2 one-to-one; perNeuron 1:
-//        beta, alpha and threshold one per neuron, float, from l<k>_betas.bin, ...)
+//        <states> <perNeuron> <backward>   (recurrence: 0 none, 1 all-to-all, 2 one-to-one;
+//        perNeuron 1: beta, alpha and threshold one per neuron, float, from l<k>_betas.bin, ...;
+//        2: so, and beta and threshold learned: the forward's U trace (Alpha: and H), and the
+//        backward's dL/dbeta, dL/dthreshold [n] written as float)
+// <backward> 1: then both layers' LifBackward<Neuron, Reset, Trace, S> (dense trace layouts),
+// from the output layer's dL/dS and dL/dU (<dir>/l1_dS.bin, l1_dU.bin as S); writes the weight,
+// bias and recurrent gradients (float), layer 0's sum over steps of dL/dI [B, n0] (float) and
+// the dL/dI layer 1 sends down [T, B, n1] (as S).
 // LIF_FORWARD_REPEAT=k (environment) runs the program k more times and prints the CPU
 // seconds per run (bench/half_precision.py forward).
 #include <poplar/Device.hpp>
@@ -37,7 +43,12 @@ struct Args {
   float beta, alpha, gain, threshold;
   unsigned surrogate;
   float param, ruleValue;
-  unsigned states, perNeuron;
+  unsigned states, perNeuron, backward;
+};
+
+// What a layer's backward reads of its forward.
+struct Forward {
+  Tensor surrogates, idTrace, weights, recWeights, current, memTrace;
 };
 
 struct Run {
@@ -65,12 +76,14 @@ struct Run {
     graph.connect(v[field][0], t);
     connected.push_back(field);
   }
-  void finish(VertexRef v) {
-    for (const char *field :
-         {"current", "denseIn",    "inList",      "inValues", "inIds",      "weights",
-          "bias",    "recIds",     "recWeights",  "recBias",  "gradStarts", "gradIds",
-          "outIds",  "prevIds",    "recSpikes",   "recMem",   "partialIn",  "betas",
-          "alphas",  "thresholds", "clampedBeta", "memTrace"})
+  std::vector<Forward> fwd;
+  void finish(VertexRef v,
+              std::vector<const char *> fields = {
+                  "current", "denseIn",    "inList",      "inValues", "inIds",      "weights",
+                  "bias",    "recIds",     "recWeights",  "recBias",  "gradStarts", "gradIds",
+                  "outIds",  "prevIds",    "recSpikes",   "recMem",   "partialIn",  "betas",
+                  "alphas",  "thresholds", "clampedBeta", "memTrace"}) {
+    for (const char *field : fields)
       if (std::find(connected.begin(), connected.end(), field) == connected.end())
         graph.setFieldSize(v[field], 0);
     connected.clear();
@@ -88,11 +101,13 @@ struct Run {
     VertexRef v = graph.addVertex(cs, name);
     graph.setTileMapping(v, 0);
     graph.connect(v["step"], var(UNSIGNED_INT, 1, p + "step")[0]);
+    Forward f;
+    f.current = current;
     if (l == 0) {
       list(v, "current", current);
     } else {
       list(v, "inIds", inIds);
-      list(v, "weights", input(std::size_t(nIn) * n, p + "w"));
+      list(v, "weights", f.weights = input(std::size_t(nIn) * n, p + "w"));
       list(v, "bias", input(n, p + "b"));
     }
     Tensor recRecv, outIds;
@@ -101,16 +116,18 @@ struct Run {
       outIds = var(INT, a.B * stride, p + "out_ids");
       list(v, "recIds", recRecv);
       list(v, "outIds", outIds);
-      list(v, "recWeights", input(std::size_t(n) * n, p + "v"));
+      list(v, "recWeights", f.recWeights = input(std::size_t(n) * n, p + "v"));
       list(v, "recBias", input(n, p + "c"));
     } else if (a.recurrence == 2) {
-      list(v, "recWeights", input(n, p + "v"));
+      list(v, "recWeights", f.recWeights = input(n, p + "v"));
     }
     if (a.perNeuron) { // the generic rows (NeuronConstantRows); the gains into clampedBeta
       for (const char *c : {"betas", "alphas", "thresholds"})
         list(v, c, floatInput(n, p + c));
       list(v, "clampedBeta", var(FLOAT, 2 * n, p + "clamped"));
     }
+    if (a.perNeuron == 2) // learned: U [T, B, n] (Alpha: then H)
+      list(v, "memTrace", f.memTrace = var(type, (a.states == 3 ? 2 : 1) * rows * n, p + "trace"));
     graph.connect(v["mem"], var(type, a.states * a.B * n, p + "mem"));
     graph.connect(v["prevSpikes"], var(FLOAT, a.B * n, p + "prev"));
     graph.connect(v["scratch"], var(FLOAT, (3 + a.states) * n, p + "scratch"));
@@ -125,7 +142,9 @@ struct Run {
       reads.push_back({p + "starts", starts});
       reads.push_back({p + "ids", ids});
     }
-    idTrace = var(INT, rows + 1 + rows * stride, p + "id_trace");
+    idTrace = f.idTrace = var(INT, rows + 1 + rows * stride, p + "id_trace");
+    f.surrogates = surrogates;
+    fwd.push_back(f);
     graph.connect(v["idTrace"], idTrace);
     Tensor spikes = var(type, rows * n, p + "spikes"), mem = var(type, rows * n, p + "mem_rec");
     list(v, "recSpikes", spikes);
@@ -164,6 +183,116 @@ struct Run {
       step.add(program::Copy(outIds, recRecv));
     return program::Repeat(a.T, step);
   }
+
+  Tensor floatOutput(std::size_t size, const std::string &name) {
+    Tensor t = var(FLOAT, size, name);
+    reads.push_back({name, t});
+    return t;
+  }
+  // Layer l's backward over its forward's tensors (one shard, one step per call); dI: the
+  // dL/dI layer 1 sends down (written by layer 1, read by layer 0).
+  program::Program backward(unsigned l, unsigned nIn, unsigned n, Tensor &dI) {
+    const std::string p = "l" + std::to_string(l) + "_";
+    const std::size_t rows = std::size_t(a.T) * a.B;
+    const Forward &f = fwd[l];
+    ComputeSet cs = graph.addComputeSet(p + "backward");
+    const std::string trace = a.rule == "NoRule" ? "DenseTrace" : "MaskedDenseTrace";
+    VertexRef v = graph.addVertex(cs, "LifBackward<popsnn::" + a.neuron + ",popsnn::" + a.reset +
+                                          ",popsnn::" + trace + "," + a.stored + ">");
+    graph.setTileMapping(v, 0);
+    graph.connect(v["step"], var(UNSIGNED_INT, 1, p + "bwd_step")[0]);
+    std::vector<const char *> empty = {"lossGradSpikes", "lossGradMem",     "nextGrad",
+                                       "nextWeights",    "nextWeightsT",    "ownGrad",
+                                       "ownWeights",     "ownWeightsT",     "current",
+                                       "gradStarts",     "gradIds",         "inIds",
+                                       "denseIn",        "inList",          "inValues",
+                                       "recIds",         "recWeights",      "gradRecWeights",
+                                       "gradRecBias",    "currentGradSum",  "gradOut",
+                                       "gradList",       "gradListIds",     "gradListValues",
+                                       "nextGradList",   "nextGradListIds", "nextGradListValues",
+                                       "gradStep",       "outIds",          "prevIds",
+                                       "liveIds",        "betas",           "alphas",
+                                       "thresholds",     "clampedBeta",     "memTrace",
+                                       "gradBeta",       "gradThreshold"};
+    if (l == 1) {
+      list(v, "lossGradSpikes", input(rows * n, p + "dS"));
+      list(v, "lossGradMem", input(rows * n, p + "dU"));
+      list(v, "inIds", fwd[0].idTrace);
+      dI = var(type, rows * n, p + "grad_out");
+      reads.push_back({p + "grad_out", dI});
+      list(v, "gradOut", dI);
+    } else {
+      list(v, "nextGrad", dI);
+      list(v, "nextWeights", fwd[1].weights);
+      list(v, "nextWeightsT", var(FLOAT, std::size_t(a.n1) * n, p + "next_wt"));
+      list(v, "current", f.current);
+      list(v, "currentGradSum", floatOutput(std::size_t(a.B) * n, p + "current_grad_sum"));
+    }
+    Tensor gradStep, ownGrad;
+    if (a.recurrence == 1) {
+      gradStep = var(FLOAT, std::size_t(a.B) * n, p + "grad_step");
+      ownGrad = var(FLOAT, std::size_t(a.B) * n, p + "own_grad");
+      list(v, "gradStep", gradStep);
+      list(v, "ownGrad", ownGrad);
+      list(v, "ownWeights", f.recWeights);
+      list(v, "ownWeightsT", var(FLOAT, std::size_t(n) * n, p + "own_wt"));
+      list(v, "recIds", f.idTrace);
+      list(v, "recWeights", f.recWeights);
+      list(v, "gradRecWeights", floatOutput(std::size_t(n) * n, p + "grad_v"));
+      list(v, "gradRecBias", floatOutput(n, p + "grad_c"));
+    } else if (a.recurrence == 2) {
+      list(v, "recWeights", f.recWeights);
+      list(v, "gradRecWeights", floatOutput(n, p + "grad_v"));
+    }
+    if (a.perNeuron) {
+      for (const char *c : {"betas", "alphas", "thresholds"})
+        list(v, c, writes[p + c]);
+      list(v, "clampedBeta", var(FLOAT, 2 * n, p + "bwd_clamped"));
+    }
+    if (a.perNeuron == 2) {
+      list(v, "memTrace", f.memTrace);
+      list(v, "gradBeta", floatOutput(n, p + "grad_beta"));
+      list(v, "gradThreshold", floatOutput(n, p + "grad_threshold"));
+    }
+    graph.connect(v["surrogates"], f.surrogates);
+    graph.connect(v["idTrace"], f.idTrace);
+    graph.connect(v["gradMem"], var(FLOAT, a.states * a.B * n, p + "grad_mem"));
+    graph.connect(v["gradWeights"], floatOutput(std::size_t(nIn) * n, p + "grad_w"));
+    graph.connect(v["gradBias"], floatOutput(n, p + "grad_b"));
+    // Generous: codes::backwardScratch's rows, the gathered dL/dI padded, two half rows.
+    graph.connect(v["scratch"], var(FLOAT, 6 * n + 2 * (a.n1 + 16), p + "bwd_scratch"));
+    const std::map<std::string, unsigned> fields = {{"batch", a.B},
+                                                    {"numNeurons", n},
+                                                    {"numSteps", a.T},
+                                                    {"numInputs", nIn},
+                                                    {"numSrc", 1},
+                                                    {"inStride", 0},
+                                                    {"numOwn", 1},
+                                                    {"stride", HEADER + n},
+                                                    {"offset", 0},
+                                                    {"inputMode", l == 0 ? 0u : 2u},
+                                                    {"stepsPerCall", 1},
+                                                    {"stepMajor", 0},
+                                                    {"nextShardSize", l == 0 ? a.n1 : 0},
+                                                    {"nextLayerSize", l == 0 ? a.n1 : 0},
+                                                    {"ownShardSize", n},
+                                                    {"ownLayerSize", n},
+                                                    {"surrogate", a.surrogate}};
+    for (const auto &[field, value] : fields)
+      graph.setInitialValue(v[field], value);
+    const std::map<std::string, float> constants = {{"beta", a.beta},
+                                                    {"alpha", a.alpha},
+                                                    {"gain", a.gain},
+                                                    {"threshold", a.threshold},
+                                                    {"surrogateParam", a.param}};
+    for (const auto &[field, value] : constants)
+      graph.setInitialValue(v[field], value);
+    finish(v, empty);
+    program::Sequence step({program::Execute(cs)});
+    if (a.recurrence == 1)
+      step.add(program::Copy(gradStep, ownGrad));
+    return program::Repeat(a.T, step);
+  }
 };
 
 void run(const Args &a) {
@@ -189,6 +318,11 @@ void run(const Args &a) {
   program::Sequence prog({program::Execute(csDirect)});
   prog.add(r.layer(0, a.nIn, a.n0, current, Tensor(), trace0));
   prog.add(r.layer(1, a.n0, a.n1, Tensor(), trace0, trace1));
+  if (a.backward) {
+    Tensor dI;
+    prog.add(r.backward(1, a.n0, a.n1, dI));
+    prog.add(r.backward(0, a.nIn, a.n0, dI));
+  }
   for (auto &[name, t] : r.writes)
     graph.createHostWrite(name, t);
   for (auto &[name, t] : r.reads)
@@ -220,15 +354,15 @@ void run(const Args &a) {
 } // namespace
 
 int main(int argc, char **argv) {
-  if (argc != 22) {
-    std::fprintf(stderr, "lif_forward: 21 arguments expected (see the source)\n");
+  if (argc != 23) {
+    std::fprintf(stderr, "lif_forward: 22 arguments expected (see the source)\n");
     return 2;
   }
   auto u = [&](int k) { return unsigned(std::atoi(argv[k])); };
   auto f = [&](int k) { return float(std::atof(argv[k])); };
-  const Args a{argv[1], argv[2], argv[3], argv[4], argv[5], u(6),  u(7),
-               u(8),    u(9),    u(10),   u(11),   u(12),   f(13), f(14),
-               f(15),   f(16),   u(17),   f(18),   f(19),   u(20), u(21)};
+  const Args a{argv[1], argv[2], argv[3], argv[4], argv[5], u(6),  u(7),  u(8),
+               u(9),    u(10),   u(11),   u(12),   f(13),   f(14), f(15), f(16),
+               u(17),   f(18),   f(19),   u(20),   u(21),   u(22)};
   try {
     run(a);
   } catch (const std::exception &e) {
