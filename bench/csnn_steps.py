@@ -6,6 +6,7 @@ and, from the second step on, the best step's images/s.
     perf record -e cpu-clock -F 1000 -o FILE .venv/bin/python bench/csnn_steps.py 2
     perf report -i FILE --no-children --sort symbol -n -g none
     .venv/bin/python bench/csnn_steps.py 4 128     # N steps at batch B (default 2, 32)
+    .venv/bin/python bench/csnn_steps.py 4 128 window:0.5   # with a sparse rule (Config.sparse)
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ def main(argv=None) -> float:
     args = argv or sys.argv[1:]
     steps = int(args[0]) if args else 2
     batch = int(args[1]) if len(args) > 1 else 32
-    net = Config(model="csnn", beta=0.5).network(784, 10)
+    rule = args[2] if len(args) > 2 else "none"
+    net = Config(model="csnn", beta=0.5, sparse=rule).network(784, 10)
     x, y = images(batch, 0)
     model = popsnn.Model(
         net,
@@ -40,6 +42,7 @@ def main(argv=None) -> float:
         value, _ = model.train_step(x, y)
         times.append(time.perf_counter() - start)
     print("loss", repr(value))
+    print("dL/dI entries visited per stage", model.backend.profile()["active_grads"])
     if steps > 1:  # the first step also builds and warms up
         best = min(times[1:])
         load = os.getloadavg()[0]

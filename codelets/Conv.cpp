@@ -88,7 +88,8 @@ public:
   Output<Vector<float>> gradBias;       // [c]
   Output<Vector<unsigned>> activeGrads; // [1]: dL/dI entries that carried gradient
   // [taps, c] sums of the input-driven rows, [P, c] one row's dL/dI transposed, [taps] one
-  // window of the input, [C_in * H * W] the row's non-zero input positions.
+  // window of the input, [C_in * H * W] the row's non-zero input positions, [2 c] one
+  // position's non-zero dL/dI entries and their channels.
   InOut<Vector<float>> work;
   unsigned rows;
   unsigned outChannels;
@@ -111,6 +112,8 @@ public:
     float *__restrict gT = &work[taps * c];
     float *__restrict col = &work[taps * c + P * c];
     unsigned *__restrict idx = reinterpret_cast<unsigned *>(col + taps);
+    float *__restrict coef = col + taps + w.inSize();
+    unsigned *__restrict chan = reinterpret_cast<unsigned *>(coef + c);
     for (unsigned k = 0; k < c * taps; ++k)
       gradWeights[k] = gwT[k] = 0.0f;
     for (unsigned co = 0; co < c; ++co)
@@ -134,10 +137,12 @@ public:
       if (!activeG)
         continue;
       // Each product g * x once either way: from dL/dI's non-zero entries (a window of
-      // taps each) or from the input's (kernel area x channels each), whichever is fewer.
-      if (std::uint64_t(activeG) * taps <=
+      // taps each) or from the input's (kernel area x channels each), whichever costs less;
+      // a product by gradients costs about twice one by inputs (its multiply-adds store
+      // into [c, taps] rows, not one cached block; ConvKernels.hpp).
+      if (GRADIENT_PRODUCT_COST * activeG * taps <=
           std::uint64_t(activeX) * w.kernelHeight * w.kernelWidth * c + std::uint64_t(P) * c) {
-        weightGradByGradients(w, c, xr, gr, col, &gradWeights[0]);
+        weightGradByGradients(w, c, xr, gr, col, coef, chan, &gradWeights[0]);
       } else {
         weightGradByInputs(w, c, xr, idx, activeX, gr, gT, gwT);
         byInputs = true;
@@ -154,16 +159,18 @@ public:
 
 // This channel group's share of dL/dx, the transposed convolution: per row, when dL/dI is
 // dense enough, col = dL/dI^T . W by the blocked dense product (positions in chunks of
-// the work's size), else one weight row per non-zero entry into col; then each position's
-// col row added back on its window (col2im). The shares of all channel groups are summed
-// by SumParts.
+// the work's size), then each position's col row added back on its window (col2im); else
+// per output position its non-zero entries' weight rows combined, by window runs into a
+// channels-last dL/dx when no column padding cuts a window (ConvKernels.hpp), else into
+// one col row and col2im. The shares of all channel groups are summed by SumParts.
 class ConvInputGrad : public Vertex {
 public:
   Input<Vector<float>> grad;       // dL/dI [rows, c, H_out, W_out]
   Input<Vector<float>> weights;    // [c, C_in, kH, kW]
   Output<Vector<float>> gradInput; // [rows, C_in, H, W]
   // [chunk, taps]: col rows of `chunk` positions (at least taps + 2 c: one col row, then
-  // one position's non-zero coefficients and channels)
+  // one position's non-zero coefficients and channels); then, without column padding,
+  // windowRunsFloats for the window runs
   InOut<Vector<float>> work;
   Output<Vector<unsigned>> denseRows; // [1]: rows that took the dense product
   unsigned rows;
@@ -183,16 +190,23 @@ public:
   bool compute() {
     const Window w = windowOf(*this);
     const unsigned c = outChannels, taps = w.taps(), P = w.outPositions();
-    const unsigned chunk = std::max(1u, std::min(P, unsigned(work.size() / taps)));
+    const bool runs = w.padX == 0;
+    const unsigned colFloats = unsigned(work.size()) - (runs ? windowRunsFloats(w, c) : 0u);
+    const unsigned chunk = std::max(1u, std::min(P, colFloats / taps));
     float *__restrict col = &work[0];
+    float *__restrict wr = col + colFloats;
+    float *__restrict dxT = wr + c * w.kernelHeight * paddedRun(w);
+    if (runs)
+      weightRuns(w, c, &weights[0], wr);
     for (unsigned k = 0; k < rows * w.inSize(); ++k)
       gradInput[k] = 0.0f;
     unsigned dense = 0;
     for (unsigned r = 0; r < rows; ++r) {
       const float *__restrict gr = &grad[r * c * P];
       float *__restrict dx = &gradInput[r * w.inSize()];
-      const bool product = popsnn::dense::denseEnough(popsnn::dense::countNonzero(gr, 1, c * P, 0),
-                                                      c * P, DENSE_INPUT_GRAD_MIN_PER_MILLE);
+      const bool product = popsnn::dense::denseEnough(
+          popsnn::dense::countNonzero(gr, 1, c * P, 0), c * P,
+          runs ? RUNS_DENSE_INPUT_GRAD_MIN_PER_MILLE : DENSE_INPUT_GRAD_MIN_PER_MILLE);
       dense += product;
       if (product) {
         for (unsigned p0 = 0; p0 < P; p0 += chunk) {
@@ -202,8 +216,11 @@ public:
         }
         continue;
       }
+      if (runs)
+        for (unsigned k = 0; k < w.inSize() + paddedRun(w); ++k)
+          dxT[k] = 0.0f;
       // Per position, its non-zero entries (coefficients and channels), then their weight
-      // rows combined into one col row.
+      // rows combined.
       float *__restrict coef = col + taps;
       unsigned *__restrict idx = reinterpret_cast<unsigned *>(coef + c);
       for (unsigned p = 0; p < P; ++p) {
@@ -215,22 +232,30 @@ public:
         }
         if (!count)
           continue;
+        if (runs) {
+          addWindowRuns(w, p, count, coef, idx, wr, dxT);
+          continue;
+        }
         combineRows(taps, count, coef, idx, &weights[0], taps, col);
         addWindows(w, col, p, 1, dx);
       }
+      if (runs) // channels-last back to [C_in, H, W]
+        for (unsigned ci = 0, hw = w.inHeight * w.inWidth; ci < w.inChannels; ++ci)
+          for (unsigned k = 0; k < hw; ++k)
+            dx[ci * hw + k] = dxT[k * w.inChannels + ci];
     }
     denseRows[0] = dense;
     return true;
   }
 };
 
-// Max pooling of `rows x channels` maps: each window's first maximum in row-major order
-// (PyTorch's choice; padding never wins), its index in the window kept for the backward.
-class MaxPoolForward : public Vertex {
+// Pooling of `maps` maps (rows x channels) by Kind (ConvKernels.hpp: MaxPool keeps each
+// window's argmax for the backward, AvgPool needs none and is given an empty argmax).
+template <class Kind> class PoolForward : public Vertex {
 public:
   Input<Vector<float>> x;          // [maps, H, W]
   Output<Vector<float>> y;         // [maps, H_out, W_out]
-  Output<Vector<unsigned>> argmax; // [maps, H_out, W_out]: kernel row * kW + column
+  Output<Vector<unsigned>> argmax; // [maps, H_out, W_out] (MaxPool), else empty
   unsigned maps;
   // The window (inChannels unused: 1).
   unsigned inChannels;
@@ -248,43 +273,17 @@ public:
   bool compute() {
     const Window w = windowOf(*this);
     const unsigned in = w.inHeight * w.inWidth, P = w.outPositions();
-    for (unsigned m = 0; m < maps; ++m) {
-      const float *__restrict xm = &x[m * in];
-      float *__restrict ym = &y[m * P];
-      unsigned *__restrict am = &argmax[m * P];
-      for (unsigned oy = 0; oy < w.outHeight; ++oy) {
-        // The window's rows and columns inside the map (padding never wins).
-        const TapRange rowsIn(oy, w.kernelHeight, w.padY, w.strideY, w.inHeight);
-        const int y0 = int(oy * w.strideY) - int(w.padY);
-        for (unsigned ox = 0; ox < w.outWidth; ++ox) {
-          const TapRange colsIn(ox, w.kernelWidth, w.padX, w.strideX, w.inWidth);
-          const int x0 = int(ox * w.strideX) - int(w.padX);
-          float best = -INFINITY;
-          unsigned at = 0;
-          for (unsigned i = rowsIn.lo; i < rowsIn.hi; ++i) {
-            const float *__restrict row = xm + unsigned(y0 + int(i)) * w.inWidth;
-            for (unsigned j = colsIn.lo; j < colsIn.hi; ++j) {
-              // Without a branch: which entry wins is data, unpredictable.
-              const float v = row[x0 + int(j)];
-              const unsigned mask = 0u - unsigned(v > best);
-              at = (at & ~mask) | ((i * w.kernelWidth + j) & mask);
-              best = v > best ? v : best;
-            }
-          }
-          ym[oy * w.outWidth + ox] = best;
-          am[oy * w.outWidth + ox] = at;
-        }
-      }
-    }
+    for (unsigned m = 0; m < maps; ++m)
+      Kind::forward(w, &x[m * in], &y[m * P], Kind::KEEPS_ARGMAX ? &argmax[m * P] : nullptr);
     return true;
   }
 };
 
-// dL/dx of max pooling: each window's gradient to the entry its argmax names.
-class MaxPoolBackward : public Vertex {
+// dL/dx of pooling: Kind routes each window's gradient (MaxPool: to its argmax).
+template <class Kind> class PoolBackward : public Vertex {
 public:
   Input<Vector<float>> grad;       // [maps, H_out, W_out]
-  Input<Vector<unsigned>> argmax;  // [maps, H_out, W_out]
+  Input<Vector<unsigned>> argmax;  // [maps, H_out, W_out] (MaxPool), else empty
   Output<Vector<float>> gradInput; // [maps, H, W]
   unsigned maps;
   unsigned inChannels;
@@ -302,100 +301,17 @@ public:
   bool compute() {
     const Window w = windowOf(*this);
     const unsigned in = w.inHeight * w.inWidth, P = w.outPositions();
-    for (unsigned k = 0; k < maps * in; ++k)
-      gradInput[k] = 0.0f;
     for (unsigned m = 0; m < maps; ++m)
-      for (unsigned p = 0; p < P; ++p) {
-        const float g = grad[m * P + p];
-        if (g == 0.0f)
-          continue;
-        const unsigned i = argmax[m * P + p] / w.kernelWidth, j = argmax[m * P + p] % w.kernelWidth;
-        const int yy = Window::inIndex(p / w.outWidth, i, w.padY, w.strideY, w.inHeight);
-        const int xx = Window::inIndex(p % w.outWidth, j, w.padX, w.strideX, w.inWidth);
-        gradInput[m * in + unsigned(yy) * w.inWidth + unsigned(xx)] += g;
-      }
+      Kind::backward(w, &grad[m * P], Kind::KEEPS_ARGMAX ? &argmax[m * P] : nullptr,
+                     &gradInput[m * in]);
     return true;
   }
 };
 
-// Average pooling (padding counts as zeros, as PyTorch's default) and its backward, which
-// spreads a window's gradient evenly over it.
-class AvgPoolForward : public Vertex {
-public:
-  Input<Vector<float>> x;  // [maps, H, W]
-  Output<Vector<float>> y; // [maps, H_out, W_out]
-  unsigned maps;
-  unsigned inChannels;
-  unsigned inHeight;
-  unsigned inWidth;
-  unsigned kernelHeight;
-  unsigned kernelWidth;
-  unsigned strideY;
-  unsigned strideX;
-  unsigned padY;
-  unsigned padX;
-  unsigned outHeight;
-  unsigned outWidth;
-
-  bool compute() {
-    const Window w = windowOf(*this);
-    const unsigned in = w.inHeight * w.inWidth, P = w.outPositions();
-    const float size = float(w.kernelHeight * w.kernelWidth);
-    for (unsigned m = 0; m < maps; ++m)
-      for (unsigned p = 0; p < P; ++p) {
-        float sum = 0.0f;
-        for (unsigned i = 0; i < w.kernelHeight; ++i)
-          for (unsigned j = 0; j < w.kernelWidth; ++j) {
-            const int yy = Window::inIndex(p / w.outWidth, i, w.padY, w.strideY, w.inHeight);
-            const int xx = Window::inIndex(p % w.outWidth, j, w.padX, w.strideX, w.inWidth);
-            if (yy >= 0 && xx >= 0)
-              sum += x[m * in + unsigned(yy) * w.inWidth + unsigned(xx)];
-          }
-        y[m * P + p] = sum / size;
-      }
-    return true;
-  }
-};
-
-class AvgPoolBackward : public Vertex {
-public:
-  Input<Vector<float>> grad;       // [maps, H_out, W_out]
-  Output<Vector<float>> gradInput; // [maps, H, W]
-  unsigned maps;
-  unsigned inChannels;
-  unsigned inHeight;
-  unsigned inWidth;
-  unsigned kernelHeight;
-  unsigned kernelWidth;
-  unsigned strideY;
-  unsigned strideX;
-  unsigned padY;
-  unsigned padX;
-  unsigned outHeight;
-  unsigned outWidth;
-
-  bool compute() {
-    const Window w = windowOf(*this);
-    const unsigned in = w.inHeight * w.inWidth, P = w.outPositions();
-    const float size = float(w.kernelHeight * w.kernelWidth);
-    for (unsigned k = 0; k < maps * in; ++k)
-      gradInput[k] = 0.0f;
-    for (unsigned m = 0; m < maps; ++m)
-      for (unsigned p = 0; p < P; ++p) {
-        const float share = grad[m * P + p] / size;
-        if (share == 0.0f)
-          continue;
-        for (unsigned i = 0; i < w.kernelHeight; ++i)
-          for (unsigned j = 0; j < w.kernelWidth; ++j) {
-            const int yy = Window::inIndex(p / w.outWidth, i, w.padY, w.strideY, w.inHeight);
-            const int xx = Window::inIndex(p % w.outWidth, j, w.padX, w.strideX, w.inWidth);
-            if (yy >= 0 && xx >= 0)
-              gradInput[m * in + unsigned(yy) * w.inWidth + unsigned(xx)] += share;
-          }
-      }
-    return true;
-  }
-};
+template class PoolForward<popsnn::conv::MaxPool>;
+template class PoolForward<popsnn::conv::AvgPool>;
+template class PoolBackward<popsnn::conv::MaxPool>;
+template class PoolBackward<popsnn::conv::AvgPool>;
 
 // out = the sum of `parts` equal blocks (partial results of several tiles), in block order.
 class SumParts : public Vertex {

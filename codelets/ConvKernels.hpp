@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "DenseKernels.hpp"
@@ -57,7 +58,6 @@ template <class V> inline Window windowOf(const V &v) {
           v.strideX,    v.padY,     v.padX,    v.outHeight,    v.outWidth};
 }
 
-// acc [positions, c] += every non-zero input's kernel taps (one input row).
 // The positions of x's non-zero entries, in order, into idx (without a branch per entry:
 // at spike densities which entries are zero is unpredictable); returns their count.
 inline unsigned nonzeroIndices(const float *__restrict x, unsigned n, unsigned *__restrict idx) {
@@ -76,29 +76,38 @@ struct InputAt {
       : ci(k / (w.inHeight * w.inWidth)), y(k / w.inWidth % w.inHeight), x(k % w.inWidth) {}
 };
 
+// f(tap, p) for every kernel tap of input entry k that reaches an output, p that output's
+// position: the loop over one non-zero input's outputs, shared by the event-driven
+// convolution and the input-driven weight gradient.
+template <class F> inline void forEachTapReached(const Window &w, unsigned k, F &&f) {
+  const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
+  const InputAt at(w, k);
+  for (unsigned i = 0; i < kH; ++i) {
+    const int oy = Window::outIndex(at.y, i, w.padY, w.strideY, w.outHeight);
+    if (oy < 0)
+      continue;
+    for (unsigned j = 0; j < kW; ++j) {
+      const int ox = Window::outIndex(at.x, j, w.padX, w.strideX, w.outWidth);
+      if (ox >= 0)
+        f((at.ci * kH + i) * kW + j, unsigned(oy) * w.outWidth + unsigned(ox));
+    }
+  }
+}
+
+// out[0, n) += g * row[0, n): contiguous, so it vectorises.
+inline void axpy(unsigned n, float g, const float *__restrict row, float *__restrict out) {
+  for (unsigned k = 0; k < n; ++k)
+    out[k] += g * row[k];
+}
+
 // acc [positions, c] += the kernel taps of x's `count` non-zero entries idx (one input row).
 inline void scatterRow(const Window &w, const float *__restrict x, const unsigned *__restrict idx,
                        unsigned count, const float *__restrict taps, unsigned c,
                        float *__restrict acc) {
-  const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
   for (unsigned q = 0; q < count; ++q) {
     const float v = x[idx[q]];
-    const InputAt at(w, idx[q]);
-    const unsigned ci = at.ci, y = at.y, xx = at.x;
-    for (unsigned i = 0; i < kH; ++i) {
-      const int oy = Window::outIndex(y, i, w.padY, w.strideY, w.outHeight);
-      if (oy < 0)
-        continue;
-      for (unsigned j = 0; j < kW; ++j) {
-        const int ox = Window::outIndex(xx, j, w.padX, w.strideX, w.outWidth);
-        if (ox < 0)
-          continue;
-        const float *__restrict k = &taps[((ci * kH + i) * kW + j) * c];
-        float *__restrict out = &acc[(unsigned(oy) * w.outWidth + unsigned(ox)) * c];
-        for (unsigned co = 0; co < c; ++co)
-          out[co] += v * k[co];
-      }
-    }
+    forEachTapReached(w, idx[q],
+                      [&](unsigned tap, unsigned p) { axpy(c, v, &taps[tap * c], &acc[p * c]); });
   }
 }
 
@@ -167,65 +176,121 @@ inline void addWindows(const Window &w, const float *__restrict col, unsigned p0
   }
 }
 
-// out[0, n) += g * row[0, n): contiguous, so it vectorises.
-inline void axpy(unsigned n, float g, const float *__restrict row, float *__restrict out) {
-  for (unsigned k = 0; k < n; ++k)
-    out[k] += g * row[k];
-}
-
-// out[0, n) = sum_k coef[k] * rows[idx[k] * ld + (0, n)]: a few rows of a matrix combined,
-// a block of BLOCK_VECS vectors of out held in registers while every row streams past
-// (one load per multiply-add; an axpy per row would also load and store out each time).
+// out[0, n) = sum_k coef[k] * rows[idx[k] * ld + (0, n)] (ADD: out +=): a few rows of a
+// matrix combined, a block of BLOCK_VECS vectors of out held in registers while every row
+// streams past (one load per multiply-add; an axpy per row would also load and store out
+// each time).
+template <bool ADD = false>
 inline void combineRows(unsigned n, unsigned count, const float *__restrict coef,
                         const unsigned *__restrict idx, const float *__restrict rows, unsigned ld,
                         float *__restrict out) {
   using popsnn::dense::Lanes;
   using popsnn::dense::LANES;
+  using popsnn::dense::loadLanes;
   constexpr unsigned BLOCK_VECS = 4, BLOCK = BLOCK_VECS * LANES;
   unsigned k0 = 0;
   for (; k0 + BLOCK <= n; k0 += BLOCK) {
-    Lanes acc[BLOCK_VECS] = {};
+    Lanes acc[BLOCK_VECS];
+    for (unsigned v = 0; v < BLOCK_VECS; ++v)
+      acc[v] = ADD ? loadLanes(out + k0 + v * LANES) : Lanes{};
     for (unsigned q = 0; q < count; ++q) {
       const float *__restrict r = rows + std::size_t(idx[q]) * ld + k0;
       for (unsigned v = 0; v < BLOCK_VECS; ++v)
-        acc[v] += coef[q] * popsnn::dense::loadLanes(r + v * LANES);
+        acc[v] += coef[q] * loadLanes(r + v * LANES);
     }
     for (unsigned v = 0; v < BLOCK_VECS; ++v)
       popsnn::dense::storeLanes(out + k0 + v * LANES, acc[v]);
   }
   for (; k0 + LANES <= n; k0 += LANES) { // whole vectors of the rest
-    Lanes acc = {};
+    Lanes acc = ADD ? loadLanes(out + k0) : Lanes{};
     for (unsigned q = 0; q < count; ++q)
-      acc += coef[q] * popsnn::dense::loadLanes(rows + std::size_t(idx[q]) * ld + k0);
+      acc += coef[q] * loadLanes(rows + std::size_t(idx[q]) * ld + k0);
     popsnn::dense::storeLanes(out + k0, acc);
   }
   for (unsigned k = k0; k < n; ++k) // fewer than a vector: row by row, no gathers
-    out[k] = 0.0f;
+    out[k] = ADD ? out[k] : 0.0f;
   for (unsigned q = 0; q < count; ++q)
     for (unsigned k = k0; k < n; ++k)
       out[k] += coef[q] * rows[std::size_t(idx[q]) * ld + k];
 }
 
+// The input gradient by window runs, ConvInputGrad's per-entry path when no column padding
+// cuts a window: dL/dx is kept channels-last ([H, W, C_in]) so that a window's row (kW
+// columns x C_in channels) is one contiguous run, and a position's non-zero dL/dI entries
+// add their weights' matching rows (transposed to that order, zero-padded to whole
+// vectors) onto it, with no col row and no scalar col2im. The padding adds zeros to the
+// entries after a run (and past dL/dx's end into the run's padding).
+inline unsigned paddedRun(const Window &w) {
+  using popsnn::dense::LANES;
+  return (w.kernelWidth * w.inChannels + LANES - 1) / LANES * LANES;
+}
+// Work floats: the transposed weights [c, kH, paddedRun], then dL/dx channels-last and one
+// run's padding.
+inline unsigned windowRunsFloats(const Window &w, unsigned c) {
+  return (c * w.kernelHeight + 1) * paddedRun(w) + w.inSize();
+}
+
+// wr [c, kH, paddedRun] = weights [c, C_in, kH, kW] as rows of (column, channel) runs.
+inline void weightRuns(const Window &w, unsigned c, const float *__restrict weights,
+                       float *__restrict wr) {
+  const unsigned kH = w.kernelHeight, kW = w.kernelWidth, cin = w.inChannels, R = paddedRun(w);
+  for (unsigned co = 0; co < c; ++co)
+    for (unsigned i = 0; i < kH; ++i) {
+      float *__restrict run = wr + (co * kH + i) * R;
+      for (unsigned k = kW * cin; k < R; ++k)
+        run[k] = 0.0f;
+      for (unsigned j = 0; j < kW; ++j)
+        for (unsigned ci = 0; ci < cin; ++ci)
+          run[j * cin + ci] = weights[((co * cin + ci) * kH + i) * kW + j];
+    }
+}
+
+// dxT [H, W, C_in] += output position p's `count` non-zero entries (coef, channel idx)
+// times their weight runs, one run per window row inside the map.
+inline void addWindowRuns(const Window &w, unsigned p, unsigned count, const float *__restrict coef,
+                          const unsigned *__restrict idx, const float *__restrict wr,
+                          float *__restrict dxT) {
+  const unsigned R = paddedRun(w), kH = w.kernelHeight;
+  const unsigned oy = p / w.outWidth, ox = p % w.outWidth;
+  const TapRange rowsIn(oy, kH, w.padY, w.strideY, w.inHeight);
+  const int y0 = int(oy * w.strideY) - int(w.padY);
+  for (unsigned i = rowsIn.lo; i < rowsIn.hi; ++i) {
+    float *__restrict run =
+        dxT + (unsigned(y0 + int(i)) * w.inWidth + ox * w.strideX) * w.inChannels;
+    combineRows<true>(R, count, coef, idx, wr + i * R, kH * R, run);
+  }
+}
+
 // gw [c, taps] += each non-zero dL/dI entry times its window of the input: per output
-// position with any gradient, its window as one row (windowRow), then one contiguous
-// multiply-add of that row per non-zero entry.
+// position, its non-zero entries listed (coef, chan; without a branch per entry: which are
+// zero is data), then, if any, its window as one row (windowRow) and one contiguous
+// multiply-add of that row per entry.
 inline void weightGradByGradients(const Window &w, unsigned c, const float *__restrict xr,
                                   const float *__restrict gr, float *__restrict col,
+                                  float *__restrict coef, unsigned *__restrict chan,
                                   float *__restrict gradW) {
   const unsigned taps = w.taps(), P = w.outPositions();
   for (unsigned p = 0; p < P; ++p) {
-    bool filled = false;
+    unsigned count = 0;
     for (unsigned co = 0; co < c; ++co) {
       const float g = gr[co * P + p];
-      if (g == 0.0f)
-        continue;
-      if (!filled)
-        windowRow(w, xr, p, col);
-      filled = true;
-      axpy(taps, g, col, &gradW[co * taps]);
+      coef[count] = g, chan[count] = co;
+      count += g != 0.0f;
     }
+    if (!count)
+      continue;
+    windowRow(w, xr, p, col);
+    for (unsigned q = 0; q < count; ++q)
+      axpy(taps, coef[q], col, &gradW[chan[q] * taps]);
   }
 }
+
+// ConvWeightGrad's cost of a product by gradients relative to one by inputs. On the CSNN's
+// second convolution under a window rule (perf, bench/csnn_steps.py 10 128 window:0.5;
+// docs/convolution.md) rows by gradients ran at about 0.22 ns a product, rows by inputs
+// at 0.15 with their overheads; with 1 the rule's sparse rows took the slower path and the
+// weight gradient cost twice the dense one's, with 2 less than it.
+constexpr std::uint64_t GRADIENT_PRODUCT_COST = 2;
 
 // gwT [taps, c] += each non-zero input times dL/dI of the outputs its taps reach, with
 // dL/dI transposed to [P, c] (gT) first, so every product runs along the c channels.
@@ -234,33 +299,151 @@ inline void weightGradByInputs(const Window &w, unsigned c, const float *__restr
                                const float *__restrict gr, float *__restrict gT,
                                float *__restrict gwT) {
   const unsigned P = w.outPositions();
-  const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
   for (unsigned co = 0; co < c; ++co)
     for (unsigned p = 0; p < P; ++p)
       gT[p * c + co] = gr[co * P + p];
   for (unsigned q = 0; q < count; ++q) {
     const float v = xr[idx[q]];
-    const InputAt at(w, idx[q]);
-    const unsigned ci = at.ci, y = at.y, xx = at.x;
-    for (unsigned i = 0; i < kH; ++i) {
-      const int oy = Window::outIndex(y, i, w.padY, w.strideY, w.outHeight);
-      if (oy < 0)
-        continue;
-      for (unsigned j = 0; j < kW; ++j) {
-        const int ox = Window::outIndex(xx, j, w.padX, w.strideX, w.outWidth);
-        if (ox < 0)
-          continue;
-        const unsigned p = unsigned(oy) * w.outWidth + unsigned(ox);
-        axpy(c, v, &gT[p * c], &gwT[((ci * kH + i) * kW + j) * c]);
-      }
-    }
+    forEachTapReached(w, idx[q],
+                      [&](unsigned tap, unsigned p) { axpy(c, v, &gT[p * c], &gwT[tap * c]); });
   }
 }
 
+// The pooling kinds of PoolForward / PoolBackward (Conv.cpp), one map at a time; the
+// backward writes every entry of its map's dL/dx.
+// Max: each window's first maximum in row-major order (PyTorch's choice; padding never
+// wins), its index in the window (kernel row * kW + column) kept for the backward, which
+// routes the window's gradient to it.
+struct MaxPool {
+  static constexpr bool KEEPS_ARGMAX = true;
+  // 2 x 2 windows at stride 2 without padding tiling the map (the CSNN's pools): each
+  // window's four entries read directly and each gradient entry written once.
+  static bool pairs(const Window &w) {
+    return w.kernelHeight == 2 && w.kernelWidth == 2 && w.strideY == 2 && w.strideX == 2 &&
+           w.padY == 0 && w.padX == 0 && w.inHeight == 2 * w.outHeight &&
+           w.inWidth == 2 * w.outWidth;
+  }
+  // The running (first) maximum and its index: a later entry wins only when greater, as
+  // in the general loop (without a branch: which entry wins is data, unpredictable).
+  static void keepFirstMax(float v, unsigned k, float &best, unsigned &at) {
+    const unsigned mask = 0u - unsigned(v > best);
+    at = (at & ~mask) | (k & mask);
+    best = v > best ? v : best;
+  }
+  static void forward(const Window &w, const float *__restrict x, float *__restrict y,
+                      unsigned *__restrict argmax) {
+    if (pairs(w)) {
+      for (unsigned oy = 0; oy < w.outHeight; ++oy) {
+        const float *__restrict r0 = x + 2 * oy * w.inWidth, *__restrict r1 = r0 + w.inWidth;
+        for (unsigned ox = 0; ox < w.outWidth; ++ox) {
+          float best = -INFINITY;
+          unsigned at = 0;
+          keepFirstMax(r0[2 * ox], 0, best, at);
+          keepFirstMax(r0[2 * ox + 1], 1, best, at);
+          keepFirstMax(r1[2 * ox], 2, best, at);
+          keepFirstMax(r1[2 * ox + 1], 3, best, at);
+          y[oy * w.outWidth + ox] = best;
+          argmax[oy * w.outWidth + ox] = at;
+        }
+      }
+      return;
+    }
+    for (unsigned oy = 0; oy < w.outHeight; ++oy) {
+      // The window's rows and columns inside the map (padding never wins).
+      const TapRange rowsIn(oy, w.kernelHeight, w.padY, w.strideY, w.inHeight);
+      const int y0 = int(oy * w.strideY) - int(w.padY);
+      for (unsigned ox = 0; ox < w.outWidth; ++ox) {
+        const TapRange colsIn(ox, w.kernelWidth, w.padX, w.strideX, w.inWidth);
+        const int x0 = int(ox * w.strideX) - int(w.padX);
+        float best = -INFINITY;
+        unsigned at = 0;
+        for (unsigned i = rowsIn.lo; i < rowsIn.hi; ++i) {
+          const float *__restrict row = x + unsigned(y0 + int(i)) * w.inWidth;
+          for (unsigned j = colsIn.lo; j < colsIn.hi; ++j)
+            keepFirstMax(row[x0 + int(j)], i * w.kernelWidth + j, best, at);
+        }
+        y[oy * w.outWidth + ox] = best;
+        argmax[oy * w.outWidth + ox] = at;
+      }
+    }
+  }
+  // gradInput = each window's gradient at the entry its argmax names, zeros elsewhere.
+  static void backward(const Window &w, const float *__restrict grad,
+                       const unsigned *__restrict argmax, float *__restrict gradInput) {
+    if (pairs(w)) {
+      for (unsigned oy = 0; oy < w.outHeight; ++oy) {
+        float *__restrict r0 = gradInput + 2 * oy * w.inWidth, *__restrict r1 = r0 + w.inWidth;
+        for (unsigned ox = 0; ox < w.outWidth; ++ox) {
+          const unsigned p = oy * w.outWidth + ox, at = argmax[p];
+          const float g = grad[p] != 0.0f ? grad[p] : 0.0f; // as 0 + g: -0 gives +0
+          r0[2 * ox] = at == 0 ? g : 0.0f;
+          r0[2 * ox + 1] = at == 1 ? g : 0.0f;
+          r1[2 * ox] = at == 2 ? g : 0.0f;
+          r1[2 * ox + 1] = at == 3 ? g : 0.0f;
+        }
+      }
+      return;
+    }
+    for (unsigned k = 0; k < w.inHeight * w.inWidth; ++k)
+      gradInput[k] = 0.0f;
+    for (unsigned p = 0; p < w.outPositions(); ++p) {
+      const float g = grad[p];
+      if (g == 0.0f)
+        continue;
+      const unsigned i = argmax[p] / w.kernelWidth, j = argmax[p] % w.kernelWidth;
+      const int yy = Window::inIndex(p / w.outWidth, i, w.padY, w.strideY, w.inHeight);
+      const int xx = Window::inIndex(p % w.outWidth, j, w.padX, w.strideX, w.inWidth);
+      gradInput[unsigned(yy) * w.inWidth + unsigned(xx)] += g;
+    }
+  }
+};
+
+// Average (padding counts as zeros, as PyTorch's default); the backward spreads a window's
+// gradient evenly over it. No argmax.
+struct AvgPool {
+  static constexpr bool KEEPS_ARGMAX = false;
+  static void forward(const Window &w, const float *__restrict x, float *__restrict y, unsigned *) {
+    const float size = float(w.kernelHeight * w.kernelWidth);
+    for (unsigned p = 0; p < w.outPositions(); ++p) {
+      float sum = 0.0f;
+      for (unsigned i = 0; i < w.kernelHeight; ++i)
+        for (unsigned j = 0; j < w.kernelWidth; ++j) {
+          const int yy = Window::inIndex(p / w.outWidth, i, w.padY, w.strideY, w.inHeight);
+          const int xx = Window::inIndex(p % w.outWidth, j, w.padX, w.strideX, w.inWidth);
+          if (yy >= 0 && xx >= 0)
+            sum += x[unsigned(yy) * w.inWidth + unsigned(xx)];
+        }
+      y[p] = sum / size;
+    }
+  }
+  static void backward(const Window &w, const float *__restrict grad, const unsigned *,
+                       float *__restrict gradInput) {
+    const float size = float(w.kernelHeight * w.kernelWidth);
+    for (unsigned k = 0; k < w.inHeight * w.inWidth; ++k)
+      gradInput[k] = 0.0f;
+    for (unsigned p = 0; p < w.outPositions(); ++p) {
+      const float share = grad[p] / size;
+      if (share == 0.0f)
+        continue;
+      for (unsigned i = 0; i < w.kernelHeight; ++i)
+        for (unsigned j = 0; j < w.kernelWidth; ++j) {
+          const int yy = Window::inIndex(p / w.outWidth, i, w.padY, w.strideY, w.inHeight);
+          const int xx = Window::inIndex(p % w.outWidth, j, w.padX, w.strideX, w.inWidth);
+          if (yy >= 0 && xx >= 0)
+            gradInput[unsigned(yy) * w.inWidth + unsigned(xx)] += share;
+        }
+    }
+  }
+};
+
 // The fraction (per mille) of non-zero dL/dI entries from which ConvInputGrad runs the
-// blocked dense product (col = dL/dI^T . W, then col2im) rather than one multiply-add of a
-// weight row per non-zero entry. Measured with bench/csnn_steps.py (docs/convolution.md).
+// blocked dense product (col = dL/dI^T . W, then col2im) rather than its per-entry path:
+// by window runs, measured (bench/csnn_threshold.py under perf, the CSNN's second
+// convolution, CPU time per row: runs 12 / 18 / 25 / 37 / 59 us at 10 / 25 / 40 / 60 / 100%,
+// the product 30-36 us at any density) to cross near 50%; by col rows (column padding),
+// 30% from the earlier, slower per-entry kernel (docs/convolution.md).
 constexpr unsigned DENSE_INPUT_GRAD_MIN_PER_MILLE = 300;
+constexpr unsigned RUNS_DENSE_INPUT_GRAD_MIN_PER_MILLE = 500;
 
 } // namespace conv
 } // namespace popsnn

@@ -102,9 +102,10 @@ public:
         const bool first = t + 1 == steps, sum = constantCurrent && !first;
         for (unsigned j = 0; j < n; ++j) {
           const float u = membranes[row + j];
-          const float dsdu = Rule::keep(u, threshold, ruleValue)
-                                 ? surrogateAt(surrogate, u - threshold, surrogateParam)
-                                 : 0.0f;
+          // The surrogate computed everywhere and selected: a branch on the rule's
+          // (data-dependent) choice mispredicts.
+          const float s = surrogateAt(surrogate, u - threshold, surrogateParam);
+          const float dsdu = Rule::keep(u, threshold, ruleValue) ? s : 0.0f;
           float d = dsdu * gradSpikes[row + j] + gradMembranes[row + j];
           if (!first) {
             // 1 - R[t+1] = (U[t] <= threshold): the zero reset cuts the leak path.

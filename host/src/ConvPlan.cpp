@@ -29,7 +29,14 @@ unsigned inputGradChunk(const ConvStageSpec &spec, unsigned positions) {
 
 std::size_t inputGradWorkFloats(const ConvStageSpec &spec, unsigned positions, unsigned channels) {
   const std::size_t taps = std::size_t(spec.inChannels) * spec.conv.kernelH * spec.conv.kernelW;
-  return std::max(inputGradChunk(spec, positions) * taps, taps + 2 * channels);
+  const std::size_t col = std::max(inputGradChunk(spec, positions) * taps, taps + 2 * channels);
+  if (spec.conv.padW) // no window runs (codelets/ConvKernels.hpp's windowRunsFloats)
+    return col;
+  // A run padded to whole vectors of any target (at most 16 floats), so the codelets' own
+  // rounding never needs more.
+  const std::size_t run = (std::size_t(spec.conv.kernelW) * spec.inChannels + 15) / 16 * 16;
+  const std::size_t in = std::size_t(spec.inChannels) * spec.inHeight * spec.inWidth;
+  return col + (std::size_t(channels) * spec.conv.kernelH + 1) * run + in;
 }
 
 std::vector<MapSize> stageMapSizes(const ConvStageSpec &spec) {
@@ -51,9 +58,10 @@ std::uint64_t convShardBytes(const ConvStageSpec &spec, unsigned channels, unsig
   const std::uint64_t taps = std::uint64_t(spec.inChannels) * spec.conv.kernelH * spec.conv.kernelW;
   const std::uint64_t convOut = std::uint64_t(maps[1].h) * maps[1].w;
   // Input, weights, bias; the forward's work (taps transposed, one row's sums), the weight
-  // gradient's ([taps, c], [P, c], one window) and the input gradient's (col rows).
+  // gradient's ([taps, c], [P, c], one window, a position's entries) and the input
+  // gradient's (col rows).
   std::uint64_t floats = rc * inSize + c * taps + c + taps * c + convOut * c + inSize + 4;
-  floats += taps * c + convOut * c + taps + inSize;
+  floats += taps * c + convOut * c + taps + inSize + 2 * c;
   if (spec.inputGrad)
     floats += inputGradWorkFloats(spec, unsigned(convOut), channels);
   // Every map after the input: its forward values and its gradient; max pools their argmax.

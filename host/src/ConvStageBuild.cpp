@@ -14,6 +14,11 @@ namespace {
 
 unsigned ceilDiv(unsigned a, unsigned b) { return (a + b - 1) / b; }
 
+// The pooling vertex `name` (PoolForward, PoolBackward) of the pool's kind.
+std::string poolVertex(const char *name, const PoolSpec &p) {
+  return std::string(name) + (p.max ? "<popsnn::conv::MaxPool>" : "<popsnn::conv::AvgPool>");
+}
+
 // The host-facing input, weights and bias, each shard's share on a tile, and the fan-out
 // of them to every shard that needs them (row groups share weights, channel groups input).
 void createInputs(ConvStageBuild &s) {
@@ -82,13 +87,12 @@ void addForward(ConvStageBuild &s) {
       const PoolSpec &p = spec.pools[k];
       const unsigned m = k + 2;
       t.maps[m] = s.var(FLOAT, std::size_t(rows) * c * s.positions(m), tile, "pooled");
-      VertexRef pv = s.graph.addVertex(pools[k], p.max ? "MaxPoolForward" : "AvgPoolForward");
+      VertexRef pv = s.graph.addVertex(pools[k], poolVertex("PoolForward", p));
       s.graph.connect(pv["x"], t.maps[m - 1]);
       s.graph.connect(pv["y"], t.maps[m]);
-      if (p.max) {
-        t.argmax[m] = s.var(UNSIGNED_INT, t.maps[m].numElements(), tile, "argmax");
-        s.graph.connect(pv["argmax"], t.argmax[m]);
-      }
+      // An average pool keeps no argmax: its field takes an empty tensor.
+      t.argmax[m] = s.var(UNSIGNED_INT, p.max ? t.maps[m].numElements() : 0, tile, "argmax");
+      s.graph.connect(pv["argmax"], t.argmax[m]);
       s.graph.setInitialValue(pv["maps"], rows * c);
       s.setWindow(pv, p.window, 1, s.plan.maps[m - 1], s.plan.maps[m]);
       VertexWork pw;
@@ -122,11 +126,10 @@ void addPoolBackward(ConvStageBuild &s) {
     for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
       const ConvShard &sh = s.plan.shards[i];
       ConvShardTensors &t = s.shards[i];
-      VertexRef v = s.graph.addVertex(cs, p.max ? "MaxPoolBackward" : "AvgPoolBackward");
+      VertexRef v = s.graph.addVertex(cs, poolVertex("PoolBackward", p));
       s.graph.connect(v["grad"], t.grads[m]);
       s.graph.connect(v["gradInput"], t.grads[m - 1]);
-      if (p.max)
-        s.graph.connect(v["argmax"], t.argmax[m]);
+      s.graph.connect(v["argmax"], t.argmax[m]);
       s.graph.setInitialValue(v["maps"], spec.convRows(sh.rows) * sh.channels);
       s.setWindow(v, p.window, 1, s.plan.maps[m - 1], s.plan.maps[m]);
       VertexWork w;
@@ -172,7 +175,7 @@ void addGradVertices(ConvStageBuild &s, ComputeSet cs) {
     t.activeGrads = s.var(UNSIGNED_INT, 1, sh.tile, "active_grads");
     t.inputDenseRows = s.var(UNSIGNED_INT, 1, sh.tile, "input_grad_dense_rows");
     const std::size_t workFloats =
-        std::size_t(s.taps()) * c + std::size_t(P) * c + s.taps() + s.inSize();
+        std::size_t(s.taps()) * c + std::size_t(P) * c + s.taps() + s.inSize() + 2 * c;
     VertexWork w;
     w.batch = rows, w.neurons = c, w.inputs = s.taps(), w.elements = s.inSize();
     w.positions = s.positions(1), w.activeCandidates = unsigned(s.activeGrads[i] + 0.5f);

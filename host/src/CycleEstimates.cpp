@@ -54,11 +54,15 @@ std::uint64_t convForwardCycles(const VertexWork &w) {
           2ull * w.positions * w.neurons);
 }
 
-// Weight or input gradient: each of a row's activeCandidates non-zero dL/dI entries visits
-// its window's taps (a load, a multiply-add and a store each).
-std::uint64_t convGradCycles(const VertexWork &w) {
-  return std::uint64_t(w.batch) *
-         (2ull * w.positions * w.neurons + 3ull * std::uint64_t(w.activeCandidates) * w.inputs);
+// The input gradient's per-entry path by window runs: per row dL/dI's entries counted and
+// gathered per position, each non-zero entry one pass over its window's taps (kH runs of
+// float pairs), dL/dx zeroed and transposed from channels-last; the weights transposed to
+// runs once.
+std::uint64_t convInputGradCycles(const VertexWork &w) {
+  return kVertexOverhead + 2ull * w.neurons * w.inputs +
+         std::uint64_t(w.batch) *
+             (2ull * w.positions * w.neurons +
+              std::uint64_t(w.activeCandidates) * vectorPass(w.inputs) + 3ull * w.elements);
 }
 
 // A pool over `batch` rows of `neurons` maps: every window entry once.
@@ -110,19 +114,17 @@ const std::map<std::string, Estimator> &table() {
       {"SgdStep", [](const VertexWork &w) { return kVertexOverhead + 4ull * w.elements; }},
       {"AdamStep", [](const VertexWork &w) { return kVertexOverhead + 14ull * w.elements; }},
       {"ConvForward", [](const VertexWork &w) { return kVertexOverhead + convForwardCycles(w); }},
-      // Each row by dL/dI's non-zero entries or by the input's, whichever is fewer products.
+      // Each row by dL/dI's non-zero entries or by the input's, as the vertex chooses (a
+      // product by gradients weighed at twice one by inputs).
       {"ConvWeightGrad",
        [](const VertexWork &w) {
          const std::uint64_t byGrads = std::uint64_t(w.activeCandidates) * w.inputs;
          const std::uint64_t byInputs = std::uint64_t(w.activeInputs) * w.kernelArea * w.neurons;
          return kVertexOverhead +
                 std::uint64_t(w.batch) * (2ull * w.positions * w.neurons + w.elements +
-                                          3ull * std::min(byGrads, byInputs));
+                                          3ull * (2 * byGrads <= byInputs ? byGrads : byInputs));
        }},
-      {"ConvInputGrad",
-       [](const VertexWork &w) {
-         return kVertexOverhead + convGradCycles(w) + 2ull * w.batch * w.elements;
-       }},
+      {"ConvInputGrad", convInputGradCycles},
       {"MaxPoolForward", [](const VertexWork &w) { return kVertexOverhead + poolCycles(w); }},
       {"MaxPoolBackward", [](const VertexWork &w) { return kVertexOverhead + poolCycles(w); }},
       {"AvgPoolForward", [](const VertexWork &w) { return kVertexOverhead + poolCycles(w); }},
