@@ -36,9 +36,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import experiments  # noqa: E402
+import systems  # noqa: E402
 
-import popsnn  # noqa: E402
-from popsnn import optim  # noqa: E402
 from popsnn.backends import engine as engine_backend  # noqa: E402
 
 GENERATOR = "host/src/VertexInstances.cpp"  # writes the LIF vertices' instantiation list
@@ -197,15 +196,7 @@ def model_with(gp: Path, work):
     original = engine_backend.codelets_path
     engine_backend.codelets_path = lambda: gp
     try:
-        return popsnn.Model(
-            work.net,
-            loss=work.loss,
-            optimizer=optim.Adam(lr=work.lr),
-            device="cpu",
-            num_steps=work.num_steps,
-            batch_size=work.batch_size,
-            seed=work.seed,
-        )
+        return systems.popsnn_model(work)
     finally:
         engine_backend.codelets_path = original
 

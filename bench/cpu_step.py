@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import systems  # noqa: E402
 import throughput  # noqa: E402
 
 import popsnn  # noqa: E402
-from popsnn import optim  # noqa: E402
 
 
 def main() -> None:
@@ -34,15 +34,7 @@ def main() -> None:
     if args.blocks < 1:
         sys.exit("cpu_step: --blocks must be at least 1")
     work = throughput.dsnn_workload(input=args.input)
-    model = popsnn.Model(
-        work.net,
-        loss=work.loss,
-        optimizer=optim.Adam(lr=5e-4),
-        device="cpu",
-        num_steps=work.num_steps,
-        batch_size=work.batch_size,
-        seed=work.seed,
-    )
+    model = systems.popsnn_model(work)
     for _ in range(5):
         model.train_step(work.x, work.y)
     per_step = []

@@ -24,10 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import systems  # noqa: E402
 import throughput  # noqa: E402
 
-import popsnn  # noqa: E402
-from popsnn import optim  # noqa: E402
 from popsnn.backends import engine as engine_backend  # noqa: E402
 
 
@@ -70,15 +69,7 @@ def main() -> None:
             sys.exit(f"profile_step: no codelet object {gp}; build one or drop --codelets")
         engine_backend.codelets_path = lambda: gp
     work = throughput.dsnn_workload(input=args.input)
-    model = popsnn.Model(
-        work.net,
-        loss=work.loss,
-        optimizer=optim.Adam(lr=5e-4),
-        device="cpu",
-        num_steps=work.num_steps,
-        batch_size=work.batch_size,
-        seed=work.seed,
-    )
+    model = systems.popsnn_model(work)
     for _ in range(10):
         model.train_step(work.x, work.y)
     steps, seconds = perf_loop(

@@ -270,9 +270,9 @@ def engine_available(device: str = "cpu") -> str | None:
     return None
 
 
-def popsnn_engine(work: Workload, device: str = "cpu", **device_options) -> Step:
-    """popsnn's sparse engine on the Poplar-compatible CPU runtime (or an IPU geometry)."""
-    model = popsnn.Model(
+def popsnn_model(work: Workload, device: str = "cpu", **device_options) -> popsnn.Model:
+    """popsnn's model of a workload as the bench times it (Adam at the workload's rate)."""
+    return popsnn.Model(
         work.net,
         loss=work.loss,
         optimizer=optim.Adam(lr=work.lr),
@@ -282,6 +282,11 @@ def popsnn_engine(work: Workload, device: str = "cpu", **device_options) -> Step
         seed=work.seed,
         **device_options,
     )
+
+
+def popsnn_engine(work: Workload, device: str = "cpu", **device_options) -> Step:
+    """popsnn's sparse engine on the Poplar-compatible CPU runtime (or an IPU geometry)."""
+    model = popsnn_model(work, device, **device_options)
 
     def step():
         model.train_step(work.x, work.y)

@@ -152,6 +152,17 @@ def _halves(lo, hi, n):
     return np.linspace(lo, hi, n).astype(np.float16).astype(np.float32)
 
 
+def _learned_alpha(n, **reset):
+    return popsnn.Alpha(
+        alpha=_halves(0.85, 0.95, n),
+        beta=_halves(0.6, 0.8, n),
+        threshold=_halves(0.8, 1.2, n),
+        learn_beta=True,
+        learn_threshold=True,
+        **reset,
+    )
+
+
 LEARNED = {  # beta and threshold learned, one per neuron: the U trace (Alpha: and H) in half
     "leaky": lambda n: popsnn.Leaky(
         beta=_halves(0.6, 0.95, n),
@@ -159,21 +170,8 @@ LEARNED = {  # beta and threshold learned, one per neuron: the U trace (Alpha: a
         learn_beta=True,
         learn_threshold=True,
     ),
-    "alpha-zero": lambda n: popsnn.Alpha(
-        alpha=_halves(0.85, 0.95, n),
-        beta=_halves(0.6, 0.8, n),
-        threshold=_halves(0.8, 1.2, n),
-        reset_mechanism="zero",
-        learn_beta=True,
-        learn_threshold=True,
-    ),
-    "alpha-subtract": lambda n: popsnn.Alpha(
-        alpha=_halves(0.85, 0.95, n),
-        beta=_halves(0.6, 0.8, n),
-        threshold=_halves(0.8, 1.2, n),
-        learn_beta=True,
-        learn_threshold=True,
-    ),
+    "alpha-zero": lambda n: _learned_alpha(n, reset_mechanism="zero"),
+    "alpha-subtract": lambda n: _learned_alpha(n),
 }
 
 
