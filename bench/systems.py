@@ -102,7 +102,9 @@ def dense_products(work: Workload):
     B rows when the input is direct current (hoisted), every layer's over T*B rows otherwise.
     A Conv2d stage counts as its im2col product ([rows x output positions, C_in kH kW] by
     [C_in kH kW, C_out]; the window copies and pooling are not counted).
-    Returns (step, flops per step). An RLeaky layer's recurrent products are not counted."""
+    An all-to-all RLeaky layer adds its recurrent map's three products over T*B rows (the
+    previous step's spikes by V, V's gradient and the gradient through V).
+    Returns (step, flops per step)."""
     rng = np.random.default_rng(work.seed)
     T, B = work.num_steps, work.batch_size
     mats, flops = [], 0
@@ -123,6 +125,13 @@ def dense_products(work: Workload):
         d = rng.random((rows, n_out), dtype=np.float32)
         mats.append((l, a, w, d))
         flops += 2 * rows * n_in * n_out * (2 if l == 0 else 3)
+        if isinstance(stage.neuron, popsnn.RLeaky) and stage.neuron.all_to_all:
+            n = stage.num_neurons
+            s_prev = rng.random((T * B, n), dtype=np.float32)
+            v = rng.random((n, n), dtype=np.float32)
+            g = rng.random((T * B, n), dtype=np.float32)
+            mats.append((1, s_prev, v, g))  # all three products, as a hidden layer's
+            flops += 2 * T * B * n * n * 3
 
     def step():
         for l, a, w, d in mats:

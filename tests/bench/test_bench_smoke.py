@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import popsnn
+
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
@@ -169,6 +171,12 @@ def test_limit_counts_the_steps_products():
     assert 0.55e9 < flops < 0.65e9
     rate = ex.dsnn_workload(hidden=8, batch=2, steps=3, rate_coded=True)
     assert systems.dense_products(rate)[1] == 2 * 6 * 784 * 8 * 2 + 2 * 6 * 8 * 10 * 3
+    # An all-to-all RLeaky layer's recurrent map: three products over T*B rows as well.
+    rec = ex.dsnn_workload(hidden=8, batch=2, steps=3, neuron=popsnn.RLeaky(beta=0.9))
+    readout_rec = 2 * 6 * 10 * 10 * 3  # the copied neuron makes the readout RLeaky too
+    assert systems.dense_products(rec)[1] == (
+        2 * 2 * 784 * 8 * 2 + 2 * 6 * 8 * 10 * 3 + 2 * 6 * 8 * 8 * 3 + readout_rec
+    )
 
 
 @needs_engine
