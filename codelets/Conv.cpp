@@ -224,12 +224,7 @@ public:
       float *__restrict coef = col + taps;
       unsigned *__restrict idx = reinterpret_cast<unsigned *>(coef + c);
       for (unsigned p = 0; p < P; ++p) {
-        unsigned count = 0;
-        for (unsigned co = 0; co < c; ++co) {
-          const float g = gr[co * P + p];
-          coef[count] = g, idx[count] = co;
-          count += g != 0.0f;
-        }
+        const unsigned count = nonzeroChannels(gr, c, P, p, coef, idx);
         if (!count)
           continue;
         if (runs) {

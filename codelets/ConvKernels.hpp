@@ -69,6 +69,19 @@ inline unsigned nonzeroIndices(const float *__restrict x, unsigned n, unsigned *
   return count;
 }
 
+// Position p's non-zero dL/dI entries over the c channels of gr ([c, P]): values into coef,
+// channels into chan, in channel order (no branch per entry); returns their count.
+inline unsigned nonzeroChannels(const float *__restrict gr, unsigned c, unsigned P, unsigned p,
+                                float *__restrict coef, unsigned *__restrict chan) {
+  unsigned count = 0;
+  for (unsigned co = 0; co < c; ++co) {
+    const float g = gr[co * P + p];
+    coef[count] = g, chan[count] = co;
+    count += g != 0.0f;
+  }
+  return count;
+}
+
 // An input row's entry k as (channel, row, column).
 struct InputAt {
   unsigned ci, y, x;
@@ -271,12 +284,7 @@ inline void weightGradByGradients(const Window &w, unsigned c, const float *__re
                                   float *__restrict gradW) {
   const unsigned taps = w.taps(), P = w.outPositions();
   for (unsigned p = 0; p < P; ++p) {
-    unsigned count = 0;
-    for (unsigned co = 0; co < c; ++co) {
-      const float g = gr[co * P + p];
-      coef[count] = g, chan[count] = co;
-      count += g != 0.0f;
-    }
+    const unsigned count = nonzeroChannels(gr, c, P, p, coef, chan);
     if (!count)
       continue;
     windowRow(w, xr, p, col);
