@@ -219,6 +219,11 @@ def test_poplin_matrix_products(fidelity):
             text("AAt", a @ a.T, True),
             text("out", a @ b, True),
             text("acc", 0.5 * (a @ b), True),
+            text(
+                "CD",
+                ramp(37 * 53, 1, -3).reshape(37, 53) @ ramp(53 * 29, 1, -2).reshape(53, 29),
+                True,
+            ),
             text("half-float", a @ b, True),
         ]
     )

@@ -72,6 +72,14 @@ int main() {
   poplin::matMulAcc(graph, out, -0.5f, lhs, rhs, prog, "acc");
   prog.add(PrintTensor("acc", out));
 
+  // Uneven blocks: 37 x 53 . 53 x 29 over the 4 tiles.
+  const std::vector<float> cValues = ramp(37 * 53, 1, -3), dValues = ramp(53 * 29, 1, -2);
+  Tensor Cm = graph.addConstant<float>(FLOAT, {37, 53}, cValues.data(), "C");
+  Tensor Dm = graph.addConstant<float>(FLOAT, {53, 29}, dValues.data(), "D");
+  poputil::mapTensorLinearly(graph, Cm);
+  poputil::mapTensorLinearly(graph, Dm);
+  prog.add(PrintTensor("CD", poplin::matMul(graph, Cm, Dm, prog, "CD")));
+
   Tensor Ah = graph.addConstant<float>(HALF, {5, 3}, aValues.data(), "Ah");
   Tensor Bh = graph.addConstant<float>(HALF, {3, 7}, bValues.data(), "Bh");
   poputil::mapTensorLinearly(graph, Ah);
