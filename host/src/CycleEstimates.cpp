@@ -144,6 +144,10 @@ const std::map<std::string, Estimator> &table() {
       {"AccumulateGrad", [](const VertexWork &w) { return kVertexOverhead + 2ull * w.elements; }},
       // Sums the layer's N parts, writes the shard's n entries.
       {"LayerGradSum", [](const VertexWork &w) { return kVertexOverhead + w.elements; }},
+      // Half storage: a float load, a conversion and a half store per weight; a divide, a
+      // finiteness test and a store per gradient entry.
+      {"RoundParams", [](const VertexWork &w) { return kVertexOverhead + 2ull * w.elements; }},
+      {"UnscaleGrads", [](const VertexWork &w) { return kVertexOverhead + 4ull * w.elements; }},
   };
   return estimators;
 }

@@ -21,5 +21,8 @@ void writeParams(poplar::Engine &engine, const std::vector<Layer> &layers,
 OptimizerState readOptimizerState(poplar::Engine &engine, const std::vector<Layer> &layers);
 void writeOptimizerState(poplar::Engine &engine, const std::vector<Layer> &layers,
                          const OptimizerState &state);
+// dL/dx of the batch the device last ran (Network::lossAndGrad's outInputGrad).
+void readInputGrad(poplar::Engine &engine, const NetworkSpec &spec, const Plan &plan,
+                   const std::vector<Layer> &layers, float *dx);
 
 } // namespace popsnn
