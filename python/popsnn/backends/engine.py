@@ -4,7 +4,11 @@ tiles = this machine's threads), "ipu-model" (IPU geometry and memory enforced,
 cycle estimates) or "ipu" (hardware through Graphcore's SDK).
 
 The protocol is `popsnn.backends.Backend`; results equal the dense
-NumPy reference (`popsnn.reference`) computed in float32, spikes identical.
+NumPy reference (`popsnn.reference`) computed in float32, spikes identical. With a
+`loss_scaler` (Model's dtype="float16", popsnn.precision) the device stores weights' half
+copies, states, traces and exchanged values in half and keeps float32 masters, the reference
+in the same mode being the oracle (docs/numerics.md section 8); a step whose gradients
+overflow under the loss scale is skipped on the device and the scaler backs off.
 
 How it runs (host/src/Network.cpp has the details): every layer is sharded by
 output neuron over the tiles; per step a shard writes its spike ids into a
