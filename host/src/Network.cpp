@@ -456,7 +456,8 @@ float Network::lossAndGrad(const float *x, const int *labels, unsigned validSamp
   impl_->runGradients(x, labels, validSamples, false);
   grads = readParams(*impl_->engine, impl_->layers(), "grad");
   if (outInputGrad)
-    readInputGrad(*impl_->engine, impl_->spec, impl_->plan(), impl_->layers(), outInputGrad);
+    readInputGrad(*impl_->engine, impl_->spec, impl_->plan(), impl_->layers(), outInputGrad,
+                  impl_->spec.halfStorage ? impl_->lossScale : 1.0f);
   if (outSpikes)
     impl_->readSpikes(outSpikes);
   return impl_->readLoss();

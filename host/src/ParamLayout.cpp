@@ -129,7 +129,7 @@ void writeOptimizerState(poplar::Engine &engine, const std::vector<Layer> &layer
 // the steps) per shard and chunk of samples; the product is done here, as a row of dL/dx
 // is the sum of W's rows weighted by that sample's dL/dI, which needs every shard's.
 void readInputGrad(poplar::Engine &engine, const NetworkSpec &spec, const Plan &plan,
-                   const std::vector<Layer> &layers, float *dx) {
+                   const std::vector<Layer> &layers, float *dx, float lossScale) {
   const unsigned B = spec.batchSize, Bc = plan.chunkBatch, chunks = plan.schedule.chunks;
   const unsigned N = spec.layers[0].outputs, nIn = spec.layers[0].inputs;
   const bool direct = spec.input == InputMode::Direct;
@@ -151,7 +151,7 @@ void readInputGrad(poplar::Engine &engine, const NetworkSpec &spec, const Plan &
   std::fill_n(dx, std::size_t(T) * B * nIn, 0.0f);
   for (std::size_t row = 0; row < std::size_t(T) * B; ++row)
     for (unsigned j = 0; j < N; ++j) {
-      const float g = grads[row * N + j];
+      const float g = lossScale == 1.0f ? grads[row * N + j] : grads[row * N + j] / lossScale;
       if (g == 0.0f)
         continue;
       const float *wRow = &w[std::size_t(j) * nIn];

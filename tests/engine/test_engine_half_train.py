@@ -185,6 +185,19 @@ def test_a_static_scale_skips_without_changing_and_a_dynamic_one_grows():
     assert growing.loss_scaler.scale == 2.0**9 and growing.loss_scaler.skipped_steps == 0
 
 
+def test_the_input_gradient_comes_back_unscaled():
+    """dL/dx (popsnn.torch's path upstream) leaves the device times the loss scale, like the
+    weight gradients; the host divides it: it matches float32's within half's tolerance."""
+    x, y = _data()
+    half, _ = _pair(_net("leaky"), loss_scale=2.0**12)
+    single = popsnn.Model(
+        _net("leaky"), loss=losses.ce_count_loss(), device="cpu", num_steps=T, batch_size=B, seed=1
+    )
+    dx16 = half.loss_and_input_grad(x, y)[2]
+    dx32 = single.loss_and_input_grad(x, y)[2]
+    assert np.abs(dx16 - dx32).max() < 2e-2 * np.abs(dx32).max()
+
+
 def test_auto_picks_the_engine_and_the_profile_says_half():
     model = popsnn.Model(_net("leaky"), device="auto", dtype="float16", num_steps=T, batch_size=B)
     assert model.device == "cpu"
