@@ -15,6 +15,7 @@ import pytest
 
 import popsnn
 from popsnn import losses, optim
+from popsnn.engine import NetworkDoesNotFit
 from popsnn.precision import LossScaler
 
 T, B, N_IN = 8, 6, 48
@@ -246,3 +247,22 @@ def test_convolutional_nets_are_refused_on_the_engine_and_auto_takes_the_referen
     assert "\n" not in str(info.value)
     auto = popsnn.Model(net, device="auto", dtype="float16", num_steps=T, batch_size=B)
     assert auto.device == "reference"
+
+
+def test_a_net_that_fits_only_step_major_or_chunked_does_not_fit_in_half():
+    """Half runs layer-major with the whole batch on the tiles: where float32 needs the
+    step-major schedule and sample chunks (2 tiles of 48,000 bytes), half is NetworkDoesNotFit
+    in one line naming the fix."""
+    kw = dict(
+        loss=losses.ce_count_loss(),
+        device="ipu-model",
+        num_steps=T,
+        batch_size=B,
+        tiles_per_ipu=2,
+        memory_bytes_per_tile=48_000,
+    )
+    single = popsnn.Model(_net("leaky"), **kw)
+    assert single.profile()["step_major"] == 1 and single.profile()["sample_chunks"] > 1
+    with pytest.raises(NetworkDoesNotFit, match="layer-major schedule") as info:
+        popsnn.Model(_net("leaky"), dtype="float16", **kw)
+    assert "\n" not in str(info.value) and "more tiles" in str(info.value)
