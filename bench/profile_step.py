@@ -78,7 +78,8 @@ def main() -> None:
         lambda: model.train_step(work.x, work.y), args.seconds, args.perf_out
     )
     print(
-        f"{args.input}, {args.neuron}: {steps} steps, {1e3 * seconds / steps:.2f} ms per step (wall clock), "
+        f"{args.input}, {args.neuron}: {steps} steps, "
+        f"{1e3 * seconds / steps:.2f} ms per step (wall clock), "
         f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     )
 

@@ -324,11 +324,13 @@ private:
       fromFanoutDense(eps, n, &nextWeightsT[0][0], &nextGrad[0][0], nextShardSize, nextLayerSize,
                       nextRow(t, b), nextRowsPerBlock());
     }
-    if (recurrence == popsnn::Recurrence::ALL_TO_ALL && t + 1 < numSteps)
+    if (recurrence == popsnn::Recurrence::ALL_TO_ALL && t + 1 < numSteps) {
       addTo(eps, &gradStep[0][b * n], n); // recurrentProduct's row, replaced by dL/dI[t] below
-    else if (recurrence == popsnn::Recurrence::ONE_TO_ONE)
+    } else if (recurrence == popsnn::Recurrence::ONE_TO_ONE) {
+      const float *__restrict gU = &gradMem[b * n];
       for (unsigned j = 0; j < n; ++j)
-        eps[j] += recWeights[0][j] * gradMem[b * n + j];
+        eps[j] += recWeights[0][j] * gU[j];
+    }
   }
 
   // A dense trace: dL/dU[t] = surrogate * dL/dS[t] (+ a membrane loss) + leak * dL/dU[t+1],
