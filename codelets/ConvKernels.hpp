@@ -69,17 +69,41 @@ inline unsigned nonzeroIndices(const float *__restrict x, unsigned n, unsigned *
   return count;
 }
 
-// Position p's non-zero dL/dI entries over the c channels of gr ([c, P]): values into coef,
-// channels into chan, in channel order (no branch per entry); returns their count.
-inline unsigned nonzeroChannels(const float *__restrict gr, unsigned c, unsigned P, unsigned p,
+// The layouts of a row of dL/dI: Planar [c, P] (the maps' own), ChannelsLast [P, c] (what a
+// 2 x 2 max pool's backward writes for the convolution's backward: a position's channels
+// contiguous, so listing them and the products along the channels read no stride).
+struct Planar {
+  static constexpr bool CHANNELS_LAST = false;
+  // Where position p's channel 0 is, and the steps between its channels and positions.
+  static const float *channels(const float *gr, unsigned, unsigned, unsigned p) { return gr + p; }
+  static unsigned channelStride(unsigned, unsigned P) { return P; }
+  static unsigned positionStride(unsigned, unsigned) { return 1u; }
+};
+struct ChannelsLast {
+  static constexpr bool CHANNELS_LAST = true;
+  static const float *channels(const float *gr, unsigned c, unsigned, unsigned p) {
+    return gr + std::size_t(p) * c;
+  }
+  static unsigned channelStride(unsigned, unsigned) { return 1u; }
+  static unsigned positionStride(unsigned c, unsigned) { return c; }
+};
+
+// The c channels of one position of dL/dI (g, `stride` apart) that are non-zero: values into
+// coef, channels into chan, in channel order (no branch per entry); returns their count.
+inline unsigned nonzeroChannels(const float *__restrict g, unsigned stride, unsigned c,
                                 float *__restrict coef, unsigned *__restrict chan) {
   unsigned count = 0;
   for (unsigned co = 0; co < c; ++co) {
-    const float g = gr[co * P + p];
-    coef[count] = g, chan[count] = co;
-    count += g != 0.0f;
+    const float v = g[std::size_t(co) * stride];
+    coef[count] = v, chan[count] = co;
+    count += v != 0.0f;
   }
   return count;
+}
+template <class Layout>
+inline unsigned nonzeroChannels(const float *__restrict gr, unsigned c, unsigned P, unsigned p,
+                                float *__restrict coef, unsigned *__restrict chan) {
+  return nonzeroChannels(Layout::channels(gr, c, P, p), Layout::channelStride(c, P), c, coef, chan);
 }
 
 // An input row's entry k as (channel, row, column).
@@ -189,18 +213,38 @@ inline void addWindows(const Window &w, const float *__restrict col, unsigned p0
   }
 }
 
+// v with its lanes from `first` on taken from old (lanes before it kept): a vector store
+// that must not change the entries past a run (a padded weight's 0 times an inf
+// coefficient is NaN).
+inline popsnn::dense::Lanes keepBefore(popsnn::dense::Lanes v, popsnn::dense::Lanes old,
+                                       int first) {
+  using popsnn::dense::LANES;
+  typedef int Ints __attribute__((vector_size(4 * LANES)));
+  Ints lane;
+  for (unsigned l = 0; l < LANES; ++l)
+    lane[l] = int(l);
+  return lane < first ? v : old;
+}
+
 // out[0, n) = sum_k coef[k] * rows[idx[k] * ld + (0, n)] (ADD: out +=): a few rows of a
 // matrix combined, a block of BLOCK_VECS vectors of out held in registers while every row
 // streams past (one load per multiply-add; an axpy per row would also load and store out
-// each time).
+// each time). With ADD, out's entries from `keep` on (rows zero-padded past a run) are left
+// as they were.
 template <bool ADD = false>
 inline void combineRows(unsigned n, unsigned count, const float *__restrict coef,
                         const unsigned *__restrict idx, const float *__restrict rows, unsigned ld,
-                        float *__restrict out) {
+                        float *__restrict out, unsigned keep = ~0u) {
   using popsnn::dense::Lanes;
   using popsnn::dense::LANES;
   using popsnn::dense::loadLanes;
   constexpr unsigned BLOCK_VECS = 4, BLOCK = BLOCK_VECS * LANES;
+  // Stores one vector at k, its lanes past `keep` as they were.
+  auto store = [&](unsigned k, Lanes v) {
+    if (ADD && k + LANES > keep)
+      v = keepBefore(v, loadLanes(out + k), int(keep) - int(k));
+    popsnn::dense::storeLanes(out + k, v);
+  };
   unsigned k0 = 0;
   for (; k0 + BLOCK <= n; k0 += BLOCK) {
     Lanes acc[BLOCK_VECS];
@@ -212,18 +256,19 @@ inline void combineRows(unsigned n, unsigned count, const float *__restrict coef
         acc[v] += coef[q] * loadLanes(r + v * LANES);
     }
     for (unsigned v = 0; v < BLOCK_VECS; ++v)
-      popsnn::dense::storeLanes(out + k0 + v * LANES, acc[v]);
+      store(k0 + v * LANES, acc[v]);
   }
   for (; k0 + LANES <= n; k0 += LANES) { // whole vectors of the rest
     Lanes acc = ADD ? loadLanes(out + k0) : Lanes{};
     for (unsigned q = 0; q < count; ++q)
       acc += coef[q] * loadLanes(rows + std::size_t(idx[q]) * ld + k0);
-    popsnn::dense::storeLanes(out + k0, acc);
+    store(k0, acc);
   }
-  for (unsigned k = k0; k < n; ++k) // fewer than a vector: row by row, no gathers
+  const unsigned end = ADD ? std::min(n, keep) : n;
+  for (unsigned k = k0; k < end; ++k) // fewer than a vector: row by row, no gathers
     out[k] = ADD ? out[k] : 0.0f;
   for (unsigned q = 0; q < count; ++q)
-    for (unsigned k = k0; k < n; ++k)
+    for (unsigned k = k0; k < end; ++k)
       out[k] += coef[q] * rows[std::size_t(idx[q]) * ld + k];
 }
 
@@ -270,7 +315,7 @@ inline void addWindowRuns(const Window &w, unsigned p, unsigned count, const flo
   for (unsigned i = rowsIn.lo; i < rowsIn.hi; ++i) {
     float *__restrict run =
         dxT + (unsigned(y0 + int(i)) * w.inWidth + ox * w.strideX) * w.inChannels;
-    combineRows<true>(R, count, coef, idx, wr + i * R, kH * R, run);
+    combineRows<true>(R, count, coef, idx, wr + i * R, kH * R, run, w.kernelWidth * w.inChannels);
   }
 }
 
@@ -278,13 +323,14 @@ inline void addWindowRuns(const Window &w, unsigned p, unsigned count, const flo
 // position, its non-zero entries listed (coef, chan; without a branch per entry: which are
 // zero is data), then, if any, its window as one row (windowRow) and one contiguous
 // multiply-add of that row per entry.
+template <class Layout>
 inline void weightGradByGradients(const Window &w, unsigned c, const float *__restrict xr,
                                   const float *__restrict gr, float *__restrict col,
                                   float *__restrict coef, unsigned *__restrict chan,
                                   float *__restrict gradW) {
   const unsigned taps = w.taps(), P = w.outPositions();
   for (unsigned p = 0; p < P; ++p) {
-    const unsigned count = nonzeroChannels(gr, c, P, p, coef, chan);
+    const unsigned count = nonzeroChannels<Layout>(gr, c, P, p, coef, chan);
     if (!count)
       continue;
     windowRow(w, xr, p, col);
@@ -301,19 +347,25 @@ inline void weightGradByGradients(const Window &w, unsigned c, const float *__re
 constexpr std::uint64_t GRADIENT_PRODUCT_COST = 2;
 
 // gwT [taps, c] += each non-zero input times dL/dI of the outputs its taps reach, with
-// dL/dI transposed to [P, c] (gT) first, so every product runs along the c channels.
+// dL/dI as [P, c] (planar dL/dI transposed into gT first; channels-last read as it is), so
+// every product runs along the c channels.
+template <class Layout>
 inline void weightGradByInputs(const Window &w, unsigned c, const float *__restrict xr,
                                const unsigned *__restrict idx, unsigned count,
                                const float *__restrict gr, float *__restrict gT,
                                float *__restrict gwT) {
   const unsigned P = w.outPositions();
-  for (unsigned co = 0; co < c; ++co)
-    for (unsigned p = 0; p < P; ++p)
-      gT[p * c + co] = gr[co * P + p];
+  const float *__restrict g = gr;
+  if (!Layout::CHANNELS_LAST) {
+    for (unsigned co = 0; co < c; ++co)
+      for (unsigned p = 0; p < P; ++p)
+        gT[p * c + co] = gr[co * P + p];
+    g = gT;
+  }
   for (unsigned q = 0; q < count; ++q) {
     const float v = xr[idx[q]];
     forEachTapReached(w, idx[q],
-                      [&](unsigned tap, unsigned p) { axpy(c, v, &gT[p * c], &gwT[tap * c]); });
+                      [&](unsigned tap, unsigned p) { axpy(c, v, &g[p * c], &gwT[tap * c]); });
   }
 }
 
@@ -374,6 +426,22 @@ struct MaxPool {
         argmax[oy * w.outWidth + ox] = at;
       }
     }
+  }
+  // dL/dI channels-last [H * W, c] of one row from its c maps' pooled gradient [c, H_out *
+  // W_out] and argmax, for 2 x 2 windows tiling the map (pairs): zeros, then each window's
+  // gradient at its argmax (as 0 + g: -0 gives +0, as the planar backward).
+  static void backwardChannelsLast(const Window &w, unsigned c, const float *__restrict grad,
+                                   const unsigned *__restrict argmax, float *__restrict gradInput) {
+    const unsigned Q = w.outPositions();
+    for (unsigned k = 0; k < w.inHeight * w.inWidth * c; ++k)
+      gradInput[k] = 0.0f;
+    for (unsigned co = 0; co < c; ++co)
+      for (unsigned q = 0; q < Q; ++q) {
+        const unsigned oy = q / w.outWidth, ox = q % w.outWidth, at = argmax[co * Q + q];
+        const unsigned p = (2 * oy + at / 2) * w.inWidth + 2 * ox + at % 2;
+        const float g = grad[co * Q + q];
+        gradInput[p * c + co] = g != 0.0f ? g : 0.0f;
+      }
   }
   // gradInput = each window's gradient at the entry its argmax names, zeros elsewhere.
   static void backward(const Window &w, const float *__restrict grad,

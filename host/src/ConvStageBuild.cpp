@@ -98,7 +98,7 @@ void addForward(ConvStageBuild &s) {
       VertexWork pw;
       pw.batch = rows, pw.neurons = c, pw.positions = s.positions(m);
       pw.kernelArea = p.window.kernelH * p.window.kernelW;
-      s.graph.setPerfEstimate(pv, estimateCycles(p.max ? "MaxPoolForward" : "AvgPoolForward", pw));
+      s.graph.setPerfEstimate(pv, estimateCycles(poolVertex("PoolForward", p), pw));
       s.graph.setTileMapping(pv, tile);
     }
   }
@@ -126,16 +126,24 @@ void addPoolBackward(ConvStageBuild &s) {
     for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
       const ConvShard &sh = s.plan.shards[i];
       ConvShardTensors &t = s.shards[i];
-      VertexRef v = s.graph.addVertex(cs, poolVertex("PoolBackward", p));
+      // The first pool's gradient into the convolution's dL/dI channels-last where it can.
+      const bool last = m == 2 && s.gradChannelsLast();
+      const std::string name = last ? "MaxPoolBackwardChannelsLast" : poolVertex("PoolBackward", p);
+      VertexRef v = s.graph.addVertex(cs, name);
       s.graph.connect(v["grad"], t.grads[m]);
       s.graph.connect(v["gradInput"], t.grads[m - 1]);
       s.graph.connect(v["argmax"], t.argmax[m]);
-      s.graph.setInitialValue(v["maps"], spec.convRows(sh.rows) * sh.channels);
+      if (last) {
+        s.graph.setInitialValue(v["rows"], spec.convRows(sh.rows));
+        s.graph.setInitialValue(v["channels"], sh.channels);
+      } else {
+        s.graph.setInitialValue(v["maps"], spec.convRows(sh.rows) * sh.channels);
+      }
       s.setWindow(v, p.window, 1, s.plan.maps[m - 1], s.plan.maps[m]);
       VertexWork w;
       w.batch = spec.convRows(sh.rows), w.neurons = sh.channels, w.positions = s.positions(m);
       w.kernelArea = p.window.kernelH * p.window.kernelW;
-      s.graph.setPerfEstimate(v, estimateCycles(p.max ? "MaxPoolBackward" : "AvgPoolBackward", w));
+      s.graph.setPerfEstimate(v, estimateCycles(name, w));
       s.graph.setTileMapping(v, sh.tile);
     }
     s.backward.add(Execute(cs));
@@ -181,7 +189,7 @@ void addGradVertices(ConvStageBuild &s, ComputeSet cs) {
     w.positions = s.positions(1), w.activeCandidates = unsigned(s.activeGrads[i] + 0.5f);
     w.activeInputs = unsigned(s.activeInputs[i] + 0.5f);
     w.kernelArea = spec.conv.kernelH * spec.conv.kernelW;
-    VertexRef v = s.graph.addVertex(cs, "ConvWeightGrad");
+    VertexRef v = s.graph.addVertex(cs, std::string("ConvWeightGrad") + s.gradLayout());
     s.graph.connect(v["x"], t.x);
     s.graph.connect(v["grad"], t.grads[1]);
     s.graph.connect(v["gradWeights"], t.gradWB.slice(0, std::size_t(c) * s.taps()));
@@ -192,7 +200,7 @@ void addGradVertices(ConvStageBuild &s, ComputeSet cs) {
     std::vector<VertexRef> vertices{v};
     if (spec.inputGrad) {
       t.gradInput = s.var(FLOAT, t.x.numElements(), sh.tile, "grad_input_share");
-      VertexRef g = s.graph.addVertex(cs, "ConvInputGrad");
+      VertexRef g = s.graph.addVertex(cs, std::string("ConvInputGrad") + s.gradLayout());
       s.graph.connect(g["grad"], t.grads[1]);
       s.graph.connect(g["weights"], t.weights);
       s.graph.connect(g["gradInput"], t.gradInput);

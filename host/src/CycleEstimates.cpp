@@ -67,7 +67,15 @@ std::uint64_t convInputGradCycles(const VertexWork &w) {
 
 // A pool over `batch` rows of `neurons` maps: every window entry once.
 std::uint64_t poolCycles(const VertexWork &w) {
-  return std::uint64_t(w.batch) * w.neurons * w.positions * (2ull + 2ull * w.kernelArea);
+  return kVertexOverhead +
+         std::uint64_t(w.batch) * w.neurons * w.positions * (2ull + 2ull * w.kernelArea);
+}
+
+// A 2 x 2 max pool's backward into channels-last dL/dI: every conv output entry zeroed (float
+// pairs), then one store per pooled entry (its argmax read).
+std::uint64_t maxPoolChannelsLastCycles(const VertexWork &w) {
+  return kVertexOverhead +
+         std::uint64_t(w.batch) * w.neurons * w.positions * (w.kernelArea / 2 + 4ull);
 }
 
 using Estimator = std::function<std::uint64_t(const VertexWork &)>;
@@ -125,10 +133,11 @@ const std::map<std::string, Estimator> &table() {
                                           3ull * (2 * byGrads <= byInputs ? byGrads : byInputs));
        }},
       {"ConvInputGrad", convInputGradCycles},
-      {"MaxPoolForward", [](const VertexWork &w) { return kVertexOverhead + poolCycles(w); }},
-      {"MaxPoolBackward", [](const VertexWork &w) { return kVertexOverhead + poolCycles(w); }},
-      {"AvgPoolForward", [](const VertexWork &w) { return kVertexOverhead + poolCycles(w); }},
-      {"AvgPoolBackward", [](const VertexWork &w) { return kVertexOverhead + poolCycles(w); }},
+      {"PoolForward<popsnn::conv::MaxPool>", poolCycles},
+      {"PoolBackward<popsnn::conv::MaxPool>", poolCycles},
+      {"PoolForward<popsnn::conv::AvgPool>", poolCycles},
+      {"PoolBackward<popsnn::conv::AvgPool>", poolCycles},
+      {"MaxPoolBackwardChannelsLast", maxPoolChannelsLastCycles},
       // Per neuron and step: the update and threshold (forward); the surrogate, its mask and
       // the leak path (backward).
       {"ConvNeuronForward",
