@@ -20,15 +20,18 @@
 using namespace poplar;
 using namespace popsnn::conv;
 
-// The current of `outChannels` output channels for `rows` (step, sample) rows.
-class ConvForward : public Vertex {
+// The current of `outChannels` output channels for `rows` (step, sample) rows; Out
+// (ConvKernels.hpp) CurrentOut stores it, MaxPooledOut stores only its 2 x 2 max pool.
+template <class Out> class ConvForward : public Vertex {
 public:
-  Input<Vector<float>> x;        // [rows, C_in, H, W]
-  Input<Vector<float>> weights;  // [c, C_in, kH, kW]
-  Input<Vector<float>> bias;     // [c] (zeros without a bias)
-  Output<Vector<float>> current; // [rows, c, H_out, W_out]
-  // The taps transposed [C_in * kH * kW, c], one row's sums [H_out * W_out, c], then the
-  // row's non-zero input positions [C_in * H * W].
+  Input<Vector<float>> x;          // [rows, C_in, H, W]
+  Input<Vector<float>> weights;    // [c, C_in, kH, kW]
+  Input<Vector<float>> bias;       // [c] (zeros without a bias)
+  Output<Vector<float>> current;   // [rows, c, H_out, W_out] (pooled: [rows, c, Q])
+  Output<Vector<unsigned>> argmax; // pooled: [rows, c, Q]; else empty
+  // The taps transposed [C_in * kH * kW (columns reversed: reversedTap), c], one row's sums [H_out
+  // * W_out, c], then the row's non-zero input positions [C_in * H * W], then Out's own
+  // (Out::workFloats).
   InOut<Vector<float>> work;
   Output<Vector<unsigned>> denseRows; // [1]: rows that took the dense path
   unsigned rows;
@@ -51,7 +54,7 @@ public:
     float *__restrict t = &work[0];
     for (unsigned co = 0; co < c; ++co)
       for (unsigned k = 0; k < taps; ++k)
-        t[k * c + co] = weights[co * taps + k];
+        t[reversedTap(w, k) * c + co] = weights[co * taps + k];
     float *__restrict acc = &work[taps * c];
     unsigned *__restrict idx = reinterpret_cast<unsigned *>(&work[(taps + P) * c]);
     unsigned dense = 0;
@@ -67,15 +70,17 @@ public:
         gatherRow(w, xr, t, c, acc);
       else
         scatterRow(w, xr, idx, count, t, c, acc);
-      float *__restrict out = &current[r * c * P];
-      for (unsigned co = 0; co < c; ++co)
-        for (unsigned p = 0; p < P; ++p)
-          out[co * P + p] = acc[p * c + co] + bias[co];
+      const unsigned n = c * (Out::POOLED ? MaxPooledOut::pooled(w) : P);
+      Out::write(w, c, acc, &bias[0], &current[r * n], Out::POOLED ? &argmax[r * n] : nullptr,
+                 &work[(taps + P) * c + w.inSize()]);
     }
     denseRows[0] = dense;
     return true;
   }
 };
+
+template class ConvForward<popsnn::conv::CurrentOut>;
+template class ConvForward<popsnn::conv::MaxPooledOut>;
 
 // dL/dW and dL/db of `outChannels` channels over `rows` rows: each row from dL/dI's non-zero
 // entries or from the input's (spikes), whichever gives fewer products; the two sum each
@@ -88,8 +93,8 @@ public:
   Output<Vector<float>> gradWeights;    // [c, C_in, kH, kW]
   Output<Vector<float>> gradBias;       // [c]
   Output<Vector<unsigned>> activeGrads; // [1]: dL/dI entries that carried gradient
-  // [taps, c] sums of the input-driven rows, [P, c] one row's dL/dI transposed, [taps] one
-  // window of the input, [C_in * H * W] the row's non-zero input positions, [2 c] one
+  // [taps (reversedTap), c] sums of the input-driven rows, [P, c] one row's dL/dI transposed,
+  // [taps] one window of the input, [C_in * H * W] the row's non-zero input positions, [2 c] one
   // position's non-zero dL/dI entries and their channels.
   InOut<Vector<float>> work;
   unsigned rows;
@@ -145,7 +150,7 @@ public:
     if (byInputs)
       for (unsigned co = 0; co < c; ++co)
         for (unsigned k = 0; k < taps; ++k)
-          gradWeights[co * taps + k] += gwT[k * c + co];
+          gradWeights[co * taps + k] += gwT[reversedTap(w, k) * c + co];
     activeGrads[0] = active;
     return true;
   }

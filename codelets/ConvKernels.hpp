@@ -113,20 +113,41 @@ struct InputAt {
       : ci(k / (w.inHeight * w.inWidth)), y(k / w.inWidth % w.inHeight), x(k % w.inWidth) {}
 };
 
-// f(tap, p) for every kernel tap of input entry k that reaches an output, p that output's
-// position: the loop over one non-zero input's outputs, shared by the event-driven
-// convolution and the input-driven weight gradient.
-template <class F> inline void forEachTapReached(const Window &w, unsigned k, F &&f) {
+// The event-driven kernels keep the taps [taps, c] with each kernel row's columns reversed
+// (tap (ci, i, kW - 1 - j)), so that one input entry's taps along a kernel row, which reach
+// consecutive outputs at stride 1, are one contiguous run of rows on both sides.
+inline unsigned reversedTap(const Window &w, unsigned ci, unsigned i, unsigned j) {
+  return (ci * w.kernelHeight + i) * w.kernelWidth + (w.kernelWidth - 1 - j);
+}
+inline unsigned reversedTap(const Window &w, unsigned k) { // k = (ci * kH + i) * kW + j
+  const unsigned j = k % w.kernelWidth;
+  return k + w.kernelWidth - 1 - 2 * j;
+}
+
+// f(tap, p, n) for each kernel row of input entry k that reaches outputs: reversed taps tap ..
+// tap + n - 1 reach output positions p .. p + n - 1 (n = 1 per tap at column stride > 1).
+// The loop over one non-zero input's outputs, shared by the event-driven convolution and the
+// input-driven weight gradient; each output gets one term per input entry either way, so
+// the runs change no sum's order.
+template <class F> inline void forEachRunReached(const Window &w, unsigned k, F &&f) {
   const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
   const InputAt at(w, k);
   for (unsigned i = 0; i < kH; ++i) {
     const int oy = Window::outIndex(at.y, i, w.padY, w.strideY, w.outHeight);
     if (oy < 0)
       continue;
+    const unsigned row = unsigned(oy) * w.outWidth;
+    if (w.strideX == 1) { // output column sx - j for kernel column j
+      const int sx = int(at.x) + int(w.padX);
+      const int lo = std::max(0, sx - int(w.outWidth) + 1), hi = std::min(int(kW) - 1, sx);
+      if (lo <= hi)
+        f(reversedTap(w, at.ci, i, unsigned(hi)), row + unsigned(sx - hi), unsigned(hi - lo + 1));
+      continue;
+    }
     for (unsigned j = 0; j < kW; ++j) {
       const int ox = Window::outIndex(at.x, j, w.padX, w.strideX, w.outWidth);
       if (ox >= 0)
-        f((at.ci * kH + i) * kW + j, unsigned(oy) * w.outWidth + unsigned(ox));
+        f(reversedTap(w, at.ci, i, j), row + unsigned(ox), 1u);
     }
   }
 }
@@ -137,25 +158,28 @@ inline void axpy(unsigned n, float g, const float *__restrict row, float *__rest
     out[k] += g * row[k];
 }
 
-// acc [positions, c] += the kernel taps of x's `count` non-zero entries idx (one input row).
+// acc [positions, c] += the kernel taps (reversed, [taps, c]) of x's `count` non-zero entries
+// idx (one input row), a kernel row's run of taps at a time.
 inline void scatterRow(const Window &w, const float *__restrict x, const unsigned *__restrict idx,
                        unsigned count, const float *__restrict taps, unsigned c,
                        float *__restrict acc) {
   for (unsigned q = 0; q < count; ++q) {
     const float v = x[idx[q]];
-    forEachTapReached(w, idx[q],
-                      [&](unsigned tap, unsigned p) { axpy(c, v, &taps[tap * c], &acc[p * c]); });
+    forEachRunReached(w, idx[q], [&](unsigned tap, unsigned p, unsigned n) {
+      axpy(n * c, v, &taps[tap * c], &acc[p * c]);
+    });
   }
 }
 
-// acc [positions, c] += every output position's window of the input (one input row).
+// acc [positions, c] += every output position's window of the input (one input row); taps
+// reversed as scatterRow's.
 inline void gatherRow(const Window &w, const float *__restrict x, const float *__restrict taps,
                       unsigned c, float *__restrict acc) {
   const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
   for (unsigned ci = 0; ci < w.inChannels; ++ci)
     for (unsigned i = 0; i < kH; ++i)
       for (unsigned j = 0; j < kW; ++j) {
-        const float *__restrict k = &taps[((ci * kH + i) * kW + j) * c];
+        const float *__restrict k = &taps[reversedTap(w, ci, i, j) * c];
         for (unsigned oy = 0; oy < w.outHeight; ++oy) {
           const int y = Window::inIndex(oy, i, w.padY, w.strideY, w.inHeight);
           if (y < 0)
@@ -172,6 +196,76 @@ inline void gatherRow(const Window &w, const float *__restrict x, const float *_
         }
       }
 }
+
+// ConvForward's outputs from one row's sums acc [P, c]. CurrentOut: the current [c, P] (acc
+// transposed, plus the bias). MaxPooledOut: a 2 x 2 max pool at stride 2 tiling the map
+// (MaxPool::pairs) taken on the sums plus the bias, so the current is never stored: each
+// window's maximum and argmax over the channels side by side (vectors along c), then the
+// pooled map [c, Q] and its argmax transposed out; the same floats and argmax as the
+// current followed by PoolForward<MaxPool>.
+struct CurrentOut {
+  static constexpr bool POOLED = false;
+  static unsigned workFloats(const Window &, unsigned) { return 0; }
+  static void write(const Window &w, unsigned c, const float *__restrict acc,
+                    const float *__restrict bias, float *__restrict out, unsigned *, float *) {
+    const unsigned P = w.outPositions();
+    for (unsigned co = 0; co < c; ++co)
+      for (unsigned p = 0; p < P; ++p)
+        out[co * P + p] = acc[p * c + co] + bias[co];
+  }
+};
+struct MaxPooledOut {
+  static constexpr bool POOLED = true;
+  static unsigned pooled(const Window &w) { return (w.outHeight / 2) * (w.outWidth / 2); }
+  // [Q, c] maxima, then [Q, c] argmax.
+  static unsigned workFloats(const Window &w, unsigned c) { return 2 * pooled(w) * c; }
+  // The running first maximum of the window's entries so far (as MaxPool::keepFirstMax,
+  // selects only), one lane or a vector of channels at a time.
+  template <class V, class I> static void keep(V v, I k, V &best, I &at) {
+    const auto greater = v > best;
+    at = greater ? k : at;
+    best = greater ? v : best;
+  }
+  static void write(const Window &w, unsigned c, const float *__restrict acc,
+                    const float *__restrict bias, float *__restrict out,
+                    unsigned *__restrict argmax, float *__restrict tmp) {
+    using popsnn::dense::Lanes;
+    using popsnn::dense::LANES;
+    using popsnn::dense::loadLanes;
+    typedef int Ints __attribute__((vector_size(4 * LANES)));
+    const unsigned W = w.outWidth, Wo = W / 2, Q = pooled(w);
+    float *__restrict best = tmp;
+    int *__restrict at = reinterpret_cast<int *>(tmp + std::size_t(Q) * c);
+    for (unsigned q = 0; q < Q; ++q) {
+      const unsigned p0 = 2 * (q / Wo) * W + 2 * (q % Wo);
+      const float *__restrict r[4] = {acc + std::size_t(p0) * c, acc + std::size_t(p0 + 1) * c,
+                                      acc + std::size_t(p0 + W) * c,
+                                      acc + std::size_t(p0 + W + 1) * c};
+      unsigned co = 0;
+      for (; co + LANES <= c; co += LANES) { // whole vectors of channels
+        const Lanes b = loadLanes(bias + co);
+        Lanes m = Lanes{} - INFINITY;
+        Ints a = Ints{};
+        for (int k = 0; k < 4; ++k)
+          keep(loadLanes(r[k] + co) + b, Ints{} + k, m, a);
+        popsnn::dense::storeLanes(best + q * c + co, m);
+        __builtin_memcpy(at + q * c + co, &a, sizeof a);
+      }
+      for (; co < c; ++co) { // the rest, lane by lane
+        float m = -INFINITY;
+        int a = 0;
+        for (int k = 0; k < 4; ++k)
+          keep(r[k][co] + bias[co], k, m, a);
+        best[q * c + co] = m, at[q * c + co] = a;
+      }
+    }
+    for (unsigned co = 0; co < c; ++co)
+      for (unsigned q = 0; q < Q; ++q) {
+        out[co * Q + q] = best[q * c + co];
+        argmax[co * Q + q] = unsigned(at[q * c + co]);
+      }
+  }
+};
 
 // The input window of output position p as one row of taps (im2col), zeros for padding.
 inline void windowRow(const Window &w, const float *__restrict xr, unsigned p,
@@ -346,7 +440,7 @@ inline void weightGradByGradients(const Window &w, unsigned c, const float *__re
 // weight gradient cost twice the dense one's, with 2 less than it.
 constexpr std::uint64_t GRADIENT_PRODUCT_COST = 2;
 
-// gwT [taps, c] += each non-zero input times dL/dI of the outputs its taps reach, with
+// gwT [taps (reversed), c] += each non-zero input times dL/dI of the outputs its taps reach, with
 // dL/dI as [P, c] (planar dL/dI transposed into gT first; channels-last read as it is), so
 // every product runs along the c channels.
 template <class Layout>
@@ -364,8 +458,9 @@ inline void weightGradByInputs(const Window &w, unsigned c, const float *__restr
   }
   for (unsigned q = 0; q < count; ++q) {
     const float v = xr[idx[q]];
-    forEachTapReached(w, idx[q],
-                      [&](unsigned tap, unsigned p) { axpy(c, v, &g[p * c], &gwT[tap * c]); });
+    forEachRunReached(w, idx[q], [&](unsigned tap, unsigned p, unsigned n) {
+      axpy(n * c, v, &g[p * c], &gwT[tap * c]);
+    });
   }
 }
 

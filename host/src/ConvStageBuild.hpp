@@ -43,16 +43,11 @@ struct ConvStageBuild {
   unsigned taps() const { return spec.inChannels * spec.conv.kernelH * spec.conv.kernelW; }
   unsigned positions(unsigned k) const { return plan.maps[k].h * plan.maps[k].w; }
   unsigned lastMap() const { return unsigned(plan.maps.size()) - 1; }
-  // dL/dI of the convolution kept channels-last ([rows, P, c]): when a 2 x 2 max pool at
-  // stride 2 tiling the map comes first (the CSNN's), whose backward writes it in that
-  // layout, so the weight and input gradients read a position's channels contiguously.
-  bool gradChannelsLast() const {
-    if (spec.pools.empty() || !spec.pools[0].max)
-      return false;
-    const Window2d &w = spec.pools[0].window;
-    return w.kernelH == 2 && w.kernelW == 2 && w.strideH == 2 && w.strideW == 2 && !w.padH &&
-           !w.padW && plan.maps[1].h == 2 * plan.maps[2].h && plan.maps[1].w == 2 * plan.maps[2].w;
-  }
+  // dL/dI of the convolution kept channels-last ([rows, P, c]) when a 2 x 2 max pool at
+  // stride 2 tiling the map comes first (pairsMaxPoolFirst: the forward pools as it goes,
+  // the pool's backward writes that layout), so the weight and input gradients read a
+  // position's channels contiguously.
+  bool gradChannelsLast() const { return pairsMaxPoolFirst(spec); }
   const char *gradLayout() const {
     return gradChannelsLast() ? "<popsnn::conv::ChannelsLast>" : "<popsnn::conv::Planar>";
   }

@@ -46,13 +46,19 @@ std::uint64_t pushStepsCycles(const VertexWork &w) {
 // The convolution's current: per row the cheaper of the event path (every non-zero input
 // scatters its kernel taps, activeInputs of them) and the dense gather (every tap at every
 // position), the choice the vertex makes by density; one pass over `neurons` channels each.
-std::uint64_t convForwardCycles(const VertexWork &w) {
+// `outPerEntry` half-cycles per conv output entry for the row's output: 4 (the current
+// transposed, plus the bias), or 5 with a 2 x 2 max pool taken on float pairs (bias, compare,
+// two selects) and the pooled map and argmax transposed out.
+std::uint64_t convForwardCycles(const VertexWork &w, std::uint64_t outPerEntry) {
   const std::uint64_t events = std::uint64_t(w.activeInputs) * w.kernelArea;
   const std::uint64_t gathers = std::uint64_t(w.positions) * w.inputs;
-  return std::uint64_t(w.batch) *
-         (2ull * w.elements + std::min(events, gathers) * vectorPass(w.neurons) +
-          2ull * w.positions * w.neurons);
+  return kVertexOverhead +
+         std::uint64_t(w.batch) *
+             (2ull * w.elements + std::min(events, gathers) * vectorPass(w.neurons) +
+              outPerEntry * w.positions * w.neurons / 2);
 }
+std::uint64_t convCurrentCycles(const VertexWork &w) { return convForwardCycles(w, 4); }
+std::uint64_t convPooledCycles(const VertexWork &w) { return convForwardCycles(w, 5); }
 
 // The input gradient's per-entry path by window runs: per row dL/dI's entries counted and
 // gathered per position, each non-zero entry one pass over its window's taps (kH runs of
@@ -121,7 +127,8 @@ const std::map<std::string, Estimator> &table() {
       {"LossSum", [](const VertexWork &w) { return kVertexOverhead + 2ull * w.elements; }},
       {"SgdStep", [](const VertexWork &w) { return kVertexOverhead + 4ull * w.elements; }},
       {"AdamStep", [](const VertexWork &w) { return kVertexOverhead + 14ull * w.elements; }},
-      {"ConvForward", [](const VertexWork &w) { return kVertexOverhead + convForwardCycles(w); }},
+      {"ConvForward<popsnn::conv::CurrentOut>", convCurrentCycles},
+      {"ConvForward<popsnn::conv::MaxPooledOut>", convPooledCycles},
       // Each row by dL/dI's non-zero entries or by the input's, as the vertex chooses (a
       // product by gradients weighed at twice one by inputs).
       {"ConvWeightGrad",
