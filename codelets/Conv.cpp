@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "ConvKernels.hpp"
+#include "ConvPooling.hpp"
 
 using namespace poplar;
 using namespace popsnn::conv;
