@@ -235,9 +235,10 @@ void addGradVertices(ConvStageBuild &s, ComputeSet cs) {
       s.setWindow(u, spec.conv, spec.inChannels, s.plan.maps[0], s.plan.maps[1]);
       s.graph.setTileMapping(u, sh.tile);
     }
-    s.graph.setPerfEstimate(v, estimateCycles("ConvWeightGrad", w));
+    s.graph.setPerfEstimate(v, estimateCycles(std::string("ConvWeightGrad") + s.gradLayout(), w));
     if (spec.inputGrad)
-      s.graph.setPerfEstimate(vertices[1], estimateCycles("ConvInputGrad", w));
+      s.graph.setPerfEstimate(vertices[1],
+                              estimateCycles(std::string("ConvInputGrad") + s.gradLayout(), w));
   }
 }
 

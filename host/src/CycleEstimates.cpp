@@ -71,6 +71,23 @@ std::uint64_t convInputGradCycles(const VertexWork &w) {
               std::uint64_t(w.activeCandidates) * vectorPass(w.inputs) + 3ull * w.elements);
 }
 
+// The weight gradient, each row by dL/dI's non-zero entries (a window row of taps each) or by
+// the input's (a kernel row's run of kW x c floats each; charged per tap), as the vertex
+// chooses (a product by gradients weighed at twice one by inputs); per row the input listed
+// and dL/dI's bias sums and count, on float pairs along the channels when dL/dI is
+// channels-last, else per entry and after a transpose (3 cycles an entry).
+std::uint64_t convWeightGradCycles(const VertexWork &w, std::uint64_t perEntryHalves) {
+  const std::uint64_t byGrads = 2ull * w.activeCandidates * vectorPass(w.inputs);
+  const std::uint64_t byInputs =
+      std::uint64_t(w.activeInputs) * w.kernelArea * vectorPass(w.neurons);
+  return kVertexOverhead + std::uint64_t(w.batch) * (perEntryHalves * w.positions * w.neurons / 2 +
+                                                     w.elements + std::min(byGrads, byInputs));
+}
+std::uint64_t convWeightGradPlanarCycles(const VertexWork &w) { return convWeightGradCycles(w, 6); }
+std::uint64_t convWeightGradChannelsLastCycles(const VertexWork &w) {
+  return convWeightGradCycles(w, 1);
+}
+
 // A pool over `batch` rows of `neurons` maps: every window entry once.
 std::uint64_t poolCycles(const VertexWork &w) {
   return kVertexOverhead +
@@ -129,17 +146,10 @@ const std::map<std::string, Estimator> &table() {
       {"AdamStep", [](const VertexWork &w) { return kVertexOverhead + 14ull * w.elements; }},
       {"ConvForward<popsnn::conv::CurrentOut>", convCurrentCycles},
       {"ConvForward<popsnn::conv::MaxPooledOut>", convPooledCycles},
-      // Each row by dL/dI's non-zero entries or by the input's, as the vertex chooses (a
-      // product by gradients weighed at twice one by inputs).
-      {"ConvWeightGrad",
-       [](const VertexWork &w) {
-         const std::uint64_t byGrads = std::uint64_t(w.activeCandidates) * w.inputs;
-         const std::uint64_t byInputs = std::uint64_t(w.activeInputs) * w.kernelArea * w.neurons;
-         return kVertexOverhead +
-                std::uint64_t(w.batch) * (2ull * w.positions * w.neurons + w.elements +
-                                          3ull * (2 * byGrads <= byInputs ? byGrads : byInputs));
-       }},
-      {"ConvInputGrad", convInputGradCycles},
+      {"ConvWeightGrad<popsnn::conv::Planar>", convWeightGradPlanarCycles},
+      {"ConvWeightGrad<popsnn::conv::ChannelsLast>", convWeightGradChannelsLastCycles},
+      {"ConvInputGrad<popsnn::conv::Planar>", convInputGradCycles},
+      {"ConvInputGrad<popsnn::conv::ChannelsLast>", convInputGradCycles},
       {"PoolForward<popsnn::conv::MaxPool>", poolCycles},
       {"PoolBackward<popsnn::conv::MaxPool>", poolCycles},
       {"PoolForward<popsnn::conv::AvgPool>", poolCycles},
