@@ -5,6 +5,7 @@
 
 #include <type_traits>
 
+#include "BackwardGather.hpp"
 #include "BackwardRows.hpp"
 #include "DenseKernels.hpp"
 #include "LeakyTrace.hpp"
@@ -16,6 +17,7 @@ using namespace poplar;
 using namespace popsnn::codes;
 using namespace popsnn::lif;
 using namespace popsnn::backward_rows;
+using namespace popsnn::backward_gather;
 using popsnn::stored::asFloat;
 
 // BPTT of one shard, specialised on the layer's neuron model, reset and surrogate trace
@@ -401,8 +403,7 @@ private:
       const unsigned P = pushWidth(nextLayerSize);
       float *__restrict g = &scratch[2 * n];
       gatherNext(t, b, g);
-      for (unsigned k = 0; k < e.size; ++k)
-        eps[e.ids[k]] = dotPadded(&nextWeightsT[0][unsigned(e.ids[k]) * P], g, P);
+      nextLayerDots(eps, e.ids, e.size, &nextWeightsT[0][0], g, P);
     }
     if (recurrence == popsnn::Recurrence::ALL_TO_ALL && t + 1 < numSteps)
       fromFanoutSparse(eps, n, e.ids, e.size, &ownWeights[0][0], &ownGrad[0][0], ownShardSize,
@@ -540,30 +541,16 @@ private:
   // Weight gradient: sparse in the input (direct input: summed over steps above) and in the
   // live neurons where tracked (none live: nothing; few: their columns only).
   void weightGrads(unsigned t, unsigned b, const float *__restrict dI, const LiveNeurons &live) {
-    const unsigned n = numNeurons;
-    if (!live.all && live.count == 0)
+    const WeightGradRows rows(&gradWeights[0], dI, numNeurons, live);
+    if (rows.none())
       return;
-    const bool fewCols = live.sparseIn(n);
-    auto addRow = [&](unsigned i, float xi) {
-      float *__restrict row = &gradWeights[i * n];
-      if (fewCols)
-        for (unsigned k = 0; k < live.count; ++k)
-          row[live.ids[k]] += xi * dI[live.ids[k]];
-      else
-        for (unsigned j = 0; j < n; ++j)
-          row[j] += xi * dI[j];
-    };
-    if (inputMode == INPUT_DENSE_STEPS && inList.size() != 0) {
-      const InputRow in =
-          inputRowOf(&inList[0][0], &inValues[0][0], numSteps * batch, t * batch + b);
-      for (unsigned k = 0; k < in.size; ++k)
-        addRow(unsigned(in.ids[k]), in.values[k]);
-    } else if (inputMode == INPUT_DENSE_STEPS) {
-      forEachNonzero(&denseIn[0][(t * batch + b) * numInputs], numInputs, addRow);
-    } else if (inputMode == INPUT_SPIKE_IDS) {
+    if (inputMode == INPUT_DENSE_STEPS && inList.size() != 0)
+      rows.addList(inputRowOf(&inList[0][0], &inValues[0][0], numSteps * batch, t * batch + b));
+    else if (inputMode == INPUT_DENSE_STEPS)
+      rows.addDense(&denseIn[0][(t * batch + b) * numInputs], numInputs);
+    else if (inputMode == INPUT_SPIKE_IDS)
       for (unsigned s = 0; s < numSrc; ++s)
-        addAtSpikes(inBuffer(s, t, b), dI, n, live, &gradWeights[0]);
-    }
+        rows.addSpikes(inBuffer(s, t, b));
   }
 
   // RLeaky's V and b_V: S[t-1] is V's input at step t (dI is 0 off the live neurons).
@@ -578,11 +565,7 @@ private:
         addAtSpikes(buf, dI, n, live, &gradRecWeights[0][0]);
       }
     } else if (recurrence == popsnn::Recurrence::ONE_TO_ONE && t > 0) {
-      const int *prevOwn = ownBuffer(t - 1, b);
-      for (int k = 0; k < prevOwn[0]; ++k) {
-        const unsigned j = unsigned(prevOwn[BUFFER_HEADER + k]) - offset;
-        gradRecWeights[0][j] += dI[j];
-      }
+      addAtSpikeIds(ownBuffer(t - 1, b), offset, dI, &gradRecWeights[0][0]);
     }
   }
 
