@@ -160,11 +160,21 @@ _FIX_FLAGS = (
 )
 
 
+# Python's spelling of an option in a fix, and the flag the CLI's user passes instead.
+_OPTION_FLAGS = (
+    ("dtype='float32'", "--dtype float32"),
+    ("dtype='float16'", "--dtype float16"),
+    ("device='reference'", "--device reference"),
+)
+
+
 def _one_line(err: BaseException) -> str:
     text = " ".join(str(err).split()) or type(err).__name__
     if "does not fit" in text:
         for option, flag in _FIX_FLAGS:
             text = text.replace(option, flag)
+    for option, flag in _OPTION_FLAGS:
+        text = text.replace(option, flag)
     return text
 
 

@@ -213,3 +213,14 @@ def test_plots_return_figures_without_choosing_a_backend():
             low, high = ax.get_xlim()
             shown = [t for t in ax.xaxis.get_major_locator()() if low <= t <= high]
             assert shown and all(float(t).is_integer() for t in shown), (ax.get_title(), shown)
+
+
+def test_cli_names_flags_in_the_engines_half_refusals(tmp_path):
+    run = popsnn_cli(
+        "train", "--dtype", "float16", "--learn-beta", "--device", "cpu", "--no-plots",
+        "--output", str(tmp_path), cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 2
+    (line,) = run.stderr.splitlines()
+    assert "--dtype float16 on the engine does not learn beta" in line
+    assert line.endswith("use --dtype float32, or --device reference for half storage"), line
