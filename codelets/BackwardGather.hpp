@@ -3,6 +3,8 @@
 // from the next layer's gathered dL/dI. Free functions over plain pointers: no vertex state.
 #pragma once
 
+#include <cstdint>
+
 #include "../include/popsnn/VertexEnums.hpp"
 #include "BackwardRows.hpp"
 #include "LifCommon.hpp"
@@ -66,6 +68,70 @@ inline void nextLayerDots(float *__restrict eps, const unsigned short *__restric
                           unsigned size, const float *weightsByOwn, const float *g, unsigned P) {
   for (unsigned k = 0; k < size; ++k)
     eps[ids[k]] = popsnn::lif::dotPadded(&weightsByOwn[unsigned(ids[k]) * P], g, P);
+}
+
+// One (step, sample) row of the next layer's dL/dI as its shards' lists (appendGradList, one
+// after the other, each `capacity` entries): shard s's slice holds its live neurons' ids (local
+// to the shard) and values; every other dL/dI_next is 0.
+struct NextListRow {
+  const int *starts; // per shard: rows + 1 starts
+  const unsigned short *ids;
+  const float *values;
+  unsigned rows, capacity, layerSize, shardSize, k; // k: the row, in the backward's order
+
+  const int *startsOf(unsigned s) const { return starts + s * (rows + 1); }
+  unsigned count() const { // the row's live neurons over all shards
+    unsigned m = 0;
+    for (unsigned s = 0; s * shardSize < layerSize; ++s)
+      m += unsigned(startsOf(s)[k + 1] - startsOf(s)[k]);
+    return m;
+  }
+};
+inline NextListRow nextListRow(const int *starts, const unsigned short *ids, const float *values,
+                               unsigned layerSize, unsigned shardSize, unsigned rows, unsigned k,
+                               unsigned allValues) {
+  const unsigned shards = (layerSize + shardSize - 1) / shardSize;
+  return {starts, ids, values, rows, allValues / shards, layerSize, shardSize, k};
+}
+
+// The list dots or the gathered row, by what each costs per (step, sample) row with `entries`
+// dots and `live` neurons in the next layer's list: the list dots one indexed load and product
+// per live neuron per entry; the gathered row zeroes P floats and scatters the live ones once,
+// then one contiguous dot of P per entry. In units of about 0.04 ns (P 208: a dot 11 ns),
+// fitted to bench/next_list_threshold.cpp's A/B on an AVX-512 CPU.
+constexpr unsigned LIST_DOT_PER_LIVE = 9, LIST_DOT_PER_ENTRY = 64;
+constexpr unsigned GATHER_PER_ROW = 512, GATHER_PER_LIVE = 10;
+inline bool listDotsApply(unsigned entries, unsigned live, unsigned P) {
+  return std::uint64_t(entries) * (LIST_DOT_PER_LIVE * live + LIST_DOT_PER_ENTRY) <=
+         GATHER_PER_ROW + GATHER_PER_LIVE * std::uint64_t(live) + std::uint64_t(entries) * P;
+}
+
+// nextLayerDots over the next layer's live neurons only: eps[j] = sum over the row's list
+// entries m of W_next[j, m] dL/dI_next[m] (weightsByOwn: row j padded to P), no gathered row.
+// Four partial sums per entry: the products are independent, the adds need not wait in turn.
+inline void nextListDots(float *__restrict eps, const unsigned short *__restrict ids, unsigned size,
+                         const float *weightsByOwn, unsigned P, const NextListRow &row) {
+  for (unsigned k = 0; k < size; ++k) {
+    const float *__restrict w = &weightsByOwn[unsigned(ids[k]) * P];
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    for (unsigned first = 0, s = 0; first < row.layerSize; first += row.shardSize, ++s) {
+      const int *start = row.startsOf(s);
+      const unsigned short *__restrict id = row.ids + s * row.capacity;
+      const float *__restrict v = row.values + s * row.capacity;
+      const float *__restrict ws = w + first;
+      int e = start[row.k];
+      const int end = start[row.k + 1];
+      for (; e + 4 <= end; e += 4) {
+        s0 += ws[id[e]] * v[e];
+        s1 += ws[id[e + 1]] * v[e + 1];
+        s2 += ws[id[e + 2]] * v[e + 2];
+        s3 += ws[id[e + 3]] * v[e + 3];
+      }
+      for (; e < end; ++e)
+        s0 += ws[id[e]] * v[e];
+    }
+    eps[ids[k]] = (s0 + s1) + (s2 + s3);
+  }
 }
 
 } // namespace backward_gather
