@@ -20,9 +20,9 @@ _FLAG_HELP = {
     "model": "network: dsnn (Linear layers of widths --hidden) or csnn (Sun et al.'s "
     "12C5-MP2-64C5-MP2-10 convolutional SNN; every device with leaky neurons)",
     "hidden": "hidden layer widths, comma-separated (dsnn)",
-    "neuron": "neuron model: leaky, synaptic or rleaky",
+    "neuron": "neuron model: leaky, synaptic, rleaky, alpha or lapicque",
     "beta": "membrane decay beta",
-    "alpha": "synaptic current decay alpha (synaptic only)",
+    "alpha": "synaptic current decay alpha (synaptic and alpha only)",
     "threshold": "firing threshold",
     "surrogate": "surrogate gradient: fast_sigmoid, atan, sigmoid or straight_through",
     "sparse": "sparse backward rule: none, window:B_TH or one_sided:THETA_GRAD",
@@ -55,6 +55,11 @@ _FLAG_HELP = {
     "limit_test": "use only the first N test samples (default: all)",
     "output": "folder for checkpoint.npz, metrics.json and the PNG pictures",
 }
+# Options that are off unless their flag is given.
+_SWITCHES = {
+    "learn_beta": "train each neuron layer's beta as a parameter (not lapicque)",
+    "learn_threshold": "train each neuron layer's threshold as a parameter",
+}
 _FLAG_TYPES = {
     "population": int,
     "correct_rate": float,
@@ -83,7 +88,7 @@ def add_arguments(parser) -> None:
     else Config's default)."""
     parser.add_argument("--config", metavar="FILE", help="TOML file of options (flags win)")
     for name in FIELDS:
-        if name in ("plots", "profile"):
+        if name in _SWITCHES or name in ("plots", "profile"):
             continue
         flag = "--" + name.replace("_", "-")
         parser.add_argument(
@@ -92,6 +97,15 @@ def add_arguments(parser) -> None:
             type=_FLAG_TYPES.get(name, str),
             default=None,
             help=_with_default(_FLAG_HELP[name], name),
+        )
+    for name, text in _SWITCHES.items():
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=name,
+            action="store_const",
+            const=True,
+            default=None,
+            help=text,
         )
     parser.add_argument(
         "--steps", dest="num_steps", type=int, default=None, help="same as --num-steps"

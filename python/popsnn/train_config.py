@@ -22,9 +22,12 @@ from .defaults import LOSS, NEURON, RUN
 from .model import DEVICES
 from .validation import check_sizes
 
-NEURONS = ("leaky", "synaptic", "rleaky")
+NEURONS = ("leaky", "synaptic", "rleaky", "alpha", "lapicque")
+# The neurons that take the second decay `alpha`.
+_TAKE_ALPHA = ("synaptic", "alpha")
 SPARSE_LAYERS = ("hidden", "all")
 MODELS = ("dsnn", "csnn")
+DEFAULT_HIDDEN = (1000,)  # Sun et al.'s DSNN 784-1000-10
 # Per-sample image shapes the CSNN takes, by input size (MNIST and Fashion-MNIST; N-MNIST).
 _IMAGE_SHAPES = {784: (1, 28, 28), 2 * 34 * 34: (2, 34, 34)}
 ENCODINGS = ("direct", "rate", "latency")
@@ -41,11 +44,13 @@ class Config:
     dataset: str = "mnist"  # mnist | fashion-mnist | shd | nmnist
     data: str | None = None  # folder of IDX files; None: the default location
     model: str = "dsnn"  # dsnn: Linear layers of widths `hidden`; csnn: Sun et al.'s CSNN
-    hidden: list = field(default_factory=lambda: [1000])
-    neuron: str = "leaky"  # leaky | synaptic | rleaky
+    hidden: list = field(default_factory=lambda: list(DEFAULT_HIDDEN))
+    neuron: str = "leaky"  # leaky | synaptic | rleaky | alpha | lapicque
     beta: float = NEURON["beta"]
-    alpha: float = NEURON["alpha"]  # Synaptic only
+    alpha: float = NEURON["alpha"]  # synaptic and alpha only
     threshold: float = NEURON["threshold"]
+    learn_beta: bool = False  # train beta (per layer) as a parameter
+    learn_threshold: bool = False  # train the threshold (per layer) as a parameter
     surrogate: str = "fast_sigmoid"  # the DSNN recipe's; neurons default to atan
     sparse: str = "none"  # none | window:B_TH | one_sided:THETA_GRAD
     sparse_layers: str = "hidden"  # hidden | all: which layers the sparse rule covers
@@ -116,6 +121,7 @@ class Config:
         _choice("device", self.device, ("auto",) + DEVICES)
         _choice("loss", self.loss, _losses.NAMES)
         _choice("optimizer", self.optimizer, _optim.NAMES)
+        self._check_ignored_network_options()
         for name in ("batch_size", "num_steps", "epochs"):
             setattr(self, name, positive_int(name, getattr(self, name)))
         self.population = positive_int("population", self.population)
@@ -181,24 +187,32 @@ class Config:
     def _neuron(self, rule, readout: bool):
         common = dict(
             threshold=self.threshold,
+            learn_threshold=self.learn_threshold,
             surrogate=_surrogate.get(self.surrogate),
             sparse=None if readout and self.sparse_layers == "hidden" else rule,
         )
+        if self.neuron == "lapicque":
+            return _layers.Lapicque(beta=self.beta, **common)
+        common["learn_beta"] = self.learn_beta
         if self.neuron == "leaky":
             return _layers.Leaky(beta=self.beta, **common)
         if self.neuron == "synaptic":
             return _layers.Synaptic(alpha=self.alpha, beta=self.beta, **common)
+        if self.neuron == "alpha":
+            return _layers.Alpha(alpha=self.alpha, beta=self.beta, **common)
         return _layers.RLeaky(beta=self.beta, **common)
 
     def _csnn(self, num_inputs: int, num_outputs: int, rule) -> _layers.Sequential:
-        """Sun et al.'s CSNN: 12C5-MP2-64C5-MP2-N, `hidden` ignored."""
+        """Sun et al.'s CSNN: 12C5-MP2-64C5-MP2-N (`hidden` set is refused earlier)."""
         if num_inputs not in _IMAGE_SHAPES:
             raise ConfigError(
                 f"model=csnn takes images (mnist, fashion-mnist, nmnist); {self.dataset} has "
                 f"{num_inputs} inputs per sample; use model=dsnn"
             )
-        if self.neuron == "rleaky":
-            raise ConfigError("model=csnn runs leaky or synaptic neurons; use --neuron leaky")
+        if self.neuron not in ("leaky", "synaptic"):
+            raise ConfigError(
+                f"model=csnn runs leaky or synaptic neurons, not {self.neuron}; use --neuron leaky"
+            )
         shape = _IMAGE_SHAPES[num_inputs]
         net = _layers.Sequential(
             Conv2d(shape[0], 12, 5),
@@ -217,6 +231,37 @@ class Config:
             self._neuron(rule, readout=True),
             input_shape=shape,
         )
+
+    def _check_ignored_network_options(self) -> None:
+        """An option the chosen network would not use, set away from its default, is an
+        error (it would be ignored otherwise)."""
+        if self.alpha != _DEFAULTS["alpha"] and self.neuron not in _TAKE_ALPHA:
+            raise ConfigError(
+                f"option alpha applies to the {' and '.join(_TAKE_ALPHA)} neurons, not "
+                f"{self.neuron}; pass --neuron synaptic or leave alpha at its default"
+            )
+        if self.model == "csnn" and tuple(self.hidden) != DEFAULT_HIDDEN:
+            raise ConfigError(
+                f"option hidden sets the dsnn's layer widths; model=csnn has fixed layers "
+                f"(12C5-MP2-64C5-MP2-10), got hidden {self.hidden}: drop --hidden or use "
+                f"--model dsnn"
+            )
+        if self.sparse_layers != _DEFAULTS["sparse_layers"] and self.sparse_rule() is None:
+            raise ConfigError(
+                f"option sparse_layers={self.sparse_layers!r} picks the layers a sparse rule "
+                f"covers, and sparse is none; pass --sparse window:B_TH (or one_sided:THETA) "
+                f"or leave sparse_layers at its default"
+            )
+        if self.neuron == "alpha" and not self.beta < self.alpha:
+            raise ConfigError(
+                f"neuron alpha needs beta < alpha (snnTorch's rule), got alpha {self.alpha}, "
+                f"beta {self.beta}; pass e.g. --alpha 0.95 --beta 0.9"
+            )
+        if self.learn_beta is True and self.neuron == "lapicque":
+            raise ConfigError(
+                "learn_beta does not apply to lapicque neurons (their decay comes from R and "
+                "C); use --neuron leaky or drop --learn-beta"
+            )
 
     def make_loss(self, num_classes: int) -> _losses.Loss:
         """The loss with its options. An option the chosen loss does not take, set away from

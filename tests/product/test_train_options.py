@@ -61,11 +61,49 @@ def test_loss_options_reach_the_loss(tmp_path):
         (dict(max_activity=0.0), "max_activity must be a number in"),
         (dict(device="cpu", tiles_per_ipu=4), "pass --device ipu-model"),
         (dict(device="reference", max_activity=0.5), "reference device has none"),
+        (dict(neuron="leaky", alpha=0.5), "alpha applies to the synaptic and alpha neurons"),
+        (dict(model="csnn", hidden=[50]), "model=csnn has fixed layers"),
+        (dict(sparse_layers="all"), "and sparse is none; pass --sparse"),
+        (dict(neuron="alpha"), "neuron alpha needs beta < alpha"),
+        (dict(neuron="lapicque", learn_beta=True), "learn_beta does not apply to lapicque"),
+        (dict(learn_threshold="yes"), "learn_threshold must be True or False"),
     ],
 )
 def test_an_option_that_would_be_ignored_is_an_error(options, named):
     with pytest.raises(ConfigError, match=named):
         Config(**options)
+
+
+@pytest.mark.parametrize(
+    "neuron, options",
+    [
+        (popsnn.Alpha, dict(neuron="alpha", alpha=0.95, learn_beta=True)),
+        (popsnn.Lapicque, dict(neuron="lapicque", learn_threshold=True)),
+        (popsnn.Leaky, dict(learn_beta=True, learn_threshold=True)),
+    ],
+)
+def test_neuron_options_reach_every_neuron_layer(neuron, options):
+    net = Config(**options, hidden=[20, 20]).network(784, 10)
+    layers = [layer for layer in net.layers if not isinstance(layer, popsnn.Linear)]
+    assert len(layers) == 3 and all(type(layer) is neuron for layer in layers)
+    for layer in layers:
+        assert layer.learned() == tuple(
+            name for name in ("beta", "threshold") if options.get(f"learn_{name}")
+        )
+        assert getattr(layer, "alpha", 0.95) == 0.95
+
+
+def test_cli_switches_set_learned_neuron_constants(tmp_path):
+    run = popsnn_cli(
+        "train", "--neuron", "alpha", "--alpha", "0.95", "--learn-beta", "--learn-threshold",
+        "--hidden", "16", "--num-steps", "3", "--epochs", "1", "--limit-train", "32",
+        "--limit-test", "32", "--batch-size", "16", "--device", "reference", "--no-plots",
+        "--output", str(tmp_path), cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    saved = np.load(tmp_path / "checkpoint.npz", allow_pickle=False)
+    assert any("beta" in name for name in saved.files), saved.files
+    assert any("threshold" in name for name in saved.files), saved.files
 
 
 def test_a_network_that_does_not_fit_fails_before_data_loading(monkeypatch, tmp_path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -100,7 +101,7 @@ def test_every_public_header_compiles_under_cxx11_and_cxx14(fidelity, cmake_dir)
     )
     source = (fidelity.build / "all_headers.cpp").read_text()
     assert all(f"#include <poplar/{h}>" in source for h in headers)
-    for lib in ("poputil", "popops"):
+    for lib in ("poputil", "popops", "poplin"):
         names = sorted(p.name for p in (cmake_dir.parents[2] / "include" / lib).glob("*.hpp"))
         assert names and all(f"#include <{lib}/{h}>" in source for h in names)
     for std in ("11", "14"):
@@ -122,6 +123,19 @@ def test_a_field_on_other_tiles_gets_the_exchange_poplar_inserts(fidelity):
         "x: [1.0000000 2.0000000 3.0000000 4.0000000 5.0000000 6.0000000]",
         "exchanged bytes: 24",
     ]
+
+
+def text(title, array, floats=False):
+    """What PrintTensor prints for `array` under `title`."""
+    fmt = "{:.7f}" if floats else "{}"
+    body = np.array2string(
+        np.asarray(array),
+        separator=" ",
+        threshold=10**6,
+        max_line_width=10**6,
+        formatter={"all": fmt.format},
+    )
+    return f"{title}: {body}"
 
 
 def test_poputil_and_popops_subset(fidelity):
@@ -148,13 +162,6 @@ def test_poputil_and_popops_subset(fidelity):
     x[::5] *= -1
     x = x.reshape(2, 3, 4)
 
-    def text(title, array, floats=False):
-        fmt = "{:.7f}" if floats else "{}"
-        body = np.array2string(
-            np.asarray(array), separator=" ", threshold=10**6, formatter={"all": fmt.format}
-        )
-        return f"{title}: {body}"
-
     expected = [
         text("add", a + b),
         text("sub", a - b),
@@ -174,6 +181,52 @@ def test_poputil_and_popops_subset(fidelity):
         text("cast-unsigned", b[:1].astype(np.int64) % 2**32),
     ]
     assert "\n".join(lines[6:]) == "\n".join(expected)
+
+
+def test_poplin_matrix_products(fidelity):
+    """poplin's products as the SDK documents them, each checked exactly against NumPy
+    (integer-valued operands: every sum is exact in float and in half)."""
+    lines = fidelity("poplin").splitlines()
+
+    def ramp(n, step, offset):
+        return (np.arange(n) % 7 * step + offset).astype(np.float32)
+
+    a = ramp(15, 1, -2).reshape(5, 3)
+    b = ramp(21, 2, -5).reshape(3, 7)
+    assert lines[:2] == ["mapped: 1 1", "half-half type: half"]
+    plan = re.fullmatch(
+        r"poplin plan \(popsnn\): \{900,600\} x \{600,300\} -> float: (\d+) x (\d+) blocks "
+        r"of (\d+) x (\d+) on (\d+) tiles, about (\d+) cycles per tile \(estimate\)",
+        lines[2],
+    )
+    assert plan, lines[2]
+    row_blocks, col_blocks, rows, cols, tiles, _ = map(int, plan.groups())
+    assert row_blocks * rows >= 900 and col_blocks * cols >= 300
+    assert tiles == row_blocks * col_blocks <= 4
+    # Shapes and types are checked while the graph is built, in one line each.
+    assert lines[3:8] == [
+        "inner: poplin::matMul: A has shape {2,3} and B {4,2}: A's 3 columns must equal B's rows",
+        "rank: poplin::matMul: A has shape {2,3,1} and B {3,2}; both must be 2-D matrices "
+        "(grouped products are not provided)",
+        "type: poplin::matMul: the input type is int; popsnn's poplin multiplies float or half "
+        "matrices",
+        "mixed: poplin::matMul: A is float but B is half; cast one of them first",
+        "output: poplin::matMulWithOutput: the result tensor has shape {3,3}, A . B has {2,2}",
+    ]
+    assert "\n".join(lines[8:]) == "\n".join(
+        [
+            text("AB", a @ b, True),
+            text("AAt", a @ a.T, True),
+            text("out", a @ b, True),
+            text("acc", 0.5 * (a @ b), True),
+            text(
+                "CD",
+                ramp(37 * 53, 1, -3).reshape(37, 53) @ ramp(53 * 29, 1, -2).reshape(53, 29),
+                True,
+            ),
+            text("half-float", a @ b, True),
+        ]
+    )
 
 
 def test_a_serialized_executable_runs_as_the_original(fidelity):
