@@ -113,6 +113,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--perf-out", default="", help="perf's output file; '' to time A/B")
     ap.add_argument("--cpu-time", action="store_true", help="time by process CPU time")
+    ap.add_argument("--before", default="", help="codelets (.gp) to time the models on too")
     args = ap.parse_args()
     if args.perf_out and shutil.which("perf") is None:
         sys.exit("sparse_profile: perf is not installed; install it or drop --perf-out")

@@ -61,13 +61,46 @@ inline void addAtSpikeIds(const int *buf, unsigned offset, const float *__restri
   }
 }
 
+// The dot of two rows padded to a multiple of 16 floats in four independent sums: with one,
+// each multiply-add waits for the one before (perf annotate: nextLayerDots ran at the add's
+// latency, four times below its loads' rate).
+inline float dotPadded4(const float *__restrict a, const float *__restrict b, unsigned P) {
+#ifdef POPSNN_FLOATS16
+  using popsnn::lif::Floats16;
+  using popsnn::lif::loadFloats16;
+  Floats16 s0 = {}, s1 = {}, s2 = {}, s3 = {};
+  unsigned c = 0;
+  for (; c + 64 <= P; c += 64) {
+    s0 += loadFloats16(a + c) * loadFloats16(b + c);
+    s1 += loadFloats16(a + c + 16) * loadFloats16(b + c + 16);
+    s2 += loadFloats16(a + c + 32) * loadFloats16(b + c + 32);
+    s3 += loadFloats16(a + c + 48) * loadFloats16(b + c + 48);
+  }
+  for (; c < P; c += 16)
+    s0 += loadFloats16(a + c) * loadFloats16(b + c);
+  s0 += s1;
+  s2 += s3;
+  s0 += s2;
+  return popsnn::lif::laneSum(s0);
+#else
+  float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+  for (unsigned c = 0; c < P; c += 4) { // P: a multiple of 16
+    s0 += a[c] * b[c];
+    s1 += a[c + 1] * b[c + 1];
+    s2 += a[c + 2] * b[c + 2];
+    s3 += a[c + 3] * b[c + 3];
+  }
+  return (s0 + s1) + (s2 + s3);
+#endif
+}
+
 // dL/dS at a sparse rule's gradient-trace entries from the next layer: one dot per entry of its
 // padded row of W_next [n, P] with g, the (step, sample)'s dL/dI_next gathered and zero-padded
 // to P = pushWidth(nextLayerSize).
 inline void nextLayerDots(float *__restrict eps, const unsigned short *__restrict ids,
                           unsigned size, const float *weightsByOwn, const float *g, unsigned P) {
   for (unsigned k = 0; k < size; ++k)
-    eps[ids[k]] = popsnn::lif::dotPadded(&weightsByOwn[unsigned(ids[k]) * P], g, P);
+    eps[ids[k]] = dotPadded4(&weightsByOwn[unsigned(ids[k]) * P], g, P);
 }
 
 // One (step, sample) row of the next layer's dL/dI as its shards' lists (appendGradList, one
@@ -99,7 +132,7 @@ inline NextListRow nextListRow(const int *starts, const unsigned short *ids, con
 // per live neuron per entry; the gathered row zeroes P floats and scatters the live ones once,
 // then one contiguous dot of P per entry. In units of about 0.04 ns (P 208: a dot 11 ns),
 // fitted to bench/next_list_threshold.cpp's A/B on an AVX-512 CPU.
-constexpr unsigned LIST_DOT_PER_LIVE = 9, LIST_DOT_PER_ENTRY = 64;
+constexpr unsigned LIST_DOT_PER_LIVE = 10, LIST_DOT_PER_ENTRY = 64;
 constexpr unsigned GATHER_PER_ROW = 512, GATHER_PER_LIVE = 10;
 inline bool listDotsApply(unsigned entries, unsigned live, unsigned P) {
   return std::uint64_t(entries) * (LIST_DOT_PER_LIVE * live + LIST_DOT_PER_ENTRY) <=

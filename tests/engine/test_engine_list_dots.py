@@ -133,7 +133,11 @@ def test_without_a_rule_the_engine_equals_the_dense_reference():
 
 
 @pytest.mark.skipif(shutil.which("c++") is None, reason="no C++ compiler")
-@pytest.mark.parametrize("flags", [["-march=native"], ["-DPOPSNN_PLAIN_LOOPS"]], ids=str)
+@pytest.mark.parametrize(
+    "flags",
+    [["-march=native"], ["-mavx2", "-mfma"], [], ["-DPOPSNN_PLAIN_LOOPS"]],
+    ids=["native", "avx2", "baseline", "plain-loops"],
+)
 def test_list_dots_kernels_and_choice(flags, tmp_path):
     # Both dots against a double loop (every live count from 0 to the whole shard), and the
     # codelets' choice against this file's copy of it, which the tests above count with.
