@@ -101,7 +101,7 @@ def test_every_public_header_compiles_under_cxx11_and_cxx14(fidelity, cmake_dir)
     )
     source = (fidelity.build / "all_headers.cpp").read_text()
     assert all(f"#include <poplar/{h}>" in source for h in headers)
-    for lib in ("poputil", "popops", "poplin"):
+    for lib in ("poputil", "popops", "poplin", "popnn"):
         names = sorted(p.name for p in (cmake_dir.parents[2] / "include" / lib).glob("*.hpp"))
         assert names and all(f"#include <{lib}/{h}>" in source for h in names)
     for std in ("11", "14"):
@@ -227,6 +227,68 @@ def test_poplin_matrix_products(fidelity):
             text("half-float", a @ b, True),
         ]
     )
+
+
+def printed_arrays(lines) -> dict:
+    """{title: array} of the PrintTensor blocks in `lines` ("title: [[1 2]", " [3 4]]")."""
+    blocks, title = {}, None
+    for line in lines:
+        head = re.match(r"([\w-]+): (\[.*)", line)
+        if head:
+            title, line = head.groups()
+            blocks[title] = []
+        blocks[title].append(line)
+    return {
+        t: np.array([[float(v) for v in row.strip(" []").split()] for row in rows])
+        for t, rows in blocks.items()
+    }
+
+
+def test_popnn_losses_nonlinearities_and_scaled_adds(fidelity):
+    """popnn's calls as a softmax regression makes them, each against NumPy: row 3's label
+    (9) names no class, so it adds nothing; calcLoss adds its count to numCorrect (5 before)."""
+    lines = fidelity("popnn").splitlines()
+    assert lines[:3] == [
+        "gelu: popnn::nonLinearity: this NonLinearityType is not provided by popsnn's popnn; "
+        "use SIGMOID, RELU, TANH, SOFTMAX or SOFTMAX_STABLE",
+        "labels: popnn::calcLoss: expected is float; give int or unsigned int labels",
+        "scaled: popops::scaledAddTo: A has shape {2,3} but B has shape {3,2}; give tensors "
+        "of one shape",
+    ]
+    x = np.array(
+        [
+            [0.5, -1.0, 2.0, 0.0, 1.5],
+            [-0.25, 3.0, 1.0, -2.0, 0.75],
+            [1.0, 1.0, -0.5, 2.5, 0.0],
+            [-3.0, 0.5, 0.5, 4.0, -1.0],
+        ]
+    )
+    labels = np.array([2, 0, 3, 9])
+    onehot = np.zeros_like(x)
+    onehot[np.arange(3), labels[:3]] = 1
+    valid = (labels < 5)[:, None]
+    probs = np.exp(x - x.max(1, keepdims=True))
+    probs /= probs.sum(1, keepdims=True)
+    ce = np.where(valid[:, 0], -np.log(probs[np.arange(4), np.minimum(labels, 4)] + 1e-7), 0)
+    expected = {
+        "sigmoid": 1 / (1 + np.exp(-x)),
+        "relu": np.maximum(x, 0),
+        "tanh": np.tanh(x),
+        "softmax": probs,
+        "ce-loss": ce,
+        "ce-deltas": (probs - onehot) * valid,
+        "correct": [5 + int(np.sum(probs.argmax(1)[:3] == labels[:3]))],
+        "sq-loss": 0.5 * (((x - onehot) * valid) ** 2).sum(1),
+        "sq-deltas": (x - onehot) * valid,
+        "scaled-add": 1.5 * x,
+        "scaled-sub": -0.5 * x,
+    }
+    got = printed_arrays(lines[3:])
+    assert list(got) == list(expected)
+    for title, want in expected.items():
+        np.testing.assert_allclose(
+            got[title].reshape(np.shape(want)), want, rtol=1e-6, atol=2e-7, err_msg=title
+        )
 
 
 def test_a_serialized_executable_runs_as_the_original(fidelity):

@@ -118,4 +118,18 @@ template class PopsnnReduce<float>;
 template class PopsnnReduce<int>;
 template class PopsnnReduce<unsigned int>;
 
+// a += scale * b.
+template <typename T> class PopsnnScaledAdd : public Vertex {
+public:
+  InOut<Vector<T>> a;
+  Input<Vector<T>> b;
+  float scale;
+  bool compute() {
+    for (unsigned i = 0; i < a.size(); ++i)
+      a[i] += scale * b[i];
+    return true;
+  }
+};
+template class PopsnnScaledAdd<float>;
+
 } // namespace popops

@@ -43,17 +43,11 @@ unsigned vertexKind(expr::BinaryOpType op) {
   throw poplar::poplar_error("popops::map: unknown BinaryOpType");
 }
 
-std::string shapeText(const poplar::Tensor &t) {
-  std::string text = "{";
-  for (std::size_t d : t.shape())
-    text += (text.size() > 1 ? "," : "") + std::to_string(d);
-  return text + "}";
-}
-
 void checkOperands(const char *name, const poplar::Tensor &A, const poplar::Tensor &B) {
   if (A.shape() != B.shape())
-    throw poplar::poplar_error(std::string("popops::") + name + ": A has shape " + shapeText(A) +
-                               " but B has shape " + shapeText(B) +
+    throw poplar::poplar_error(std::string("popops::") + name + ": A has shape " +
+                               detail::shapeText(A.shape()) + " but B has shape " +
+                               detail::shapeText(B.shape()) +
                                "; popsnn's popops does not broadcast, give tensors of one shape");
   if (A.elementType() != B.elementType())
     throw poplar::poplar_error(std::string("popops::") + name + ": A is " +

@@ -5,6 +5,7 @@
 #include <poplin/MatMul.hpp>
 
 #include "MatMulPlan.hpp"
+#include "PerTile.hpp"
 
 #include <poplar/exceptions.hpp>
 
@@ -15,14 +16,8 @@ namespace poplin {
 namespace {
 
 using detail::MatMulPlan;
+using popops::detail::shapeText;
 using Shape = std::vector<std::size_t>;
-
-std::string shapeText(const Shape &shape) {
-  std::string text = "{";
-  for (std::size_t d : shape)
-    text += (text.size() > 1 ? "," : "") + std::to_string(d);
-  return text + "}";
-}
 
 void fail(const char *function, const std::string &what) {
   throw poplar::poplar_error(std::string("poplin::") + function + ": " + what);

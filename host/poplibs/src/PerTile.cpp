@@ -17,8 +17,23 @@ void requireType(const char *function, const poplar::Type &type, bool allowBool)
                              (allowBool ? " or bool" : ""));
 }
 
+std::string shapeText(const std::vector<std::size_t> &shape) {
+  std::string text = "{";
+  for (std::size_t d : shape)
+    text += (text.size() > 1 ? "," : "") + std::to_string(d);
+  return text + "}";
+}
+
 std::string vertexName(const char *base, const poplar::Type &type) {
   return std::string("popops::") + base + "<" + type.toString() + ">";
+}
+
+unsigned firstTile(const poplar::Graph &graph, const poplar::Tensor &t) {
+  const auto mapping = graph.getTileMapping(t);
+  for (unsigned tile = 0; tile < mapping.size(); ++tile)
+    if (!mapping[tile].empty())
+      return tile;
+  return 0;
 }
 
 poplar::Tensor alignedTo(poplar::Graph &graph, const poplar::Tensor &t, const poplar::Tensor &like,

@@ -7,9 +7,13 @@
 #include <poplar/Tensor.hpp>
 
 #include <string>
+#include <vector>
 
 namespace popops {
 namespace detail {
+
+// "{2,3}": a shape as the error messages show it.
+std::string shapeText(const std::vector<std::size_t> &shape);
 
 // Throws one line naming the function and the element types it supports.
 void requireType(const char *function, const poplar::Type &type, bool allowBool);
@@ -21,6 +25,9 @@ std::string vertexName(const char *base, const poplar::Type &type);
 // (the copy is added to prog): vertices see only elements on their own tile.
 poplar::Tensor alignedTo(poplar::Graph &graph, const poplar::Tensor &t, const poplar::Tensor &like,
                          poplar::program::Sequence &prog, const std::string &name);
+
+// The first tile that holds an element of t (0 when none does).
+unsigned firstTile(const poplar::Graph &graph, const poplar::Tensor &t);
 
 // Calls fn(tile, begin, end) for every interval of t's flattened elements.
 template <typename Fn>

@@ -12,6 +12,8 @@
 #include <popops/codelets.hpp>
 #include <poputil/TileMapping.hpp>
 
+#include "library_calls.hpp"
+
 #include <iostream>
 #include <vector>
 
@@ -24,22 +26,6 @@ static std::vector<float> ramp(std::size_t n, int step, int offset) {
   for (std::size_t i = 0; i < n; ++i)
     v[i] = float(int(i % 7) * step + offset);
   return v;
-}
-
-// A variable mapped over the tiles: Poplar refuses unmapped ones at compile time.
-static Tensor mapped(Graph &graph, Type type, std::vector<std::size_t> shape) {
-  Tensor t = graph.addVariable(type, shape);
-  poputil::mapTensorLinearly(graph, t);
-  return t;
-}
-
-static void tryCall(const char *what, void (*call)(Graph &, Sequence &), Graph &g, Sequence &p) {
-  try {
-    call(g, p);
-    std::cout << what << ": no error\n";
-  } catch (const poplar_error &e) {
-    std::cout << what << ": " << e.what() << "\n";
-  }
 }
 
 int main() {

@@ -2,6 +2,7 @@
 // contiguous elements that converts from vectors, arrays and brace lists.
 #pragma once
 #include <array>
+#include <cassert>
 #include <cstddef>
 #include <initializer_list>
 #include <vector>
@@ -32,7 +33,12 @@ public:
   const T *data() const { return data_; }
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  const T &operator[](std::size_t i) const { return data_[i]; }
+  // Checked in debug builds, as Poplar's (programs written for it rely on this
+  // header bringing <cassert>).
+  const T &operator[](std::size_t i) const {
+    assert(i < size_);
+    return data_[i];
+  }
   const T &front() const { return data_[0]; }
   const T &back() const { return data_[size_ - 1]; }
   const T *begin() const { return data_; }
