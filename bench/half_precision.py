@@ -4,14 +4,20 @@ Leaky, B 128, T 25, MNIST), beside Sun et al.'s half-precision experiment.
     python bench/half_precision.py accuracy [--train-steps 100 --test-images 2000 --seed 0]
     python bench/half_precision.py memory
     python bench/half_precision.py instructions [--batch 8]
+    python bench/half_precision.py engine [--batch 32 --repeats 5 --ipu-batch 16]
+    python bench/half_precision.py engine-accuracy [--train-steps 100 --test-images 2000]
 
-Each writes its part of bench/results/half.json. Nothing is timed by the clock (the machine is
-shared): speed is instructions per training step counted by valgrind's callgrind, memory is
+Each writes its part of bench/results/half.json. `accuracy`, `memory` and `instructions` run
+on the reference device: instructions per training step counted by valgrind's callgrind,
 (a) the bytes the storage points hold per step, computed from the shapes, and (b) the peak of
-NumPy's allocations in one training step (tracemalloc), measured. Everything runs on the
-reference device: popsnn's engine refuses float16 (its half path is partly built:
-docs/numerics.md section 8; bench/half_forward.py times the half LIF vertices alone), so
-there is no engine or ipu-model figure for half here, and none is made up.
+NumPy's allocations in one training step (tracemalloc), measured. `engine` runs popsnn's
+engine on this machine (device "cpu"): the bytes of its tensors as the plan counts them
+(half: 2 bytes a stored value) and the process's peak resident memory after building each
+dtype's engine, and the wall-clock and CPU seconds of training steps, float32 and float16
+alternating in one run with the 1-minute load recorded beside them (a shared machine); then
+the Mk2 `ipu-model`'s cycle ESTIMATE of one training step (popsnn's cost model at the
+half-rate row ops, never measured on an IPU). `engine-accuracy` trains both dtypes on the
+engine from the same seed and tests them.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -55,11 +62,13 @@ def dsnn() -> popsnn.Sequential:
     )
 
 
-def make_model(dtype: str, batch: int = BATCH, seed: int = 0) -> popsnn.Model:
+def make_model(
+    dtype: str, batch: int = BATCH, seed: int = 0, device: str = "reference"
+) -> popsnn.Model:
     return popsnn.Model(
         dsnn(),
         optimizer=popsnn.optim.Adam(lr=5e-4),
-        device="reference",
+        device=device,
         num_steps=T_STEPS,
         batch_size=batch,
         seed=seed,
@@ -199,6 +208,109 @@ def run_instructions(args) -> dict:
     }
 
 
+def _peak_rss_bytes() -> int:
+    """The process's peak resident set so far (Linux: VmHWM)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def _rss(dtype: str, batch: int) -> None:
+    """The workload whose peak resident memory run_engine reads: one engine of `dtype` built
+    and trained 2 steps ("none": the same process without a model, the baseline)."""
+    x, y = image_task("mnist").sample(batch, seed=0)
+    if dtype != "none":
+        model = make_model(dtype, batch, device="cpu")
+        for _ in range(2):
+            model.train_step(x, y)
+    print(_peak_rss_bytes())
+
+
+def _peak_rss_of(dtype: str, batch: int) -> int:
+    cmd = [sys.executable, __file__, "rss", dtype, str(batch)]
+    return int(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split()[-1])
+
+
+def run_engine(args) -> dict:
+    """Engine memory and speed, float32 against float16, in one run (see the docstring)."""
+    x, y = image_task("mnist").sample(args.batch, seed=0)
+    models, rows = {}, {}
+    for dtype in DTYPES:  # float32 first: its peak is the process's before half is built
+        models[dtype] = make_model(dtype, args.batch, device="cpu")
+        models[dtype].train_step(x, y)  # warm-up: pages touched, optimiser state written
+        layout = models[dtype].profile()
+        rows[dtype] = {
+            "tensor_bytes": layout["tensor_bytes"],
+            "surrogate_trace_bytes": sum(
+                layout[f"layer{l}_surrogate_trace_bytes"] for l in range(len(SIZES) - 1)
+            ),
+            # a process of its own per dtype, less the same process without a model
+            "peak_rss_bytes_over_baseline": _peak_rss_of(dtype, args.batch)
+            - _peak_rss_of("none", args.batch),
+            "wall_seconds": [],
+            "cpu_seconds": [],
+        }
+    loads = [os.getloadavg()[0]]
+    for _ in range(args.repeats):  # A/B alternating: the load drifts alike for both
+        for dtype in DTYPES:
+            wall, cpu = time.perf_counter(), time.process_time()
+            models[dtype].train_step(x, y)
+            rows[dtype]["wall_seconds"].append(time.perf_counter() - wall)
+            rows[dtype]["cpu_seconds"].append(time.process_time() - cpu)
+        loads.append(os.getloadavg()[0])
+    for dtype in DTYPES:
+        for key in ("wall_seconds", "cpu_seconds"):
+            rows[dtype][f"median_{key}"] = float(np.median(rows[dtype][key]))
+        print(dtype, {k: v for k, v in rows[dtype].items() if "median" in k or "bytes" in k})
+    del models
+    estimate = {}
+    xi, yi = image_task("mnist").sample(args.ipu_batch, seed=0)
+    for dtype in DTYPES:
+        model = make_model(dtype, args.ipu_batch, device="ipu-model")
+        model.train_step(xi, yi)
+        p = model.profile()
+        estimate[dtype] = {
+            "estimate_cycles_per_step": p["estimate_total_cycles"],
+            "estimate_compute_cycles": p["estimate_compute_cycles"],
+            "estimate_exchange_bytes_within_ipu": p["estimate_exchange_bytes_within_ipu"],
+            "max_tile_bytes": p["max_tile_bytes"],
+            "tensor_bytes": p["tensor_bytes"],
+        }
+        print("ipu-model ESTIMATE", dtype, estimate[dtype], flush=True)
+    return {
+        "engine": {
+            "device": "cpu",
+            "B": args.batch,
+            "T": T_STEPS,
+            "repeats": args.repeats,
+            "load_1min": loads,
+            **rows,
+            "ipu_model_ESTIMATE": {"B": args.ipu_batch, "target": "Mk2 (ipu-model)", **estimate},
+        }
+    }
+
+
+def run_engine_accuracy(args) -> dict:
+    """Both dtypes trained on the engine (device "cpu") from the same seed and minibatches."""
+    task = image_task("mnist")
+    rows = {}
+    for dtype in DTYPES:
+        model = make_model(dtype, seed=args.seed, device="cpu")
+        row = train_and_test(model, task, args.train_steps, args.test_images, args.seed)
+        row.pop("train_seconds")
+        if model.loss_scaler is not None:
+            row["loss_scale"] = model.loss_scaler.scale
+            row["skipped_steps"] = model.loss_scaler.skipped_steps
+        rows[dtype] = row
+        print(args.seed, dtype, row, flush=True)
+    length = f"{args.train_steps} steps, {args.test_images} test images, seed {args.seed}"
+    saved = _saved().get("engine_accuracy", {})
+    saved.update(network="784-1000-10", T=T_STEPS, B=BATCH, device="cpu")
+    saved[length] = rows
+    return {"engine_accuracy": saved}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -207,8 +319,19 @@ def main(argv=None) -> int:
     acc.add_argument("--test-images", type=int, default=2000)
     acc.add_argument("--seed", type=int, default=0)
     sub.add_parser("memory")
+    eng = sub.add_parser("engine")
+    eng.add_argument("--batch", type=int, default=32)
+    eng.add_argument("--repeats", type=int, default=5)
+    eng.add_argument("--ipu-batch", type=int, default=16)
+    eacc = sub.add_parser("engine-accuracy")
+    eacc.add_argument("--train-steps", type=int, default=100)
+    eacc.add_argument("--test-images", type=int, default=2000)
+    eacc.add_argument("--seed", type=int, default=0)
     ins = sub.add_parser("instructions")
     ins.add_argument("--batch", type=int, default=8)
+    rss = sub.add_parser("rss")  # the workload whose peak memory `engine` reads
+    rss.add_argument("dtype", choices=DTYPES + ("none",))
+    rss.add_argument("batch", type=int)
     step = sub.add_parser("step")  # the workload callgrind counts
     step.add_argument("dtype", choices=DTYPES)
     step.add_argument("images")
@@ -217,9 +340,16 @@ def main(argv=None) -> int:
     if args.what == "step":
         _one_step(args.dtype, args.images, args.steps)
         return 0
-    result = {"accuracy": run_accuracy, "memory": run_memory, "instructions": run_instructions}[
-        args.what
-    ](args)
+    if args.what == "rss":
+        _rss(args.dtype, args.batch)
+        return 0
+    result = {
+        "accuracy": run_accuracy,
+        "memory": run_memory,
+        "instructions": run_instructions,
+        "engine": run_engine,
+        "engine-accuracy": run_engine_accuracy,
+    }[args.what](args)
     saved = _saved()
     saved.update(result)
     saved.setdefault("machine", {})[args.what] = machine()

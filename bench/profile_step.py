@@ -7,7 +7,7 @@ so samples per step compare across loads better than the wall clock). --codelets
 another codelet object (e.g. one built by codelets_ab.py's build_codelets).
 
     .venv/bin/python bench/profile_step.py [--input mnist|uniform] [--seconds S]
-        [--perf-out FILE] [--codelets FILE.gp]
+        [--neuron Leaky|Synaptic|RLeaky] [--perf-out FILE] [--codelets FILE.gp]
     perf report -i FILE --no-children --sort symbol -n
 """
 
@@ -56,6 +56,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--input", choices=throughput.INPUTS, default="mnist")
     ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--neuron", choices=tuple(throughput.neuron_models()), default="Leaky")
     ap.add_argument("--perf-out", default="perf.data", help="perf's output; '' for no perf")
     ap.add_argument("--codelets", default=None, help="a codelet object (.gp) to run instead")
     args = ap.parse_args()
@@ -68,7 +69,8 @@ def main() -> None:
         if not gp.is_file():
             sys.exit(f"profile_step: no codelet object {gp}; build one or drop --codelets")
         engine_backend.codelets_path = lambda: gp
-    work = throughput.dsnn_workload(input=args.input)
+    neuron = throughput.neuron_models()[args.neuron]
+    work = throughput.dsnn_workload(input=args.input, neuron=neuron)
     model = systems.popsnn_model(work)
     for _ in range(10):
         model.train_step(work.x, work.y)
@@ -76,7 +78,8 @@ def main() -> None:
         lambda: model.train_step(work.x, work.y), args.seconds, args.perf_out
     )
     print(
-        f"{args.input}: {steps} steps, {1e3 * seconds / steps:.2f} ms per step (wall clock), "
+        f"{args.input}, {args.neuron}: {steps} steps, "
+        f"{1e3 * seconds / steps:.2f} ms per step (wall clock), "
         f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     )
 

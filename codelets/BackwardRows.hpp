@@ -5,6 +5,7 @@
 #pragma once
 
 #include "../include/popsnn/VertexEnums.hpp"
+#include "DenseKernels.hpp"
 #include "LifCommon.hpp"
 #include "StoredRows.hpp"
 
@@ -55,10 +56,12 @@ POPSNN_ONCE void transposeFanout(const W *__restrict fanout, unsigned n, unsigne
   }
 }
 
-// eps[j] += sum_k W_down[k, j] * dL/dI_down[b, k] over a downstream layer's neurons k.
-// `grads` holds one block per downstream shard k at rowsPerBlock * first_k, [rows, n_k];
-// `row` picks the (step, sample) or sample row within each block.
-// Dense: one multiply-add pass over this shard per downstream neuron. G: grads' stored type.
+// eps[j] += sum_k W_down[k, j] * dL/dI_down[b, k] over a downstream layer's neurons k, in
+// order of k. `grads` holds one block per downstream shard k at rowsPerBlock * first_k,
+// [rows, n_k]; `row` picks the (step, sample) or sample row within each block. Dense: on host
+// CPUs a block of eps stays in vector registers while the shard's rows stream past it (eps
+// read and written once per block, not once per row: the generic backward's next-layer term,
+// 11% of a Synaptic DSNN step before); the rest of the columns one row at a time.
 template <class G>
 POPSNN_ONCE void fromFanoutDense(float *__restrict eps, unsigned n, const float *byDownstream,
                                  const G *grads, unsigned shardSize, unsigned layerSize,
@@ -67,26 +70,49 @@ POPSNN_ONCE void fromFanoutDense(float *__restrict eps, unsigned n, const float 
     const unsigned size = layerSize - first < shardSize ? layerSize - first : shardSize;
     const G *__restrict g = grads + rowsPerBlock * first + row * size;
     const float *__restrict rows = byDownstream + first * n;
-    unsigned k = 0;
-    // Four downstream neurons per pass: one load and store of eps for four rows.
-    for (; k + 4 <= size; k += 4) {
-      const float g0 = float(g[k]), g1 = float(g[k + 1]), g2 = float(g[k + 2]),
-                  g3 = float(g[k + 3]);
-      const float *__restrict r0 = rows + k * n;
-      const float *__restrict r1 = r0 + n;
-      const float *__restrict r2 = r1 + n;
-      const float *__restrict r3 = r2 + n;
-      for (unsigned j = 0; j < n; ++j)
-        eps[j] += g0 * r0[j] + g1 * r1[j] + g2 * r2[j] + g3 * r3[j];
+    unsigned j0 = 0;
+#ifdef POPSNN_FLOATS16
+    using lif::Floats16, lif::loadFloats16, lif::storeFloats16;
+    constexpr unsigned V = lif::SPARSE_BLOCK_VECS;
+    for (; j0 + 16 * V <= n; j0 += 16 * V) {
+      Floats16 e[V];
+#pragma GCC unroll 8
+      for (unsigned v = 0; v < V; ++v)
+        e[v] = loadFloats16(eps + j0 + 16 * v);
+      for (unsigned k = 0; k < size; ++k) {
+        const float gk = float(g[k]);
+        const float *__restrict r = rows + k * n + j0;
+#pragma GCC unroll 8
+        for (unsigned v = 0; v < V; ++v)
+          e[v] += gk * loadFloats16(r + 16 * v);
+      }
+#pragma GCC unroll 8
+      for (unsigned v = 0; v < V; ++v)
+        storeFloats16(eps + j0 + 16 * v, e[v]);
     }
-    for (; k < size; ++k) {
+#endif
+    for (unsigned k = 0; k < size; ++k) {
       const float gk = float(g[k]);
-      const float *__restrict row = rows + k * n;
-      for (unsigned j = 0; j < n; ++j)
-        eps[j] += gk * row[j];
+      const float *__restrict r = rows + k * n;
+      for (unsigned j = j0; j < n; ++j)
+        eps[j] += gk * r[j];
     }
   }
 }
+// An all-to-all layer's recurrent term of dL/dS[t], dL/dI[t+1] . V^T, of every sample at once:
+// rec[b, j] = sum_k byDownstream[k, j] * grads[b, k], one blocked product per shard of the
+// layer (`grads`: a block [B, n_k] per shard at B * first_k), so V streams once per step, not
+// once per sample as fromFanoutDense's rows would (bench/README.md, issue 12).
+POPSNN_ONCE void recurrentProduct(const float *grads, const float *byDownstream, unsigned n,
+                                  unsigned shardSize, unsigned layerSize, unsigned batch,
+                                  float *rec) {
+  for (unsigned first = 0; first < layerSize; first += shardSize) {
+    const unsigned size = layerSize - first < shardSize ? layerSize - first : shardSize;
+    dense::denseProduct(batch, n, size, grads + batch * first, size, 1, byDownstream + first * n, n,
+                        rec, n, first > 0);
+  }
+}
+
 // A sparse rule: only for this step's gradient-trace entries (local ids; their masked
 // surrogate is non-zero), one dot per entry.
 POPSNN_ONCE void fromFanoutSparse(float *__restrict eps, unsigned n, const unsigned short *ids,

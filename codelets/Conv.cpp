@@ -16,19 +16,23 @@
 #include <cstdint>
 
 #include "ConvKernels.hpp"
+#include "ConvPooling.hpp"
 
 using namespace poplar;
 using namespace popsnn::conv;
 
-// The current of `outChannels` output channels for `rows` (step, sample) rows.
-class ConvForward : public Vertex {
+// The current of `outChannels` output channels for `rows` (step, sample) rows; Out
+// (ConvKernels.hpp) CurrentOut stores it, MaxPooledOut stores only its 2 x 2 max pool.
+template <class Out> class ConvForward : public Vertex {
 public:
-  Input<Vector<float>> x;        // [rows, C_in, H, W]
-  Input<Vector<float>> weights;  // [c, C_in, kH, kW]
-  Input<Vector<float>> bias;     // [c] (zeros without a bias)
-  Output<Vector<float>> current; // [rows, c, H_out, W_out]
-  // The taps transposed [C_in * kH * kW, c], one row's sums [H_out * W_out, c], then the
-  // row's non-zero input positions [C_in * H * W].
+  Input<Vector<float>> x;          // [rows, C_in, H, W]
+  Input<Vector<float>> weights;    // [c, C_in, kH, kW]
+  Input<Vector<float>> bias;       // [c] (zeros without a bias)
+  Output<Vector<float>> current;   // [rows, c, H_out, W_out] (pooled: [rows, c, Q])
+  Output<Vector<unsigned>> argmax; // pooled: [rows, c, Q]; else empty
+  // The taps transposed [C_in * kH * kW (columns reversed: reversedTap), c], one row's sums [H_out
+  // * W_out, c], then the row's non-zero input positions [C_in * H * W], then Out's own
+  // (Out::workFloats).
   InOut<Vector<float>> work;
   Output<Vector<unsigned>> denseRows; // [1]: rows that took the dense path
   unsigned rows;
@@ -51,7 +55,7 @@ public:
     float *__restrict t = &work[0];
     for (unsigned co = 0; co < c; ++co)
       for (unsigned k = 0; k < taps; ++k)
-        t[k * c + co] = weights[co * taps + k];
+        t[reversedTap(w, k) * c + co] = weights[co * taps + k];
     float *__restrict acc = &work[taps * c];
     unsigned *__restrict idx = reinterpret_cast<unsigned *>(&work[(taps + P) * c]);
     unsigned dense = 0;
@@ -67,28 +71,31 @@ public:
         gatherRow(w, xr, t, c, acc);
       else
         scatterRow(w, xr, idx, count, t, c, acc);
-      float *__restrict out = &current[r * c * P];
-      for (unsigned co = 0; co < c; ++co)
-        for (unsigned p = 0; p < P; ++p)
-          out[co * P + p] = acc[p * c + co] + bias[co];
+      const unsigned n = c * (Out::POOLED ? MaxPooledOut::pooled(w) : P);
+      Out::write(w, c, acc, &bias[0], &current[r * n], Out::POOLED ? &argmax[r * n] : nullptr,
+                 &work[(taps + P) * c + w.inSize()]);
     }
     denseRows[0] = dense;
     return true;
   }
 };
 
+template class ConvForward<popsnn::conv::CurrentOut>;
+template class ConvForward<popsnn::conv::MaxPooledOut>;
+
 // dL/dW and dL/db of `outChannels` channels over `rows` rows: each row from dL/dI's non-zero
 // entries or from the input's (spikes), whichever gives fewer products; the two sum each
-// weight's terms in different orders (equal within float rounding).
-class ConvWeightGrad : public Vertex {
+// weight's terms in different orders (equal within float rounding). Layout: dL/dI's
+// (ConvKernels.hpp: Planar, or ChannelsLast as a 2 x 2 max pool's backward leaves it).
+template <class Layout> class ConvWeightGrad : public Vertex {
 public:
   Input<Vector<float>> x;               // [rows, C_in, H, W]
-  Input<Vector<float>> grad;            // dL/dI [rows, c, H_out, W_out]
+  Input<Vector<float>> grad;            // dL/dI [rows, c, H_out, W_out] (or [rows, P, c])
   Output<Vector<float>> gradWeights;    // [c, C_in, kH, kW]
   Output<Vector<float>> gradBias;       // [c]
   Output<Vector<unsigned>> activeGrads; // [1]: dL/dI entries that carried gradient
-  // [taps, c] sums of the input-driven rows, [P, c] one row's dL/dI transposed, [taps] one
-  // window of the input, [C_in * H * W] the row's non-zero input positions, [2 c] one
+  // [taps (reversedTap), c] sums of the input-driven rows, [P, c] one row's dL/dI transposed,
+  // [taps] one window of the input, [C_in * H * W] the row's non-zero input positions, [2 c] one
   // position's non-zero dL/dI entries and their channels.
   InOut<Vector<float>> work;
   unsigned rows;
@@ -124,15 +131,8 @@ public:
       const float *__restrict xr = &x[r * w.inSize()];
       const float *__restrict gr = &grad[r * c * P];
       const unsigned activeX = nonzeroIndices(xr, w.inSize(), idx);
-      unsigned activeG = 0;
-      for (unsigned co = 0; co < c; ++co) {
-        float sum = 0.0f;
-        for (unsigned p = 0; p < P; ++p) {
-          activeG += gr[co * P + p] != 0.0f;
-          sum += gr[co * P + p];
-        }
-        gradBias[co] += sum;
-      }
+      const unsigned activeG =
+          Layout::CHANNELS_LAST ? biasSumsChannelsLast(c, P, gr, gT) : biasSumsPlanar(c, P, gr);
       active += activeG;
       if (!activeG)
         continue;
@@ -142,20 +142,55 @@ public:
       // into [c, taps] rows, not one cached block; ConvKernels.hpp).
       if (GRADIENT_PRODUCT_COST * activeG * taps <=
           std::uint64_t(activeX) * w.kernelHeight * w.kernelWidth * c + std::uint64_t(P) * c) {
-        weightGradByGradients(w, c, xr, gr, col, coef, chan, &gradWeights[0]);
+        weightGradByGradients<Layout>(w, c, xr, gr, col, coef, chan, &gradWeights[0]);
       } else {
-        weightGradByInputs(w, c, xr, idx, activeX, gr, gT, gwT);
+        weightGradByInputs<Layout>(w, c, xr, idx, activeX, gr, gT, gwT);
         byInputs = true;
       }
     }
     if (byInputs)
       for (unsigned co = 0; co < c; ++co)
         for (unsigned k = 0; k < taps; ++k)
-          gradWeights[co * taps + k] += gwT[k * c + co];
+          gradWeights[co * taps + k] += gwT[reversedTap(w, k) * c + co];
     activeGrads[0] = active;
     return true;
   }
+
+private:
+  // gradBias += the row's dL/dI summed over positions (each channel's sum in position
+  // order, as the reference); returns the row's non-zero entries.
+  unsigned biasSumsPlanar(unsigned c, unsigned P, const float *__restrict gr) {
+    unsigned count = 0;
+    for (unsigned co = 0; co < c; ++co) {
+      float sum = 0.0f;
+      for (unsigned p = 0; p < P; ++p) {
+        count += gr[co * P + p] != 0.0f;
+        sum += gr[co * P + p];
+      }
+      gradBias[co] += sum;
+    }
+    return count;
+  }
+  // The same over [P, c]: the channels' sums side by side in sums ([c] of the work, free
+  // without a transpose), each still in position order, so the same floats as planar.
+  unsigned biasSumsChannelsLast(unsigned c, unsigned P, const float *__restrict gr,
+                                float *__restrict sums) {
+    unsigned count = 0;
+    for (unsigned co = 0; co < c; ++co)
+      sums[co] = 0.0f;
+    for (unsigned p = 0; p < P; ++p)
+      for (unsigned co = 0; co < c; ++co) {
+        count += gr[p * c + co] != 0.0f;
+        sums[co] += gr[p * c + co];
+      }
+    for (unsigned co = 0; co < c; ++co)
+      gradBias[co] += sums[co];
+    return count;
+  }
 };
+
+template class ConvWeightGrad<popsnn::conv::Planar>;
+template class ConvWeightGrad<popsnn::conv::ChannelsLast>;
 
 // This channel group's share of dL/dx, the transposed convolution: per row, when dL/dI is
 // dense enough, col = dL/dI^T . W by the blocked dense product (positions in chunks of
@@ -163,9 +198,9 @@ public:
 // per output position its non-zero entries' weight rows combined, by window runs into a
 // channels-last dL/dx when no column padding cuts a window (ConvKernels.hpp), else into
 // one col row and col2im. The shares of all channel groups are summed by SumParts.
-class ConvInputGrad : public Vertex {
+template <class Layout> class ConvInputGrad : public Vertex {
 public:
-  Input<Vector<float>> grad;       // dL/dI [rows, c, H_out, W_out]
+  Input<Vector<float>> grad;       // dL/dI [rows, c, H_out, W_out] (or [rows, P, c])
   Input<Vector<float>> weights;    // [c, C_in, kH, kW]
   Output<Vector<float>> gradInput; // [rows, C_in, H, W]
   // [chunk, taps]: col rows of `chunk` positions (at least taps + 2 c: one col row, then
@@ -211,7 +246,9 @@ public:
       if (product) {
         for (unsigned p0 = 0; p0 < P; p0 += chunk) {
           const unsigned n = std::min(chunk, P - p0);
-          popsnn::dense::denseProduct(n, taps, c, gr + p0, 1, P, &weights[0], taps, col, taps);
+          popsnn::dense::denseProduct(n, taps, c, Layout::channels(gr, c, P, p0),
+                                      Layout::positionStride(c, P), Layout::channelStride(c, P),
+                                      &weights[0], taps, col, taps);
           addWindows(w, col, p0, n, dx);
         }
         continue;
@@ -224,7 +261,7 @@ public:
       float *__restrict coef = col + taps;
       unsigned *__restrict idx = reinterpret_cast<unsigned *>(coef + c);
       for (unsigned p = 0; p < P; ++p) {
-        const unsigned count = nonzeroChannels(gr, c, P, p, coef, idx);
+        const unsigned count = nonzeroChannels<Layout>(gr, c, P, p, coef, idx);
         if (!count)
           continue;
         if (runs) {
@@ -243,6 +280,9 @@ public:
     return true;
   }
 };
+
+template class ConvInputGrad<popsnn::conv::Planar>;
+template class ConvInputGrad<popsnn::conv::ChannelsLast>;
 
 // Pooling of `maps` maps (rows x channels) by Kind (ConvKernels.hpp: MaxPool keeps each
 // window's argmax for the backward, AvgPool needs none and is given an empty argmax).
@@ -299,6 +339,38 @@ public:
     for (unsigned m = 0; m < maps; ++m)
       Kind::backward(w, &grad[m * P], Kind::KEEPS_ARGMAX ? &argmax[m * P] : nullptr,
                      &gradInput[m * in]);
+    return true;
+  }
+};
+
+// dL/dI of the convolution channels-last ([rows, P, c], the layout ConvWeightGrad and
+// ConvInputGrad<ChannelsLast> read) from a 2 x 2 max pool's gradient and argmax over the
+// row's c maps ([rows, c, H_out, W_out]): windows tiling the map only (MaxPool::pairs).
+class MaxPoolBackwardChannelsLast : public Vertex {
+public:
+  Input<Vector<float>> grad;       // [rows, c, H_out, W_out]
+  Input<Vector<unsigned>> argmax;  // [rows, c, H_out, W_out]
+  Output<Vector<float>> gradInput; // [rows, H, W, c]
+  unsigned rows;
+  unsigned channels;
+  unsigned inChannels;
+  unsigned inHeight;
+  unsigned inWidth;
+  unsigned kernelHeight;
+  unsigned kernelWidth;
+  unsigned strideY;
+  unsigned strideX;
+  unsigned padY;
+  unsigned padX;
+  unsigned outHeight;
+  unsigned outWidth;
+
+  bool compute() {
+    const Window w = windowOf(*this);
+    const unsigned in = w.inHeight * w.inWidth * channels, out = w.outPositions() * channels;
+    for (unsigned r = 0; r < rows; ++r)
+      MaxPool::backwardChannelsLast(w, channels, &grad[r * out], &argmax[r * out],
+                                    &gradInput[r * in]);
     return true;
   }
 };

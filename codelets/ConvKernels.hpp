@@ -69,17 +69,41 @@ inline unsigned nonzeroIndices(const float *__restrict x, unsigned n, unsigned *
   return count;
 }
 
-// Position p's non-zero dL/dI entries over the c channels of gr ([c, P]): values into coef,
-// channels into chan, in channel order (no branch per entry); returns their count.
-inline unsigned nonzeroChannels(const float *__restrict gr, unsigned c, unsigned P, unsigned p,
+// The layouts of a row of dL/dI: Planar [c, P] (the maps' own), ChannelsLast [P, c] (what a
+// 2 x 2 max pool's backward writes for the convolution's backward: a position's channels
+// contiguous, so listing them and the products along the channels read no stride).
+struct Planar {
+  static constexpr bool CHANNELS_LAST = false;
+  // Where position p's channel 0 is, and the steps between its channels and positions.
+  static const float *channels(const float *gr, unsigned, unsigned, unsigned p) { return gr + p; }
+  static unsigned channelStride(unsigned, unsigned P) { return P; }
+  static unsigned positionStride(unsigned, unsigned) { return 1u; }
+};
+struct ChannelsLast {
+  static constexpr bool CHANNELS_LAST = true;
+  static const float *channels(const float *gr, unsigned c, unsigned, unsigned p) {
+    return gr + std::size_t(p) * c;
+  }
+  static unsigned channelStride(unsigned, unsigned) { return 1u; }
+  static unsigned positionStride(unsigned c, unsigned) { return c; }
+};
+
+// The c channels of one position of dL/dI (g, `stride` apart) that are non-zero: values into
+// coef, channels into chan, in channel order (no branch per entry); returns their count.
+inline unsigned nonzeroChannels(const float *__restrict g, unsigned stride, unsigned c,
                                 float *__restrict coef, unsigned *__restrict chan) {
   unsigned count = 0;
   for (unsigned co = 0; co < c; ++co) {
-    const float g = gr[co * P + p];
-    coef[count] = g, chan[count] = co;
-    count += g != 0.0f;
+    const float v = g[std::size_t(co) * stride];
+    coef[count] = v, chan[count] = co;
+    count += v != 0.0f;
   }
   return count;
+}
+template <class Layout>
+inline unsigned nonzeroChannels(const float *__restrict gr, unsigned c, unsigned P, unsigned p,
+                                float *__restrict coef, unsigned *__restrict chan) {
+  return nonzeroChannels(Layout::channels(gr, c, P, p), Layout::channelStride(c, P), c, coef, chan);
 }
 
 // An input row's entry k as (channel, row, column).
@@ -89,20 +113,41 @@ struct InputAt {
       : ci(k / (w.inHeight * w.inWidth)), y(k / w.inWidth % w.inHeight), x(k % w.inWidth) {}
 };
 
-// f(tap, p) for every kernel tap of input entry k that reaches an output, p that output's
-// position: the loop over one non-zero input's outputs, shared by the event-driven
-// convolution and the input-driven weight gradient.
-template <class F> inline void forEachTapReached(const Window &w, unsigned k, F &&f) {
+// The event-driven kernels keep the taps [taps, c] with each kernel row's columns reversed
+// (tap (ci, i, kW - 1 - j)), so that one input entry's taps along a kernel row, which reach
+// consecutive outputs at stride 1, are one contiguous run of rows on both sides.
+inline unsigned reversedTap(const Window &w, unsigned ci, unsigned i, unsigned j) {
+  return (ci * w.kernelHeight + i) * w.kernelWidth + (w.kernelWidth - 1 - j);
+}
+inline unsigned reversedTap(const Window &w, unsigned k) { // k = (ci * kH + i) * kW + j
+  const unsigned j = k % w.kernelWidth;
+  return k + w.kernelWidth - 1 - 2 * j;
+}
+
+// f(tap, p, n) for each kernel row of input entry k that reaches outputs: reversed taps tap ..
+// tap + n - 1 reach output positions p .. p + n - 1 (n = 1 per tap at column stride > 1).
+// The loop over one non-zero input's outputs, shared by the event-driven convolution and the
+// input-driven weight gradient; each output gets one term per input entry either way, so
+// the runs change no sum's order.
+template <class F> inline void forEachRunReached(const Window &w, unsigned k, F &&f) {
   const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
   const InputAt at(w, k);
   for (unsigned i = 0; i < kH; ++i) {
     const int oy = Window::outIndex(at.y, i, w.padY, w.strideY, w.outHeight);
     if (oy < 0)
       continue;
+    const unsigned row = unsigned(oy) * w.outWidth;
+    if (w.strideX == 1) { // output column sx - j for kernel column j
+      const int sx = int(at.x) + int(w.padX);
+      const int lo = std::max(0, sx - int(w.outWidth) + 1), hi = std::min(int(kW) - 1, sx);
+      if (lo <= hi)
+        f(reversedTap(w, at.ci, i, unsigned(hi)), row + unsigned(sx - hi), unsigned(hi - lo + 1));
+      continue;
+    }
     for (unsigned j = 0; j < kW; ++j) {
       const int ox = Window::outIndex(at.x, j, w.padX, w.strideX, w.outWidth);
       if (ox >= 0)
-        f((at.ci * kH + i) * kW + j, unsigned(oy) * w.outWidth + unsigned(ox));
+        f(reversedTap(w, at.ci, i, j), row + unsigned(ox), 1u);
     }
   }
 }
@@ -113,25 +158,28 @@ inline void axpy(unsigned n, float g, const float *__restrict row, float *__rest
     out[k] += g * row[k];
 }
 
-// acc [positions, c] += the kernel taps of x's `count` non-zero entries idx (one input row).
+// acc [positions, c] += the kernel taps (reversed, [taps, c]) of x's `count` non-zero entries
+// idx (one input row), a kernel row's run of taps at a time.
 inline void scatterRow(const Window &w, const float *__restrict x, const unsigned *__restrict idx,
                        unsigned count, const float *__restrict taps, unsigned c,
                        float *__restrict acc) {
   for (unsigned q = 0; q < count; ++q) {
     const float v = x[idx[q]];
-    forEachTapReached(w, idx[q],
-                      [&](unsigned tap, unsigned p) { axpy(c, v, &taps[tap * c], &acc[p * c]); });
+    forEachRunReached(w, idx[q], [&](unsigned tap, unsigned p, unsigned n) {
+      axpy(n * c, v, &taps[tap * c], &acc[p * c]);
+    });
   }
 }
 
-// acc [positions, c] += every output position's window of the input (one input row).
+// acc [positions, c] += every output position's window of the input (one input row); taps
+// reversed as scatterRow's.
 inline void gatherRow(const Window &w, const float *__restrict x, const float *__restrict taps,
                       unsigned c, float *__restrict acc) {
   const unsigned kH = w.kernelHeight, kW = w.kernelWidth;
   for (unsigned ci = 0; ci < w.inChannels; ++ci)
     for (unsigned i = 0; i < kH; ++i)
       for (unsigned j = 0; j < kW; ++j) {
-        const float *__restrict k = &taps[((ci * kH + i) * kW + j) * c];
+        const float *__restrict k = &taps[reversedTap(w, ci, i, j) * c];
         for (unsigned oy = 0; oy < w.outHeight; ++oy) {
           const int y = Window::inIndex(oy, i, w.padY, w.strideY, w.inHeight);
           if (y < 0)
@@ -189,18 +237,38 @@ inline void addWindows(const Window &w, const float *__restrict col, unsigned p0
   }
 }
 
+// v with its lanes from `first` on taken from old (lanes before it kept): a vector store
+// that must not change the entries past a run (a padded weight's 0 times an inf
+// coefficient is NaN).
+inline popsnn::dense::Lanes keepBefore(popsnn::dense::Lanes v, popsnn::dense::Lanes old,
+                                       int first) {
+  using popsnn::dense::LANES;
+  typedef int Ints __attribute__((vector_size(4 * LANES)));
+  Ints lane;
+  for (unsigned l = 0; l < LANES; ++l)
+    lane[l] = int(l);
+  return lane < first ? v : old;
+}
+
 // out[0, n) = sum_k coef[k] * rows[idx[k] * ld + (0, n)] (ADD: out +=): a few rows of a
 // matrix combined, a block of BLOCK_VECS vectors of out held in registers while every row
 // streams past (one load per multiply-add; an axpy per row would also load and store out
-// each time).
+// each time). With ADD, out's entries from `keep` on (rows zero-padded past a run) are left
+// as they were.
 template <bool ADD = false>
 inline void combineRows(unsigned n, unsigned count, const float *__restrict coef,
                         const unsigned *__restrict idx, const float *__restrict rows, unsigned ld,
-                        float *__restrict out) {
+                        float *__restrict out, unsigned keep = ~0u) {
   using popsnn::dense::Lanes;
   using popsnn::dense::LANES;
   using popsnn::dense::loadLanes;
   constexpr unsigned BLOCK_VECS = 4, BLOCK = BLOCK_VECS * LANES;
+  // Stores one vector at k, its lanes past `keep` as they were.
+  auto store = [&](unsigned k, Lanes v) {
+    if (ADD && k + LANES > keep)
+      v = keepBefore(v, loadLanes(out + k), int(keep) - int(k));
+    popsnn::dense::storeLanes(out + k, v);
+  };
   unsigned k0 = 0;
   for (; k0 + BLOCK <= n; k0 += BLOCK) {
     Lanes acc[BLOCK_VECS];
@@ -212,18 +280,19 @@ inline void combineRows(unsigned n, unsigned count, const float *__restrict coef
         acc[v] += coef[q] * loadLanes(r + v * LANES);
     }
     for (unsigned v = 0; v < BLOCK_VECS; ++v)
-      popsnn::dense::storeLanes(out + k0 + v * LANES, acc[v]);
+      store(k0 + v * LANES, acc[v]);
   }
   for (; k0 + LANES <= n; k0 += LANES) { // whole vectors of the rest
     Lanes acc = ADD ? loadLanes(out + k0) : Lanes{};
     for (unsigned q = 0; q < count; ++q)
       acc += coef[q] * loadLanes(rows + std::size_t(idx[q]) * ld + k0);
-    popsnn::dense::storeLanes(out + k0, acc);
+    store(k0, acc);
   }
-  for (unsigned k = k0; k < n; ++k) // fewer than a vector: row by row, no gathers
+  const unsigned end = ADD ? std::min(n, keep) : n;
+  for (unsigned k = k0; k < end; ++k) // fewer than a vector: row by row, no gathers
     out[k] = ADD ? out[k] : 0.0f;
   for (unsigned q = 0; q < count; ++q)
-    for (unsigned k = k0; k < n; ++k)
+    for (unsigned k = k0; k < end; ++k)
       out[k] += coef[q] * rows[std::size_t(idx[q]) * ld + k];
 }
 
@@ -270,7 +339,7 @@ inline void addWindowRuns(const Window &w, unsigned p, unsigned count, const flo
   for (unsigned i = rowsIn.lo; i < rowsIn.hi; ++i) {
     float *__restrict run =
         dxT + (unsigned(y0 + int(i)) * w.inWidth + ox * w.strideX) * w.inChannels;
-    combineRows<true>(R, count, coef, idx, wr + i * R, kH * R, run);
+    combineRows<true>(R, count, coef, idx, wr + i * R, kH * R, run, w.kernelWidth * w.inChannels);
   }
 }
 
@@ -278,13 +347,14 @@ inline void addWindowRuns(const Window &w, unsigned p, unsigned count, const flo
 // position, its non-zero entries listed (coef, chan; without a branch per entry: which are
 // zero is data), then, if any, its window as one row (windowRow) and one contiguous
 // multiply-add of that row per entry.
+template <class Layout>
 inline void weightGradByGradients(const Window &w, unsigned c, const float *__restrict xr,
                                   const float *__restrict gr, float *__restrict col,
                                   float *__restrict coef, unsigned *__restrict chan,
                                   float *__restrict gradW) {
   const unsigned taps = w.taps(), P = w.outPositions();
   for (unsigned p = 0; p < P; ++p) {
-    const unsigned count = nonzeroChannels(gr, c, P, p, coef, chan);
+    const unsigned count = nonzeroChannels<Layout>(gr, c, P, p, coef, chan);
     if (!count)
       continue;
     windowRow(w, xr, p, col);
@@ -300,149 +370,29 @@ inline void weightGradByGradients(const Window &w, unsigned c, const float *__re
 // weight gradient cost twice the dense one's, with 2 less than it.
 constexpr std::uint64_t GRADIENT_PRODUCT_COST = 2;
 
-// gwT [taps, c] += each non-zero input times dL/dI of the outputs its taps reach, with
-// dL/dI transposed to [P, c] (gT) first, so every product runs along the c channels.
+// gwT [taps (reversed), c] += each non-zero input times dL/dI of the outputs its taps reach, with
+// dL/dI as [P, c] (planar dL/dI transposed into gT first; channels-last read as it is), so
+// every product runs along the c channels.
+template <class Layout>
 inline void weightGradByInputs(const Window &w, unsigned c, const float *__restrict xr,
                                const unsigned *__restrict idx, unsigned count,
                                const float *__restrict gr, float *__restrict gT,
                                float *__restrict gwT) {
   const unsigned P = w.outPositions();
-  for (unsigned co = 0; co < c; ++co)
-    for (unsigned p = 0; p < P; ++p)
-      gT[p * c + co] = gr[co * P + p];
+  const float *__restrict g = gr;
+  if (!Layout::CHANNELS_LAST) {
+    for (unsigned co = 0; co < c; ++co)
+      for (unsigned p = 0; p < P; ++p)
+        gT[p * c + co] = gr[co * P + p];
+    g = gT;
+  }
   for (unsigned q = 0; q < count; ++q) {
     const float v = xr[idx[q]];
-    forEachTapReached(w, idx[q],
-                      [&](unsigned tap, unsigned p) { axpy(c, v, &gT[p * c], &gwT[tap * c]); });
+    forEachRunReached(w, idx[q], [&](unsigned tap, unsigned p, unsigned n) {
+      axpy(n * c, v, &g[p * c], &gwT[tap * c]);
+    });
   }
 }
-
-// The pooling kinds of PoolForward / PoolBackward (Conv.cpp), one map at a time; the
-// backward writes every entry of its map's dL/dx.
-// Max: each window's first maximum in row-major order (PyTorch's choice; padding never
-// wins), its index in the window (kernel row * kW + column) kept for the backward, which
-// routes the window's gradient to it.
-struct MaxPool {
-  static constexpr bool KEEPS_ARGMAX = true;
-  // 2 x 2 windows at stride 2 without padding tiling the map (the CSNN's pools): each
-  // window's four entries read directly and each gradient entry written once.
-  static bool pairs(const Window &w) {
-    return w.kernelHeight == 2 && w.kernelWidth == 2 && w.strideY == 2 && w.strideX == 2 &&
-           w.padY == 0 && w.padX == 0 && w.inHeight == 2 * w.outHeight &&
-           w.inWidth == 2 * w.outWidth;
-  }
-  // The running (first) maximum and its index: a later entry wins only when greater, as
-  // in the general loop (without a branch: which entry wins is data, unpredictable).
-  static void keepFirstMax(float v, unsigned k, float &best, unsigned &at) {
-    const unsigned mask = 0u - unsigned(v > best);
-    at = (at & ~mask) | (k & mask);
-    best = v > best ? v : best;
-  }
-  static void forward(const Window &w, const float *__restrict x, float *__restrict y,
-                      unsigned *__restrict argmax) {
-    if (pairs(w)) {
-      for (unsigned oy = 0; oy < w.outHeight; ++oy) {
-        const float *__restrict r0 = x + 2 * oy * w.inWidth, *__restrict r1 = r0 + w.inWidth;
-        for (unsigned ox = 0; ox < w.outWidth; ++ox) {
-          float best = -INFINITY;
-          unsigned at = 0;
-          keepFirstMax(r0[2 * ox], 0, best, at);
-          keepFirstMax(r0[2 * ox + 1], 1, best, at);
-          keepFirstMax(r1[2 * ox], 2, best, at);
-          keepFirstMax(r1[2 * ox + 1], 3, best, at);
-          y[oy * w.outWidth + ox] = best;
-          argmax[oy * w.outWidth + ox] = at;
-        }
-      }
-      return;
-    }
-    for (unsigned oy = 0; oy < w.outHeight; ++oy) {
-      // The window's rows and columns inside the map (padding never wins).
-      const TapRange rowsIn(oy, w.kernelHeight, w.padY, w.strideY, w.inHeight);
-      const int y0 = int(oy * w.strideY) - int(w.padY);
-      for (unsigned ox = 0; ox < w.outWidth; ++ox) {
-        const TapRange colsIn(ox, w.kernelWidth, w.padX, w.strideX, w.inWidth);
-        const int x0 = int(ox * w.strideX) - int(w.padX);
-        float best = -INFINITY;
-        unsigned at = 0;
-        for (unsigned i = rowsIn.lo; i < rowsIn.hi; ++i) {
-          const float *__restrict row = x + unsigned(y0 + int(i)) * w.inWidth;
-          for (unsigned j = colsIn.lo; j < colsIn.hi; ++j)
-            keepFirstMax(row[x0 + int(j)], i * w.kernelWidth + j, best, at);
-        }
-        y[oy * w.outWidth + ox] = best;
-        argmax[oy * w.outWidth + ox] = at;
-      }
-    }
-  }
-  // gradInput = each window's gradient at the entry its argmax names, zeros elsewhere.
-  static void backward(const Window &w, const float *__restrict grad,
-                       const unsigned *__restrict argmax, float *__restrict gradInput) {
-    if (pairs(w)) {
-      for (unsigned oy = 0; oy < w.outHeight; ++oy) {
-        float *__restrict r0 = gradInput + 2 * oy * w.inWidth, *__restrict r1 = r0 + w.inWidth;
-        for (unsigned ox = 0; ox < w.outWidth; ++ox) {
-          const unsigned p = oy * w.outWidth + ox, at = argmax[p];
-          const float g = grad[p] != 0.0f ? grad[p] : 0.0f; // as 0 + g: -0 gives +0
-          r0[2 * ox] = at == 0 ? g : 0.0f;
-          r0[2 * ox + 1] = at == 1 ? g : 0.0f;
-          r1[2 * ox] = at == 2 ? g : 0.0f;
-          r1[2 * ox + 1] = at == 3 ? g : 0.0f;
-        }
-      }
-      return;
-    }
-    for (unsigned k = 0; k < w.inHeight * w.inWidth; ++k)
-      gradInput[k] = 0.0f;
-    for (unsigned p = 0; p < w.outPositions(); ++p) {
-      const float g = grad[p];
-      if (g == 0.0f)
-        continue;
-      const unsigned i = argmax[p] / w.kernelWidth, j = argmax[p] % w.kernelWidth;
-      const int yy = Window::inIndex(p / w.outWidth, i, w.padY, w.strideY, w.inHeight);
-      const int xx = Window::inIndex(p % w.outWidth, j, w.padX, w.strideX, w.inWidth);
-      gradInput[unsigned(yy) * w.inWidth + unsigned(xx)] += g;
-    }
-  }
-};
-
-// Average (padding counts as zeros, as PyTorch's default); the backward spreads a window's
-// gradient evenly over it. No argmax.
-struct AvgPool {
-  static constexpr bool KEEPS_ARGMAX = false;
-  static void forward(const Window &w, const float *__restrict x, float *__restrict y, unsigned *) {
-    const float size = float(w.kernelHeight * w.kernelWidth);
-    for (unsigned p = 0; p < w.outPositions(); ++p) {
-      float sum = 0.0f;
-      for (unsigned i = 0; i < w.kernelHeight; ++i)
-        for (unsigned j = 0; j < w.kernelWidth; ++j) {
-          const int yy = Window::inIndex(p / w.outWidth, i, w.padY, w.strideY, w.inHeight);
-          const int xx = Window::inIndex(p % w.outWidth, j, w.padX, w.strideX, w.inWidth);
-          if (yy >= 0 && xx >= 0)
-            sum += x[unsigned(yy) * w.inWidth + unsigned(xx)];
-        }
-      y[p] = sum / size;
-    }
-  }
-  static void backward(const Window &w, const float *__restrict grad, const unsigned *,
-                       float *__restrict gradInput) {
-    const float size = float(w.kernelHeight * w.kernelWidth);
-    for (unsigned k = 0; k < w.inHeight * w.inWidth; ++k)
-      gradInput[k] = 0.0f;
-    for (unsigned p = 0; p < w.outPositions(); ++p) {
-      const float share = grad[p] / size;
-      if (share == 0.0f)
-        continue;
-      for (unsigned i = 0; i < w.kernelHeight; ++i)
-        for (unsigned j = 0; j < w.kernelWidth; ++j) {
-          const int yy = Window::inIndex(p / w.outWidth, i, w.padY, w.strideY, w.inHeight);
-          const int xx = Window::inIndex(p % w.outWidth, j, w.padX, w.strideX, w.inWidth);
-          if (yy >= 0 && xx >= 0)
-            gradInput[unsigned(yy) * w.inWidth + unsigned(xx)] += share;
-        }
-    }
-  }
-};
 
 // The fraction (per mille) of non-zero dL/dI entries from which ConvInputGrad runs the
 // blocked dense product (col = dL/dI^T . W, then col2im) rather than its per-entry path:

@@ -16,23 +16,6 @@
 
 using namespace poplar;
 
-namespace {
-
-float surrogateAt(unsigned kind, float x, float param) {
-  switch (kind) {
-  case popsnn::codes::FAST_SIGMOID:
-    return popsnn::FastSigmoid::at(x, param);
-  case popsnn::codes::ATAN:
-    return popsnn::Atan::at(x, param);
-  case popsnn::codes::SIGMOID:
-    return popsnn::Sigmoid::at(x, param);
-  default:
-    return popsnn::StraightThrough::at(x, param);
-  }
-}
-
-} // namespace
-
 // U[t] (before its reset) and S[t] = H(U[t] - threshold) of every neuron, all steps.
 template <class Reset> class ConvNeuronForward : public Vertex {
 public:
@@ -93,6 +76,22 @@ public:
   float ruleValue; // the window's b_th or the one-sided rule's theta_grad
 
   bool compute() {
+    // The surrogate chosen once per compute, not per entry (a switch in the loop keeps it
+    // from vectorising).
+    switch (surrogate) {
+    case popsnn::codes::FAST_SIGMOID:
+      return rows<popsnn::FastSigmoid>();
+    case popsnn::codes::ATAN:
+      return rows<popsnn::Atan>();
+    case popsnn::codes::SIGMOID:
+      return rows<popsnn::Sigmoid>();
+    default:
+      return rows<popsnn::StraightThrough>();
+    }
+  }
+
+private:
+  template <class Surrogate> bool rows() {
     const unsigned n = neurons;
     float *__restrict next = &carry[0];
     for (unsigned b = 0; b < samples; ++b)
@@ -104,7 +103,7 @@ public:
           const float u = membranes[row + j];
           // The surrogate computed everywhere and selected: a branch on the rule's
           // (data-dependent) choice mispredicts.
-          const float s = surrogateAt(surrogate, u - threshold, surrogateParam);
+          const float s = Surrogate::at(u - threshold, surrogateParam);
           const float dsdu = Rule::keep(u, threshold, ruleValue) ? s : 0.0f;
           float d = dsdu * gradSpikes[row + j] + gradMembranes[row + j];
           if (!first) {

@@ -148,9 +148,13 @@ inline void productRows(unsigned rows, unsigned kc, const float *a, unsigned aRo
   static_assert(TILE_ROWS <= 12, "productRows handles remainders of up to 11 rows");
 }
 
-// c = a . b, as at the top of this file. c must not overlap a or b.
+// c = a . b, as at the top of this file (c += a . b when `accumulate`: a product summed
+// over blocks of k held apart). c must not overlap a or b.
 inline void denseProduct(unsigned M, unsigned N, unsigned K, const float *a, unsigned aRow,
-                         unsigned aCol, const float *b, unsigned ldb, float *c, unsigned ldc) {
+                         unsigned aCol, const float *b, unsigned ldb, float *c, unsigned ldc,
+                         bool accumulate = false) {
+  if (K == 0 && accumulate)
+    return;
   if (K == 0) { // no terms: c = 0
     for (unsigned i = 0; i < M; ++i)
       for (unsigned j = 0; j < N; ++j)
@@ -178,7 +182,8 @@ inline void denseProduct(unsigned M, unsigned N, unsigned K, const float *a, uns
         // The next panel of this k block (b rows `ldb` apart), fetched while this one runs;
         // none before a ragged panel (copied above) nor after the last.
         const float *next = j0 + 2 * TILE_COLS <= N ? b + k0 * ldb + j0 + TILE_COLS : nullptr;
-        productRows(rows, kc, ab, aRow, aCol, panel, panelStride, cb + j0, ldc, cols, k0 > 0, next);
+        productRows(rows, kc, ab, aRow, aCol, panel, panelStride, cb + j0, ldc, cols,
+                    accumulate || k0 > 0, next);
       }
     }
   }

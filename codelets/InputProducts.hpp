@@ -15,135 +15,84 @@ namespace lif {
 constexpr unsigned SPARSE_INPUT_GROUP = 16;
 
 #ifdef POPSNN_SPARSE_ROWS_AVX512
-// The non-zero entries of x[0..nIn) (NaN counts) as ids and values, in order; returns their
-// count. 16 entries per compare, compressed in registers (a masked store of the used lanes:
-// nothing written past the count).
-inline unsigned compressNonzero(const float *__restrict x, unsigned nIn, unsigned *__restrict idx,
-                                float *__restrict val) {
+// R rows of `length` entries, 16 at a time (load(r, i0, m): entries i0.. of row r, lanes off
+// m zero): the positions where any row is non-zero (NaN counts) as ids, in order, and each
+// row's values at them into val + r * valStride (zeros included); returns their count, and
+// the rows' own non-zero entries in `entries`. Compressed in registers (masked stores of the
+// used lanes: nothing written past the count). The row and column forms below differ only
+// in the load: contiguous, or a gather of x's column.
+template <unsigned R, class Load>
+inline unsigned compressNonzeroUnion(unsigned length, Load load, unsigned *__restrict idx,
+                                     float *__restrict val, unsigned valStride, unsigned &entries) {
   const __m512 zero = _mm512_setzero_ps();
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   unsigned count = 0;
-  for (unsigned i0 = 0; i0 < nIn; i0 += 16) {
-    const unsigned rest = nIn - i0;
+  entries = 0;
+  for (unsigned i0 = 0; i0 < length; i0 += 16) {
+    const unsigned rest = length - i0;
     const __mmask16 m = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1u);
-    const __m512 v = _mm512_maskz_loadu_ps(m, x + i0);
-    const __mmask16 nz = _mm512_mask_cmp_ps_mask(m, v, zero, _CMP_NEQ_UQ);
-    if (nz == 0) // images' borders: whole blocks of zeros, at the same places in every row
+    __m512 v[R];
+    __mmask16 nz = 0;
+#pragma GCC unroll 4
+    for (unsigned r = 0; r < R; ++r) {
+      v[r] = load(r, i0, m);
+      const __mmask16 own = _mm512_mask_cmp_ps_mask(m, v[r], zero, _CMP_NEQ_UQ);
+      entries += unsigned(__builtin_popcount(own));
+      nz |= own;
+    }
+    if (nz == 0) // images' borders: zero in every row of the group
       continue;
     const unsigned found = unsigned(__builtin_popcount(nz));
     const __mmask16 used = __mmask16((1u << found) - 1u);
     const __m512i ids = _mm512_add_epi32(lane, _mm512_set1_epi32(int(i0)));
     _mm512_mask_storeu_epi32(idx + count, used, _mm512_maskz_compress_epi32(nz, ids));
-    _mm512_mask_storeu_ps(val + count, used, _mm512_maskz_compress_ps(nz, v));
+#pragma GCC unroll 4
+    for (unsigned r = 0; r < R; ++r)
+      _mm512_mask_storeu_ps(val + std::size_t(r) * valStride + count, used,
+                            _mm512_maskz_compress_ps(nz, v[r]));
     count += found;
   }
   return count;
 }
 
-// The samples b < batch where x[b * stride] is non-zero (NaN counts) as ids and values, in
-// order; returns their count. 16 samples per gather (the scalar, branch-free loop cost
-// ~3 cycles a sample and was half the weight gradient's time at MNIST's density); masked
-// stores of the used lanes: nothing written past the count.
-inline unsigned compressNonzeroColumn(const float *__restrict x, unsigned stride, unsigned batch,
-                                      unsigned *__restrict idx, float *__restrict val) {
-  const __m512 zero = _mm512_setzero_ps();
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i offsets = _mm512_mullo_epi32(lane, _mm512_set1_epi32(int(stride)));
-  unsigned count = 0;
-  for (unsigned b0 = 0; b0 < batch; b0 += 16) {
-    const unsigned rest = batch - b0;
-    const __mmask16 m = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1u);
-    const __m512 v = _mm512_mask_i32gather_ps(zero, m, offsets, x + std::size_t(b0) * stride, 4);
-    const __mmask16 nz = _mm512_mask_cmp_ps_mask(m, v, zero, _CMP_NEQ_UQ);
-    if (nz == 0) // an image's border pixel: zero in every sample
-      continue;
-    const unsigned found = unsigned(__builtin_popcount(nz));
-    const __mmask16 used = __mmask16((1u << found) - 1u);
-    const __m512i ids = _mm512_add_epi32(lane, _mm512_set1_epi32(int(b0)));
-    _mm512_mask_storeu_epi32(idx + count, used, _mm512_maskz_compress_epi32(nz, ids));
-    _mm512_mask_storeu_ps(val + count, used, _mm512_maskz_compress_ps(nz, v));
-    count += found;
-  }
-  return count;
-}
-
-// R samples' rows of x (nIn apart) at once: the inputs where any of them is non-zero (NaN
-// counts), as ids, and each sample's values at them into val + r * nIn (zero where that
-// sample's input is zero); returns their count, and the samples' own non-zero entries in `entries`.
-// As compressNonzero, over the union.
+// R samples' rows of x (nIn apart) at once: the inputs where any of them is non-zero, each
+// sample's values at them into val + r * nIn (compressNonzeroUnion).
 template <unsigned R>
 inline unsigned compressNonzeroRows(const float *__restrict x, unsigned nIn,
                                     unsigned *__restrict idx, float *__restrict val,
                                     unsigned &entries) {
-  const __m512 zero = _mm512_setzero_ps();
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  unsigned count = 0;
-  entries = 0;
-  for (unsigned i0 = 0; i0 < nIn; i0 += 16) {
-    const unsigned rest = nIn - i0;
-    const __mmask16 m = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1u);
-    __m512 v[R];
-    __mmask16 nz = 0;
-#pragma GCC unroll 4
-    for (unsigned r = 0; r < R; ++r) {
-      v[r] = _mm512_maskz_loadu_ps(m, x + std::size_t(r) * nIn + i0);
-      const __mmask16 own = _mm512_mask_cmp_ps_mask(m, v[r], zero, _CMP_NEQ_UQ);
-      entries += unsigned(__builtin_popcount(own));
-      nz |= own;
-    }
-    if (nz == 0) // images' borders: zero in every sample of the group
-      continue;
-    const unsigned found = unsigned(__builtin_popcount(nz));
-    const __mmask16 used = __mmask16((1u << found) - 1u);
-    const __m512i ids = _mm512_add_epi32(lane, _mm512_set1_epi32(int(i0)));
-    _mm512_mask_storeu_epi32(idx + count, used, _mm512_maskz_compress_epi32(nz, ids));
-#pragma GCC unroll 4
-    for (unsigned r = 0; r < R; ++r)
-      _mm512_mask_storeu_ps(val + std::size_t(r) * nIn + count, used,
-                            _mm512_maskz_compress_ps(nz, v[r]));
-    count += found;
-  }
-  return count;
+  auto load = [x, nIn](unsigned r, unsigned i0, __mmask16 m) {
+    return _mm512_maskz_loadu_ps(m, x + std::size_t(r) * nIn + i0);
+  };
+  return compressNonzeroUnion<R>(nIn, load, idx, val, nIn, entries);
 }
 
-// compressNonzeroColumn for R inputs at once: the samples where any of x[b * stride + r] is
-// non-zero, each input's values into val + r * batch (zeros included); returns their count,
-// and the inputs' own non-zero entries in `entries`.
+// R inputs at once, x[b * stride + r]: the samples b < batch where any is non-zero, each
+// input's values into val + r * batch, 16 samples per gather (the scalar, branch-free loop
+// cost ~3 cycles a sample and was half the weight gradient's time at MNIST's density).
 template <unsigned R>
 inline unsigned compressNonzeroColumns(const float *__restrict x, unsigned stride, unsigned batch,
                                        unsigned *__restrict idx, float *__restrict val,
                                        unsigned &entries) {
-  const __m512 zero = _mm512_setzero_ps();
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i offsets = _mm512_mullo_epi32(lane, _mm512_set1_epi32(int(stride)));
-  unsigned count = 0;
-  entries = 0;
-  for (unsigned b0 = 0; b0 < batch; b0 += 16) {
-    const unsigned rest = batch - b0;
-    const __mmask16 m = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1u);
-    const float *xb = x + std::size_t(b0) * stride;
-    __m512 v[R];
-    __mmask16 nz = 0;
-#pragma GCC unroll 4
-    for (unsigned r = 0; r < R; ++r) {
-      v[r] = _mm512_mask_i32gather_ps(zero, m, offsets, xb + r, 4);
-      const __mmask16 own = _mm512_mask_cmp_ps_mask(m, v[r], zero, _CMP_NEQ_UQ);
-      entries += unsigned(__builtin_popcount(own));
-      nz |= own;
-    }
-    if (nz == 0)
-      continue;
-    const unsigned found = unsigned(__builtin_popcount(nz));
-    const __mmask16 used = __mmask16((1u << found) - 1u);
-    const __m512i ids = _mm512_add_epi32(lane, _mm512_set1_epi32(int(b0)));
-    _mm512_mask_storeu_epi32(idx + count, used, _mm512_maskz_compress_epi32(nz, ids));
-#pragma GCC unroll 4
-    for (unsigned r = 0; r < R; ++r)
-      _mm512_mask_storeu_ps(val + std::size_t(r) * batch + count, used,
-                            _mm512_maskz_compress_ps(nz, v[r]));
-    count += found;
-  }
-  return count;
+  auto load = [x, stride, offsets](unsigned r, unsigned b0, __mmask16 m) {
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, offsets,
+                                    x + std::size_t(b0) * stride + r, 4);
+  };
+  return compressNonzeroUnion<R>(batch, load, idx, val, batch, entries);
+}
+
+// One row's or one column's non-zero entries alone (the groups' forms for R = 1).
+inline unsigned compressNonzero(const float *__restrict x, unsigned nIn, unsigned *__restrict idx,
+                                float *__restrict val) {
+  unsigned entries;
+  return compressNonzeroRows<1>(x, nIn, idx, val, entries);
+}
+inline unsigned compressNonzeroColumn(const float *__restrict x, unsigned stride, unsigned batch,
+                                      unsigned *__restrict idx, float *__restrict val) {
+  unsigned entries;
+  return compressNonzeroColumns<1>(x, stride, batch, idx, val, entries);
 }
 
 // out + r * outStride, r < R: [0..16 V) (+ a last vector masked to lastMask when MASKED) =

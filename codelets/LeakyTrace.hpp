@@ -164,29 +164,14 @@ inline void leakForwardSteps(const LeakVectors &c, unsigned T, const float *__re
   }
 }
 
-// Phase 1 over a row of n neurons: blocks of 4 vectors, then the rest.
+// Phase 1 over a row of n neurons: blocks of 4 vectors, then the rest (forColumnBlocks).
 template <unsigned RESET>
 inline void leakForwardSample(const LeakVectors &c, unsigned T, unsigned n, const float *x,
                               float *u, float *prev, unsigned short *masks, unsigned maskStep) {
-  unsigned j = 0;
-  for (; j + 64 <= n; j += 64)
-    leakForwardSteps<4, RESET>(c, T, x + j, u + j, prev + j, masks + j / 16, maskStep,
-                               __mmask16(0xffff));
-  const unsigned rest = n - j;
-  if (rest == 0)
-    return;
-  const __mmask16 mask = __mmask16((1u << (rest - (rest - 1) / 16 * 16)) - 1u);
-  unsigned short *m = masks + j / 16;
-  switch ((rest + 15) / 16) {
-  case 1:
-    return leakForwardSteps<1, RESET>(c, T, x + j, u + j, prev + j, m, maskStep, mask);
-  case 2:
-    return leakForwardSteps<2, RESET>(c, T, x + j, u + j, prev + j, m, maskStep, mask);
-  case 3:
-    return leakForwardSteps<3, RESET>(c, T, x + j, u + j, prev + j, m, maskStep, mask);
-  default:
-    return leakForwardSteps<4, RESET>(c, T, x + j, u + j, prev + j, m, maskStep, mask);
-  }
+  forColumnBlocks<4>(n, [&](auto v, auto masked, unsigned j, __mmask16 mask) {
+    constexpr unsigned W = decltype(v)::value + decltype(masked)::value;
+    leakForwardSteps<W, RESET>(c, T, x + j, u + j, prev + j, masks + j / 16, maskStep, mask);
+  });
 }
 
 // Phase 2: the ids (offset + j) of a row's spike masks (one per 16 neurons) appended to
@@ -358,40 +343,20 @@ inline void leakBackwardSteps(const LeakVectors &c, unsigned T, const float *__r
 }
 
 // S samples from b: blocks of blockVectors<S>() vectors over a row of n neurons, then the
-// rest (x, gU, acc and out at sample b's row).
+// rest (forColumnBlocks; x, gU, acc and out at sample b's row).
 template <unsigned S, unsigned RESET, unsigned SURROGATE, class GradRow>
 inline void leakBackwardGroup(const LeakVectors &c, unsigned T, const float *x, unsigned b,
                               GradRow gradRow, BackwardRows in, float *gU, float *acc, float *gb) {
-  constexpr unsigned V = blockVectors<S>();
-  const unsigned n = in.n;
   const float *wT = in.wT;
   float *out = in.out;
-  unsigned j = 0;
-  for (; j + 16 * V <= n; j += 16 * V) {
-    in.wT = wT + j;
-    in.out = out ? out + j : nullptr;
-    leakBackwardSteps<S, V, RESET, SURROGATE>(c, T, x + j, b, gradRow, in, gU + j, acc + j, gb + j,
-                                              __mmask16(0xffff));
-  }
-  const unsigned rest = n - j;
-  if (rest == 0)
-    return;
-  in.wT = wT + j;
-  in.out = out ? out + j : nullptr;
-  const __mmask16 mask = __mmask16((1u << (rest - (rest - 1) / 16 * 16)) - 1u);
-  switch ((rest + 15) / 16) {
-    // clang-format off: a case per macro line
-#define POPSNN_BLOCK(W)                                                                    \
-  case W:                                                                                  \
-    if constexpr (W <= V)                                                                  \
-      return leakBackwardSteps<S, W, RESET, SURROGATE>(c, T, x + j, b, gradRow, in,        \
-                                                       gU + j, acc + j, gb + j, mask);     \
-    break;
-    POPSNN_BLOCK(1) POPSNN_BLOCK(2) POPSNN_BLOCK(3) POPSNN_BLOCK(4)
-    POPSNN_BLOCK(5) POPSNN_BLOCK(6) POPSNN_BLOCK(7) POPSNN_BLOCK(8)
-#undef POPSNN_BLOCK
-    // clang-format on
-  }
+  forColumnBlocks<blockVectors<S>()>(in.n, [&](auto v, auto masked, unsigned j, __mmask16 mask) {
+    constexpr unsigned W = decltype(v)::value + decltype(masked)::value;
+    BackwardRows block = in;
+    block.wT = wT + j;
+    block.out = out ? out + j : nullptr;
+    leakBackwardSteps<S, W, RESET, SURROGATE>(c, T, x + j, b, gradRow, block, gU + j, acc + j,
+                                              gb + j, mask);
+  });
 }
 
 // The backward of `batch` samples, rows n apart in x (I), gU, acc and out: pairs of samples

@@ -180,6 +180,9 @@ private:
   template <class C> void step1(unsigned t, const C &c) {
     if (t + 1 == numSteps)
       start();
+    if (recurrence == popsnn::Recurrence::ALL_TO_ALL && dense && t + 1 < numSteps)
+      recurrentProduct(&ownGrad[0][0], &ownWeightsT[0][0], numNeurons, ownShardSize, ownLayerSize,
+                       batch, &gradStep[0][0]); // every sample's row at once, for spikeGrad
     for (unsigned b = 0; b < batch; ++b) {
       const int *own = ownBuffer(t, b);
 #ifndef __IPU__
@@ -328,8 +331,7 @@ private:
                       nextRow(t, b), nextRowsPerBlock());
     }
     if (recurrence == popsnn::Recurrence::ALL_TO_ALL && t + 1 < numSteps) {
-      fromFanoutDense(eps, n, &ownWeightsT[0][0], &ownGrad[0][0], ownShardSize, ownLayerSize, b,
-                      batch);
+      addTo(eps, &gradStep[0][b * n], n); // recurrentProduct's row, replaced by dL/dI[t] below
     } else if (recurrence == popsnn::Recurrence::ONE_TO_ONE) {
       const float *__restrict gU = &gradMem[b * n];
       for (unsigned j = 0; j < n; ++j)

@@ -139,3 +139,45 @@ public:
     return true;
   }
 };
+
+// Half storage (docs/numerics.md section 8): the float32 master weights rounded to the half
+// copy the forward and backward read, once per forward pass (round to nearest even, the
+// reference's rounding), so an optimiser step below half's spacing still moves the master.
+class RoundParams : public Vertex {
+public:
+  Input<Vector<float>> param;
+  Output<Vector<half>> stored;
+
+  bool compute() {
+    const unsigned size = param.size();
+    for (unsigned k = 0; k < size; ++k)
+      stored[k] = half(param[k]);
+    return true;
+  }
+};
+
+// Half storage: a shard's gradients, carried times the loss scale from the loss on, divided
+// by it (as the reference divides its float32 gradients) and counted where not finite -- the
+// host reads the count before the optimiser runs and skips a step that has any.
+class UnscaleGrads : public Vertex {
+public:
+  Vector<InOut<Vector<float>>> grads; // one edge per parameter of the shard
+  Input<float> lossScale;             // written by the host (Network::setLossScale)
+  Output<unsigned> nonFinite;
+
+  bool compute() {
+    const float scale = *lossScale;
+    unsigned bad = 0;
+    for (unsigned e = 0; e < grads.size(); ++e) {
+      float *__restrict g = &grads[e][0];
+      const unsigned size = grads[e].size();
+      for (unsigned k = 0; k < size; ++k) {
+        const float v = g[k] / scale;
+        bad += std::isfinite(v) ? 0u : 1u;
+        g[k] = v;
+      }
+    }
+    *nonFinite = bad;
+    return true;
+  }
+};

@@ -127,6 +127,10 @@ struct Reader {
     const double x = number(v, where);
     if (std::fabs(x) > std::numeric_limits<float>::max())
       damaged(where + " is out of float32's range, got " + shown(v));
+    // A non-zero value that rounds to (signed) zero would pass range checks made on the
+    // float that Python's reader, checking the double, refuses (a beta of -1e-194).
+    if (x != 0.0 && float(x) == 0.0f)
+      damaged(where + " is too small for float32 (it would round to zero), got " + shown(v));
     return float(x);
   }
   unsigned count(const json &v, const std::string &where, unsigned lowest) const {

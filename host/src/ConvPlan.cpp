@@ -50,6 +50,15 @@ std::vector<MapSize> stageMapSizes(const ConvStageSpec &spec) {
   return maps;
 }
 
+bool pairsMaxPoolFirst(const ConvStageSpec &spec) {
+  if (spec.pools.empty() || !spec.pools[0].max)
+    return false;
+  const Window2d &w = spec.pools[0].window;
+  const std::vector<MapSize> maps = stageMapSizes(spec);
+  return w.kernelH == 2 && w.kernelW == 2 && w.strideH == 2 && w.strideW == 2 && !w.padH &&
+         !w.padW && maps[1].h == 2 * maps[2].h && maps[1].w == 2 * maps[2].w;
+}
+
 std::uint64_t convShardBytes(const ConvStageSpec &spec, unsigned channels, unsigned rows,
                              unsigned channelGroups, unsigned rowGroups) {
   const std::vector<MapSize> maps = stageMapSizes(spec);
@@ -60,14 +69,17 @@ std::uint64_t convShardBytes(const ConvStageSpec &spec, unsigned channels, unsig
   // Input, weights, bias; the forward's work (taps transposed, one row's sums), the weight
   // gradient's ([taps, c], [P, c], one window, a position's entries) and the input
   // gradient's (col rows).
+  const bool fused = pairsMaxPoolFirst(spec);
   std::uint64_t floats = rc * inSize + c * taps + c + taps * c + convOut * c + inSize + 4;
+  if (fused) // the forward's pooled maxima and argmax of one row ([Q, c] each)
+    floats += 2 * c * maps[2].h * maps[2].w;
   floats += taps * c + convOut * c + taps + inSize + 2 * c;
   if (spec.inputGrad)
     floats += inputGradWorkFloats(spec, unsigned(convOut), channels);
   // Every map after the input: its forward values and its gradient; max pools their argmax.
   for (std::size_t k = 1; k < maps.size(); ++k) {
     const std::uint64_t map = rc * c * maps[k].h * maps[k].w;
-    floats += 2 * map + (k >= 2 && spec.pools[k - 2].max ? map : 0);
+    floats += (k == 1 && fused ? 1 : 2) * map + (k >= 2 && spec.pools[k - 2].max ? map : 0);
   }
   // The neurons: membranes, spikes, dL/dS, dL/dU of the last map's entries; state.
   if (spec.neuron.present) {

@@ -56,6 +56,11 @@ struct MapSize {
 };
 std::vector<MapSize> stageMapSizes(const ConvStageSpec &spec);
 
+// The stage's first layer after the convolution is a 2 x 2 max pool at stride 2 tiling the
+// convolution's map (the CSNN's): the forward then pools as it goes (the current is never
+// stored) and the pool's backward leaves dL/dI channels-last for the convolution's.
+bool pairsMaxPoolFirst(const ConvStageSpec &spec);
+
 struct ConvShard {
   unsigned tile = 0, firstChannel = 0, channels = 0, firstRow = 0, rows = 0;
   unsigned channelGroup = 0, rowGroup = 0;

@@ -55,8 +55,12 @@ void createInputs(ConvStageBuild &s) {
 void addForward(ConvStageBuild &s) {
   const ConvStageSpec &spec = s.spec;
   ComputeSet conv = s.graph.addComputeSet("conv_forward");
+  // With the first pool fused into the convolution (pairsMaxPoolFirst), the current is never
+  // stored: ConvForward writes that pool's output and argmax.
+  const bool fused = pairsMaxPoolFirst(spec);
+  const unsigned firstPool = fused ? 1 : 0;
   std::vector<ComputeSet> pools;
-  for (unsigned k = 0; k < spec.pools.size(); ++k)
+  for (unsigned k = firstPool; k < spec.pools.size(); ++k)
     pools.push_back(s.graph.addComputeSet("pool_forward" + std::to_string(k)));
   for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
     const ConvShard &sh = s.plan.shards[i];
@@ -64,14 +68,27 @@ void addForward(ConvStageBuild &s) {
     const unsigned c = sh.channels, tile = sh.tile, rows = spec.convRows(sh.rows);
     t.maps.resize(s.plan.maps.size());
     t.argmax.resize(s.plan.maps.size());
-    t.maps[1] = s.var(FLOAT, std::size_t(rows) * c * s.positions(1), tile, "conv_current");
-    t.work =
-        s.var(FLOAT, std::size_t(s.taps() + s.positions(1)) * c + s.inSize(), tile, "conv_work");
+    const std::size_t pooled = fused ? std::size_t(rows) * c * s.positions(2) : 0;
+    t.maps[1] = s.var(FLOAT, fused ? 0 : std::size_t(rows) * c * s.positions(1), tile, "current");
+    if (fused) {
+      t.maps[2] = s.var(FLOAT, pooled, tile, "pooled");
+      t.argmax[2] = s.var(UNSIGNED_INT, pooled, tile, "argmax");
+    }
+    const std::size_t outWork = fused ? 2 * std::size_t(s.positions(2)) * c : 0;
+    t.work = s.var(FLOAT, std::size_t(s.taps() + s.positions(1)) * c + s.inSize() + outWork, tile,
+                   "conv_work");
     t.denseRows = s.var(UNSIGNED_INT, 1, tile, "dense_rows");
-    VertexRef v = s.graph.addVertex(conv, "ConvForward");
-    const std::pair<const char *, Tensor> fields[] = {{"x", t.x},       {"weights", t.weights},
-                                                      {"bias", t.bias}, {"current", t.maps[1]},
-                                                      {"work", t.work}, {"denseRows", t.denseRows}};
+    const std::string name =
+        fused ? "ConvForward<popsnn::conv::MaxPooledOut>" : "ConvForward<popsnn::conv::CurrentOut>";
+    VertexRef v = s.graph.addVertex(conv, name);
+    const Tensor argmax = fused ? t.argmax[2] : s.var(UNSIGNED_INT, 0, tile, "no_argmax");
+    const std::pair<const char *, Tensor> fields[] = {{"x", t.x},
+                                                      {"weights", t.weights},
+                                                      {"bias", t.bias},
+                                                      {"argmax", argmax},
+                                                      {"current", fused ? t.maps[2] : t.maps[1]},
+                                                      {"work", t.work},
+                                                      {"denseRows", t.denseRows}};
     for (const auto &[field, tensor] : fields)
       s.graph.connect(v[field], tensor);
     s.graph.setInitialValue(v["rows"], rows);
@@ -81,13 +98,13 @@ void addForward(ConvStageBuild &s) {
     w.batch = rows, w.neurons = c, w.inputs = s.taps(), w.elements = s.inSize();
     w.positions = s.positions(1), w.kernelArea = spec.conv.kernelH * spec.conv.kernelW;
     w.activeInputs = unsigned(s.activeInputs[i] + 0.5f);
-    s.graph.setPerfEstimate(v, estimateCycles("ConvForward", w));
+    s.graph.setPerfEstimate(v, estimateCycles(name, w));
     s.graph.setTileMapping(v, tile);
-    for (unsigned k = 0; k < spec.pools.size(); ++k) {
+    for (unsigned k = firstPool; k < spec.pools.size(); ++k) {
       const PoolSpec &p = spec.pools[k];
       const unsigned m = k + 2;
       t.maps[m] = s.var(FLOAT, std::size_t(rows) * c * s.positions(m), tile, "pooled");
-      VertexRef pv = s.graph.addVertex(pools[k], poolVertex("PoolForward", p));
+      VertexRef pv = s.graph.addVertex(pools[k - firstPool], poolVertex("PoolForward", p));
       s.graph.connect(pv["x"], t.maps[m - 1]);
       s.graph.connect(pv["y"], t.maps[m]);
       // An average pool keeps no argmax: its field takes an empty tensor.
@@ -98,7 +115,7 @@ void addForward(ConvStageBuild &s) {
       VertexWork pw;
       pw.batch = rows, pw.neurons = c, pw.positions = s.positions(m);
       pw.kernelArea = p.window.kernelH * p.window.kernelW;
-      s.graph.setPerfEstimate(pv, estimateCycles(p.max ? "MaxPoolForward" : "AvgPoolForward", pw));
+      s.graph.setPerfEstimate(pv, estimateCycles(poolVertex("PoolForward", p), pw));
       s.graph.setTileMapping(pv, tile);
     }
   }
@@ -112,8 +129,11 @@ void createMapGrads(ConvStageBuild &s) {
   for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
     ConvShardTensors &t = s.shards[i];
     t.grads.resize(s.plan.maps.size());
-    for (unsigned m = 1; m <= s.lastMap(); ++m)
-      t.grads[m] = s.var(FLOAT, t.maps[m].numElements(), s.plan.shards[i].tile, "map_grad");
+    const ConvShard &sh = s.plan.shards[i];
+    for (unsigned m = 1; m <= s.lastMap(); ++m) // the current may not be stored: its size
+      t.grads[m] =
+          s.var(FLOAT, std::size_t(s.spec.convRows(sh.rows)) * sh.channels * s.positions(m),
+                sh.tile, "map_grad");
   }
 }
 
@@ -126,16 +146,24 @@ void addPoolBackward(ConvStageBuild &s) {
     for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
       const ConvShard &sh = s.plan.shards[i];
       ConvShardTensors &t = s.shards[i];
-      VertexRef v = s.graph.addVertex(cs, poolVertex("PoolBackward", p));
+      // The first pool's gradient into the convolution's dL/dI channels-last where it can.
+      const bool last = m == 2 && s.gradChannelsLast();
+      const std::string name = last ? "MaxPoolBackwardChannelsLast" : poolVertex("PoolBackward", p);
+      VertexRef v = s.graph.addVertex(cs, name);
       s.graph.connect(v["grad"], t.grads[m]);
       s.graph.connect(v["gradInput"], t.grads[m - 1]);
       s.graph.connect(v["argmax"], t.argmax[m]);
-      s.graph.setInitialValue(v["maps"], spec.convRows(sh.rows) * sh.channels);
+      if (last) {
+        s.graph.setInitialValue(v["rows"], spec.convRows(sh.rows));
+        s.graph.setInitialValue(v["channels"], sh.channels);
+      } else {
+        s.graph.setInitialValue(v["maps"], spec.convRows(sh.rows) * sh.channels);
+      }
       s.setWindow(v, p.window, 1, s.plan.maps[m - 1], s.plan.maps[m]);
       VertexWork w;
       w.batch = spec.convRows(sh.rows), w.neurons = sh.channels, w.positions = s.positions(m);
       w.kernelArea = p.window.kernelH * p.window.kernelW;
-      s.graph.setPerfEstimate(v, estimateCycles(p.max ? "MaxPoolBackward" : "AvgPoolBackward", w));
+      s.graph.setPerfEstimate(v, estimateCycles(name, w));
       s.graph.setTileMapping(v, sh.tile);
     }
     s.backward.add(Execute(cs));
@@ -181,7 +209,7 @@ void addGradVertices(ConvStageBuild &s, ComputeSet cs) {
     w.positions = s.positions(1), w.activeCandidates = unsigned(s.activeGrads[i] + 0.5f);
     w.activeInputs = unsigned(s.activeInputs[i] + 0.5f);
     w.kernelArea = spec.conv.kernelH * spec.conv.kernelW;
-    VertexRef v = s.graph.addVertex(cs, "ConvWeightGrad");
+    VertexRef v = s.graph.addVertex(cs, std::string("ConvWeightGrad") + s.gradLayout());
     s.graph.connect(v["x"], t.x);
     s.graph.connect(v["grad"], t.grads[1]);
     s.graph.connect(v["gradWeights"], t.gradWB.slice(0, std::size_t(c) * s.taps()));
@@ -192,7 +220,7 @@ void addGradVertices(ConvStageBuild &s, ComputeSet cs) {
     std::vector<VertexRef> vertices{v};
     if (spec.inputGrad) {
       t.gradInput = s.var(FLOAT, t.x.numElements(), sh.tile, "grad_input_share");
-      VertexRef g = s.graph.addVertex(cs, "ConvInputGrad");
+      VertexRef g = s.graph.addVertex(cs, std::string("ConvInputGrad") + s.gradLayout());
       s.graph.connect(g["grad"], t.grads[1]);
       s.graph.connect(g["weights"], t.weights);
       s.graph.connect(g["gradInput"], t.gradInput);
@@ -207,9 +235,10 @@ void addGradVertices(ConvStageBuild &s, ComputeSet cs) {
       s.setWindow(u, spec.conv, spec.inChannels, s.plan.maps[0], s.plan.maps[1]);
       s.graph.setTileMapping(u, sh.tile);
     }
-    s.graph.setPerfEstimate(v, estimateCycles("ConvWeightGrad", w));
+    s.graph.setPerfEstimate(v, estimateCycles(std::string("ConvWeightGrad") + s.gradLayout(), w));
     if (spec.inputGrad)
-      s.graph.setPerfEstimate(vertices[1], estimateCycles("ConvInputGrad", w));
+      s.graph.setPerfEstimate(vertices[1],
+                              estimateCycles(std::string("ConvInputGrad") + s.gradLayout(), w));
   }
 }
 

@@ -43,6 +43,14 @@ struct ConvStageBuild {
   unsigned taps() const { return spec.inChannels * spec.conv.kernelH * spec.conv.kernelW; }
   unsigned positions(unsigned k) const { return plan.maps[k].h * plan.maps[k].w; }
   unsigned lastMap() const { return unsigned(plan.maps.size()) - 1; }
+  // dL/dI of the convolution kept channels-last ([rows, P, c]) when a 2 x 2 max pool at
+  // stride 2 tiling the map comes first (pairsMaxPoolFirst: the forward pools as it goes,
+  // the pool's backward writes that layout), so the weight and input gradients read a
+  // position's channels contiguously.
+  bool gradChannelsLast() const { return pairsMaxPoolFirst(spec); }
+  const char *gradLayout() const {
+    return gradChannelsLast() ? "<popsnn::conv::ChannelsLast>" : "<popsnn::conv::Planar>";
+  }
 
   poplar::Tensor var(const poplar::Type &type, std::size_t n, unsigned tile,
                      const std::string &name) {

@@ -46,13 +46,19 @@ std::uint64_t pushStepsCycles(const VertexWork &w) {
 // The convolution's current: per row the cheaper of the event path (every non-zero input
 // scatters its kernel taps, activeInputs of them) and the dense gather (every tap at every
 // position), the choice the vertex makes by density; one pass over `neurons` channels each.
-std::uint64_t convForwardCycles(const VertexWork &w) {
+// `outPerEntry` half-cycles per conv output entry for the row's output: 4 (the current
+// transposed, plus the bias), or 5 with a 2 x 2 max pool taken on float pairs (bias, compare,
+// two selects) and the pooled map and argmax transposed out.
+std::uint64_t convForwardCycles(const VertexWork &w, std::uint64_t outPerEntry) {
   const std::uint64_t events = std::uint64_t(w.activeInputs) * w.kernelArea;
   const std::uint64_t gathers = std::uint64_t(w.positions) * w.inputs;
-  return std::uint64_t(w.batch) *
-         (2ull * w.elements + std::min(events, gathers) * vectorPass(w.neurons) +
-          2ull * w.positions * w.neurons);
+  return kVertexOverhead +
+         std::uint64_t(w.batch) *
+             (2ull * w.elements + std::min(events, gathers) * vectorPass(w.neurons) +
+              outPerEntry * w.positions * w.neurons / 2);
 }
+std::uint64_t convCurrentCycles(const VertexWork &w) { return convForwardCycles(w, 4); }
+std::uint64_t convPooledCycles(const VertexWork &w) { return convForwardCycles(w, 5); }
 
 // The input gradient's per-entry path by window runs: per row dL/dI's entries counted and
 // gathered per position, each non-zero entry one pass over its window's taps (kH runs of
@@ -65,9 +71,34 @@ std::uint64_t convInputGradCycles(const VertexWork &w) {
               std::uint64_t(w.activeCandidates) * vectorPass(w.inputs) + 3ull * w.elements);
 }
 
+// The weight gradient, each row by dL/dI's non-zero entries (a window row of taps each) or by
+// the input's (a kernel row's run of kW x c floats each; charged per tap), as the vertex
+// chooses (a product by gradients weighed at twice one by inputs); per row the input listed
+// and dL/dI's bias sums and count, on float pairs along the channels when dL/dI is
+// channels-last, else per entry and after a transpose (3 cycles an entry).
+std::uint64_t convWeightGradCycles(const VertexWork &w, std::uint64_t perEntryHalves) {
+  const std::uint64_t byGrads = 2ull * w.activeCandidates * vectorPass(w.inputs);
+  const std::uint64_t byInputs =
+      std::uint64_t(w.activeInputs) * w.kernelArea * vectorPass(w.neurons);
+  return kVertexOverhead + std::uint64_t(w.batch) * (perEntryHalves * w.positions * w.neurons / 2 +
+                                                     w.elements + std::min(byGrads, byInputs));
+}
+std::uint64_t convWeightGradPlanarCycles(const VertexWork &w) { return convWeightGradCycles(w, 6); }
+std::uint64_t convWeightGradChannelsLastCycles(const VertexWork &w) {
+  return convWeightGradCycles(w, 1);
+}
+
 // A pool over `batch` rows of `neurons` maps: every window entry once.
 std::uint64_t poolCycles(const VertexWork &w) {
-  return std::uint64_t(w.batch) * w.neurons * w.positions * (2ull + 2ull * w.kernelArea);
+  return kVertexOverhead +
+         std::uint64_t(w.batch) * w.neurons * w.positions * (2ull + 2ull * w.kernelArea);
+}
+
+// A 2 x 2 max pool's backward into channels-last dL/dI: every conv output entry zeroed (float
+// pairs), then one store per pooled entry (its argmax read).
+std::uint64_t maxPoolChannelsLastCycles(const VertexWork &w) {
+  return kVertexOverhead +
+         std::uint64_t(w.batch) * w.neurons * w.positions * (w.kernelArea / 2 + 4ull);
 }
 
 // LifBackward's dots at its entries from the next layer's dL/dI list, per (sample, step): over
@@ -126,22 +157,17 @@ const std::map<std::string, Estimator> &table() {
       {"LossSum", [](const VertexWork &w) { return kVertexOverhead + 2ull * w.elements; }},
       {"SgdStep", [](const VertexWork &w) { return kVertexOverhead + 4ull * w.elements; }},
       {"AdamStep", [](const VertexWork &w) { return kVertexOverhead + 14ull * w.elements; }},
-      {"ConvForward", [](const VertexWork &w) { return kVertexOverhead + convForwardCycles(w); }},
-      // Each row by dL/dI's non-zero entries or by the input's, as the vertex chooses (a
-      // product by gradients weighed at twice one by inputs).
-      {"ConvWeightGrad",
-       [](const VertexWork &w) {
-         const std::uint64_t byGrads = std::uint64_t(w.activeCandidates) * w.inputs;
-         const std::uint64_t byInputs = std::uint64_t(w.activeInputs) * w.kernelArea * w.neurons;
-         return kVertexOverhead +
-                std::uint64_t(w.batch) * (2ull * w.positions * w.neurons + w.elements +
-                                          3ull * (2 * byGrads <= byInputs ? byGrads : byInputs));
-       }},
-      {"ConvInputGrad", convInputGradCycles},
-      {"MaxPoolForward", [](const VertexWork &w) { return kVertexOverhead + poolCycles(w); }},
-      {"MaxPoolBackward", [](const VertexWork &w) { return kVertexOverhead + poolCycles(w); }},
-      {"AvgPoolForward", [](const VertexWork &w) { return kVertexOverhead + poolCycles(w); }},
-      {"AvgPoolBackward", [](const VertexWork &w) { return kVertexOverhead + poolCycles(w); }},
+      {"ConvForward<popsnn::conv::CurrentOut>", convCurrentCycles},
+      {"ConvForward<popsnn::conv::MaxPooledOut>", convPooledCycles},
+      {"ConvWeightGrad<popsnn::conv::Planar>", convWeightGradPlanarCycles},
+      {"ConvWeightGrad<popsnn::conv::ChannelsLast>", convWeightGradChannelsLastCycles},
+      {"ConvInputGrad<popsnn::conv::Planar>", convInputGradCycles},
+      {"ConvInputGrad<popsnn::conv::ChannelsLast>", convInputGradCycles},
+      {"PoolForward<popsnn::conv::MaxPool>", poolCycles},
+      {"PoolBackward<popsnn::conv::MaxPool>", poolCycles},
+      {"PoolForward<popsnn::conv::AvgPool>", poolCycles},
+      {"PoolBackward<popsnn::conv::AvgPool>", poolCycles},
+      {"MaxPoolBackwardChannelsLast", maxPoolChannelsLastCycles},
       // Per neuron and step: the update and threshold (forward); the surrogate, its mask and
       // the leak path (backward).
       {"ConvNeuronForward",
@@ -157,6 +183,10 @@ const std::map<std::string, Estimator> &table() {
       {"AccumulateGrad", [](const VertexWork &w) { return kVertexOverhead + 2ull * w.elements; }},
       // Sums the layer's N parts, writes the shard's n entries.
       {"LayerGradSum", [](const VertexWork &w) { return kVertexOverhead + w.elements; }},
+      // Half storage: a float load, a conversion and a half store per weight; a divide, a
+      // finiteness test and a store per gradient entry.
+      {"RoundParams", [](const VertexWork &w) { return kVertexOverhead + 2ull * w.elements; }},
+      {"UnscaleGrads", [](const VertexWork &w) { return kVertexOverhead + 4ull * w.elements; }},
   };
   return estimators;
 }

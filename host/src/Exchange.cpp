@@ -102,7 +102,7 @@ namespace {
 CopyList weightCopies(const Layer &from, const Layer &to, bool recurrent) {
   CopyList c;
   for (const Shard &src : from.shards) {
-    const Tensor &w = recurrent ? src.param[P_REC_WEIGHT] : src.param[P_WEIGHT];
+    const Tensor &w = recurrent ? src.stored[P_REC_WEIGHT] : src.stored[P_WEIGHT];
     for (const Shard &dst : to.shards) {
       const Tensor &into = recurrent ? dst.ownWeights : dst.nextWeights;
       c.add(

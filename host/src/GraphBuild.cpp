@@ -28,7 +28,9 @@ GraphBuild::GraphBuild(const NetworkSpec &s, Plan p, const Target *target)
 
 // Every type popsnn's tensors use (float, int, unsigned) is 4 bytes on every target.
 std::size_t GraphBuild::typeSize(const Type &type) const {
-  return graph ? graph->getTarget().getTypeSize(type) : 4;
+  if (graph)
+    return graph->getTarget().getTypeSize(type);
+  return type == HALF ? 2 : 4; // a counting build: as the plan counted before half storage
 }
 
 Tensor GraphBuild::var(const Type &type, std::size_t n, unsigned tile, const std::string &name,

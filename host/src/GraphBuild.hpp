@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "Plan.hpp"
+#include "popsnn/VertexEnums.hpp"
 
 namespace popsnn {
 
@@ -20,6 +21,11 @@ struct Shard : ShardPlan {
   // Parameters, their gradients and optimiser state: index P_WEIGHT.. (Plan.hpp).
   poplar::Tensor param[NUM_PARAMS], grad[NUM_PARAMS], opt1[NUM_PARAMS], opt2[NUM_PARAMS],
       optCount[NUM_PARAMS];
+  // The parameters as the vertices read them: param itself (float storage), or its copy
+  // rounded to half at the start of every forward pass (RoundParams), param staying the
+  // float32 master the optimiser updates. nonFinite: half storage, the shard's count of
+  // non-finite gradient entries (UnscaleGrads), read by the host before the optimiser runs.
+  poplar::Tensor stored[NUM_PARAMS], nonFinite;
   // outIds: a2a, or step-major feeding a layer.
   // mem, gradMem: the neuron's state U (then Synaptic's J) [B, n] each, and its gradient.
   poplar::Tensor mem, prevSpikes, fwdScratch, idTrace, outIds, overflow;
@@ -75,6 +81,8 @@ struct HostTensors {
   // x dense, or (Plan::inputListCapacity) xList and xValues: one list per chunk of samples.
   poplar::Tensor x, xList, xValues, labels, sampleWeights, lossValue, gatheredS, gatheredU, gradS,
       gradU, lossScratch, learningRate;
+  // Half storage: the loss scale, one float per tile, written by the host (setLossScale).
+  poplar::Tensor lossScale;
   // Chunked: the loss vertex's chunk of labels and weights, the loss and the output spikes
   // of the whole batch.
   poplar::Tensor labelsChunk, weightsChunk, lossTotal, spikesAll;
@@ -99,6 +107,10 @@ struct GraphBuild {
   unsigned steps() const { return spec.numSteps; }
   unsigned chunks() const { return plan.schedule.chunks; }
   bool stepMajor() const { return plan.schedule.stepMajor; }
+  // The type the vertices store weights, states, traces and exchanged values in.
+  bool half() const { return spec.halfStorage; }
+  codes::Storage storage() const { return half() ? codes::STORE_HALF : codes::STORE_FLOAT; }
+  const poplar::Type &stored() const { return half() ? poplar::HALF : poplar::FLOAT; }
   unsigned hostTag() const { return layers.size(); } // tileLayerBytes' loss/host column
 
   poplar::Tensor var(const poplar::Type &type, std::size_t n, unsigned tile,

@@ -67,6 +67,7 @@
 
 #include "Devices.hpp"
 #include "GraphBuild.hpp"
+#include "HalfStorage.hpp"
 #include "InputList.hpp"
 #include "Overflow.hpp"
 #include "ParamLayout.hpp"
@@ -139,6 +140,10 @@ public:
     const unsigned B = spec.batchSize;
     if (fits(1))
       return;
+    if (spec.halfStorage) // layer-major and unchunked is what the half path has built
+      throw NetworkDoesNotFit("dtype='float16' runs the engine's layer-major schedule with "
+                              "the whole batch on the tiles, which does not fit; fix: more "
+                              "tiles, a smaller batch or fewer steps, or dtype='float32'");
     // One sample at a time needs the least memory: if that does not fit, no chunking does,
     // and a network that can never fit fails after two searches, not one per chunk count.
     if (B > 1 && fits(B)) {
@@ -160,7 +165,7 @@ public:
   bool fits(unsigned numChunks) {
     const Target &target = device.getTarget();
     for (bool major : {false, true})
-      for (unsigned spread = 1;; spread *= 2) {
+      for (unsigned spread = 1; !(major && spec.halfStorage); spread *= 2) { // half: layer-major
         const Plan plan = planNetwork(spec, geometryOf(target), {major, spread, numChunks});
         try {
           // The plan's memory first: no graph is built for a plan that cannot fit.
@@ -206,6 +211,18 @@ public:
     }
     engine->load(device);
     writeLearningRate();
+    setLossScale(lossScale);
+  }
+
+  // Half storage: the loss scale onto every tile (the loss and UnscaleGrads read it).
+  float lossScale = 1.0f;
+  bool lastStepFinite = true;
+  void setLossScale(float scale) {
+    lossScale = scale;
+    if (spec.halfStorage) {
+      std::vector<float> values(plan().numTiles, scale);
+      engine->writeTensor("loss_scale", values.data(), values.data() + values.size());
+    }
   }
 
   // spec.optimizer.lr onto every tile (float, as the optimiser vertices compute with it).
@@ -260,7 +277,7 @@ public:
       engine->writeTensor("x_values", inputLists.values.data(),
                           inputLists.values.data() + inputLists.values.size());
     } else {
-      engine->writeTensor("x", x, x + inputSize());
+      writeStored(*engine, "x", x, inputSize(), spec.halfStorage);
     }
     if (!labelsIn)
       return;
@@ -324,6 +341,11 @@ public:
       runForward(x, labelsIn, valid);
       if (plan().schedule.chunks == 1) { // a grown rebuild may have chunked the batch
         engine->run(update ? 1 : 2);
+        // Half storage: the optimiser (program 3) only after a backward whose gradients
+        // are all finite; a step that overflowed under the loss scale is skipped.
+        lastStepFinite = !spec.halfStorage || readNonFinite(*engine, layers()) == 0;
+        if (update && spec.halfStorage && lastStepFinite)
+          engine->run(3);
         return;
       }
     }
@@ -347,7 +369,7 @@ public:
     // Per chunk of samples (the whole batch without chunks) and loss group, shard-major
     // [T, Bg, n] blocks.
     std::vector<float> shardMajor(std::size_t(T) * B * C);
-    engine->readTensor("spikes", shardMajor.data(), shardMajor.data() + shardMajor.size());
+    readStored(*engine, "spikes", shardMajor.data(), shardMajor.size(), spec.halfStorage);
     for (unsigned m = 0; m < plan().schedule.chunks; ++m)
       for (const LossGroup &g : plan().lossGroups) {
         const unsigned Bg = g.last - g.first;
@@ -361,42 +383,6 @@ public:
                 out[(std::size_t(t) * B + m * Bc + g.first + b) * C + sh.first + j] =
                     src[(std::size_t(t) * Bg + b) * sh.size + j];
         }
-      }
-  }
-
-  // dL/dx = (sum_t dL/dI[t]) W of the first layer (direct input), or dL/dx[t] = dL/dI[t] W
-  // ([T, B, N_in] input, with NetworkSpec::inputGrad): the device keeps dL/dI (its sum over
-  // the steps) per shard and chunk of samples; the product is done here, as a row of dL/dx
-  // is the sum of W's rows weighted by that sample's dL/dI, which needs every shard's.
-  void readInputGrad(float *dx) {
-    const unsigned B = spec.batchSize, Bc = plan().chunkBatch, chunks = plan().schedule.chunks;
-    const unsigned N = spec.layers[0].outputs, nIn = spec.layers[0].inputs;
-    const bool direct = spec.input == InputMode::Direct;
-    const unsigned T = direct ? 1 : spec.numSteps;
-    std::vector<float> grads(std::size_t(T) * B * N); // dL/dI [T, B, N] (direct: sum_t, T = 1)
-    const Layer &first = layers().front();
-    for (unsigned k = 0; k < first.shards.size(); ++k) {
-      const Shard &sh = first.shards[k];
-      std::vector<float> part(std::size_t(T) * B * sh.size); // [chunks, T, Bc, n]
-      engine->readTensor((direct ? "current_grad_sum0/" : "input_grad0/") + std::to_string(k),
-                         part.data(), part.data() + part.size());
-      for (unsigned m = 0; m < chunks; ++m)
-        for (unsigned t = 0; t < T; ++t)
-          for (unsigned b = 0; b < Bc; ++b)
-            std::copy_n(&part[((std::size_t(m) * T + t) * Bc + b) * sh.size], sh.size,
-                        &grads[(std::size_t(t) * B + m * Bc + b) * N + sh.first]);
-    }
-    const std::vector<float> w = readParams(*engine, layers()).front().weight; // [N, N_in]
-    std::fill_n(dx, std::size_t(T) * B * nIn, 0.0f);
-    for (std::size_t row = 0; row < std::size_t(T) * B; ++row)
-      for (unsigned j = 0; j < N; ++j) {
-        const float g = grads[row * N + j];
-        if (g == 0.0f)
-          continue;
-        const float *wRow = &w[std::size_t(j) * nIn];
-        float *out = dx + row * nIn;
-        for (unsigned i = 0; i < nIn; ++i)
-          out[i] += g * wRow[i];
       }
   }
 
@@ -470,7 +456,8 @@ float Network::lossAndGrad(const float *x, const int *labels, unsigned validSamp
   impl_->runGradients(x, labels, validSamples, false);
   grads = readParams(*impl_->engine, impl_->layers(), "grad");
   if (outInputGrad)
-    impl_->readInputGrad(outInputGrad);
+    readInputGrad(*impl_->engine, impl_->spec, impl_->plan(), impl_->layers(), outInputGrad,
+                  impl_->spec.halfStorage ? impl_->lossScale : 1.0f);
   if (outSpikes)
     impl_->readSpikes(outSpikes);
   return impl_->readLoss();
@@ -489,6 +476,15 @@ void Network::setLearningRate(double lr) {
   impl_->setLearningRate(lr);
 }
 double Network::learningRate() const { return impl_->spec.optimizer.lr; }
+
+void Network::setLossScale(float scale) {
+  CallGuard guard(impl_->busy);
+  if (!(std::isfinite(scale) && scale > 0.0f))
+    invalid("setLossScale: the loss scale must be finite and > 0, got " + std::to_string(scale));
+  impl_->setLossScale(scale);
+}
+float Network::lossScale() const { return impl_->lossScale; }
+bool Network::lastStepApplied() const { return impl_->lastStepFinite; }
 
 std::vector<LayerParams> Network::getParams() {
   CallGuard guard(impl_->busy);
@@ -564,6 +560,13 @@ std::map<std::string, double> Network::layout() const {
   // The batch run in chunks of samples, one after the other (1: all at once).
   out["sample_chunks"] = plan.schedule.chunks;
   out["chunk_batch"] = plan.chunkBatch;
+  // popsnn's tensors over all tiles, as the plan counts them (half storage: 2 bytes a value).
+  double tensorBytes = 0;
+  for (const auto &tile : impl_->built->tileLayerBytes)
+    for (std::uint64_t bytes : tile)
+      tensorBytes += double(bytes);
+  out["tensor_bytes"] = tensorBytes;
+  const double stored = impl_->spec.halfStorage ? 2.0 : 4.0;
   for (const auto &layer : impl_->layers()) {
     const std::string l = "layer" + std::to_string(layer.index) + "_";
     out[l + "shards"] = layer.shards.size();
@@ -575,7 +578,7 @@ std::map<std::string, double> Network::layout() const {
     // spike buffers, and the gradient trace's starts and ids).
     double surrogate = 0, ids = 0;
     for (const auto &sh : layer.shards) {
-      surrogate += double(sh.surrogates.numElements()) * sizeof(float);
+      surrogate += double(sh.surrogates.numElements()) * stored;
       ids += double(sh.idTrace.numElements()) * sizeof(int);
       if (sh.gradStarts.valid())
         ids += double(sh.gradStarts.numElements()) * sizeof(int) +

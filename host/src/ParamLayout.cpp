@@ -124,4 +124,41 @@ void writeOptimizerState(poplar::Engine &engine, const std::vector<Layer> &layer
     }
 }
 
+// dL/dx = (sum_t dL/dI[t]) W of the first layer (direct input), or dL/dx[t] = dL/dI[t] W
+// ([T, B, N_in] input, with NetworkSpec::inputGrad): the device keeps dL/dI (its sum over
+// the steps) per shard and chunk of samples; the product is done here, as a row of dL/dx
+// is the sum of W's rows weighted by that sample's dL/dI, which needs every shard's.
+void readInputGrad(poplar::Engine &engine, const NetworkSpec &spec, const Plan &plan,
+                   const std::vector<Layer> &layers, float *dx, float lossScale) {
+  const unsigned B = spec.batchSize, Bc = plan.chunkBatch, chunks = plan.schedule.chunks;
+  const unsigned N = spec.layers[0].outputs, nIn = spec.layers[0].inputs;
+  const bool direct = spec.input == InputMode::Direct;
+  const unsigned T = direct ? 1 : spec.numSteps;
+  std::vector<float> grads(std::size_t(T) * B * N); // dL/dI [T, B, N] (direct: sum_t, T = 1)
+  const Layer &first = layers.front();
+  for (unsigned k = 0; k < first.shards.size(); ++k) {
+    const Shard &sh = first.shards[k];
+    std::vector<float> part(std::size_t(T) * B * sh.size); // [chunks, T, Bc, n]
+    engine.readTensor((direct ? "current_grad_sum0/" : "input_grad0/") + std::to_string(k),
+                      part.data(), part.data() + part.size());
+    for (unsigned m = 0; m < chunks; ++m)
+      for (unsigned t = 0; t < T; ++t)
+        for (unsigned b = 0; b < Bc; ++b)
+          std::copy_n(&part[((std::size_t(m) * T + t) * Bc + b) * sh.size], sh.size,
+                      &grads[(std::size_t(t) * B + m * Bc + b) * N + sh.first]);
+  }
+  const std::vector<float> w = readParams(engine, layers).front().weight; // [N, N_in]
+  std::fill_n(dx, std::size_t(T) * B * nIn, 0.0f);
+  for (std::size_t row = 0; row < std::size_t(T) * B; ++row)
+    for (unsigned j = 0; j < N; ++j) {
+      const float g = lossScale == 1.0f ? grads[row * N + j] : grads[row * N + j] / lossScale;
+      if (g == 0.0f)
+        continue;
+      const float *wRow = &w[std::size_t(j) * nIn];
+      float *out = dx + row * nIn;
+      for (unsigned i = 0; i < nIn; ++i)
+        out[i] += g * wRow[i];
+    }
+}
+
 } // namespace popsnn

@@ -21,5 +21,9 @@ void writeParams(poplar::Engine &engine, const std::vector<Layer> &layers,
 OptimizerState readOptimizerState(poplar::Engine &engine, const std::vector<Layer> &layers);
 void writeOptimizerState(poplar::Engine &engine, const std::vector<Layer> &layers,
                          const OptimizerState &state);
+// dL/dx of the batch the device last ran (Network::lossAndGrad's outInputGrad); the device's
+// dL/dI divided by `lossScale` (half storage carries it scaled, numerics.md section 8).
+void readInputGrad(poplar::Engine &engine, const NetworkSpec &spec, const Plan &plan,
+                   const std::vector<Layer> &layers, float *dx, float lossScale = 1.0f);
 
 } // namespace popsnn

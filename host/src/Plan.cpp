@@ -156,7 +156,10 @@ Plan planNetwork(const NetworkSpec &spec, const TargetGeometry &target, const Sc
   for (unsigned l = 0; l < L; ++l) {
     LayerPlan &layer = plan.layers.emplace_back(planLayer(spec, l, target, schedule));
     unsigned spikes = 0;
+    // Half storage keeps a sparse rule's masked surrogate dense: the compressed trace (and
+    // the dL/dI lists that follow it) have no half form yet.
     layer.compressedTrace =
+        !spec.halfStorage &&
         compressedTraceFor(layer.spec.sparseRule, spec.gradientTraceActivity(), layer.shardSize);
     for (ShardPlan &sh : layer.shards) {
       if (layer.compressedTrace)

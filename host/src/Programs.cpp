@@ -192,6 +192,14 @@ std::vector<Program> buildPrograms(GraphBuild &b, const ComputeSets &cs,
   if (b.chunks() > 1)
     return chunkedPrograms(b, cs, forward, backward, fanout, firstChunkGrads);
   const Program xIn = merged({fanout, inputCopies(b, 0)});
+  if (b.half()) {
+    // The half copies rounded from the masters before anything reads them; the gradients
+    // unscaled and checked, then the host runs the optimiser (program 3) only where every
+    // entry is finite (Network::trainStep), so a step that overflowed changes nothing.
+    backward.add(Execute(cs.unscale));
+    return {Sequence{Execute(cs.roundParams), xIn, forward}, backward, backward,
+            Sequence{Execute(cs.optimiser)}};
+  }
   return {Sequence{xIn, forward}, Sequence{backward, Execute(cs.optimiser)}, backward};
 }
 
@@ -207,6 +215,8 @@ void createHostStreams(GraphBuild &b) {
   }
   graph.createHostWrite("labels", io.labels);
   graph.createHostWrite("learning_rate", io.learningRate);
+  if (b.half())
+    graph.createHostWrite("loss_scale", io.lossScale);
   graph.createHostWrite("sample_weights", io.sampleWeights);
   graph.createHostRead("loss", chunked ? io.lossTotal : io.lossValue);
   graph.createHostRead("spikes", chunked ? io.spikesAll : io.gatheredS);
@@ -215,6 +225,8 @@ void createHostStreams(GraphBuild &b) {
       Shard &sh = layer.shards[k];
       const std::string id = std::to_string(layer.index) + "/" + std::to_string(k);
       graph.createHostRead("overflow" + id, chunked ? sh.overflowAll : sh.overflow);
+      if (sh.nonFinite.valid())
+        graph.createHostRead("non_finite" + id, sh.nonFinite);
       if (sh.currentGradSum.valid()) // direct input: sum_t dL/dI, for the input gradient
         graph.createHostRead("current_grad_sum" + id,
                              chunked ? sh.currentGradSumAll : sh.currentGradSum);

@@ -40,6 +40,10 @@ struct ShardTensorMaker {
       if (!layer.hasParam(p) && p != P_BIAS)
         continue;
       sh.param[p] = b.zeros(FLOAT, layer.paramSize(p, n), tile, name + paramName(p), L);
+      // Half storage: the vertices read a copy rounded to half; param is the float32 master.
+      sh.stored[p] =
+          b.half() ? b.zeros(HALF, layer.paramSize(p, n), tile, name + "stored_" + paramName(p), L)
+                   : sh.param[p];
       sh.grad[p] = b.zeros(FLOAT, layer.paramSize(p, n), tile, name + "grad_" + paramName(p), L);
       if (!layer.hasParam(p))
         continue;
@@ -84,23 +88,25 @@ struct ShardTensorMaker {
 
   void state() {
     // The neuron's state and its carried gradient: U, then Synaptic's J or Alpha's E and H.
+    // S: what the vertices store (states, traces, exchanged values; numerics.md section 8).
+    const Type &S = b.stored();
     const unsigned stateVars = units::STATES[neuronCode(layer.spec)];
-    sh.mem = b.zeros(FLOAT, stateVars * B * n, tile, name + "mem", L);
+    sh.mem = b.zeros(S, stateVars * B * n, tile, name + "mem", L);
     sh.gradMem = b.zeros(FLOAT, stateVars * B * n, tile, name + "grad_mem", L);
     sh.prevSpikes = b.zeros(FLOAT, B * n, tile, name + "prev_spikes", L);
-    sh.fwdScratch = b.zeros(FLOAT, codes::forwardScratch(n, stateVars, codes::STORE_FLOAT), tile,
+    sh.fwdScratch = b.zeros(FLOAT, codes::forwardScratch(n, stateVars, b.storage()), tile,
                             name + "fwd_scratch", L);
     // eps, keep, then two gathered rows of the next layer's dL/dI (a pair of samples,
     // LeakyTrace.hpp) or Alpha's dL/dH' (n).
     const unsigned P = l + 1 < layers.size() ? codes::pushWidth(layers[l + 1].spec.outputs) : 0;
-    sh.bwdScratch = b.zeros(FLOAT, codes::backwardScratch(n, P, stateVars, codes::STORE_FLOAT),
-                            tile, name + "bwd_scratch", L);
+    sh.bwdScratch = b.zeros(FLOAT, codes::backwardScratch(n, P, stateVars, b.storage()), tile,
+                            name + "bwd_scratch", L);
     // The surrogate kept for the backward: dense without a sparse rule (every entry carries
     // gradient) or where the rule keeps most entries (masked: 0 off the rule), else the
     // gradient trace, sized by activity over all (step, sample): its starts, its 16-bit ids
     // (a shard has at most MAX_TRACE_ID_SHARD neurons, Plan.hpp) and its values (surrogates).
     if (!layer.compressedTrace) {
-      sh.surrogates = b.zeros(FLOAT, std::size_t(T) * B * n, tile, name + "surrogate_trace", L);
+      sh.surrogates = b.zeros(S, std::size_t(T) * B * n, tile, name + "surrogate_trace", L);
     } else {
       sh.gradStarts = b.zeros(INT, codes::traceStarts(T, B), tile, name + "grad_starts", L);
       sh.gradIds = b.zeros(UNSIGNED_SHORT, sh.traceCapacity, tile, name + "grad_ids", L);
@@ -120,12 +126,15 @@ struct ShardTensorMaker {
                                name + "overflow_all", L);
     sh.stepForward = b.zeros(UNSIGNED_INT, 1, tile, name + "step_forward", L);
     sh.stepBackward = b.zeros(UNSIGNED_INT, 1, tile, name + "step_backward", L);
+    if (b.half())
+      sh.nonFinite = b.zeros(UNSIGNED_INT, 1, tile, name + "non_finite", L);
   }
 
   void input() {
+    const Type &S = b.stored();
     if (layer.inputMode == codes::INPUT_DIRECT) {
-      sh.xLocal = b.zeros(FLOAT, std::size_t(B) * nIn, tile, name + "x", L);
-      sh.current = b.zeros(FLOAT, B * n, tile, name + "current", L);
+      sh.xLocal = b.zeros(S, std::size_t(B) * nIn, tile, name + "x", L);
+      sh.current = b.zeros(S, B * n, tile, name + "current", L);
       sh.currentGradSum = b.zeros(FLOAT, B * n, tile, name + "current_grad_sum", L);
       if (b.chunks() > 1) // every chunk's, read by the host for the input gradient
         sh.currentGradSumAll =
@@ -137,8 +146,8 @@ struct ShardTensorMaker {
     } else if (layer.inputMode == codes::INPUT_DENSE_STEPS) {
       sh.xLocal = b.zeros(FLOAT, std::size_t(T) * B * nIn, tile, name + "x", L);
     } else if (layer.inputMode == codes::INPUT_PARTIAL_CURRENT) {
-      sh.current = b.zeros(FLOAT, B * n, tile, name + "partial_sum", L);
-      sh.partialRecv = b.zeros(FLOAT, layers[l - 1].shards.size() * std::size_t(T) * B * n, tile,
+      sh.current = b.zeros(S, B * n, tile, name + "partial_sum", L);
+      sh.partialRecv = b.zeros(S, layers[l - 1].shards.size() * std::size_t(T) * B * n, tile,
                                name + "partial_current", L);
     } else {
       const Layer &prev = layers[l - 1];
@@ -148,9 +157,10 @@ struct ShardTensorMaker {
   }
 
   void neighbours() {
+    const Type &S = b.stored();
     if (layer.push) {
       const std::size_t nextN = layers[l + 1].spec.outputs;
-      sh.nextCurrent = b.zeros(FLOAT, std::size_t(T) * B * nextN, tile, name + "next_current", L);
+      sh.nextCurrent = b.zeros(S, std::size_t(T) * B * nextN, tile, name + "next_current", L);
       const std::size_t rows = (n + 1) * codes::pushWidth(nextN);
       sh.nextRows = b.zeros(FLOAT, rows, tile, name + "next_rows", L);
       sh.nextGradRows = b.zeros(FLOAT, rows, tile, name + "next_grad_rows", L);
@@ -165,8 +175,7 @@ struct ShardTensorMaker {
       sh.gradListValues = b.zeros(FLOAT, sh.gradListCapacity, tile, name + "grad_list_values", L);
     }
     if ((l > 0 && !layer.gradList) || keepsInputGrad)
-      sh.gradOut =
-          b.zeros(FLOAT, std::size_t(stepMajor ? 1 : T) * B * n, tile, name + "grad_out", L);
+      sh.gradOut = b.zeros(S, std::size_t(stepMajor ? 1 : T) * B * n, tile, name + "grad_out", L);
     if (keepsInputGrad) { // dL/dI of every step (and chunk), for the input gradient
       const std::size_t steps = std::size_t(T) * B * n;
       sh.inputGradSteps =
@@ -199,16 +208,16 @@ struct ShardTensorMaker {
       const unsigned nextN = layers[l + 1].spec.outputs;
       if (!b.plan.layers[l + 1].gradList)
         sh.nextGrad =
-            b.zeros(FLOAT, std::size_t(stepMajor ? 1 : T) * B * nextN, tile, name + "next_grad", L);
-      sh.nextWeights = b.zeros(FLOAT, std::size_t(n) * nextN, tile, name + "next_weights", L);
+            b.zeros(S, std::size_t(stepMajor ? 1 : T) * B * nextN, tile, name + "next_grad", L);
+      sh.nextWeights = b.zeros(S, std::size_t(n) * nextN, tile, name + "next_weights", L);
       // Dense: [N_next, n]; a sparse rule: padded rows [n, P] (see LifBackward).
       sh.nextWeightsT = b.zeros(FLOAT, std::size_t(n) * (dense ? nextN : codes::pushWidth(nextN)),
                                 tile, name + "next_weights_t", L);
     } else {
-      sh.recSpikes = b.zeros(FLOAT, std::size_t(T) * B * n, tile, name + "out_spikes", L);
-      sh.recMem = b.zeros(FLOAT, std::size_t(T) * B * n, tile, name + "out_mem", L);
-      sh.lossGradS = b.zeros(FLOAT, std::size_t(T) * B * n, tile, name + "loss_grad_spikes", L);
-      sh.lossGradU = b.zeros(FLOAT, std::size_t(T) * B * n, tile, name + "loss_grad_mem", L);
+      sh.recSpikes = b.zeros(S, std::size_t(T) * B * n, tile, name + "out_spikes", L);
+      sh.recMem = b.zeros(S, std::size_t(T) * B * n, tile, name + "out_mem", L);
+      sh.lossGradS = b.zeros(S, std::size_t(T) * B * n, tile, name + "loss_grad_spikes", L);
+      sh.lossGradU = b.zeros(S, std::size_t(T) * B * n, tile, name + "loss_grad_mem", L);
     }
   }
 };
@@ -262,7 +271,7 @@ Tensor spreadOverTiles(GraphBuild &b, const Type &type, std::size_t size, const 
   for (unsigned tile = 0; tile < numTiles && tile * chunk < size; ++tile) {
     const std::size_t end = std::min(size, (tile + 1) * chunk);
     mapping[tile].push_back(Interval(tile * chunk, end));
-    b.tileLayerBytes[tile][tag] += (end - tile * chunk) * 4; // float and int alike
+    b.tileLayerBytes[tile][tag] += (end - tile * chunk) * b.typeSize(type);
   }
   if (!b.graph)
     return Tensor();
@@ -284,19 +293,25 @@ void createInputTensors(GraphBuild &b) {
                                "x_list");
     io.xValues = spreadOverTiles(b, FLOAT, lists * cap, "x_values");
   } else {
-    io.x = spreadOverTiles(b, FLOAT,
+    io.x = spreadOverTiles(b, b.stored(),
                            std::size_t(b.spec.input == InputMode::Direct ? 1 : b.steps()) *
                                b.spec.batchSize * b.spec.layers[0].inputs,
                            "x");
   }
-  for (unsigned tile = 0; tile < numTiles; ++tile)
-    b.tileLayerBytes[tile][tag] += sizeof(float); // the learning rate
+  for (unsigned tile = 0; tile < numTiles; ++tile) // the learning rate (and loss scale)
+    b.tileLayerBytes[tile][tag] += sizeof(float) * (b.half() ? 2 : 1);
   if (!b.graph)
     return;
   io.learningRate = b.graph->addVariable(FLOAT, {numTiles}, "learning_rate");
   for (unsigned tile = 0; tile < numTiles; ++tile)
     b.graph->setTileMapping(io.learningRate[tile], tile);
   b.graph->setInitialValue(io.learningRate, float(b.spec.optimizer.lr));
+  if (!b.half())
+    return;
+  io.lossScale = b.graph->addVariable(FLOAT, {numTiles}, "loss_scale");
+  for (unsigned tile = 0; tile < numTiles; ++tile)
+    b.graph->setTileMapping(io.lossScale[tile], tile);
+  b.graph->setInitialValue(io.lossScale, 1.0f);
 }
 
 } // namespace
@@ -320,10 +335,11 @@ void createHostTensors(GraphBuild &b) {
     io.spikesAll = b.zeros(FLOAT, outSize * b.chunks(), lossTile, "spikes_all", tag);
   }
   const std::size_t record = std::size_t(b.steps()) * b.plan.numOutputs; // per sample
-  io.gatheredS = grouped(b, FLOAT, record, 0, "gathered_spikes");
-  io.gatheredU = grouped(b, FLOAT, record, 0, "gathered_mem");
-  io.gradS = grouped(b, FLOAT, record, 0, "loss_grad_spikes");
-  io.gradU = grouped(b, FLOAT, record, 0, "loss_grad_mem");
+  const Type &S = b.stored(); // the output layer's records and their gradients
+  io.gatheredS = grouped(b, S, record, 0, "gathered_spikes");
+  io.gatheredU = grouped(b, S, record, 0, "gathered_mem");
+  io.gradS = grouped(b, S, record, 0, "loss_grad_spikes");
+  io.gradU = grouped(b, S, record, 0, "loss_grad_mem");
   io.lossScratch = grouped(b, FLOAT, 0, 2 * b.plan.numOutputs, "loss_scratch");
   if (b.plan.lossGroups.size() > 1) {
     io.lossParts = grouped(b, FLOAT, 0, 1, "loss_parts");

@@ -170,6 +170,33 @@ void layerArrays(const NetworkSpec &spec, std::size_t l, const LayerParams &lp,
 
 } // namespace
 
+namespace {
+
+// What the engine's half path has not built yet, refused before anything is built.
+void validateHalf(const NetworkSpec &spec) {
+  const std::string fix = "; use dtype='float32', or device='reference' for half storage";
+  if (spec.input != InputMode::Direct)
+    invalid("dtype='float16' on the engine takes [B, N] direct-current input only, not "
+            "[T, B, N] per-step input" +
+            fix);
+  for (std::size_t l = 0; l < spec.layers.size(); ++l) {
+    const LayerSpec &s = spec.layers[l];
+    const std::string layer = "layer " + std::to_string(l);
+    if (s.neuron == NeuronType::RLeaky && s.allToAll)
+      invalid(layer +
+              ": dtype='float16' on the engine does not run an all-to-all RLeaky "
+              "recurrence yet (all_to_all=False does)" +
+              fix);
+    if (s.learnBeta || s.learnThreshold)
+      invalid(layer +
+              ": dtype='float16' on the engine does not learn beta or threshold yet "
+              "(fixed ones, also per neuron, run)" +
+              fix);
+  }
+}
+
+} // namespace
+
 void NetworkSpec::validate() const {
   if (layers.empty())
     invalid("NetworkSpec.layers is empty; give at least one layer");
@@ -195,6 +222,8 @@ void NetworkSpec::validate() const {
     validateLayer(*this, l);
   validateLoss(*this);
   validateOptimizer(optimizer);
+  if (halfStorage)
+    validateHalf(*this);
 }
 
 namespace checks {

@@ -125,10 +125,10 @@ struct ShardWiring : Wiring {
     const unsigned sampleParts = std::min(workers, B);
     for (unsigned part = 0; part < sampleParts; ++part) {
       const unsigned b0 = B * part / sampleParts, b1 = B * (part + 1) / sampleParts;
-      VertexRef v = b.graph->addVertex(csDirect, units::directCurrent(codes::STORE_FLOAT));
+      VertexRef v = b.graph->addVertex(csDirect, units::directCurrent(b.storage()));
       b.graph->connect(v["x"], sh.xLocal.slice(std::size_t(b0) * nIn, std::size_t(b1) * nIn));
-      b.graph->connect(v["weights"], sh.param[P_WEIGHT]);
-      b.graph->connect(v["bias"], sh.param[P_BIAS]);
+      b.graph->connect(v["weights"], sh.stored[P_WEIGHT]);
+      b.graph->connect(v["bias"], sh.stored[P_BIAS]);
       b.graph->connect(v["current"], sh.current.slice(b0 * n, b1 * n));
       b.graph->connect(v["nzIndex"], b.var(UNSIGNED_INT, nIn, tile, "nz_index", int(l)));
       // A group of samples' values on the cpu device (codes::SPARSE_GROUP), one row on an
@@ -141,12 +141,12 @@ struct ShardWiring : Wiring {
       b.graph->setTileMapping(v, tile);
       VertexWork dw = work;
       dw.batch = b1 - b0;
-      setEstimate(v, units::directCurrent(codes::STORE_FLOAT), dw);
+      setEstimate(v, units::directCurrent(b.storage()), dw);
     }
     const unsigned inputParts = std::min(workers, nIn);
     for (unsigned part = 0; part < inputParts; ++part) {
       const unsigned i0 = nIn * part / inputParts, i1 = nIn * (part + 1) / inputParts;
-      VertexRef g = b.graph->addVertex(csDirectGrad, units::directWeightGrad(codes::STORE_FLOAT));
+      VertexRef g = b.graph->addVertex(csDirectGrad, units::directWeightGrad(b.storage()));
       b.graph->connect(g["x"], sh.xLocal);
       b.graph->connect(g["currentGradSum"], sh.currentGradSum);
       b.graph->connect(g["gradWeights"],
@@ -162,14 +162,14 @@ struct ShardWiring : Wiring {
       b.graph->setTileMapping(g, tile);
       VertexWork gw = work;
       gw.inputs = i1 - i0;
-      setEstimate(g, units::directWeightGrad(codes::STORE_FLOAT), gw);
+      setEstimate(g, units::directWeightGrad(b.storage()), gw);
     }
   }
 
   void forward(ComputeSet csForward) {
     VertexRef v =
         b.graph->addVertex(csForward, units::lifForward(neuronCode(s), reset, rule,
-                                                        layer.compressedTrace, codes::STORE_FLOAT));
+                                                        layer.compressedTrace, b.storage()));
     const bool direct = layer.inputMode == codes::INPUT_DIRECT;
     b.graph->connect(v["step"], sh.stepForward[0]);
     connectIf(v, "current", sh.current);
@@ -181,11 +181,11 @@ struct ShardWiring : Wiring {
     // W.x is DirectCurrent's (direct input) or the previous layer's pushers' (pushed input).
     const bool weighs =
         layer.inputMode == codes::INPUT_DENSE_STEPS || layer.inputMode == codes::INPUT_SPIKE_IDS;
-    connectIf(v, "weights", weighs ? sh.param[P_WEIGHT] : Tensor());
-    connectIf(v, "bias", direct ? Tensor() : sh.param[P_BIAS]);
+    connectIf(v, "weights", weighs ? sh.stored[P_WEIGHT] : Tensor());
+    connectIf(v, "bias", direct ? Tensor() : sh.stored[P_BIAS]);
     connectIf(v, "recIds", sh.recRecv);
-    connectIf(v, "recWeights", sh.param[P_REC_WEIGHT]);
-    connectIf(v, "recBias", sh.param[P_REC_BIAS]);
+    connectIf(v, "recWeights", sh.stored[P_REC_WEIGHT]);
+    connectIf(v, "recBias", sh.stored[P_REC_BIAS]);
     b.graph->connect(v["mem"], sh.mem);
     b.graph->connect(v["prevSpikes"], sh.prevSpikes);
     b.graph->connect(v["scratch"], sh.fwdScratch);
@@ -219,9 +219,9 @@ struct ShardWiring : Wiring {
   }
 
   void backward(ComputeSet csBackward) {
-    VertexRef v = b.graph->addVertex(
-        csBackward,
-        units::lifBackward(neuronCode(s), reset, rule, layer.compressedTrace, codes::STORE_FLOAT));
+    VertexRef v =
+        b.graph->addVertex(csBackward, units::lifBackward(neuronCode(s), reset, rule,
+                                                          layer.compressedTrace, b.storage()));
     const bool direct = layer.inputMode == codes::INPUT_DIRECT;
     b.graph->connect(v["step"], sh.stepBackward[0]);
     connectIf(v, "lossGradSpikes", sh.lossGradS);
@@ -245,7 +245,7 @@ struct ShardWiring : Wiring {
     connectIf(v, "inList", sh.xList);
     connectIf(v, "inValues", sh.xValues);
     connectIf(v, "recIds", stepMajor ? sh.recRecv : sh.ownTraces);
-    connectIf(v, "recWeights", sh.param[P_REC_WEIGHT]);
+    connectIf(v, "recWeights", sh.stored[P_REC_WEIGHT]);
     b.graph->connect(v["gradMem"], sh.gradMem);
     b.graph->connect(v["gradWeights"], sh.grad[P_WEIGHT]);
     b.graph->connect(v["gradBias"], sh.grad[P_BIAS]);
@@ -300,12 +300,12 @@ struct ShardWiring : Wiring {
   // A pushing shard's W_next.S sums (forward) and dL/dW_next (backward), once the layer's
   // forward or the next layer's backward is done: every step in one call.
   void push(ComputeSet csPush, ComputeSet csPushGrads) {
-    VertexRef v = b.graph->addVertex(csPush, units::pushSpikes(codes::STORE_FLOAT));
+    VertexRef v = b.graph->addVertex(csPush, units::pushSpikes(b.storage()));
     b.graph->connect(v["idTrace"], sh.idTrace);
     b.graph->connect(v["nextWeights"], sh.nextWeights);
     b.graph->connect(v["nextCurrent"], sh.nextCurrent);
     b.graph->connect(v["nextRows"], sh.nextRows);
-    VertexRef g = b.graph->addVertex(csPushGrads, units::pushGrads(codes::STORE_FLOAT));
+    VertexRef g = b.graph->addVertex(csPushGrads, units::pushGrads(b.storage()));
     b.graph->connect(g["idTrace"], sh.idTrace);
     b.graph->connect(g["nextGrad"], sh.nextGrad);
     b.graph->connect(g["nextGradWeights"], sh.nextGradWeights);
@@ -321,8 +321,8 @@ struct ShardWiring : Wiring {
       setField(p, "nextLayerSize", next->spec.outputs);
       b.graph->setTileMapping(p, tile);
     }
-    setEstimate(v, units::pushSpikes(codes::STORE_FLOAT), pw);
-    setEstimate(g, units::pushGrads(codes::STORE_FLOAT), pw);
+    setEstimate(v, units::pushSpikes(b.storage()), pw);
+    setEstimate(g, units::pushGrads(b.storage()), pw);
   }
 
   // A learned constant given once per layer: the sum of every shard's part, on every shard.
@@ -338,6 +338,36 @@ struct ShardWiring : Wiring {
       w.elements = s.outputs + n;
       setEstimate(v, "LayerGradSum", w);
     }
+  }
+
+  // Half storage: the half copies of the parameters (start of the forward), and the
+  // gradients divided by the loss scale with their non-finite entries counted (end of the
+  // backward, before the host decides whether the optimiser runs).
+  void halfStorage(ComputeSet csRound, ComputeSet csUnscale) {
+    VertexRef u = b.graph->addVertex(csUnscale, "UnscaleGrads");
+    unsigned edges = 0;
+    VertexWork uw;
+    for (unsigned p = 0; p < NUM_PARAMS; ++p)
+      edges += layer.hasParam(p);
+    b.graph->setFieldSize(u["grads"], edges);
+    edges = 0;
+    for (unsigned p = 0; p < NUM_PARAMS; ++p) {
+      if (!layer.hasParam(p))
+        continue;
+      b.graph->connect(u["grads"][edges++], sh.grad[p]);
+      uw.elements += sh.grad[p].numElements();
+      VertexRef v = b.graph->addVertex(csRound, "RoundParams");
+      b.graph->connect(v["param"], sh.param[p]);
+      b.graph->connect(v["stored"], sh.stored[p]);
+      b.graph->setTileMapping(v, tile);
+      VertexWork rw;
+      rw.elements = sh.param[p].numElements();
+      setEstimate(v, "RoundParams", rw);
+    }
+    b.graph->connect(u["lossScale"], b.io.lossScale[tile]);
+    b.graph->connect(u["nonFinite"], sh.nonFinite[0]);
+    b.graph->setTileMapping(u, tile);
+    setEstimate(u, "UnscaleGrads", uw);
   }
 
   void optimiser(ComputeSet csOptim) {
@@ -393,7 +423,7 @@ struct LossWiring : Wiring {
       const unsigned Bg = g.last - g.first;
       const Tensor &lab = b.chunks() > 1 ? io.labelsChunk : io.labels;
       const Tensor &wts = b.chunks() > 1 ? io.weightsChunk : io.sampleWeights;
-      VertexRef v = b.graph->addVertex(cs, units::outputLoss(codes::STORE_FLOAT));
+      VertexRef v = b.graph->addVertex(cs, units::outputLoss(b.storage()));
       b.graph->connect(v["spikes"], io.gatheredS.slice(record * g.first, record * g.last));
       b.graph->connect(v["membranes"], io.gatheredU.slice(record * g.first, record * g.last));
       b.graph->connect(v["labels"], lab.slice(g.first, g.last));
@@ -402,7 +432,8 @@ struct LossWiring : Wiring {
       b.graph->connect(v["gradMembranes"], io.gradU.slice(record * g.first, record * g.last));
       b.graph->connect(v["loss"], b.plan.lossGroups.size() > 1 ? io.lossParts[k] : io.lossValue[0]);
       b.graph->connect(v["scratch"], io.lossScratch.slice(2 * C * k, 2 * C * (k + 1)));
-      connectIf(v, "lossScale", Tensor()); // float storage: the gradient as computed
+      // Half storage: dL/dS and dL/dU stored times the loss scale; float: as computed.
+      connectIf(v, "lossScale", b.half() ? io.lossScale.slice(g.tile, g.tile + 1) : Tensor());
       setLossFields(v, Bg);
       b.graph->setTileMapping(v, g.tile);
     }
@@ -441,7 +472,7 @@ struct LossWiring : Wiring {
     w.batch = B;
     w.neurons = b.plan.numOutputs;
     w.elements = T * B * b.plan.numOutputs;
-    setEstimate(v, units::outputLoss(codes::STORE_FLOAT), w);
+    setEstimate(v, units::outputLoss(b.storage()), w);
   }
 };
 
@@ -479,6 +510,10 @@ CopyList addVertices(GraphBuild &b, ComputeSets &cs) {
   cs.optimiser = graph.addComputeSet("optimiser");
   cs.accumulate = graph.addComputeSet("accumulate_chunk_gradients");
   cs.reduceConstants = graph.addComputeSet("reduce_constant_gradients");
+  if (b.half()) {
+    cs.roundParams = graph.addComputeSet("round_params_to_half");
+    cs.unscale = graph.addComputeSet("unscale_gradients");
+  }
   for (auto &layer : b.layers) {
     const std::string tag = "layer" + std::to_string(layer.index);
     cs.forward.push_back(graph.addComputeSet(tag + "/forward"));
@@ -498,6 +533,8 @@ CopyList addVertices(GraphBuild &b, ComputeSets &cs) {
       if (layer.push)
         wire.push(cs.push.back(), cs.pushGrads.back());
       wire.reduceConstants(cs.reduceConstants);
+      if (b.half())
+        wire.halfStorage(cs.roundParams, cs.unscale);
       wire.optimiser(cs.optimiser);
     }
   }

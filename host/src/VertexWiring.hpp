@@ -16,6 +16,8 @@ struct ComputeSets {
   poplar::ComputeSet direct, directGrad, loss, optimiser, accumulate;
   // A learned constant given once per layer: its gradient summed over the layer's neurons.
   poplar::ComputeSet reduceConstants;
+  // Half storage: the parameters' half copies, and the gradients divided by the loss scale.
+  poplar::ComputeSet roundParams, unscale;
   std::vector<poplar::ComputeSet> forward, backward; // per layer
   // Per layer, made for pushing layers only (LayerShape::push): after its forward, and
   // after the layer it pushes to has its dL/dI.

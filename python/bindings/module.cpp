@@ -115,6 +115,7 @@ popsnn::NetworkSpec specFromDict(const py::dict &d) {
   spec.spikeActivity = get<float>(d, "spike_activity", spec.spikeActivity);
   spec.gradListActivity = get<float>(d, "grad_list_activity", spec.gradListActivity);
   spec.inputGrad = get<bool>(d, "input_grad", spec.inputGrad);
+  spec.halfStorage = get<std::string>(d, "dtype", "float32") == "float16";
   return spec;
 }
 
@@ -510,6 +511,18 @@ PYBIND11_MODULE(_native, m) {
           "The optimiser's learning rate from the next step on (a host write, no recompile).")
       .def_property_readonly("learning_rate",
                              [](PyNetwork &self) { return self.net->learningRate(); })
+      .def(
+          "set_loss_scale",
+          [](PyNetwork &self, float scale) {
+            py::gil_scoped_release release;
+            self.net->setLossScale(scale);
+          },
+          py::arg("scale"),
+          "dtype float16: the loss scale from the next step on (a host write, no recompile).")
+      .def_property_readonly("loss_scale", [](PyNetwork &self) { return self.net->lossScale(); })
+      .def_property_readonly(
+          "last_step_applied", [](PyNetwork &self) { return self.net->lastStepApplied(); },
+          "False when the last train_step's gradients held inf or NaN and its update was skipped")
       .def("profile", [](PyNetwork &self) { return self.net->profileEstimate(); })
       .def("profile_summary", [](PyNetwork &self) { return self.net->profileSummary(); })
       .def("layout", [](PyNetwork &self) { return self.net->layout(); });

@@ -13,7 +13,8 @@ The work is done by a backend that follows one protocol (`popsnn.backends.Backen
 
 `dtype="float16"` stores weights, traces and exchanged values in half with float32 sums,
 float32 master weights and a loss scale (`loss_scale="dynamic"` or a number; see
-popsnn.precision and docs/numerics.md section 8); device "reference" only for now.
+popsnn.precision and docs/numerics.md section 8), on the reference and on the engine devices
+(Linear layers; what the engine's half path has not built is refused in one line).
 """
 
 from __future__ import annotations
@@ -65,6 +66,14 @@ def resolve_device(device: str) -> str:
             f"unknown device {device!r}; valid devices: {', '.join(DEVICES + ('auto',))}"
         )
     return device
+
+
+def _engine_runs_half(net: Sequential) -> bool:
+    """Whether the engine's half path runs `net` (docs/numerics.md section 8): Linear layers,
+    no all-to-all RLeaky recurrence, no learned beta or threshold yet."""
+    return net.is_linear and not any(
+        neuron.learned() or getattr(neuron, "all_to_all", False) for _, neuron in net.pairs
+    )
 
 
 def _engine_runs(net: Sequential) -> bool:
@@ -121,22 +130,22 @@ class Model:
         self.device = resolve_device(device)
         self.dtype = _precision.check_dtype(dtype)
         if device == "auto" and self.device != "reference":
-            # half storage, conv nets the engine does not run yet (docs/numerics.md,
-            # docs/convolution.md)
-            if self.dtype == "float16" or not _engine_runs(net):
+            # conv nets the engine does not run yet, nor what its half path has not built
+            # (docs/convolution.md, docs/numerics.md section 8)
+            if not _engine_runs(net) or (self.dtype == "float16" and not _engine_runs_half(net)):
                 self.device = "reference"
         scaler = _precision.make_scaler(self.dtype, loss_scale)
-        if self.dtype == "float16" and self.device != "reference":
+        if self.dtype == "float16" and self.device != "reference" and not net.is_linear:
             raise ValueError(
-                f"dtype='float16' runs on device 'reference' only: popsnn's engine (device "
-                f"{self.device!r}) stores float32; pass device='reference' or dtype='float32'"
+                f"dtype='float16' on the engine (device {self.device!r}) runs Linear layers "
+                f"only, not convolutional stages yet; pass device='reference' or dtype='float32'"
             )
         if params is None:
             params = net.init_params(seed)
+        if scaler is not None:
+            device_options = dict(device_options, loss_scaler=scaler)
         if self.device == "reference":
             backend_cls = ReferenceBackend
-            if scaler is not None:
-                device_options = dict(device_options, loss_scaler=scaler)
         else:
             engine = _engine_module()
             if engine is None:

@@ -99,7 +99,11 @@ class LossScaler:
         """After a backward: True if every gradient is finite (apply the step), else False
         (skip it). A dynamic scale backs off on a skipped step and grows after
         growth_interval applied steps in a row."""
-        finite = all(np.all(np.isfinite(g)) for p in grads for g in p.values())
+        return self.update_finite(all(np.all(np.isfinite(g)) for p in grads for g in p.values()))
+
+    def update_finite(self, finite: bool) -> bool:
+        """update() given whether every gradient was finite (the engine counts non-finite
+        entries on the device and skips the optimiser step itself)."""
         if not finite:
             self.skipped_steps += 1
             self._finite_in_a_row = 0

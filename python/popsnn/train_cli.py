@@ -43,7 +43,7 @@ _FLAG_HELP = {
     "epochs": "epochs (in all, when resuming)",
     "device": "auto, reference, cpu, ipu-model or ipu",
     "dtype": "float32, or float16: half storage of weights, traces and exchanged values, "
-    "float32 sums and master weights (device reference only for now)",
+    "float32 sums and master weights (reference and engine devices; Linear layers on the engine)",
     "loss_scale": "float16: dynamic (skip steps whose gradients overflow, halve the scale; "
     "double it after 2000 good steps) or a number (a static scale)",
     "max_activity": "engines: fraction of a layer's neurons a spike buffer holds per step "

@@ -300,8 +300,8 @@ class Config:
         return options
 
     def precision_options(self) -> dict:
-        """Model's dtype and loss_scale; checked against the device (half storage runs on
-        the reference only) before any data is loaded."""
+        """Model's dtype and loss_scale, checked before any data is loaded (the engine
+        refuses, in one line, what its half path has not built when the Model is made)."""
         dtype = _precision.check_dtype(self.dtype)
         if dtype == "float32":
             if self.loss_scale != _DEFAULTS["loss_scale"]:
@@ -310,11 +310,6 @@ class Config:
                     f"{self.loss_scale!r} with float32; drop it or pass --dtype float16"
                 )
             return {"dtype": dtype}
-        if self.device not in ("auto", "reference"):  # auto picks the reference for half
-            raise ConfigError(
-                f"--dtype float16 runs on --device reference only (popsnn's engine stores "
-                f"float32), got device {self.device}; pass --device reference"
-            )
         scale = self.loss_scale
         if isinstance(scale, str) and scale != "dynamic":
             try:

@@ -43,3 +43,25 @@ def test_accuracy_rows_of_each_seed_are_kept_and_summarised(tmp_path, monkeypatc
     saved = json.loads((tmp_path / "half.json").read_text())["accuracy"]
     assert saved["1 steps, 16 test images"]["summary"]["seeds"] == [2]
     assert saved["2 steps, 16 test images"]["summary"]["seeds"] == [0, 1]
+
+
+def test_engine_accuracy_trains_both_dtypes_on_the_engine(tmp_path, monkeypatch):
+    """engine-accuracy: the engine device, both dtypes from one seed, float16's scale kept."""
+    made = []
+
+    def tiny_engine(dtype, batch=8, seed=0, device="reference"):
+        made.append(device)
+        model = _tiny_model(dtype, batch, seed)
+        return popsnn.Model(
+            model.net, device=device, num_steps=3, batch_size=batch, seed=seed, dtype=dtype
+        )
+
+    monkeypatch.setattr(hp, "RESULTS", tmp_path / "half.json")
+    monkeypatch.setattr(hp, "make_model", tiny_engine)
+    monkeypatch.setattr(hp, "BATCH", 8)
+    hp.main(["engine-accuracy", "--train-steps", "2", "--test-images", "16"])
+    assert made == ["cpu", "cpu"]
+    saved = json.loads((tmp_path / "half.json").read_text())["engine_accuracy"]
+    rows = saved["2 steps, 16 test images, seed 0"]
+    assert rows["float16"]["train_steps"] == 2 and rows["float16"]["loss_scale"] > 0
+    assert 0.0 <= rows["float32"]["test_accuracy"] <= 1.0 and saved["device"] == "cpu"

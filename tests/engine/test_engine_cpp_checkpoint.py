@@ -331,6 +331,10 @@ DAMAGE = {
         lambda arrays, meta: meta["network"][1].update(beta=1.5),
         "beta",
     ),
+    "beta below float32": (  # -0.0 as a float32: it passed the [0, 1] check Python fails
+        lambda arrays, meta: meta["network"][1].update(beta=-1.03e-194),
+        "network layer 0 beta is too small for float32 (it would round to zero)",
+    ),
     "unknown neuron": (
         lambda arrays, meta: meta["network"][3].update(type="Izhikevich"),
         "neuron type must be one of Leaky, Synaptic, RLeaky, Lapicque",

@@ -1,9 +1,9 @@
-"""The input layer's, PushGrads' and the whole-trace Leaky backward's kernels
-(codelets/SparseRows.hpp, DenseKernels.hpp, LifCommon.hpp, LeakyTrace.hpp) against plain
-double-precision loops (kernel_checks/kernel_checks.cpp), built once per instruction set the
-codelets have a path for: this machine's (-march=native: AVX-512 here), AVX2, baseline x86-64
-(SSE) and the plain loops of the IPU build. The engine tests cover the same kernels through
-the reference on this machine's build only."""
+"""The input layer's, PushGrads', the backward rows' and the whole-trace Leaky backward's kernels
+(codelets/SparseRows.hpp, DenseKernels.hpp, LifCommon.hpp, BackwardRows.hpp, LeakyTrace.hpp)
+against plain double-precision loops (kernel_checks/kernel_checks.cpp), built once per
+instruction set the codelets have a path for: this machine's (-march=native: AVX-512 here),
+AVX2, baseline x86-64 (SSE) and the plain loops of the IPU build. The engine tests cover the
+same kernels through the reference on this machine's build only."""
 
 import platform
 import shutil
@@ -20,7 +20,7 @@ BUILDS = {
     "baseline": [],
     "plain-loops": ["-DPOPSNN_PLAIN_LOOPS"],
 }
-CHECKS = 25  # lines kernel_checks.cpp prints
+CHECKS = 31  # lines kernel_checks.cpp prints
 # The whole-trace Leaky backward exists in AVX-512 builds only: 3 settings x 4 results.
 LEAK_TRACE_CHECKS = 12
 

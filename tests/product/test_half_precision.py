@@ -108,7 +108,8 @@ def _alpha_net():
 def test_alpha_and_learned_constants_in_half_keep_float32_masters():
     """Alpha's E and H are stored like U; learned beta and threshold are parameters: read as
     half, updated as float32 masters (docs/numerics.md section 8). device="auto" runs the
-    network on the reference (the engine runs neither); an engine device is refused."""
+    network on the reference (the engine's half path learns neither yet); an engine device
+    is refused in one line."""
     kw = dict(loss=losses.ce_count_loss(), num_steps=T, batch_size=B, dtype="float16")
     model = popsnn.Model(_alpha_net(), optimizer=optim.SGD(lr=1e-6), device="auto", **kw)
     assert model.device == "reference"
@@ -125,16 +126,16 @@ def test_alpha_and_learned_constants_in_half_keep_float32_masters():
     assert after[1]["beta"].dtype == np.float32 and after[1]["beta"].shape == (4,)
     with pytest.raises(ValueError) as err:
         popsnn.Model(_alpha_net(), device="cpu", **kw)
-    assert "dtype='float16' runs on device 'reference' only" in str(err.value)
+    assert "dtype='float16' on the engine does not learn beta or threshold" in str(err.value)
     assert "\n" not in str(err.value)
 
 
-def test_device_auto_runs_float16_on_the_reference_and_float32_on_the_engine():
-    """The engine stores float32 only (docs/numerics.md section 8): "auto" picks the reference
-    for half, as for the layers the engine does not run; float32 keeps the engine device."""
+def test_device_auto_runs_float16_and_float32_on_the_engine():
+    """The engine trains Linear + Leaky networks in half (docs/numerics.md section 8): "auto"
+    picks the engine device for both dtypes (the reference where the engine is not built)."""
     kw = dict(loss=losses.ce_count_loss(), num_steps=T, batch_size=B, device="auto")
     half = popsnn.Model(_net(), dtype="float16", **kw)
-    assert half.device == "reference" and half.loss_scaler is not None
+    assert half.device == popsnn.model.resolve_device("auto") and half.loss_scaler is not None
     single = popsnn.Model(_net(), **kw)
     assert single.device == popsnn.model.resolve_device("auto")
 
@@ -147,7 +148,6 @@ def test_device_auto_runs_float16_on_the_reference_and_float32_on_the_engine():
         (dict(loss_scale=128.0), "loss_scale applies to dtype='float16' only"),
         (dict(dtype="float16", loss_scale=-1), "loss_scale must be 'dynamic' or a finite number"),
         (dict(dtype="float16", loss_scale="auto"), "loss_scale must be 'dynamic' or a finite"),
-        (dict(dtype="float16", device="cpu"), "dtype='float16' runs on device 'reference' only"),
     ],
 )
 def test_bad_precision_options_are_one_clear_line(kwargs, message):
@@ -174,8 +174,7 @@ def test_config_reads_dtype_and_loss_scale_from_toml_and_checks_them(tmp_path):
         make_config(dtype="float16", device="reference").precision_options()["loss_scale"].dynamic
     )
     assert make_config(dtype="float16").precision_options()["dtype"] == "float16"  # auto
-    with pytest.raises(ConfigError, match="--dtype float16 runs on --device reference only"):
-        make_config(dtype="float16", device="cpu")
+    assert make_config(dtype="float16", device="cpu").precision_options()["dtype"] == "float16"
     with pytest.raises(ConfigError, match="loss_scale applies to --dtype float16 only"):
         make_config(loss_scale="512")
 
@@ -184,7 +183,6 @@ def test_config_reads_dtype_and_loss_scale_from_toml_and_checks_them(tmp_path):
     "args, message",
     [
         (["--dtype", "half16"], "dtype must be 'float32' or 'float16'"),
-        (["--dtype", "float16", "--device", "cpu"], "--dtype float16 runs on --device reference"),
         (["--dtype", "float16", "--loss-scale", "x"], "loss_scale must be 'dynamic' or a finite"),
     ],
 )
@@ -195,7 +193,7 @@ def test_cli_bad_dtype_is_one_line(tmp_path, args, message):
 
 
 def test_cli_trains_in_half(tmp_path):
-    """Without --device: "auto" picks the reference, the device that stores half."""
+    """Without --device: "auto" picks the engine (the reference where it is not built)."""
     import json
 
     out = tmp_path / "run"
@@ -208,7 +206,7 @@ def test_cli_trains_in_half(tmp_path):
     assert r.returncode == 0, r.stderr
     summary = json.loads((out / "metrics.json").read_text())["summary"]
     assert summary["dtype"] == "float16" and summary["test_accuracy"] > 0.3  # chance: 0.1
-    assert summary["device"] == "reference"
+    assert summary["device"] == popsnn.model.resolve_device("auto")
     history = json.loads((out / "metrics.json").read_text())["history"]
     assert history["loss_scale"] == [2.0**16, 2.0**16]  # no overflow: the scale held
 

@@ -85,6 +85,14 @@ public:
   // the graph. Throws std::invalid_argument unless lr is finite and >= 0.
   void setLearningRate(double lr);
   double learningRate() const;
+  // NetworkSpec::halfStorage: dL/dS and dL/dU leave the loss times this scale (so that small
+  // gradients do not flush to zero in half) and the float32 weight gradients are divided by
+  // it; device state written from the host, no rebuild. trainStep skips the optimiser step
+  // when a gradient entry is not finite: lastStepApplied() says whether the last one ran
+  // (the caller backs the scale off, popsnn.precision.LossScaler).
+  void setLossScale(float scale);
+  float lossScale() const;
+  bool lastStepApplied() const;
 
   // The runtime's cycle/byte estimates of the runs so far and the graph's memory.
   // Every figure is an ESTIMATE of the IPU cost model, never measured on an IPU.

@@ -119,6 +119,11 @@ struct NetworkSpec {
   // per sample chunk on its tiles, for the input gradient (Network::lossAndGrad's
   // outInputGrad). Direct input needs no flag: its sum over the steps is kept anyway.
   bool inputGrad = false;
+  // Half storage (docs/numerics.md section 8): weights as the vertices read them, states,
+  // traces and exchanged values stored in IEEE half, sums in float, float32 master weights
+  // and optimiser state, gradients carried times a loss scale (Network::setLossScale).
+  // Built for direct-current input, dense surrogate traces, layer-major and unchunked.
+  bool halfStorage = false;
 
   // Throws std::invalid_argument naming the offending field, value and fix.
   void validate() const;

@@ -4,7 +4,11 @@ tiles = this machine's threads), "ipu-model" (IPU geometry and memory enforced,
 cycle estimates) or "ipu" (hardware through Graphcore's SDK).
 
 The protocol is `popsnn.backends.Backend`; results equal the dense
-NumPy reference (`popsnn.reference`) computed in float32, spikes identical.
+NumPy reference (`popsnn.reference`) computed in float32, spikes identical. With a
+`loss_scaler` (Model's dtype="float16", popsnn.precision) the device stores weights' half
+copies, states, traces and exchanged values in half and keeps float32 masters, the reference
+in the same mode being the oracle (docs/numerics.md section 8); a step whose gradients
+overflow under the loss scale is skipped on the device and the scaler backs off.
 
 How it runs (host/src/Network.cpp has the details): every layer is sharded by
 output neuron over the tiles; per step a shard writes its spike ids into a
@@ -171,27 +175,39 @@ def _optimizer_spec(optimizer) -> dict:
     return spec
 
 
+def _check_device(device, device_options) -> None:
+    unknown = sorted(set(device_options) - set(_DEVICE_OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown device option(s) {unknown}; valid: {', '.join(_DEVICE_OPTIONS)}")
+    one_of("device", device, ("cpu", "ipu-model", "ipu"))
+    if device == "cpu" and set(device_options) & {
+        "num_ipus",
+        "tiles_per_ipu",
+        "memory_bytes_per_tile",
+    }:
+        raise ValueError(
+            "num_ipus, tiles_per_ipu and memory_bytes_per_tile describe an "
+            "IPU geometry: use them with device='ipu-model', not 'cpu'"
+        )
+
+
 class EngineBackend:
     """A network compiled once into a Poplar engine; see the module docstring."""
 
     def __init__(
-        self, net, params, loss, optimizer, *, num_steps, batch_size, device="cpu", **device_options
+        self,
+        net,
+        params,
+        loss,
+        optimizer,
+        *,
+        num_steps,
+        batch_size,
+        device="cpu",
+        loss_scaler=None,
+        **device_options,
     ):
-        unknown = sorted(set(device_options) - set(_DEVICE_OPTIONS))
-        if unknown:
-            raise ValueError(
-                f"unknown device option(s) {unknown}; valid: {', '.join(_DEVICE_OPTIONS)}"
-            )
-        one_of("device", device, ("cpu", "ipu-model", "ipu"))
-        if device == "cpu" and set(device_options) & {
-            "num_ipus",
-            "tiles_per_ipu",
-            "memory_bytes_per_tile",
-        }:
-            raise ValueError(
-                "num_ipus, tiles_per_ipu and memory_bytes_per_tile describe an "
-                "IPU geometry: use them with device='ipu-model', not 'cpu'"
-            )
+        _check_device(device, device_options)
         self.net, self.loss, self.optimizer = net, loss, optimizer
         self.num_steps, self.batch_size = check_sizes(net, num_steps, batch_size)
         self.device = device
@@ -241,7 +257,10 @@ class EngineBackend:
             "trace_activity": self.trace_activity,
             "spike_activity": self.spike_activity,
             "grad_list_activity": self.grad_list_activity,
+            # float16 (a LossScaler given, popsnn.precision): half storage on the device
+            "dtype": "float32" if loss_scaler is None else "float16",
         }
+        self.loss_scaler = loss_scaler
         # One engine per input layout, each compiled the first time its layout is used and
         # kept: alternating [B, N] and [T, B, N] inputs costs a state hand-over, not a build.
         self._engines: dict = {}
@@ -305,6 +324,8 @@ class EngineBackend:
         if not direct and "input_activity" not in self._spec:
             self._spec["input_activity"] = self._input_activity(x)
         engine = self._engine_for("direct" if direct else "per_step", input_grad)
+        if self.loss_scaler is not None and engine.loss_scale != self.loss_scaler.scale:
+            engine.set_loss_scale(self.loss_scaler.scale)  # device state, no rebuild
         if batch < self.batch_size:
             # A last, partial batch: padding rows are computed but weigh nothing in the
             # loss and gradients, and are cut from the outputs.
@@ -335,6 +356,8 @@ class EngineBackend:
     def train_step(self, x, y):
         engine, x, labels, valid = self._prepare(x, y)
         loss, spikes = self._counted(engine.train_step, x, labels, valid)
+        if self.loss_scaler is not None:  # the device skipped a step whose gradients overflowed
+            self.loss_scaler.update_finite(engine.last_step_applied)
         return float(loss), spikes[:, :valid]
 
     def loss_and_grad(self, x, y):
@@ -426,7 +449,11 @@ class EngineBackend:
             "train_steps": self._train_steps,
             "train_seconds": self._seconds,
             "engine_builds": self.engine_builds,  # one per input layout used, never more
+            "dtype": self._spec["dtype"],
         }
+        if self.loss_scaler is not None:
+            out["loss_scale"] = self.loss_scaler.scale
+            out["skipped_steps"] = self.loss_scaler.skipped_steps
         out.update(self._engine.layout())
         out.update(self._engine.profile())
         out["estimate_summary"] = self._engine.profile_summary()

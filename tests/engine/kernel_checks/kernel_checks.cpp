@@ -1,13 +1,14 @@
-// The codelets' input-layer, push and whole-trace Leaky backward kernels against plain
-// double-precision loops, on shapes
-// with ragged edges (odd input counts, batches and widths that are no multiple of a vector,
-// x rows longer than the inputs used). Built by test_kernel_units.py once per instruction
-// set; prints one line per check: its name and the largest relative error.
+// The codelets' input-layer, push, backward-row and whole-trace Leaky backward kernels against
+// plain double-precision loops, on shapes with ragged edges (odd input counts, batches and widths
+// that are no multiple of a vector, x rows longer than the inputs used). Built by
+// test_kernel_units.py once per instruction set; prints one line per check: its name and the
+// largest relative error.
 #include <cmath>
 #include <cstdio>
 #include <random>
 #include <vector>
 
+#include "BackwardRows.hpp"
 #include "DenseKernels.hpp"
 #include "InputProducts.hpp"
 #include "LeakyTrace.hpp"
@@ -126,6 +127,39 @@ void addToRows(unsigned P) {
   report(name, want, rows.data());
 }
 
+// The generic backward's next-layer term, eps += dL/dI_next . W_next^T over the shards'
+// blocks of dL/dI (eps starts non-zero), and the all-to-all recurrent product of every
+// sample at once (BackwardRows.hpp; it overwrites rec): shards of two sizes, widths with
+// register blocks and ragged columns, or under one block.
+void fanoutRows(unsigned batch, unsigned n, unsigned layer, unsigned shard) {
+  std::vector<float> wT(std::size_t(layer) * n), grads(std::size_t(batch) * layer);
+  std::vector<float> eps(std::size_t(batch) * n), rec(eps.size(), -1.0f);
+  for (auto *v : {&wT, &grads, &eps})
+    for (float &x : *v)
+      x = uniform(-1.0f, 1.0f);
+  std::vector<double> want(eps.size()), wantRec(eps.size(), 0.0);
+  for (unsigned b = 0; b < batch; ++b)
+    for (unsigned j = 0; j < n; ++j) {
+      for (unsigned first = 0; first < layer; first += shard) {
+        const unsigned size = layer - first < shard ? layer - first : shard;
+        for (unsigned k = 0; k < size; ++k)
+          wantRec[b * n + j] +=
+              double(grads[batch * first + b * size + k]) * wT[(first + k) * n + j];
+      }
+      want[b * n + j] = eps[b * n + j] + wantRec[b * n + j];
+    }
+  for (unsigned b = 0; b < batch; ++b)
+    popsnn::backward_rows::fromFanoutDense(&eps[b * n], n, wT.data(), grads.data(), shard, layer, b,
+                                           batch);
+  popsnn::backward_rows::recurrentProduct(grads.data(), wT.data(), n, shard, layer, batch,
+                                          rec.data());
+  char name[64];
+  std::snprintf(name, sizeof name, "fanout_dense_B%u_n%u_N%u_%u", batch, n, layer, shard);
+  report(name, want, eps.data());
+  std::snprintf(name, sizeof name, "recurrent_product_B%u_n%u_N%u_%u", batch, n, layer, shard);
+  report(name, wantRec, rec.data());
+}
+
 #ifdef POPSNN_LEAK_TRACE
 // The whole-trace Leaky backward (LeakyTrace.hpp: pairs of samples, an odd last one, blocks
 // ending in partial vectors) against the BPTT of docs/numerics.md in double: the forward's
@@ -221,6 +255,9 @@ int main() {
   }
   for (unsigned P : {16u, 32u, 48u})
     addToRows(P);
+  fanoutRows(37, 300, 230, 120); // two shard sizes, register blocks and 44 ragged columns
+  fanoutRows(8, 128, 10, 10);    // one shard, whole blocks only
+  fanoutRows(3, 77, 5, 2);       // under one block, shards of 2 and a last of 1
 #ifdef POPSNN_LEAK_TRACE
   leakTrace<popsnn::codes::RESET_SUBTRACT, popsnn::codes::FAST_SIGMOID>(5, 200, 10, 25,
                                                                         "subtract_fast_sigmoid");
