@@ -8,9 +8,13 @@ activity. `--perf-out FILE` attaches perf to this process for `--seconds` of bac
 rule's with dL/dI exchanged dense (grad_list_activity 1.0) have their `loss_and_grad` and
 `infer` timed in interleaved bursts (common.time_bursts), as wall clock or (`--cpu-time`) this
 process's CPU time, which a loaded machine disturbs less with POPSNN_NUM_THREADS=1; the
-derived backward (loss_and_grad - infer) is printed with the load.
+derived backward (loss_and_grad - infer) is printed with the load. `--before FILE.gp`: the
+dense and the rule's models built a second time on those codelets (e.g. the installed
+popsnn_codelets.gp of an earlier build, copied aside; the same host, so its vertices must have
+the same fields) and timed in the same bursts: an A/B of codelet versions in one process.
 
     .venv/bin/python bench/sparse_profile.py [--b-th 0.2] [--hidden 200] [--perf-out F]
+        [--before OLD.gp]
     perf report -i F --no-children --sort symbol -n
 """
 
@@ -38,6 +42,7 @@ from sparse_bench import (  # noqa: E402
 )
 
 from popsnn import sparse  # noqa: E402
+from popsnn.backends import engine as engine_backend  # noqa: E402
 
 
 def _setup(args):
@@ -82,7 +87,18 @@ def _setup(args):
         f"{[round(a, 4) for a in rows[1]['active_fraction_per_layer']]}), trace "
         f"{est.get('trace_bytes_hidden')} bytes hidden"
     )
-    return dense, rule, dense_dldi, x, y
+    before = {}
+    if args.before:  # the same models on the other codelets (codelets_ab.model_with's patch)
+        original = engine_backend.codelets_path
+        engine_backend.codelets_path = lambda: Path(args.before)
+        try:
+            before = {
+                "dense, before": _engine(case, rows[0], params, x, y)[0],
+                "rule, before": _engine(case, rows[1], params, x, y)[0],
+            }
+        finally:
+            engine_backend.codelets_path = original
+    return dense, rule, dense_dldi, x, y, before
 
 
 def main() -> None:
@@ -97,12 +113,15 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--perf-out", default="", help="perf's output file; '' to time A/B")
     ap.add_argument("--cpu-time", action="store_true", help="time by process CPU time")
+    ap.add_argument("--before", default="", help="codelets (.gp) to time the models on too")
     args = ap.parse_args()
     if args.perf_out and shutil.which("perf") is None:
         sys.exit("sparse_profile: perf is not installed; install it or drop --perf-out")
-    dense, rule, dense_dldi, x, y = _setup(args)
+    if args.before and not Path(args.before).is_file():
+        sys.exit(f"sparse_profile: --before {args.before}: no such codelets file")
+    dense, rule, dense_dldi, x, y, before = _setup(args)
     if not args.perf_out:
-        models = {"dense": dense, "rule": rule, "rule, dL/dI dense": dense_dldi}
+        models = {"dense": dense, "rule": rule, "rule, dL/dI dense": dense_dldi, **before}
         fns = {}
         for name, m in models.items():
             fns[f"{name}/grad"] = lambda m=m: m.loss_and_grad(x, y)

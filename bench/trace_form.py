@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -97,7 +98,35 @@ def trace_form_grads(net, params, rec, d_spikes, d_membranes=None) -> list:
     return grads
 
 
-def count_macs(net, rec, d_spikes, d_membranes=None) -> list:
+HEADER = Path(__file__).resolve().parents[1] / "codelets" / "BackwardGather.hpp"
+
+
+def list_dots_apply(entries, live, P):
+    """codelets/BackwardGather.hpp's listDotsApply, its constants read from the header: an
+    entry's dot over the next layer's dL/dI list (True) or over the gathered row."""
+    text = HEADER.read_text()
+    c = {k: int(re.search(rf"\b{k} = (\d+)", text).group(1)) for k in LIST_CONSTANTS}
+    list_cost = entries * (c["LIST_DOT_PER_LIVE"] * live + c["LIST_DOT_PER_ENTRY"])
+    return list_cost <= c["GATHER_PER_ROW"] + c["GATHER_PER_LIVE"] * live + entries * P
+
+
+LIST_CONSTANTS = ("LIST_DOT_PER_LIVE", "LIST_DOT_PER_ENTRY", "GATHER_PER_ROW", "GATHER_PER_LIVE")
+
+
+def engine_list_eps(below_mask, live, n, shard):
+    """The multiply-adds of the engine's dots at the entries below (below_mask [T, B, n_below])
+    where this layer sends dL/dI as lists: per (t, b) and shard below, over the list's `live`
+    [T, B] entries where listDotsApply says so, else over the whole row of n."""
+    P = (n + 15) // 16 * 16
+    total = 0
+    for first in range(0, below_mask.shape[-1], shard):
+        e = below_mask[..., first : first + shard].sum(axis=-1)
+        pick = np.vectorize(lambda k, m: list_dots_apply(int(k), int(m), P))(e, live)
+        total += int(np.where(pick, e * live, e * n).sum())
+    return total
+
+
+def count_macs(net, rec, d_spikes, d_membranes=None, shard=None) -> list:
     """Per layer, the multiply-adds of the weight gradient and of the gradient sent down
     (eps of the layer below, needed at its active entries), counted from the record:
     dense (every entry), live (the engine's form: the carry over live neurons, dW over
@@ -105,7 +134,9 @@ def count_macs(net, rec, d_spikes, d_membranes=None) -> list:
     live neurons) and trace (dW over active entries x the input trace's non-zeros, eps as
     y = W g over active entries, and both filters), and popsnn's dense backward (the live
     form with every neuron live: its weight gradient already skips the input's zeros). The
-    output layer's active entries are those with a non-zero g (its rule's dL/dS or dL/dU)."""
+    output layer's active entries are those with a non-zero g (its rule's dL/dS or dL/dU).
+    engine_list_eps: the engine since the list dots (engine_list_eps above; hidden layers after
+    the first send lists; `shard`: the layer below's shard size, None for one shard)."""
     out = []
     for l in range(len(net)):
         mask = rec.grad_masks[l]
@@ -137,6 +168,13 @@ def count_macs(net, rec, d_spikes, d_membranes=None) -> list:
             # The engine today: one dot per active entry below over this whole layer's
             # (zero-padded) dL/dI row, not over its live neurons (perf: LifBackward's dotPadded).
             "engine_eps": int(below.sum()) * n,
+            "engine_list_eps": (
+                engine_list_eps(
+                    rec.grad_masks[l - 1], live, n, shard or rec.grad_masks[l - 1].shape[-1]
+                )
+                if 0 < l < len(net) - 1
+                else int(below.sum()) * n
+            ),
             "popsnn_dense": int(nnz_x.sum()) * n + (T * B * n * n_in if l > 0 else 0) + T * B * n,
             "trace_dw": int((active * nnz_xt).sum()),
             "trace_eps": int(active.sum()) * n_in if l > 0 else 0,
@@ -152,11 +190,14 @@ def _totals(rows) -> dict:
     trace = sum(r["trace_dw"] + r["trace_eps"] + r["trace_filters"] for r in rows)
     ours = sum(r["popsnn_dense"] for r in rows)
     engine = live - sum(r["live_eps"] - r["engine_eps"] for r in rows)
+    engine_lists = live - sum(r["live_eps"] - r["engine_list_eps"] for r in rows)
     return {
         "dense": dense,
         "popsnn_dense": ours,
         "live": live,
         "engine": engine,
+        "engine_lists": engine_lists,
+        "engine_lists_x_popsnn_dense": ours / engine_lists,
         "trace": trace,
         "engine_x_popsnn_dense": ours / engine,
         "live_x_popsnn_dense": ours / live,
@@ -178,6 +219,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--b-th", type=float, nargs="+", default=[0.05, 0.2, 0.5, 0.95])
     ap.add_argument("--pretrain", type=int, default=0, help="dense minibatches first")
+    ap.add_argument("--shard", type=int, default=100, help="hidden shard size (cpu: 2 tiles)")
     ap.add_argument("--out", default="", help="write the rows as JSON here")
     args = ap.parse_args()
     task = latency_task(args.dataset, args.steps)
@@ -209,7 +251,7 @@ def main() -> None:
         net = _net(case, sparse.window(b_th))
         rec = reference.forward(net, params, x)
         _, d_spikes, d_mem = reference._loss_terms(losses.ce_max_membrane_loss(), rec, y)
-        rows = count_macs(net, rec, d_spikes, d_mem)
+        rows = count_macs(net, rec, d_spikes, d_mem, shard=args.shard)
         tot = _totals(rows)
         results.append({"b_th": b_th, "layers": rows, **tot})
         print(
@@ -218,7 +260,8 @@ def main() -> None:
             f"{[round(r['input_trace_nonzero_fraction'], 3) for r in rows]}; MACs dense "
             f"{tot['dense']:.3e}, popsnn dense {tot['popsnn_dense']:.3e}, live {tot['live']:.3e} "
             f"({tot['live_x_popsnn_dense']:.1f}x), engine {tot['engine']:.3e} "
-            f"({tot['engine_x_popsnn_dense']:.1f}x), trace {tot['trace']:.3e} "
+            f"({tot['engine_x_popsnn_dense']:.1f}x), with list dots {tot['engine_lists']:.3e} "
+            f"({tot['engine_lists_x_popsnn_dense']:.1f}x), trace {tot['trace']:.3e} "
             f"({tot['trace_x_popsnn_dense']:.1f}x popsnn dense, {tot['trace_x_dense']:.1f}x "
             f"dense products); per layer dW live/trace "
             f"{[(r['live_dw'], r['trace_dw']) for r in rows]}, eps live/trace(+filters) "

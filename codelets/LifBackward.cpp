@@ -254,6 +254,12 @@ private:
   S *gradOutRow(unsigned t, unsigned b) {
     return &gradOut[0][((stepMajor ? 0 : t * batch) + b) * numNeurons];
   }
+  // The next layer's dL/dI lists' row of (t, b) (LayerShape::gradList; they exist).
+  NextListRow nextList(unsigned t, unsigned b) const {
+    return nextListRow(&nextGradList[0][0], &nextGradListIds[0][0], &nextGradListValues[0][0],
+                       nextLayerSize, nextShardSize, numSteps * batch,
+                       (numSteps - 1 - t) * batch + b, nextGradListValues[0].size());
+  }
   // The next layer's dL/dI of (t, b) into g: from its lists (LayerShape::gradList) or blocks.
   void gatherNext(unsigned t, unsigned b, float *g) const {
     if (nextGradList.size() == 0)
@@ -391,8 +397,9 @@ private:
   }
 
   // dL/dS[t] at the gradient trace's entries (the rest has surrogate 0): from the loss, or one
-  // dot per entry of its padded row of W_next with the (step, sample)'s dL/dI_next gathered
-  // from the downstream shards' blocks; plus the recurrent path (gU: dL/dU[t+1]).
+  // dot per entry of its row of W_next with the (step, sample)'s dL/dI_next, over the next
+  // layer's list entries (its live neurons) where that is cheaper, else over the row gathered
+  // from its shards' lists or blocks; plus the recurrent path (gU: dL/dU[t+1]).
   template <class = S>
   void liveSpikeGrad(unsigned t, unsigned b, const TraceRow &e, const float *__restrict gU,
                      float *__restrict eps) {
@@ -401,8 +408,11 @@ private:
       const float *__restrict loss = &lossGradSpikes[0][(t * batch + b) * n];
       for (unsigned k = 0; k < e.size; ++k)
         eps[e.ids[k]] = loss[e.ids[k]];
+    } else if (const unsigned P = pushWidth(nextLayerSize);
+               e.size && nextGradList.size() != 0 &&
+               listDotsApply(e.size, nextList(t, b).count(), P)) {
+      nextListDots(eps, e.ids, e.size, &nextWeightsT[0][0], P, nextList(t, b));
     } else if (e.size) {
-      const unsigned P = pushWidth(nextLayerSize);
       float *__restrict g = &scratch[2 * n];
       gatherNext(t, b, g);
       nextLayerDots(eps, e.ids, e.size, &nextWeightsT[0][0], g, P);

@@ -101,6 +101,19 @@ std::uint64_t maxPoolChannelsLastCycles(const VertexWork &w) {
          std::uint64_t(w.batch) * w.neurons * w.positions * (w.kernelArea / 2 + 4ull);
 }
 
+// LifBackward's dots at its entries from the next layer's dL/dI list, per (sample, step): over
+// the list's entries (an indexed load and a multiply-add each, ~2 cycles) or over the row
+// gathered from it (zeroed, scattered, then a row op per dot), the cheaper, as the vertex picks.
+std::uint64_t listDotCycles(const VertexWork &w) {
+  if (w.listDots == 0)
+    return 0;
+  const unsigned P = (w.nextWidth + 15) / 16 * 16;
+  const std::uint64_t byList = std::uint64_t(w.listDots) * (4 + 2ull * w.nextLive);
+  const std::uint64_t byRow =
+      vectorPass(P) + 2ull * w.nextLive + std::uint64_t(w.listDots) * (6 + vectorPass(P));
+  return std::min(byList, byRow);
+}
+
 using Estimator = std::function<std::uint64_t(const VertexWork &)>;
 
 const std::map<std::string, Estimator> &table() {
@@ -124,7 +137,7 @@ const std::map<std::string, Estimator> &table() {
                 std::uint64_t(w.stepsPerCall) * w.batch *
                     (std::uint64_t(w.activeInputs) * vectorPass(w.neurons) +
                      std::uint64_t(w.activeCandidates) * (6 + vectorPass(w.neurons)) +
-                     (12ull + 6ull * (w.states - 1)) * w.neurons);
+                     listDotCycles(w) + (12ull + 6ull * (w.states - 1)) * w.neurons);
        }},
       // The row sums are float rows whatever the blocks are stored as: the same estimate.
       {"PushSpikes<float>", pushStepsCycles},

@@ -29,6 +29,12 @@ struct VertexWork {
   unsigned positions = 0;  // output positions of a map (H_out x W_out)
   unsigned kernelArea = 0; // kH x kW
   unsigned states = 1;     // the neuron's state blocks (U, then J or Alpha's E and H)
+  // LifBackward where the next layer sends dL/dI as lists: the dots per (sample, step) that
+  // may run over the list (`listDots`), its entries per row (`nextLive`, from its capacity)
+  // and the next layer's width (the gathered row's).
+  unsigned listDots = 0;
+  unsigned nextLive = 0;
+  unsigned nextWidth = 0;
 };
 
 // Throws std::logic_error for a vertex without an estimator.

@@ -285,8 +285,15 @@ struct ShardWiring : Wiring {
         !layer.compressedTrace
             ? n
             : (sh.traceCapacity + b.steps() * b.batch() - 1) / (b.steps() * b.batch());
-    bw.activeCandidates = (next ? candidates * next->spec.outputs / std::max(1u, n) : 0) +
-                          (layer.a2a ? candidates * s.outputs / std::max(1u, n) : 0);
+    const bool nextList = next && next->gradList; // the dots by its lists (listDotCycles)
+    bw.activeCandidates =
+        (next && !nextList ? candidates * next->spec.outputs / std::max(1u, n) : 0) +
+        (layer.a2a ? candidates * s.outputs / std::max(1u, n) : 0);
+    if (nextList) {
+      bw.listDots = candidates, bw.nextWidth = next->spec.outputs;
+      bw.nextLive = unsigned(next->shards.size() * next->shards.front().gradListCapacity /
+                             (std::size_t(b.steps()) * b.batch()));
+    }
     setEstimate(v, "LifBackward", bw);
   }
 

@@ -99,3 +99,27 @@ def test_counts_follow_the_masks():
     assert rows[1]["trace_eps"] == rec.grad_masks[1].sum() * 24
     assert rows[1]["engine_eps"] == mask0.sum() * 16 >= rows[1]["live_eps"]
     assert rows[0]["active_fraction"] == pytest.approx(mask0.mean())
+
+
+def test_engine_list_dots_count_follows_the_choice():
+    # The engine since its list dots: per (t, b) and shard below, e entries dot over the list's
+    # live neurons of the layer above where listDotsApply picks it, else over its whole row.
+    net = _net(sparse.window(0.4))
+    params, x, y = _case(net)
+    rec = reference.forward(net, params, x)
+    _, d_spikes, d_mem = reference._loss_terms(losses.get("ce_count"), rec, y)
+    rows = trace_form.count_macs(net, rec, d_spikes, d_mem, shard=10)
+    mask0, mask1 = rec.grad_masks[0], rec.grad_masks[1]
+    live1 = np.flip(np.logical_or.accumulate(np.flip(mask1, 0), 0), 0).sum(-1)
+    want, picks = 0, set()
+    for t in range(14):
+        for b in range(4):
+            for first in (0, 10, 20):
+                e = int(mask0[t, b, first : first + 10].sum())
+                pick = trace_form.list_dots_apply(e, int(live1[t, b]), 16)
+                picks.add(pick)
+                want += e * int(live1[t, b]) if pick else e * 16
+    assert picks == {True, False}, "rows on both sides of the choice"
+    assert rows[1]["engine_list_eps"] == want <= rows[1]["engine_eps"]
+    assert rows[0]["engine_list_eps"] == rows[0]["engine_eps"] == 0  # nothing below layer 0
+    assert rows[2]["engine_list_eps"] == rows[2]["engine_eps"]  # the output sends no list
