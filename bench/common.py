@@ -104,17 +104,23 @@ def time_calls(fns: dict, repeats: int, warmup: int = 1) -> dict:
 BURST_S = 0.2  # the least time of one timed turn of time_bursts
 
 
-def time_bursts(fns: dict, repeats: int, clock=time.perf_counter) -> dict:
+def time_bursts(fns: dict, repeats: int, clock=time.perf_counter, meters=None) -> dict:
     """Median seconds per call of every callable in `fns`: turns in rotation, each turn a
     burst of back-to-back calls lasting at least BURST_S (after one untimed call each), as
     in a training loop. A call of a few milliseconds timed once is at the mercy of this
     shared machine's other processes; the mean over a burst is not. `clock`: e.g.
-    time.process_time, this process's CPU time."""
+    time.process_time, this process's CPU time. `meters`: {key of fns: callable returning
+    (runs, seconds) so far}, e.g. one engine program's own time as the runtime measured it
+    (popsnn's Engine, per program): per run over each burst, its median over the bursts
+    under `key + ":meter"` and its minimum under `key + ":meter_min"`."""
+    meters = meters or {}
     for fn in fns.values():
         fn()
     per_call = {k: [] for k in fns}
+    per_run = {k: [] for k in meters}
     for _ in range(repeats):
         for k, fn in fns.items():
+            start = meters[k]() if k in meters else None
             n, t0 = 0, clock()
             while True:
                 fn()
@@ -122,7 +128,15 @@ def time_bursts(fns: dict, repeats: int, clock=time.perf_counter) -> dict:
                 if clock() - t0 >= BURST_S:
                     break
             per_call[k].append((clock() - t0) / n)
-    return {k: statistics.median(v) for k, v in per_call.items()}
+            if start is not None:
+                runs, seconds = (b - a for a, b in zip(start, meters[k]()))
+                if runs:
+                    per_run[k].append(seconds / runs)
+    out = {k: statistics.median(v) for k, v in per_call.items()}
+    for k, v in per_run.items():
+        out[f"{k}:meter"] = statistics.median(v) if v else None
+        out[f"{k}:meter_min"] = min(v) if v else None
+    return out
 
 
 # --------------------------------------------------------------------------- data

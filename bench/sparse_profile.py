@@ -8,7 +8,8 @@ activity. `--perf-out FILE` attaches perf to this process for `--seconds` of bac
 rule's with dL/dI exchanged dense (grad_list_activity 1.0) have their `loss_and_grad` and
 `infer` timed in interleaved bursts (common.time_bursts), as wall clock or (`--cpu-time`) this
 process's CPU time, which a loaded machine disturbs less with POPSNN_NUM_THREADS=1; the
-derived backward (loss_and_grad - infer) is printed with the load. `--before FILE.gp`: the
+backward program's own time (the runtime's per-program clock, the same kind) and the derived
+backward (loss_and_grad - infer) are printed with the load. `--before FILE.gp`: the
 dense and the rule's models built a second time on those codelets (e.g. the installed
 popsnn_codelets.gp of an earlier build, copied aside; the same host, so its vertices must have
 the same fields) and timed in the same bursts: an A/B of codelet versions in one process.
@@ -101,6 +102,17 @@ def _setup(args):
     return dense, rule, dense_dldi, x, y, before
 
 
+def _meter(model, prog: int, kind: str):
+    """(runs, seconds) of one engine program as the runtime measured them: `kind` "seconds"
+    (wall clock) or "cpu_seconds" (the process's CPU time)."""
+
+    def read():
+        p = model.backend._engine.profile()
+        return p[f"program{prog}_runs"], p[f"program{prog}_{kind}"]
+
+    return read
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--b-th", type=float, default=0.2)
@@ -127,15 +139,20 @@ def main() -> None:
             fns[f"{name}/grad"] = lambda m=m: m.loss_and_grad(x, y)
             fns[f"{name}/infer"] = lambda m=m: m.infer(x)
         clock = time.process_time if args.cpu_time else time.perf_counter
-        t = time_bursts(fns, args.repeats, clock)
-        print({k: round(v * 1e3, 3) for k, v in t.items()}, "ms")
+        kind = "cpu_seconds" if args.cpu_time else "seconds"
+        meters = {f"{name}/grad": _meter(m, 2, kind) for name, m in models.items()}
+        t = time_bursts(fns, args.repeats, clock, meters)
+        print({k: round(v * 1e3, 3) for k, v in t.items() if v is not None}, "ms")
+        how = f"B_th {args.b_th}; {'CPU time' if args.cpu_time else 'wall clock'}; "
+        how += f"load {os.getloadavg()[0]:.1f}"
         back = {name: t[f"{name}/grad"] - t[f"{name}/infer"] for name in models}
-        print(
-            "backward derived (ms): "
-            + ", ".join(f"{k} {v * 1e3:.3f} ({back['dense'] / v:.2f}x)" for k, v in back.items())
-            + f"; B_th {args.b_th}; {'CPU time' if args.cpu_time else 'wall clock'}; "
-            f"load {os.getloadavg()[0]:.1f}"
-        )
+        alone = {name: t[f"{name}/grad:meter"] for name in models}
+        for what, b in (("derived (loss_and_grad - infer)", back), ("program alone", alone)):
+            print(
+                f"backward {what}, ms: "
+                + ", ".join(f"{k} {v * 1e3:.3f} ({b['dense'] / v:.2f}x)" for k, v in b.items())
+                + f"; {how}"
+            )
         return
     calls, seconds = perf_loop(
         lambda: rule.loss_and_grad(x, y), args.seconds, args.perf_out, "cpu-clock"

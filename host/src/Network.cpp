@@ -511,20 +511,21 @@ std::map<std::string, double> Network::profileEstimate() const {
   // Graphcore's SDK reports through its profiler (POPLAR_ENGINE_OPTIONS, PopVision).
   return {};
 #else
-  // popsnn runtime extension: the cost model's totals.
+  // popsnn runtime extension: the cost model's totals, each program's measured CPU time.
   const ProfileEstimate p = impl_->engine->getProfileEstimate();
-  return {{"estimate_total_cycles", double(p.totalCycles)},
-          {"estimate_compute_cycles", double(p.computeCycles)},
-          {"estimate_exchange_cycles", double(p.exchangeCycles)},
-          {"estimate_sync_cycles", double(p.syncCycles)},
-          {"estimate_seconds", p.estimatedSeconds()},
-          {"estimate_exchange_bytes_within_ipu", double(p.exchangeBytesWithinIPU)},
-          {"estimate_exchange_bytes_between_ipus", double(p.exchangeBytesBetweenIPUs)},
-          {"estimate_host_bytes", double(p.hostBytes)},
-          {"estimate_syncs", double(p.syncs)},
-          {"runs", double(p.runs)},
-          {"max_tile_bytes", double(p.maxTileBytes())},
-          {"tile_clock_hz", p.tileClockFrequency}};
+  return withProgramTimes(
+      *impl_->engine, {{"estimate_total_cycles", double(p.totalCycles)},
+                       {"estimate_compute_cycles", double(p.computeCycles)},
+                       {"estimate_exchange_cycles", double(p.exchangeCycles)},
+                       {"estimate_sync_cycles", double(p.syncCycles)},
+                       {"estimate_seconds", p.estimatedSeconds()},
+                       {"estimate_exchange_bytes_within_ipu", double(p.exchangeBytesWithinIPU)},
+                       {"estimate_exchange_bytes_between_ipus", double(p.exchangeBytesBetweenIPUs)},
+                       {"estimate_host_bytes", double(p.hostBytes)},
+                       {"estimate_syncs", double(p.syncs)},
+                       {"runs", double(p.runs)},
+                       {"max_tile_bytes", double(p.maxTileBytes())},
+                       {"tile_clock_hz", p.tileClockFrequency}});
 #endif
 }
 

@@ -253,4 +253,19 @@ void createHostStreams(GraphBuild &b) {
     }
 }
 
+#ifndef POPSNN_USE_POPLAR_SDK
+std::map<std::string, double> withProgramTimes(const poplar::Engine &engine,
+                                               std::map<std::string, double> out) {
+  const std::vector<poplar::ProgramTime> times = engine.getProgramTimes();
+  for (std::size_t k = 0; k < times.size(); ++k) {
+    const std::string key = "program" + std::to_string(k);
+    out[key + "_runs"] = double(times[k].runs);
+    out[key + "_seconds"] = times[k].seconds;
+    out[key + "_last_seconds"] = times[k].lastSeconds;
+    out[key + "_cpu_seconds"] = times[k].cpuSeconds;
+  }
+  return out;
+}
+#endif
+
 } // namespace popsnn

@@ -6,8 +6,11 @@
 // backward of every chunk (the gradients summed), 2 the optimiser step.
 #pragma once
 
+#include <poplar/Engine.hpp>
 #include <poplar/Program.hpp>
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include "Exchange.hpp"
@@ -23,5 +26,14 @@ std::vector<poplar::program::Program> buildPrograms(GraphBuild &b, const Compute
 // shard its overflow counters, parameters, gradients and optimiser state (ParamLayout.cpp
 // names them the same way).
 void createHostStreams(GraphBuild &b);
+
+#ifndef POPSNN_USE_POPLAR_SDK
+// `out` with each program's MEASURED wall-clock time on this CPU (popsnn runtime extension):
+// program{k}_runs, program{k}_seconds (summed), program{k}_last_seconds, program{k}_cpu_seconds
+// (the process's CPU time in them, summed). A benchmark reads the backward's own time from
+// them (program 2, unchunked) instead of a difference of two calls.
+std::map<std::string, double> withProgramTimes(const poplar::Engine &engine,
+                                               std::map<std::string, double> out);
+#endif
 
 } // namespace popsnn

@@ -79,6 +79,10 @@ def test_sparse_rows_are_consistent(sparse_rows):
             assert r["trace_bytes_hidden"] == sum(r[f"layer{l}_trace_bytes"] for l in range(h))
             assert all(0 <= p <= 1 for p in r["buffered_peak_fraction_per_layer"])
             assert r["backward_s_derived"] >= 0 and r["forward_s"] > 0
+            # The batch in one piece here: the backward program timed alone, per call.
+            assert r["backward_timing"] == "program"
+            assert 0 < r["backward_s_min"] <= r["backward_s"] * (1 + 1e-12)
+            assert 0 < r["forward_program_s"]
             assert r["train_step_s"] > 0
         for r in rows[1:]:
             assert 0 <= r["active_fraction"] <= 1
@@ -93,6 +97,9 @@ def test_sparse_rows_are_consistent(sparse_rows):
             )
             assert r["train_step_speedup"] == pytest.approx(
                 r["dense_train_step_s_same_run"] / r["train_step_s"]
+            )
+            assert r["backward_speedup"] == pytest.approx(
+                r["dense_backward_s_same_run"] / r["backward_s"]
             )
             if dense.get("test_accuracy") is not None:
                 assert r["accuracy_change"] == pytest.approx(
@@ -227,3 +234,53 @@ def test_input_exchange_counts_fewer_bytes_with_the_input_list():
     assert listed["host_input_bytes_per_call"] < dense["host_input_bytes_per_call"]
     # The dense block crossed onto layer 0's tiles; now only the list does.
     assert listed["exchange_bytes_per_call"] < dense["exchange_bytes_per_call"]
+
+
+def test_time_bursts_meters_give_the_programs_time_per_run(monkeypatch):
+    """A meter's (runs, seconds) per burst: the program's own seconds per run, whatever the
+    wall clock of the call around it."""
+    import common
+
+    monkeypatch.setattr(common, "BURST_S", 0.0)
+    state = {"runs": 0, "seconds": 0.0}
+
+    def call():
+        state["runs"] += 2  # two program runs per call, 0.25 s and 0.75 s
+        state["seconds"] += 1.0
+
+    t = common.time_bursts(
+        {"a": call, "b": lambda: None}, 3, meters={"a": lambda: (state["runs"], state["seconds"])}
+    )
+    assert t["a:meter"] == pytest.approx(0.5) and t["a:meter_min"] == pytest.approx(0.5)
+    assert "b:meter" not in t and t["a"] >= 0 and t["b"] >= 0
+
+
+@needs_engine
+def test_engine_times_each_program_alone():
+    """popsnn's runtime times every program it runs (profile's program{k}_*): the forward
+    (0) on every call, the loss and backward (2) on loss_and_grad, with the optimiser (1) on
+    train_step; seconds summed over the runs, the last run's apart."""
+    import common
+
+    net = common.sparse_net(20, 16, None, 2, 4)
+    m = ex.popsnn.Model(
+        net,
+        loss=ex.popsnn.losses.ce_max_membrane_loss(),
+        optimizer=ex.popsnn.optim.Adam(lr=1e-3),
+        device="cpu",
+        num_steps=5,
+        batch_size=4,
+        seed=0,
+    )
+    x = (np.random.default_rng(0).random((5, 4, 20)) < 0.3).astype(np.float32)
+    y = np.arange(4) % 4
+    m.infer(x)
+    m.loss_and_grad(x, y)
+    m.loss_and_grad(x, y)
+    m.train_step(x, y)
+    p = m.backend._engine.profile()
+    assert m.backend._engine.layout()["sample_chunks"] == 1
+    assert [p[f"program{k}_runs"] for k in range(3)] == [4, 1, 2]
+    for k in range(3):
+        assert 0 < p[f"program{k}_last_seconds"] <= p[f"program{k}_seconds"]
+    assert p["program2_seconds"] > p["program2_last_seconds"]  # two runs summed

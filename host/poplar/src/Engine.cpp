@@ -3,6 +3,9 @@
 #include "EngineImpl.hpp"
 #include "ExecutableFormat.hpp"
 
+#include <chrono>
+#include <ctime>
+
 namespace poplar {
 
 using detail::EngineImpl;
@@ -63,6 +66,16 @@ void Engine::load(const Device &device) {
 
 void Engine::setPrintStream(std::ostream &stream) { impl_->printStream = &stream; }
 
+namespace {
+// CPU time of the whole process (every tile thread): steadier than wall clock when other
+// processes share the cores.
+double processCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+} // namespace
+
 void Engine::run(unsigned prog, const std::string &) {
   if (!impl_->loaded)
     throw poplar_error("Engine::run: call engine.load(device) before run()");
@@ -70,7 +83,16 @@ void Engine::run(unsigned prog, const std::string &) {
     throw index_error("Engine::run(" + std::to_string(prog) + "): the engine has " +
                       std::to_string(impl_->programs.size()) + " program(s)");
   ++impl_->runs;
+  const double cpuStart = processCpuSeconds();
+  const auto start = std::chrono::steady_clock::now();
   impl_->execute(impl_->programs[prog]);
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  auto &times = impl_->programTimes;
+  times.resize(impl_->programs.size());
+  ++times[prog].runs;
+  times[prog].seconds += took.count();
+  times[prog].lastSeconds = took.count();
+  times[prog].cpuSeconds += processCpuSeconds() - cpuStart;
 }
 
 namespace {
@@ -215,10 +237,17 @@ ProfileEstimate Engine::getProfileEstimate() const {
   return p;
 }
 
+std::vector<ProgramTime> Engine::getProgramTimes() const {
+  std::vector<ProgramTime> out = impl_->programTimes;
+  out.resize(impl_->programs.size());
+  return out;
+}
+
 void Engine::resetExecutionProfile() {
   for (auto &s : impl_->profile)
     s.executions = 0;
   impl_->runs = 0;
+  impl_->programTimes.clear();
 }
 
 void Engine::printProfileSummary(std::ostream &out, const OptionFlags &) const {

@@ -168,6 +168,7 @@ public:
   std::map<std::string, std::vector<std::pair<char *, std::size_t>>> hostWrites, hostReads;
   std::vector<std::uint64_t> tileBytes;
   std::uint64_t runs = 0;
+  std::vector<ProgramTime> programTimes; // per program, measured
   bool loaded = false;
 
   char *address(unsigned var, std::size_t element) {

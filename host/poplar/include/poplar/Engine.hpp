@@ -74,6 +74,15 @@ struct ProfileEstimate {
   }
 };
 
+// popsnn extension: MEASURED wall-clock seconds of one program's runs on this machine's CPU
+// (a steady clock around Engine::run), never an IPU figure.
+struct ProgramTime {
+  std::uint64_t runs = 0;
+  double seconds = 0;     // summed over the runs
+  double lastSeconds = 0; // the latest run
+  double cpuSeconds = 0;  // the process's CPU time during the runs (all threads), summed
+};
+
 class Engine {
 public:
   using ProgressFunc = std::function<void(int, int)>;
@@ -118,6 +127,8 @@ public:
   void resetExecutionProfile();
   // popsnn extension: the same numbers, structured.
   ProfileEstimate getProfileEstimate() const;
+  // popsnn extension: per program (index as run()), its measured wall-clock time.
+  std::vector<ProgramTime> getProgramTimes() const;
 
 private:
   std::unique_ptr<detail::EngineImpl> impl_;
