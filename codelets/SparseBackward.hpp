@@ -88,11 +88,14 @@ inline void publishCarry(const float *__restrict gU, unsigned n, float *__restri
 // The neurons of one sample whose dL/dU carry can be non-zero: those with a gradient-trace
 // entry at this step or a later one (the backward runs t = T-1 .. 0). Every other carry is
 // exactly 0, so the carry's decay, dL/dI and the weight-gradient rows need only these.
-// `all`: not tracked (every neuron).
+// `all`: not tracked (every neuron). `all` is a full word, not a bool: with 3 padding bytes the
+// compiler copied the struct (returned by joinLive every (t, b)) as two overlapping 8-byte moves,
+// and the reloads stalled on store forwarding (perf: ~25% of the sparse backward's body at B_th
+// 0.001, seed-003 setting).
 struct LiveNeurons {
   const int *ids = nullptr;
   unsigned count = 0;
-  bool all = true;
+  unsigned all = 1;
   // Below a quarter of the shard an indexed loop beats a vector pass over all n.
   bool sparseIn(unsigned n) const { return !all && 4 * count < n; }
 };
@@ -158,7 +161,7 @@ inline LiveNeurons joinLive(int *__restrict list, unsigned n,
     if (gMem[j] != 0.0f)
       join(j);
   list[0] = int(count);
-  return LiveNeurons{ids, count, false};
+  return LiveNeurons{ids, count, 0};
 }
 
 // Adds `mark` to the flags of an id buffer's spikes (none if buf is null).
