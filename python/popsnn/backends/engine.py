@@ -442,8 +442,9 @@ class EngineBackend:
         self.optimizer.hyper["lr"] = lr
 
     def profile(self) -> dict:
-        """Wall-clock time of train steps here, and the runtime's ESTIMATES of IPU cycles
-        (labelled `estimate_*`; never measured on an IPU)."""
+        """Wall-clock time of train steps here, each engine program's measured time on this
+        CPU (`program{k}_*`), and the runtime's ESTIMATES of IPU cycles (labelled
+        `estimate_*`; never measured on an IPU)."""
         out = {
             "device": self.device,
             "train_steps": self._train_steps,
