@@ -14,9 +14,11 @@ namespace {
 
 unsigned ceilDiv(unsigned a, unsigned b) { return (a + b - 1) / b; }
 
-// The pooling vertex `name` (PoolForward, PoolBackward) of the pool's kind.
-std::string poolVertex(const char *name, const PoolSpec &p) {
-  return std::string(name) + (p.max ? "<popsnn::conv::MaxPool>" : "<popsnn::conv::AvgPool>");
+// The pooling vertex `name` (PoolForward; PoolBackward with its dL/dx `layout`) of the pool's
+// kind.
+std::string poolVertex(const char *name, const PoolSpec &p, const char *layout = nullptr) {
+  const std::string kind = p.max ? "popsnn::conv::MaxPool" : "popsnn::conv::AvgPool";
+  return std::string(name) + "<" + kind + (layout ? std::string(", ") + layout : "") + ">";
 }
 
 // The host-facing input, weights and bias, each shard's share on a tile, and the fan-out
@@ -148,17 +150,14 @@ void addPoolBackward(ConvStageBuild &s) {
       ConvShardTensors &t = s.shards[i];
       // The first pool's gradient into the convolution's dL/dI channels-last where it can.
       const bool last = m == 2 && s.gradChannelsLast();
-      const std::string name = last ? "MaxPoolBackwardChannelsLast" : poolVertex("PoolBackward", p);
+      const std::string name = poolVertex(
+          "PoolBackward", p, last ? "popsnn::conv::ChannelsLast" : "popsnn::conv::Planar");
       VertexRef v = s.graph.addVertex(cs, name);
       s.graph.connect(v["grad"], t.grads[m]);
       s.graph.connect(v["gradInput"], t.grads[m - 1]);
       s.graph.connect(v["argmax"], t.argmax[m]);
-      if (last) {
-        s.graph.setInitialValue(v["rows"], spec.convRows(sh.rows));
-        s.graph.setInitialValue(v["channels"], sh.channels);
-      } else {
-        s.graph.setInitialValue(v["maps"], spec.convRows(sh.rows) * sh.channels);
-      }
+      s.graph.setInitialValue(v["maps"], spec.convRows(sh.rows) * sh.channels);
+      s.graph.setInitialValue(v["channels"], sh.channels);
       s.setWindow(v, p.window, 1, s.plan.maps[m - 1], s.plan.maps[m]);
       VertexWork w;
       w.batch = spec.convRows(sh.rows), w.neurons = sh.channels, w.positions = s.positions(m);
