@@ -1,6 +1,7 @@
 #include "ConvStageBuild.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 #include "CycleEstimates.hpp"
 #include "popsnn/VertexUnits.hpp"
@@ -19,6 +20,49 @@ unsigned ceilDiv(unsigned a, unsigned b) { return (a + b - 1) / b; }
 std::string poolVertex(const char *name, const PoolSpec &p, const char *layout = nullptr) {
   const std::string kind = p.max ? "popsnn::conv::MaxPool" : "popsnn::conv::AvgPool";
   return std::string(name) + "<" + kind + (layout ? std::string(", ") + layout : "") + ">";
+}
+
+// The first of worker k's rows when `rows` rows are split over `workers` (k = workers: the end).
+std::size_t workerRow(unsigned rows, unsigned k, unsigned workers) {
+  return std::size_t(rows) * k / workers;
+}
+
+// Shard i's ConvForward vertices: its rows split over the tile's workers (ConvPlan::workers),
+// each with its own work; `out` the current or (the pool fused) the pooled map and `argmax`.
+void addForwardWorkers(ConvStageBuild &s, unsigned i, ComputeSet conv, const Tensor &out,
+                       const Tensor &argmax) {
+  const ConvStageSpec &spec = s.spec;
+  const ConvShard &sh = s.plan.shards[i];
+  ConvShardTensors &t = s.shards[i];
+  const bool fused = pairsMaxPoolFirst(spec);
+  const unsigned rows = spec.convRows(sh.rows), workers = s.plan.workers;
+  const std::string name =
+      fused ? "ConvForward<popsnn::conv::MaxPooledOut>" : "ConvForward<popsnn::conv::CurrentOut>";
+  const std::size_t outRow = out.numElements() / rows;
+  for (unsigned k = 0; k < workers; ++k) {
+    const std::size_t lo = workerRow(rows, k, workers), hi = workerRow(rows, k + 1, workers);
+    VertexRef v = s.graph.addVertex(conv, name);
+    const std::pair<const char *, Tensor> fields[] = {
+        {"x", t.x.slice(lo * s.inSize(), hi * s.inSize())},
+        {"weights", t.weights},
+        {"bias", t.bias},
+        {"argmax", fused ? argmax.slice(lo * outRow, hi * outRow) : argmax},
+        {"current", out.slice(lo * outRow, hi * outRow)},
+        {"work", t.work[k]},
+        {"denseRows", t.denseRows.slice(k, k + 1)}};
+    for (const auto &[field, tensor] : fields)
+      s.graph.connect(v[field], tensor);
+    s.graph.setInitialValue(v["rows"], unsigned(hi - lo));
+    s.graph.setInitialValue(v["outChannels"], sh.channels);
+    s.setWindow(v, spec.conv, spec.inChannels, s.plan.maps[0], s.plan.maps[1]);
+    VertexWork w;
+    w.batch = unsigned(hi - lo), w.neurons = sh.channels, w.inputs = s.taps();
+    w.elements = s.inSize(), w.positions = s.positions(1);
+    w.kernelArea = spec.conv.kernelH * spec.conv.kernelW;
+    w.activeInputs = unsigned(s.activeInputs[i] + 0.5f);
+    s.graph.setPerfEstimate(v, estimateCycles(name, w));
+    s.graph.setTileMapping(v, sh.tile);
+  }
 }
 
 // The host-facing input, weights and bias, each shard's share on a tile, and the fan-out
@@ -76,32 +120,12 @@ void addForward(ConvStageBuild &s) {
       t.maps[2] = s.var(FLOAT, pooled, tile, "pooled");
       t.argmax[2] = s.var(UNSIGNED_INT, pooled, tile, "argmax");
     }
-    const std::size_t outWork = fused ? 2 * std::size_t(s.positions(2)) * c : 0;
-    t.work = s.var(FLOAT, std::size_t(s.taps() + s.positions(1)) * c + s.inSize() + outWork, tile,
-                   "conv_work");
-    t.denseRows = s.var(UNSIGNED_INT, 1, tile, "dense_rows");
-    const std::string name =
-        fused ? "ConvForward<popsnn::conv::MaxPooledOut>" : "ConvForward<popsnn::conv::CurrentOut>";
-    VertexRef v = s.graph.addVertex(conv, name);
-    const Tensor argmax = fused ? t.argmax[2] : s.var(UNSIGNED_INT, 0, tile, "no_argmax");
-    const std::pair<const char *, Tensor> fields[] = {{"x", t.x},
-                                                      {"weights", t.weights},
-                                                      {"bias", t.bias},
-                                                      {"argmax", argmax},
-                                                      {"current", fused ? t.maps[2] : t.maps[1]},
-                                                      {"work", t.work},
-                                                      {"denseRows", t.denseRows}};
-    for (const auto &[field, tensor] : fields)
-      s.graph.connect(v[field], tensor);
-    s.graph.setInitialValue(v["rows"], rows);
-    s.graph.setInitialValue(v["outChannels"], c);
-    s.setWindow(v, spec.conv, spec.inChannels, s.plan.maps[0], s.plan.maps[1]);
-    VertexWork w;
-    w.batch = rows, w.neurons = c, w.inputs = s.taps(), w.elements = s.inSize();
-    w.positions = s.positions(1), w.kernelArea = spec.conv.kernelH * spec.conv.kernelW;
-    w.activeInputs = unsigned(s.activeInputs[i] + 0.5f);
-    s.graph.setPerfEstimate(v, estimateCycles(name, w));
-    s.graph.setTileMapping(v, tile);
+    const unsigned workers = s.plan.workers;
+    for (unsigned k = 0; k < workers; ++k)
+      t.work.push_back(s.var(FLOAT, convWorkFloats(spec, c, workers), tile, "conv_work"));
+    t.denseRows = s.var(UNSIGNED_INT, workers, tile, "dense_rows");
+    addForwardWorkers(s, i, conv, fused ? t.maps[2] : t.maps[1],
+                      fused ? t.argmax[2] : s.var(UNSIGNED_INT, 0, tile, "no_argmax"));
     for (unsigned k = firstPool; k < spec.pools.size(); ++k) {
       const PoolSpec &p = spec.pools[k];
       const unsigned m = k + 2;
@@ -191,54 +215,84 @@ void addSum(ConvStageBuild &s, const std::vector<Tensor> &parts, const std::vect
   }
 }
 
-// Weight, bias and input gradients on every shard over dL/dI's non-zero entries.
-void addGradVertices(ConvStageBuild &s, ComputeSet cs) {
+// Shard i's gradient vertex `kind` (ConvWeightGrad, ConvInputGrad) of worker k's rows `lo` to
+// `hi`, on that worker's work, with the fields the two share set.
+VertexRef addGradWorker(ConvStageBuild &s, unsigned i, ComputeSet cs, const std::string &kind,
+                        unsigned k, std::size_t lo, std::size_t hi) {
   const ConvStageSpec &spec = s.spec;
+  const ConvShard &sh = s.plan.shards[i];
+  ConvShardTensors &t = s.shards[i];
+  const std::size_t gradRow = t.grads[1].numElements() / spec.convRows(sh.rows);
+  const std::string name = kind + s.gradLayout();
+  VertexRef v = s.graph.addVertex(cs, name);
+  s.graph.connect(v["grad"], t.grads[1].slice(lo * gradRow, hi * gradRow));
+  s.graph.connect(v["work"], t.work[k]);
+  s.graph.setInitialValue(v["rows"], unsigned(hi - lo));
+  s.graph.setInitialValue(v["outChannels"], sh.channels);
+  s.setWindow(v, spec.conv, spec.inChannels, s.plan.maps[0], s.plan.maps[1]);
+  s.graph.setTileMapping(v, sh.tile);
+  VertexWork w;
+  w.batch = unsigned(hi - lo), w.neurons = sh.channels, w.inputs = s.taps();
+  w.elements = s.inSize(), w.positions = s.positions(1);
+  w.activeCandidates = unsigned(s.activeGrads[i] + 0.5f);
+  w.activeInputs = unsigned(s.activeInputs[i] + 0.5f);
+  w.kernelArea = spec.conv.kernelH * spec.conv.kernelW;
+  s.graph.setPerfEstimate(v, estimateCycles(name, w));
+  return v;
+}
+
+// Input gradients, then weight and bias gradients, on every shard over dL/dI's non-zero
+// entries, each shard's rows split over its tile's workers (the two in turn on the workers'
+// work); with several workers each weight gradient is a partial sum, summed on the tile.
+void addGradVertices(ConvStageBuild &s) {
+  const ConvStageSpec &spec = s.spec;
+  ComputeSet inputCs = s.graph.addComputeSet("conv_input_grads");
+  ComputeSet weightCs = s.graph.addComputeSet("conv_weight_grads");
+  ComputeSet partsCs = s.graph.addComputeSet("conv_weight_grad_parts");
+  const unsigned workers = s.plan.workers;
   for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
     const ConvShard &sh = s.plan.shards[i];
     ConvShardTensors &t = s.shards[i];
-    const unsigned c = sh.channels, rows = spec.convRows(sh.rows), P = s.positions(1);
-    t.gradWB = s.var(FLOAT, std::size_t(c) * s.taps() + c, sh.tile, "grad_wb");
-    t.activeGrads = s.var(UNSIGNED_INT, 1, sh.tile, "active_grads");
-    t.inputDenseRows = s.var(UNSIGNED_INT, 1, sh.tile, "input_grad_dense_rows");
-    const std::size_t workFloats =
-        std::size_t(s.taps()) * c + std::size_t(P) * c + s.taps() + s.inSize() + 2 * c;
-    VertexWork w;
-    w.batch = rows, w.neurons = c, w.inputs = s.taps(), w.elements = s.inSize();
-    w.positions = s.positions(1), w.activeCandidates = unsigned(s.activeGrads[i] + 0.5f);
-    w.activeInputs = unsigned(s.activeInputs[i] + 0.5f);
-    w.kernelArea = spec.conv.kernelH * spec.conv.kernelW;
-    VertexRef v = s.graph.addVertex(cs, std::string("ConvWeightGrad") + s.gradLayout());
-    s.graph.connect(v["x"], t.x);
-    s.graph.connect(v["grad"], t.grads[1]);
-    s.graph.connect(v["gradWeights"], t.gradWB.slice(0, std::size_t(c) * s.taps()));
-    s.graph.connect(v["gradBias"],
-                    t.gradWB.slice(std::size_t(c) * s.taps(), t.gradWB.numElements()));
-    s.graph.connect(v["activeGrads"], t.activeGrads);
-    s.graph.connect(v["work"], s.var(FLOAT, workFloats, sh.tile, "weight_grad_work"));
-    std::vector<VertexRef> vertices{v};
-    if (spec.inputGrad) {
-      t.gradInput = s.var(FLOAT, t.x.numElements(), sh.tile, "grad_input_share");
-      VertexRef g = s.graph.addVertex(cs, std::string("ConvInputGrad") + s.gradLayout());
-      s.graph.connect(g["grad"], t.grads[1]);
-      s.graph.connect(g["weights"], t.weights);
-      s.graph.connect(g["gradInput"], t.gradInput);
-      s.graph.connect(g["denseRows"], t.inputDenseRows);
-      s.graph.connect(g["work"],
-                      s.var(FLOAT, inputGradWorkFloats(spec, P, c), sh.tile, "input_grad_work"));
-      vertices.push_back(g);
-    }
-    for (VertexRef u : vertices) {
-      s.graph.setInitialValue(u["rows"], rows);
-      s.graph.setInitialValue(u["outChannels"], c);
-      s.setWindow(u, spec.conv, spec.inChannels, s.plan.maps[0], s.plan.maps[1]);
-      s.graph.setTileMapping(u, sh.tile);
-    }
-    s.graph.setPerfEstimate(v, estimateCycles(std::string("ConvWeightGrad") + s.gradLayout(), w));
+    const unsigned c = sh.channels, rows = spec.convRows(sh.rows);
+    const std::size_t wb = std::size_t(c) * s.taps() + c;
+    t.gradWB = s.var(FLOAT, wb, sh.tile, "grad_wb");
+    const Tensor parts =
+        workers > 1 ? s.var(FLOAT, workers * wb, sh.tile, "grad_wb_parts") : t.gradWB;
+    t.activeGrads = s.var(UNSIGNED_INT, workers, sh.tile, "active_grads");
+    t.inputDenseRows = s.var(UNSIGNED_INT, workers, sh.tile, "input_grad_dense_rows");
     if (spec.inputGrad)
-      s.graph.setPerfEstimate(vertices[1],
-                              estimateCycles(std::string("ConvInputGrad") + s.gradLayout(), w));
+      t.gradInput = s.var(FLOAT, t.x.numElements(), sh.tile, "grad_input_share");
+    for (unsigned k = 0; k < workers; ++k) {
+      const std::size_t lo = workerRow(rows, k, workers), hi = workerRow(rows, k + 1, workers);
+      const Tensor part = parts.slice(k * wb, (k + 1) * wb);
+      VertexRef v = addGradWorker(s, i, weightCs, "ConvWeightGrad", k, lo, hi);
+      s.graph.connect(v["x"], t.x.slice(lo * s.inSize(), hi * s.inSize()));
+      s.graph.connect(v["gradWeights"], part.slice(0, wb - c));
+      s.graph.connect(v["gradBias"], part.slice(wb - c, wb));
+      s.graph.connect(v["activeGrads"], t.activeGrads.slice(k, k + 1));
+      if (!spec.inputGrad)
+        continue;
+      VertexRef g = addGradWorker(s, i, inputCs, "ConvInputGrad", k, lo, hi);
+      s.graph.connect(g["weights"], t.weights);
+      s.graph.connect(g["gradInput"], t.gradInput.slice(lo * s.inSize(), hi * s.inSize()));
+      s.graph.connect(g["denseRows"], t.inputDenseRows.slice(k, k + 1));
+    }
+    if (workers > 1) {
+      VertexRef v = s.graph.addVertex(partsCs, "SumParts");
+      s.graph.connect(v["parts"], parts);
+      s.graph.connect(v["out"], t.gradWB);
+      s.graph.setInitialValue(v["numParts"], workers);
+      VertexWork w;
+      w.elements = unsigned(parts.numElements());
+      s.graph.setPerfEstimate(v, estimateCycles("SumParts", w));
+      s.graph.setTileMapping(v, sh.tile);
+    }
   }
+  if (spec.inputGrad)
+    s.backward.add(Execute(inputCs));
+  s.backward.add(Execute(weightCs));
+  if (workers > 1)
+    s.backward.add(Execute(partsCs));
 }
 
 // The gradients' sums: dL/dW and dL/db over the row groups, dL/dx over the channel groups.
@@ -348,11 +402,15 @@ void buildConvStage(ConvStageBuild &s, bool backward) {
     addNeurons(s, backward);
   if (backward) {
     addPoolBackward(s);
-    ComputeSet grads = s.graph.addComputeSet("conv_grads");
-    addGradVertices(s, grads);
-    s.backward.add(Execute(grads));
+    addGradVertices(s);
     addGradSums(s);
   }
+}
+
+unsigned readCounts(Engine &engine, const std::string &handle, unsigned workers) {
+  std::vector<unsigned> counts(workers);
+  engine.readTensor(handle, counts.data(), counts.data() + counts.size());
+  return std::accumulate(counts.begin(), counts.end(), 0u);
 }
 
 std::size_t hostRow(const ConvStageSpec &spec, std::size_t row) {
