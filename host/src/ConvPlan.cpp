@@ -79,7 +79,8 @@ bool pairsMaxPoolFirst(const ConvStageSpec &spec) {
 }
 
 std::uint64_t convShardBytes(const ConvStageSpec &spec, unsigned channels, unsigned rows,
-                             unsigned channelGroups, unsigned rowGroups, unsigned workers) {
+                             unsigned channelGroups, unsigned rowGroups, unsigned workers,
+                             unsigned neuronWorkers) {
   const std::vector<MapSize> maps = stageMapSizes(spec);
   const std::uint64_t c = channels, r = rows, rc = spec.convRows(rows);
   const std::uint64_t inSize = std::uint64_t(spec.inChannels) * spec.inHeight * spec.inWidth;
@@ -101,6 +102,10 @@ std::uint64_t convShardBytes(const ConvStageSpec &spec, unsigned channels, unsig
   if (spec.neuron.present) {
     const std::uint64_t last = r * c * maps.back().h * maps.back().w;
     floats += 4 * last + 3 * last / std::max(1u, spec.steps);
+    // Split over workers, a worker's columns of the last map are not contiguous: the
+    // runtime gathers the forward's 3 and the backward's 4 fields around the compute sets.
+    if (neuronWorkers > 1)
+      floats += 7 * last;
   }
   // Weight and bias gradients, and this tile's slice of their sum over the row groups.
   floats += (c * taps + c) * (1 + (rowGroups > 1 ? 2 : 0));
@@ -160,6 +165,16 @@ ConvPlan planConvStage(const ConvStageSpec &spec, const TargetGeometry &target,
       plan.workers = workers, plan.tileBytes = bytes;
       break;
     }
+  }
+  const std::uint64_t neurons =
+      std::uint64_t(plan.groupChannels) * plan.maps.back().h * plan.maps.back().w;
+  if (target.ipu && spec.neuron.present && neurons > 1) {
+    const unsigned split = unsigned(std::min<std::uint64_t>(target.workers, neurons));
+    const std::uint64_t bytes =
+        convShardBytes(spec, plan.groupChannels, plan.groupRows, plan.channelGroups, plan.rowGroups,
+                       plan.workers, split);
+    if (split > 1 && (!bytesPerTile || bytes <= bytesPerTile))
+      plan.neuronWorkers = split, plan.tileBytes = bytes;
   }
   if (bytesPerTile && plan.tileBytes > bytesPerTile)
     throw std::invalid_argument("the convolutional stage needs " + std::to_string(plan.tileBytes) +

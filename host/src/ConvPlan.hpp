@@ -75,6 +75,9 @@ struct ConvPlan {
   // split over the tile's worker contexts (an IPU target; 1 on the cpu device, where a tile
   // is one thread), each worker with its own work; as many as fit the tile's memory.
   unsigned workers = 1;
+  // The neurons' vertices per shard: its neurons split over the workers (an IPU target, when
+  // the tile has room for the gathered columns the runtime rearranges around them).
+  unsigned neuronWorkers = 1;
 };
 
 // ConvInputGrad's col rows: the positions per dense product, at most this many floats of
@@ -92,7 +95,8 @@ std::size_t convWorkFloats(const ConvStageSpec &spec, unsigned channels, unsigne
 // Bytes the shard's tensors take on its tile (4-byte floats and indices); rows of whole samples;
 // `workers` workers, each with its own work.
 std::uint64_t convShardBytes(const ConvStageSpec &spec, unsigned channels, unsigned rows,
-                             unsigned channelGroups, unsigned rowGroups, unsigned workers = 1);
+                             unsigned channelGroups, unsigned rowGroups, unsigned workers = 1,
+                             unsigned neuronWorkers = 1);
 
 // Throws std::invalid_argument naming the fix for a stage that does not fit the tiles'
 // memory (bytesPerTile; 0: no limit) or a window larger than its (padded) input.

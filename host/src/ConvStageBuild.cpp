@@ -333,58 +333,80 @@ void addGradSums(ConvStageBuild &s) {
   s.backward.add(Execute(cs));
 }
 
-// The neurons on each shard's last map: forward, and (with a backward) their BPTT into the
-// last map's gradient, which the pools and the convolution's backward then read.
-void addNeurons(ConvStageBuild &s, bool backward) {
+// Columns [lo, hi) of a [rows, n] tensor, flattened (contiguous when they are all n columns:
+// otherwise the runtime gathers and scatters them around the compute set, as Poplar does).
+Tensor columns(const Tensor &t, std::size_t rows, std::size_t lo, std::size_t hi) {
+  const std::size_t n = t.numElements() / rows;
+  return lo == 0 && hi == n ? t : t.reshape({rows, n}).slice({0, lo}, {rows, hi}).flatten();
+}
+
+// Shard i's neuron vertices (the forward into fwd, the backward into bwd when there is
+// one), its neurons split over ConvPlan::neuronWorkers workers: each neuron's steps are
+// independent of the others'.
+void addNeuronWorkers(ConvStageBuild &s, unsigned i, ComputeSet fwd, ComputeSet *bwd) {
   const ConvNeuronSpec &nu = s.spec.neuron;
-  const unsigned P = s.positions(s.lastMap());
-  ComputeSet fwd = s.graph.addComputeSet("conv_neurons");
-  ComputeSet bwd = s.graph.addComputeSet("conv_neurons_backward");
+  const ConvShard &sh = s.plan.shards[i];
+  ConvShardTensors &t = s.shards[i];
+  const unsigned n = sh.channels * s.positions(s.lastMap()), samples = sh.rows / s.spec.steps;
+  const unsigned workers = s.plan.neuronWorkers;
   const std::string reset = units::RESETS[nu.reset];
-  for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
-    const ConvShard &sh = s.plan.shards[i];
-    ConvShardTensors &t = s.shards[i];
-    const unsigned n = sh.channels * P, samples = sh.rows / s.spec.steps;
-    const std::size_t size = std::size_t(sh.rows) * n;
-    t.membranes = s.var(FLOAT, size, sh.tile, "membranes");
-    t.spikes = s.var(FLOAT, size, sh.tile, "spikes");
-    t.state = s.var(FLOAT, 2 * n, sh.tile, "neuron_state");
-    const unsigned constant = s.spec.direct ? 1u : 0u;
+  const std::size_t currentRows = s.spec.direct ? samples : sh.rows;
+  for (unsigned k = 0; k < workers; ++k) {
+    const std::size_t lo = workerRow(n, k, workers), hi = workerRow(n, k + 1, workers);
+    const unsigned m = unsigned(hi - lo);
     VertexRef v = s.graph.addVertex(fwd, "ConvNeuronForward<" + reset + ">");
-    s.graph.connect(v["current"], t.maps.back());
-    s.graph.connect(v["membranes"], t.membranes);
-    s.graph.connect(v["spikes"], t.spikes);
-    s.graph.connect(v["state"], t.state);
+    s.graph.connect(v["current"], columns(t.maps.back(), currentRows, lo, hi));
+    s.graph.connect(v["membranes"], columns(t.membranes, sh.rows, lo, hi));
+    s.graph.connect(v["spikes"], columns(t.spikes, sh.rows, lo, hi));
+    s.graph.connect(v["state"], s.var(FLOAT, 2 * m, sh.tile, "neuron_state"));
     std::vector<VertexRef> vertices{v};
-    if (backward) {
-      t.gradSpikes = s.var(FLOAT, size, sh.tile, "grad_spikes");
-      t.gradMembranes = s.var(FLOAT, size, sh.tile, "grad_membranes");
-      VertexRef g =
-          s.graph.addVertex(bwd, "ConvNeuronBackward<" + reset + "," + units::RULES[nu.rule] + ">");
-      s.graph.connect(g["membranes"], t.membranes);
-      s.graph.connect(g["gradSpikes"], t.gradSpikes);
-      s.graph.connect(g["gradMembranes"], t.gradMembranes);
-      s.graph.connect(g["gradCurrent"], t.grads.back());
-      s.graph.connect(g["carry"], s.var(FLOAT, n, sh.tile, "grad_carry"));
+    if (bwd) {
+      VertexRef g = s.graph.addVertex(*bwd, "ConvNeuronBackward<" + reset + "," +
+                                                units::RULES[nu.rule] + ">");
+      s.graph.connect(g["membranes"], columns(t.membranes, sh.rows, lo, hi));
+      s.graph.connect(g["gradSpikes"], columns(t.gradSpikes, sh.rows, lo, hi));
+      s.graph.connect(g["gradMembranes"], columns(t.gradMembranes, sh.rows, lo, hi));
+      s.graph.connect(g["gradCurrent"], columns(t.grads.back(), currentRows, lo, hi));
+      s.graph.connect(g["carry"], s.var(FLOAT, m, sh.tile, "grad_carry"));
       s.graph.setInitialValue(g["surrogate"], nu.surrogate);
       s.graph.setInitialValue(g["surrogateParam"], nu.surrogateParam);
       s.graph.setInitialValue(g["ruleValue"], nu.ruleValue);
       vertices.push_back(g);
     }
     VertexWork w;
-    w.batch = samples, w.neurons = n, w.steps = s.spec.steps;
+    w.batch = samples, w.neurons = m, w.steps = s.spec.steps;
     for (VertexRef u : vertices) {
       s.graph.setInitialValue(u["samples"], samples);
       s.graph.setInitialValue(u["steps"], s.spec.steps);
-      s.graph.setInitialValue(u["neurons"], n);
-      s.graph.setInitialValue(u["constantCurrent"], constant);
+      s.graph.setInitialValue(u["neurons"], m);
+      s.graph.setInitialValue(u["constantCurrent"], s.spec.direct ? 1u : 0u);
       s.graph.setInitialValue(u["beta"], nu.beta);
       s.graph.setInitialValue(u["threshold"], nu.threshold);
       s.graph.setTileMapping(u, sh.tile);
     }
     s.graph.setPerfEstimate(v, estimateCycles("ConvNeuronForward", w));
-    if (backward)
+    if (bwd)
       s.graph.setPerfEstimate(vertices[1], estimateCycles("ConvNeuronBackward", w));
+  }
+}
+
+// The neurons on each shard's last map: forward, and (with a backward) their BPTT into the
+// last map's gradient, which the pools and the convolution's backward then read.
+void addNeurons(ConvStageBuild &s, bool backward) {
+  ComputeSet fwd = s.graph.addComputeSet("conv_neurons");
+  ComputeSet bwd = s.graph.addComputeSet("conv_neurons_backward");
+  const unsigned P = s.positions(s.lastMap());
+  for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
+    const ConvShard &sh = s.plan.shards[i];
+    ConvShardTensors &t = s.shards[i];
+    const std::size_t size = std::size_t(sh.rows) * sh.channels * P;
+    t.membranes = s.var(FLOAT, size, sh.tile, "membranes");
+    t.spikes = s.var(FLOAT, size, sh.tile, "spikes");
+    if (backward) {
+      t.gradSpikes = s.var(FLOAT, size, sh.tile, "grad_spikes");
+      t.gradMembranes = s.var(FLOAT, size, sh.tile, "grad_membranes");
+    }
+    addNeuronWorkers(s, i, fwd, backward ? &bwd : nullptr);
   }
   s.forward.add(Execute(fwd));
   if (backward)

@@ -24,7 +24,7 @@ struct ConvShardTensors {
   // gradient, ConvInputGrad's rows on the dense product; the hosts sum them (readCounts).
   poplar::Tensor denseRows, activeGrads, inputDenseRows;
   std::vector<poplar::Tensor> work; // per worker: the forward's, then the backward's
-  poplar::Tensor membranes, spikes, state, gradSpikes, gradMembranes; // the neurons'
+  poplar::Tensor membranes, spikes, gradSpikes, gradMembranes; // the neurons'
 
   std::vector<poplar::Tensor> maps, grads, argmax;
 };

@@ -104,6 +104,7 @@ py::dict planDict(const popsnn::ConvPlan &plan) {
   out["maps"] = maps;
   out["tile_bytes"] = plan.tileBytes;
   out["workers"] = plan.workers;
+  out["neuron_workers"] = plan.neuronWorkers;
   return out;
 }
 
