@@ -201,6 +201,18 @@ def test_first_stage_without_input_gradient_and_without_bias():
     assert "grad_input" not in got
 
 
+@pytest.mark.parametrize("variant", ["csnn_first", "stride2_pad1"])
+@pytest.mark.parametrize("spikes", [True, False], ids=["events", "dense"])
+def test_a_shard_with_fewer_rows_than_workers(variant, spikes):
+    # 7 rows on 2 tiles: 4 workers per shard (its rows), the second shard's 3 rows leave one
+    # worker none; its forward, gradients and the workers' counters must still add up.
+    spec = stage_spec(7, **VARIANTS[variant])
+    got = check_stage(spec, seed=3, spikes=spikes, type="ipu-model", tiles_per_ipu=2)
+    assert got["plan"]["workers"] == 4
+    assert [r for *_, r in got["plan"]["shards"]] == [4, 3]
+    assert got["dense_rows"] == (0 if spikes else 7)  # every row's path, summed over workers
+
+
 def test_forward_only_and_the_cost_model_estimate():
     spec = stage_spec(4, **CSNN_FIRST)
     x, weight, bias, _ = make(spec, 5, True)
