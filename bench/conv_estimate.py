@@ -109,7 +109,9 @@ def main(argv=None) -> dict:
         "weights": weights,
         "input_spike_rate": float(spikes_in.mean()),
         "output_spike_rate": float(rec.spikes[1].mean()),
-        "plan": {k: got["plan"][k] for k in ("channel_groups", "row_groups", "tile_bytes")},
+        "plan": {
+            k: got["plan"][k] for k in ("channel_groups", "row_groups", "tile_bytes", "workers")
+        },
         "fits_mk2_tile_memory": mk2 <= MK2_BYTES_PER_TILE,
         "memory_bytes_per_tile": args.memory_bytes_per_tile or MK2_BYTES_PER_TILE,
         "estimate": got["estimate"],

@@ -102,7 +102,10 @@ def main(argv=None) -> dict:
         "stage_grad_activity": grad_activity,
         "memory_bytes_per_tile": args.memory_bytes_per_tile or 624 * 1024,
         "plans": [
-            {k: p[k] for k in ("channel_groups", "row_groups", "tile_bytes")}
+            {
+                k: p[k]
+                for k in ("channel_groups", "row_groups", "tile_bytes", "workers", "neuron_workers")
+            }
             for p in model.backend.plans()
         ],
         "estimate": {k: v for k, v in profile.items() if k.startswith(("estimate", "max_tile"))},

@@ -314,44 +314,17 @@ public:
   }
 };
 
-// dL/dx of pooling: Kind routes each window's gradient (MaxPool: to its argmax).
-template <class Kind> class PoolBackward : public Vertex {
+// dL/dx of pooling: Kind routes each window's gradient (MaxPool: to its argmax) into Layout
+// (ConvKernels.hpp). Planar: `maps` maps [maps, H, W], one at a time (`channels` unused).
+// ChannelsLast: the convolution's dL/dI [rows, H, W, c] (the layout ConvWeightGrad and
+// ConvInputGrad<ChannelsLast> read), `maps` = rows x `channels`; a 2 x 2 max pool tiling the
+// map only (MaxPool::pairs).
+template <class Kind, class Layout> class PoolBackward : public Vertex {
 public:
   Input<Vector<float>> grad;       // [maps, H_out, W_out]
   Input<Vector<unsigned>> argmax;  // [maps, H_out, W_out] (MaxPool), else empty
-  Output<Vector<float>> gradInput; // [maps, H, W]
+  Output<Vector<float>> gradInput; // [maps, H, W] (Planar) or [rows, H, W, c] (ChannelsLast)
   unsigned maps;
-  unsigned inChannels;
-  unsigned inHeight;
-  unsigned inWidth;
-  unsigned kernelHeight;
-  unsigned kernelWidth;
-  unsigned strideY;
-  unsigned strideX;
-  unsigned padY;
-  unsigned padX;
-  unsigned outHeight;
-  unsigned outWidth;
-
-  bool compute() {
-    const Window w = windowOf(*this);
-    const unsigned in = w.inHeight * w.inWidth, P = w.outPositions();
-    for (unsigned m = 0; m < maps; ++m)
-      Kind::backward(w, &grad[m * P], Kind::KEEPS_ARGMAX ? &argmax[m * P] : nullptr,
-                     &gradInput[m * in]);
-    return true;
-  }
-};
-
-// dL/dI of the convolution channels-last ([rows, P, c], the layout ConvWeightGrad and
-// ConvInputGrad<ChannelsLast> read) from a 2 x 2 max pool's gradient and argmax over the
-// row's c maps ([rows, c, H_out, W_out]): windows tiling the map only (MaxPool::pairs).
-class MaxPoolBackwardChannelsLast : public Vertex {
-public:
-  Input<Vector<float>> grad;       // [rows, c, H_out, W_out]
-  Input<Vector<unsigned>> argmax;  // [rows, c, H_out, W_out]
-  Output<Vector<float>> gradInput; // [rows, H, W, c]
-  unsigned rows;
   unsigned channels;
   unsigned inChannels;
   unsigned inHeight;
@@ -367,18 +340,24 @@ public:
 
   bool compute() {
     const Window w = windowOf(*this);
-    const unsigned in = w.inHeight * w.inWidth * channels, out = w.outPositions() * channels;
-    for (unsigned r = 0; r < rows; ++r)
-      MaxPool::backwardChannelsLast(w, channels, &grad[r * out], &argmax[r * out],
-                                    &gradInput[r * in]);
+    const unsigned c = Layout::CHANNELS_LAST ? channels : 1u;
+    const unsigned in = w.inHeight * w.inWidth * c, P = w.outPositions() * c;
+    for (unsigned m = 0; m < maps / c; ++m) {
+      const unsigned *at = Kind::KEEPS_ARGMAX ? &argmax[m * P] : nullptr;
+      if constexpr (Layout::CHANNELS_LAST)
+        Kind::backwardChannelsLast(w, c, &grad[m * P], at, &gradInput[m * in]);
+      else
+        Kind::backward(w, &grad[m * P], at, &gradInput[m * in]);
+    }
     return true;
   }
 };
 
 template class PoolForward<popsnn::conv::MaxPool>;
 template class PoolForward<popsnn::conv::AvgPool>;
-template class PoolBackward<popsnn::conv::MaxPool>;
-template class PoolBackward<popsnn::conv::AvgPool>;
+template class PoolBackward<popsnn::conv::MaxPool, popsnn::conv::Planar>;
+template class PoolBackward<popsnn::conv::AvgPool, popsnn::conv::Planar>;
+template class PoolBackward<popsnn::conv::MaxPool, popsnn::conv::ChannelsLast>;
 
 // out = the sum of `parts` equal blocks (partial results of several tiles), in block order.
 class SumParts : public Vertex {

@@ -274,9 +274,7 @@ ConvForwardResult ConvNetwork::forward(const float *x, bool recordAll) {
       blockToHost(s.spec, sh, block, C, sh.firstChannel, sh.channels, P, spikes.data());
       m.engine->readTensor("membranes" + shard, block.data(), block.data() + block.size());
       blockToHost(s.spec, sh, block, C, sh.firstChannel, sh.channels, P, membranes.data());
-      unsigned d = 0;
-      m.engine->readTensor("dense" + shard, &d, &d + 1);
-      dense += d;
+      dense += readCounts(*m.engine, "dense" + shard, s.plan.workers);
     }
     out.denseRows.push_back(dense);
   }
@@ -318,11 +316,9 @@ ConvBackwardResult ConvNetwork::backward(const float *gradSpikes, const float *g
     unsigned active = 0, dense = 0;
     for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
       const std::string shard = std::to_string(k) + "_" + std::to_string(i);
-      unsigned a = 0, d = 0;
-      m.engine->readTensor("active" + shard, &a, &a + 1);
+      active += readCounts(*m.engine, "active" + shard, s.plan.workers);
       if (s.spec.inputGrad)
-        m.engine->readTensor("input_dense" + shard, &d, &d + 1);
-      active += a, dense += d;
+        dense += readCounts(*m.engine, "input_dense" + shard, s.plan.workers);
     }
     out.activeGrads.push_back(active);
     out.inputGradDenseRows.push_back(dense);

@@ -22,14 +22,17 @@ void checkWindow(const char *layer, const Window2d &w, const MapSize &in) {
 
 } // namespace
 
-unsigned inputGradChunk(const ConvStageSpec &spec, unsigned positions) {
+unsigned inputGradChunk(const ConvStageSpec &spec, unsigned positions, unsigned workers) {
   const unsigned taps = spec.inChannels * spec.conv.kernelH * spec.conv.kernelW;
-  return std::max(1u, std::min(positions, INPUT_GRAD_WORK_FLOATS / std::max(1u, taps)));
+  const unsigned floats = INPUT_GRAD_WORK_FLOATS / std::max(1u, workers);
+  return std::max(1u, std::min(positions, floats / std::max(1u, taps)));
 }
 
-std::size_t inputGradWorkFloats(const ConvStageSpec &spec, unsigned positions, unsigned channels) {
+std::size_t inputGradWorkFloats(const ConvStageSpec &spec, unsigned positions, unsigned channels,
+                                unsigned workers) {
   const std::size_t taps = std::size_t(spec.inChannels) * spec.conv.kernelH * spec.conv.kernelW;
-  const std::size_t col = std::max(inputGradChunk(spec, positions) * taps, taps + 2 * channels);
+  const std::size_t col =
+      std::max(inputGradChunk(spec, positions, workers) * taps, taps + 2 * channels);
   if (spec.conv.padW) // no window runs (codelets/ConvKernels.hpp's windowRunsFloats)
     return col;
   // A run padded to whole vectors of any target (at most 16 floats), so the codelets' own
@@ -37,6 +40,22 @@ std::size_t inputGradWorkFloats(const ConvStageSpec &spec, unsigned positions, u
   const std::size_t run = (std::size_t(spec.conv.kernelW) * spec.inChannels + 15) / 16 * 16;
   const std::size_t in = std::size_t(spec.inChannels) * spec.inHeight * spec.inWidth;
   return col + (std::size_t(channels) * spec.conv.kernelH + 1) * run + in;
+}
+
+std::size_t convWorkFloats(const ConvStageSpec &spec, unsigned channels, unsigned workers) {
+  const std::vector<MapSize> maps = stageMapSizes(spec);
+  const std::size_t c = channels, P = std::size_t(maps[1].h) * maps[1].w;
+  const std::size_t inSize = std::size_t(spec.inChannels) * spec.inHeight * spec.inWidth;
+  const std::size_t taps = std::size_t(spec.inChannels) * spec.conv.kernelH * spec.conv.kernelW;
+  // The forward: taps transposed, one row's sums, its input listed (and with the pool fused,
+  // one row's pooled maxima and argmax, [Q, c] each). The weight gradient: [taps, c], [P, c],
+  // one window, a position's entries.
+  const std::size_t forward =
+      taps * c + P * c + inSize + (pairsMaxPoolFirst(spec) ? 2 * c * maps[2].h * maps[2].w : 0);
+  const std::size_t weightGrad = taps * c + P * c + taps + inSize + 2 * c;
+  const std::size_t inputGrad =
+      spec.inputGrad ? inputGradWorkFloats(spec, unsigned(P), channels, workers) : 0;
+  return std::max({forward, weightGrad, inputGrad});
 }
 
 std::vector<MapSize> stageMapSizes(const ConvStageSpec &spec) {
@@ -60,22 +79,20 @@ bool pairsMaxPoolFirst(const ConvStageSpec &spec) {
 }
 
 std::uint64_t convShardBytes(const ConvStageSpec &spec, unsigned channels, unsigned rows,
-                             unsigned channelGroups, unsigned rowGroups) {
+                             unsigned channelGroups, unsigned rowGroups, unsigned workers,
+                             unsigned neuronWorkers) {
   const std::vector<MapSize> maps = stageMapSizes(spec);
   const std::uint64_t c = channels, r = rows, rc = spec.convRows(rows);
   const std::uint64_t inSize = std::uint64_t(spec.inChannels) * spec.inHeight * spec.inWidth;
   const std::uint64_t taps = std::uint64_t(spec.inChannels) * spec.conv.kernelH * spec.conv.kernelW;
   const std::uint64_t convOut = std::uint64_t(maps[1].h) * maps[1].w;
-  // Input, weights, bias; the forward's work (taps transposed, one row's sums), the weight
-  // gradient's ([taps, c], [P, c], one window, a position's entries) and the input
-  // gradient's (col rows).
+  // Input, weights, bias; per worker its counters (three) and its work, which the forward,
+  // the input gradient and the weight gradient take in turn (convWorkFloats), and with
+  // several workers their weight gradients' partial sums.
   const bool fused = pairsMaxPoolFirst(spec);
-  std::uint64_t floats = rc * inSize + c * taps + c + taps * c + convOut * c + inSize + 4;
-  if (fused) // the forward's pooled maxima and argmax of one row ([Q, c] each)
-    floats += 2 * c * maps[2].h * maps[2].w;
-  floats += taps * c + convOut * c + taps + inSize + 2 * c;
-  if (spec.inputGrad)
-    floats += inputGradWorkFloats(spec, unsigned(convOut), channels);
+  std::uint64_t floats = rc * inSize + c * taps + c +
+                         workers * (3 + convWorkFloats(spec, channels, workers)) +
+                         (workers > 1 ? workers * (c * taps + c) : 0);
   // Every map after the input: its forward values and its gradient; max pools their argmax.
   for (std::size_t k = 1; k < maps.size(); ++k) {
     const std::uint64_t map = rc * c * maps[k].h * maps[k].w;
@@ -85,6 +102,10 @@ std::uint64_t convShardBytes(const ConvStageSpec &spec, unsigned channels, unsig
   if (spec.neuron.present) {
     const std::uint64_t last = r * c * maps.back().h * maps.back().w;
     floats += 4 * last + 3 * last / std::max(1u, spec.steps);
+    // Split over workers, a worker's columns of the last map are not contiguous: the
+    // runtime gathers the forward's 3 and the backward's 4 fields around the compute sets.
+    if (neuronWorkers > 1)
+      floats += 7 * last;
   }
   // Weight and bias gradients, and this tile's slice of their sum over the row groups.
   floats += (c * taps + c) * (1 + (rowGroups > 1 ? 2 : 0));
@@ -94,6 +115,31 @@ std::uint64_t convShardBytes(const ConvStageSpec &spec, unsigned channels, unsig
         rc * inSize + (channelGroups > 1 ? rc * inSize + ceilDiv(rc * inSize, channelGroups) : 0);
   return 4 * floats;
 }
+
+namespace {
+
+// Channel groups `groups`, the tiles left over taking the rows (every tile busy): kept in
+// `plan` when it has fewer bytes on its fullest tile than the plan's so far. Channel groups
+// each need all their rows' input, row groups all their channels' weights: which is larger
+// depends on the stage.
+void considerSplit(const ConvStageSpec &spec, unsigned tiles, unsigned groups, ConvPlan &plan) {
+  const unsigned groupChannels = ceilDiv(spec.outChannels, groups);
+  const unsigned channelGroups = ceilDiv(spec.outChannels, groupChannels);
+  if (channelGroups != groups)
+    return; // the same split as a smaller count
+  const unsigned samples = spec.rows / spec.steps;
+  const unsigned groupRows =
+      spec.steps * ceilDiv(samples, std::max(1u, std::min(samples, tiles / groups)));
+  const unsigned rowGroups = ceilDiv(spec.rows, groupRows);
+  const std::uint64_t bytes =
+      convShardBytes(spec, groupChannels, groupRows, channelGroups, rowGroups);
+  if (plan.channelGroups && bytes >= plan.tileBytes)
+    return;
+  plan.groupChannels = groupChannels, plan.channelGroups = channelGroups;
+  plan.groupRows = groupRows, plan.rowGroups = rowGroups, plan.tileBytes = bytes;
+}
+
+} // namespace
 
 ConvPlan planConvStage(const ConvStageSpec &spec, const TargetGeometry &target,
                        std::uint64_t bytesPerTile) {
@@ -107,25 +153,28 @@ ConvPlan planConvStage(const ConvStageSpec &spec, const TargetGeometry &target,
                                 " steps");
   ConvPlan plan;
   plan.maps = stageMapSizes(spec);
-  // Every split of the channels, the tiles left over taking the rows (every tile busy): the
-  // one with the fewest bytes on its fullest tile. Channel groups each need all their rows'
-  // input, row groups all their channels' weights: which is larger depends on the stage.
-  const unsigned tiles = target.numTiles;
-  for (unsigned groups = 1; groups <= std::min(spec.outChannels, tiles); ++groups) {
-    const unsigned groupChannels = ceilDiv(spec.outChannels, groups);
-    const unsigned channelGroups = ceilDiv(spec.outChannels, groupChannels);
-    if (channelGroups != groups)
-      continue; // the same split as a smaller count
-    const unsigned samples = spec.rows / spec.steps;
-    const unsigned groupRows =
-        spec.steps * ceilDiv(samples, std::max(1u, std::min(samples, tiles / groups)));
-    const unsigned rowGroups = ceilDiv(spec.rows, groupRows);
+  for (unsigned groups = 1; groups <= std::min(spec.outChannels, target.numTiles); ++groups)
+    considerSplit(spec, target.numTiles, groups, plan);
+  // Then as many workers as the tile has (an IPU) and a shard has rows, fewer while their
+  // work does not fit.
+  const unsigned most = target.ipu ? std::min(target.workers, spec.convRows(plan.groupRows)) : 1u;
+  for (unsigned workers = std::max(1u, most); workers > 1; --workers) {
+    const std::uint64_t bytes = convShardBytes(spec, plan.groupChannels, plan.groupRows,
+                                               plan.channelGroups, plan.rowGroups, workers);
+    if (!bytesPerTile || bytes <= bytesPerTile) {
+      plan.workers = workers, plan.tileBytes = bytes;
+      break;
+    }
+  }
+  const std::uint64_t neurons =
+      std::uint64_t(plan.groupChannels) * plan.maps.back().h * plan.maps.back().w;
+  if (target.ipu && spec.neuron.present && neurons > 1) {
+    const unsigned split = unsigned(std::min<std::uint64_t>(target.workers, neurons));
     const std::uint64_t bytes =
-        convShardBytes(spec, groupChannels, groupRows, channelGroups, rowGroups);
-    if (plan.channelGroups && bytes >= plan.tileBytes)
-      continue;
-    plan.groupChannels = groupChannels, plan.channelGroups = channelGroups;
-    plan.groupRows = groupRows, plan.rowGroups = rowGroups, plan.tileBytes = bytes;
+        convShardBytes(spec, plan.groupChannels, plan.groupRows, plan.channelGroups, plan.rowGroups,
+                       plan.workers, split);
+    if (split > 1 && (!bytesPerTile || bytes <= bytesPerTile))
+      plan.neuronWorkers = split, plan.tileBytes = bytes;
   }
   if (bytesPerTile && plan.tileBytes > bytesPerTile)
     throw std::invalid_argument("the convolutional stage needs " + std::to_string(plan.tileBytes) +

@@ -71,18 +71,32 @@ struct ConvPlan {
   std::vector<MapSize> maps;
   std::vector<ConvShard> shards; // channel group major
   std::uint64_t tileBytes = 0;   // the largest shard's bytes (ConvPlan counts them)
+  // The convolution's vertices per shard (forward, input and weight gradients): its rows
+  // split over the tile's worker contexts (an IPU target; 1 on the cpu device, where a tile
+  // is one thread), each worker with its own work; as many as fit the tile's memory.
+  unsigned workers = 1;
+  // The neurons' vertices per shard: its neurons split over the workers (an IPU target, when
+  // the tile has room for the gathered columns the runtime rearranges around them).
+  unsigned neuronWorkers = 1;
 };
 
 // ConvInputGrad's col rows: the positions per dense product, at most this many floats of
 // work (48 KiB: L1/L2-sized on the host; one chunk of positions, not a whole map, on a tile).
 constexpr unsigned INPUT_GRAD_WORK_FLOATS = 12288;
-unsigned inputGradChunk(const ConvStageSpec &spec, unsigned positions);
+// (A tile's workers share it: INPUT_GRAD_WORK_FLOATS / workers each.)
+unsigned inputGradChunk(const ConvStageSpec &spec, unsigned positions, unsigned workers = 1);
 // Its work: the chunk's col rows, at least one col row and a position's non-zero entries.
-std::size_t inputGradWorkFloats(const ConvStageSpec &spec, unsigned positions, unsigned channels);
+std::size_t inputGradWorkFloats(const ConvStageSpec &spec, unsigned positions, unsigned channels,
+                                unsigned workers = 1);
+// One worker's work (floats), which ConvForward, ConvInputGrad and ConvWeightGrad take in
+// turn: the largest of their three.
+std::size_t convWorkFloats(const ConvStageSpec &spec, unsigned channels, unsigned workers);
 
-// Bytes the shard's tensors take on its tile (4-byte floats and indices); rows of whole samples.
+// Bytes the shard's tensors take on its tile (4-byte floats and indices); rows of whole samples;
+// `workers` workers, each with its own work.
 std::uint64_t convShardBytes(const ConvStageSpec &spec, unsigned channels, unsigned rows,
-                             unsigned channelGroups, unsigned rowGroups);
+                             unsigned channelGroups, unsigned rowGroups, unsigned workers = 1,
+                             unsigned neuronWorkers = 1);
 
 // Throws std::invalid_argument naming the fix for a stage that does not fit the tiles'
 // memory (bytesPerTile; 0: no limit) or a window larger than its (padded) input.

@@ -97,13 +97,10 @@ void runBackward(const ConvStageBuild &s, Engine &engine, const float *gradOut,
     }
   }
   for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
-    unsigned active = 0;
-    engine.readTensor("active" + std::to_string(i), &active, &active + 1);
-    r.activeGrads += active;
-    if (spec.inputGrad) {
-      engine.readTensor("input_dense" + std::to_string(i), &active, &active + 1);
-      r.inputGradDenseRows += active;
-    }
+    const std::string id = std::to_string(i);
+    r.activeGrads += readCounts(engine, "active" + id, s.plan.workers);
+    if (spec.inputGrad)
+      r.inputGradDenseRows += readCounts(engine, "input_dense" + id, s.plan.workers);
   }
 }
 
@@ -123,9 +120,7 @@ void readForward(const ConvStageBuild &s, Engine &engine, ConvStageResult &r) {
       engine.readTensor("membranes" + id, block.data(), block.data() + block.size());
       blockToHost(spec, sh, block, C, sh.firstChannel, sh.channels, P, r.membranes.data());
     }
-    unsigned dense = 0;
-    engine.readTensor("dense" + id, &dense, &dense + 1);
-    r.denseRows += dense;
+    r.denseRows += readCounts(engine, "dense" + id, s.plan.workers);
   }
 }
 

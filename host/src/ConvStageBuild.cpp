@@ -1,6 +1,7 @@
 #include "ConvStageBuild.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 #include "CycleEstimates.hpp"
 #include "popsnn/VertexUnits.hpp"
@@ -14,9 +15,54 @@ namespace {
 
 unsigned ceilDiv(unsigned a, unsigned b) { return (a + b - 1) / b; }
 
-// The pooling vertex `name` (PoolForward, PoolBackward) of the pool's kind.
-std::string poolVertex(const char *name, const PoolSpec &p) {
-  return std::string(name) + (p.max ? "<popsnn::conv::MaxPool>" : "<popsnn::conv::AvgPool>");
+// The pooling vertex `name` (PoolForward; PoolBackward with its dL/dx `layout`) of the pool's
+// kind.
+std::string poolVertex(const char *name, const PoolSpec &p, const char *layout = nullptr) {
+  const std::string kind = p.max ? "popsnn::conv::MaxPool" : "popsnn::conv::AvgPool";
+  return std::string(name) + "<" + kind + (layout ? std::string(", ") + layout : "") + ">";
+}
+
+// The first of worker k's rows when `rows` rows are split over `workers` (k = workers: the end).
+std::size_t workerRow(unsigned rows, unsigned k, unsigned workers) {
+  return std::size_t(rows) * k / workers;
+}
+
+// Shard i's ConvForward vertices: its rows split over the tile's workers (ConvPlan::workers),
+// each with its own work; `out` the current or (the pool fused) the pooled map and `argmax`.
+void addForwardWorkers(ConvStageBuild &s, unsigned i, ComputeSet conv, const Tensor &out,
+                       const Tensor &argmax) {
+  const ConvStageSpec &spec = s.spec;
+  const ConvShard &sh = s.plan.shards[i];
+  ConvShardTensors &t = s.shards[i];
+  const bool fused = pairsMaxPoolFirst(spec);
+  const unsigned rows = spec.convRows(sh.rows), workers = s.plan.workers;
+  const std::string name =
+      fused ? "ConvForward<popsnn::conv::MaxPooledOut>" : "ConvForward<popsnn::conv::CurrentOut>";
+  const std::size_t outRow = out.numElements() / rows;
+  for (unsigned k = 0; k < workers; ++k) {
+    const std::size_t lo = workerRow(rows, k, workers), hi = workerRow(rows, k + 1, workers);
+    VertexRef v = s.graph.addVertex(conv, name);
+    const std::pair<const char *, Tensor> fields[] = {
+        {"x", t.x.slice(lo * s.inSize(), hi * s.inSize())},
+        {"weights", t.weights},
+        {"bias", t.bias},
+        {"argmax", fused ? argmax.slice(lo * outRow, hi * outRow) : argmax},
+        {"current", out.slice(lo * outRow, hi * outRow)},
+        {"work", t.work[k]},
+        {"denseRows", t.denseRows.slice(k, k + 1)}};
+    for (const auto &[field, tensor] : fields)
+      s.graph.connect(v[field], tensor);
+    s.graph.setInitialValue(v["rows"], unsigned(hi - lo));
+    s.graph.setInitialValue(v["outChannels"], sh.channels);
+    s.setWindow(v, spec.conv, spec.inChannels, s.plan.maps[0], s.plan.maps[1]);
+    VertexWork w;
+    w.batch = unsigned(hi - lo), w.neurons = sh.channels, w.inputs = s.taps();
+    w.elements = s.inSize(), w.positions = s.positions(1);
+    w.kernelArea = spec.conv.kernelH * spec.conv.kernelW;
+    w.activeInputs = unsigned(s.activeInputs[i] + 0.5f);
+    s.graph.setPerfEstimate(v, estimateCycles(name, w));
+    s.graph.setTileMapping(v, sh.tile);
+  }
 }
 
 // The host-facing input, weights and bias, each shard's share on a tile, and the fan-out
@@ -74,32 +120,12 @@ void addForward(ConvStageBuild &s) {
       t.maps[2] = s.var(FLOAT, pooled, tile, "pooled");
       t.argmax[2] = s.var(UNSIGNED_INT, pooled, tile, "argmax");
     }
-    const std::size_t outWork = fused ? 2 * std::size_t(s.positions(2)) * c : 0;
-    t.work = s.var(FLOAT, std::size_t(s.taps() + s.positions(1)) * c + s.inSize() + outWork, tile,
-                   "conv_work");
-    t.denseRows = s.var(UNSIGNED_INT, 1, tile, "dense_rows");
-    const std::string name =
-        fused ? "ConvForward<popsnn::conv::MaxPooledOut>" : "ConvForward<popsnn::conv::CurrentOut>";
-    VertexRef v = s.graph.addVertex(conv, name);
-    const Tensor argmax = fused ? t.argmax[2] : s.var(UNSIGNED_INT, 0, tile, "no_argmax");
-    const std::pair<const char *, Tensor> fields[] = {{"x", t.x},
-                                                      {"weights", t.weights},
-                                                      {"bias", t.bias},
-                                                      {"argmax", argmax},
-                                                      {"current", fused ? t.maps[2] : t.maps[1]},
-                                                      {"work", t.work},
-                                                      {"denseRows", t.denseRows}};
-    for (const auto &[field, tensor] : fields)
-      s.graph.connect(v[field], tensor);
-    s.graph.setInitialValue(v["rows"], rows);
-    s.graph.setInitialValue(v["outChannels"], c);
-    s.setWindow(v, spec.conv, spec.inChannels, s.plan.maps[0], s.plan.maps[1]);
-    VertexWork w;
-    w.batch = rows, w.neurons = c, w.inputs = s.taps(), w.elements = s.inSize();
-    w.positions = s.positions(1), w.kernelArea = spec.conv.kernelH * spec.conv.kernelW;
-    w.activeInputs = unsigned(s.activeInputs[i] + 0.5f);
-    s.graph.setPerfEstimate(v, estimateCycles(name, w));
-    s.graph.setTileMapping(v, tile);
+    const unsigned workers = s.plan.workers;
+    for (unsigned k = 0; k < workers; ++k)
+      t.work.push_back(s.var(FLOAT, convWorkFloats(spec, c, workers), tile, "conv_work"));
+    t.denseRows = s.var(UNSIGNED_INT, workers, tile, "dense_rows");
+    addForwardWorkers(s, i, conv, fused ? t.maps[2] : t.maps[1],
+                      fused ? t.argmax[2] : s.var(UNSIGNED_INT, 0, tile, "no_argmax"));
     for (unsigned k = firstPool; k < spec.pools.size(); ++k) {
       const PoolSpec &p = spec.pools[k];
       const unsigned m = k + 2;
@@ -148,17 +174,14 @@ void addPoolBackward(ConvStageBuild &s) {
       ConvShardTensors &t = s.shards[i];
       // The first pool's gradient into the convolution's dL/dI channels-last where it can.
       const bool last = m == 2 && s.gradChannelsLast();
-      const std::string name = last ? "MaxPoolBackwardChannelsLast" : poolVertex("PoolBackward", p);
+      const std::string name = poolVertex(
+          "PoolBackward", p, last ? "popsnn::conv::ChannelsLast" : "popsnn::conv::Planar");
       VertexRef v = s.graph.addVertex(cs, name);
       s.graph.connect(v["grad"], t.grads[m]);
       s.graph.connect(v["gradInput"], t.grads[m - 1]);
       s.graph.connect(v["argmax"], t.argmax[m]);
-      if (last) {
-        s.graph.setInitialValue(v["rows"], spec.convRows(sh.rows));
-        s.graph.setInitialValue(v["channels"], sh.channels);
-      } else {
-        s.graph.setInitialValue(v["maps"], spec.convRows(sh.rows) * sh.channels);
-      }
+      s.graph.setInitialValue(v["maps"], spec.convRows(sh.rows) * sh.channels);
+      s.graph.setInitialValue(v["channels"], sh.channels);
       s.setWindow(v, p.window, 1, s.plan.maps[m - 1], s.plan.maps[m]);
       VertexWork w;
       w.batch = spec.convRows(sh.rows), w.neurons = sh.channels, w.positions = s.positions(m);
@@ -192,54 +215,84 @@ void addSum(ConvStageBuild &s, const std::vector<Tensor> &parts, const std::vect
   }
 }
 
-// Weight, bias and input gradients on every shard over dL/dI's non-zero entries.
-void addGradVertices(ConvStageBuild &s, ComputeSet cs) {
+// Shard i's gradient vertex `kind` (ConvWeightGrad, ConvInputGrad) of worker k's rows `lo` to
+// `hi`, on that worker's work, with the fields the two share set.
+VertexRef addGradWorker(ConvStageBuild &s, unsigned i, ComputeSet cs, const std::string &kind,
+                        unsigned k, std::size_t lo, std::size_t hi) {
   const ConvStageSpec &spec = s.spec;
+  const ConvShard &sh = s.plan.shards[i];
+  ConvShardTensors &t = s.shards[i];
+  const std::size_t gradRow = t.grads[1].numElements() / spec.convRows(sh.rows);
+  const std::string name = kind + s.gradLayout();
+  VertexRef v = s.graph.addVertex(cs, name);
+  s.graph.connect(v["grad"], t.grads[1].slice(lo * gradRow, hi * gradRow));
+  s.graph.connect(v["work"], t.work[k]);
+  s.graph.setInitialValue(v["rows"], unsigned(hi - lo));
+  s.graph.setInitialValue(v["outChannels"], sh.channels);
+  s.setWindow(v, spec.conv, spec.inChannels, s.plan.maps[0], s.plan.maps[1]);
+  s.graph.setTileMapping(v, sh.tile);
+  VertexWork w;
+  w.batch = unsigned(hi - lo), w.neurons = sh.channels, w.inputs = s.taps();
+  w.elements = s.inSize(), w.positions = s.positions(1);
+  w.activeCandidates = unsigned(s.activeGrads[i] + 0.5f);
+  w.activeInputs = unsigned(s.activeInputs[i] + 0.5f);
+  w.kernelArea = spec.conv.kernelH * spec.conv.kernelW;
+  s.graph.setPerfEstimate(v, estimateCycles(name, w));
+  return v;
+}
+
+// Input gradients, then weight and bias gradients, on every shard over dL/dI's non-zero
+// entries, each shard's rows split over its tile's workers (the two in turn on the workers'
+// work); with several workers each weight gradient is a partial sum, summed on the tile.
+void addGradVertices(ConvStageBuild &s) {
+  const ConvStageSpec &spec = s.spec;
+  ComputeSet inputCs = s.graph.addComputeSet("conv_input_grads");
+  ComputeSet weightCs = s.graph.addComputeSet("conv_weight_grads");
+  ComputeSet partsCs = s.graph.addComputeSet("conv_weight_grad_parts");
+  const unsigned workers = s.plan.workers;
   for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
     const ConvShard &sh = s.plan.shards[i];
     ConvShardTensors &t = s.shards[i];
-    const unsigned c = sh.channels, rows = spec.convRows(sh.rows), P = s.positions(1);
-    t.gradWB = s.var(FLOAT, std::size_t(c) * s.taps() + c, sh.tile, "grad_wb");
-    t.activeGrads = s.var(UNSIGNED_INT, 1, sh.tile, "active_grads");
-    t.inputDenseRows = s.var(UNSIGNED_INT, 1, sh.tile, "input_grad_dense_rows");
-    const std::size_t workFloats =
-        std::size_t(s.taps()) * c + std::size_t(P) * c + s.taps() + s.inSize() + 2 * c;
-    VertexWork w;
-    w.batch = rows, w.neurons = c, w.inputs = s.taps(), w.elements = s.inSize();
-    w.positions = s.positions(1), w.activeCandidates = unsigned(s.activeGrads[i] + 0.5f);
-    w.activeInputs = unsigned(s.activeInputs[i] + 0.5f);
-    w.kernelArea = spec.conv.kernelH * spec.conv.kernelW;
-    VertexRef v = s.graph.addVertex(cs, std::string("ConvWeightGrad") + s.gradLayout());
-    s.graph.connect(v["x"], t.x);
-    s.graph.connect(v["grad"], t.grads[1]);
-    s.graph.connect(v["gradWeights"], t.gradWB.slice(0, std::size_t(c) * s.taps()));
-    s.graph.connect(v["gradBias"],
-                    t.gradWB.slice(std::size_t(c) * s.taps(), t.gradWB.numElements()));
-    s.graph.connect(v["activeGrads"], t.activeGrads);
-    s.graph.connect(v["work"], s.var(FLOAT, workFloats, sh.tile, "weight_grad_work"));
-    std::vector<VertexRef> vertices{v};
-    if (spec.inputGrad) {
-      t.gradInput = s.var(FLOAT, t.x.numElements(), sh.tile, "grad_input_share");
-      VertexRef g = s.graph.addVertex(cs, std::string("ConvInputGrad") + s.gradLayout());
-      s.graph.connect(g["grad"], t.grads[1]);
-      s.graph.connect(g["weights"], t.weights);
-      s.graph.connect(g["gradInput"], t.gradInput);
-      s.graph.connect(g["denseRows"], t.inputDenseRows);
-      s.graph.connect(g["work"],
-                      s.var(FLOAT, inputGradWorkFloats(spec, P, c), sh.tile, "input_grad_work"));
-      vertices.push_back(g);
-    }
-    for (VertexRef u : vertices) {
-      s.graph.setInitialValue(u["rows"], rows);
-      s.graph.setInitialValue(u["outChannels"], c);
-      s.setWindow(u, spec.conv, spec.inChannels, s.plan.maps[0], s.plan.maps[1]);
-      s.graph.setTileMapping(u, sh.tile);
-    }
-    s.graph.setPerfEstimate(v, estimateCycles(std::string("ConvWeightGrad") + s.gradLayout(), w));
+    const unsigned c = sh.channels, rows = spec.convRows(sh.rows);
+    const std::size_t wb = std::size_t(c) * s.taps() + c;
+    t.gradWB = s.var(FLOAT, wb, sh.tile, "grad_wb");
+    const Tensor parts =
+        workers > 1 ? s.var(FLOAT, workers * wb, sh.tile, "grad_wb_parts") : t.gradWB;
+    t.activeGrads = s.var(UNSIGNED_INT, workers, sh.tile, "active_grads");
+    t.inputDenseRows = s.var(UNSIGNED_INT, workers, sh.tile, "input_grad_dense_rows");
     if (spec.inputGrad)
-      s.graph.setPerfEstimate(vertices[1],
-                              estimateCycles(std::string("ConvInputGrad") + s.gradLayout(), w));
+      t.gradInput = s.var(FLOAT, t.x.numElements(), sh.tile, "grad_input_share");
+    for (unsigned k = 0; k < workers; ++k) {
+      const std::size_t lo = workerRow(rows, k, workers), hi = workerRow(rows, k + 1, workers);
+      const Tensor part = parts.slice(k * wb, (k + 1) * wb);
+      VertexRef v = addGradWorker(s, i, weightCs, "ConvWeightGrad", k, lo, hi);
+      s.graph.connect(v["x"], t.x.slice(lo * s.inSize(), hi * s.inSize()));
+      s.graph.connect(v["gradWeights"], part.slice(0, wb - c));
+      s.graph.connect(v["gradBias"], part.slice(wb - c, wb));
+      s.graph.connect(v["activeGrads"], t.activeGrads.slice(k, k + 1));
+      if (!spec.inputGrad)
+        continue;
+      VertexRef g = addGradWorker(s, i, inputCs, "ConvInputGrad", k, lo, hi);
+      s.graph.connect(g["weights"], t.weights);
+      s.graph.connect(g["gradInput"], t.gradInput.slice(lo * s.inSize(), hi * s.inSize()));
+      s.graph.connect(g["denseRows"], t.inputDenseRows.slice(k, k + 1));
+    }
+    if (workers > 1) {
+      VertexRef v = s.graph.addVertex(partsCs, "SumParts");
+      s.graph.connect(v["parts"], parts);
+      s.graph.connect(v["out"], t.gradWB);
+      s.graph.setInitialValue(v["numParts"], workers);
+      VertexWork w;
+      w.elements = unsigned(parts.numElements());
+      s.graph.setPerfEstimate(v, estimateCycles("SumParts", w));
+      s.graph.setTileMapping(v, sh.tile);
+    }
   }
+  if (spec.inputGrad)
+    s.backward.add(Execute(inputCs));
+  s.backward.add(Execute(weightCs));
+  if (workers > 1)
+    s.backward.add(Execute(partsCs));
 }
 
 // The gradients' sums: dL/dW and dL/db over the row groups, dL/dx over the channel groups.
@@ -280,58 +333,80 @@ void addGradSums(ConvStageBuild &s) {
   s.backward.add(Execute(cs));
 }
 
-// The neurons on each shard's last map: forward, and (with a backward) their BPTT into the
-// last map's gradient, which the pools and the convolution's backward then read.
-void addNeurons(ConvStageBuild &s, bool backward) {
+// Columns [lo, hi) of a [rows, n] tensor, flattened (contiguous when they are all n columns:
+// otherwise the runtime gathers and scatters them around the compute set, as Poplar does).
+Tensor columns(const Tensor &t, std::size_t rows, std::size_t lo, std::size_t hi) {
+  const std::size_t n = t.numElements() / rows;
+  return lo == 0 && hi == n ? t : t.reshape({rows, n}).slice({0, lo}, {rows, hi}).flatten();
+}
+
+// Shard i's neuron vertices (the forward into fwd, the backward into bwd when there is
+// one), its neurons split over ConvPlan::neuronWorkers workers: each neuron's steps are
+// independent of the others'.
+void addNeuronWorkers(ConvStageBuild &s, unsigned i, ComputeSet fwd, ComputeSet *bwd) {
   const ConvNeuronSpec &nu = s.spec.neuron;
-  const unsigned P = s.positions(s.lastMap());
-  ComputeSet fwd = s.graph.addComputeSet("conv_neurons");
-  ComputeSet bwd = s.graph.addComputeSet("conv_neurons_backward");
+  const ConvShard &sh = s.plan.shards[i];
+  ConvShardTensors &t = s.shards[i];
+  const unsigned n = sh.channels * s.positions(s.lastMap()), samples = sh.rows / s.spec.steps;
+  const unsigned workers = s.plan.neuronWorkers;
   const std::string reset = units::RESETS[nu.reset];
-  for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
-    const ConvShard &sh = s.plan.shards[i];
-    ConvShardTensors &t = s.shards[i];
-    const unsigned n = sh.channels * P, samples = sh.rows / s.spec.steps;
-    const std::size_t size = std::size_t(sh.rows) * n;
-    t.membranes = s.var(FLOAT, size, sh.tile, "membranes");
-    t.spikes = s.var(FLOAT, size, sh.tile, "spikes");
-    t.state = s.var(FLOAT, 2 * n, sh.tile, "neuron_state");
-    const unsigned constant = s.spec.direct ? 1u : 0u;
+  const std::size_t currentRows = s.spec.direct ? samples : sh.rows;
+  for (unsigned k = 0; k < workers; ++k) {
+    const std::size_t lo = workerRow(n, k, workers), hi = workerRow(n, k + 1, workers);
+    const unsigned m = unsigned(hi - lo);
     VertexRef v = s.graph.addVertex(fwd, "ConvNeuronForward<" + reset + ">");
-    s.graph.connect(v["current"], t.maps.back());
-    s.graph.connect(v["membranes"], t.membranes);
-    s.graph.connect(v["spikes"], t.spikes);
-    s.graph.connect(v["state"], t.state);
+    s.graph.connect(v["current"], columns(t.maps.back(), currentRows, lo, hi));
+    s.graph.connect(v["membranes"], columns(t.membranes, sh.rows, lo, hi));
+    s.graph.connect(v["spikes"], columns(t.spikes, sh.rows, lo, hi));
+    s.graph.connect(v["state"], s.var(FLOAT, 2 * m, sh.tile, "neuron_state"));
     std::vector<VertexRef> vertices{v};
-    if (backward) {
-      t.gradSpikes = s.var(FLOAT, size, sh.tile, "grad_spikes");
-      t.gradMembranes = s.var(FLOAT, size, sh.tile, "grad_membranes");
-      VertexRef g =
-          s.graph.addVertex(bwd, "ConvNeuronBackward<" + reset + "," + units::RULES[nu.rule] + ">");
-      s.graph.connect(g["membranes"], t.membranes);
-      s.graph.connect(g["gradSpikes"], t.gradSpikes);
-      s.graph.connect(g["gradMembranes"], t.gradMembranes);
-      s.graph.connect(g["gradCurrent"], t.grads.back());
-      s.graph.connect(g["carry"], s.var(FLOAT, n, sh.tile, "grad_carry"));
+    if (bwd) {
+      VertexRef g = s.graph.addVertex(*bwd, "ConvNeuronBackward<" + reset + "," +
+                                                units::RULES[nu.rule] + ">");
+      s.graph.connect(g["membranes"], columns(t.membranes, sh.rows, lo, hi));
+      s.graph.connect(g["gradSpikes"], columns(t.gradSpikes, sh.rows, lo, hi));
+      s.graph.connect(g["gradMembranes"], columns(t.gradMembranes, sh.rows, lo, hi));
+      s.graph.connect(g["gradCurrent"], columns(t.grads.back(), currentRows, lo, hi));
+      s.graph.connect(g["carry"], s.var(FLOAT, m, sh.tile, "grad_carry"));
       s.graph.setInitialValue(g["surrogate"], nu.surrogate);
       s.graph.setInitialValue(g["surrogateParam"], nu.surrogateParam);
       s.graph.setInitialValue(g["ruleValue"], nu.ruleValue);
       vertices.push_back(g);
     }
     VertexWork w;
-    w.batch = samples, w.neurons = n, w.steps = s.spec.steps;
+    w.batch = samples, w.neurons = m, w.steps = s.spec.steps;
     for (VertexRef u : vertices) {
       s.graph.setInitialValue(u["samples"], samples);
       s.graph.setInitialValue(u["steps"], s.spec.steps);
-      s.graph.setInitialValue(u["neurons"], n);
-      s.graph.setInitialValue(u["constantCurrent"], constant);
+      s.graph.setInitialValue(u["neurons"], m);
+      s.graph.setInitialValue(u["constantCurrent"], s.spec.direct ? 1u : 0u);
       s.graph.setInitialValue(u["beta"], nu.beta);
       s.graph.setInitialValue(u["threshold"], nu.threshold);
       s.graph.setTileMapping(u, sh.tile);
     }
     s.graph.setPerfEstimate(v, estimateCycles("ConvNeuronForward", w));
-    if (backward)
+    if (bwd)
       s.graph.setPerfEstimate(vertices[1], estimateCycles("ConvNeuronBackward", w));
+  }
+}
+
+// The neurons on each shard's last map: forward, and (with a backward) their BPTT into the
+// last map's gradient, which the pools and the convolution's backward then read.
+void addNeurons(ConvStageBuild &s, bool backward) {
+  ComputeSet fwd = s.graph.addComputeSet("conv_neurons");
+  ComputeSet bwd = s.graph.addComputeSet("conv_neurons_backward");
+  const unsigned P = s.positions(s.lastMap());
+  for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
+    const ConvShard &sh = s.plan.shards[i];
+    ConvShardTensors &t = s.shards[i];
+    const std::size_t size = std::size_t(sh.rows) * sh.channels * P;
+    t.membranes = s.var(FLOAT, size, sh.tile, "membranes");
+    t.spikes = s.var(FLOAT, size, sh.tile, "spikes");
+    if (backward) {
+      t.gradSpikes = s.var(FLOAT, size, sh.tile, "grad_spikes");
+      t.gradMembranes = s.var(FLOAT, size, sh.tile, "grad_membranes");
+    }
+    addNeuronWorkers(s, i, fwd, backward ? &bwd : nullptr);
   }
   s.forward.add(Execute(fwd));
   if (backward)
@@ -349,11 +424,15 @@ void buildConvStage(ConvStageBuild &s, bool backward) {
     addNeurons(s, backward);
   if (backward) {
     addPoolBackward(s);
-    ComputeSet grads = s.graph.addComputeSet("conv_grads");
-    addGradVertices(s, grads);
-    s.backward.add(Execute(grads));
+    addGradVertices(s);
     addGradSums(s);
   }
+}
+
+unsigned readCounts(Engine &engine, const std::string &handle, unsigned workers) {
+  std::vector<unsigned> counts(workers);
+  engine.readTensor(handle, counts.data(), counts.data() + counts.size());
+  return std::accumulate(counts.begin(), counts.end(), 0u);
 }
 
 std::size_t hostRow(const ConvStageSpec &spec, std::size_t row) {

@@ -4,6 +4,7 @@
 // host streams and programs.
 #pragma once
 
+#include <poplar/Engine.hpp>
 #include <poplar/Graph.hpp>
 #include <poplar/Program.hpp>
 
@@ -18,9 +19,12 @@ namespace popsnn {
 // One shard's tensors, all on its tile. maps[k], grads[k]: layer k's output (1: the
 // convolution, 2..: the pools) and dL/d of it; argmax[k] for a max pool's output.
 struct ConvShardTensors {
-  poplar::Tensor x, weights, bias, work, denseRows, activeGrads, gradWB, gradInput;
-  poplar::Tensor inputDenseRows; // ConvInputGrad's rows on the dense product
-  poplar::Tensor membranes, spikes, state, gradSpikes, gradMembranes; // the neurons'
+  poplar::Tensor x, weights, bias, gradWB, gradInput;
+  // Per worker (ConvPlan::workers): rows on the forward's dense path, dL/dI entries with
+  // gradient, ConvInputGrad's rows on the dense product; the hosts sum them (readCounts).
+  poplar::Tensor denseRows, activeGrads, inputDenseRows;
+  std::vector<poplar::Tensor> work; // per worker: the forward's, then the backward's
+  poplar::Tensor membranes, spikes, gradSpikes, gradMembranes; // the neurons'
 
   std::vector<poplar::Tensor> maps, grads, argmax;
 };
@@ -74,6 +78,9 @@ struct ConvStageBuild {
 // forward; with `backward`, the neurons' BPTT, the pools' and the convolution's backward and
 // the gradients' sums over tiles. s.activeInputs / s.activeGrads (the estimates' activity
 // per shard) must be set first.
+// The sum of a per-worker count tensor read from the engine (its host read `handle`).
+unsigned readCounts(poplar::Engine &engine, const std::string &handle, unsigned workers);
+
 void buildConvStage(ConvStageBuild &s, bool backward);
 
 // The host's row (t-major, t * B + b) of the tiles' sample-major row b * T + t.

@@ -160,10 +160,11 @@ const std::map<std::string, Estimator> &table() {
       {"ConvInputGrad<popsnn::conv::Planar>", convInputGradCycles},
       {"ConvInputGrad<popsnn::conv::ChannelsLast>", convInputGradCycles},
       {"PoolForward<popsnn::conv::MaxPool>", poolCycles},
-      {"PoolBackward<popsnn::conv::MaxPool>", poolCycles},
+      {"PoolBackward<popsnn::conv::MaxPool, popsnn::conv::Planar>", poolCycles},
       {"PoolForward<popsnn::conv::AvgPool>", poolCycles},
-      {"PoolBackward<popsnn::conv::AvgPool>", poolCycles},
-      {"MaxPoolBackwardChannelsLast", maxPoolChannelsLastCycles},
+      {"PoolBackward<popsnn::conv::AvgPool, popsnn::conv::Planar>", poolCycles},
+      {"PoolBackward<popsnn::conv::MaxPool, popsnn::conv::ChannelsLast>",
+       maxPoolChannelsLastCycles},
       // Per neuron and step: the update and threshold (forward); the surrogate, its mask and
       // the leak path (backward).
       {"ConvNeuronForward",

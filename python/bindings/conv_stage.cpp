@@ -103,6 +103,8 @@ py::dict planDict(const popsnn::ConvPlan &plan) {
   out["shards"] = shards;
   out["maps"] = maps;
   out["tile_bytes"] = plan.tileBytes;
+  out["workers"] = plan.workers;
+  out["neuron_workers"] = plan.neuronWorkers;
   return out;
 }
 
@@ -262,13 +264,14 @@ void bindConvNetwork(py::module_ &m) {
 void bindConvStage(py::module_ &m) {
   m.def(
       "conv_plan",
-      [](const py::dict &spec, unsigned tiles, std::uint64_t bytesPerTile) {
+      [](const py::dict &spec, unsigned tiles, std::uint64_t bytesPerTile, unsigned workers) {
         popsnn::TargetGeometry target;
         target.numTiles = tiles;
+        target.ipu = workers > 1, target.workers = workers; // workers > 1: an IPU's tiles
         return planDict(popsnn::planConvStage(stageFromDict(spec), target, bytesPerTile));
       },
       "The planner's layout of a convolutional stage (no graph is built).", py::arg("spec"),
-      py::arg("tiles"), py::arg("bytes_per_tile") = 0);
+      py::arg("tiles"), py::arg("bytes_per_tile") = 0, py::arg("workers") = 1);
   m.def("conv_stage", &runStage,
         "A convolutional stage run on the device: its output, and gradients from dL/d(output).",
         py::arg("spec"), py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(),

@@ -138,14 +138,17 @@ def test_stage_equals_the_reference_on_both_sides_of_the_density_choice(variant,
     assert got["dense_rows"] == (0 if spikes else sum(rows_per_shard)), shards
 
 
-@pytest.mark.parametrize("tiles", [1, 3, 6, 16])
+@pytest.mark.parametrize("tiles", [1, 3, 6, 12, 16])
 def test_every_tile_geometry_gives_the_same_stage(tiles):
     spec = stage_spec(8, **CSNN_FIRST)
     got = check_stage(spec, seed=2, type="ipu-model", tiles_per_ipu=tiles)
     plan = got["plan"]
     assert plan["channel_groups"] * plan["row_groups"] <= tiles
-    if tiles >= 6:  # both sums over tiles in play: dL/dW over rows, dL/dx over channels
+    if tiles >= 12:  # both sums over tiles in play: dL/dW over rows, dL/dx over channels
         assert plan["channel_groups"] > 1 and plan["row_groups"] > 1
+    # A shard's rows over the tile's workers (an IPU's six), as many as it has rows.
+    rows = max(r for *_, r in plan["shards"])
+    assert plan["workers"] == min(6, rows)
 
 
 def test_sparse_dl_di_carries_gradient_only_at_its_non_zero_entries():
@@ -198,6 +201,18 @@ def test_first_stage_without_input_gradient_and_without_bias():
     assert "grad_input" not in got
 
 
+@pytest.mark.parametrize("variant", ["csnn_first", "stride2_pad1"])
+@pytest.mark.parametrize("spikes", [True, False], ids=["events", "dense"])
+def test_a_shard_with_fewer_rows_than_workers(variant, spikes):
+    # 7 rows on 2 tiles: 4 workers per shard (its rows), the second shard's 3 rows leave one
+    # worker none; its forward, gradients and the workers' counters must still add up.
+    spec = stage_spec(7, **VARIANTS[variant])
+    got = check_stage(spec, seed=3, spikes=spikes, type="ipu-model", tiles_per_ipu=2)
+    assert got["plan"]["workers"] == 4
+    assert [r for *_, r in got["plan"]["shards"]] == [4, 3]
+    assert got["dense_rows"] == (0 if spikes else 7)  # every row's path, summed over workers
+
+
 def test_forward_only_and_the_cost_model_estimate():
     spec = stage_spec(4, **CSNN_FIRST)
     x, weight, bias, _ = make(spec, 5, True)
@@ -231,6 +246,13 @@ def test_plan_bytes_fall_with_tiles_and_a_stage_too_big_is_refused_in_one_line()
     assert many < few
     # Sun et al.'s second convolution at B 128, T 25 fits a Mk2 (1,472 tiles of 624 KiB).
     assert _native.conv_plan(spec, 1472, 624 * 1024)["tile_bytes"] <= 624 * 1024
+    # On an IPU's six workers each takes its own work: fewer workers where six do not fit.
+    six = _native.conv_plan(spec, 1472, 0, workers=6)
+    assert six["workers"] == 6 and six["tile_bytes"] > many
+    limit = (many + six["tile_bytes"]) // 2
+    fewer = _native.conv_plan(spec, 1472, limit, workers=6)
+    assert 1 <= fewer["workers"] < 6 and fewer["tile_bytes"] <= limit
+    assert _native.conv_plan(spec, 1472, many, workers=6)["workers"] == 1
     with pytest.raises(
         ValueError,
         match=r"^the convolutional stage needs \d+ bytes on a tile .*"

@@ -127,6 +127,11 @@ def test_tile_geometries(tiles):
     assert all(a.isdisjoint(b) for i, a in enumerate(ranges) for b in ranges[i + 1 :])
     if tiles == 16:
         assert any(p["channel_groups"] > 1 or p["row_groups"] > 1 for p in plans)
+    # Each shard's rows split over the tile's workers (up to an IPU's six), the backward too.
+    assert any(p["workers"] > 1 for p in plans)
+    # and the neurons over the workers (their columns gathered around the compute sets)
+    assert any(p["neuron_workers"] > 1 for p in plans)
+    assert all(p["workers"] <= min(6, max(sh[4] for sh in p["shards"])) for p in plans)
     assert model.backend.profile()["estimate_total_cycles"] > 0
 
 
