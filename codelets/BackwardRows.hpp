@@ -99,18 +99,25 @@ POPSNN_ONCE void fromFanoutDense(float *__restrict eps, unsigned n, const float 
     }
   }
 }
-// An all-to-all layer's recurrent term of dL/dS[t], dL/dI[t+1] . V^T, of every sample at once:
-// rec[b, j] = sum_k byDownstream[k, j] * grads[b, k], one blocked product per shard of the
-// layer (`grads`: a block [B, n_k] per shard at B * first_k), so V streams once per step, not
-// once per sample as fromFanoutDense's rows would (bench/README.md, issue 12).
+// One step's product of every sample at once: out[b, j] = sum_k byDownstream[k, j] *
+// grads[row0 + b, k] over the layer's shards (`grads`: a block [rowsPerBlock, n_k] per shard
+// at rowsPerBlock * first_k), one blocked product per shard, so the [n_k, n] rows stream once
+// per step, not once per sample as fromFanoutDense's do (bench/README.md, issue 12).
+POPSNN_ONCE void stepProduct(const float *grads, const float *byDownstream, unsigned n,
+                             unsigned shardSize, unsigned layerSize, unsigned row0,
+                             unsigned rowsPerBlock, unsigned batch, float *out) {
+  for (unsigned first = 0; first < layerSize; first += shardSize) {
+    const unsigned size = layerSize - first < shardSize ? layerSize - first : shardSize;
+    dense::denseProduct(batch, n, size, grads + rowsPerBlock * first + row0 * size, size, 1,
+                        byDownstream + first * n, n, out, n, first > 0);
+  }
+}
+// An all-to-all layer's recurrent term of dL/dS[t], dL/dI[t+1] . V^T, of every sample at once
+// (`grads`: this layer's dL/dI[t+1], a block [B, n_k] per shard).
 POPSNN_ONCE void recurrentProduct(const float *grads, const float *byDownstream, unsigned n,
                                   unsigned shardSize, unsigned layerSize, unsigned batch,
                                   float *rec) {
-  for (unsigned first = 0; first < layerSize; first += shardSize) {
-    const unsigned size = layerSize - first < shardSize ? layerSize - first : shardSize;
-    dense::denseProduct(batch, n, size, grads + batch * first, size, 1, byDownstream + first * n, n,
-                        rec, n, first > 0);
-  }
+  stepProduct(grads, byDownstream, n, shardSize, layerSize, 0, batch, batch, rec);
 }
 
 // A sparse rule: only for this step's gradient-trace entries (local ids; their masked

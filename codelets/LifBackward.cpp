@@ -71,6 +71,9 @@ public:
   Vector<Input<Vector<unsigned short>>> nextGradListIds;
   Vector<Input<Vector<float>>> nextGradListValues;
   Vector<Output<Vector<float>>> gradStep; // all-to-all: dL/dI[t] [B, n], for the recurrence (float)
+  // A dense float trace feeding a layer (the cpu device, not Leaky): the next layer's term of
+  // dL/dS[t] of every sample, one blocked product per step before the samples' loop [B, n].
+  Vector<Output<Vector<float>>> nextStep;
   // Step-major: for the next backward step, this shard's buffers of step t-1 (for the layer
   // it feeds) and, all-to-all, of step t-2 (its recurrence). The forward leaves those of
   // steps T-1 and T-2 there for the first backward step.
@@ -183,6 +186,10 @@ private:
     if (recurrence == popsnn::Recurrence::ALL_TO_ALL && dense && t + 1 < numSteps)
       recurrentProduct(&ownGrad[0][0], &ownWeightsT[0][0], numNeurons, ownShardSize, ownLayerSize,
                        batch, &gradStep[0][0]); // every sample's row at once, for spikeGrad
+    if constexpr (!halfStorage)
+      if (dense && nextStep.size() != 0)
+        stepProduct(&nextGrad[0][0], &nextWeightsT[0][0], numNeurons, nextShardSize, nextLayerSize,
+                    nextRow(t, 0), nextRowsPerBlock(), batch, &nextStep[0][0]);
     for (unsigned b = 0; b < batch; ++b) {
       const int *own = ownBuffer(t, b);
 #ifndef __IPU__
@@ -319,11 +326,14 @@ private:
   }
 #endif
 
-  // A dense trace: dL/dS[t] into eps, from the loss or the next layer, plus the recurrent path.
-  void spikeGrad(unsigned t, unsigned b, float *__restrict eps) {
+  // A dense trace: dL/dS[t], from the loss or the next layer, plus the recurrent path, in eps
+  // or in place in stepProduct's row (step1); returns where.
+  float *spikeGrad(unsigned t, unsigned b, float *__restrict eps) {
     const unsigned n = numNeurons;
     if (isOutput()) {
       copyTo(eps, &lossGradSpikes[0][(t * batch + b) * n], n);
+    } else if (nextStep.size() != 0) {
+      eps = &nextStep[0][b * n];
     } else {
       for (unsigned j = 0; j < n; ++j)
         eps[j] = 0.0f;
@@ -337,6 +347,7 @@ private:
       for (unsigned j = 0; j < n; ++j)
         eps[j] += recWeights[0][j] * gU[j];
     }
+    return eps;
   }
 
   // A dense trace: dL/dU[t] = surrogate * dL/dS[t] (+ a membrane loss) + leak * dL/dU[t+1],
@@ -482,9 +493,11 @@ private:
         learnsThreshold() && Reset::code == RESET_SUBTRACT ? &gradThreshold[0][0] : nullptr);
   }
 
-  // dL/dI[t] from dL/dU[t] (gU) into dI, through the model's input path.
+  // dL/dI[t] from dL/dU[t] (gU) into dI, through the model's input path; returns where it is
+  // (Synaptic: its carried dL/dJ itself, read only until the next step updates it).
   template <class C>
-  void inputGrad(unsigned t, unsigned b, const C &c, float *__restrict gU, float *__restrict dI) {
+  const float *inputGrad(unsigned t, unsigned b, const C &c, float *__restrict gU,
+                         float *__restrict dI) {
     const unsigned n = numNeurons;
     const int *prevOwn = t > 0 ? ownBuffer(t - 1, b) : nullptr;
     if constexpr (Neuron::twoCurrents || Neuron::synaptic) {
@@ -499,7 +512,7 @@ private:
         float *__restrict gJ = &gradMem[(batch + b) * n];
         for (unsigned j = 0; j < n; ++j)
           gJ[j] = (zeroReset ? keep[j] * gU[j] : gU[j]) + c.alphaAt(j) * gJ[j];
-        copyTo(dI, gJ, n);
+        return gJ;
       } else {
         float *__restrict gE = &gradMem[(batch + b) * n], *__restrict gHPre = &scratch[2 * n];
         if (!C::uniform && learnsThreshold() && Reset::code == RESET_SUBTRACT && prevOwn)
@@ -515,7 +528,7 @@ private:
                   : nullptr,
               &gradBeta[0][0]);
       }
-      return;
+      return dI;
     }
     // U[t] = (1 - S[t-1]) (beta U[t-1] + input terms): carry and dL/dI are the gradient of
     // that bracket.
@@ -527,19 +540,19 @@ private:
     } else {
       copyTo(dI, gU, n);
     }
+    return dI;
   }
 
   // Every model's path: dL/dS, dL/dU, dL/dI and their sums; returns dL/dI[t].
   template <class C> const float *generic(unsigned t, unsigned b, const C &c, const int *own) {
     const unsigned n = numNeurons;
-    float *__restrict eps = &scratch[0];
     float *__restrict gU = &gradMem[b * n];
-    spikeGrad(t, b, eps);
+    float *__restrict eps = spikeGrad(t, b, &scratch[0]);
     membraneGrad(t, b, c, own, eps, gU);
     if (!C::uniform && !Neuron::twoCurrents && (learnsBeta() || learnsThreshold()))
-      constantGrads(t, b, gU);  // Alpha's: in inputGrad, with its currents'
-    float *__restrict dI = eps; // eps is spent: reuse its storage for dL/dI[t]
-    inputGrad(t, b, c, gU, dI);
+      constantGrads(t, b, gU); // Alpha's: in inputGrad, with its currents'
+    // eps is spent: its storage takes dL/dI[t] where the input path computes a row of it
+    const float *__restrict dI = inputGrad(t, b, c, gU, eps);
     if (publishesGrad())
       copyTo(gradOutRow(t, b), dI, n);
     if (recurrence == popsnn::Recurrence::ALL_TO_ALL)
