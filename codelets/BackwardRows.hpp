@@ -212,6 +212,44 @@ inline void addAtSpikes(const int *buf, const float *__restrict dI, unsigned n, 
     addAtSpikeRows(buf, dI, n, rows);
 }
 
+// A later sample's id buffer (header and first ids) and gradient-trace row (ids and values;
+// none for a dense trace) into the cache: the backward reads what the forward wrote long ago.
+inline void prefetchSample(const int *own, const void *ids, const void *vals) {
+  __builtin_prefetch(own);
+  __builtin_prefetch(own + 16);
+  if (ids) {
+    __builtin_prefetch(ids);
+    __builtin_prefetch(vals);
+  }
+}
+
+// Synaptic's dense step after dL/dS (eps), nothing learned, no zero reset: LifBackward's
+// membraneGrad, inputGrad and sums in one pass, the same operations per entry in the same
+// order, so the surrogate row's stream from memory (long out of cache) overlaps them all.
+// Returns dL/dI[t], the carried dL/dJ (gJ); also into `out` where given.
+template <class C>
+inline const float *synapticRow(const C &c, unsigned n, const float *__restrict sg,
+                                const float *__restrict eps, float *__restrict gU,
+                                float *__restrict gJ, float *__restrict bias, float *__restrict sum,
+                                float *__restrict out) {
+  auto entry = [&](unsigned j) {
+    gU[j] = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + c.betaAt(j) * gU[j];
+    gJ[j] = gU[j] + c.alphaAt(j) * gJ[j];
+    bias[j] += gJ[j];
+  };
+  if (sum)
+    for (unsigned j = 0; j < n; ++j) {
+      entry(j);
+      sum[j] += gJ[j];
+    }
+  else
+    for (unsigned j = 0; j < n; ++j)
+      entry(j);
+  for (unsigned j = 0; j < n && out; ++j)
+    out[j] = gJ[j];
+  return gJ;
+}
+
 POPSNN_ONCE void addTo(float *__restrict acc, const float *__restrict v, unsigned n) {
   for (unsigned j = 0; j < n; ++j)
     acc[j] += v[j];

@@ -71,9 +71,7 @@ public:
   Vector<Input<Vector<unsigned short>>> nextGradListIds;
   Vector<Input<Vector<float>>> nextGradListValues;
   Vector<Output<Vector<float>>> gradStep; // all-to-all: dL/dI[t] [B, n], for the recurrence (float)
-  // A dense float trace feeding a layer (the cpu device, not Leaky): the next layer's term of
-  // dL/dS[t] of every sample, one blocked product per step before the samples' loop [B, n].
-  Vector<Output<Vector<float>>> nextStep;
+  Vector<Output<Vector<float>>> nextStep; // cpu, dense float, not Leaky: stepProduct's [B, n]
   // Step-major: for the next backward step, this shard's buffers of step t-1 (for the layer
   // it feeds) and, all-to-all, of step t-2 (its recurrence). The forward leaves those of
   // steps T-1 and T-2 there for the first backward step.
@@ -192,10 +190,15 @@ private:
                     nextRow(t, 0), nextRowsPerBlock(), batch, &nextStep[0][0]);
     for (unsigned b = 0; b < batch; ++b) {
       const int *own = ownBuffer(t, b);
-#ifndef __IPU__
-      // The traces were written in the forward, long out of cache: a later sample's early.
-      if (b + 4 < batch)
-        prefetchSample(t, b + 4, ownBuffer(t, b + 4));
+#ifndef __IPU__ // a later sample's buffers (prefetchSample): written in the forward, out of cache
+      if (b + 4 < batch) {
+        TraceRow e{};
+        if constexpr (!dense)
+          e = traceRow(t, b + 4);
+        prefetchSample(ownBuffer(t, b + 4), e.ids, e.vals);
+        for (unsigned s = 0; s < numSrc && inputMode == INPUT_SPIKE_IDS; ++s)
+          __builtin_prefetch(inBuffer(s, t, b + 4));
+      }
 #endif
       LiveNeurons live;
       const float *dI;
@@ -309,25 +312,7 @@ private:
   }
 #endif
 
-#ifndef __IPU__
-  // The traces were written in the forward, long out of cache: a later sample's id buffer
-  // (header and first ids), surrogate values and, for the weight gradient, input buffers.
-  void prefetchSample(unsigned t, unsigned b, const int *own) {
-    __builtin_prefetch(own);
-    __builtin_prefetch(own + 16);
-    if constexpr (!dense) {
-      const TraceRow e = traceRow(t, b);
-      __builtin_prefetch(e.ids);
-      __builtin_prefetch(e.vals);
-    }
-    if (inputMode == INPUT_SPIKE_IDS)
-      for (unsigned s = 0; s < numSrc; ++s)
-        __builtin_prefetch(inBuffer(s, t, b));
-  }
-#endif
-
-  // A dense trace: dL/dS[t], from the loss or the next layer, plus the recurrent path, in eps
-  // or in place in stepProduct's row (step1); returns where.
+  // A dense trace: dL/dS[t] (loss, next layer, recurrence) in eps or stepProduct's row: returned.
   float *spikeGrad(unsigned t, unsigned b, float *__restrict eps) {
     const unsigned n = numNeurons;
     if (isOutput()) {
@@ -493,8 +478,7 @@ private:
         learnsThreshold() && Reset::code == RESET_SUBTRACT ? &gradThreshold[0][0] : nullptr);
   }
 
-  // dL/dI[t] from dL/dU[t] (gU) into dI, through the model's input path; returns where it is
-  // (Synaptic: its carried dL/dJ itself, read only until the next step updates it).
+  // dL/dI[t] from dL/dU[t] (gU) through the model's input path into dI (Synaptic: dL/dJ); returned.
   template <class C>
   const float *inputGrad(unsigned t, unsigned b, const C &c, float *__restrict gU,
                          float *__restrict dI) {
@@ -548,6 +532,12 @@ private:
     const unsigned n = numNeurons;
     float *__restrict gU = &gradMem[b * n];
     float *__restrict eps = spikeGrad(t, b, &scratch[0]);
+    if constexpr (Neuron::synaptic && !zeroReset && !halfStorage) // nothing learned: one pass
+      if (!isOutput() && (C::uniform || (!learnsBeta() && !learnsThreshold())))
+        return synapticRow(c, n, &surrogates[(t * batch + b) * n], eps, gU,
+                           &gradMem[(batch + b) * n], &gradBias[0],
+                           inputMode == INPUT_DIRECT ? &currentGradSum[0][b * n] : nullptr,
+                           publishesGrad() ? gradOutRow(t, b) : nullptr);
     membraneGrad(t, b, c, own, eps, gU);
     if (!C::uniform && !Neuron::twoCurrents && (learnsBeta() || learnsThreshold()))
       constantGrads(t, b, gU); // Alpha's: in inputGrad, with its currents'
