@@ -6,16 +6,121 @@
 
 #include <cmath>
 
-#include "../include/popsnn/VertexEnums.hpp"
-
 using namespace poplar;
-using namespace popsnn::codes;
+
+namespace popsnn {
+namespace loss {
+
+// The losses OutputLoss is templated on. Each computes one sample's loss (times its weight w,
+// label y), writes its gradients into the vertex's outputs and returns the weighted loss.
+// z is the vertex's scratch: [C] logits or counts, then [C] more.
+
+// Spike counts per class (z[0..K)), then each output's count gradient spread over the steps.
+template <class V> void countsPerClass(const V &v, unsigned b, float *z) {
+  const unsigned block = v.numOutputs / v.numClasses;
+  for (unsigned k = 0; k < v.numClasses; ++k)
+    z[k] = 0.0f;
+  for (unsigned c = 0; c < v.numOutputs; ++c) {
+    const unsigned base = v.at(0, b, c), step = v.stepStride(c);
+    float count = 0.0f;
+    for (unsigned t = 0; t < v.numSteps; ++t)
+      count += float(v.spikes[base + t * step]);
+    z[c / block] += count;
+  }
+}
+template <class V> void countGradsOverSteps(V &v, unsigned b, const float *z) {
+  const unsigned block = v.numOutputs / v.numClasses;
+  for (unsigned c = 0; c < v.numOutputs; ++c) {
+    const unsigned base = v.at(0, b, c), step = v.stepStride(c);
+    for (unsigned t = 0; t < v.numSteps; ++t)
+      v.gradSpikes[base + t * step] = v.store(z[c / block]);
+  }
+}
+
+struct CeCount { // cross-entropy of the spike counts per class
+  template <class V> static float sample(V &v, unsigned b, unsigned y, float w, float *z) {
+    countsPerClass(v, b, z);
+    const float value = w * V::crossEntropy(z, v.numClasses, y);
+    for (unsigned k = 0; k < v.numClasses; ++k)
+      z[k] *= w;
+    countGradsOverSteps(v, b, z);
+    return value;
+  }
+};
+
+struct MseCount { // squared error of the counts against on/off targets
+  template <class V> static float sample(V &v, unsigned b, unsigned y, float w, float *z) {
+    const unsigned K = v.numClasses, T = v.numSteps;
+    countsPerClass(v, b, z);
+    float sq = 0.0f;
+    for (unsigned k = 0; k < K; ++k) {
+      const float diff = z[k] - (k == y ? v.onTarget : v.offTarget);
+      sq += diff * diff;
+      z[k] = w * diff * (2.0f / float(K * T));
+    }
+    countGradsOverSteps(v, b, z);
+    return w * sq / float(K * T);
+  }
+};
+
+struct CeRate { // cross-entropy of the spikes at each step, averaged over the steps
+  template <class V> static float sample(V &v, unsigned b, unsigned y, float w, float *z) {
+    const unsigned T = v.numSteps, C = v.numOutputs;
+    float total = 0.0f;
+    for (unsigned t = 0; t < T; ++t) {
+      for (unsigned c = 0; c < C; ++c)
+        z[c] = float(v.spikes[v.at(t, b, c)]);
+      total += w * V::crossEntropy(z, C, y) / float(T);
+      for (unsigned c = 0; c < C; ++c)
+        v.gradSpikes[v.at(t, b, c)] = v.store(z[c] * w / float(T));
+    }
+    return total;
+  }
+};
+
+struct MseMembrane { // squared error of the membranes against on/off targets at every step
+  template <class V> static float sample(V &v, unsigned b, unsigned y, float w, float *) {
+    const unsigned T = v.numSteps, C = v.numOutputs;
+    const float scale = 2.0f / float(T * C);
+    float total = 0.0f;
+    for (unsigned t = 0; t < T; ++t) {
+      for (unsigned c = 0; c < C; ++c) {
+        const float diff = float(v.membranes[v.at(t, b, c)]) - (c == y ? v.onTarget : v.offTarget);
+        total += w * diff * diff / float(T * C);
+        v.gradMembranes[v.at(t, b, c)] = v.store(w * diff * scale);
+      }
+    }
+    return total;
+  }
+};
+
+struct CeMaxMembrane { // cross-entropy of each output's peak membrane; gradient to its first peak
+  template <class V> static float sample(V &v, unsigned b, unsigned y, float w, float *z) {
+    const unsigned T = v.numSteps, C = v.numOutputs;
+    float *__restrict firstMax = z + C;
+    for (unsigned c = 0; c < C; ++c) {
+      unsigned best = 0;
+      for (unsigned t = 1; t < T; ++t)
+        if (float(v.membranes[v.at(t, b, c)]) > float(v.membranes[v.at(best, b, c)]))
+          best = t;
+      z[c] = float(v.membranes[v.at(best, b, c)]);
+      firstMax[c] = float(best);
+    }
+    const float value = w * V::crossEntropy(z, C, y);
+    for (unsigned c = 0; c < C; ++c)
+      v.gradMembranes[v.at(unsigned(firstMax[c]), b, c)] = v.store(w * z[c]);
+    return value;
+  }
+};
+
+} // namespace loss
+} // namespace popsnn
 
 // The records and the gradients sent back are stored as `Stored` (float, or half:
 // docs/numerics.md section 8); the loss and its gradient are computed in float, and a half
 // form multiplies the gradient by the loss scale before storing it (half would flush small
-// dL/dS to zero), rounding once.
-template <class Stored> class OutputLoss : public Vertex {
+// dL/dS to zero), rounding once. `Loss` is one of popsnn::loss's kinds.
+template <class Stored, class Loss> class OutputLoss : public Vertex {
 public:
   Input<Vector<Stored>> spikes;       // [T, B, C], shard-major
   Input<Vector<Stored>> membranes;    // [T, B, C], shard-major
@@ -29,7 +134,6 @@ public:
   // in float (the gradient is stored as computed).
   Vector<Input<Vector<float>>> lossScale;
 
-  unsigned kind;
   unsigned numSteps;
   unsigned batch;
   unsigned numOutputs;
@@ -70,85 +174,30 @@ public:
   }
 
   bool compute() {
-    const unsigned T = numSteps, C = numOutputs, K = numClasses;
-    const unsigned block = C / K;
-    for (unsigned k = 0; k < T * batch * C; ++k) {
+    for (unsigned k = 0; k < numSteps * batch * numOutputs; ++k) {
       gradSpikes[k] = Stored(0.0f);
       gradMembranes[k] = Stored(0.0f);
     }
     float total = 0.0f;
-    float *__restrict z = &scratch[0];
     for (unsigned b = 0; b < batch; ++b) {
       const float w = sampleWeights[b];
-      if (w == 0.0f)
-        continue;
-      const unsigned y = unsigned(labels[b]);
-      if (kind == CE_COUNT || kind == MSE_COUNT) {
-        for (unsigned k = 0; k < K; ++k)
-          z[k] = 0.0f;
-        for (unsigned c = 0; c < C; ++c) {
-          const unsigned base = at(0, b, c), step = stepStride(c);
-          float count = 0.0f;
-          for (unsigned t = 0; t < T; ++t)
-            count += float(spikes[base + t * step]);
-          z[c / block] += count;
-        }
-        if (kind == CE_COUNT) {
-          total += w * crossEntropy(z, K, y);
-          for (unsigned k = 0; k < K; ++k)
-            z[k] *= w;
-        } else {
-          float sq = 0.0f;
-          for (unsigned k = 0; k < K; ++k) {
-            const float diff = z[k] - (k == y ? onTarget : offTarget);
-            sq += diff * diff;
-            z[k] = w * diff * (2.0f / float(K * T));
-          }
-          total += w * sq / float(K * T);
-        }
-        for (unsigned c = 0; c < C; ++c) {
-          const unsigned base = at(0, b, c), step = stepStride(c);
-          for (unsigned t = 0; t < T; ++t)
-            gradSpikes[base + t * step] = store(z[c / block]);
-        }
-      } else if (kind == CE_RATE) {
-        for (unsigned t = 0; t < T; ++t) {
-          for (unsigned c = 0; c < C; ++c)
-            z[c] = float(spikes[at(t, b, c)]);
-          total += w * crossEntropy(z, C, y) / float(T);
-          for (unsigned c = 0; c < C; ++c)
-            gradSpikes[at(t, b, c)] = store(z[c] * w / float(T));
-        }
-      } else if (kind == MSE_MEMBRANE) {
-        const float scale = 2.0f / float(T * C);
-        for (unsigned t = 0; t < T; ++t) {
-          for (unsigned c = 0; c < C; ++c) {
-            const float diff = float(membranes[at(t, b, c)]) - (c == y ? onTarget : offTarget);
-            total += w * diff * diff / float(T * C);
-            gradMembranes[at(t, b, c)] = store(w * diff * scale);
-          }
-        }
-      } else { // CE_MAX_MEMBRANE: the gradient goes to the first step at the maximum
-        float *__restrict firstMax = &scratch[C];
-        for (unsigned c = 0; c < C; ++c) {
-          unsigned best = 0;
-          for (unsigned t = 1; t < T; ++t)
-            if (float(membranes[at(t, b, c)]) > float(membranes[at(best, b, c)]))
-              best = t;
-          z[c] = float(membranes[at(best, b, c)]);
-          firstMax[c] = float(best);
-        }
-        total += w * crossEntropy(z, C, y);
-        for (unsigned c = 0; c < C; ++c)
-          gradMembranes[at(unsigned(firstMax[c]), b, c)] = store(w * z[c]);
-      }
+      if (w != 0.0f)
+        total += Loss::sample(*this, b, unsigned(labels[b]), w, &scratch[0]);
     }
     *loss = total;
     return true;
   }
 };
-template class OutputLoss<float>;
-template class OutputLoss<half>;
+template class OutputLoss<float, popsnn::loss::CeCount>;
+template class OutputLoss<float, popsnn::loss::CeRate>;
+template class OutputLoss<float, popsnn::loss::MseCount>;
+template class OutputLoss<float, popsnn::loss::MseMembrane>;
+template class OutputLoss<float, popsnn::loss::CeMaxMembrane>;
+template class OutputLoss<half, popsnn::loss::CeCount>;
+template class OutputLoss<half, popsnn::loss::CeRate>;
+template class OutputLoss<half, popsnn::loss::MseCount>;
+template class OutputLoss<half, popsnn::loss::MseMembrane>;
+template class OutputLoss<half, popsnn::loss::CeMaxMembrane>;
 
 // The loss of a batch whose samples were split over several OutputLoss vertices (one per
 // group of samples, each on a tile of its own): the sum of their parts, in order.

@@ -146,11 +146,7 @@ const std::map<std::string, Estimator> &table() {
       {"PushGrads<half>", pushStepsCycles},
       {"DirectWeightGrad<float>", directWeightGradCycles},
       {"DirectWeightGrad<half>", directWeightGradCycles},
-      {"OutputLoss<float>",
-       [](const VertexWork &w) {
-         return kVertexOverhead + 8ull * w.elements + 60ull * w.batch * w.neurons;
-       }},
-      {"OutputLoss<half>",
+      {"OutputLoss",
        [](const VertexWork &w) {
          return kVertexOverhead + 8ull * w.elements + 60ull * w.batch * w.neurons;
        }},

@@ -424,7 +424,7 @@ struct LossWiring : Wiring {
       const unsigned Bg = g.last - g.first;
       const Tensor &lab = b.chunks() > 1 ? io.labelsChunk : io.labels;
       const Tensor &wts = b.chunks() > 1 ? io.weightsChunk : io.sampleWeights;
-      VertexRef v = b.graph->addVertex(cs, units::outputLoss(b.storage()));
+      VertexRef v = b.graph->addVertex(cs, units::outputLoss(b.storage(), lossCode()));
       b.graph->connect(v["spikes"], io.gatheredS.slice(record * g.first, record * g.last));
       b.graph->connect(v["membranes"], io.gatheredU.slice(record * g.first, record * g.last));
       b.graph->connect(v["labels"], lab.slice(g.first, g.last));
@@ -449,6 +449,13 @@ struct LossWiring : Wiring {
     }
   }
 
+  unsigned lossCode() const {
+    static_assert(unsigned(LossKind::CeMaxMembrane) == codes::CE_MAX_MEMBRANE &&
+                      unsigned(LossKind::MseCount) == codes::MSE_COUNT,
+                  "LossKind's order is codes::Loss's (units::LOSSES)");
+    return unsigned(b.spec.loss.kind);
+  }
+
   void setLossFields(VertexRef v, unsigned B) {
     const unsigned T = b.steps();
     const LossSpec &ls = b.spec.loss;
@@ -461,7 +468,6 @@ struct LossWiring : Wiring {
       on = float(int(T * double(ls.correctRate) * perClass));
       off = float(int(T * double(ls.incorrectRate) * perClass));
     }
-    setField(v, "kind", unsigned(ls.kind)); // LossKind's order matches codes::Loss
     setField(v, "numSteps", T);
     setField(v, "batch", B);
     setField(v, "numOutputs", b.plan.numOutputs);
@@ -473,7 +479,7 @@ struct LossWiring : Wiring {
     w.batch = B;
     w.neurons = b.plan.numOutputs;
     w.elements = T * B * b.plan.numOutputs;
-    setEstimate(v, units::outputLoss(b.storage()), w);
+    setEstimate(v, "OutputLoss", w); // one estimate for every stored type and kind
   }
 };
 

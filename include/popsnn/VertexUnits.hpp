@@ -55,9 +55,13 @@ inline std::string pushSpikes(unsigned storage) {
 inline std::string pushGrads(unsigned storage) {
   return std::string("PushGrads<") + STORAGES[storage] + ">";
 }
+// The loss kinds OutputLoss is templated on, by codes::Loss.
+inline constexpr const char *LOSSES[] = {"popsnn::loss::CeCount", "popsnn::loss::CeRate",
+                                         "popsnn::loss::MseCount", "popsnn::loss::MseMembrane",
+                                         "popsnn::loss::CeMaxMembrane"};
 // The loss on the output layer's records over that stored type.
-inline std::string outputLoss(unsigned storage) {
-  return std::string("OutputLoss<") + STORAGES[storage] + ">";
+inline std::string outputLoss(unsigned storage, unsigned loss) {
+  return std::string("OutputLoss<") + STORAGES[storage] + "," + LOSSES[loss] + ">";
 }
 
 // The forward and backward step vertices of a layer with these units, trace layout and stored

@@ -186,12 +186,16 @@ def test_push_vertices_sum_stored_rows_in_float(harness, tmp_path, stored):
 
 # --------------------------------------------------------------------------- loss vertex
 
-LOSS_KINDS = {  # codes::Loss, popsnn.losses constructor, the vertex's on/off targets at T
-    "ce_count": (0, lambda: losses.ce_count_loss(), (0.0, 0.0)),
-    "ce_rate": (1, lambda: losses.ce_rate_loss(), (0.0, 0.0)),
-    "mse_count": (2, lambda: losses.mse_count_loss(0.8, 0.1), (int(6 * 0.8), int(6 * 0.1))),
-    "mse_membrane": (3, lambda: losses.mse_membrane_loss(1.0, 0.0), (1.0, 0.0)),
-    "ce_max_membrane": (4, lambda: losses.ce_max_membrane_loss(), (0.0, 0.0)),
+LOSS_KINDS = {  # popsnn::loss tag, popsnn.losses constructor, the vertex's on/off targets at T
+    "ce_count": ("CeCount", lambda: losses.ce_count_loss(), (0.0, 0.0)),
+    "ce_rate": ("CeRate", lambda: losses.ce_rate_loss(), (0.0, 0.0)),
+    "mse_count": (
+        "MseCount",
+        lambda: losses.mse_count_loss(0.8, 0.1),
+        (int(6 * 0.8), int(6 * 0.1)),
+    ),
+    "mse_membrane": ("MseMembrane", lambda: losses.mse_membrane_loss(1.0, 0.0), (1.0, 0.0)),
+    "ce_max_membrane": ("CeMaxMembrane", lambda: losses.ce_max_membrane_loss(), (0.0, 0.0)),
 }
 
 
@@ -202,8 +206,8 @@ def _run_loss(harness, tmp_path, stored, kind, spikes, membranes, labels, scale)
     membranes.astype(dtype).tofile(tmp_path / "membranes.bin")
     labels.astype(np.int32).tofile(tmp_path / "labels.bin")
     np.full(batch, 1.0 / batch, np.float32).tofile(tmp_path / "weights.bin")
-    code, _, (on, off) = LOSS_KINDS[kind]
-    sizes = [code, steps, batch, outputs, outputs, on, off, scale]
+    tag, _, (on, off) = LOSS_KINDS[kind]
+    sizes = [tag, steps, batch, outputs, outputs, on, off, scale]
     cmd = [str(harness.parent / "loss_vertex"), stored, str(tmp_path), *map(str, sizes)]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr

@@ -167,6 +167,7 @@ def test_poputil_and_popops_subset(fidelity):
         text("sub", a - b),
         text("mul", a * b),
         text("max", np.maximum(a, b)),
+        text("min", np.minimum(a, b)),
         text("expr1", a * b + 3),
         text("expr2", np.maximum(b, 0) - a),
         text("expr3", b),

@@ -221,10 +221,12 @@ def test_profile_counts_equal_hand_computed_values(runtime_cases):
     sync, exch_bpc, link_bpc, host_bpc = 150, 4, 240.0, 12.0  # IPUModel defaults (documented)
     steps = {s["name"]: s for s in r["steps"]}
     work = steps["work-step"]
-    # Tile 0: Vertex 100 and Vertex 50 on two workers -> 100. Tile 1: MultiVertex 30 on
-    # every worker, then Vertex 40 on the least-loaded one -> 70. Slowest tile: 100.
-    assert (work["computeCycles"], work["vertices"], work["tilesUsed"]) == (100, 4, 2)
-    assert work["cycles"] == 100 + sync and work["executions"] == 6
+    # A Vertex's estimate is thread cycles: 6 tile cycles each (barrel scheduling); a
+    # MultiVertex's is tile cycles. Tile 0: Vertex 100 and Vertex 50 on two workers -> 600.
+    # Tile 1: MultiVertex 30 on every worker, then Vertex 40 on the least-loaded one ->
+    # 30 + 240 = 270. Slowest tile: 600.
+    assert (work["computeCycles"], work["vertices"], work["tilesUsed"]) == (600, 4, 2)
+    assert work["cycles"] == 600 + sync and work["executions"] == 6
     near = steps["Copy('x' (float{16}) -> 'xNext' (float{16}))"]
     assert (near["exchangeBytesWithinIPU"], near["exchangeBytesBetweenIPUs"]) == (64, 0)
     assert near["exchangeCycles"] == 64 // exch_bpc and near["cycles"] == 16 + sync
@@ -240,10 +242,10 @@ def test_profile_counts_equal_hand_computed_values(runtime_cases):
         2,
     )
     assert steps["Sync(internal)"]["cycles"] == sync
-    per_run = 3 * (250 + 166 + 167 + 154) + 154 + 150
+    per_run = 3 * (750 + 166 + 167 + 154) + 154 + 150
     assert r["totalCycles"] == 2 * per_run
     assert r["syncs"] == 2 * (3 * 4 + 2) and r["syncCycles"] == r["syncs"] * sync
-    assert r["computeCycles"] == 2 * 3 * (100 + 4)
+    assert r["computeCycles"] == 2 * 3 * (600 + 4)
     assert (r["exchangeBytesWithinIPU"], r["exchangeBytesBetweenIPUs"]) == (6 * 64, 6 * 64)
     assert (r["onTileCopyBytes"], r["hostBytes"], r["vertexExecutions"]) == (6 * 32, 80, 24)
     assert r["estimatedSeconds"] == pytest.approx(r["totalCycles"] / 1.33e9)

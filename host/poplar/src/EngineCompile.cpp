@@ -238,14 +238,16 @@ CompiledComputeSet &EngineImpl::compileComputeSet(unsigned csId) {
     tileBytes[static_cast<std::size_t>(tile)] += stateBytes;
     extra.push_back(std::move(obj));
 
-    // Cost model: a Vertex occupies the least-loaded worker context for its
-    // estimate; a MultiVertex occupies every worker context for its estimate.
+    // Cost model, in tile cycles: a Vertex's estimate counts thread cycles, and a
+    // barrel-scheduled worker context issues once every kWorkers tile cycles, so it
+    // occupies the least-loaded context for kWorkers times its estimate. A
+    // MultiVertex's estimate is already in tile cycles and occupies every context.
     auto &load = workerLoad[tile];
     if (d.isMultiVertex) {
       for (auto &w : load)
         w += v.cycles;
     } else {
-      *std::min_element(load.begin(), load.end()) += v.cycles;
+      *std::min_element(load.begin(), load.end()) += std::uint64_t(kWorkers) * v.cycles;
     }
     if (tileOf.empty() || tileOf.back() != tile) {
       tileOf.push_back(tile);

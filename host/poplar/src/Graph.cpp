@@ -31,10 +31,15 @@ const Type *typeFromName(const char *name) {
 
 std::string describeTensor(const GraphState &g, const Tensor &t) {
   std::ostringstream os;
+  // The first four distinct variables are all a name shows: stop there (a tensor joined
+  // from thousands of shards has thousands of regions).
   std::vector<unsigned> vars;
-  for (const auto &r : t.regions())
+  for (const auto &r : t.regions()) {
     if (std::find(vars.begin(), vars.end(), r.var) == vars.end())
       vars.push_back(r.var);
+    if (vars.size() > 3)
+      break;
+  }
   os << "'";
   for (std::size_t i = 0; i < vars.size() && i < 3; ++i)
     os << (i ? "', '" : "") << (vars[i] < g.vars.size() ? g.vars[vars[i]].name : "?");

@@ -9,23 +9,43 @@ using namespace poplar;
 
 namespace popnn {
 
-// In place, element by element. kind: 0 sigmoid, 1 relu, 2 tanh (the host maps
-// NonLinearityType to these codes).
-template <typename T> class PopsnnNonLinearity : public Vertex {
+// The functions and losses the vertices are templated on, as tag types (the host
+// maps NonLinearityType / LossType to these names).
+namespace op {
+struct Sigmoid {
+  static float apply(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+};
+struct Relu {
+  static float apply(float x) { return x > 0 ? x : 0.0f; }
+};
+struct Tanh {
+  static float apply(float x) { return std::tanh(x); }
+};
+// Sum of squares: half the squared deltas, summed over the row.
+struct SumSquared {
+  static float rowLoss(float deltaSquares, float, bool) { return 0.5f * deltaSquares; }
+};
+// Cross entropy of the labelled output (outputs are probabilities).
+struct CrossEntropy {
+  static float rowLoss(float, float labelled, bool valid) {
+    return valid ? -std::log(labelled + 1e-7f) : 0.0f;
+  }
+};
+} // namespace op
+
+// In place, element by element.
+template <typename T, typename Op> class PopsnnNonLinearity : public Vertex {
 public:
   InOut<Vector<T>> data;
-  unsigned kind;
   bool compute() {
-    for (unsigned i = 0; i < data.size(); ++i) {
-      const float x = data[i];
-      data[i] = kind == 0   ? 1.0f / (1.0f + std::exp(-x))
-                : kind == 1 ? (x > 0 ? x : 0.0f)
-                            : std::tanh(x);
-    }
+    for (unsigned i = 0; i < data.size(); ++i)
+      data[i] = Op::apply(float(data[i]));
     return true;
   }
 };
-template class PopsnnNonLinearity<float>;
+template class PopsnnNonLinearity<float, popnn::op::Sigmoid>;
+template class PopsnnNonLinearity<float, popnn::op::Relu>;
+template class PopsnnNonLinearity<float, popnn::op::Tanh>;
 
 // Softmax of each row in place, its maximum subtracted before the exponentials.
 template <typename T> class PopsnnSoftmax : public Vertex {
@@ -56,36 +76,35 @@ template <typename Label> unsigned labelIndex(Label label, unsigned n) {
   return value >= 0 && value < static_cast<long long>(n) ? unsigned(value) : n;
 }
 
-// Each row's loss and deltas against its label. kind: 0 sum of squares, 1 cross
-// entropy. A label outside [0, classes) gives zeros.
-template <typename T, typename Label> class PopsnnLoss : public Vertex {
+// Each row's loss and deltas against its label. A label outside [0, classes)
+// gives zeros.
+template <typename T, typename Label, typename Loss> class PopsnnLoss : public Vertex {
 public:
   Vector<Input<Vector<T>>> outputs;
   Input<Vector<Label>> expected;
   Output<Vector<T>> loss;
   Vector<Output<Vector<T>>> deltas;
-  unsigned kind;
   bool compute() {
     for (unsigned r = 0; r < outputs.size(); ++r) {
       const unsigned n = outputs[r].size();
       const unsigned label = labelIndex(Label(expected[r]), n);
       const bool valid = label < n;
-      float sum = 0;
+      float squares = 0;
       for (unsigned i = 0; i < n; ++i) {
         const float target = label == i ? 1.0f : 0.0f;
         const float delta = valid ? float(outputs[r][i]) - target : 0.0f;
         deltas[r][i] = delta;
-        sum += kind == 0 ? 0.5f * delta * delta : 0.0f;
+        squares += delta * delta;
       }
-      if (kind == 1 && valid)
-        sum = -std::log(float(outputs[r][label]) + 1e-7f);
-      loss[r] = sum;
+      loss[r] = Loss::rowLoss(squares, valid ? float(outputs[r][label]) : 0.0f, valid);
     }
     return true;
   }
 };
-template class PopsnnLoss<float, unsigned int>;
-template class PopsnnLoss<float, int>;
+template class PopsnnLoss<float, unsigned int, popnn::op::SumSquared>;
+template class PopsnnLoss<float, int, popnn::op::SumSquared>;
+template class PopsnnLoss<float, unsigned int, popnn::op::CrossEntropy>;
+template class PopsnnLoss<float, int, popnn::op::CrossEntropy>;
 
 // numCorrect += the rows whose largest output (the first, on ties) is the label.
 template <typename T, typename Label> class PopsnnAccuracy : public Vertex {

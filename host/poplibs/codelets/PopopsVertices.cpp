@@ -44,79 +44,82 @@ template class PopsnnCast<bool, float>;
 template class PopsnnCast<bool, int>;
 template class PopsnnCast<bool, unsigned int>;
 
-// kind: 0 add, 1 subtract, 2 multiply, 3 max, 4 min (popops::expr::BinaryOpType order
-// is not relied on; the host maps its enum to these codes).
-template <typename T> class PopsnnBinary : public Vertex {
+// The operations the vertices are templated on, as tag types (the host maps its
+// BinaryOpType / Operation enums to these names).
+namespace op {
+struct Add {
+  template <typename T> static T apply(T a, T b) { return a + b; }
+};
+struct Subtract {
+  template <typename T> static T apply(T a, T b) { return a - b; }
+};
+struct Multiply {
+  template <typename T> static T apply(T a, T b) { return a * b; }
+};
+struct Maximum {
+  template <typename T> static T apply(T a, T b) { return a > b ? a : b; }
+};
+struct Minimum {
+  template <typename T> static T apply(T a, T b) { return a < b ? a : b; }
+};
+} // namespace op
+
+template <typename T, typename Op> class PopsnnBinary : public Vertex {
 public:
   Input<Vector<T>> in1;
   Input<Vector<T>> in2;
   Output<Vector<T>> out;
-  unsigned kind;
   bool compute() {
-    for (unsigned i = 0; i < out.size(); ++i) {
-      const T a = in1[i], b = in2[i];
-      switch (kind) {
-      case 0:
-        out[i] = a + b;
-        break;
-      case 1:
-        out[i] = a - b;
-        break;
-      case 2:
-        out[i] = a * b;
-        break;
-      case 3:
-        out[i] = a > b ? a : b;
-        break;
-      default:
-        out[i] = a < b ? a : b;
-        break;
-      }
-    }
+    for (unsigned i = 0; i < out.size(); ++i)
+      out[i] = Op::apply(T(in1[i]), T(in2[i]));
     return true;
   }
 };
-template class PopsnnBinary<float>;
-template class PopsnnBinary<int>;
-template class PopsnnBinary<unsigned int>;
+template class PopsnnBinary<float, popops::op::Add>;
+template class PopsnnBinary<float, popops::op::Subtract>;
+template class PopsnnBinary<float, popops::op::Multiply>;
+template class PopsnnBinary<float, popops::op::Maximum>;
+template class PopsnnBinary<float, popops::op::Minimum>;
+template class PopsnnBinary<int, popops::op::Add>;
+template class PopsnnBinary<int, popops::op::Subtract>;
+template class PopsnnBinary<int, popops::op::Multiply>;
+template class PopsnnBinary<int, popops::op::Maximum>;
+template class PopsnnBinary<int, popops::op::Minimum>;
+template class PopsnnBinary<unsigned int, popops::op::Add>;
+template class PopsnnBinary<unsigned int, popops::op::Subtract>;
+template class PopsnnBinary<unsigned int, popops::op::Multiply>;
+template class PopsnnBinary<unsigned int, popops::op::Maximum>;
+template class PopsnnBinary<unsigned int, popops::op::Minimum>;
 
 // Reduces each of out.size() consecutive rows of rowLength elements of in.
-// kind: 0 add, 1 multiply, 2 max, 3 min.
-template <typename T> class PopsnnReduce : public Vertex {
+template <typename T, typename Op> class PopsnnReduce : public Vertex {
 public:
   Input<Vector<T>> in;
   Output<Vector<T>> out;
   unsigned rowLength;
-  unsigned kind;
   bool compute() {
     for (unsigned r = 0; r < out.size(); ++r) {
       const unsigned base = r * rowLength;
       T acc = in[base];
-      for (unsigned i = 1; i < rowLength; ++i) {
-        const T x = in[base + i];
-        switch (kind) {
-        case 0:
-          acc = acc + x;
-          break;
-        case 1:
-          acc = acc * x;
-          break;
-        case 2:
-          acc = x > acc ? x : acc;
-          break;
-        default:
-          acc = x < acc ? x : acc;
-          break;
-        }
-      }
+      for (unsigned i = 1; i < rowLength; ++i)
+        acc = Op::apply(acc, T(in[base + i]));
       out[r] = acc;
     }
     return true;
   }
 };
-template class PopsnnReduce<float>;
-template class PopsnnReduce<int>;
-template class PopsnnReduce<unsigned int>;
+template class PopsnnReduce<float, popops::op::Add>;
+template class PopsnnReduce<float, popops::op::Multiply>;
+template class PopsnnReduce<float, popops::op::Maximum>;
+template class PopsnnReduce<float, popops::op::Minimum>;
+template class PopsnnReduce<int, popops::op::Add>;
+template class PopsnnReduce<int, popops::op::Multiply>;
+template class PopsnnReduce<int, popops::op::Maximum>;
+template class PopsnnReduce<int, popops::op::Minimum>;
+template class PopsnnReduce<unsigned int, popops::op::Add>;
+template class PopsnnReduce<unsigned int, popops::op::Multiply>;
+template class PopsnnReduce<unsigned int, popops::op::Maximum>;
+template class PopsnnReduce<unsigned int, popops::op::Minimum>;
 
 // a += scale * b.
 template <typename T> class PopsnnScaledAdd : public Vertex {

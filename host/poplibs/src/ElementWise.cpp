@@ -26,19 +26,19 @@ const char *opName(expr::BinaryOpType op) {
   return "map";
 }
 
-// The `kind` codes of PopsnnBinary in PopopsVertices.cpp.
-unsigned vertexKind(expr::BinaryOpType op) {
+// The operation tags of PopsnnBinary in PopopsVertices.cpp.
+const char *vertexOp(expr::BinaryOpType op) {
   switch (op) {
   case expr::BinaryOpType::ADD:
-    return 0;
+    return "Add";
   case expr::BinaryOpType::SUBTRACT:
-    return 1;
+    return "Subtract";
   case expr::BinaryOpType::MULTIPLY:
-    return 2;
+    return "Multiply";
   case expr::BinaryOpType::MAXIMUM:
-    return 3;
+    return "Maximum";
   case expr::BinaryOpType::MINIMUM:
-    return 4;
+    return "Minimum";
   }
   throw poplar::poplar_error("popops::map: unknown BinaryOpType");
 }
@@ -68,13 +68,12 @@ poplar::Tensor map(poplar::Graph &graph, expr::BinaryOpType op, const poplar::Te
   const poplar::Tensor b = detail::alignedTo(graph, B, A, prog, label + "/B");
   const poplar::Tensor a = A.flatten(), bFlat = b.flatten(), o = out.flatten();
   poplar::ComputeSet cs = graph.addComputeSet({debugContext, label});
-  const std::string vertex = detail::vertexName("PopsnnBinary", A.elementType());
+  const std::string vertex = detail::vertexName("PopsnnBinary", A.elementType(), vertexOp(op));
   detail::forEachTileInterval(graph, o, [&](unsigned tile, std::size_t begin, std::size_t end) {
     poplar::VertexRef v = graph.addVertex(cs, vertex,
                                           {{"in1", a.slice(begin, end)},
                                            {"in2", bFlat.slice(begin, end)},
                                            {"out", o.slice(begin, end)}});
-    graph.setInitialValue(v["kind"], vertexKind(op));
     graph.setTileMapping(v, tile);
   });
   prog.add(poplar::program::Execute(cs));

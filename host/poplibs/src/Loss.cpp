@@ -17,7 +17,8 @@ void fail(const char *function, const std::string &what) {
   throw poplar::poplar_error(std::string("popnn::") + function + ": " + what);
 }
 
-// Outputs [batch, classes] of float, labels [batch] of int or unsigned int.
+// Outputs [batch, classes] of float, labels [batch] of int or unsigned int; returns
+// the vertices' template arguments "float,<label type>".
 std::string checkOutputsAndLabels(const char *function, const poplar::Tensor &outputs,
                                   const poplar::Tensor &expected) {
   if (outputs.rank() != 2 || outputs.elementType() != poplar::FLOAT)
@@ -32,7 +33,7 @@ std::string checkOutputsAndLabels(const char *function, const poplar::Tensor &ou
                        std::to_string(outputs.dim(0)) +
                        " rows of modelOutputs; give one label "
                        "per row");
-  return "<float," + label.toString() + ">";
+  return "float," + label.toString();
 }
 
 poplar::VertexRef rowsVertex(poplar::Graph &graph, poplar::ComputeSet &cs, const std::string &name,
@@ -60,10 +61,12 @@ poplar::program::Program calcLoss(poplar::Graph &graph, const poplar::Tensor &mo
                          "; give a float tensor of modelOutputs' shape " +
                          shapeText(modelOutputs.shape()));
   poplar::ComputeSet cs = graph.addComputeSet({debugContext, "popnn::calcLoss"});
-  poplar::VertexRef v = rowsVertex(graph, cs, "popnn::PopsnnLoss" + types, modelOutputs, expected);
+  const char *kind = lossType == CROSS_ENTROPY_LOSS ? "CrossEntropy" : "SumSquared";
+  poplar::VertexRef v =
+      rowsVertex(graph, cs, "popnn::PopsnnLoss<" + types + ",popnn::op::" + kind + ">",
+                 modelOutputs, expected);
   graph.connect(v["loss"], loss);
   graph.connect(v["deltas"], deltas);
-  graph.setInitialValue(v["kind"], lossType == CROSS_ENTROPY_LOSS ? 1u : 0u);
   graph.setTileMapping(v, popops::detail::firstTile(graph, loss));
   return poplar::program::Execute(cs);
 }
@@ -79,7 +82,7 @@ poplar::program::Program calcAccuracy(poplar::Graph &graph, const poplar::Tensor
                              "; give a one-element unsigned int tensor");
   poplar::ComputeSet cs = graph.addComputeSet({debugContext, "popnn::calcAccuracy"});
   poplar::VertexRef v =
-      rowsVertex(graph, cs, "popnn::PopsnnAccuracy" + types, modelOutputs, expected);
+      rowsVertex(graph, cs, "popnn::PopsnnAccuracy<" + types + ">", modelOutputs, expected);
   graph.connect(v["numCorrect"], numCorrect.flatten()[0]);
   graph.setTileMapping(v, popops::detail::firstTile(graph, numCorrect));
   return poplar::program::Execute(cs);

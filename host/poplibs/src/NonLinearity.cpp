@@ -11,20 +11,20 @@
 namespace popnn {
 namespace {
 
-// The `kind` codes of PopsnnNonLinearity (PopnnVertices.cpp); -1: softmax; -2: not provided.
-int vertexKind(NonLinearityType type) {
+// The vertex for an element-wise type; "" for softmax (rows); nullptr: not provided.
+const char *elementwiseVertex(NonLinearityType type) {
   switch (type) {
   case NonLinearityType::SIGMOID:
-    return 0;
+    return "popnn::PopsnnNonLinearity<float,popnn::op::Sigmoid>";
   case NonLinearityType::RELU:
-    return 1;
+    return "popnn::PopsnnNonLinearity<float,popnn::op::Relu>";
   case NonLinearityType::TANH:
-    return 2;
+    return "popnn::PopsnnNonLinearity<float,popnn::op::Tanh>";
   case NonLinearityType::SOFTMAX:
   case NonLinearityType::SOFTMAX_STABLE:
-    return -1;
+    return "";
   default:
-    return -2;
+    return nullptr;
   }
 }
 
@@ -43,8 +43,8 @@ void softmaxRows(poplar::Graph &graph, const poplar::Tensor &t, poplar::ComputeS
 void nonLinearityInPlace(poplar::Graph &graph, NonLinearityType type, poplar::Tensor t,
                          poplar::program::Sequence &prog,
                          const poplar::DebugContext &debugContext) {
-  const int kind = vertexKind(type);
-  if (kind == -2)
+  const char *vertex = elementwiseVertex(type);
+  if (!vertex)
     throw poplar::poplar_error("popnn::nonLinearity: this NonLinearityType is not provided by "
                                "popsnn's popnn; use SIGMOID, RELU, TANH, SOFTMAX or "
                                "SOFTMAX_STABLE");
@@ -55,15 +55,13 @@ void nonLinearityInPlace(poplar::Graph &graph, NonLinearityType type, poplar::Te
     throw poplar::poplar_error("popnn::nonLinearity: the tensor has no elements or no "
                                "dimension; give a tensor of rank 1 or more");
   poplar::ComputeSet cs = graph.addComputeSet({debugContext, "popnn::nonLinearity"});
-  if (kind == -1) {
+  if (*vertex == '\0') {
     softmaxRows(graph, t, cs);
   } else {
     const poplar::Tensor flat = t.flatten();
     popops::detail::forEachTileInterval(
         graph, flat, [&](unsigned tile, std::size_t begin, std::size_t end) {
-          poplar::VertexRef v = graph.addVertex(cs, "popnn::PopsnnNonLinearity<float>",
-                                                {{"data", flat.slice(begin, end)}});
-          graph.setInitialValue(v["kind"], unsigned(kind));
+          poplar::VertexRef v = graph.addVertex(cs, vertex, {{"data", flat.slice(begin, end)}});
           graph.setTileMapping(v, tile);
         });
   }

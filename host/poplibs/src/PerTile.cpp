@@ -24,8 +24,9 @@ std::string shapeText(const std::vector<std::size_t> &shape) {
   return text + "}";
 }
 
-std::string vertexName(const char *base, const poplar::Type &type) {
-  return std::string("popops::") + base + "<" + type.toString() + ">";
+std::string vertexName(const char *base, const poplar::Type &type, const char *op) {
+  const std::string opArg = op ? std::string(",popops::op::") + op : std::string();
+  return std::string("popops::") + base + "<" + type.toString() + opArg + ">";
 }
 
 unsigned firstTile(const poplar::Graph &graph, const poplar::Tensor &t) {

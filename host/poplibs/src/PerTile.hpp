@@ -18,8 +18,9 @@ std::string shapeText(const std::vector<std::size_t> &shape);
 // Throws one line naming the function and the element types it supports.
 void requireType(const char *function, const poplar::Type &type, bool allowBool);
 
-// The name of the vertex class `base<type>` in PopopsVertices.cpp.
-std::string vertexName(const char *base, const poplar::Type &type);
+// The name of the vertex class `base<type>` in PopopsVertices.cpp, or
+// `base<type, popops::op::Op>` for a vertex templated on its operation.
+std::string vertexName(const char *base, const poplar::Type &type, const char *op = nullptr);
 
 // t itself when it is mapped like `like`, else a copy of t mapped like `like`
 // (the copy is added to prog): vertices see only elements on their own tile.

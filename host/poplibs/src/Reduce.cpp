@@ -15,17 +15,17 @@
 namespace popops {
 namespace {
 
-// The `kind` codes of PopsnnReduce in PopopsVertices.cpp.
-unsigned vertexKind(Operation op) {
+// The operation tags of PopsnnReduce in PopopsVertices.cpp.
+const char *vertexOp(Operation op) {
   switch (op) {
   case Operation::ADD:
-    return 0;
+    return "Add";
   case Operation::MUL:
-    return 1;
+    return "Multiply";
   case Operation::MAX:
-    return 2;
+    return "Maximum";
   case Operation::MIN:
-    return 3;
+    return "Minimum";
   default:
     throw poplar::poplar_error("popops::reduce: popsnn's popops provides Operation ADD, MUL, MAX "
                                "and MIN only; compose the others from map and reduce");
@@ -61,7 +61,7 @@ poplar::Tensor reduce(poplar::Graph &graph, const poplar::Tensor &in,
                       const std::vector<std::size_t> &dims, ReduceParams params,
                       poplar::program::Sequence &prog, const poplar::DebugContext &debugContext,
                       const poplar::OptionFlags &) {
-  const unsigned kind = vertexKind(params.op);
+  const char *op = vertexOp(params.op);
   if (params.update)
     throw poplar::poplar_error("popops::reduce: ReduceParams::update adds into an output tensor, "
                                "which needs reduceWithOutput (not in popsnn's popops); use "
@@ -103,7 +103,7 @@ poplar::Tensor reduce(poplar::Graph &graph, const poplar::Tensor &in,
   prog.add(poplar::program::Copy(rows, staged));
 
   poplar::ComputeSet cs = graph.addComputeSet({debugContext, label});
-  const std::string vertex = detail::vertexName("PopsnnReduce", in.elementType());
+  const std::string vertex = detail::vertexName("PopsnnReduce", in.elementType(), op);
   detail::forEachTileInterval(
       graph, flatOut, [&](unsigned tile, std::size_t begin, std::size_t end) {
         poplar::VertexRef v =
@@ -111,7 +111,6 @@ poplar::Tensor reduce(poplar::Graph &graph, const poplar::Tensor &in,
                             {{"in", staged.slice(begin * rowLength, end * rowLength)},
                              {"out", flatOut.slice(begin, end)}});
         graph.setInitialValue(v["rowLength"], static_cast<unsigned>(rowLength));
-        graph.setInitialValue(v["kind"], kind);
         graph.setTileMapping(v, tile);
       });
   prog.add(poplar::program::Execute(cs));

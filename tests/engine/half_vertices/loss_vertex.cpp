@@ -4,6 +4,7 @@
 // weights.bin; writes dL/dS and dL/dU (as S) and the loss (float) to <dir>/grad_spikes.bin,
 // grad_membranes.bin, loss.bin. A scale > 0 connects the loss-scale edge, 0 leaves it off.
 // usage: loss_vertex <float|half> <dir> <kind> <T> <B> <C> <K> <on> <off> <scale>
+// (kind: the popsnn::loss tag's name, e.g. CeCount)
 #include <poplar/Device.hpp>
 #include <poplar/Engine.hpp>
 #include <poplar/Graph.hpp>
@@ -20,7 +21,8 @@ using namespace poplar;
 namespace {
 
 struct LossArgs {
-  unsigned kind, steps, batch, outputs, classes;
+  std::string kind;
+  unsigned steps, batch, outputs, classes;
   float on, off, scale;
 };
 
@@ -43,7 +45,7 @@ void run(const std::string &stored, const std::string &dir, const LossArgs &a) {
   for (const Tensor &t : {spikes, membranes, labels, weights, gradS, gradU, loss, scratch, scale})
     graph.setTileMapping(t, 0);
   ComputeSet cs = graph.addComputeSet("loss");
-  VertexRef v = graph.addVertex(cs, "OutputLoss<" + stored + ">",
+  VertexRef v = graph.addVertex(cs, "OutputLoss<" + stored + ",popsnn::loss::" + a.kind + ">",
                                 {{"spikes", spikes},
                                  {"membranes", membranes},
                                  {"labels", labels},
@@ -55,9 +57,9 @@ void run(const std::string &stored, const std::string &dir, const LossArgs &a) {
   graph.setFieldSize(v["lossScale"], a.scale > 0.0f ? 1 : 0);
   if (a.scale > 0.0f)
     graph.connect(v["lossScale"][0], scale);
-  const unsigned fields[] = {a.kind, a.steps, a.batch, a.outputs, a.classes, a.outputs};
-  const char *names[] = {"kind", "numSteps", "batch", "numOutputs", "numClasses", "shardSize"};
-  for (unsigned k = 0; k < 6; ++k)
+  const unsigned fields[] = {a.steps, a.batch, a.outputs, a.classes, a.outputs};
+  const char *names[] = {"numSteps", "batch", "numOutputs", "numClasses", "shardSize"};
+  for (unsigned k = 0; k < 5; ++k)
     graph.setInitialValue(v[names[k]], fields[k]);
   graph.setInitialValue(v["onTarget"], a.on);
   graph.setInitialValue(v["offTarget"], a.off);
@@ -95,7 +97,7 @@ int main(int argc, char **argv) {
   auto u = [&](int k) { return unsigned(std::atoi(argv[k])); };
   auto f = [&](int k) { return float(std::atof(argv[k])); };
   try {
-    run(argv[1], argv[2], {u(3), u(4), u(5), u(6), u(7), f(8), f(9), f(10)});
+    run(argv[1], argv[2], {argv[3], u(4), u(5), u(6), u(7), f(8), f(9), f(10)});
   } catch (const std::exception &e) {
     std::fprintf(stderr, "loss_vertex: %s\n", e.what());
     return 1;

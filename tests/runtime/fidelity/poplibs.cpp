@@ -53,6 +53,7 @@ int main() {
   prog.add(PrintTensor("sub", popops::sub(graph, a, b, prog)));
   prog.add(PrintTensor("mul", popops::mul(graph, a, b.transpose().transpose(), prog)));
   prog.add(PrintTensor("max", popops::map(graph, popops::expr::BinaryOpType::MAXIMUM, a, b, prog)));
+  prog.add(PrintTensor("min", popops::map(graph, popops::expr::BinaryOpType::MINIMUM, a, b, prog)));
   {
     using namespace popops::expr;
     prog.add(PrintTensor("expr1", popops::map(graph, _1 * _2 + Const(3), {a, b}, prog)));
