@@ -232,19 +232,25 @@ inline const float *synapticRow(const C &c, unsigned n, const float *__restrict 
                                 const float *__restrict eps, float *__restrict gU,
                                 float *__restrict gJ, float *__restrict bias, float *__restrict sum,
                                 float *__restrict out) {
-  auto entry = [&](unsigned j) {
-    gU[j] = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + c.betaAt(j) * gU[j];
-    gJ[j] = gU[j] + c.alphaAt(j) * gJ[j];
-    bias[j] += gJ[j];
-  };
+  // Plain loops on the restrict pointers (a lambda's captures lose them, and the loop its
+  // vectors: 25% more CPU per Synaptic step, measured).
   if (sum)
     for (unsigned j = 0; j < n; ++j) {
-      entry(j);
-      sum[j] += gJ[j];
+      const float u = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + c.betaAt(j) * gU[j];
+      const float d = u + c.alphaAt(j) * gJ[j];
+      gU[j] = u;
+      gJ[j] = d;
+      bias[j] += d;
+      sum[j] += d;
     }
   else
-    for (unsigned j = 0; j < n; ++j)
-      entry(j);
+    for (unsigned j = 0; j < n; ++j) {
+      const float u = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + c.betaAt(j) * gU[j];
+      const float d = u + c.alphaAt(j) * gJ[j];
+      gU[j] = u;
+      gJ[j] = d;
+      bias[j] += d;
+    }
   for (unsigned j = 0; j < n && out; ++j)
     out[j] = gJ[j];
   return gJ;
