@@ -99,18 +99,25 @@ POPSNN_ONCE void fromFanoutDense(float *__restrict eps, unsigned n, const float 
     }
   }
 }
-// An all-to-all layer's recurrent term of dL/dS[t], dL/dI[t+1] . V^T, of every sample at once:
-// rec[b, j] = sum_k byDownstream[k, j] * grads[b, k], one blocked product per shard of the
-// layer (`grads`: a block [B, n_k] per shard at B * first_k), so V streams once per step, not
-// once per sample as fromFanoutDense's rows would (bench/README.md, issue 12).
+// One step's product of every sample at once: out[b, j] = sum_k byDownstream[k, j] *
+// grads[row0 + b, k] over the layer's shards (`grads`: a block [rowsPerBlock, n_k] per shard
+// at rowsPerBlock * first_k), one blocked product per shard, so the [n_k, n] rows stream once
+// per step, not once per sample as fromFanoutDense's do (bench/README.md, issue 12).
+POPSNN_ONCE void stepProduct(const float *grads, const float *byDownstream, unsigned n,
+                             unsigned shardSize, unsigned layerSize, unsigned row0,
+                             unsigned rowsPerBlock, unsigned batch, float *out) {
+  for (unsigned first = 0; first < layerSize; first += shardSize) {
+    const unsigned size = layerSize - first < shardSize ? layerSize - first : shardSize;
+    dense::denseProduct(batch, n, size, grads + rowsPerBlock * first + row0 * size, size, 1,
+                        byDownstream + first * n, n, out, n, first > 0);
+  }
+}
+// An all-to-all layer's recurrent term of dL/dS[t], dL/dI[t+1] . V^T, of every sample at once
+// (`grads`: this layer's dL/dI[t+1], a block [B, n_k] per shard).
 POPSNN_ONCE void recurrentProduct(const float *grads, const float *byDownstream, unsigned n,
                                   unsigned shardSize, unsigned layerSize, unsigned batch,
                                   float *rec) {
-  for (unsigned first = 0; first < layerSize; first += shardSize) {
-    const unsigned size = layerSize - first < shardSize ? layerSize - first : shardSize;
-    dense::denseProduct(batch, n, size, grads + batch * first, size, 1, byDownstream + first * n, n,
-                        rec, n, first > 0);
-  }
+  stepProduct(grads, byDownstream, n, shardSize, layerSize, 0, batch, batch, rec);
 }
 
 // A sparse rule: only for this step's gradient-trace entries (local ids; their masked
@@ -203,6 +210,50 @@ inline void addAtSpikes(const int *buf, const float *__restrict dI, unsigned n, 
     addAtSpikeCols(buf, dI, n, live.ids, live.count, rows);
   else
     addAtSpikeRows(buf, dI, n, rows);
+}
+
+// A later sample's id buffer (header and first ids) and gradient-trace row (ids and values;
+// none for a dense trace) into the cache: the backward reads what the forward wrote long ago.
+inline void prefetchSample(const int *own, const void *ids, const void *vals) {
+  __builtin_prefetch(own);
+  __builtin_prefetch(own + 16);
+  if (ids) {
+    __builtin_prefetch(ids);
+    __builtin_prefetch(vals);
+  }
+}
+
+// Synaptic's dense step after dL/dS (eps), nothing learned, no zero reset: LifBackward's
+// membraneGrad, inputGrad and sums in one pass, the same operations per entry in the same
+// order, so the surrogate row's stream from memory (long out of cache) overlaps them all.
+// Returns dL/dI[t], the carried dL/dJ (gJ); also into `out` where given.
+template <class C>
+inline const float *synapticRow(const C &c, unsigned n, const float *__restrict sg,
+                                const float *__restrict eps, float *__restrict gU,
+                                float *__restrict gJ, float *__restrict bias, float *__restrict sum,
+                                float *__restrict out) {
+  // Plain loops on the restrict pointers (a lambda's captures lose them, and the loop its
+  // vectors: 25% more CPU per Synaptic step, measured).
+  if (sum)
+    for (unsigned j = 0; j < n; ++j) {
+      const float u = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + c.betaAt(j) * gU[j];
+      const float d = u + c.alphaAt(j) * gJ[j];
+      gU[j] = u;
+      gJ[j] = d;
+      bias[j] += d;
+      sum[j] += d;
+    }
+  else
+    for (unsigned j = 0; j < n; ++j) {
+      const float u = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + c.betaAt(j) * gU[j];
+      const float d = u + c.alphaAt(j) * gJ[j];
+      gU[j] = u;
+      gJ[j] = d;
+      bias[j] += d;
+    }
+  for (unsigned j = 0; j < n && out; ++j)
+    out[j] = gJ[j];
+  return gJ;
 }
 
 POPSNN_ONCE void addTo(float *__restrict acc, const float *__restrict v, unsigned n) {

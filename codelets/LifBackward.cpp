@@ -71,6 +71,7 @@ public:
   Vector<Input<Vector<unsigned short>>> nextGradListIds;
   Vector<Input<Vector<float>>> nextGradListValues;
   Vector<Output<Vector<float>>> gradStep; // all-to-all: dL/dI[t] [B, n], for the recurrence (float)
+  Vector<Output<Vector<float>>> nextStep; // cpu, dense float, not Leaky: stepProduct's [B, n]
   // Step-major: for the next backward step, this shard's buffers of step t-1 (for the layer
   // it feeds) and, all-to-all, of step t-2 (its recurrence). The forward leaves those of
   // steps T-1 and T-2 there for the first backward step.
@@ -183,12 +184,21 @@ private:
     if (recurrence == popsnn::Recurrence::ALL_TO_ALL && dense && t + 1 < numSteps)
       recurrentProduct(&ownGrad[0][0], &ownWeightsT[0][0], numNeurons, ownShardSize, ownLayerSize,
                        batch, &gradStep[0][0]); // every sample's row at once, for spikeGrad
+    if constexpr (!halfStorage)
+      if (dense && nextStep.size() != 0)
+        stepProduct(&nextGrad[0][0], &nextWeightsT[0][0], numNeurons, nextShardSize, nextLayerSize,
+                    nextRow(t, 0), nextRowsPerBlock(), batch, &nextStep[0][0]);
     for (unsigned b = 0; b < batch; ++b) {
       const int *own = ownBuffer(t, b);
-#ifndef __IPU__
-      // The traces were written in the forward, long out of cache: a later sample's early.
-      if (b + 4 < batch)
-        prefetchSample(t, b + 4, ownBuffer(t, b + 4));
+#ifndef __IPU__ // a later sample's buffers (prefetchSample): written in the forward, out of cache
+      if (b + 4 < batch) {
+        TraceRow e{};
+        if constexpr (!dense)
+          e = traceRow(t, b + 4);
+        prefetchSample(ownBuffer(t, b + 4), e.ids, e.vals);
+        for (unsigned s = 0; s < numSrc && inputMode == INPUT_SPIKE_IDS; ++s)
+          __builtin_prefetch(inBuffer(s, t, b + 4));
+      }
 #endif
       LiveNeurons live;
       const float *dI;
@@ -302,28 +312,13 @@ private:
   }
 #endif
 
-#ifndef __IPU__
-  // The traces were written in the forward, long out of cache: a later sample's id buffer
-  // (header and first ids), surrogate values and, for the weight gradient, input buffers.
-  void prefetchSample(unsigned t, unsigned b, const int *own) {
-    __builtin_prefetch(own);
-    __builtin_prefetch(own + 16);
-    if constexpr (!dense) {
-      const TraceRow e = traceRow(t, b);
-      __builtin_prefetch(e.ids);
-      __builtin_prefetch(e.vals);
-    }
-    if (inputMode == INPUT_SPIKE_IDS)
-      for (unsigned s = 0; s < numSrc; ++s)
-        __builtin_prefetch(inBuffer(s, t, b));
-  }
-#endif
-
-  // A dense trace: dL/dS[t] into eps, from the loss or the next layer, plus the recurrent path.
-  void spikeGrad(unsigned t, unsigned b, float *__restrict eps) {
+  // A dense trace: dL/dS[t] (loss, next layer, recurrence) in eps or stepProduct's row: returned.
+  float *spikeGrad(unsigned t, unsigned b, float *__restrict eps) {
     const unsigned n = numNeurons;
     if (isOutput()) {
       copyTo(eps, &lossGradSpikes[0][(t * batch + b) * n], n);
+    } else if (nextStep.size() != 0) {
+      eps = &nextStep[0][b * n];
     } else {
       for (unsigned j = 0; j < n; ++j)
         eps[j] = 0.0f;
@@ -337,6 +332,7 @@ private:
       for (unsigned j = 0; j < n; ++j)
         eps[j] += recWeights[0][j] * gU[j];
     }
+    return eps;
   }
 
   // A dense trace: dL/dU[t] = surrogate * dL/dS[t] (+ a membrane loss) + leak * dL/dU[t+1],
@@ -482,9 +478,10 @@ private:
         learnsThreshold() && Reset::code == RESET_SUBTRACT ? &gradThreshold[0][0] : nullptr);
   }
 
-  // dL/dI[t] from dL/dU[t] (gU) into dI, through the model's input path.
+  // dL/dI[t] from dL/dU[t] (gU) through the model's input path into dI (Synaptic: dL/dJ); returned.
   template <class C>
-  void inputGrad(unsigned t, unsigned b, const C &c, float *__restrict gU, float *__restrict dI) {
+  const float *inputGrad(unsigned t, unsigned b, const C &c, float *__restrict gU,
+                         float *__restrict dI) {
     const unsigned n = numNeurons;
     const int *prevOwn = t > 0 ? ownBuffer(t - 1, b) : nullptr;
     if constexpr (Neuron::twoCurrents || Neuron::synaptic) {
@@ -499,7 +496,7 @@ private:
         float *__restrict gJ = &gradMem[(batch + b) * n];
         for (unsigned j = 0; j < n; ++j)
           gJ[j] = (zeroReset ? keep[j] * gU[j] : gU[j]) + c.alphaAt(j) * gJ[j];
-        copyTo(dI, gJ, n);
+        return gJ;
       } else {
         float *__restrict gE = &gradMem[(batch + b) * n], *__restrict gHPre = &scratch[2 * n];
         if (!C::uniform && learnsThreshold() && Reset::code == RESET_SUBTRACT && prevOwn)
@@ -515,7 +512,7 @@ private:
                   : nullptr,
               &gradBeta[0][0]);
       }
-      return;
+      return dI;
     }
     // U[t] = (1 - S[t-1]) (beta U[t-1] + input terms): carry and dL/dI are the gradient of
     // that bracket.
@@ -527,19 +524,25 @@ private:
     } else {
       copyTo(dI, gU, n);
     }
+    return dI;
   }
 
   // Every model's path: dL/dS, dL/dU, dL/dI and their sums; returns dL/dI[t].
   template <class C> const float *generic(unsigned t, unsigned b, const C &c, const int *own) {
     const unsigned n = numNeurons;
-    float *__restrict eps = &scratch[0];
     float *__restrict gU = &gradMem[b * n];
-    spikeGrad(t, b, eps);
+    float *__restrict eps = spikeGrad(t, b, &scratch[0]);
+    if constexpr (Neuron::synaptic && !zeroReset && !halfStorage) // nothing learned: one pass
+      if (!isOutput() && (C::uniform || (!learnsBeta() && !learnsThreshold())))
+        return synapticRow(c, n, &surrogates[(t * batch + b) * n], eps, gU,
+                           &gradMem[(batch + b) * n], &gradBias[0],
+                           inputMode == INPUT_DIRECT ? &currentGradSum[0][b * n] : nullptr,
+                           publishesGrad() ? gradOutRow(t, b) : nullptr);
     membraneGrad(t, b, c, own, eps, gU);
     if (!C::uniform && !Neuron::twoCurrents && (learnsBeta() || learnsThreshold()))
-      constantGrads(t, b, gU);  // Alpha's: in inputGrad, with its currents'
-    float *__restrict dI = eps; // eps is spent: reuse its storage for dL/dI[t]
-    inputGrad(t, b, c, gU, dI);
+      constantGrads(t, b, gU); // Alpha's: in inputGrad, with its currents'
+    // eps is spent: its storage takes dL/dI[t] where the input path computes a row of it
+    const float *__restrict dI = inputGrad(t, b, c, gU, eps);
     if (publishesGrad())
       copyTo(gradOutRow(t, b), dI, n);
     if (recurrence == popsnn::Recurrence::ALL_TO_ALL)

@@ -40,6 +40,9 @@ struct Shard : ShardPlan {
   // ownTraces: own traces (a2a backward).
   poplar::Tensor inRecv, recRecv, ownTraces, prevIds; // prevIds: step-major a2a
   poplar::Tensor gradMem, bwdScratch, gradOut, gradStep;
+  // The cpu device, a dense float trace feeding a layer, not Leaky (its fused kernels read
+  // the next layer's rows themselves): the next layer's term of dL/dS of one step [B, n].
+  poplar::Tensor nextStep;
   // LayerShape::gradList: dL/dI as a list (codes::gradListStarts starts, 16-bit ids, values); on
   // the layer before, every shard's lists one after the other.
   poplar::Tensor gradList, gradListIds, gradListValues, nextGradList, nextGradListIds,

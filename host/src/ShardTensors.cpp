@@ -213,6 +213,12 @@ struct ShardTensorMaker {
       // Dense: [N_next, n]; a sparse rule: padded rows [n, P] (see LifBackward).
       sh.nextWeightsT = b.zeros(FLOAT, std::size_t(n) * (dense ? nextN : codes::pushWidth(nextN)),
                                 tile, name + "next_weights_t", L);
+      // One product per step for every sample (LifBackward's stepProduct): [B, n] more on the
+      // cpu device, none on an IPU's tiles (the counting build plans IPU memory).
+      const bool cpu = b.graph && b.graph->getTarget().getTargetType() == TargetType::CPU;
+      if (cpu && dense && !b.half() && sh.nextGrad.valid() &&
+          layer.spec.neuron != NeuronType::Leaky)
+        sh.nextStep = b.zeros(FLOAT, std::size_t(B) * n, tile, name + "next_step", L);
     } else {
       sh.recSpikes = b.zeros(S, std::size_t(T) * B * n, tile, name + "out_spikes", L);
       sh.recMem = b.zeros(S, std::size_t(T) * B * n, tile, name + "out_mem", L);

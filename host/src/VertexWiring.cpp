@@ -257,6 +257,7 @@ struct ShardWiring : Wiring {
     connectIf(v, "gradListIds", sh.gradListIds);
     connectIf(v, "gradListValues", sh.gradListValues);
     connectIf(v, "gradStep", sh.gradStep);
+    connectIf(v, "nextStep", sh.nextStep);
     // Step-major: the backward re-sends each step's ids (through the forward's buffers).
     connectIf(v, "outIds", stepMajor && next ? sh.outIds : Tensor());
     connectIf(v, "prevIds", sh.prevIds);

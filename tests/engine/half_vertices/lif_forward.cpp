@@ -210,10 +210,10 @@ struct Run {
                                        "gradRecBias",    "currentGradSum",  "gradOut",
                                        "gradList",       "gradListIds",     "gradListValues",
                                        "nextGradList",   "nextGradListIds", "nextGradListValues",
-                                       "gradStep",       "outIds",          "prevIds",
-                                       "liveIds",        "betas",           "alphas",
-                                       "thresholds",     "clampedBeta",     "memTrace",
-                                       "gradBeta",       "gradThreshold"};
+                                       "gradStep",       "nextStep",        "outIds",
+                                       "prevIds",        "liveIds",         "betas",
+                                       "alphas",         "thresholds",      "clampedBeta",
+                                       "memTrace",       "gradBeta",        "gradThreshold"};
     if (l == 1) {
       list(v, "lossGradSpikes", input(rows * n, p + "dS"));
       list(v, "lossGradMem", input(rows * n, p + "dU"));

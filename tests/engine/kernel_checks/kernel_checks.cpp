@@ -158,6 +158,15 @@ void fanoutRows(unsigned batch, unsigned n, unsigned layer, unsigned shard) {
   report(name, want, eps.data());
   std::snprintf(name, sizeof name, "recurrent_product_B%u_n%u_N%u_%u", batch, n, layer, shard);
   report(name, wantRec, rec.data());
+  // One step's rows of a layer-major trace: the last `rows` of the batch's rows (row0 > 0,
+  // rowsPerBlock > rows), as LifBackward's stepProduct reads the next layer's blocks.
+  const unsigned rows = batch - batch / 2, row0 = batch / 2;
+  std::vector<float> step(std::size_t(rows) * n, -1.0f);
+  popsnn::backward_rows::stepProduct(grads.data(), wT.data(), n, shard, layer, row0, batch, rows,
+                                     step.data());
+  std::snprintf(name, sizeof name, "step_product_B%u_n%u_N%u_%u", batch, n, layer, shard);
+  report(name, std::vector<double>(wantRec.begin() + std::size_t(row0) * n, wantRec.end()),
+         step.data());
 }
 
 #ifdef POPSNN_LEAK_TRACE
