@@ -15,8 +15,9 @@ unsigned ceilDiv(unsigned a, unsigned b) { return (a + b - 1) / b; }
 // A layer at most this wide, with an input layer 16 times wider, is pushed to.
 constexpr unsigned kNarrowLayer = 32;
 
+// `firstTile`: where the layer's shards start; they wrap past the last tile.
 LayerPlan planLayer(const NetworkSpec &spec, unsigned l, const TargetGeometry &target,
-                    const Schedule &schedule) {
+                    const Schedule &schedule, unsigned firstTile) {
   const unsigned L = spec.layers.size();
   LayerPlan layer;
   layer.spec = spec.layers[l];
@@ -48,7 +49,7 @@ LayerPlan planLayer(const NetworkSpec &spec, unsigned l, const TargetGeometry &t
   unsigned maxCapacity = 1;
   for (unsigned k = 0; k < numShards; ++k) {
     ShardPlan sh;
-    sh.tile = k;
+    sh.tile = (firstTile + k) % target.numTiles;
     sh.first = k * layer.shardSize;
     sh.size = std::min(layer.shardSize, N - sh.first);
     sh.capacity = bufferCapacity(sh.size, spec.maxActivity);
@@ -153,8 +154,14 @@ Plan planNetwork(const NetworkSpec &spec, const TargetGeometry &target, const Sc
       spec.inputActivity < DENSE_TRACE_MIN_ACTIVITY)
     plan.inputListCapacity = std::max<std::size_t>(
         1, std::size_t(std::ceil(double(spec.inputActivity) * rows * spec.layers[0].inputs)));
+  // Layers narrower than the machine are packed one after another over the tiles (and
+  // IPUs) instead of all starting at tile 0: the tiles after a wide layer's hold the next
+  // layer (a readout it pushes sums to), and deep stacks of narrow layers spread their
+  // memory over every IPU rather than piling onto the first tiles.
+  unsigned nextTile = 0;
   for (unsigned l = 0; l < L; ++l) {
-    LayerPlan &layer = plan.layers.emplace_back(planLayer(spec, l, target, schedule));
+    LayerPlan &layer = plan.layers.emplace_back(planLayer(spec, l, target, schedule, nextTile));
+    nextTile = (nextTile + unsigned(layer.shards.size())) % target.numTiles;
     unsigned spikes = 0;
     // Half storage keeps a sparse rule's masked surrogate dense: the compressed trace (and
     // the dL/dI lists that follow it) have no half form yet.
@@ -174,15 +181,8 @@ Plan planNetwork(const NetworkSpec &spec, const TargetGeometry &target, const Sc
   for (unsigned l = 0; l + 1 < L; ++l) {
     // Per (step, sample) and receiving shard: n_k floats instead of a whole id buffer.
     layers[l].push = !schedule.stepMajor && layers[l + 1].spec.outputs <= layers[l].stride;
-    if (layers[l].push) {
+    if (layers[l].push)
       layers[l + 1].inputMode = codes::INPUT_PARTIAL_CURRENT;
-      // The pushed-to layer's shards on the tiles after the pusher's where there is room:
-      // a tile then holds one shard's blocks of partial sums, not those beside the pusher's.
-      const unsigned offset = layers[l].shards.back().tile + 1;
-      if (offset + layers[l + 1].shards.size() <= target.numTiles)
-        for (ShardPlan &sh : layers[l + 1].shards)
-          sh.tile += offset;
-    }
   }
   const float listActivity = spec.gradientListActivity();
   for (unsigned l = 1; l < L; ++l) {

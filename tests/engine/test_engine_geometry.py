@@ -23,9 +23,9 @@ BATCH, STEPS = 4, 8
 GEOMETRIES = {
     "1x16": dict(num_ipus=1, tiles_per_ipu=16),
     "2x8": dict(num_ipus=2, tiles_per_ipu=8),
-    # 32 KiB per tile: the layer-major schedule (T steps of input buffers per tile) does
+    # 28 KiB per tile: the layer-major schedule (T steps of input buffers per tile) does
     # not fit, the step-major one does.
-    "2x8-32KiB": dict(num_ipus=2, tiles_per_ipu=8, memory_bytes_per_tile=32 * 1024),
+    "2x8-28KiB": dict(num_ipus=2, tiles_per_ipu=8, memory_bytes_per_tile=28 * 1024),
 }
 
 
@@ -123,3 +123,18 @@ def test_network_that_does_not_fit_names_the_layer_and_the_fix():
             tiles_per_ipu=4,
             memory_bytes_per_tile=64 * 1024,
         )
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "per-step"])
+def test_layers_packed_across_two_ipus_and_wrapping_equal_the_reference(direct):
+    # 2 IPUs x 32 tiles, one neuron a shard: layer 0 on tiles 0-47, layer 1 on 48-63 and
+    # (wrapping) 0-19, layer 2 on 20-39; ids and gradients cross both IPUs.
+    net = big_net(sparse.window(0.5) if direct else None)
+    backend, params, loss, x, y = sharded_case(
+        net, direct, batch=BATCH, steps=STEPS, num_ipus=2, tiles_per_ipu=32
+    )
+    layout = backend.profile()
+    assert layout["tiles"] == 64
+    assert [layout[f"layer{l}_shards"] for l in range(3)] == [48, 36, 20]
+    assert_equals_reference(backend, net, params, loss, x, y, STEPS)
+    assert backend.profile()["estimate_exchange_bytes_between_ipus"] > 0

@@ -109,13 +109,18 @@ FIRST_LAYERS = {
 }
 
 
+# KiB per tile on the small 2 x 8 geometry at which each first layer needs the step-major
+# schedule with the batch in chunks (the all-to-all recurrence's weights need more).
+SMALL_KIB = {"rleaky": 16}
+
+
 @pytest.mark.parametrize("direct", [True, False], ids=["direct", "per-step"])
-@pytest.mark.parametrize("small", [False, True], ids=["cpu", "2x8-16KiB"])
+@pytest.mark.parametrize("small", [False, True], ids=["cpu", "2x8-small"])
 @pytest.mark.parametrize("first", sorted(FIRST_LAYERS))
 def test_input_grad_through_every_first_layer_model(first, small, direct):
     """The first layer's own path from dL/dU to dL/dI (recurrence, synaptic current, gain,
     Alpha's two currents);
-    on 16 KiB tiles step-major with the batch in chunks."""
+    on small tiles with the batch in chunks (step-major for direct input)."""
     net = popsnn.Sequential(
         popsnn.Linear(40, 48), FIRST_LAYERS[first](), popsnn.Linear(48, 20), popsnn.Leaky(beta=0.9)
     )
@@ -123,12 +128,15 @@ def test_input_grad_through_every_first_layer_model(first, small, direct):
     x, raw = make_input(net, BATCH, STEPS, direct, seed=5)
     y = labels_for(loss, net, raw)
     params = net.init_params(7)
-    options = dict(num_ipus=2, tiles_per_ipu=8, memory_bytes_per_tile=16 * 1024) if small else {}
+    kib = SMALL_KIB.get(first, 10)
+    options = dict(num_ipus=2, tiles_per_ipu=8, memory_bytes_per_tile=kib * 1024) if small else {}
     device = "ipu-model" if small else "cpu"
     backend = sgd_backend(net, params, loss, steps=STEPS, batch=BATCH, device=device, **options)
     check_input_grad(backend, net, params, loss, x, y)
     layout = backend.profile()
-    assert (layout["step_major"], layout["sample_chunks"] > 1) == (small, small)
+    assert (layout["sample_chunks"] > 1) == small
+    if small and direct:  # per-step input fits layer-major in chunks there
+        assert layout["step_major"]
 
 
 def test_input_grad_after_training_steps_uses_the_current_weights():

@@ -168,3 +168,19 @@ def test_a_shard_whose_ids_do_not_fit_16_bits_keeps_the_dense_layout(tiles, comp
     hidden = _native.plan(s, tiles)["layers"][0]
     assert hidden["shard_size"] == 70000 // tiles
     assert hidden["compressed_trace"] == compressed
+
+
+def test_layers_narrower_than_the_machine_are_packed_over_the_tiles_and_wrap():
+    # 3 x 64 tiles: each 100-neuron layer has 64 shards of 2 and starts where the previous
+    # one ended, the third wrapping past the last tile; every tile holds some layer.
+    plan = _native.plan(spec([50, 100, 100, 100, 100]), 64 * 3)
+    starts = [layer["shards"][0][0] for layer in plan["layers"]]
+    counts = [len(layer["shards"]) for layer in plan["layers"]]
+    assert starts[0] == 0
+    for l in range(1, len(starts)):
+        assert starts[l] == (starts[l - 1] + counts[l - 1]) % 192
+    for layer in plan["layers"]:
+        tiles = [t for t, _, _, _ in layer["shards"]]
+        assert tiles == [(tiles[0] + k) % 192 for k in range(len(tiles))]
+    used = {t for layer in plan["layers"] for t, _, _, _ in layer["shards"]}
+    assert used == set(range(192))
