@@ -32,7 +32,7 @@ public:
   Output<Vector<unsigned>> argmax; // pooled: [rows, c, Q]; else empty
   // The taps transposed [C_in * kH * kW (columns reversed: reversedTap), c], one row's sums [H_out
   // * W_out, c], then the row's non-zero input positions [C_in * H * W], then Out's own
-  // (Out::workFloats).
+  // (Out::workFloats), where the rest of the work first holds scatterRowByPositions's lists.
   InOut<Vector<float>> work;
   Output<Vector<unsigned>> denseRows; // [1]: rows that took the dense path
   unsigned rows;
@@ -67,9 +67,11 @@ public:
       const bool gather =
           popsnn::dense::denseEnough(count, w.inSize(), popsnn::dense::DENSE_CURRENT_MIN_PER_MILLE);
       dense += gather;
+      const unsigned listed = (taps + P) * c + w.inSize(); // then Out's, not yet used
       if (gather)
         gatherRow(w, xr, t, c, acc);
-      else
+      else if (!byPositions(c) || !scatterRowByPositions(w, xr, idx, count, t, c, acc,
+                                                          &work[listed], work.size() - listed))
         scatterRow(w, xr, idx, count, t, c, acc);
       const unsigned n = c * (Out::POOLED ? MaxPooledOut::pooled(w) : P);
       Out::write(w, c, acc, &bias[0], &current[r * n], Out::POOLED ? &argmax[r * n] : nullptr,

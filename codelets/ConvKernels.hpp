@@ -296,6 +296,60 @@ inline void combineRows(unsigned n, unsigned count, const float *__restrict coef
       out[k] += coef[q] * rows[std::size_t(idx[q]) * ld + k];
 }
 
+// scatterRow by output positions: the same terms summed in the same order (each output's in
+// input-entry order, each a fused multiply-add), so the same floats, but each position's
+// c sums held in registers while its taps stream past (combineRows) instead of a load and
+// a store of acc per multiply-add, which bound the scatter on wide vectors. The entries
+// that reach each position are listed first (counted, then filled: a compressed list of
+// (reversed tap, input value) per position) in `space` (spaceFloats floats), as many of
+// the row's non-zero inputs at a time as fit. Returns false, having done nothing, when not
+// even one input's entries fit; the caller scatters.
+inline bool scatterRowByPositions(const Window &w, const float *__restrict x,
+                                  const unsigned *__restrict idx, unsigned count,
+                                  const float *__restrict taps, unsigned c, float *__restrict acc,
+                                  float *__restrict space, unsigned spaceFloats) {
+  const unsigned P = w.outPositions(), reach = w.kernelHeight * w.kernelWidth;
+  if (spaceFloats < P + 2 + 2 * reach)
+    return false;
+  const unsigned perChunk = (spaceFloats - P - 2) / (2 * reach); // inputs listed at a time
+  unsigned *__restrict end = reinterpret_cast<unsigned *>(space); // [P + 2]
+  unsigned *__restrict tap = end + P + 2;
+  float *__restrict value = space + P + 2 + perChunk * reach;
+  for (unsigned q0 = 0; q0 < count; q0 += perChunk) {
+    const unsigned q1 = std::min(count, q0 + perChunk);
+    for (unsigned p = 0; p < P + 2; ++p)
+      end[p] = 0;
+    for (unsigned q = q0; q < q1; ++q) // position p's entries counted in end[p + 2]
+      forEachRunReached(w, idx[q], [&](unsigned, unsigned p, unsigned n) {
+        for (unsigned j = 0; j < n; ++j)
+          ++end[p + j + 2];
+      });
+    for (unsigned p = 2; p < P + 2; ++p) // end[p + 1]: where position p's list begins
+      end[p] += end[p - 1];
+    for (unsigned q = q0; q < q1; ++q) { // in input order; end[p + 1] moves to p's end
+      const float v = x[idx[q]];
+      forEachRunReached(w, idx[q], [&](unsigned t, unsigned p, unsigned n) {
+        for (unsigned j = 0; j < n; ++j) {
+          const unsigned e = end[p + j + 1]++;
+          tap[e] = t + j, value[e] = v;
+        }
+      });
+    }
+    for (unsigned p = 0; p < P; ++p) // position p's list: [end[p], end[p + 1])
+      if (end[p + 1] > end[p])
+        combineRows<true>(c, end[p + 1] - end[p], value + end[p], tap + end[p], taps, c,
+                          acc + std::size_t(p) * c);
+  }
+  return true;
+}
+
+// ConvForward scatters by positions only on wide vectors with at least one vector of
+// channels (below that the scatter's runs of kW x c floats vectorise better); the IPU's
+// 2-float build keeps the plain scatter, whose cost its cycle estimate charges.
+inline bool byPositions(unsigned c) {
+  return popsnn::dense::LANES > 2 && c >= popsnn::dense::LANES;
+}
+
 // The input gradient by window runs, ConvInputGrad's per-entry path when no column padding
 // cuts a window: dL/dx is kept channels-last ([H, W, C_in]) so that a window's row (kW
 // columns x C_in channels) is one contiguous run, and a position's non-zero dL/dI entries
