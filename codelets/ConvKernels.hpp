@@ -296,59 +296,70 @@ inline void combineRows(unsigned n, unsigned count, const float *__restrict coef
       out[k] += coef[q] * rows[std::size_t(idx[q]) * ld + k];
 }
 
-// scatterRow by output positions: the same terms summed in the same order (each output's in
-// input-entry order, each a fused multiply-add), so the same floats, but each position's
-// c sums held in registers while its taps stream past (combineRows) instead of a load and
-// a store of acc per multiply-add, which bound the scatter on wide vectors. The entries
-// that reach each position are listed first (counted, then filled: a compressed list of
-// (reversed tap, input value) per position) in `space` (spaceFloats floats), as many of
-// the row's non-zero inputs at a time as fit. Returns false, having done nothing, when not
-// even one input's entries fit; the caller scatters.
-inline bool scatterRowByPositions(const Window &w, const float *__restrict x,
-                                  const unsigned *__restrict idx, unsigned count,
-                                  const float *__restrict taps, unsigned c, float *__restrict acc,
-                                  float *__restrict space, unsigned spaceFloats) {
-  const unsigned P = w.outPositions(), reach = w.kernelHeight * w.kernelWidth;
-  if (spaceFloats < P + 2 + 2 * reach)
+// The entries (reversed tap, output position, input value) that the non-zero inputs
+// idx[q0, q1) of row x reach, listed by position (BY_TAP false: each entry's tap into
+// `other`) or by tap (true: its position), each list in input order: list k is [end[k],
+// end[k + 1]) of `other` and `value` (end: keys + 2 entries; counted, then filled).
+template <bool BY_TAP>
+inline void listReached(const Window &w, const float *__restrict x, const unsigned *__restrict idx,
+                        unsigned q0, unsigned q1, unsigned keys, unsigned *__restrict end,
+                        unsigned *__restrict other, float *__restrict value) {
+  for (unsigned k = 0; k < keys + 2; ++k)
+    end[k] = 0;
+  for (unsigned q = q0; q < q1; ++q) // list k's entries counted in end[k + 2]
+    forEachRunReached(w, idx[q], [&](unsigned t, unsigned p, unsigned n) {
+      for (unsigned j = 0; j < n; ++j)
+        ++end[(BY_TAP ? t : p) + j + 2];
+    });
+  for (unsigned k = 2; k < keys + 2; ++k) // end[k + 1]: where list k begins
+    end[k] += end[k - 1];
+  for (unsigned q = q0; q < q1; ++q) { // in input order; end[k + 1] moves to list k's end
+    const float v = x[idx[q]];
+    forEachRunReached(w, idx[q], [&](unsigned t, unsigned p, unsigned n) {
+      for (unsigned j = 0; j < n; ++j) {
+        const unsigned e = end[(BY_TAP ? t : p) + j + 1]++;
+        other[e] = (BY_TAP ? p : t) + j, value[e] = v;
+      }
+    });
+  }
+}
+
+// out rows [keys, c] += the `count` non-zero inputs' entries listed by key (listReached),
+// each key's c sums held in registers while its rows of `rows` ([*, c]) stream past
+// (combineRows) instead of a load and a store of out per multiply-add, which bound the
+// scatters on wide vectors; the same terms in the same order (input order, each a fused
+// multiply-add), so the same floats. As many inputs at a time as their lists fit in
+// `space`; returns false, having done nothing, when not even one input's fit (the caller
+// scatters). By position: the event-driven forward (rows: the taps, out: the sums). By
+// tap: the weight gradient by inputs (rows: dL/dI [P, c], out: [taps, c]).
+template <bool BY_TAP>
+inline bool combineListed(const Window &w, const float *__restrict x,
+                          const unsigned *__restrict idx, unsigned count,
+                          const float *__restrict rows, unsigned c, float *__restrict out,
+                          float *__restrict space, unsigned spaceFloats) {
+  const unsigned keys = BY_TAP ? w.taps() : w.outPositions();
+  const unsigned reach = w.kernelHeight * w.kernelWidth;
+  if (spaceFloats < keys + 2 + 2 * reach)
     return false;
-  const unsigned perChunk = (spaceFloats - P - 2) / (2 * reach); // inputs listed at a time
-  unsigned *__restrict end = reinterpret_cast<unsigned *>(space); // [P + 2]
-  unsigned *__restrict tap = end + P + 2;
-  float *__restrict value = space + P + 2 + perChunk * reach;
+  const unsigned perChunk = (spaceFloats - keys - 2) / (2 * reach); // inputs listed at a time
+  unsigned *__restrict end = reinterpret_cast<unsigned *>(space);   // [keys + 2]
+  unsigned *__restrict other = end + keys + 2;
+  float *__restrict value = space + keys + 2 + perChunk * reach;
   for (unsigned q0 = 0; q0 < count; q0 += perChunk) {
-    const unsigned q1 = std::min(count, q0 + perChunk);
-    for (unsigned p = 0; p < P + 2; ++p)
-      end[p] = 0;
-    for (unsigned q = q0; q < q1; ++q) // position p's entries counted in end[p + 2]
-      forEachRunReached(w, idx[q], [&](unsigned, unsigned p, unsigned n) {
-        for (unsigned j = 0; j < n; ++j)
-          ++end[p + j + 2];
-      });
-    for (unsigned p = 2; p < P + 2; ++p) // end[p + 1]: where position p's list begins
-      end[p] += end[p - 1];
-    for (unsigned q = q0; q < q1; ++q) { // in input order; end[p + 1] moves to p's end
-      const float v = x[idx[q]];
-      forEachRunReached(w, idx[q], [&](unsigned t, unsigned p, unsigned n) {
-        for (unsigned j = 0; j < n; ++j) {
-          const unsigned e = end[p + j + 1]++;
-          tap[e] = t + j, value[e] = v;
-        }
-      });
-    }
-    for (unsigned p = 0; p < P; ++p) // position p's list: [end[p], end[p + 1])
-      if (end[p + 1] > end[p])
-        combineRows<true>(c, end[p + 1] - end[p], value + end[p], tap + end[p], taps, c,
-                          acc + std::size_t(p) * c);
+    listReached<BY_TAP>(w, x, idx, q0, std::min(count, q0 + perChunk), keys, end, other, value);
+    for (unsigned k = 0; k < keys; ++k) // list k: [end[k], end[k + 1])
+      if (end[k + 1] > end[k])
+        combineRows<true>(c, end[k + 1] - end[k], value + end[k], other + end[k], rows, c,
+                          out + std::size_t(k) * c);
   }
   return true;
 }
 
-// ConvForward scatters by positions only on wide vectors with at least one vector of
-// channels (below that the scatter's runs of kW x c floats vectorise better); the IPU's
-// 2-float build keeps the plain scatter, whose cost its cycle estimate charges.
-inline bool byPositions(unsigned c) {
-  return popsnn::dense::LANES > 2 && c >= popsnn::dense::LANES;
-}
+// The event-driven kernels combine listed entries (combineListed) only on wide vectors with at
+// least one vector of channels (below that the scatters' runs of kW x c floats vectorise
+// better); the IPU's 2-float build keeps the plain scatters, whose cost its cycle estimates
+// charge.
+inline bool listsPay(unsigned c) { return popsnn::dense::LANES > 2 && c >= popsnn::dense::LANES; }
 
 // The input gradient by window runs, ConvInputGrad's per-entry path when no column padding
 // cuts a window: dL/dx is kept channels-last ([H, W, C_in]) so that a window's row (kW
@@ -426,12 +437,14 @@ constexpr std::uint64_t GRADIENT_PRODUCT_COST = 2;
 
 // gwT [taps (reversed), c] += each non-zero input times dL/dI of the outputs its taps reach, with
 // dL/dI as [P, c] (planar dL/dI transposed into gT first; channels-last read as it is), so
-// every product runs along the c channels.
+// every product runs along the c channels; by taps' lists (combineListed) where they pay and
+// fit in `space`.
 template <class Layout>
 inline void weightGradByInputs(const Window &w, unsigned c, const float *__restrict xr,
                                const unsigned *__restrict idx, unsigned count,
                                const float *__restrict gr, float *__restrict gT,
-                               float *__restrict gwT) {
+                               float *__restrict gwT, float *__restrict space,
+                               unsigned spaceFloats) {
   const unsigned P = w.outPositions();
   const float *__restrict g = gr;
   if (!Layout::CHANNELS_LAST) {
@@ -440,6 +453,8 @@ inline void weightGradByInputs(const Window &w, unsigned c, const float *__restr
         gT[p * c + co] = gr[co * P + p];
     g = gT;
   }
+  if (listsPay(c) && combineListed<true>(w, xr, idx, count, g, c, gwT, space, spaceFloats))
+    return;
   for (unsigned q = 0; q < count; ++q) {
     const float v = xr[idx[q]];
     forEachRunReached(w, idx[q], [&](unsigned tap, unsigned p, unsigned n) {

@@ -1,15 +1,16 @@
-"""The event-driven forward by output positions (codelets/ConvKernels.hpp,
-scatterRowByPositions): on wide vectors, with at least one vector of output channels, each
-output position's entries are listed and combined in registers instead of scattered with a
-store per multiply-add. Against the reference's ops in float64 (test_engine_conv.py's
-helpers) on both sides of the channel rule (8 channels: below AVX-512's 16 lanes, the
-scatter there; 16 and 20: the lists, 20 with a tail of lanes), with and without the fused
-2 x 2 max pool, at stride 2 with padding, on the cpu device (one worker a shard), the
+"""The event-driven forward and weight gradient by listed entries (codelets/ConvKernels.hpp,
+combineListed): on wide vectors, with at least one vector of output channels, the entries that
+the non-zero inputs reach are listed by output position (the forward) or by tap (the weight
+gradient by inputs, which full dL/dI at 15% spikes takes) and combined in registers instead of
+scattered with a store per multiply-add. Against the reference's ops in float64
+(test_engine_conv.py's helpers) on both sides of the channel rule (8 channels: below AVX-512's
+16 lanes, the scatter there; 16 and 20: the lists, 20 with a tail of lanes), with and without
+the fused 2 x 2 max pool, at stride 2 with padding, on the cpu device (one worker a shard), the
 ipu-model's one tile (six workers, each with a sixth of the work: a row's inputs listed in
-several chunks) and six tiles (the channels split into groups of 8 or 10 for the pooled
-and strided geometries: below one vector, the scatter). A build that combined only each
-row's first chunk failed 7 of these 18 cases (cpu with 16 and 20 channels, and one
-ipu-model case), so the lists and their chunks are reached."""
+several chunks) and six tiles (the channels split into groups of 8 or 10 for the pooled and
+strided geometries: below one vector, the scatter). With the forward's lists alone, a build that
+combined only each row's first chunk failed 7 of the cpu and six-tile cases (all cpu ones with
+16 and 20 channels, one six-tile one), so the lists and their chunks are reached."""
 
 from __future__ import annotations
 
