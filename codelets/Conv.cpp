@@ -32,7 +32,7 @@ public:
   Output<Vector<unsigned>> argmax; // pooled: [rows, c, Q]; else empty
   // The taps transposed [C_in * kH * kW (columns reversed: reversedTap), c], one row's sums [H_out
   // * W_out, c], then the row's non-zero input positions [C_in * H * W], then Out's own
-  // (Out::workFloats), where the rest of the work first holds combineListed's lists.
+  // (Out::workFloats).
   InOut<Vector<float>> work;
   Output<Vector<unsigned>> denseRows; // [1]: rows that took the dense path
   unsigned rows;
@@ -67,11 +67,9 @@ public:
       const bool gather =
           popsnn::dense::denseEnough(count, w.inSize(), popsnn::dense::DENSE_CURRENT_MIN_PER_MILLE);
       dense += gather;
-      const unsigned listed = (taps + P) * c + w.inSize(); // then Out's, not yet used
       if (gather)
         gatherRow(w, xr, t, c, acc);
-      else if (!listsPay(c) || !combineListed<false>(w, xr, idx, count, t, c, acc, &work[listed],
-                                                     work.size() - listed))
+      else
         scatterRow(w, xr, idx, count, t, c, acc);
       const unsigned n = c * (Out::POOLED ? MaxPooledOut::pooled(w) : P);
       Out::write(w, c, acc, &bias[0], &current[r * n], Out::POOLED ? &argmax[r * n] : nullptr,
@@ -98,7 +96,7 @@ public:
   Output<Vector<unsigned>> activeGrads; // [1]: dL/dI entries that carried gradient
   // [taps (reversedTap), c] sums of the input-driven rows, [P, c] one row's dL/dI transposed,
   // [taps] one window of the input, [C_in * H * W] the row's non-zero input positions, [2 c] one
-  // position's non-zero dL/dI entries and their channels; the rest for combineListed's lists.
+  // position's non-zero dL/dI entries and their channels.
   InOut<Vector<float>> work;
   unsigned rows;
   unsigned outChannels;
@@ -123,7 +121,6 @@ public:
     unsigned *__restrict idx = reinterpret_cast<unsigned *>(col + taps);
     float *__restrict coef = col + taps + w.inSize();
     unsigned *__restrict chan = reinterpret_cast<unsigned *>(coef + c);
-    const unsigned listed = taps * c + P * c + taps + w.inSize() + 2 * c; // the rest: lists
     for (unsigned k = 0; k < c * taps; ++k)
       gradWeights[k] = gwT[k] = 0.0f;
     for (unsigned co = 0; co < c; ++co)
@@ -147,8 +144,7 @@ public:
           std::uint64_t(activeX) * w.kernelHeight * w.kernelWidth * c + std::uint64_t(P) * c) {
         weightGradByGradients<Layout>(w, c, xr, gr, col, coef, chan, &gradWeights[0]);
       } else {
-        weightGradByInputs<Layout>(w, c, xr, idx, activeX, gr, gT, gwT, &work[listed],
-                                   unsigned(work.size()) - listed);
+        weightGradByInputs<Layout>(w, c, xr, idx, activeX, gr, gT, gwT);
         byInputs = true;
       }
     }

@@ -296,71 +296,6 @@ inline void combineRows(unsigned n, unsigned count, const float *__restrict coef
       out[k] += coef[q] * rows[std::size_t(idx[q]) * ld + k];
 }
 
-// The entries (reversed tap, output position, input value) that the non-zero inputs
-// idx[q0, q1) of row x reach, listed by position (BY_TAP false: each entry's tap into
-// `other`) or by tap (true: its position), each list in input order: list k is [end[k],
-// end[k + 1]) of `other` and `value` (end: keys + 2 entries; counted, then filled).
-template <bool BY_TAP>
-inline void listReached(const Window &w, const float *__restrict x, const unsigned *__restrict idx,
-                        unsigned q0, unsigned q1, unsigned keys, unsigned *__restrict end,
-                        unsigned *__restrict other, float *__restrict value) {
-  for (unsigned k = 0; k < keys + 2; ++k)
-    end[k] = 0;
-  for (unsigned q = q0; q < q1; ++q) // list k's entries counted in end[k + 2]
-    forEachRunReached(w, idx[q], [&](unsigned t, unsigned p, unsigned n) {
-      for (unsigned j = 0; j < n; ++j)
-        ++end[(BY_TAP ? t : p) + j + 2];
-    });
-  for (unsigned k = 2; k < keys + 2; ++k) // end[k + 1]: where list k begins
-    end[k] += end[k - 1];
-  for (unsigned q = q0; q < q1; ++q) { // in input order; end[k + 1] moves to list k's end
-    const float v = x[idx[q]];
-    forEachRunReached(w, idx[q], [&](unsigned t, unsigned p, unsigned n) {
-      for (unsigned j = 0; j < n; ++j) {
-        const unsigned e = end[(BY_TAP ? t : p) + j + 1]++;
-        other[e] = (BY_TAP ? p : t) + j, value[e] = v;
-      }
-    });
-  }
-}
-
-// out rows [keys, c] += the `count` non-zero inputs' entries listed by key (listReached),
-// each key's c sums held in registers while its rows of `rows` ([*, c]) stream past
-// (combineRows) instead of a load and a store of out per multiply-add, which bound the
-// scatters on wide vectors; the same terms in the same order (input order, each a fused
-// multiply-add), so the same floats. As many inputs at a time as their lists fit in
-// `space`; returns false, having done nothing, when not even one input's fit (the caller
-// scatters). By position: the event-driven forward (rows: the taps, out: the sums). By
-// tap: the weight gradient by inputs (rows: dL/dI [P, c], out: [taps, c]).
-template <bool BY_TAP>
-inline bool combineListed(const Window &w, const float *__restrict x,
-                          const unsigned *__restrict idx, unsigned count,
-                          const float *__restrict rows, unsigned c, float *__restrict out,
-                          float *__restrict space, unsigned spaceFloats) {
-  const unsigned keys = BY_TAP ? w.taps() : w.outPositions();
-  const unsigned reach = w.kernelHeight * w.kernelWidth;
-  if (spaceFloats < keys + 2 + 2 * reach)
-    return false;
-  const unsigned perChunk = (spaceFloats - keys - 2) / (2 * reach); // inputs listed at a time
-  unsigned *__restrict end = reinterpret_cast<unsigned *>(space);   // [keys + 2]
-  unsigned *__restrict other = end + keys + 2;
-  float *__restrict value = space + keys + 2 + perChunk * reach;
-  for (unsigned q0 = 0; q0 < count; q0 += perChunk) {
-    listReached<BY_TAP>(w, x, idx, q0, std::min(count, q0 + perChunk), keys, end, other, value);
-    for (unsigned k = 0; k < keys; ++k) // list k: [end[k], end[k + 1])
-      if (end[k + 1] > end[k])
-        combineRows<true>(c, end[k + 1] - end[k], value + end[k], other + end[k], rows, c,
-                          out + std::size_t(k) * c);
-  }
-  return true;
-}
-
-// The event-driven kernels combine listed entries (combineListed) only on wide vectors with at
-// least one vector of channels (below that the scatters' runs of kW x c floats vectorise
-// better); the IPU's 2-float build keeps the plain scatters, whose cost its cycle estimates
-// charge.
-inline bool listsPay(unsigned c) { return popsnn::dense::LANES > 2 && c >= popsnn::dense::LANES; }
-
 // The input gradient by window runs, ConvInputGrad's per-entry path when no column padding
 // cuts a window: dL/dx is kept channels-last ([H, W, C_in]) so that a window's row (kW
 // columns x C_in channels) is one contiguous run, and a position's non-zero dL/dI entries
@@ -437,14 +372,12 @@ constexpr std::uint64_t GRADIENT_PRODUCT_COST = 2;
 
 // gwT [taps (reversed), c] += each non-zero input times dL/dI of the outputs its taps reach, with
 // dL/dI as [P, c] (planar dL/dI transposed into gT first; channels-last read as it is), so
-// every product runs along the c channels; by taps' lists (combineListed) where they pay and
-// fit in `space`.
+// every product runs along the c channels.
 template <class Layout>
 inline void weightGradByInputs(const Window &w, unsigned c, const float *__restrict xr,
                                const unsigned *__restrict idx, unsigned count,
                                const float *__restrict gr, float *__restrict gT,
-                               float *__restrict gwT, float *__restrict space,
-                               unsigned spaceFloats) {
+                               float *__restrict gwT) {
   const unsigned P = w.outPositions();
   const float *__restrict g = gr;
   if (!Layout::CHANNELS_LAST) {
@@ -453,8 +386,6 @@ inline void weightGradByInputs(const Window &w, unsigned c, const float *__restr
         gT[p * c + co] = gr[co * P + p];
     g = gT;
   }
-  if (listsPay(c) && combineListed<true>(w, xr, idx, count, g, c, gwT, space, spaceFloats))
-    return;
   for (unsigned q = 0; q < count; ++q) {
     const float v = xr[idx[q]];
     forEachRunReached(w, idx[q], [&](unsigned tap, unsigned p, unsigned n) {

@@ -1,16 +1,14 @@
-"""The event-driven forward and weight gradient by listed entries (codelets/ConvKernels.hpp,
-combineListed): on wide vectors, with at least one vector of output channels, the entries that
-the non-zero inputs reach are listed by output position (the forward) or by tap (the weight
-gradient by inputs, which full dL/dI at 15% spikes takes) and combined in registers instead of
-scattered with a store per multiply-add. Against the reference's ops in float64
-(test_engine_conv.py's helpers) on both sides of the channel rule (8 channels: below AVX-512's
-16 lanes, the scatter there; 16 and 20: the lists, 20 with a tail of lanes), with and without
-the fused 2 x 2 max pool, at stride 2 with padding, on the cpu device (one worker a shard), the
-ipu-model's one tile (six workers, each with a sixth of the work: a row's inputs listed in
-several chunks) and six tiles (the channels split into groups of 8 or 10 for the pooled and
-strided geometries: below one vector, the scatter). With the forward's lists alone, a build that
-combined only each row's first chunk failed 7 of the cpu and six-tile cases (all cpu ones with
-16 and 20 channels, one six-tile one), so the lists and their chunks are reached."""
+"""The event-driven forward and the weight gradient by inputs (codelets/ConvKernels.hpp:
+scatterRow, weightGradByInputs) at channel counts of one and more AVX-512 vectors, which the
+other conv tests (at most 8 output channels) do not reach: 8, 16 and 20 output channels (20: a
+kernel row's run of kW x c floats that ends inside a vector), with and without the fused 2 x 2
+max pool, at stride 2 with padding; against the reference's ops in float64
+(test_engine_conv.py's helpers) on the cpu device (one worker a shard), the ipu-model's one tile
+(six workers, each with its rows and a sixth of the work) and six tiles (channel groups of 8 or
+10 for the pooled and strided geometries). Spikes at 15% and full dL/dI: the event path on every
+row and the weight gradient by inputs. (A version of both kernels that listed each output
+position's or tap's entries and combined them in registers passed these and was bit-identical on
+the CSNN, but not faster: bench/README.md, sixth pass.)"""
 
 from __future__ import annotations
 
@@ -35,7 +33,7 @@ GEOMETRIES = {
     ],
     ids=["cpu", "ipu_model_1_tile", "ipu_model_6_tiles"],
 )
-def test_event_forward_by_positions_equals_the_reference(geometry, channels, device):
+def test_event_forward_and_weight_gradient_at_wide_channel_counts(geometry, channels, device):
     spec = stage_spec(6, out_channels=channels, **GEOMETRIES[geometry])
     got = check_stage(spec, seed=5, spikes=True, **device)
     assert got["dense_rows"] == 0  # 15% spikes: the event path on every row
