@@ -1,5 +1,5 @@
-"""Two codelet objects side by side on Sun et al.'s CSNN training step (the engine's cpu
-device, T 25, B MNIST test images, initial weights of seed 0, as bench/csnn_steps.py): one
+"""Two codelet objects side by side on Sun et al.'s CSNN training step (bench/csnn_steps.py's
+workload: the engine's cpu device, T 25, B MNIST test images, initial weights of seed 0): one
 model per object in one process, their steps taken in turns, round by round, so the load
 of this shared machine falls on both alike. Prints per object the median CPU time
 (`time.process_time`, both threads) and wall time of a step, the ratio, and whether the two
@@ -20,28 +20,18 @@ import statistics
 import time
 from pathlib import Path
 
-from common import images
+from csnn_steps import workload
 
-import popsnn
 from popsnn.backends import engine as engine_backend
-from popsnn.train_config import Config
 
 
-def model_with(codelets: Path, batch: int, rule: str) -> popsnn.Model:
-    """A CSNN model whose graphs load `codelets` (the backend takes the object's path when
-    it is made)."""
-    net = Config(model="csnn", beta=0.5, sparse=rule).network(784, 10)
+def model_with(codelets: Path, batch: int, rule: str):
+    """csnn_steps.py's workload whose graphs load `codelets` (the backend takes the object's
+    path when it is made); returns the model, images and labels."""
     saved = engine_backend.codelets_path
     engine_backend.codelets_path = lambda: codelets.resolve()
     try:
-        return popsnn.Model(
-            net,
-            loss="ce_count",
-            device="cpu",
-            num_steps=25,
-            batch_size=batch,
-            params=net.init_params(0),
-        )
+        return workload(batch, rule)
     finally:
         engine_backend.codelets_path = saved
 
@@ -60,9 +50,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--rule", default="none", help="Config.sparse, e.g. window:0.5")
     args = ap.parse_args()
-    x, y = images(args.batch, 0)
-    runs = {"before": model_with(args.before, args.batch, args.rule)}
-    runs["after"] = model_with(args.after, args.batch, args.rule)
+    runs = {"before": model_with(args.before, args.batch, args.rule)[0]}
+    runs["after"], x, y = model_with(args.after, args.batch, args.rule)
     losses = {k: [step(m, x, y)[0]] for k, m in runs.items()}  # build + warm-up
     times = {k: [] for k in runs}
     load = [os.getloadavg()[0]]

@@ -21,11 +21,9 @@ import popsnn
 from popsnn.train_config import Config
 
 
-def main(argv=None) -> float:
-    args = argv or sys.argv[1:]
-    steps = int(args[0]) if args else 2
-    batch = int(args[1]) if len(args) > 1 else 32
-    rule = args[2] if len(args) > 2 else "none"
+def workload(batch: int, rule: str = "none") -> tuple[popsnn.Model, object, object]:
+    """The model (seed 0's initial weights, the engine's cpu device) and the first `batch`
+    MNIST test images and labels; bench/csnn_ab.py builds its two models with this."""
     net = Config(model="csnn", beta=0.5, sparse=rule).network(784, 10)
     x, y = images(batch, 0)
     model = popsnn.Model(
@@ -36,6 +34,15 @@ def main(argv=None) -> float:
         batch_size=batch,
         params=net.init_params(0),
     )
+    return model, x, y
+
+
+def main(argv=None) -> float:
+    args = argv or sys.argv[1:]
+    steps = int(args[0]) if args else 2
+    batch = int(args[1]) if len(args) > 1 else 32
+    rule = args[2] if len(args) > 2 else "none"
+    model, x, y = workload(batch, rule)
     times = []
     for _ in range(steps):
         start = time.perf_counter()
