@@ -126,6 +126,16 @@ def engine_list_eps(below_mask, live, n, shard):
     return total
 
 
+def dead_rows(mask, shard) -> int:
+    """(step, sample) rows of each shard of `shard` neurons with nothing live (no entry at that
+    step or a later one): the rows the engine's backward skips whole (skipDeadRow)."""
+    total = 0
+    for first in range(0, mask.shape[-1], shard):
+        row_any = mask[..., first : first + shard].any(axis=-1)  # [T, B]
+        total += int((~np.flip(np.logical_or.accumulate(np.flip(row_any, 0), axis=0), 0)).sum())
+    return total
+
+
 def count_macs(net, rec, d_spikes, d_membranes=None, shard=None) -> list:
     """Per layer, the multiply-adds of the weight gradient and of the gradient sent down
     (eps of the layer below, needed at its active entries), counted from the record:
@@ -158,6 +168,7 @@ def count_macs(net, rec, d_spikes, d_membranes=None, shard=None) -> list:
             "layer": l,
             "active_fraction": float(mask.mean()),
             "live_fraction": float(live.sum() / mask.size),
+            "dead_row_fraction": dead_rows(mask, shard or n) / (T * B * -(-n // (shard or n))),
             "input_nonzero_fraction": float(nnz_x.sum() / (T * B * n_in)),
             "input_trace_nonzero_fraction": float(nnz_xt.sum() / (T * B * n_in)),
             "dense_dw": T * B * n * n_in,
@@ -256,7 +267,8 @@ def main() -> None:
         results.append({"b_th": b_th, "layers": rows, **tot})
         print(
             f"B_th {b_th}: active {[round(r['active_fraction'], 4) for r in rows]}, live "
-            f"{[round(r['live_fraction'], 4) for r in rows]}, input trace non-zero "
+            f"{[round(r['live_fraction'], 4) for r in rows]}, rows with nothing live "
+            f"{[round(r['dead_row_fraction'], 4) for r in rows]}, input trace non-zero "
             f"{[round(r['input_trace_nonzero_fraction'], 3) for r in rows]}; MACs dense "
             f"{tot['dense']:.3e}, popsnn dense {tot['popsnn_dense']:.3e}, live {tot['live']:.3e} "
             f"({tot['live_x_popsnn_dense']:.1f}x), engine {tot['engine']:.3e} "

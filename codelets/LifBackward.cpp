@@ -189,6 +189,9 @@ private:
         stepProduct(&nextGrad[0][0], &nextWeightsT[0][0], numNeurons, nextShardSize, nextLayerSize,
                     nextRow(t, 0), nextRowsPerBlock(), batch, &nextStep[0][0]);
     for (unsigned b = 0; b < batch; ++b) {
+      if constexpr (!dense && recurrence != popsnn::Recurrence::ALL_TO_ALL)
+        if (skipDeadRow(*this, t, b)) // nothing live: no work but its dL/dI row (SparseBackward)
+          continue;
       const int *own = ownBuffer(t, b);
 #ifndef __IPU__ // a later sample's buffers (prefetchSample): written in the forward, out of cache
       if (b + 4 < batch) {
@@ -594,5 +597,4 @@ private:
   }
 };
 
-// Every combination of the units the host can name is instantiated at build time, from
-// include/popsnn/VertexUnits.hpp's table (host/src/VertexInstances.cpp).
+// Instantiated for every combination in include/popsnn/VertexUnits.hpp (VertexInstances.cpp).

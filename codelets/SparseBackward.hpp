@@ -239,6 +239,35 @@ inline void appendGradList(const float *__restrict dI, const LiveNeurons &live, 
   list.starts[k + 1] = int(used + c);
 }
 
+// A sample with nothing live at row (t, b): no gradient-trace entry at t or later (its live list,
+// [count, ...] as joinLive keeps it, is still empty, and the row has no entry). Every carry,
+// dL/dI and weight-gradient term of the row is then exactly 0, so the backward skips the row:
+// only its dL/dI rows are written (an empty list row, or zeros where dL/dI is sent dense).
+inline bool deadRow(const int *liveList, const int *starts, unsigned row) {
+  return liveList[0] == 0 && starts[row + 1] == starts[row];
+}
+inline void emptyGradListRow(GradList list, unsigned k) {
+  if (k == 0)
+    list.starts[0] = 0;
+  list.starts[k + 1] = list.starts[k];
+}
+// LifBackward's row (t, b) skipped where it is dead (not the output layer, whose membrane
+// losses join the live list, nor a learned constant; the caller rules out the all-to-all
+// recurrence, whose dL/dI[t] row the next step reads): true if skipped. V: the vertex.
+template <class V> inline bool skipDeadRow(V &v, unsigned t, unsigned b) {
+  const unsigned n = v.numNeurons, row = t * v.batch + b;
+  if (v.lossGradSpikes.size() || v.gradBeta.size() || v.gradThreshold.size() ||
+      !deadRow(&v.liveIds[0][b * (2 * n + 1)], &v.gradStarts[0][0], row))
+    return false;
+  if (v.gradList.size())
+    emptyGradListRow({&v.gradList[0][0], &v.gradListIds[0][0], &v.gradListValues[0][0]},
+                     (v.numSteps - 1 - t) * v.batch + b);
+  if (v.gradOut.size()) // dL/dI sent dense: its row is 0
+    for (unsigned j = 0, first = (v.stepMajor ? b : row) * n; j < n; ++j)
+      v.gradOut[0][first + j] = 0.0f;
+  return true;
+}
+
 // Row k of the next layer's dL/dI from its shards' lists (appendGradList, one after the other;
 // `allValues` = their capacities together), into g zero-padded to pushWidth(nextLayerSize), as
 // gatherNextGrad does from dense blocks.

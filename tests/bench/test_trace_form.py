@@ -123,3 +123,18 @@ def test_engine_list_dots_count_follows_the_choice():
     assert rows[1]["engine_list_eps"] == want <= rows[1]["engine_eps"]
     assert rows[0]["engine_list_eps"] == rows[0]["engine_eps"] == 0  # nothing below layer 0
     assert rows[2]["engine_list_eps"] == rows[2]["engine_eps"]  # the output sends no list
+
+
+def test_dead_rows_by_brute_force():
+    # Rows (t, b) of a shard with no entry at t or later, against a loop over every row.
+    rng = np.random.default_rng(4)
+    mask = rng.random((9, 5, 23)) < 0.02
+    mask[:, 0] = False  # a silent sample: every row dead
+    for shard in (23, 10, 4):
+        expected = 0
+        for first in range(0, 23, shard):
+            for b in range(5):
+                for t in range(9):
+                    expected += not mask[t:, b, first : first + shard].any()
+        assert trace_form.dead_rows(mask, shard) == expected
+        assert 9 <= expected < 9 * 5 * -(-23 // shard)  # both kinds of row
