@@ -273,6 +273,11 @@ private:
                             numSteps, stepMajor != 0) &&
            !publishesStep();
   }
+  // Synaptic's backward recomputes them too (LifBackward's wholeTrace, the same rule: the
+  // constants uniform, float storage): its forward keeps the per-step kernel, writing none.
+  bool surrogatesRecomputed() const {
+    return Neuron::synaptic && !halfStorage && betas.size() == 0 && wholeTrace();
+  }
   void leakyTrace(const popsnn::NeuronConstants &c) {
     if constexpr (!halfStorage) { // float storage only (compute asks)
       const unsigned n = numNeurons, T = numSteps, vectors = (n + 15) / 16;
@@ -298,6 +303,8 @@ private:
       }
     }
   }
+#else
+  bool surrogatesRecomputed() const { return false; }
 #endif
 
   void start() {
@@ -400,7 +407,8 @@ private:
 #endif
     // The reset R[t] = S[t-1] is decided by the previous step.
     Neuron::template forwardRow<Reset>(c, n, in, rec, syn, syn2, u, prev);
-    surrogateRow<Rule>(surrogate, param, c, ruleValue, u, sg, n);
+    if (!surrogatesRecomputed())
+      surrogateRow<Rule>(surrogate, param, c, ruleValue, u, sg, n);
     // Spikes are rare: decided many neurons at a time into bit masks, whose set bits
     // become ids (see appendSpikes).
     return spikesOf(u, c, prev, n, offset, ids, capacity);
