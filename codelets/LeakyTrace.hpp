@@ -3,9 +3,8 @@
 // steps in one vertex call) with direct-current input and no sparse rule, the DSNN's first
 // layer. The per-step kernel (leakBackwardRow in LifCommon.hpp) sweeps all samples at each
 // step, so dL/dU and sum_t dL/dI go to memory and back every step; here they are loaded
-// once per sample and block. Synaptic's backward takes the same kernels with its current J
-// as a second state (SYN: recomputed, and dL/dJ carried beside dL/dU); its forward keeps the
-// per-step kernel but writes no surrogate trace either.
+// once per sample and block. Synaptic takes the same kernels, forward and backward, with its
+// current J as a second state (SYN: stepped and recomputed, dL/dJ carried beside dL/dU).
 //
 // The surrogate trace [T, B, n] (12.8 MB per training step for the DSNN at B 128, T 25) is
 // not read: the block's membrane is recomputed from I (constant over the steps for direct
@@ -129,51 +128,77 @@ inline __m512 leakUpdate(__m512 u, __m512 x, __mmask16 s, const LeakVectors &c) 
   }
 }
 
+// Synaptic's update (Synaptic::forwardRow, multiply-adds fused as GCC fuses that loop's):
+// J = alpha J + I, then U from J as Leaky's from I; the zero reset zeroes the whole update.
+template <unsigned RESET>
+inline __m512 synapticUpdate(__m512 u, __m512 j, __mmask16 s, const LeakVectors &c) {
+  if constexpr (RESET == RESET_ZERO)
+    return _mm512_maskz_mov_ps(__mmask16(~s), _mm512_fmadd_ps(c.beta, u, j));
+  else
+    return leakUpdate<RESET>(u, j, s, c);
+}
+
+// One step of the model's states from the input x: U (mem) alone, or SYN: J (cur), then U.
+template <unsigned RESET, bool SYN>
+inline void stateUpdate(__m512 &mem, __m512 &cur, __m512 x, __mmask16 s, const LeakVectors &c) {
+  if constexpr (SYN) {
+    cur = _mm512_fmadd_ps(c.alpha, cur, x);
+    mem = synapticUpdate<RESET>(mem, cur, s, c);
+  } else {
+    mem = leakUpdate<RESET>(mem, x, s, c);
+  }
+}
+
 inline __mmask16 laneMask(unsigned v, unsigned V, __mmask16 lastMask) {
   return v + 1 == V ? lastMask : __mmask16(0xffff);
 }
 
 // Forward, phase 1: T steps of V vectors of neurons (the last masked to lastMask) of one
-// sample: I in x, U and S[t-1] in u and prev (read, then the last step's written back); the
-// spike mask of vector v at step t into masks[t * maskStep + v]. Phase 2 (the vertex)
-// appends the ids in step order, as the id trace's rows are packed.
-template <unsigned V, unsigned RESET>
+// sample: I in x, U and S[t-1] in u and prev (SYN: J in j; read, then the last step's
+// written back); the spike mask of vector v at step t into masks[t * maskStep + v]. Phase 2
+// (the vertex) appends the ids in step order, as the id trace's rows are packed.
+template <unsigned V, unsigned RESET, bool SYN>
 inline void leakForwardSteps(const LeakVectors &c, unsigned T, const float *__restrict x,
-                             float *__restrict u, float *__restrict prev,
+                             float *__restrict u, float *__restrict j, float *__restrict prev,
                              unsigned short *__restrict masks, unsigned maskStep,
                              __mmask16 lastMask) {
-  __m512 in[V], mem[V];
+  __m512 in[V], mem[V], cur[V];
   __mmask16 spk[V]; // S[t-1] (stored as 0 / 1)
 #pragma GCC unroll 8
   for (unsigned v = 0; v < V; ++v) {
     const __mmask16 m = laneMask(v, V, lastMask);
     in[v] = _mm512_maskz_loadu_ps(m, x + 16 * v);
     mem[v] = _mm512_maskz_loadu_ps(m, u + 16 * v);
+    cur[v] = SYN ? _mm512_maskz_loadu_ps(m, j + 16 * v) : _mm512_setzero_ps();
     spk[v] = _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, prev + 16 * v),
                                      _mm512_setzero_ps(), _CMP_NEQ_UQ);
   }
   for (unsigned t = 0; t < T; ++t)
 #pragma GCC unroll 8
     for (unsigned v = 0; v < V; ++v) {
-      mem[v] = leakUpdate<RESET>(mem[v], in[v], spk[v], c);
+      stateUpdate<RESET, SYN>(mem[v], cur[v], in[v], spk[v], c);
       spk[v] = _mm512_mask_cmp_ps_mask(laneMask(v, V, lastMask), mem[v], c.threshold, _CMP_GT_OQ);
       masks[std::size_t(t) * maskStep + v] = spk[v];
     }
 #pragma GCC unroll 8
   for (unsigned v = 0; v < V; ++v) {
     _mm512_mask_storeu_ps(u + 16 * v, laneMask(v, V, lastMask), mem[v]);
+    if constexpr (SYN)
+      _mm512_mask_storeu_ps(j + 16 * v, laneMask(v, V, lastMask), cur[v]);
     _mm512_mask_storeu_ps(prev + 16 * v, laneMask(v, V, lastMask),
                           _mm512_maskz_mov_ps(spk[v], c.one));
   }
 }
 
 // Phase 1 over a row of n neurons: blocks of 4 vectors, then the rest (forColumnBlocks).
-template <unsigned RESET>
+template <unsigned RESET, bool SYN>
 inline void leakForwardSample(const LeakVectors &c, unsigned T, unsigned n, const float *x,
-                              float *u, float *prev, unsigned short *masks, unsigned maskStep) {
+                              float *u, float *cur, float *prev, unsigned short *masks,
+                              unsigned maskStep) {
   forColumnBlocks<4>(n, [&](auto v, auto masked, unsigned j, __mmask16 mask) {
     constexpr unsigned W = decltype(v)::value + decltype(masked)::value;
-    leakForwardSteps<W, RESET>(c, T, x + j, u + j, prev + j, masks + j / 16, maskStep, mask);
+    leakForwardSteps<W, RESET, SYN>(c, T, x + j, u + j, SYN ? cur + j : nullptr, prev + j,
+                                    masks + j / 16, maskStep, mask);
   });
 }
 
@@ -199,16 +224,6 @@ inline unsigned appendMaskedIds(const unsigned short *__restrict masks, unsigned
   return needed;
 }
 
-// Synaptic's update (Synaptic::forwardRow, multiply-adds fused as GCC fuses that loop's):
-// J = alpha J + I, then U from J as Leaky's from I; the zero reset zeroes the whole update.
-template <unsigned RESET>
-inline __m512 synapticUpdate(__m512 u, __m512 j, __mmask16 s, const LeakVectors &c) {
-  if constexpr (RESET == RESET_ZERO)
-    return _mm512_maskz_mov_ps(__mmask16(~s), _mm512_fmadd_ps(c.beta, u, j));
-  else
-    return leakUpdate<RESET>(u, j, s, c);
-}
-
 // The forward's surrogates of vectors [v0, v0 + W) of a block of V, steps 0..T-1, recomputed
 // from I (x) and the zero state into sg[t * 16 V + 16 v], and the spikes of each step into
 // spikes[t * V + v] (for the zero reset's backward). SYN: Synaptic's two states (J, U).
@@ -227,12 +242,7 @@ inline void leakRecompute(const LeakVectors &c, unsigned T, const float *__restr
 #pragma GCC unroll 8
     for (unsigned w = 0; w < W; ++w) {
       const unsigned v = v0 + w;
-      if constexpr (SYN) {
-        cur[w] = _mm512_fmadd_ps(c.alpha, cur[w], in[w]);
-        mem[w] = synapticUpdate<RESET>(mem[w], cur[w], spk[w], c);
-      } else {
-        mem[w] = leakUpdate<RESET>(mem[w], in[w], spk[w], c);
-      }
+      stateUpdate<RESET, SYN>(mem[w], cur[w], in[w], spk[w], c);
       _mm512_store_ps(sg + (t * V + v) * 16,
                       leakSurrogate<SURROGATE>(_mm512_sub_ps(mem[w], c.threshold), c));
       const __mmask16 s =

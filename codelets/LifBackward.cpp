@@ -153,7 +153,7 @@ private:
 
 #ifdef POPSNN_LEAK_TRACE
   // A dense Leaky or Synaptic shard on direct current feeding another layer, all steps in one
-  // call: each sample's steps at once, surrogates recomputed (LeakyTrace.hpp; Leaky's forward
+  // call: each sample's steps at once, surrogates recomputed (LeakyTrace.hpp; the forward
   // decides alike and writes no surrogate trace). Weight gradient: DirectWeightGrad's.
   bool wholeTrace() const {
     return leakTraceApplies(inputMode, Trace::masked ? RULE_WINDOW : RULE_NONE, surrogate,
