@@ -1,5 +1,7 @@
 #include "Exchange.hpp"
 
+#include <algorithm>
+
 namespace popsnn {
 
 using namespace poplar;
@@ -12,6 +14,13 @@ void CopyList::append(const CopyList &other) {
 
 Program CopyList::program() const {
   Sequence seq;
+  const auto typeOfFirst = [this](const Tensor &t) {
+    return t.elementType() == src[0].elementType();
+  };
+  if (!src.empty() && std::all_of(src.begin(), src.end(), typeOfFirst)) {
+    seq.add(Copy(concat(src), concat(dst))); // the usual case: no per-type lists to copy
+    return seq;
+  }
   std::vector<bool> done(src.size(), false);
   for (std::size_t i = 0; i < src.size(); ++i) {
     if (done[i])
@@ -30,6 +39,11 @@ Program CopyList::program() const {
 
 Program merged(const std::vector<CopyList> &lists) {
   CopyList all;
+  std::size_t n = 0;
+  for (const CopyList &c : lists)
+    n += c.src.size();
+  all.src.reserve(n);
+  all.dst.reserve(n);
   for (const CopyList &c : lists)
     all.append(c);
   return all.program();

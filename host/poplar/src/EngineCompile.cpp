@@ -383,7 +383,12 @@ void EngineImpl::compileCopy(Step &s, const ProgramNode &n) {
   auto &p = profile[static_cast<std::size_t>(s.profile)];
   std::vector<std::uint64_t> sent(target.getNumTiles(), 0), recv(target.getNumTiles(), 0),
       onTile(target.getNumTiles(), 0);
-  std::set<std::int32_t> tiles;
+  std::vector<char> seen(target.getNumTiles(), 0);
+  std::size_t tilesUsed = 0;
+  const auto mark = [&](std::int32_t t) {
+    tilesUsed += !seen[static_cast<std::size_t>(t)];
+    seen[static_cast<std::size_t>(t)] = 1;
+  };
   const auto &sr = n.src.regions();
   const auto &dr = n.dst.regions();
   const std::size_t sz = n.src.elementType().sizeInBytes();
@@ -397,8 +402,8 @@ void EngineImpl::compileCopy(Step &s, const ProgramNode &n) {
     for (std::size_t k = 0; k < len; ++k) {
       std::int32_t a = st[si + k], b = dt[dj + k];
       if (a != lastA || b != lastB) {
-        tiles.insert(a);
-        tiles.insert(b);
+        mark(a);
+        mark(b);
         lastA = a;
         lastB = b;
       }
@@ -427,7 +432,7 @@ void EngineImpl::compileCopy(Step &s, const ProgramNode &n) {
     maxTile = std::max({maxTile, sent[t], recv[t]});
     maxOnTile = std::max(maxOnTile, onTile[t]);
   }
-  p.tilesUsed = tiles.size();
+  p.tilesUsed = tilesUsed;
   p.computeCycles = ceilDiv(maxOnTile, 8.0);
   p.exchangeCycles = ceilDiv(maxTile, double(target.getExchangeBytesPerCycle())) +
                      ceilDiv(p.exchangeBytesBetweenIPUs, target.getInterIPUBytesPerCycle());

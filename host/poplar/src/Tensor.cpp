@@ -41,24 +41,30 @@ void append(Regions &out, unsigned var, std::size_t b, std::size_t e) {
   out.push_back({var, b, e});
 }
 
-// Maps view ranges [a, b) (in order) onto the variable runs of `regions`.
+// Maps view ranges [a, b) (in order) onto the variable runs of `regions`. Views of a few
+// runs (almost every slice while a graph is built) are scanned without allocating; long
+// lists (concatenations of many shards) get a prefix table for binary search.
 class RangeMapper {
 public:
-  explicit RangeMapper(const Regions &r) : regions_(r), starts_(r.size() + 1, 0) {
+  explicit RangeMapper(const Regions &r) : regions_(r) {
+    if (r.size() <= kScanRuns)
+      return;
+    starts_.assign(r.size() + 1, 0);
     for (std::size_t i = 0; i < r.size(); ++i)
       starts_[i + 1] = starts_[i] + (r[i].end - r[i].begin);
   }
   void map(std::size_t a, std::size_t b, Regions &out) const {
     if (a >= b)
       return;
-    auto it = std::upper_bound(starts_.begin(), starts_.end(), a);
-    std::size_t i = static_cast<std::size_t>(it - starts_.begin()) - 1;
+    std::size_t i = 0, start = 0;
+    locate(a, i, start);
     while (a < b) {
       const TensorRegion &r = regions_[i];
-      std::size_t off = a - starts_[i];
-      std::size_t take = std::min(b - a, (r.end - r.begin) - off);
+      const std::size_t off = a - start, len = r.end - r.begin;
+      const std::size_t take = std::min(b - a, len - off);
       append(out, r.var, r.begin + off, r.begin + off + take);
       a += take;
+      start += len;
       ++i;
     }
   }
@@ -75,6 +81,19 @@ public:
   }
 
 private:
+  static constexpr std::size_t kScanRuns = 8;
+  // The run holding view element `a` and the view index where that run starts.
+  void locate(std::size_t a, std::size_t &i, std::size_t &start) const {
+    if (starts_.empty()) {
+      for (; start + (regions_[i].end - regions_[i].begin) <= a; ++i)
+        start += regions_[i].end - regions_[i].begin;
+      return;
+    }
+    i = static_cast<std::size_t>(std::upper_bound(starts_.begin(), starts_.end(), a) -
+                                 starts_.begin()) -
+        1;
+    start = starts_[i];
+  }
   const Regions &regions_;
   std::vector<std::size_t> starts_;
 };
@@ -90,41 +109,54 @@ void requireValid(const Tensor &t, const char *op) {
 
 Tensor::Tensor(std::uint64_t graphId, Type type, std::vector<std::size_t> shape,
                std::vector<TensorRegion> regions)
-    : graphId_(graphId), type_(type), shape_(std::move(shape)),
-      regions_(std::make_shared<const Regions>(std::move(regions))) {}
+    : graphId_(graphId), type_(type),
+      data_(std::make_shared<const detail::TensorData>(detail::TensorData{
+          std::move(shape), std::make_shared<const Regions>(std::move(regions))})) {}
 
 Tensor Tensor::withRegions(std::vector<std::size_t> shape, Regions regions) const {
   return Tensor(graphId_, type_, std::move(shape), std::move(regions));
 }
 
-const std::vector<TensorRegion> &Tensor::regions() const {
-  static const Regions empty;
-  return regions_ ? *regions_ : empty;
+Tensor Tensor::withShape(std::vector<std::size_t> shape) const {
+  Tensor t = *this;
+  t.data_ = std::make_shared<const detail::TensorData>(
+      detail::TensorData{std::move(shape), data_->regions});
+  return t;
 }
 
-std::size_t Tensor::numElements() const { return valid() ? product(shape_) : 0; }
+const std::vector<TensorRegion> &Tensor::regions() const {
+  static const Regions empty;
+  return data_ ? *data_->regions : empty;
+}
+
+const std::vector<std::size_t> &Tensor::dims() const {
+  static const std::vector<std::size_t> empty;
+  return data_ ? data_->shape : empty;
+}
+
+std::size_t Tensor::numElements() const { return valid() ? product(dims()) : 0; }
 
 std::size_t Tensor::dim(unsigned i) const {
-  if (i >= shape_.size())
+  if (i >= dims().size())
     throw index_error("Tensor::dim(" + std::to_string(i) + "): the tensor has rank " +
-                      std::to_string(shape_.size()));
-  return shape_[i];
+                      std::to_string(dims().size()));
+  return dims()[i];
 }
 
 Tensor Tensor::slice(ArrayRef<std::size_t> begin, ArrayRef<std::size_t> end) const {
   requireValid(*this, "slice");
-  const std::size_t r = shape_.size();
+  const std::size_t r = dims().size();
   if (begin.size() != r || end.size() != r)
     throw index_error("Tensor::slice: begin and end need " + std::to_string(r) +
                       " coordinates (the tensor's rank), got " + std::to_string(begin.size()) +
                       " and " + std::to_string(end.size()));
   std::vector<std::size_t> newShape(r);
   for (std::size_t d = 0; d < r; ++d) {
-    if (begin[d] > end[d] || end[d] > shape_[d])
+    if (begin[d] > end[d] || end[d] > dims()[d])
       throw index_error("Tensor::slice: dimension " + std::to_string(d) + " range [" +
                         std::to_string(begin[d]) + ", " + std::to_string(end[d]) +
-                        ") is not inside [0, " + std::to_string(shape_[d]) + ") of shape " +
-                        shapeString(shape_));
+                        ") is not inside [0, " + std::to_string(dims()[d]) + ") of shape " +
+                        shapeString(dims()));
     newShape[d] = end[d] - begin[d];
   }
   Regions out;
@@ -135,7 +167,7 @@ Tensor Tensor::slice(ArrayRef<std::size_t> begin, ArrayRef<std::size_t> end) con
   RangeMapper mapper(regions());
   std::vector<std::size_t> strides(r, 1);
   for (std::size_t d = r - 1; d > 0; --d)
-    strides[d - 1] = strides[d] * shape_[d];
+    strides[d - 1] = strides[d] * dims()[d];
   std::vector<std::size_t> idx(begin.begin(), begin.end());
   for (;;) {
     std::size_t off = 0;
@@ -161,10 +193,21 @@ Tensor Tensor::slice(ArrayRef<std::size_t> begin, ArrayRef<std::size_t> end) con
 
 Tensor Tensor::slice(std::size_t begin, std::size_t end, unsigned dimension) const {
   requireValid(*this, "slice");
-  if (dimension >= shape_.size())
+  if (dimension >= dims().size())
     throw index_error("Tensor::slice: dimension " + std::to_string(dimension) +
-                      " does not exist in a tensor of shape " + shapeString(shape_));
-  std::vector<std::size_t> b(shape_.size(), 0), e = shape_;
+                      " does not exist in a tensor of shape " + shapeString(dims()));
+  // Every dimension before `dimension` of size 1: the slice is one range of the view.
+  if (std::all_of(dims().begin(), dims().begin() + dimension,
+                  [](std::size_t n) { return n == 1; }) &&
+      begin <= end && end <= dims()[dimension]) {
+    const std::size_t inner = product(dims(), dimension + 1);
+    std::vector<std::size_t> newShape = dims();
+    newShape[dimension] = end - begin;
+    Regions out;
+    RangeMapper(regions()).map(begin * inner, end * inner, out);
+    return withRegions(std::move(newShape), std::move(out));
+  }
+  std::vector<std::size_t> b(dims().size(), 0), e = dims();
   b[dimension] = begin;
   e[dimension] = end;
   return slice(ArrayRef<std::size_t>(b), ArrayRef<std::size_t>(e));
@@ -183,14 +226,13 @@ std::vector<Tensor> Tensor::slices(ArrayRef<Interval> intervals, unsigned dimens
 
 Tensor Tensor::operator[](std::size_t i) const {
   requireValid(*this, "operator[]");
-  if (shape_.empty())
+  if (dims().empty())
     throw index_error("Tensor::operator[]: a scalar (rank 0) tensor cannot be indexed");
-  if (i >= shape_[0])
+  if (i >= dims()[0])
     throw index_error("Tensor::operator[]: index " + std::to_string(i) +
-                      " is out of range for dimension 0 of shape " + shapeString(shape_));
+                      " is out of range for dimension 0 of shape " + shapeString(dims()));
   Tensor s = slice(i, i + 1, 0);
-  s.shape_.erase(s.shape_.begin());
-  return s;
+  return s.withShape(std::vector<std::size_t>(dims().begin() + 1, dims().end()));
 }
 
 Tensor Tensor::index(ArrayRef<std::size_t> indices) const {
@@ -206,10 +248,8 @@ Tensor Tensor::reshape(ArrayRef<std::size_t> shape) const {
   if (product(s) != numElements())
     throw poplar_error("Tensor::reshape: shape " + shapeString(s) + " has " +
                        std::to_string(product(s)) + " elements but the tensor of shape " +
-                       shapeString(shape_) + " has " + std::to_string(numElements()));
-  Tensor t = *this;
-  t.shape_ = std::move(s);
-  return t;
+                       shapeString(dims()) + " has " + std::to_string(numElements()));
+  return withShape(std::move(s));
 }
 
 Tensor Tensor::flatten() const {
@@ -218,19 +258,19 @@ Tensor Tensor::flatten() const {
 }
 
 Tensor Tensor::flatten(unsigned dimBegin, unsigned dimEnd) const {
-  if (dimBegin >= dimEnd || dimEnd > shape_.size())
+  if (dimBegin >= dimEnd || dimEnd > dims().size())
     throw index_error("Tensor::flatten(" + std::to_string(dimBegin) + ", " +
                       std::to_string(dimEnd) + "): need dimBegin < dimEnd <= rank " +
-                      std::to_string(shape_.size()));
-  std::vector<std::size_t> s(shape_.begin(), shape_.begin() + dimBegin);
-  s.push_back(product(shape_, dimBegin, dimEnd));
-  s.insert(s.end(), shape_.begin() + dimEnd, shape_.end());
+                      std::to_string(dims().size()));
+  std::vector<std::size_t> s(dims().begin(), dims().begin() + dimBegin);
+  s.push_back(product(dims(), dimBegin, dimEnd));
+  s.insert(s.end(), dims().begin() + dimEnd, dims().end());
   return reshape(s);
 }
 
 Tensor Tensor::dimShuffle(ArrayRef<unsigned> permutation) const {
   requireValid(*this, "dimShuffle");
-  const std::size_t r = shape_.size();
+  const std::size_t r = dims().size();
   std::vector<unsigned> p(permutation.begin(), permutation.end());
   std::vector<unsigned> sorted = p;
   std::sort(sorted.begin(), sorted.end());
@@ -242,9 +282,9 @@ Tensor Tensor::dimShuffle(ArrayRef<unsigned> permutation) const {
                       std::to_string(r) + " dimensions exactly once");
   std::vector<std::size_t> newShape(r), strides(r, 1);
   for (std::size_t d = r; d-- > 1;)
-    strides[d - 1] = strides[d] * shape_[d];
+    strides[d - 1] = strides[d] * dims()[d];
   for (std::size_t d = 0; d < r; ++d)
-    newShape[d] = shape_[p[d]];
+    newShape[d] = dims()[p[d]];
   const std::size_t n = numElements();
   std::vector<std::size_t> src;
   src.reserve(n);
@@ -280,36 +320,36 @@ Tensor Tensor::dimRoll(unsigned dimIdx, unsigned newIdx) const {
 Tensor Tensor::transpose() const {
   if (rank() != 2)
     throw poplar_error("Tensor::transpose: needs a rank-2 tensor, this one has shape " +
-                       shapeString(shape_) + "; use dimShuffle for other ranks");
+                       shapeString(dims()) + "; use dimShuffle for other ranks");
   return dimShuffle({1, 0});
 }
 
 Tensor Tensor::expand(ArrayRef<std::size_t> indices) const {
   std::vector<std::size_t> idx(indices.begin(), indices.end());
   std::sort(idx.begin(), idx.end());
-  std::vector<std::size_t> s = shape_;
+  std::vector<std::size_t> s = dims();
   for (std::size_t k = 0; k < idx.size(); ++k) {
     std::size_t at = idx[k] + k;
     if (at > s.size())
       throw index_error("Tensor::expand: index " + std::to_string(idx[k]) + " is beyond the rank " +
-                        std::to_string(shape_.size()));
+                        std::to_string(dims().size()));
     s.insert(s.begin() + static_cast<std::ptrdiff_t>(at), 1);
   }
   return reshape(s);
 }
 
 Tensor Tensor::squeeze(ArrayRef<std::size_t> indices) const {
-  std::vector<bool> drop(shape_.size(), false);
+  std::vector<bool> drop(dims().size(), false);
   for (auto i : indices) {
-    if (i >= shape_.size() || shape_[i] != 1)
+    if (i >= dims().size() || dims()[i] != 1)
       throw index_error("Tensor::squeeze: dimension " + std::to_string(i) +
-                        " is not a size-1 dimension of shape " + shapeString(shape_));
+                        " is not a size-1 dimension of shape " + shapeString(dims()));
     drop[i] = true;
   }
   std::vector<std::size_t> s;
-  for (std::size_t d = 0; d < shape_.size(); ++d)
+  for (std::size_t d = 0; d < dims().size(); ++d)
     if (!drop[d])
-      s.push_back(shape_[d]);
+      s.push_back(dims()[d]);
   return reshape(s);
 }
 
@@ -317,9 +357,9 @@ Tensor Tensor::reverse(unsigned dimension) const {
   requireValid(*this, "reverse");
   if (dimension >= rank())
     throw index_error("Tensor::reverse: dimension " + std::to_string(dimension) +
-                      " does not exist in shape " + shapeString(shape_));
-  const std::size_t outer = product(shape_, 0, dimension), n = shape_[dimension],
-                    inner = product(shape_, dimension + 1);
+                      " does not exist in shape " + shapeString(dims()));
+  const std::size_t outer = product(dims(), 0, dimension), n = dims()[dimension],
+                    inner = product(dims(), dimension + 1);
   Regions out;
   RangeMapper m(regions());
   for (std::size_t o = 0; o < outer; ++o)
@@ -327,7 +367,7 @@ Tensor Tensor::reverse(unsigned dimension) const {
       std::size_t base = (o * n + k) * inner;
       m.map(base, base + inner, out);
     }
-  return withRegions(shape_, std::move(out));
+  return withRegions(dims(), std::move(out));
 }
 
 Tensor Tensor::broadcast(unsigned N, unsigned dimension) const {
@@ -347,7 +387,7 @@ std::vector<Interval> Tensor::getContiguousRegions() const {
   return out;
 }
 
-std::string Tensor::shortString() const { return type_.toString() + shapeString(shape_); }
+std::string Tensor::shortString() const { return type_.toString() + shapeString(dims()); }
 
 Tensor concat(ArrayRef<Tensor> ts, unsigned dimension) {
   if (ts.empty())
@@ -363,17 +403,16 @@ Tensor concat(ArrayRef<Tensor> ts, unsigned dimension) {
   std::size_t total = 0;
   for (std::size_t k = 0; k < ts.size(); ++k) {
     const Tensor &t = ts[k];
-    auto s = t.shape();
-    bool same = s.size() == shape.size() && t.elementType() == first.elementType() &&
+    bool same = t.rank() == shape.size() && t.elementType() == first.elementType() &&
                 t.graphId() == first.graphId();
-    for (std::size_t d = 0; same && d < s.size(); ++d)
-      same = d == dimension || s[d] == shape[d];
+    for (unsigned d = 0; same && d < t.rank(); ++d)
+      same = d == dimension || t.dim(d) == shape[d];
     if (!same)
       throw poplar_error("concat: tensor " + std::to_string(k) + " (" + t.shortString() +
                          ") does not match tensor 0 (" + first.shortString() +
                          ") in element type, graph, or every dimension but " +
                          std::to_string(dimension));
-    total += s[dimension];
+    total += t.dim(dimension);
   }
   std::size_t outer = 1;
   for (unsigned d = 0; d < dimension; ++d)
@@ -384,9 +423,8 @@ Tensor concat(ArrayRef<Tensor> ts, unsigned dimension) {
   for (const auto &t : ts) {
     mappers.emplace_back(t.regions());
     std::size_t inner = 1;
-    auto s = t.shape();
-    for (std::size_t d = dimension; d < s.size(); ++d)
-      inner *= s[d];
+    for (unsigned d = dimension; d < t.rank(); ++d)
+      inner *= t.dim(d);
     slab.push_back(inner);
   }
   Regions out;

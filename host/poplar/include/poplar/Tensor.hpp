@@ -21,6 +21,12 @@ struct TensorRegion {
   std::size_t begin;
   std::size_t end;
 };
+// A view's shape and runs; views that only reshape share the runs. Held by pointer so
+// copying a Tensor (done constantly while a graph is built) allocates nothing.
+struct TensorData {
+  std::vector<std::size_t> shape;
+  std::shared_ptr<const std::vector<TensorRegion>> regions;
+};
 } // namespace detail
 
 class Tensor {
@@ -46,11 +52,11 @@ public:
   Tensor broadcast(unsigned N, unsigned dim) const;
 
   std::size_t numElements() const;
-  unsigned rank() const { return static_cast<unsigned>(shape_.size()); }
+  unsigned rank() const { return static_cast<unsigned>(dims().size()); }
   std::size_t dim(unsigned i) const;
-  std::vector<std::size_t> shape() const { return shape_; }
+  std::vector<std::size_t> shape() const { return dims(); }
   Type elementType() const { return type_; }
-  bool valid() const { return regions_ != nullptr; }
+  bool valid() const { return data_ != nullptr; }
   // True when the view is one run of consecutive elements of one variable.
   bool isContiguous() const;
   // Intervals of the flattened view that are each consecutive in one variable.
@@ -66,10 +72,11 @@ public:
 private:
   Tensor withRegions(std::vector<std::size_t> shape,
                      std::vector<detail::TensorRegion> regions) const;
+  Tensor withShape(std::vector<std::size_t> shape) const; // same runs
+  const std::vector<std::size_t> &dims() const;
   std::uint64_t graphId_ = 0;
   Type type_;
-  std::vector<std::size_t> shape_;
-  std::shared_ptr<const std::vector<detail::TensorRegion>> regions_;
+  std::shared_ptr<const detail::TensorData> data_;
 };
 
 Tensor concat(ArrayRef<Tensor> ts, unsigned dim = 0);
