@@ -11,8 +11,12 @@ bench/cpu_step.py then (a revision whose vertex fields differ fails when its mod
 The four models take turns, round by round; a turn is a burst as in bench/README.md (0.1 s
 untimed, then at least --seconds timed, back to back) and gives its mean step; the tables
 give the median over rounds, the [min, max], and after/before ratios of the medians.
+--neuron picks the hidden and readout layers' model (bench/throughput.py's); --cpu times a
+burst in CPU time of this process (`time.process_time`, which moves less with the machine's
+load than the wall clock; with POPSNN_NUM_THREADS=1 it has no pool spin in it).
 
-    .venv/bin/python bench/codelets_ab.py [--before REV] [--rounds N] [--seconds S]
+    [POPSNN_NUM_THREADS=1] .venv/bin/python bench/codelets_ab.py [--before REV] [--rounds N]
+        [--seconds S] [--neuron Leaky|Synaptic|RLeaky] [--cpu]
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ sys.path.insert(0, str(HERE))
 
 import experiments  # noqa: E402
 import systems  # noqa: E402
+import throughput  # noqa: E402
 
 from popsnn.backends import engine as engine_backend  # noqa: E402
 
@@ -201,16 +206,16 @@ def model_with(gp: Path, work):
         engine_backend.codelets_path = original
 
 
-def burst(step, seconds: float) -> float:
-    """Mean seconds of back-to-back steps after 0.1 s of untimed ones."""
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < 0.1:
+def burst(step, seconds: float, clock=time.perf_counter) -> float:
+    """Mean seconds (of `clock`) of back-to-back steps after 0.1 s of untimed ones."""
+    t0 = clock()
+    while clock() - t0 < 0.1:
         step()
-    n, t0 = 0, time.perf_counter()
-    while n == 0 or time.perf_counter() - t0 < seconds:
+    n, t0 = 0, clock()
+    while n == 0 or clock() - t0 < seconds:
         step()
         n += 1
-    return (time.perf_counter() - t0) / n
+    return (clock() - t0) / n
 
 
 def main() -> None:
@@ -218,12 +223,16 @@ def main() -> None:
     ap.add_argument("--before", default="main", help="git revision of the 'before' codelets")
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--seconds", type=float, default=0.3, help="timed seconds per turn")
+    ap.add_argument("--neuron", choices=tuple(throughput.neuron_models()), default="Leaky")
+    ap.add_argument("--cpu", action="store_true", help="CPU time, not the wall clock")
     args = ap.parse_args()
     if args.rounds < 1 or args.seconds <= 0:
         sys.exit("codelets_ab: --rounds and --seconds must be positive")
-    mnist = experiments.dsnn_workload()
-    dense = experiments.dsnn_workload()
+    neuron = throughput.neuron_models()[args.neuron]
+    mnist = experiments.dsnn_workload(neuron=neuron)
+    dense = experiments.dsnn_workload(neuron=neuron)
     dense.x = np.random.default_rng(1).random(mnist.x.shape, dtype=np.float32)
+    clock = time.process_time if args.cpu else time.perf_counter
     inputs = {"mnist": mnist, "dense U[0,1]": dense}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -247,11 +256,12 @@ def main() -> None:
         for _ in range(args.rounds):
             for key, step in steps.items():
                 time.sleep(0.05)
-                times[key].append(burst(step, args.seconds))
+                times[key].append(burst(step, args.seconds, clock))
     batch = mnist.batch_size
     print(
-        f"# DSNN 784-1000-10 B={batch} T={mnist.num_steps}, before = {args.before}, "
-        f"after = working tree; {args.rounds} rounds; load {load0:.1f} -> "
+        f"# DSNN 784-1000-10 {args.neuron} B={batch} T={mnist.num_steps}, before = "
+        f"{args.before}, after = working tree; {args.rounds} rounds; "
+        f"{'CPU time' if args.cpu else 'wall clock'}; load {load0:.1f} -> "
         f"{os.getloadavg()[0]:.1f}"
     )
     print(f"{'input':<14} {'codelets':<8} {'img/s median':>12} {'[min, max]':>20}")

@@ -223,6 +223,24 @@ inline void prefetchSample(const int *own, const void *ids, const void *vals) {
   }
 }
 
+// synapticRow's entries: SUM adds dL/dI to the direct input's sum too (a template flag, not a
+// null test per entry, and plain loops on restrict pointers: a lambda's captures lose them and
+// the loop its vectors, 25% more CPU per Synaptic step, measured).
+template <bool SUM, class C>
+inline void synapticEntries(const C &c, unsigned n, const float *__restrict sg,
+                            const float *__restrict eps, float *__restrict gU, float *__restrict gJ,
+                            float *__restrict bias, float *__restrict sum) {
+  for (unsigned j = 0; j < n; ++j) {
+    const float u = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + c.betaAt(j) * gU[j];
+    const float d = u + c.alphaAt(j) * gJ[j];
+    gU[j] = u;
+    gJ[j] = d;
+    bias[j] += d;
+    if constexpr (SUM)
+      sum[j] += d;
+  }
+}
+
 // Synaptic's dense step after dL/dS (eps), nothing learned, no zero reset: LifBackward's
 // membraneGrad, inputGrad and sums in one pass, the same operations per entry in the same
 // order, so the surrogate row's stream from memory (long out of cache) overlaps them all.
@@ -232,25 +250,10 @@ inline const float *synapticRow(const C &c, unsigned n, const float *__restrict 
                                 const float *__restrict eps, float *__restrict gU,
                                 float *__restrict gJ, float *__restrict bias, float *__restrict sum,
                                 float *__restrict out) {
-  // Plain loops on the restrict pointers (a lambda's captures lose them, and the loop its
-  // vectors: 25% more CPU per Synaptic step, measured).
   if (sum)
-    for (unsigned j = 0; j < n; ++j) {
-      const float u = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + c.betaAt(j) * gU[j];
-      const float d = u + c.alphaAt(j) * gJ[j];
-      gU[j] = u;
-      gJ[j] = d;
-      bias[j] += d;
-      sum[j] += d;
-    }
+    synapticEntries<true>(c, n, sg, eps, gU, gJ, bias, sum);
   else
-    for (unsigned j = 0; j < n; ++j) {
-      const float u = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + c.betaAt(j) * gU[j];
-      const float d = u + c.alphaAt(j) * gJ[j];
-      gU[j] = u;
-      gJ[j] = d;
-      bias[j] += d;
-    }
+    synapticEntries<false>(c, n, sg, eps, gU, gJ, bias, nullptr);
   for (unsigned j = 0; j < n && out; ++j)
     out[j] = gJ[j];
   return gJ;

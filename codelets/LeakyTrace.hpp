@@ -3,7 +3,8 @@
 // steps in one vertex call) with direct-current input and no sparse rule, the DSNN's first
 // layer. The per-step kernel (leakBackwardRow in LifCommon.hpp) sweeps all samples at each
 // step, so dL/dU and sum_t dL/dI go to memory and back every step; here they are loaded
-// once per sample and block.
+// once per sample and block. Synaptic takes the same kernels, forward and backward, with its
+// current J as a second state (SYN: stepped and recomputed, dL/dJ carried beside dL/dU).
 //
 // The surrogate trace [T, B, n] (12.8 MB per training step for the DSNN at B 128, T 25) is
 // not read: the block's membrane is recomputed from I (constant over the steps for direct
@@ -76,13 +77,14 @@ struct PairGradRows {
   }
 };
 
+// alpha: Synaptic's current decay (the backward's SYN kernels; unused by Leaky's).
 struct LeakVectors {
-  __m512 beta, threshold, one, k, scale, half, halfParam, absMask;
-  LeakVectors(float b, float th, float param)
+  __m512 beta, threshold, one, k, scale, half, halfParam, absMask, alpha;
+  LeakVectors(float b, float th, float param, float a = 0.0f)
       : beta(_mm512_set1_ps(b)), threshold(_mm512_set1_ps(th)), one(_mm512_set1_ps(1.0f)),
         k(_mm512_set1_ps(param)), scale(_mm512_set1_ps(3.14159265358979323846f * param)),
         half(_mm512_set1_ps(0.5f)), halfParam(_mm512_set1_ps(param / 2.0f)),
-        absMask(_mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff))) {}
+        absMask(_mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff))), alpha(_mm512_set1_ps(a)) {}
 };
 
 // 1/x for the surrogates' denominators (x >= 1) without a division (the divider, not the
@@ -126,51 +128,77 @@ inline __m512 leakUpdate(__m512 u, __m512 x, __mmask16 s, const LeakVectors &c) 
   }
 }
 
+// Synaptic's update (Synaptic::forwardRow, multiply-adds fused as GCC fuses that loop's):
+// J = alpha J + I, then U from J as Leaky's from I; the zero reset zeroes the whole update.
+template <unsigned RESET>
+inline __m512 synapticUpdate(__m512 u, __m512 j, __mmask16 s, const LeakVectors &c) {
+  if constexpr (RESET == RESET_ZERO)
+    return _mm512_maskz_mov_ps(__mmask16(~s), _mm512_fmadd_ps(c.beta, u, j));
+  else
+    return leakUpdate<RESET>(u, j, s, c);
+}
+
+// One step of the model's states from the input x: U (mem) alone, or SYN: J (cur), then U.
+template <unsigned RESET, bool SYN>
+inline void stateUpdate(__m512 &mem, __m512 &cur, __m512 x, __mmask16 s, const LeakVectors &c) {
+  if constexpr (SYN) {
+    cur = _mm512_fmadd_ps(c.alpha, cur, x);
+    mem = synapticUpdate<RESET>(mem, cur, s, c);
+  } else {
+    mem = leakUpdate<RESET>(mem, x, s, c);
+  }
+}
+
 inline __mmask16 laneMask(unsigned v, unsigned V, __mmask16 lastMask) {
   return v + 1 == V ? lastMask : __mmask16(0xffff);
 }
 
 // Forward, phase 1: T steps of V vectors of neurons (the last masked to lastMask) of one
-// sample: I in x, U and S[t-1] in u and prev (read, then the last step's written back); the
-// spike mask of vector v at step t into masks[t * maskStep + v]. Phase 2 (the vertex)
-// appends the ids in step order, as the id trace's rows are packed.
-template <unsigned V, unsigned RESET>
+// sample: I in x, U and S[t-1] in u and prev (SYN: J in j; read, then the last step's
+// written back); the spike mask of vector v at step t into masks[t * maskStep + v]. Phase 2
+// (the vertex) appends the ids in step order, as the id trace's rows are packed.
+template <unsigned V, unsigned RESET, bool SYN>
 inline void leakForwardSteps(const LeakVectors &c, unsigned T, const float *__restrict x,
-                             float *__restrict u, float *__restrict prev,
+                             float *__restrict u, float *__restrict j, float *__restrict prev,
                              unsigned short *__restrict masks, unsigned maskStep,
                              __mmask16 lastMask) {
-  __m512 in[V], mem[V];
+  __m512 in[V], mem[V], cur[V];
   __mmask16 spk[V]; // S[t-1] (stored as 0 / 1)
 #pragma GCC unroll 8
   for (unsigned v = 0; v < V; ++v) {
     const __mmask16 m = laneMask(v, V, lastMask);
     in[v] = _mm512_maskz_loadu_ps(m, x + 16 * v);
     mem[v] = _mm512_maskz_loadu_ps(m, u + 16 * v);
+    cur[v] = SYN ? _mm512_maskz_loadu_ps(m, j + 16 * v) : _mm512_setzero_ps();
     spk[v] = _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, prev + 16 * v),
                                      _mm512_setzero_ps(), _CMP_NEQ_UQ);
   }
   for (unsigned t = 0; t < T; ++t)
 #pragma GCC unroll 8
     for (unsigned v = 0; v < V; ++v) {
-      mem[v] = leakUpdate<RESET>(mem[v], in[v], spk[v], c);
+      stateUpdate<RESET, SYN>(mem[v], cur[v], in[v], spk[v], c);
       spk[v] = _mm512_mask_cmp_ps_mask(laneMask(v, V, lastMask), mem[v], c.threshold, _CMP_GT_OQ);
       masks[std::size_t(t) * maskStep + v] = spk[v];
     }
 #pragma GCC unroll 8
   for (unsigned v = 0; v < V; ++v) {
     _mm512_mask_storeu_ps(u + 16 * v, laneMask(v, V, lastMask), mem[v]);
+    if constexpr (SYN)
+      _mm512_mask_storeu_ps(j + 16 * v, laneMask(v, V, lastMask), cur[v]);
     _mm512_mask_storeu_ps(prev + 16 * v, laneMask(v, V, lastMask),
                           _mm512_maskz_mov_ps(spk[v], c.one));
   }
 }
 
 // Phase 1 over a row of n neurons: blocks of 4 vectors, then the rest (forColumnBlocks).
-template <unsigned RESET>
+template <unsigned RESET, bool SYN>
 inline void leakForwardSample(const LeakVectors &c, unsigned T, unsigned n, const float *x,
-                              float *u, float *prev, unsigned short *masks, unsigned maskStep) {
+                              float *u, float *cur, float *prev, unsigned short *masks,
+                              unsigned maskStep) {
   forColumnBlocks<4>(n, [&](auto v, auto masked, unsigned j, __mmask16 mask) {
     constexpr unsigned W = decltype(v)::value + decltype(masked)::value;
-    leakForwardSteps<W, RESET>(c, T, x + j, u + j, prev + j, masks + j / 16, maskStep, mask);
+    leakForwardSteps<W, RESET, SYN>(c, T, x + j, u + j, SYN ? cur + j : nullptr, prev + j,
+                                    masks + j / 16, maskStep, mask);
   });
 }
 
@@ -198,23 +226,23 @@ inline unsigned appendMaskedIds(const unsigned short *__restrict masks, unsigned
 
 // The forward's surrogates of vectors [v0, v0 + W) of a block of V, steps 0..T-1, recomputed
 // from I (x) and the zero state into sg[t * 16 V + 16 v], and the spikes of each step into
-// spikes[t * V + v] (for the zero reset's backward).
-template <unsigned W, unsigned V, unsigned RESET, unsigned SURROGATE>
+// spikes[t * V + v] (for the zero reset's backward). SYN: Synaptic's two states (J, U).
+template <unsigned W, unsigned V, unsigned RESET, unsigned SURROGATE, bool SYN>
 inline void leakRecompute(const LeakVectors &c, unsigned T, const float *__restrict x, unsigned v0,
                           __mmask16 lastMask, float *__restrict sg, __mmask16 *__restrict spikes) {
-  __m512 in[W], mem[W];
+  __m512 in[W], mem[W], cur[W];
   __mmask16 spk[W];
 #pragma GCC unroll 8
   for (unsigned w = 0; w < W; ++w) {
     in[w] = _mm512_maskz_loadu_ps(laneMask(v0 + w, V, lastMask), x + 16 * (v0 + w));
-    mem[w] = _mm512_setzero_ps();
+    mem[w] = cur[w] = _mm512_setzero_ps();
     spk[w] = 0;
   }
   for (unsigned t = 0; t < T; ++t)
 #pragma GCC unroll 8
     for (unsigned w = 0; w < W; ++w) {
       const unsigned v = v0 + w;
-      mem[w] = leakUpdate<RESET>(mem[w], in[w], spk[w], c);
+      stateUpdate<RESET, SYN>(mem[w], cur[w], in[w], spk[w], c);
       _mm512_store_ps(sg + (t * V + v) * 16,
                       leakSurrogate<SURROGATE>(_mm512_sub_ps(mem[w], c.threshold), c));
       const __mmask16 s =
@@ -280,29 +308,35 @@ __attribute__((noinline)) void nextLayerProduct(const float *const *g, const flo
 // dL/dU = (sg != 0 ? sg dL/dS : 0) + beta dL/dU[t+1] (the carry cut at a spike under the
 // zero reset; carried in gU: read, then written back), summed over t into acc and then
 // added to gb (sample by sample, as one sample at a time would). Each row of W loaded in the
-// product serves the S samples' (gradRow(t, b + s, s)) multiply-adds.
-template <unsigned S, unsigned V, unsigned RESET, unsigned SURROGATE, class GradRow>
+// product serves the S samples' (gradRow(t, b + s, s)) multiply-adds. SYN (Synaptic, the
+// generic step's equations): dL/dI[t] is dL/dJ = dL/dU (zero reset: times 1 - S[t-1]) +
+// alpha dL/dJ[t+1], carried in gJ as dL/dU in gU, and it is what acc and out receive.
+template <unsigned S, unsigned V, unsigned RESET, unsigned SURROGATE, bool SYN, class GradRow>
 inline void leakBackwardSteps(const LeakVectors &c, unsigned T, const float *__restrict x,
                               unsigned b, GradRow gradRow, const BackwardRows &in,
-                              float *__restrict gU, float *__restrict acc, float *__restrict gb,
-                              __mmask16 lastMask) {
+                              float *__restrict gU, float *__restrict gJ, float *__restrict acc,
+                              float *__restrict gb, __mmask16 lastMask) {
   alignas(64) float sg[S][TRACE_MAX_STEPS * 16 * V];
   __mmask16 spikes[S][TRACE_MAX_STEPS * V];
   const unsigned n = in.n, K = in.K;
   // 4 vectors per pass: 4 independent membrane chains (each step waits on the last spike).
   constexpr unsigned W0 = V <= 4 ? V : (V + 1) / 2;
   for (unsigned s = 0; s < S; ++s) {
-    leakRecompute<W0, V, RESET, SURROGATE>(c, T, x + s * n, 0, lastMask, sg[s], spikes[s]);
+    leakRecompute<W0, V, RESET, SURROGATE, SYN>(c, T, x + s * n, 0, lastMask, sg[s], spikes[s]);
     if constexpr (V > W0)
-      leakRecompute<V - W0, V, RESET, SURROGATE>(c, T, x + s * n, W0, lastMask, sg[s], spikes[s]);
+      leakRecompute<V - W0, V, RESET, SURROGATE, SYN>(c, T, x + s * n, W0, lastMask, sg[s],
+                                                      spikes[s]);
   }
   // The sums over t stay in acc (L1): in registers too they would crowd out the product's.
-  __m512 carry[S][V];
+  __m512 carry[S][V], carryJ[S][V];
 #pragma GCC unroll 8
   for (unsigned s = 0; s < S; ++s)
 #pragma GCC unroll 8
-    for (unsigned v = 0; v < V; ++v)
+    for (unsigned v = 0; v < V; ++v) {
       carry[s][v] = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), gU + s * n + 16 * v);
+      if constexpr (SYN)
+        carryJ[s][v] = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), gJ + s * n + 16 * v);
+    }
   const __m512 zero = _mm512_setzero_ps();
   for (unsigned t = T; t-- > 0;) {
     const float *g[S];
@@ -321,13 +355,19 @@ inline void leakBackwardSteps(const LeakVectors &c, unsigned T, const float *__r
         if constexpr (RESET == RESET_ZERO) // a spike at t cuts the leak path
           carry[s][v] = _mm512_maskz_mov_ps(__mmask16(~spikes[s][t * V + v]), carry[s][v]);
         carry[s][v] = _mm512_fmadd_ps(c.beta, carry[s][v], _mm512_maskz_mul_ps(nz, sv, e[s][v]));
+        __m512 dI = carry[s][v];
+        if constexpr (SYN) {
+          if (RESET == RESET_ZERO && t > 0) // S[t-1] reset U[t]'s whole update, J's term too
+            dI = _mm512_maskz_mov_ps(__mmask16(~spikes[s][(t - 1) * V + v]), dI);
+          dI = carryJ[s][v] = _mm512_fmadd_ps(c.alpha, carryJ[s][v], dI);
+        }
         float *sum = acc + s * n + 16 * v;
         _mm512_mask_storeu_ps(
             sum, laneMask(v, V, lastMask),
-            _mm512_add_ps(_mm512_maskz_loadu_ps(laneMask(v, V, lastMask), sum), carry[s][v]));
+            _mm512_add_ps(_mm512_maskz_loadu_ps(laneMask(v, V, lastMask), sum), dI));
         if (in.out)
           _mm512_mask_storeu_ps(in.out + std::size_t(t) * in.outStep + s * n + 16 * v,
-                                laneMask(v, V, lastMask), carry[s][v]);
+                                laneMask(v, V, lastMask), dI);
       }
   }
 #pragma GCC unroll 8
@@ -336,6 +376,8 @@ inline void leakBackwardSteps(const LeakVectors &c, unsigned T, const float *__r
     for (unsigned v = 0; v < V; ++v) {
       const __mmask16 m = laneMask(v, V, lastMask);
       _mm512_mask_storeu_ps(gU + s * n + 16 * v, m, carry[s][v]);
+      if constexpr (SYN)
+        _mm512_mask_storeu_ps(gJ + s * n + 16 * v, m, carryJ[s][v]);
       _mm512_mask_storeu_ps(gb + 16 * v, m,
                             _mm512_add_ps(_mm512_maskz_loadu_ps(m, gb + 16 * v),
                                           _mm512_maskz_loadu_ps(m, acc + s * n + 16 * v)));
@@ -343,10 +385,11 @@ inline void leakBackwardSteps(const LeakVectors &c, unsigned T, const float *__r
 }
 
 // S samples from b: blocks of blockVectors<S>() vectors over a row of n neurons, then the
-// rest (forColumnBlocks; x, gU, acc and out at sample b's row).
-template <unsigned S, unsigned RESET, unsigned SURROGATE, class GradRow>
+// rest (forColumnBlocks; x, gU, gJ, acc and out at sample b's row).
+template <unsigned S, unsigned RESET, unsigned SURROGATE, bool SYN, class GradRow>
 inline void leakBackwardGroup(const LeakVectors &c, unsigned T, const float *x, unsigned b,
-                              GradRow gradRow, BackwardRows in, float *gU, float *acc, float *gb) {
+                              GradRow gradRow, BackwardRows in, float *gU, float *gJ, float *acc,
+                              float *gb) {
   const float *wT = in.wT;
   float *out = in.out;
   forColumnBlocks<blockVectors<S>()>(in.n, [&](auto v, auto masked, unsigned j, __mmask16 mask) {
@@ -354,30 +397,31 @@ inline void leakBackwardGroup(const LeakVectors &c, unsigned T, const float *x, 
     BackwardRows block = in;
     block.wT = wT + j;
     block.out = out ? out + j : nullptr;
-    leakBackwardSteps<S, W, RESET, SURROGATE>(c, T, x + j, b, gradRow, block, gU + j, acc + j,
-                                              gb + j, mask);
+    leakBackwardSteps<S, W, RESET, SURROGATE, SYN>(c, T, x + j, b, gradRow, block, gU + j,
+                                                   SYN ? gJ + j : nullptr, acc + j, gb + j, mask);
   });
 }
 
-// The backward of `batch` samples, rows n apart in x (I), gU, acc and out: pairs of samples
-// (each W row loaded once for both), then an odd last one alone. gradRow(t, b, slot) gives
-// sample b's dL/dI row of the next layer at step t (slot 0 or 1: where a gathered row may
-// be kept while the other sample's is in use).
-template <unsigned RESET, unsigned SURROGATE, class GradRow>
+// The backward of `batch` samples, rows n apart in x (I), gU, gJ (SYN), acc and out: pairs of
+// samples (each W row loaded once for both), then an odd last one alone. gradRow(t, b, slot)
+// gives sample b's dL/dI row of the next layer at step t (slot 0 or 1: where a gathered row
+// may be kept while the other sample's is in use).
+template <unsigned RESET, unsigned SURROGATE, bool SYN, class GradRow>
 inline void leakBackwardBatch(const LeakVectors &c, unsigned T, unsigned batch, const float *x,
-                              GradRow gradRow, BackwardRows in, float *gU, float *acc, float *gb) {
+                              GradRow gradRow, BackwardRows in, float *gU, float *gJ, float *acc,
+                              float *gb) {
   const std::size_t n = in.n;
   float *out = in.out;
   unsigned b = 0;
-  for (; b + 2 <= batch; b += 2) {
+  for (; b < batch; b += 2) {
     in.out = out ? out + b * n : nullptr;
-    leakBackwardGroup<2, RESET, SURROGATE>(c, T, x + b * n, b, gradRow, in, gU + b * n, acc + b * n,
-                                           gb);
-  }
-  if (b < batch) {
-    in.out = out ? out + b * n : nullptr;
-    leakBackwardGroup<1, RESET, SURROGATE>(c, T, x + b * n, b, gradRow, in, gU + b * n, acc + b * n,
-                                           gb);
+    float *gJb = SYN ? gJ + b * n : nullptr;
+    if (b + 2 <= batch)
+      leakBackwardGroup<2, RESET, SURROGATE, SYN>(c, T, x + b * n, b, gradRow, in, gU + b * n, gJb,
+                                                  acc + b * n, gb);
+    else
+      leakBackwardGroup<1, RESET, SURROGATE, SYN>(c, T, x + b * n, b, gradRow, in, gU + b * n, gJb,
+                                                  acc + b * n, gb);
   }
 }
 

@@ -124,7 +124,7 @@ public:
       return true;
     }
 #ifdef POPSNN_LEAK_TRACE
-    if constexpr (leaky && !halfStorage)
+    if constexpr ((leaky || Neuron::synaptic) && !halfStorage)
       if (wholeTrace()) {
         leakyTrace();
         return true;
@@ -152,9 +152,9 @@ private:
   bool learnsThreshold() const { return gradThreshold.size() != 0; }
 
 #ifdef POPSNN_LEAK_TRACE
-  // A dense Leaky shard on direct current feeding another layer, all steps in one call: each
-  // sample's steps at once, surrogates recomputed (LeakyTrace.hpp; the forward decides alike and
-  // writes no surrogate trace). Weight gradient: DirectWeightGrad's; no recurrent weights.
+  // A dense Leaky or Synaptic shard on direct current feeding another layer, all steps in one
+  // call: each sample's steps at once, surrogates recomputed (LeakyTrace.hpp; the forward
+  // decides alike and writes no surrogate trace). Weight gradient: DirectWeightGrad's.
   bool wholeTrace() const {
     return leakTraceApplies(inputMode, Trace::masked ? RULE_WINDOW : RULE_NONE, surrogate,
                             isOutput() != 0, stepsPerCall, numSteps, stepMajor != 0);
@@ -172,9 +172,10 @@ private:
     auto gradRow = [&](unsigned t, unsigned b, unsigned slot) { return pair(t, b, slot); };
     const BackwardRows rows{&nextWeightsT[0][0], n, nextLayerSize,
                             publishesGrad() ? &gradOut[0][0] : nullptr, batch * n};
-    leakBackwardBatch<Reset::code, SURROGATE>(LeakVectors(beta, threshold, surrogateParam),
-                                              numSteps, batch, &current[0][0], gradRow, rows,
-                                              &gradMem[0], &currentGradSum[0][0], &gradBias[0]);
+    leakBackwardBatch<Reset::code, SURROGATE, Neuron::synaptic>(
+        LeakVectors(beta, threshold, surrogateParam, alpha), numSteps, batch, &current[0][0],
+        gradRow, rows, &gradMem[0], Neuron::synaptic ? &gradMem[batch * n] : nullptr,
+        &currentGradSum[0][0], &gradBias[0]);
   }
 #endif
 

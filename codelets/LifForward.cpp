@@ -237,7 +237,7 @@ public:
     // which would force reloads and block vectorisation.
     const popsnn::NeuronConstants c{beta, alpha, gain, threshold};
 #ifdef POPSNN_LEAK_TRACE
-    if constexpr (std::is_same<Neuron, popsnn::Leaky>::value && !halfStorage)
+    if constexpr ((std::is_same<Neuron, popsnn::Leaky>::value || Neuron::synaptic) && !halfStorage)
       if (wholeTrace()) {
         leakyTrace(c);
         return true;
@@ -264,9 +264,9 @@ private:
   }
 
 #ifdef POPSNN_LEAK_TRACE
-  // Leaky on direct current, no sparse rule, all steps in this call, nothing exchanged per
-  // step: each sample's steps at once, no surrogate trace (LeakyTrace.hpp; the backward
-  // recomputes it). The spike masks are staged in the trace's memory, then appended to the
+  // Leaky or Synaptic on direct current, no sparse rule, all steps in this call, nothing
+  // exchanged per step: each sample's steps at once, no surrogate trace (LeakyTrace.hpp; the
+  // backward recomputes it). The spike masks are staged in the trace's memory, then appended to the
   // packed id trace in step order, as step1 does.
   bool wholeTrace() const { // float storage only (the caller asks)
     return leakTraceApplies(inputMode, Rule::code, surrogate, records() != 0, stepsPerCall,
@@ -277,12 +277,14 @@ private:
     if constexpr (!halfStorage) { // float storage only (compute asks)
       const unsigned n = numNeurons, T = numSteps, vectors = (n + 15) / 16;
       start();
-      const LeakVectors v(c.beta, c.threshold, surrogateParam);
+      const LeakVectors v(c.beta, c.threshold, surrogateParam, c.alpha);
       // [T, B, vectors] masks: 2 bytes per 16 neurons, in the trace's 64.
       unsigned short *masks = reinterpret_cast<unsigned short *>(&surrogates[0]);
       for (unsigned b = 0; b < batch; ++b)
-        leakForwardSample<Reset::code>(v, T, n, &current[0][b * n], &mem[b * n], &prevSpikes[b * n],
-                                       masks + b * vectors, batch * vectors);
+        leakForwardSample<Reset::code, Neuron::synaptic>(
+            v, T, n, &current[0][b * n], &mem[b * n],
+            Neuron::synaptic ? &mem[(batch + b) * n] : nullptr, &prevSpikes[b * n],
+            masks + b * vectors, batch * vectors);
       for (unsigned row = 0; row < T * batch; ++row) { // row = t * B + b
         int *buf = startBuffer(row);
         const unsigned room = spikeRoom(row);

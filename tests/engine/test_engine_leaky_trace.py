@@ -1,11 +1,13 @@
-"""The whole-trace Leaky backward (codelets/LeakyTrace.hpp, AVX-512 hosts): a Leaky layer on
-direct current without a sparse rule runs each sample's T steps at once, its state in
-registers, recomputing the forward's surrogates instead of reading the trace; every other
-case takes the per-step kernels. Both sides against the float32 reference: every surrogate
-(sigmoid stays per-step) and reset, with and without a sparse rule (per-step), direct and
-per-step input (per-step), widths whose blocks end in partial vectors, a next layer of one
-or several shards, and the id buffers' overflow (the error names the first step that
-overflowed). See engine_helpers for the tolerances."""
+"""The whole-trace Leaky and Synaptic backward (codelets/LeakyTrace.hpp, AVX-512 hosts): a
+Leaky or Synaptic layer on direct current without a sparse rule runs each sample's T steps at
+once, its state in registers, recomputing the forward's surrogates instead of reading the
+trace (neither model's forward writes it then); every other case takes the per-step kernels.
+Both sides against the float32 reference, both models: every surrogate (sigmoid stays
+per-step) and reset, with and without a sparse rule (per-step), direct and per-step input
+(per-step), T past the kernels' 64 steps (per-step), a learned beta (per-step), widths whose
+blocks end in partial vectors, a next layer of one or several shards, and the id buffers'
+overflow (the error names the first step that overflowed). See engine_helpers for the
+tolerances."""
 
 import numpy as np
 import pytest
@@ -26,15 +28,32 @@ SURROGATES = {
 RESETS = ["subtract", "zero", "none"]
 
 
-def check(net, direct=True, seed=0, **options):
-    x, raw = make_input(net, BATCH, STEPS, direct, seed=seed, scale=2.0)
+# The hidden layer's model; Synaptic's J sums about 1 / (1 - alpha) steps of the input, so
+# its input is scaled down to spike about as often as Leaky's.
+MODELS = {
+    "Leaky": (lambda **kw: popsnn.Leaky(beta=0.9, **kw), 2.0),
+    "Synaptic": (lambda **kw: popsnn.Synaptic(alpha=0.8, beta=0.9, **kw), 0.6),
+}
+
+
+def hidden_net(model, inputs, hidden, **kw):
+    return popsnn.Sequential(
+        popsnn.Linear(inputs, hidden),
+        MODELS[model][0](**kw),
+        popsnn.Linear(hidden, 10),
+        popsnn.Leaky(beta=0.9),
+    )
+
+
+def check(net, direct=True, seed=0, scale=2.0, steps=STEPS, **options):
+    x, raw = make_input(net, BATCH, steps, direct, seed=seed, scale=scale)
     loss = losses.ce_count_loss()
     y = labels_for(loss, net, raw)
     params = net.init_params(seed + 1)
-    backend = sgd_backend(net, params, loss, steps=STEPS, batch=BATCH, **options)
+    backend = sgd_backend(net, params, loss, steps=steps, batch=BATCH, **options)
     value, grads = backend.loss_and_grad(x, y)
     ref_value, ref_grads, rec = reference.loss_and_grad(
-        net, params, x, y, loss, num_steps=STEPS if direct else None
+        net, params, x, y, loss, num_steps=steps if direct else None
     )
     assert 0 < rec.spikes[0].mean() < 0.9, "the hidden layer must spike, not saturate"
     np.testing.assert_array_equal(backend.infer(x), rec.spikes[-1])
@@ -42,58 +61,56 @@ def check(net, direct=True, seed=0, **options):
     assert_grads_close(grads, ref_grads)
 
 
+@pytest.mark.parametrize("model", sorted(MODELS))
 @pytest.mark.parametrize("reset", RESETS)
 @pytest.mark.parametrize("name", sorted(SURROGATES))
-def test_every_surrogate_and_reset(name, reset):
+def test_every_surrogate_and_reset(name, reset, model):
     # 200 neurons: on the cpu device's tiles, blocks of 64 (forward) and 128 (backward)
     # neurons and a partial last vector.
-    net = popsnn.Sequential(
-        popsnn.Linear(30, 200),
-        popsnn.Leaky(beta=0.9, surrogate=SURROGATES[name](), reset_mechanism=reset),
-        popsnn.Linear(200, 10),
-        popsnn.Leaky(beta=0.9),
-    )
-    check(net, seed=2)
+    net = hidden_net(model, 30, 200, surrogate=SURROGATES[name](), reset_mechanism=reset)
+    check(net, seed=2, scale=MODELS[model][1])
 
 
+@pytest.mark.parametrize("model", sorted(MODELS))
 @pytest.mark.parametrize("hidden", [5, 17, 64, 129, 300])
 @pytest.mark.parametrize("direct", [True, False], ids=["direct", "per-step"])
-def test_widths_and_input_kinds(hidden, direct):
-    net = popsnn.Sequential(
-        popsnn.Linear(24, hidden),
-        popsnn.Leaky(beta=0.85),
-        popsnn.Linear(hidden, 7),
-        popsnn.Leaky(beta=0.9),
-    )
-    check(net, direct=direct, seed=hidden)
+def test_widths_and_input_kinds(hidden, direct, model):
+    check(hidden_net(model, 24, hidden), direct=direct, seed=hidden, scale=MODELS[model][1])
 
 
+@pytest.mark.parametrize("model", sorted(MODELS))
 @pytest.mark.parametrize("rule", [None, "window", "one_sided"])
-def test_with_and_without_a_sparse_rule(rule):
+def test_with_and_without_a_sparse_rule(rule, model):
     make = {None: lambda: None, "window": lambda: sparse.window(0.5)}.get(
         rule, lambda: sparse.one_sided(0.9)
     )
-    net = popsnn.Sequential(
-        popsnn.Linear(30, 150),
-        popsnn.Leaky(beta=0.9, sparse=make()),
-        popsnn.Linear(150, 10),
-        popsnn.Leaky(beta=0.9),
-    )
-    check(net, seed=4)
+    check(hidden_net(model, 30, 150, sparse=make()), seed=4, scale=MODELS[model][1])
 
 
-def test_next_layer_of_several_shards():
+@pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.parametrize("steps", [64, 65], ids=["kernels' most steps", "past it"])
+def test_steps_on_both_sides_of_the_kernels_limit(steps, model):
+    check(hidden_net(model, 20, 40), seed=6, scale=MODELS[model][1] / 2, steps=steps)
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_a_learned_beta_takes_the_per_step_kernels(model):
+    check(hidden_net(model, 30, 70, learn_beta=True), seed=7, scale=MODELS[model][1])
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_next_layer_of_several_shards(model):
     # On 4 ipu-model tiles the layers are split into several shards: the backward gathers
     # the next layer's dL/dI from its shards' blocks.
     net = popsnn.Sequential(
         popsnn.Linear(30, 120),
-        popsnn.Leaky(beta=0.9),
+        MODELS[model][0](),
         popsnn.Linear(120, 40),
         popsnn.Leaky(beta=0.9),
         popsnn.Linear(40, 6),
         popsnn.Leaky(beta=0.9),
     )
-    check(net, seed=5, device="ipu-model", num_ipus=1, tiles_per_ipu=4)
+    check(net, seed=5, scale=MODELS[model][1], device="ipu-model", num_ipus=1, tiles_per_ipu=4)
 
 
 def test_overflow_names_the_first_step_that_overflowed():

@@ -174,30 +174,34 @@ void fanoutRows(unsigned batch, unsigned n, unsigned layer, unsigned shard) {
 // ending in partial vectors) against the BPTT of docs/numerics.md in double: the forward's
 // membrane in float with the kernel's fused operations (so the spikes are the same), the
 // surrogate and everything after it in double. Carries, sums and the bias gradient start
-// non-zero (they are read and added to).
-template <unsigned RESET, unsigned SURROGATE>
+// non-zero (they are read and added to). SYN: Synaptic's (J = alpha J + I drives U; dL/dJ
+// carried, the zero reset gating it by 1 - S[t-1]).
+template <unsigned RESET, unsigned SURROGATE, bool SYN = false>
 void leakTrace(unsigned batch, unsigned n, unsigned K, unsigned T, const char *what) {
   using namespace popsnn::lif;
-  const float beta = 0.9f, th = 1.0f, param = SURROGATE == ATAN ? 2.0f : 5.0f;
+  const float beta = 0.9f, alpha = 0.8f, th = 1.0f, param = SURROGATE == ATAN ? 2.0f : 5.0f;
   const std::size_t rows = std::size_t(batch) * n;
   std::vector<float> x(rows), wT(std::size_t(K) * n), g(std::size_t(T) * batch * K);
-  std::vector<float> gU(rows), acc(rows), gb(n), out(T * rows, -1.0f);
+  std::vector<float> gU(rows), gJ(rows), acc(rows), gb(n), out(T * rows, -1.0f);
   for (float &v : x)
-    v = uniform(-0.2f, 0.6f);
-  for (std::vector<float> *values : {&wT, &g, &gU, &acc, &gb})
+    v = uniform(-0.2f, SYN ? 0.25f : 0.6f); // J sums ~1 / (1 - alpha) steps of I
+  for (std::vector<float> *values : {&wT, &g, &gU, &gJ, &acc, &gb})
     for (float &v : *values)
       v = uniform(-1.0f, 1.0f);
-  std::vector<double> wantOut(out.size()), wantU(rows), wantAcc(rows), wantB(gb.begin(), gb.end());
+  std::vector<double> wantOut(out.size()), wantU(rows), wantJ(rows), wantAcc(rows),
+      wantB(gb.begin(), gb.end());
   for (unsigned b = 0; b < batch; ++b)
     for (unsigned j = 0; j < n; ++j) {
       const std::size_t r = std::size_t(b) * n + j;
       std::vector<double> sg(T);
       std::vector<bool> spike(T);
-      float u = 0.0f, p = 0.0f;
+      float u = 0.0f, p = 0.0f, cur = 0.0f;
       for (unsigned t = 0; t < T; ++t) {
-        u = RESET == RESET_SUBTRACT ? std::fma(-p, th, std::fma(beta, u, x[r]))
-            : RESET == RESET_ZERO   ? std::fma(beta * (1.0f - p), u, x[r])
-                                    : std::fma(beta, u, x[r]);
+        cur = SYN ? std::fma(alpha, cur, x[r]) : x[r];
+        u = RESET == RESET_SUBTRACT      ? std::fma(-p, th, std::fma(beta, u, cur))
+            : RESET == RESET_ZERO && SYN ? (1.0f - p) * std::fma(beta, u, cur)
+            : RESET == RESET_ZERO        ? std::fma(beta * (1.0f - p), u, cur)
+                                         : std::fma(beta, u, cur);
         const double d = double(u) - th, z = M_PI * param * d / 2.0;
         sg[t] = SURROGATE == FAST_SIGMOID
                     ? 1.0 / ((param * std::fabs(d) + 1.0) * (param * std::fabs(d) + 1.0))
@@ -206,7 +210,7 @@ void leakTrace(unsigned batch, unsigned n, unsigned K, unsigned T, const char *w
         spike[t] = u > th;
         p = spike[t] ? 1.0f : 0.0f;
       }
-      double carry = gU[r], sum = acc[r];
+      double carry = gU[r], carryJ = gJ[r], sum = acc[r];
       for (unsigned t = T; t-- > 0;) {
         double e = 0.0;
         for (unsigned k = 0; k < K; ++k)
@@ -214,24 +218,31 @@ void leakTrace(unsigned batch, unsigned n, unsigned K, unsigned T, const char *w
         if (RESET == RESET_ZERO && spike[t])
           carry = 0.0;
         carry = sg[t] * e + beta * carry;
-        sum += carry;
-        wantOut[t * rows + r] = carry;
+        const bool gated = RESET == RESET_ZERO && t > 0 && spike[t - 1];
+        carryJ = (gated ? 0.0 : carry) + alpha * carryJ;
+        const double dI = SYN ? carryJ : carry;
+        sum += dI;
+        wantOut[t * rows + r] = dI;
       }
       wantU[r] = carry;
+      wantJ[r] = SYN ? carryJ : gJ[r];
       wantAcc[r] = sum;
       wantB[j] += sum;
     }
   auto gradRow = [&](unsigned t, unsigned b, unsigned) -> const float * {
     return g.data() + (std::size_t(t) * batch + b) * K;
   };
-  const LeakVectors c(beta, th, param);
-  leakBackwardBatch<RESET, SURROGATE>(c, T, batch, x.data(), gradRow,
-                                      BackwardRows{wT.data(), n, K, out.data(), unsigned(rows)},
-                                      gU.data(), acc.data(), gb.data());
-  const std::pair<const std::vector<double> *, const float *> results[] = {
-      {&wantOut, out.data()}, {&wantU, gU.data()}, {&wantAcc, acc.data()}, {&wantB, gb.data()}};
-  const char *parts[] = {"grad_out", "grad_mem", "grad_sum", "grad_bias"};
-  for (unsigned k = 0; k < 4; ++k) {
+  const LeakVectors c(beta, th, param, alpha);
+  leakBackwardBatch<RESET, SURROGATE, SYN>(
+      c, T, batch, x.data(), gradRow, BackwardRows{wT.data(), n, K, out.data(), unsigned(rows)},
+      gU.data(), SYN ? gJ.data() : nullptr, acc.data(), gb.data());
+  const std::pair<const std::vector<double> *, const float *> results[] = {{&wantOut, out.data()},
+                                                                           {&wantU, gU.data()},
+                                                                           {&wantAcc, acc.data()},
+                                                                           {&wantB, gb.data()},
+                                                                           {&wantJ, gJ.data()}};
+  const char *parts[] = {"grad_out", "grad_mem", "grad_sum", "grad_bias", "grad_current"};
+  for (unsigned k = 0; k < (SYN ? 5u : 4u); ++k) {
     char name[96];
     std::snprintf(name, sizeof name, "leak_trace_%s_B%u_n%u_K%u_%s", what, batch, n, K, parts[k]);
     report(name, *results[k].first, results[k].second);
@@ -273,6 +284,10 @@ int main() {
   leakTrace<popsnn::codes::RESET_ZERO, popsnn::codes::ATAN>(4, 37, 3, 9, "zero_atan");
   leakTrace<popsnn::codes::RESET_NONE, popsnn::codes::STRAIGHT_THROUGH>(3, 130, 16, 64,
                                                                         "none_straight");
+  using popsnn::codes::ATAN, popsnn::codes::FAST_SIGMOID, popsnn::codes::STRAIGHT_THROUGH;
+  leakTrace<popsnn::codes::RESET_SUBTRACT, FAST_SIGMOID, true>(5, 200, 10, 25, "syn_subtract");
+  leakTrace<popsnn::codes::RESET_ZERO, ATAN, true>(4, 37, 3, 9, "syn_zero_atan");
+  leakTrace<popsnn::codes::RESET_NONE, STRAIGHT_THROUGH, true>(3, 130, 16, 64, "syn_none");
 #endif
   return 0;
 }
