@@ -10,6 +10,7 @@
 #include "DenseKernels.hpp"
 #include "LeakyTrace.hpp"
 #include "LifCommon.hpp"
+#include "LifInputGrad.hpp"
 #include "Neurons.hpp"
 #include "SparseBackward.hpp"
 
@@ -137,6 +138,9 @@ public:
   }
 
 private:
+  template <class N, class R, class V, class C>
+  friend const float *popsnn::lif::lifInputGrad(V &, unsigned, unsigned, const C &, float *,
+                                                float *);
   static constexpr popsnn::Recurrence recurrence = Neuron::recurrence;
   static constexpr bool leaky = std::is_same<Neuron, popsnn::Leaky>::value;
   static constexpr bool zeroReset = Reset::code == RESET_ZERO;
@@ -482,55 +486,6 @@ private:
         learnsThreshold() && Reset::code == RESET_SUBTRACT ? &gradThreshold[0][0] : nullptr);
   }
 
-  // dL/dI[t] from dL/dU[t] (gU) through the model's input path into dI (Synaptic: dL/dJ); returned.
-  template <class C>
-  const float *inputGrad(unsigned t, unsigned b, const C &c, float *__restrict gU,
-                         float *__restrict dI) {
-    const unsigned n = numNeurons;
-    const int *prevOwn = t > 0 ? ownBuffer(t - 1, b) : nullptr;
-    if constexpr (Neuron::twoCurrents || Neuron::synaptic) {
-      // keep = 1 - R[t]: it resets Alpha's currents; under the zero reset it gates Synaptic's J
-      // path too (U[t] = (1 - S[t-1]) (beta U[t-1] + J[t])).
-      float *__restrict keep = &scratch[n];
-      for (unsigned j = 0; j < n && (Neuron::twoCurrents || zeroReset); ++j)
-        keep[j] = 1.0f;
-      if (prevOwn && (Neuron::twoCurrents || zeroReset))
-        zeroAtSpikes(prevOwn, offset, keep);
-      if constexpr (Neuron::synaptic) {
-        float *__restrict gJ = &gradMem[(batch + b) * n];
-        for (unsigned j = 0; j < n; ++j)
-          gJ[j] = (zeroReset ? keep[j] * gU[j] : gU[j]) + c.alphaAt(j) * gJ[j];
-        return gJ;
-      } else {
-        float *__restrict gE = &gradMem[(batch + b) * n], *__restrict gHPre = &scratch[2 * n];
-        if (!C::uniform && learnsThreshold() && Reset::code == RESET_SUBTRACT && prevOwn)
-          learnedConstantGrads(gE, prevOwn, offset, n, false, nullptr, nullptr, nullptr,
-                               &gradThreshold[0][0]); // E[t] = E'[t] - R[t] threshold
-        Neuron::template inputGradRow<Reset>(c, n, gU, keep, gE, &gradMem[(2 * batch + b) * n], dI,
-                                             gHPre);
-        if (!C::uniform && learnsBeta()) // U[t], and H[t-1] after the U trace
-          Neuron::template betaGradRow<Reset>(
-              c, n, gU, keep, gHPre, asFloat(&memTrace[0][(t * batch + b) * n], traceRows(), n),
-              t > 0
-                  ? asFloat(&memTrace[0][((numSteps + t - 1) * batch + b) * n], traceRows() + n, n)
-                  : nullptr,
-              &gradBeta[0][0]);
-      }
-      return dI;
-    }
-    // U[t] = (1 - S[t-1]) (beta U[t-1] + input terms): carry and dL/dI are the gradient of
-    // that bracket.
-    if (zeroReset && Neuron::gatesInput && prevOwn)
-      zeroAtSpikes(prevOwn, offset, gU);
-    if constexpr (Neuron::scalesInput) {
-      for (unsigned j = 0; j < n; ++j)
-        dI[j] = Neuron::inputGain(c, j) * gU[j];
-    } else {
-      copyTo(dI, gU, n);
-    }
-    return dI;
-  }
-
   // Every model's path: dL/dS, dL/dU, dL/dI and their sums; returns dL/dI[t].
   template <class C> const float *generic(unsigned t, unsigned b, const C &c, const int *own) {
     const unsigned n = numNeurons;
@@ -546,7 +501,7 @@ private:
     if (!C::uniform && !Neuron::twoCurrents && (learnsBeta() || learnsThreshold()))
       constantGrads(t, b, gU); // Alpha's: in inputGrad, with its currents'
     // eps is spent: its storage takes dL/dI[t] where the input path computes a row of it
-    const float *__restrict dI = inputGrad(t, b, c, gU, eps);
+    const float *__restrict dI = lifInputGrad<Neuron, Reset>(*this, t, b, c, gU, eps);
     if (publishesGrad())
       copyTo(gradOutRow(t, b), dI, n);
     if (recurrence == popsnn::Recurrence::ALL_TO_ALL)
