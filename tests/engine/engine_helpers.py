@@ -90,6 +90,36 @@ def sgd_backend(net, params, loss, *, steps, batch, lr=0.1, device="cpu", **opti
     )
 
 
+def list_backend(net, params, loss, *, steps, batch, device, grad_list_activity=0.44, **options):
+    """An SGD engine whose sparse layers keep compressed gradient traces (0.4 of the entries)
+    and send dL/dI as lists (`grad_list_activity` < 1), growing on overflow."""
+    return sgd_backend(
+        net,
+        params,
+        loss,
+        steps=steps,
+        batch=batch,
+        device=device,
+        trace_activity=0.4,
+        grad_list_activity=grad_list_activity,
+        on_overflow="grow",
+        **options,
+    )
+
+
+def float64_reference_same_masks(net, params, x, y, loss, steps):
+    """The float64 reference's (loss, gradients, record), after checking that its spikes and
+    masks equal the float32 reference's: the gradients are then the same sums, exactly added."""
+    _, _, rec32 = reference.loss_and_grad(net, params, x, y, loss, num_steps=steps)
+    params64 = [{k: v.astype(np.float64) for k, v in p.items()} for p in params]
+    value, grads, rec = reference.loss_and_grad(
+        net, params64, x.astype(np.float64), y, loss, num_steps=steps
+    )
+    for a, b in zip(rec.spikes + rec.grad_masks, rec32.spikes + rec32.grad_masks):
+        np.testing.assert_array_equal(a, b)
+    return value, grads, rec
+
+
 def engine_and_reference(
     net, loss, x, y, *, batch, steps, device="cpu", optimizer=None, seed=0, **options
 ):

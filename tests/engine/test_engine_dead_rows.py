@@ -8,7 +8,7 @@ without a rule the engine equals the dense reference."""
 
 import numpy as np
 import pytest
-from engine_helpers import assert_grads_close, sgd_backend
+from engine_helpers import assert_grads_close, float64_reference_same_masks, list_backend
 
 import popsnn
 from popsnn import losses, reference, sparse
@@ -58,24 +58,22 @@ def dead_and_live_rows(rec, prof):
     return counts
 
 
-def run(rule, device, lists, x, y, params64=False):
+def run(rule, device, lists, x, y):
     net = make_net(rule)
     params = net.init_params(4)
     for p in params:  # stronger weights, no bias: silent inputs leave nothing live
         p["weight"] = p["weight"] * np.float32(2.5)
         p["bias"] = np.zeros_like(p["bias"])
     loss = losses.ce_count_loss()
-    backend = sgd_backend(
+    backend = list_backend(
         net,
         params,
         loss,
         steps=STEPS,
         batch=BATCH,
         device=device,
-        **DEVICES[device],
-        trace_activity=0.4,
         grad_list_activity=0.44 if lists else 1.0,
-        on_overflow="grow",
+        **DEVICES[device],
     )
     value, grads = backend.loss_and_grad(x, y)
     return net, params, loss, backend, value, grads
@@ -101,14 +99,7 @@ def test_dead_rows_skipped_equal_the_masked_reference(rule, device, lists):
 def test_dead_rows_skipped_equal_the_float64_reference(rule):
     x, y = make_input(9)
     net, params, loss, backend, value, grads = run(RULES[rule], "cpu", True, x, y)
-    _, _, rec32 = reference.loss_and_grad(net, params, x, y, loss, num_steps=STEPS)
-    params64 = [{k: v.astype(np.float64) for k, v in p.items()} for p in params]
-    ref_value, ref_grads, rec = reference.loss_and_grad(
-        net, params64, x.astype(np.float64), y, loss, num_steps=STEPS
-    )
-    # The same spikes and masks in float64: the gradients are the same sums, exactly added.
-    for a, b in zip(rec.spikes + rec.grad_masks, rec32.spikes + rec32.grad_masks):
-        np.testing.assert_array_equal(a, b)
+    ref_value, ref_grads, rec = float64_reference_same_masks(net, params, x, y, loss, STEPS)
     assert value == pytest.approx(ref_value, rel=2e-5)
     assert_grads_close(grads, ref_grads, rel=2e-5)
     dead, live = dead_and_live_rows(rec, backend.profile())

@@ -13,7 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from engine_helpers import assert_grads_close, make_input, sgd_backend
+from engine_helpers import (
+    assert_grads_close,
+    float64_reference_same_masks,
+    list_backend,
+    make_input,
+)
 
 import popsnn
 from popsnn import losses, reference, sparse
@@ -75,17 +80,8 @@ def run(rule, device, direct, seed=3):
     y = raw % 3
     params = net.init_params(seed)
     loss = losses.ce_count_loss()
-    backend = sgd_backend(
-        net,
-        params,
-        loss,
-        steps=STEPS,
-        batch=BATCH,
-        device=device,
-        **DEVICES[device],
-        trace_activity=0.4,
-        grad_list_activity=0.44,
-        on_overflow="grow",
+    backend = list_backend(
+        net, params, loss, steps=STEPS, batch=BATCH, device=device, **DEVICES[device]
     )
     value, grads = backend.loss_and_grad(x, y)
     return net, params, loss, x, y, backend, value, grads
@@ -108,16 +104,7 @@ def test_list_dots_equal_the_masked_reference(rule, device, direct):
 @pytest.mark.parametrize("rule", sorted(RULES))
 def test_list_dots_equal_the_float64_reference(rule):
     net, params, loss, x, y, backend, value, grads = run(RULES[rule], "cpu", True, seed=5)
-    _, _, rec32 = reference.loss_and_grad(net, params, x, y, loss, num_steps=STEPS)
-    params64 = [{k: v.astype(np.float64) for k, v in p.items()} for p in params]
-    ref_value, ref_grads, rec = reference.loss_and_grad(
-        net, params64, x.astype(np.float64), y, loss, num_steps=STEPS
-    )
-    # The same spikes and masks in float64, so the gradients are the same sums, exactly added.
-    for a, b in zip(rec.spikes, rec32.spikes):
-        np.testing.assert_array_equal(a, b)
-    for a, b in zip(rec.grad_masks, rec32.grad_masks):
-        np.testing.assert_array_equal(a, b)
+    ref_value, ref_grads, rec = float64_reference_same_masks(net, params, x, y, loss, STEPS)
     assert value == pytest.approx(ref_value, rel=2e-5)
     assert_grads_close(grads, ref_grads, rel=2e-5)
     by_list, gathered = choices(rec, backend.profile())
