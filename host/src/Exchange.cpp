@@ -12,28 +12,24 @@ void CopyList::append(const CopyList &other) {
   dst.insert(dst.end(), other.dst.begin(), other.dst.end());
 }
 
+// One Copy per element type (a Copy moves one type), in the order the types first appear.
 Program CopyList::program() const {
-  Sequence seq;
-  const auto typeOfFirst = [this](const Tensor &t) {
-    return t.elementType() == src[0].elementType();
+  struct Group {
+    Type type;
+    std::vector<Tensor> src, dst;
   };
-  if (!src.empty() && std::all_of(src.begin(), src.end(), typeOfFirst)) {
-    seq.add(Copy(concat(src), concat(dst))); // the usual case: no per-type lists to copy
-    return seq;
-  }
-  std::vector<bool> done(src.size(), false);
+  std::vector<Group> groups;
   for (std::size_t i = 0; i < src.size(); ++i) {
-    if (done[i])
-      continue;
-    std::vector<Tensor> s, d;
-    for (std::size_t j = i; j < src.size(); ++j)
-      if (!done[j] && src[j].elementType() == src[i].elementType()) {
-        s.push_back(src[j]);
-        d.push_back(dst[j]);
-        done[j] = true;
-      }
-    seq.add(Copy(concat(s), concat(d)));
+    auto g = std::find_if(groups.begin(), groups.end(),
+                          [&](const Group &x) { return x.type == src[i].elementType(); });
+    if (g == groups.end())
+      g = groups.insert(groups.end(), Group{src[i].elementType(), {}, {}});
+    g->src.push_back(src[i]);
+    g->dst.push_back(dst[i]);
   }
+  Sequence seq;
+  for (const Group &g : groups)
+    seq.add(Copy(concat(g.src), concat(g.dst)));
   return seq;
 }
 
