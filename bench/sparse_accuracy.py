@@ -35,7 +35,7 @@ class AccuracySize:
     image_dataset: str = "fashion-mnist"
 
 
-ACCURACY = AccuracySize(25, 128, 300, 2000, (0, 1, 2), (0.05, 0.2, 0.5, 0.95), (4000, 2000))
+ACCURACY = AccuracySize(25, 128, 1500, 10000, (0, 1, 2), (0.05, 0.2, 0.5, 0.95), (4000, 2000))
 ACCURACY_QUICK = AccuracySize(25, 64, 100, 1000, (0, 1), (0.2, 0.95), (1024, 1000))
 ACCURACY_TINY = AccuracySize(
     4, 8, 2, 16, (0, 1), (0.95,), (20, 8), hidden=(8, 12), image_dataset="mnist"
