@@ -186,7 +186,14 @@ std::vector<float> *member(popsnn::LayerParams &p, int i) {
   }
 }
 
-// Layer parameters <-> a dict of arrays in PyTorch's layout.
+// v's storage handed to NumPy without a copy: the array owns the vector moved into it.
+py::array_t<float> ownedArray(std::vector<float> &&v, const std::vector<py::ssize_t> &shape) {
+  auto *owned = new std::vector<float>(std::move(v));
+  py::capsule release(owned, [](void *q) { delete static_cast<std::vector<float> *>(q); });
+  return py::array_t<float>(shape, owned->data(), release);
+}
+
+// Layer parameters <-> a dict of arrays in PyTorch's layout (p's vectors moved into them).
 py::dict toDict(const popsnn::NetworkSpec &spec, unsigned l, popsnn::LayerParams &p) {
   const auto &s = spec.layers[l];
   py::dict out;
@@ -204,9 +211,7 @@ py::dict toDict(const popsnn::NetworkSpec &spec, unsigned l, popsnn::LayerParams
       shape = {py::ssize_t(s.outputs), py::ssize_t(s.outputs)};
     else
       shape = {py::ssize_t(s.outputs)};
-    py::array_t<float> a(shape);
-    std::copy(v.begin(), v.end(), a.mutable_data());
-    out[kParamNames[i]] = a;
+    out[kParamNames[i]] = ownedArray(std::move(v), shape);
   }
   return out;
 }
