@@ -65,6 +65,9 @@ def _setup(args):
     rows[0]["backward_estimate_cycles"] = est_dense["backward_estimate_cycles"]
     rule, est = _engine(case, rows[1], params, x, y)
     dense_dldi, est_dldi = _engine(case, rows[1], params, x, y, grad_list_activity=1.0)
+    # The rule's masked surrogate kept dense (the dense backward on the masked trace): the
+    # other side of the per-layer choice (LayerSpec::denseBackward).
+    masked, _ = _engine(case, rows[1], params, x, y, trace_activity=1.0)
     print(
         "cost model's ESTIMATE of backward cycles (not a measurement): dense",
         rows[0]["backward_estimate_cycles"],
@@ -74,6 +77,17 @@ def _setup(args):
         est_dldi["backward_estimate_cycles"],
     )
     prof = rule.profile()
+    print(
+        "per layer: live fraction counted, compressed trace, dense backward (engine's choice):",
+        [
+            (
+                prof.get(f"layer{k}_live_fraction"),
+                prof[f"layer{k}_compressed_trace"],
+                prof.get(f"layer{k}_dense_backward"),
+            )
+            for k in range(case.layers + 1)
+        ],
+    )
     print(
         "dL/dI lists: activity",
         prof["grad_list_activity"],
@@ -99,7 +113,7 @@ def _setup(args):
             }
         finally:
             engine_backend.codelets_path = original
-    return dense, rule, dense_dldi, x, y, before
+    return dense, rule, dense_dldi, masked, x, y, before
 
 
 def _meter(model, prog: int, kind: str):
@@ -131,9 +145,15 @@ def main() -> None:
         sys.exit("sparse_profile: perf is not installed; install it or drop --perf-out")
     if args.before and not Path(args.before).is_file():
         sys.exit(f"sparse_profile: --before {args.before}: no such codelets file")
-    dense, rule, dense_dldi, x, y, before = _setup(args)
+    dense, rule, dense_dldi, masked, x, y, before = _setup(args)
     if not args.perf_out:
-        models = {"dense": dense, "rule": rule, "rule, dL/dI dense": dense_dldi, **before}
+        models = {
+            "dense": dense,
+            "rule": rule,
+            "rule, dL/dI dense": dense_dldi,
+            "rule, dense backward": masked,
+            **before,
+        }
         fns = {}
         for name, m in models.items():
             fns[f"{name}/grad"] = lambda m=m: m.loss_and_grad(x, y)
