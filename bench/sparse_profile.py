@@ -68,6 +68,8 @@ def _setup(args):
     # The rule's masked surrogate kept dense (the dense backward on the masked trace): the
     # other side of the per-layer choice (LayerSpec::denseBackward).
     masked, _ = _engine(case, rows[1], params, x, y, trace_activity=1.0)
+    # The compressed backward however live (the engine's choice off): the crossover's other side.
+    lists, _ = _engine(case, rows[1], params, x, y, sparse_backward_max_live=1.0)
     print(
         "cost model's ESTIMATE of backward cycles (not a measurement): dense",
         rows[0]["backward_estimate_cycles"],
@@ -113,7 +115,7 @@ def _setup(args):
             }
         finally:
             engine_backend.codelets_path = original
-    return dense, rule, dense_dldi, masked, x, y, before
+    return dense, rule, dense_dldi, masked, lists, x, y, before
 
 
 def _meter(model, prog: int, kind: str):
@@ -145,13 +147,14 @@ def main() -> None:
         sys.exit("sparse_profile: perf is not installed; install it or drop --perf-out")
     if args.before and not Path(args.before).is_file():
         sys.exit(f"sparse_profile: --before {args.before}: no such codelets file")
-    dense, rule, dense_dldi, masked, x, y, before = _setup(args)
+    dense, rule, dense_dldi, masked, lists, x, y, before = _setup(args)
     if not args.perf_out:
         models = {
             "dense": dense,
             "rule": rule,
             "rule, dL/dI dense": dense_dldi,
             "rule, dense backward": masked,
+            "rule, compressed backward": lists,
             **before,
         }
         fns = {}

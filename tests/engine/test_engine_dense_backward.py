@@ -110,3 +110,37 @@ def test_without_a_rule_the_engine_equals_the_dense_reference():
     assert [prof[f"layer{l}_dense_backward"] for l in range(3)] == [0, 0, 0]
     assert value == pytest.approx(ref_value, rel=2e-5, abs=1e-7)
     assert_grads_close(grads, ref_grads)
+
+
+@pytest.mark.parametrize("value", [0.0, 1.5, "0.3", True])
+def test_max_live_out_of_range_is_one_clear_error(value):
+    net = make_net(RULES["window"])
+    with pytest.raises(ValueError, match="sparse_backward_max_live must be a number in"):
+        list_backend(
+            net,
+            net.init_params(0),
+            losses.ce_count_loss(),
+            steps=STEPS,
+            batch=BATCH,
+            device="cpu",
+            max_live=value,
+        )
+
+
+def test_max_live_one_keeps_the_compressed_backward_however_live():
+    """The option's other end: 1.0 never switches (the compressed path's own tests use it)."""
+    x, y = make_input(3)
+    net = make_net(RULES["window"])
+    params = net.init_params(4)
+    for p in params:
+        p["weight"] = p["weight"] * np.float32(1.5)
+    loss = losses.ce_count_loss()
+    backend = list_backend(net, params, loss, steps=STEPS, batch=BATCH, device="cpu")
+    value, grads = backend.loss_and_grad(x, y)
+    prof = backend.profile()
+    assert prof["sparse_backward_max_live"] == 1.0
+    assert prof["layer0_live_fraction"] > 0.35  # the default crossover would have switched it
+    assert [prof[f"layer{l}_compressed_trace"] for l in range(2)] == [1, 1]
+    ref_value, ref_grads, _ = reference.loss_and_grad(net, params, x, y, loss, num_steps=STEPS)
+    assert value == pytest.approx(ref_value, rel=2e-5, abs=1e-7)
+    assert_grads_close(grads, ref_grads)
