@@ -1,21 +1,23 @@
 """The seed-003 sparse setting (Perez-Nieves & Goodman's 784-200-200-10, T=25, B=32) under
 `perf record`, or timed A/B against the model without a rule: the profile of issue 13.
 
-Both models start from the same weights (`--pretrain` dense minibatches from scratch,
-latency-coded images) with the learning rate 0 afterwards, so every call sees the same
-activity. `--perf-out FILE` attaches perf to this process for `--seconds` of back-to-back
-`loss_and_grad` calls of the rule's model; without it, the dense model, the rule's and the
-rule's with dL/dI exchanged dense (grad_list_activity 1.0) have their `loss_and_grad` and
-`infer` timed in interleaved bursts (common.time_bursts), as wall clock or (`--cpu-time`) this
-process's CPU time, which a loaded machine disturbs less with POPSNN_NUM_THREADS=1; the
-backward program's own time (the runtime's per-program clock, the same kind) and the derived
-backward (loss_and_grad - infer) are printed with the load. `--before FILE.gp`: the
-dense and the rule's models built a second time on those codelets (e.g. the installed
-popsnn_codelets.gp of an earlier build, copied aside; the same host, so its vertices must have
-the same fields) and timed in the same bursts: an A/B of codelet versions in one process.
+Both models start from the same weights (`--pretrain` dense minibatches from scratch, latency-coded
+images) with the learning rate 0 afterwards, so every call sees the same activity. `--perf-out FILE`
+attaches perf to this process for `--seconds` of back-to-back `loss_and_grad` calls of the rule's
+model; without it, the dense model, the rule's and the rule's with dL/dI exchanged dense
+(grad_list_activity 1.0), the rule's with every layer's masked surrogate dense (the dense backward)
+and with the compressed backward pinned however live (sparse_backward_max_live 1.0; the plain rule's
+model takes the engine's per-layer choice) have their `loss_and_grad` and `infer` timed in
+interleaved bursts (common.time_bursts), as wall clock or (`--cpu-time`) this process's CPU time,
+which a loaded machine disturbs less with POPSNN_NUM_THREADS=1; the backward program's own time (the
+runtime's per-program clock, the same kind) and the derived backward (loss_and_grad - infer) are
+printed with the load. `--before FILE.gp`: the dense and the rule's models built a second time on
+those codelets (e.g. the installed popsnn_codelets.gp of an earlier build, copied aside; the same
+host, so its vertices must have the same fields) and timed in the same bursts: an A/B of codelet
+versions in one process.
 
     .venv/bin/python bench/sparse_profile.py [--b-th 0.2] [--hidden 200] [--perf-out F]
-        [--before OLD.gp]
+        [--before OLD.gp] [--dataset fashion|mnist|shd|nmnist]
     perf report -i F --no-children --sort symbol -n
 """
 
@@ -31,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import time_bursts  # noqa: E402
-from event_tasks import latency_task  # noqa: E402
+from event_tasks import event_task, latency_task  # noqa: E402
 from profile_step import perf_loop  # noqa: E402
 from sparse_bench import (  # noqa: E402
     SparseCase,
@@ -47,7 +49,10 @@ from popsnn.backends import engine as engine_backend  # noqa: E402
 
 
 def _setup(args):
-    task = latency_task(args.dataset, args.steps)
+    if args.dataset in ("shd", "nmnist"):  # the quick bench's recordings (1,024 train, 512 test)
+        task = event_task(args.dataset, args.steps, 1024, 512)
+    else:
+        task = latency_task(args.dataset, args.steps)
     case = SparseCase(
         "profile", task, args.hidden, args.steps, args.batch, rules=(sparse.window(args.b_th),)
     )
