@@ -156,7 +156,8 @@ bool resizeFor(const Overflow &worst, const Measured &measured, OverflowPolicy p
                          !measured.measuringTrace && !worst.any && worst.listNeeded > 0;
   // A complete trace's live counts: layers whose compressed backward would be the slower one
   // keep their masked surrogate dense from now on.
-  const bool denser = !worst.any && !measured.measuringTrace && chooseDenseBackward(worst.layerLive, spec);
+  const bool denser =
+      !worst.any && !measured.measuringTrace && chooseDenseBackward(worst.layerLive, spec);
   if (!worst.any && !measured.measuringTrace && !worst.listOverflow && !sizeLists && !denser)
     return false;
   const bool ownTrace = measured.trace && worst.onlyGradientTrace(spec);
