@@ -57,9 +57,12 @@ def _setup(args):
         "profile", task, args.hidden, args.steps, args.batch, rules=(sparse.window(args.b_th),)
     )
     model = _model(case, None)
-    xs, ys = task.sample(args.batch * args.pretrain, 1)
+    # Epochs over the training split where it holds fewer than the minibatches (the recordings).
+    n = min(args.batch * args.pretrain, len(task.train.labels) // args.batch * args.batch)
+    xs, ys = task.sample(n, 1)
     for k in range(args.pretrain):
-        lo, hi = k * args.batch, (k + 1) * args.batch
+        lo = k * args.batch % n
+        hi = lo + args.batch
         model.train_step(xs[:, lo:hi], ys[lo:hi])
     params = model.get_params()
     del model
