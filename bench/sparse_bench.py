@@ -123,6 +123,10 @@ def trace_memory(model, hidden_layers: int = 2) -> dict:
         out[f"layer{layer}_trace_capacity"] = prof.get(f"layer{layer}_trace_capacity")
         out[f"layer{layer}_shard_size"] = prof.get(f"layer{layer}_shard_size")
         out[f"layer{layer}_grad_list_capacity"] = prof.get(f"layer{layer}_grad_list_capacity")
+        # The engine's per-layer choice: a rule's layer too live for the compressed backward
+        # runs the dense one (1), and the live fraction it counted.
+        out[f"layer{layer}_dense_backward"] = prof.get(f"layer{layer}_dense_backward")
+        out[f"layer{layer}_live_fraction"] = prof.get(f"layer{layer}_live_fraction")
         layer += 1
     if not layer:
         return {}
@@ -271,7 +275,7 @@ def _engine(case: SparseCase, row: dict, params, x, y, **extra):
     gives the cost model's estimates; then the weights go back and the learning rate to 0,
     so that every timed call sees the same weights, hence the same activity. `extra`: more
     device options (e.g. grad_list_activity=1.0: dL/dI exchanged dense)."""
-    opts = dict(extra)
+    opts = {}
     if row["_rule"] is not None:
         least = 1.0 / case.hidden
         start = min(1.0, max(ACTIVITY_MARGIN * max(row["trace_fraction_per_layer"]), least))
@@ -284,6 +288,7 @@ def _engine(case: SparseCase, row: dict, params, x, y, **extra):
         )
         row["max_activity_start"] = row["spike_activity_start"] = spikes
         row["trace_activity_start"] = start
+    opts.update(extra)  # after the rule's sizes: e.g. trace_activity=1.0, the dense backward
     m = _model(case, row["_rule"], params=params, **opts)
     m.train_step(x, y)
     est = {

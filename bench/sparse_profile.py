@@ -1,21 +1,23 @@
 """The seed-003 sparse setting (Perez-Nieves & Goodman's 784-200-200-10, T=25, B=32) under
 `perf record`, or timed A/B against the model without a rule: the profile of issue 13.
 
-Both models start from the same weights (`--pretrain` dense minibatches from scratch,
-latency-coded images) with the learning rate 0 afterwards, so every call sees the same
-activity. `--perf-out FILE` attaches perf to this process for `--seconds` of back-to-back
-`loss_and_grad` calls of the rule's model; without it, the dense model, the rule's and the
-rule's with dL/dI exchanged dense (grad_list_activity 1.0) have their `loss_and_grad` and
-`infer` timed in interleaved bursts (common.time_bursts), as wall clock or (`--cpu-time`) this
-process's CPU time, which a loaded machine disturbs less with POPSNN_NUM_THREADS=1; the
-backward program's own time (the runtime's per-program clock, the same kind) and the derived
-backward (loss_and_grad - infer) are printed with the load. `--before FILE.gp`: the
-dense and the rule's models built a second time on those codelets (e.g. the installed
-popsnn_codelets.gp of an earlier build, copied aside; the same host, so its vertices must have
-the same fields) and timed in the same bursts: an A/B of codelet versions in one process.
+Both models start from the same weights (`--pretrain` dense minibatches from scratch, latency-coded
+images) with the learning rate 0 afterwards, so every call sees the same activity. `--perf-out FILE`
+attaches perf to this process for `--seconds` of back-to-back `loss_and_grad` calls of the rule's
+model; without it, the dense model, the rule's and the rule's with dL/dI exchanged dense
+(grad_list_activity 1.0), the rule's with every layer's masked surrogate dense (the dense backward)
+and with the compressed backward pinned however live (sparse_backward_max_live 1.0; the plain rule's
+model takes the engine's per-layer choice) have their `loss_and_grad` and `infer` timed in
+interleaved bursts (common.time_bursts), as wall clock or (`--cpu-time`) this process's CPU time,
+which a loaded machine disturbs less with POPSNN_NUM_THREADS=1; the backward program's own time (the
+runtime's per-program clock, the same kind) and the derived backward (loss_and_grad - infer) are
+printed with the load. `--before FILE.gp`: the dense and the rule's models built a second time on
+those codelets (e.g. the installed popsnn_codelets.gp of an earlier build, copied aside; the same
+host, so its vertices must have the same fields) and timed in the same bursts: an A/B of codelet
+versions in one process.
 
     .venv/bin/python bench/sparse_profile.py [--b-th 0.2] [--hidden 200] [--perf-out F]
-        [--before OLD.gp]
+        [--before OLD.gp] [--dataset fashion|mnist|shd|nmnist]
     perf report -i F --no-children --sort symbol -n
 """
 
@@ -31,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import time_bursts  # noqa: E402
-from event_tasks import latency_task  # noqa: E402
+from event_tasks import event_task, latency_task  # noqa: E402
 from profile_step import perf_loop  # noqa: E402
 from sparse_bench import (  # noqa: E402
     SparseCase,
@@ -47,14 +49,20 @@ from popsnn.backends import engine as engine_backend  # noqa: E402
 
 
 def _setup(args):
-    task = latency_task(args.dataset, args.steps)
+    if args.dataset in ("shd", "nmnist"):  # the quick bench's recordings (1,024 train, 512 test)
+        task = event_task(args.dataset, args.steps, 1024, 512)
+    else:
+        task = latency_task(args.dataset, args.steps)
     case = SparseCase(
         "profile", task, args.hidden, args.steps, args.batch, rules=(sparse.window(args.b_th),)
     )
     model = _model(case, None)
-    xs, ys = task.sample(args.batch * args.pretrain, 1)
+    # Epochs over the training split where it holds fewer than the minibatches (the recordings).
+    n = min(args.batch * args.pretrain, len(task.train.labels) // args.batch * args.batch)
+    xs, ys = task.sample(n, 1)
     for k in range(args.pretrain):
-        lo, hi = k * args.batch, (k + 1) * args.batch
+        lo = k * args.batch % n
+        hi = lo + args.batch
         model.train_step(xs[:, lo:hi], ys[lo:hi])
     params = model.get_params()
     del model
@@ -65,6 +73,11 @@ def _setup(args):
     rows[0]["backward_estimate_cycles"] = est_dense["backward_estimate_cycles"]
     rule, est = _engine(case, rows[1], params, x, y)
     dense_dldi, est_dldi = _engine(case, rows[1], params, x, y, grad_list_activity=1.0)
+    # The rule's masked surrogate kept dense (the dense backward on the masked trace): the
+    # other side of the per-layer choice (LayerSpec::denseBackward).
+    masked, _ = _engine(case, rows[1], params, x, y, trace_activity=1.0)
+    # The compressed backward however live (the engine's choice off): the crossover's other side.
+    lists, _ = _engine(case, rows[1], params, x, y, sparse_backward_max_live=1.0)
     print(
         "cost model's ESTIMATE of backward cycles (not a measurement): dense",
         rows[0]["backward_estimate_cycles"],
@@ -74,6 +87,17 @@ def _setup(args):
         est_dldi["backward_estimate_cycles"],
     )
     prof = rule.profile()
+    print(
+        "per layer: live fraction counted, compressed trace, dense backward (engine's choice):",
+        [
+            (
+                prof.get(f"layer{k}_live_fraction"),
+                prof[f"layer{k}_compressed_trace"],
+                prof.get(f"layer{k}_dense_backward"),
+            )
+            for k in range(case.layers + 1)
+        ],
+    )
     print(
         "dL/dI lists: activity",
         prof["grad_list_activity"],
@@ -99,7 +123,7 @@ def _setup(args):
             }
         finally:
             engine_backend.codelets_path = original
-    return dense, rule, dense_dldi, x, y, before
+    return dense, rule, dense_dldi, masked, lists, x, y, before
 
 
 def _meter(model, prog: int, kind: str):
@@ -131,9 +155,16 @@ def main() -> None:
         sys.exit("sparse_profile: perf is not installed; install it or drop --perf-out")
     if args.before and not Path(args.before).is_file():
         sys.exit(f"sparse_profile: --before {args.before}: no such codelets file")
-    dense, rule, dense_dldi, x, y, before = _setup(args)
+    dense, rule, dense_dldi, masked, lists, x, y, before = _setup(args)
     if not args.perf_out:
-        models = {"dense": dense, "rule": rule, "rule, dL/dI dense": dense_dldi, **before}
+        models = {
+            "dense": dense,
+            "rule": rule,
+            "rule, dL/dI dense": dense_dldi,
+            "rule, dense backward": masked,
+            "rule, compressed backward": lists,
+            **before,
+        }
         fns = {}
         for name, m in models.items():
             fns[f"{name}/grad"] = lambda m=m: m.loss_and_grad(x, y)

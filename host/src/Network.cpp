@@ -548,15 +548,14 @@ std::map<std::string, double> Network::layout() const {
   out["max_activity"] = impl_->spec.maxActivity;
   out["trace_activity"] = impl_->spec.gradientTraceActivity();
   out["spike_activity"] = impl_->spec.idTraceActivity();
-  // [T, B, N_in] input as a list of its non-zeros: entries per chunk (0: the dense block),
-  // the fraction of T x B x N_in it holds, and how often a batch grew it.
+  // The input's list of non-zeros: entries per chunk (0: dense), its fraction, its grows.
   out["input_list_capacity"] = double(plan.inputListCapacity);
   out["input_activity"] = impl_->spec.inputActivity;
   out["input_list_grows"] = impl_->inputListGrows;
-  // dL/dI as lists between compressed-trace layers (LayerShape::gradList): the fraction of a
-  // shard's T x B x n entries each holds (1: not measured yet, dense) and the rebuilds for them.
+  // dL/dI lists (LayerShape::gradList): their fraction of T x B x n (1: dense), rebuilds.
   out["grad_list_activity"] = impl_->spec.gradientListActivity();
   out["grad_list_rebuilds"] = impl_->gradListGrows;
+  out["sparse_backward_max_live"] = sparseBackwardLimit(impl_->spec); // above it: dense
   out["step_major"] = plan.schedule.stepMajor; // schedule: 1 step-major, 0 layer-major
   // The batch run in chunks of samples, one after the other (1: all at once).
   out["sample_chunks"] = plan.schedule.chunks;
@@ -586,7 +585,9 @@ std::map<std::string, double> Network::layout() const {
                double(sh.gradIds.numElements()) * sizeof(unsigned short);
     }
     out[l + "trace_capacity"] = layer.shards.front().traceCapacity;
-    out[l + "compressed_trace"] = layer.compressedTrace; // 0: surrogate dense (masked by a rule)
+    out[l + "compressed_trace"] = layer.compressedTrace;  // 0: surrogate dense (masked by a rule)
+    out[l + "dense_backward"] = layer.spec.denseBackward; // the engine's: too live for the lists
+    out[l + "live_fraction"] = impl_->spec.layers[layer.index].liveFraction; // last counted
     out[l + "spike_capacity"] = layer.shards.front().spikeCapacity;
     out[l + "grad_list_capacity"] = layer.shards.front().gradListCapacity; // 0: dense dL/dI
     out[l + "surrogate_trace_bytes"] = surrogate;

@@ -34,6 +34,7 @@ Overflow noOverflow(const NetworkSpec &spec) {
   none.grow = spec.maxActivity;
   none.traceGrow = spec.gradientTraceActivity();
   none.spikeGrow = spec.idTraceActivity();
+  none.layerLive.assign(spec.layers.size(), 0.0);
   return none;
 }
 
@@ -60,6 +61,9 @@ void noteOverflow(const unsigned *o, const Layer &layer, const Shard &sh, unsign
   noteTraceOverflow(o[codes::SPIKES_NEEDED], sh.spikeCapacity, true, layer, sh, rows, numSteps,
                     worst);
   const unsigned list = o[codes::GRAD_LIST_NEEDED];
+  if (sh.traceCapacity != 0 && layer.index < worst.layerLive.size())
+    worst.layerLive[layer.index] =
+        std::max(worst.layerLive[layer.index], list / (double(rows) * layer.shardSize));
   if (layer.compressedTrace && layer.index > 0 && !layer.isOutput) // the layers that may send lists
     worst.listNeeded = std::max(worst.listNeeded, list / (double(rows) * layer.shardSize));
   if (sh.gradListCapacity != 0 && list > sh.gradListCapacity && !worst.listOverflow) {
@@ -150,7 +154,11 @@ bool resizeFor(const Overflow &worst, const Measured &measured, OverflowPolicy p
   // forward's counts are exact only then).
   const bool sizeLists = measured.lists && spec.gradListActivity == 0.0f &&
                          !measured.measuringTrace && !worst.any && worst.listNeeded > 0;
-  if (!worst.any && !measured.measuringTrace && !worst.listOverflow && !sizeLists)
+  // A complete trace's live counts: layers whose compressed backward would be the slower one
+  // keep their masked surrogate dense from now on.
+  const bool denser =
+      !worst.any && !measured.measuringTrace && chooseDenseBackward(worst.layerLive, spec);
+  if (!worst.any && !measured.measuringTrace && !worst.listOverflow && !sizeLists && !denser)
     return false;
   const bool ownTrace = measured.trace && worst.onlyGradientTrace(spec);
   if (measured.measuringTrace)
@@ -158,7 +166,7 @@ bool resizeFor(const Overflow &worst, const Measured &measured, OverflowPolicy p
   if (sizeLists)
     spec.gradListActivity = measuredListActivity(worst, entriesPerShard);
   if (sizeLists && !worst.any && !measured.measuringTrace &&
-      spec.gradListActivity >= DENSE_TRACE_MIN_ACTIVITY)
+      spec.gradListActivity >= DENSE_TRACE_MIN_ACTIVITY && !denser)
     return false; // measured, and as dense as before: nothing to rebuild
   if (worst.any && policy == OverflowPolicy::Error && !ownTrace)
     throw SpikeBufferOverflow(overflowMessage(worst, spec), worst.layer, worst.step, worst.needed,

@@ -31,6 +31,10 @@ struct Overflow {
   // the first; a list or not), and
   // the first list that needs more than it holds (its layer, needed and capacity).
   double listNeeded = 0;
+  // Per layer: the largest fraction of a compressed-trace shard's T x B x n entries live in its
+  // backward (an entry at that step or a later one: the carry is non-zero), as the forward
+  // counted them; 0 where the layer keeps its surrogate dense. Exact when no trace overflowed.
+  std::vector<double> layerLive;
   bool listOverflow = false;
   unsigned listLayer = 0, listNeededEntries = 0, listCapacity = 0;
   // Only a gradient trace overflowed (no spike buffer, no id trace).

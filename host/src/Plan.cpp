@@ -128,6 +128,26 @@ bool compressedTraceFor(SparseRule rule, float traceActivity, unsigned shardSize
          shardSize <= MAX_TRACE_ID_SHARD;
 }
 
+float sparseBackwardLimit(const NetworkSpec &spec) {
+  return spec.sparseBackwardMaxLive > 0.0f ? spec.sparseBackwardMaxLive : SPARSE_BACKWARD_MAX_LIVE;
+}
+
+bool chooseDenseBackward(const std::vector<double> &layerLive, NetworkSpec &spec) {
+  const float limit = sparseBackwardLimit(spec);
+  bool changed = false;
+  for (std::size_t l = 0; l < spec.layers.size() && l < layerLive.size(); ++l) {
+    LayerSpec &s = spec.layers[l];
+    if (s.sparseRule == SparseRule::None || s.denseBackward || layerLive[l] <= 0.0)
+      continue; // no rule, dense already (nothing counted), or a dense trace (nothing counted)
+    s.liveFraction = float(layerLive[l]);
+    if (layerLive[l] > limit) {
+      s.denseBackward = true;
+      changed = true;
+    }
+  }
+  return changed;
+}
+
 unsigned traceCapacity(unsigned size, unsigned rows, float activity) {
   const double entries = std::ceil(double(activity) * size * rows);
   return unsigned(std::min<double>(double(size) * rows, std::max(1.0, entries)));
@@ -166,7 +186,7 @@ Plan planNetwork(const NetworkSpec &spec, const TargetGeometry &target, const Sc
     // Half storage keeps a sparse rule's masked surrogate dense: the compressed trace (and
     // the dL/dI lists that follow it) have no half form yet.
     layer.compressedTrace =
-        !spec.halfStorage &&
+        !spec.halfStorage && !layer.spec.denseBackward &&
         compressedTraceFor(layer.spec.sparseRule, spec.gradientTraceActivity(), layer.shardSize);
     for (ShardPlan &sh : layer.shards) {
       if (layer.compressedTrace)

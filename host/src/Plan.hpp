@@ -119,11 +119,22 @@ unsigned traceCapacity(unsigned size, unsigned rows, float activity);
 // the compressed trace is the larger, and from about 45% one dot per entry is slower than the
 // dense product (Finkbeiner & Neftci's fixed activity: every entry inside the rule).
 constexpr float DENSE_TRACE_MIN_ACTIVITY = 0.45f;
+// From this fraction of a layer's T x B x n entries live in its backward (an entry at that step
+// or a later one, so the carry is non-zero) the compressed backward is slower than the dense
+// one with the rule's mask: its cost is ~0.6 ms + 4.4 ms x live against the dense 2.3 ms at
+// 784-200-200-10, T 25, B 32 (measured on the CPU runtime, bench/README.md issue 13).
+constexpr float SPARSE_BACKWARD_MAX_LIVE = 0.35f;
 // The compressed trace keeps 16-bit neuron ids: a shard wider than this keeps the dense layout.
 constexpr unsigned MAX_TRACE_ID_SHARD = 65536;
 // The layout of a layer's masked surrogate (pure): compressed for a sparse rule below
 // DENSE_TRACE_MIN_ACTIVITY on shards whose ids fit 16 bits, else dense.
 bool compressedTraceFor(SparseRule rule, float traceActivity, unsigned shardSize);
+// Marks the sparse-rule layers whose measured live fraction (`layerLive`, per layer, 0 where
+// not measured) exceeds NetworkSpec::sparseBackwardMaxLive (0: SPARSE_BACKWARD_MAX_LIVE) as
+// dense backward (LayerSpec::denseBackward,
+// kept from then on); true if any layer changed.
+float sparseBackwardLimit(const NetworkSpec &spec); // the spec's, or the measured constant
+bool chooseDenseBackward(const std::vector<double> &layerLive, NetworkSpec &spec);
 
 // Throws std::invalid_argument when the schedule does not apply to the spec (chunks not
 // dividing the batch); the spec must have been validated.

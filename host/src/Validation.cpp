@@ -212,6 +212,10 @@ void NetworkSpec::validate() const {
   if (!(spikeActivity >= 0.0f && spikeActivity <= 1.0f))
     invalid("NetworkSpec.spikeActivity must lie in [0, 1] (0: as maxActivity), got " +
             str(spikeActivity));
+  if (!(sparseBackwardMaxLive >= 0.0f && sparseBackwardMaxLive <= 1.0f))
+    invalid("NetworkSpec.sparseBackwardMaxLive must lie in [0, 1] (0: the measured crossover, "
+            "1: never dense), got " +
+            str(sparseBackwardMaxLive));
   if (!(gradListActivity >= 0.0f && gradListActivity <= 1.0f))
     invalid("NetworkSpec.gradListActivity must lie in [0, 1] (0: measured), got " +
             str(gradListActivity));

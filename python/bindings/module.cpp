@@ -114,6 +114,8 @@ popsnn::NetworkSpec specFromDict(const py::dict &d) {
   spec.inputActivity = get<float>(d, "input_activity", spec.inputActivity);
   spec.spikeActivity = get<float>(d, "spike_activity", spec.spikeActivity);
   spec.gradListActivity = get<float>(d, "grad_list_activity", spec.gradListActivity);
+  spec.sparseBackwardMaxLive =
+      get<float>(d, "sparse_backward_max_live", spec.sparseBackwardMaxLive);
   spec.inputGrad = get<bool>(d, "input_grad", spec.inputGrad);
   spec.halfStorage = get<std::string>(d, "dtype", "float32") == "float16";
   return spec;
@@ -157,6 +159,7 @@ py::dict defaultsDict() {
   run["trace_activity"] = n.traceActivity;
   run["spike_activity"] = n.spikeActivity;
   run["grad_list_activity"] = n.gradListActivity;
+  run["sparse_backward_max_live"] = n.sparseBackwardMaxLive;
   py::dict out;
   out["neuron"] = neuron;
   out["loss"] = lossD;

@@ -53,6 +53,7 @@ RUN = {
     "trace_activity": 0.0,  # gradient trace over all steps: 0 = measured on the first batch
     "spike_activity": 0.0,  # spike ids over all steps: 0 = as max_activity
     "grad_list_activity": 0.0,  # dL/dI lists between compressed traces: 0 = measured
+    "sparse_backward_max_live": 0.0,  # a rule's layer more live runs dense: 0 = measured here
 }
 
 SCHEMA = {"neuron": NEURON, "loss": LOSS, "optimizer": OPTIMIZER, "run": RUN}

@@ -90,9 +90,12 @@ def sgd_backend(net, params, loss, *, steps, batch, lr=0.1, device="cpu", **opti
     )
 
 
-def list_backend(net, params, loss, *, steps, batch, device, grad_list_activity=0.44, **options):
+def list_backend(
+    net, params, loss, *, steps, batch, device, grad_list_activity=0.44, max_live=1.0, **options
+):
     """An SGD engine whose sparse layers keep compressed gradient traces (0.4 of the entries)
-    and send dL/dI as lists (`grad_list_activity` < 1), growing on overflow."""
+    and send dL/dI as lists (`grad_list_activity` < 1), growing on overflow; `max_live` 1.0:
+    however live, no layer takes the dense backward (None: the engine's crossover)."""
     return sgd_backend(
         net,
         params,
@@ -102,6 +105,7 @@ def list_backend(net, params, loss, *, steps, batch, device, grad_list_activity=
         device=device,
         trace_activity=0.4,
         grad_list_activity=grad_list_activity,
+        sparse_backward_max_live=max_live,
         on_overflow="grow",
         **options,
     )

@@ -109,11 +109,14 @@ RULES = {
 
 # Both layouts of a rule's masked surrogate (host/src/Plan.cpp): the compressed gradient trace
 # (a trace sized below DENSE_TRACE_MIN_ACTIVITY, grown if it must) and the dense one (every
-# entry), and the default: measured on the first minibatch, the layout following from it.
+# entry), and the default: measured on the first minibatch, the layout following from it;
+# "live": compressed, but a layer whose backward is too live for it runs dense (chosen per layer
+# by the engine; the others pin the compressed backward with sparse_backward_max_live 1).
 LAYOUTS = {
-    "compressed": {"trace_activity": 0.3, "on_overflow": "grow"},
+    "compressed": {"trace_activity": 0.3, "on_overflow": "grow", "sparse_backward_max_live": 1.0},
     "dense": {"trace_activity": 1.0},
-    "measured": {},
+    "measured": {"sparse_backward_max_live": 1.0},
+    "live": {"trace_activity": 0.3, "on_overflow": "grow"},
 }
 
 
@@ -135,8 +138,13 @@ def test_sparse_rules_equal_the_masked_reference(rule, direct, layout):
     assert all(0 < m.mean() < 1 for m in masks[:2])
     measured_compressed = rec.profile["trace_activity"] < 0.45
     for l in range(3):
+        live = not rec.profile[f"layer{l}_dense_backward"]
         compressed = {"compressed": True, "dense": False, "measured": measured_compressed}
-        assert rec.profile[f"layer{l}_compressed_trace"] == compressed[layout]
+        assert rec.profile[f"layer{l}_compressed_trace"] == compressed.get(layout, live)
+        if layout == "live":  # dense exactly where the forward counted too many live entries
+            assert live == (
+                rec.profile[f"layer{l}_live_fraction"] <= rec.profile["sparse_backward_max_live"]
+            )
 
 
 @pytest.mark.parametrize("name", ["adam", "adamw"])

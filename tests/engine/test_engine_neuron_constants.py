@@ -119,7 +119,13 @@ def test_a_narrow_rule_keeps_the_compressed_trace_and_equals_the_masked_referenc
     """The rules above fill most of the trace, so the plan keeps it dense; a narrow window in
     a small trace stays compressed (the live-list Leaky path included) and must agree too."""
     net = net_of(model, mode, sparse.window(0.1))
-    backend = check(net, direct=direct, trace_activity=0.05, on_overflow="grow")
+    backend = check(
+        net,
+        direct=direct,
+        trace_activity=0.05,
+        on_overflow="grow",
+        sparse_backward_max_live=1.0,  # compressed however live (the dense side: its own test)
+    )
     prof = backend.profile()
     assert [prof[f"layer{l}_compressed_trace"] for l in range(2)] == [1, 1]
 

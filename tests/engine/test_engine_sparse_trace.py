@@ -47,6 +47,7 @@ def test_sparse_trace_equals_the_masked_reference_and_is_sized_by_activity():
         device="cpu",
         max_activity=0.5,
         trace_activity=0.3,  # below the dense layout's 45% (host/src/Plan.cpp)
+        sparse_backward_max_live=1.0,  # compressed however live
         on_overflow="grow",
     )
     value, grads = backend.loss_and_grad(x, y)

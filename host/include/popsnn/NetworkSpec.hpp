@@ -49,6 +49,13 @@ struct LayerSpec {
   // given per neuron, else one value), docs/numerics.md section 2.
   std::vector<float> betas, alphas, thresholds;
   bool learnBeta = false, learnThreshold = false;
+  // Set by the engine, not a user option: a sparse rule's layer whose measured live fraction
+  // makes its compressed backward the slower one keeps the rule's masked surrogate dense and
+  // runs the dense backward on it (the same gradient; popsnn::SPARSE_BACKWARD_MAX_LIVE).
+  bool denseBackward = false;
+  // The fraction of its T x B x n entries live in its backward, as the last complete gradient
+  // trace counted (largest over shards; 0: not counted; kept once the layer is dense).
+  float liveFraction = 0.0f;
   // The vertices read the constants per neuron (any given per neuron, or learned).
   bool perNeuron() const {
     return !betas.empty() || !alphas.empty() || !thresholds.empty() || learnBeta || learnThreshold;
@@ -108,6 +115,10 @@ struct NetworkSpec {
   // grow, as the traces'). 0 (the default): measured on the first minibatch whose gradient
   // trace held every entry (dense until then), and grown on overflow whatever the policy.
   float gradListActivity = 0.0f;
+  // A sparse rule's layer whose live fraction (counted by the forward) exceeds this runs the
+  // dense backward on its masked surrogate (LayerSpec::denseBackward): 0 (the default), the
+  // crossover measured on this machine (popsnn::SPARSE_BACKWARD_MAX_LIVE); 1, never.
+  float sparseBackwardMaxLive = 0.0f;
   float gradientListActivity() const { return gradListActivity > 0.0f ? gradListActivity : 1.0f; }
   // [T, B, N_in] input: a list of its non-zero entries (ids and values, built by the host
   // once per batch) sized at this fraction of T x B x N_in, so the exchange onto the first

@@ -56,6 +56,10 @@ a denser batch grows the list, a rebuild counted in `profile()["input_list_grows
 as a list of the live neurons' values, sized at this fraction of a shard's T x B x n entries
 instead of the dense [T, B, n] block; the forward counts what it needs before any backward
 runs; default None: measured on the first minibatch, grown whatever `on_overflow` says),
+`sparse_backward_max_live` (a sparse rule's layer whose backward has more than this fraction of
+its T x B x n entries live, as the forward counts them, keeps its masked surrogate dense and
+runs the dense backward, the faster there; default None: the crossover measured on this
+machine, `profile()["sparse_backward_max_live"]`; 1.0: never),
 `on_overflow`
 ("error", default, or "grow": recompile with larger buffers or a larger trace,
 each grown apart, and redo the step).
@@ -102,6 +106,7 @@ _DEVICE_OPTIONS = (
     "spike_activity",
     "grad_list_activity",
     "input_activity",
+    "sparse_backward_max_live",
     "on_overflow",
 )
 
@@ -221,7 +226,7 @@ class EngineBackend:
         )
         # The traces kept over all steps: None (the default) measures the gradient trace on the
         # first minibatch and sizes the id trace as max_activity.
-        self.trace_activity, self.spike_activity, self.grad_list_activity = (
+        self.trace_activity, self.spike_activity, self.grad_list_activity, max_live = (
             RUN[key]
             if device_options.get(key) is None
             else _fraction(
@@ -233,6 +238,7 @@ class EngineBackend:
                 ("trace_activity", "the gradient trace's size"),
                 ("spike_activity", "the id trace's size"),
                 ("grad_list_activity", "the dL/dI lists' size"),
+                ("sparse_backward_max_live", "above it a rule's layer runs the dense backward"),
             )
         )
         self.input_activity = device_options.get("input_activity")
@@ -257,6 +263,7 @@ class EngineBackend:
             "trace_activity": self.trace_activity,
             "spike_activity": self.spike_activity,
             "grad_list_activity": self.grad_list_activity,
+            "sparse_backward_max_live": max_live,
             # float16 (a LossScaler given, popsnn.precision): half storage on the device
             "dtype": "float32" if loss_scaler is None else "float16",
         }
