@@ -155,8 +155,9 @@ inline __mmask16 laneMask(unsigned v, unsigned V, __mmask16 lastMask) {
 
 // Forward, phase 1: T steps of V vectors of neurons (the last masked to lastMask) of one
 // sample: I in x, from the zero state (all T steps are one call), the last step's U and S
-// written to u and prev (SYN: J to j), so nothing zeroes them first; the spike mask of vector v at step t into masks[t * maskStep + v]. Phase 2
-// (the vertex) appends the ids in step order, as the id trace's rows are packed.
+// written to u and prev (SYN: J to j), so nothing zeroes them first; the spike mask of vector v at
+// step t into masks[t * maskStep + v]. Phase 2 (the vertex) appends the ids in step order, as the
+// id trace's rows are packed.
 template <unsigned V, unsigned RESET, bool SYN>
 inline void leakForwardSteps(const LeakVectors &c, unsigned T, const float *__restrict x,
                              float *__restrict u, float *__restrict j, float *__restrict prev,
@@ -304,10 +305,11 @@ __attribute__((noinline)) void nextLayerProduct(const float *const *g, const flo
 // S samples b.., leakBackwardBlock's arithmetic on the recomputed surrogates: dL/dS = g . W^T,
 // dL/dU = (sg != 0 ? sg dL/dS : 0) + beta dL/dU[t+1] (the carry cut at a spike under the
 // zero reset; from zero at t = T-1, the last written to gU), summed over t into acc (written
-// at t = T-1, so neither needs zeroing first) and then added to gb (sample by sample, as one sample at a time would). Each row of W loaded in the
-// product serves the S samples' (gradRow(t, b + s, s)) multiply-adds. SYN (Synaptic, the
-// generic step's equations): dL/dI[t] is dL/dJ = dL/dU (zero reset: times 1 - S[t-1]) +
-// alpha dL/dJ[t+1], carried (and written to gJ) as dL/dU, and it is what acc and out receive.
+// at t = T-1, so neither needs zeroing first) and then added to gb (sample by sample, as one sample
+// at a time would). Each row of W loaded in the product serves the S samples' (gradRow(t, b + s,
+// s)) multiply-adds. SYN (Synaptic, the generic step's equations): dL/dI[t] is dL/dJ = dL/dU (zero
+// reset: times 1 - S[t-1]) + alpha dL/dJ[t+1], carried (and written to gJ) as dL/dU, and it is what
+// acc and out receive.
 template <unsigned S, unsigned V, unsigned RESET, unsigned SURROGATE, bool SYN, class GradRow>
 inline void leakBackwardSteps(const LeakVectors &c, unsigned T, const float *__restrict x,
                               unsigned b, GradRow gradRow, const BackwardRows &in,

@@ -208,8 +208,8 @@ void fanoutRows(unsigned batch, unsigned n, unsigned layer, unsigned shard) {
 // membrane in float with the kernel's fused operations (so the spikes are the same), the
 // surrogate and everything after it in double. The bias gradient starts non-zero (it is
 // added to); the carries' and sums' memory holds garbage (the kernel starts them at zero at
-// t = T-1 and writes them whole, so the vertex zeroes nothing first). SYN: Synaptic's (J = alpha J + I drives U; dL/dJ
-// carried, the zero reset gating it by 1 - S[t-1]).
+// t = T-1 and writes them whole, so the vertex zeroes nothing first). SYN: Synaptic's (J = alpha J
+// + I drives U; dL/dJ carried, the zero reset gating it by 1 - S[t-1]).
 template <unsigned RESET, unsigned SURROGATE, bool SYN = false>
 void leakTrace(unsigned batch, unsigned n, unsigned K, unsigned T, const char *what) {
   using namespace popsnn::lif;
