@@ -264,8 +264,7 @@ POPSNN_ONCE void addTo(float *__restrict acc, const float *__restrict v, unsigne
     acc[j] += v[j];
 }
 POPSNN_ONCE void copyTo(float *__restrict out, const float *__restrict v, unsigned n) {
-  for (unsigned j = 0; j < n; ++j)
-    out[j] = v[j];
+  stored::convertRow(v, out, n); // not a memcpy call: see convertRow
 }
 // Half storage: a row read as float, or stored rounded (StoredRows.hpp).
 template <class T, class U>

@@ -154,9 +154,10 @@ inline __mmask16 laneMask(unsigned v, unsigned V, __mmask16 lastMask) {
 }
 
 // Forward, phase 1: T steps of V vectors of neurons (the last masked to lastMask) of one
-// sample: I in x, U and S[t-1] in u and prev (SYN: J in j; read, then the last step's
-// written back); the spike mask of vector v at step t into masks[t * maskStep + v]. Phase 2
-// (the vertex) appends the ids in step order, as the id trace's rows are packed.
+// sample: I in x, from the zero state (all T steps are one call), the last step's U and S
+// written to u and prev (SYN: J to j), so nothing zeroes them first; the spike mask of vector v at
+// step t into masks[t * maskStep + v]. Phase 2 (the vertex) appends the ids in step order, as the
+// id trace's rows are packed.
 template <unsigned V, unsigned RESET, bool SYN>
 inline void leakForwardSteps(const LeakVectors &c, unsigned T, const float *__restrict x,
                              float *__restrict u, float *__restrict j, float *__restrict prev,
@@ -166,12 +167,9 @@ inline void leakForwardSteps(const LeakVectors &c, unsigned T, const float *__re
   __mmask16 spk[V]; // S[t-1] (stored as 0 / 1)
 #pragma GCC unroll 8
   for (unsigned v = 0; v < V; ++v) {
-    const __mmask16 m = laneMask(v, V, lastMask);
-    in[v] = _mm512_maskz_loadu_ps(m, x + 16 * v);
-    mem[v] = _mm512_maskz_loadu_ps(m, u + 16 * v);
-    cur[v] = SYN ? _mm512_maskz_loadu_ps(m, j + 16 * v) : _mm512_setzero_ps();
-    spk[v] = _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, prev + 16 * v),
-                                     _mm512_setzero_ps(), _CMP_NEQ_UQ);
+    in[v] = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), x + 16 * v);
+    mem[v] = cur[v] = _mm512_setzero_ps();
+    spk[v] = 0;
   }
   for (unsigned t = 0; t < T; ++t)
 #pragma GCC unroll 8
@@ -306,11 +304,12 @@ __attribute__((noinline)) void nextLayerProduct(const float *const *g, const flo
 // Backward: T steps, t = T-1 .. 0, of V vectors of neurons (the last masked to lastMask) of
 // S samples b.., leakBackwardBlock's arithmetic on the recomputed surrogates: dL/dS = g . W^T,
 // dL/dU = (sg != 0 ? sg dL/dS : 0) + beta dL/dU[t+1] (the carry cut at a spike under the
-// zero reset; carried in gU: read, then written back), summed over t into acc and then
-// added to gb (sample by sample, as one sample at a time would). Each row of W loaded in the
-// product serves the S samples' (gradRow(t, b + s, s)) multiply-adds. SYN (Synaptic, the
-// generic step's equations): dL/dI[t] is dL/dJ = dL/dU (zero reset: times 1 - S[t-1]) +
-// alpha dL/dJ[t+1], carried in gJ as dL/dU in gU, and it is what acc and out receive.
+// zero reset; from zero at t = T-1, the last written to gU), summed over t into acc (written
+// at t = T-1, so neither needs zeroing first) and then added to gb (sample by sample, as one sample
+// at a time would). Each row of W loaded in the product serves the S samples' (gradRow(t, b + s,
+// s)) multiply-adds. SYN (Synaptic, the generic step's equations): dL/dI[t] is dL/dJ = dL/dU (zero
+// reset: times 1 - S[t-1]) + alpha dL/dJ[t+1], carried (and written to gJ) as dL/dU, and it is what
+// acc and out receive.
 template <unsigned S, unsigned V, unsigned RESET, unsigned SURROGATE, bool SYN, class GradRow>
 inline void leakBackwardSteps(const LeakVectors &c, unsigned T, const float *__restrict x,
                               unsigned b, GradRow gradRow, const BackwardRows &in,
@@ -329,15 +328,12 @@ inline void leakBackwardSteps(const LeakVectors &c, unsigned T, const float *__r
   }
   // The sums over t stay in acc (L1): in registers too they would crowd out the product's.
   __m512 carry[S][V], carryJ[S][V];
+  const __m512 zero = _mm512_setzero_ps();
 #pragma GCC unroll 8
   for (unsigned s = 0; s < S; ++s)
 #pragma GCC unroll 8
-    for (unsigned v = 0; v < V; ++v) {
-      carry[s][v] = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), gU + s * n + 16 * v);
-      if constexpr (SYN)
-        carryJ[s][v] = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), gJ + s * n + 16 * v);
-    }
-  const __m512 zero = _mm512_setzero_ps();
+    for (unsigned v = 0; v < V; ++v)
+      carry[s][v] = carryJ[s][v] = zero;
   for (unsigned t = T; t-- > 0;) {
     const float *g[S];
     __m512 e[S][V];
@@ -364,7 +360,8 @@ inline void leakBackwardSteps(const LeakVectors &c, unsigned T, const float *__r
         float *sum = acc + s * n + 16 * v;
         _mm512_mask_storeu_ps(
             sum, laneMask(v, V, lastMask),
-            _mm512_add_ps(_mm512_maskz_loadu_ps(laneMask(v, V, lastMask), sum), dI));
+            t + 1 == T ? dI
+                       : _mm512_add_ps(_mm512_maskz_loadu_ps(laneMask(v, V, lastMask), sum), dI));
         if (in.out)
           _mm512_mask_storeu_ps(in.out + std::size_t(t) * in.outStep + s * n + 16 * v,
                                 laneMask(v, V, lastMask), dI);

@@ -170,7 +170,7 @@ private:
   }
   template <unsigned SURROGATE> void leakyTrace() {
     const unsigned n = numNeurons;
-    start();
+    start(true); // the kernel writes gradMem and currentGradSum whole
     PairGradRows pair(&nextGrad[0][0], nextLayerSize, nextShardSize, numSteps, batch,
                       &scratch[2 * n]); // taken by reference: one gatherer for every block
     auto gradRow = [&](unsigned t, unsigned b, unsigned slot) { return pair(t, b, slot); };
@@ -226,8 +226,9 @@ private:
     *step = (*step + 1 == numSteps) ? 0 : *step + 1;
   }
 
-  // The first backward step (t = T-1): fan-out copies rearranged, carries and sums zeroed.
-  void start() {
+  // The first backward step (t = T-1): fan-out copies rearranged, carries and sums zeroed
+  // (but for the whole-trace kernels': `written`).
+  void start(bool written = false) {
     const unsigned n = numNeurons;
     if (!isOutput() && dense)
       transposeFanout(&nextWeights[0][0], n, nextShardSize, nextLayerSize, &nextWeightsT[0][0]);
@@ -235,14 +236,15 @@ private:
       blocksToRows(&nextWeights[0][0], n, nextShardSize, nextLayerSize, &nextWeightsT[0][0]);
     if (recurrence == popsnn::Recurrence::ALL_TO_ALL && dense)
       transposeFanout(&ownWeights[0][0], n, ownShardSize, ownLayerSize, &ownWeightsT[0][0]);
-    zeroAll(gradMem);
+    if (!written)
+      zeroAll(gradMem);
     // DirectWeightGrad writes it whole; a partial-current input's is the previous layer's.
     if (inputMode != INPUT_DIRECT && inputMode != INPUT_PARTIAL_CURRENT)
       zeroAll(gradWeights);
     zeroAll(gradBias);
     // One edge or none each (currentGradSum: direct input's sum_t dL/dI [B, n]).
     for (auto *edges : {&gradRecWeights, &gradRecBias, &gradBeta, &gradThreshold, &currentGradSum})
-      for (unsigned k = 0; k < edges->size(); ++k)
+      for (unsigned k = 0; k < edges->size() && !(written && edges == &currentGradSum); ++k)
         zeroAll((*edges)[k]);
     for (unsigned k = 0; k < liveIds.size(); ++k)
       zeroAll(liveIds[k]);

@@ -276,7 +276,9 @@ private:
   void leakyTrace(const popsnn::NeuronConstants &c) {
     if constexpr (!halfStorage) { // float storage only (compute asks)
       const unsigned n = numNeurons, T = numSteps, vectors = (n + 15) / 16;
-      start();
+      // No start(): the kernel begins from the zero state and writes mem and prevSpikes whole.
+      for (unsigned k = 0; k < OVERFLOW_FIELDS; ++k)
+        overflow[k] = 0;
       const LeakVectors v(c.beta, c.threshold, surrogateParam, c.alpha);
       // [T, B, vectors] masks: 2 bytes per 16 neurons, in the trace's 64.
       unsigned short *masks = reinterpret_cast<unsigned short *>(&surrogates[0]);

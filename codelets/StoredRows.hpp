@@ -8,6 +8,8 @@
 // DenseKernels.hpp); these carry the half path until it has its own.
 #pragma once
 
+#include <type_traits>
+
 #if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS) && defined(__F16C__) && defined(__AVX__)
 #include <immintrin.h>
 #define POPSNN_F16C_ROWS 1
@@ -40,6 +42,19 @@ template <class S> constexpr bool isHalf() { return sizeof(S) == 2; }
 template <class From, class To>
 void convertRow(const From *__restrict src, To *__restrict dst, unsigned n) {
   unsigned j = 0;
+#if defined(POPSNN_F16C_ROWS) && defined(__AVX512F__)
+  // float to float: GCC makes the loop a memcpy call, whose dispatch cost more than the copy
+  // of a narrow layer's row (a readout's 5 floats, per step and sample: 1.2% of the DSNN step).
+  if constexpr (std::is_same<From, float>::value && std::is_same<To, float>::value) {
+    for (; j + 16 <= n; j += 16)
+      _mm512_storeu_ps(dst + j, _mm512_loadu_ps(src + j));
+    if (j < n) {
+      const __mmask16 rest = __mmask16((1u << (n - j)) - 1u);
+      _mm512_mask_storeu_ps(dst + j, rest, _mm512_maskz_loadu_ps(rest, src + j));
+    }
+    return;
+  }
+#endif
 #ifdef POPSNN_F16C_ROWS
   if constexpr (isHalf<From>() != isHalf<To>())
     for (; j + 8 <= n; j += 8)

@@ -206,9 +206,10 @@ void fanoutRows(unsigned batch, unsigned n, unsigned layer, unsigned shard) {
 // The whole-trace Leaky backward (LeakyTrace.hpp: pairs of samples, an odd last one, blocks
 // ending in partial vectors) against the BPTT of docs/numerics.md in double: the forward's
 // membrane in float with the kernel's fused operations (so the spikes are the same), the
-// surrogate and everything after it in double. Carries, sums and the bias gradient start
-// non-zero (they are read and added to). SYN: Synaptic's (J = alpha J + I drives U; dL/dJ
-// carried, the zero reset gating it by 1 - S[t-1]).
+// surrogate and everything after it in double. The bias gradient starts non-zero (it is
+// added to); the carries' and sums' memory holds garbage (the kernel starts them at zero at
+// t = T-1 and writes them whole, so the vertex zeroes nothing first). SYN: Synaptic's (J = alpha J
+// + I drives U; dL/dJ carried, the zero reset gating it by 1 - S[t-1]).
 template <unsigned RESET, unsigned SURROGATE, bool SYN = false>
 void leakTrace(unsigned batch, unsigned n, unsigned K, unsigned T, const char *what) {
   using namespace popsnn::lif;
@@ -243,7 +244,7 @@ void leakTrace(unsigned batch, unsigned n, unsigned K, unsigned T, const char *w
         spike[t] = u > th;
         p = spike[t] ? 1.0f : 0.0f;
       }
-      double carry = gU[r], carryJ = gJ[r], sum = acc[r];
+      double carry = 0.0, carryJ = 0.0, sum = 0.0;
       for (unsigned t = T; t-- > 0;) {
         double e = 0.0;
         for (unsigned k = 0; k < K; ++k)
@@ -258,7 +259,7 @@ void leakTrace(unsigned batch, unsigned n, unsigned K, unsigned T, const char *w
         wantOut[t * rows + r] = dI;
       }
       wantU[r] = carry;
-      wantJ[r] = SYN ? carryJ : gJ[r];
+      wantJ[r] = SYN ? carryJ : gJ[r]; // gJ untouched without SYN
       wantAcc[r] = sum;
       wantB[j] += sum;
     }
