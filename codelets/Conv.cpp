@@ -233,16 +233,33 @@ public:
     float *__restrict dxT = wr + c * w.kernelHeight * paddedRun(w);
     if (runs)
       weightRuns(w, c, &weights[0], wr);
-    for (unsigned k = 0; k < rows * w.inSize(); ++k)
-      gradInput[k] = 0.0f;
+    // One window covering the whole input (a Linear stage, the CSNN's readout): a row's
+    // col row is its dL/dx, so consecutive rows taking the product are one product
+    // written in place (no col2im, no zeroing: the per-row product was one position).
+    const bool whole =
+        P == 1 && w.padY == 0 && runs && w.inHeight == w.kernelHeight && w.inWidth == w.kernelWidth;
+    const auto takesProduct = [&](unsigned r) {
+      return popsnn::dense::denseEnough(
+          popsnn::dense::countNonzero(&grad[r * c * P], 1, c * P, 0), c * P,
+          runs ? RUNS_DENSE_INPUT_GRAD_MIN_PER_MILLE : DENSE_INPUT_GRAD_MIN_PER_MILLE);
+    };
     unsigned dense = 0;
     for (unsigned r = 0; r < rows; ++r) {
       const float *__restrict gr = &grad[r * c * P];
       float *__restrict dx = &gradInput[r * w.inSize()];
-      const bool product = popsnn::dense::denseEnough(
-          popsnn::dense::countNonzero(gr, 1, c * P, 0), c * P,
-          runs ? RUNS_DENSE_INPUT_GRAD_MIN_PER_MILLE : DENSE_INPUT_GRAD_MIN_PER_MILLE);
+      const bool product = takesProduct(r);
+      if (product && whole) {
+        unsigned end = r + 1;
+        while (end < rows && takesProduct(end))
+          ++end;
+        popsnn::dense::denseProduct(end - r, taps, c, gr, c, 1u, &weights[0], taps, dx, taps);
+        dense += end - r, r = end - 1;
+        continue;
+      }
       dense += product;
+      if (product || !runs) // these add onto dx (col2im); the window runs write all of it
+        for (unsigned k = 0; k < w.inSize(); ++k)
+          dx[k] = 0.0f;
       if (product) {
         for (unsigned p0 = 0; p0 < P; p0 += chunk) {
           const unsigned n = std::min(chunk, P - p0);
