@@ -101,11 +101,12 @@ std::uint64_t convShardBytes(const ConvStageSpec &spec, unsigned channels, unsig
   // The neurons: membranes, spikes, dL/dS, dL/dU of the last map's entries; state.
   if (spec.neuron.present) {
     const std::uint64_t last = r * c * maps.back().h * maps.back().w;
-    floats += 4 * last + 3 * last / std::max(1u, spec.steps);
+    const unsigned fields = spec.gradMembranes ? 4 : 3;
+    floats += fields * last + 3 * last / std::max(1u, spec.steps);
     // Split over workers, a worker's columns of the last map are not contiguous: the
-    // runtime gathers the forward's 3 and the backward's 4 fields around the compute sets.
+    // runtime gathers the forward's 3 and the backward's 3-4 fields around the compute sets.
     if (neuronWorkers > 1)
-      floats += 7 * last;
+      floats += (3 + fields) * last;
   }
   // Weight and bias gradients, and this tile's slice of their sum over the row groups.
   floats += (c * taps + c) * (1 + (rowGroups > 1 ? 2 : 0));

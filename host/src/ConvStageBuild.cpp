@@ -365,7 +365,9 @@ void addNeuronWorkers(ConvStageBuild &s, unsigned i, ComputeSet fwd, ComputeSet 
                                                 units::RULES[nu.rule] + ">");
       s.graph.connect(g["membranes"], columns(t.membranes, sh.rows, lo, hi));
       s.graph.connect(g["gradSpikes"], columns(t.gradSpikes, sh.rows, lo, hi));
-      s.graph.connect(g["gradMembranes"], columns(t.gradMembranes, sh.rows, lo, hi));
+      s.graph.connect(g["gradMembranes"], s.spec.gradMembranes
+                                              ? columns(t.gradMembranes, sh.rows, lo, hi)
+                                              : t.gradMembranes);
       s.graph.connect(g["gradCurrent"], columns(t.grads.back(), currentRows, lo, hi));
       s.graph.connect(g["carry"], s.var(FLOAT, m, sh.tile, "grad_carry"));
       s.graph.setInitialValue(g["surrogate"], nu.surrogate);
@@ -404,7 +406,8 @@ void addNeurons(ConvStageBuild &s, bool backward) {
     t.spikes = s.var(FLOAT, size, sh.tile, "spikes");
     if (backward) {
       t.gradSpikes = s.var(FLOAT, size, sh.tile, "grad_spikes");
-      t.gradMembranes = s.var(FLOAT, size, sh.tile, "grad_membranes");
+      // Without dL/dU from outside the field takes an empty tensor.
+      t.gradMembranes = s.var(FLOAT, s.spec.gradMembranes ? size : 0, sh.tile, "grad_membranes");
     }
     addNeuronWorkers(s, i, fwd, backward ? &bwd : nullptr);
   }
