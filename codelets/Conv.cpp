@@ -90,13 +90,14 @@ template class ConvForward<popsnn::conv::MaxPooledOut>;
 template <class Layout> class ConvWeightGrad : public Vertex {
 public:
   Input<Vector<float>> x;               // [rows, C_in, H, W]
-  Input<Vector<float>> grad;            // dL/dI [rows, c, H_out, W_out] (or [rows, P, c])
+  Input<Vector<float>> grad;            // dL/dI [rows, c, H_out, W_out] (or gradRow's pooled)
+  Input<Vector<unsigned>> argmax;       // ChannelsLast: the pool's [rows, c, Q]; else empty
   Output<Vector<float>> gradWeights;    // [c, C_in, kH, kW]
   Output<Vector<float>> gradBias;       // [c]
   Output<Vector<unsigned>> activeGrads; // [1]: dL/dI entries that carried gradient
   // [taps (reversedTap), c] sums of the input-driven rows, [P, c] one row's dL/dI transposed,
   // [taps] one window of the input, [C_in * H * W] the row's non-zero input positions, [2 c] one
-  // position's non-zero dL/dI entries and their channels.
+  // position's non-zero dL/dI entries and their channels, then gradRow's [P, c].
   InOut<Vector<float>> work;
   unsigned rows;
   unsigned outChannels;
@@ -121,6 +122,8 @@ public:
     unsigned *__restrict idx = reinterpret_cast<unsigned *>(col + taps);
     float *__restrict coef = col + taps + w.inSize();
     unsigned *__restrict chan = reinterpret_cast<unsigned *>(coef + c);
+    float *__restrict rowBuf = coef + 2 * c;
+    const unsigned *am = Layout::CHANNELS_LAST && argmax.size() ? &argmax[0] : nullptr;
     for (unsigned k = 0; k < c * taps; ++k)
       gradWeights[k] = gwT[k] = 0.0f;
     for (unsigned co = 0; co < c; ++co)
@@ -129,7 +132,7 @@ public:
     bool byInputs = false;
     for (unsigned r = 0; r < rows; ++r) {
       const float *__restrict xr = &x[r * w.inSize()];
-      const float *__restrict gr = &grad[r * c * P];
+      const float *__restrict gr = gradRow<Layout>(w, c, &grad[0], am, r, rowBuf);
       const unsigned activeX = nonzeroIndices(xr, w.inSize(), idx);
       const unsigned activeG =
           Layout::CHANNELS_LAST ? biasSumsChannelsLast(c, P, gr, gT) : biasSumsPlanar(c, P, gr);
@@ -200,12 +203,13 @@ template class ConvWeightGrad<popsnn::conv::ChannelsLast>;
 // one col row and col2im. The shares of all channel groups are summed by SumParts.
 template <class Layout> class ConvInputGrad : public Vertex {
 public:
-  Input<Vector<float>> grad;       // dL/dI [rows, c, H_out, W_out] (or [rows, P, c])
+  Input<Vector<float>> grad;       // dL/dI [rows, c, H_out, W_out] (or gradRow's pooled)
+  Input<Vector<unsigned>> argmax;  // ChannelsLast: the pool's [rows, c, Q]; else empty
   Input<Vector<float>> weights;    // [c, C_in, kH, kW]
   Output<Vector<float>> gradInput; // [rows, C_in, H, W]
   // [chunk, taps]: col rows of `chunk` positions (at least taps + 2 c: one col row, then
   // one position's non-zero coefficients and channels); then, without column padding,
-  // windowRunsFloats for the window runs
+  // windowRunsFloats for the window runs; gradRow's [P, c] last
   InOut<Vector<float>> work;
   Output<Vector<unsigned>> denseRows; // [1]: rows that took the dense product
   unsigned rows;
@@ -226,7 +230,10 @@ public:
     const Window w = windowOf(*this);
     const unsigned c = outChannels, taps = w.taps(), P = w.outPositions();
     const bool runs = w.padX == 0;
-    const unsigned colFloats = unsigned(work.size()) - (runs ? windowRunsFloats(w, c) : 0u);
+    const unsigned rowFloats = gradRowFloats<Layout>(w, c);
+    const unsigned colFloats =
+        unsigned(work.size()) - (runs ? windowRunsFloats(w, c) : 0u) - rowFloats;
+    float *__restrict rowBuf = &work[0] + (work.size() - rowFloats);
     const unsigned chunk = std::max(1u, std::min(P, colFloats / taps));
     float *__restrict col = &work[0];
     float *__restrict wr = col + colFloats;
@@ -238,19 +245,20 @@ public:
     // written in place (no col2im, no zeroing: the per-row product was one position).
     const bool whole =
         P == 1 && w.padY == 0 && runs && w.inHeight == w.kernelHeight && w.inWidth == w.kernelWidth;
-    const auto takesProduct = [&](unsigned r) {
-      return popsnn::dense::denseEnough(
-          popsnn::dense::countNonzero(&grad[r * c * P], 1, c * P, 0), c * P,
-          runs ? RUNS_DENSE_INPUT_GRAD_MIN_PER_MILLE : DENSE_INPUT_GRAD_MIN_PER_MILLE);
+    const unsigned *am = Layout::CHANNELS_LAST && argmax.size() ? &argmax[0] : nullptr;
+    const auto takesProduct = [&](const float *gr) {
+      return popsnn::dense::denseEnough(popsnn::dense::countNonzero(gr, 1, c * P, 0), c * P,
+                                        runs ? RUNS_DENSE_INPUT_GRAD_MIN_PER_MILLE
+                                             : DENSE_INPUT_GRAD_MIN_PER_MILLE);
     };
     unsigned dense = 0;
     for (unsigned r = 0; r < rows; ++r) {
-      const float *__restrict gr = &grad[r * c * P];
+      const float *__restrict gr = gradRow<Layout>(w, c, &grad[0], am, r, rowBuf);
       float *__restrict dx = &gradInput[r * w.inSize()];
-      const bool product = takesProduct(r);
+      const bool product = takesProduct(gr);
       if (product && whole) {
         unsigned end = r + 1;
-        while (end < rows && takesProduct(end))
+        while (end < rows && takesProduct(&grad[end * c * P])) // whole: P 1, planar
           ++end;
         popsnn::dense::denseProduct(end - r, taps, c, gr, c, 1u, &weights[0], taps, dx, taps);
         dense += end - r, r = end - 1;

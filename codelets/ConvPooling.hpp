@@ -186,6 +186,28 @@ struct MaxPool {
   }
 };
 
+// Row r of a convolution's dL/dI in Layout's order. Planar: the grad field's row [c, P].
+// ChannelsLast: the stage's first layer after the convolution is a 2 x 2 max pool tiling
+// its map, whose backward is folded in here: grad is the pool's gradient [rows, c, Q] with
+// its argmax, and the row [P, c] is formed in buf (MaxPool::backwardChannelsLast), so no
+// dL/dI map is stored or exchanged between compute sets.
+template <class Layout>
+const float *gradRow(const Window &conv, unsigned c, const float *grad, const unsigned *argmax,
+                     unsigned r, float *buf) {
+  const unsigned P = conv.outPositions();
+  if (!Layout::CHANNELS_LAST)
+    return grad + std::size_t(r) * c * P;
+  const Window pool{1, conv.outHeight,     conv.outWidth,    2, 2, 2, 2, 0,
+                    0, conv.outHeight / 2, conv.outWidth / 2};
+  const std::size_t at = std::size_t(r) * c * pool.outPositions();
+  MaxPool::backwardChannelsLast(pool, c, grad + at, argmax + at, buf);
+  return buf;
+}
+// The floats gradRow's buf takes (none planar).
+template <class Layout> unsigned gradRowFloats(const Window &conv, unsigned c) {
+  return Layout::CHANNELS_LAST ? conv.outPositions() * c : 0u;
+}
+
 // Average (padding counts as zeros, as PyTorch's default); the backward spreads a window's
 // gradient evenly over it. No argmax.
 struct AvgPool {

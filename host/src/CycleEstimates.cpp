@@ -84,8 +84,16 @@ std::uint64_t convWeightGradCycles(const VertexWork &w, std::uint64_t perEntryHa
                                                      w.elements + std::min(byGrads, byInputs));
 }
 std::uint64_t convWeightGradPlanarCycles(const VertexWork &w) { return convWeightGradCycles(w, 6); }
+// ChannelsLast: each row of dL/dI first formed from the fused 2 x 2 max pool's gradient
+// (zeroed in float pairs, one store per pooled entry).
+std::uint64_t pooledRowCycles(const VertexWork &w) {
+  return std::uint64_t(w.batch) * w.neurons * w.positions * 3 / 2;
+}
 std::uint64_t convWeightGradChannelsLastCycles(const VertexWork &w) {
-  return convWeightGradCycles(w, 1);
+  return convWeightGradCycles(w, 1) + pooledRowCycles(w);
+}
+std::uint64_t convInputGradChannelsLastCycles(const VertexWork &w) {
+  return convInputGradCycles(w) + pooledRowCycles(w);
 }
 
 // A pool over `batch` rows of `neurons` maps: every window entry once.
@@ -158,7 +166,7 @@ const std::map<std::string, Estimator> &table() {
       {"ConvWeightGrad<popsnn::conv::Planar>", convWeightGradPlanarCycles},
       {"ConvWeightGrad<popsnn::conv::ChannelsLast>", convWeightGradChannelsLastCycles},
       {"ConvInputGrad<popsnn::conv::Planar>", convInputGradCycles},
-      {"ConvInputGrad<popsnn::conv::ChannelsLast>", convInputGradCycles},
+      {"ConvInputGrad<popsnn::conv::ChannelsLast>", convInputGradChannelsLastCycles},
       {"PoolForward<popsnn::conv::MaxPool>", poolCycles},
       {"PoolBackward<popsnn::conv::MaxPool, popsnn::conv::Planar>", poolCycles},
       {"PoolForward<popsnn::conv::AvgPool>", poolCycles},
