@@ -246,21 +246,24 @@ public:
     const bool whole =
         P == 1 && w.padY == 0 && runs && w.inHeight == w.kernelHeight && w.inWidth == w.kernelWidth;
     const unsigned *am = Layout::CHANNELS_LAST && argmax.size() ? &argmax[0] : nullptr;
-    const auto takesProduct = [&](const float *gr) {
-      return popsnn::dense::denseEnough(popsnn::dense::countNonzero(gr, 1, c * P, 0), c * P,
-                                        runs ? RUNS_DENSE_INPUT_GRAD_MIN_PER_MILLE
-                                             : DENSE_INPUT_GRAD_MIN_PER_MILLE);
+    // A row's entries in grad (ChannelsLast: the pool's, one per window and channel, each
+    // at one entry of dL/dI, so their non-zero count is dL/dI's).
+    const unsigned entries = Layout::CHANNELS_LAST ? c * P / 4 : c * P;
+    const auto takesProduct = [&](unsigned r) {
+      return popsnn::dense::denseEnough(
+          popsnn::dense::countNonzero(&grad[r * entries], 1, entries, 0), c * P,
+          runs ? RUNS_DENSE_INPUT_GRAD_MIN_PER_MILLE : DENSE_INPUT_GRAD_MIN_PER_MILLE);
     };
     unsigned dense = 0;
     for (unsigned r = 0; r < rows; ++r) {
-      const float *__restrict gr = gradRow<Layout>(w, c, &grad[0], am, r, rowBuf);
       float *__restrict dx = &gradInput[r * w.inSize()];
-      const bool product = takesProduct(gr);
-      if (product && whole) {
+      const bool product = takesProduct(r);
+      if (product && whole) { // whole: one position, planar
         unsigned end = r + 1;
-        while (end < rows && takesProduct(&grad[end * c * P])) // whole: P 1, planar
+        while (end < rows && takesProduct(end))
           ++end;
-        popsnn::dense::denseProduct(end - r, taps, c, gr, c, 1u, &weights[0], taps, dx, taps);
+        popsnn::dense::denseProduct(end - r, taps, c, &grad[r * c], c, 1u, &weights[0], taps, dx,
+                                    taps);
         dense += end - r, r = end - 1;
         continue;
       }
@@ -269,6 +272,7 @@ public:
         for (unsigned k = 0; k < w.inSize(); ++k)
           dx[k] = 0.0f;
       if (product) {
+        const float *__restrict gr = gradRow<Layout>(w, c, &grad[0], am, r, rowBuf);
         for (unsigned p0 = 0; p0 < P; p0 += chunk) {
           const unsigned n = std::min(chunk, P - p0);
           popsnn::dense::denseProduct(n, taps, c, Layout::channels(gr, c, P, p0),
@@ -283,19 +287,17 @@ public:
           dxT[k] = 0.0f;
       // Per position, its non-zero entries (coefficients and channels), then their weight
       // rows combined.
-      float *__restrict coef = col + taps;
-      unsigned *__restrict idx = reinterpret_cast<unsigned *>(coef + c);
-      for (unsigned p = 0; p < P; ++p) {
-        const unsigned count = nonzeroChannels<Layout>(gr, c, P, p, coef, idx);
-        if (!count)
-          continue;
-        if (runs) {
-          addWindowRuns(w, p, count, coef, idx, wr, dxT);
-          continue;
-        }
+      const auto position = [&](unsigned p, unsigned count, const float *__restrict coef,
+                                const unsigned *__restrict idx) {
+        if (runs)
+          return addWindowRuns(w, p, count, coef, idx, wr, dxT);
         combineRows(taps, count, coef, idx, &weights[0], taps, col);
         addWindows(w, col, p, 1, dx);
-      }
+      };
+      if (Layout::CHANNELS_LAST) // listed from the pool's gradient, no dL/dI row formed
+        pooledPositions(w, c, &grad[r * entries], am + r * entries, rowBuf, position);
+      else
+        planarPositions(c, P, &grad[r * entries], col + taps, position);
       if (runs) // channels-last back to [C_in, H, W]
         for (unsigned ci = 0, hw = w.inHeight * w.inWidth; ci < w.inChannels; ++ci)
           for (unsigned k = 0; k < hw; ++k)
@@ -303,6 +305,17 @@ public:
     }
     denseRows[0] = dense;
     return true;
+  }
+
+private:
+  // f(p, count, coef, chan) for each position p with non-zero entries of a planar row.
+  template <class F>
+  static void planarPositions(unsigned c, unsigned P, const float *__restrict gr,
+                              float *__restrict coef, F &&f) {
+    unsigned *__restrict idx = reinterpret_cast<unsigned *>(coef + c);
+    for (unsigned p = 0; p < P; ++p)
+      if (const unsigned count = nonzeroChannels<Layout>(gr, c, P, p, coef, idx))
+        f(p, count, coef, idx);
   }
 };
 

@@ -54,7 +54,8 @@ std::size_t convWorkFloats(const ConvStageSpec &spec, unsigned channels, unsigne
       taps * c + P * c + inSize + (pairsMaxPoolFirst(spec) ? 2 * c * maps[2].h * maps[2].w : 0);
   // With the pool fused, both gradients also form a row of dL/dI [P, c] from the pool's
   // gradient and argmax (no dL/dI map is stored).
-  const std::size_t row = pairsMaxPoolFirst(spec) ? P * c : 0;
+  const std::size_t lists = 4 * std::size_t(maps[1].w) * c + 2 * maps[1].w;
+  const std::size_t row = pairsMaxPoolFirst(spec) ? std::max(P * c, lists) : 0;
   const std::size_t weightGrad = taps * c + P * c + taps + inSize + 2 * c + row;
   const std::size_t inputGrad =
       spec.inputGrad ? inputGradWorkFloats(spec, unsigned(P), channels, workers) + row : 0;
