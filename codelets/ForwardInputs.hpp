@@ -66,22 +66,30 @@ POPSNN_ONCE void inputFromDense(const S *__restrict xb, unsigned numInputs, cons
     acc[j] += bias[j];
 }
 // As inputFromDense, from the host's list of the row's non-zero inputs: no scan of N_in floats.
+// Float rows: column blocks held in registers while the listed rows stream past (the same
+// sums in the same order as a pass per input, which loaded and stored acc for every input).
 template <class S>
 POPSNN_ONCE void inputFromList(const InputRow in, const S *weights, const S *__restrict bias,
                                unsigned n, float *__restrict acc) {
-  for (unsigned j = 0; j < n; ++j)
-    acc[j] = 0.0f;
-  for (unsigned k = 0; k < in.size; ++k) { // the dense scan's order: bit-identical sums
-    const float xi = in.values[k];
-    const S *__restrict row = &weights[unsigned(in.ids[k]) * n];
+  if constexpr (std::is_same<S, float>::value) {
+    popsnn::lif::sparseRowSum(reinterpret_cast<const unsigned *>(in.ids),
+                              popsnn::lif::ListedValues{in.values}, in.size, weights, n, acc, n,
+                              false);
+  } else {
     for (unsigned j = 0; j < n; ++j)
-      acc[j] += xi * row[j];
+      acc[j] = 0.0f;
+    for (unsigned k = 0; k < in.size; ++k) { // the dense scan's order: bit-identical sums
+      const float xi = in.values[k];
+      const S *__restrict row = &weights[unsigned(in.ids[k]) * n];
+      for (unsigned j = 0; j < n; ++j)
+        acc[j] += xi * row[j];
+    }
   }
   for (unsigned j = 0; j < n; ++j)
     acc[j] += bias[j];
 }
 // Source shard s's id buffer for this (step, sample) is at ids + s * srcStride.
-// bufferOf(s): source shard s's buffer of this (step, sample).
+// bufferOf(s): source shard s's buffer of this (step, sample). Float rows as inputFromList's.
 template <class BufferOf, class S>
 void inputFromIds(BufferOf bufferOf, unsigned numSrc, const S *weights, const S *__restrict bias,
                   unsigned n, float *__restrict acc) {
@@ -90,10 +98,16 @@ void inputFromIds(BufferOf bufferOf, unsigned numSrc, const S *weights, const S 
   for (unsigned s = 0; s < numSrc; ++s) {
     const int *buf = bufferOf(s);
     const int spikes = buf[0];
-    for (int k = 0; k < spikes; ++k) {
-      const S *__restrict row = &weights[unsigned(buf[BUFFER_HEADER + k]) * n];
-      for (unsigned j = 0; j < n; ++j)
-        acc[j] += row[j];
+    if constexpr (std::is_same<S, float>::value) {
+      popsnn::lif::sparseRowSum(reinterpret_cast<const unsigned *>(buf + BUFFER_HEADER),
+                                popsnn::lif::UnitValues{}, unsigned(spikes), weights, n, acc, n,
+                                true);
+    } else {
+      for (int k = 0; k < spikes; ++k) {
+        const S *__restrict row = &weights[unsigned(buf[BUFFER_HEADER + k]) * n];
+        for (unsigned j = 0; j < n; ++j)
+          acc[j] += row[j];
+      }
     }
   }
   for (unsigned j = 0; j < n; ++j)

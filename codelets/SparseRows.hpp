@@ -97,17 +97,17 @@ inline void prefetchRowBlock(const unsigned *__restrict idx, unsigned k, unsigne
       __builtin_prefetch(row + 16 * c);
   }
 }
-// V vectors of 16 columns.
-template <unsigned V>
-inline void sparseRowBlock(const unsigned *__restrict idx, const float *__restrict val,
-                           unsigned count, const float *__restrict rows, unsigned rowStride,
-                           float *__restrict out) {
+// V vectors of 16 columns; out's block first read (`accumulate`) or taken as zero.
+template <unsigned V, class Values>
+inline void sparseRowBlock(const unsigned *__restrict idx, Values value, unsigned count,
+                           const float *__restrict rows, unsigned rowStride, float *__restrict out,
+                           bool accumulate) {
   Floats16 acc[V];
   for (unsigned c = 0; c < V; ++c)
-    acc[c] = Floats16{};
+    acc[c] = accumulate ? loadFloats16(out + 16 * c) : Floats16{};
   for (unsigned k = 0; k < count; ++k) {
     prefetchRowBlock<V>(idx, k, count, rows, rowStride);
-    const float v = val[k];
+    const float v = value(k);
     const float *__restrict row = rows + idx[k] * rowStride;
 #pragma GCC unroll 8
     for (unsigned c = 0; c < V; ++c)
@@ -121,16 +121,17 @@ inline void sparseRowBlock(const unsigned *__restrict idx, const float *__restri
 #if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS) && defined(__AVX512F__)
 #define POPSNN_SPARSE_ROWS_AVX512 1
 // V full vectors of 16 columns and a last one masked to `lastMask`.
-template <unsigned V>
-inline void sparseRowBlockMasked(const unsigned *__restrict idx, const float *__restrict val,
-                                 unsigned count, const float *__restrict rows, unsigned rowStride,
-                                 float *__restrict out, __mmask16 lastMask) {
+template <unsigned V, class Values>
+inline void sparseRowBlockMasked(const unsigned *__restrict idx, Values value, unsigned count,
+                                 const float *__restrict rows, unsigned rowStride,
+                                 float *__restrict out, bool accumulate, __mmask16 lastMask) {
   Floats16 acc[V + 1];
-  for (unsigned c = 0; c <= V; ++c)
-    acc[c] = Floats16{};
+  for (unsigned c = 0; c < V; ++c)
+    acc[c] = accumulate ? loadFloats16(out + 16 * c) : Floats16{};
+  acc[V] = accumulate ? _mm512_maskz_loadu_ps(lastMask, out + 16 * V) : Floats16{};
   for (unsigned k = 0; k < count; ++k) {
     prefetchRowBlock<V + 1>(idx, k, count, rows, rowStride);
-    const float v = val[k];
+    const float v = value(k);
     const float *__restrict row = rows + idx[k] * rowStride;
 #pragma GCC unroll 8
     for (unsigned c = 0; c < V; ++c)
@@ -174,28 +175,40 @@ template <unsigned FULL, class Block> inline void forColumnBlocks(unsigned n, Bl
 }
 #endif
 
-inline void sparseRowCombination(const unsigned *__restrict idx, const float *__restrict val,
-                                 unsigned count, const float *__restrict rows, unsigned rowStride,
-                                 float *__restrict out, unsigned n) {
+// A listed row's weight: the input's value, or 1 for a spike id (1 x r folds to r).
+struct ListedValues {
+  const float *__restrict val;
+  float operator()(unsigned k) const { return val[k]; }
+};
+struct UnitValues {
+  float operator()(unsigned) const { return 1.0f; }
+};
+
+// out[0..n) (+)= sum_k value(k) * rows[idx[k] * rowStride + (0..n)], k = 0..count in order,
+// added to out's entries (`accumulate`) or to zero.
+template <class Values>
+inline void sparseRowSum(const unsigned *__restrict idx, Values value, unsigned count,
+                         const float *__restrict rows, unsigned rowStride, float *__restrict out,
+                         unsigned n, bool accumulate) {
 #ifdef POPSNN_SPARSE_ROWS_AVX512
   forColumnBlocks<8>(n, [&](auto v, auto masked, unsigned j, __mmask16 mask) {
     constexpr unsigned V = decltype(v)::value;
     if constexpr (decltype(masked)::value)
-      sparseRowBlockMasked<V>(idx, val, count, rows + j, rowStride, out + j, mask);
+      sparseRowBlockMasked<V>(idx, value, count, rows + j, rowStride, out + j, accumulate, mask);
     else
-      sparseRowBlock<V>(idx, val, count, rows + j, rowStride, out + j);
+      sparseRowBlock<V>(idx, value, count, rows + j, rowStride, out + j, accumulate);
   });
 #elif defined(POPSNN_FLOATS16)
   constexpr unsigned BLOCK = 16 * SPARSE_BLOCK_VECS;
   unsigned j = 0;
   for (; j + BLOCK <= n; j += BLOCK)
-    sparseRowBlock<SPARSE_BLOCK_VECS>(idx, val, count, rows + j, rowStride, out + j);
+    sparseRowBlock<SPARSE_BLOCK_VECS>(idx, value, count, rows + j, rowStride, out + j, accumulate);
   // Whole vectors of the rest, then 0..15 columns one by one.
   switch ((n - j) / 16) {
     // clang-format off: a case per macro line
 #define POPSNN_BLOCK(V)                                                                            \
   case V:                                                                                          \
-    sparseRowBlock<V>(idx, val, count, rows + j, rowStride, out + j);                              \
+    sparseRowBlock<V>(idx, value, count, rows + j, rowStride, out + j, accumulate);                \
     break;
     POPSNN_BLOCK(1)
     POPSNN_BLOCK(2) POPSNN_BLOCK(3) POPSNN_BLOCK(4) POPSNN_BLOCK(5) POPSNN_BLOCK(6) POPSNN_BLOCK(7)
@@ -205,24 +218,30 @@ inline void sparseRowCombination(const unsigned *__restrict idx, const float *__
     // clang-format on
   }
   j += (n - j) / 16 * 16;
-  for (unsigned c = j; c < n; ++c)
+  for (unsigned c = j; c < n && !accumulate; ++c)
     out[c] = 0.0f;
   for (unsigned k = 0; k < count; ++k) {
-    const float v = val[k];
+    const float v = value(k);
     const float *__restrict row = rows + idx[k] * rowStride;
     for (unsigned c = j; c < n; ++c)
       out[c] += v * row[c];
   }
 #else
-  for (unsigned j = 0; j < n; ++j)
+  for (unsigned j = 0; j < n && !accumulate; ++j)
     out[j] = 0.0f;
   for (unsigned k = 0; k < count; ++k) {
-    const float v = val[k];
+    const float v = value(k);
     const float *__restrict row = rows + idx[k] * rowStride;
     for (unsigned j = 0; j < n; ++j)
       out[j] += v * row[j];
   }
 #endif
+}
+
+inline void sparseRowCombination(const unsigned *__restrict idx, const float *__restrict val,
+                                 unsigned count, const float *__restrict rows, unsigned rowStride,
+                                 float *__restrict out, unsigned n) {
+  sparseRowSum(idx, ListedValues{val}, count, rows, rowStride, out, n, false);
 }
 
 } // namespace lif

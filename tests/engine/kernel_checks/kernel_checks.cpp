@@ -1,7 +1,7 @@
-// The codelets' input-layer, push, backward-row and whole-trace Leaky backward kernels against
-// plain double-precision loops, on shapes with ragged edges (odd input counts, batches and widths
-// that are no multiple of a vector, x rows longer than the inputs used). Built by
-// test_kernel_units.py once per instruction set; prints one line per check: its name and the
+// The codelets' input-layer, forward row-sum, push, backward-row and whole-trace Leaky backward
+// kernels against plain double-precision loops, on shapes with ragged edges (odd input counts,
+// batches and widths that are no multiple of a vector, x rows longer than the inputs used). Built
+// by test_kernel_units.py once per instruction set; prints one line per check: its name and the
 // largest relative error.
 #include <cmath>
 #include <cstdio>
@@ -103,6 +103,39 @@ void dense(unsigned M, unsigned N, unsigned K, bool transposed) {
   char name[64];
   std::snprintf(name, sizeof name, "dense_M%u_N%u_K%u_%s", M, N, K, transposed ? "xTG" : "xW");
   report(name, want, c.data());
+}
+
+// The forward's listed-row sums (LifForward's input from spike ids or the host's input list):
+// out (+)= sum over listed rows of value x row, values or unit (spike ids), added to out's
+// entries or to zero; widths of whole blocks, a masked rest, or under one vector.
+void rowSums(unsigned n, unsigned count, bool unit, bool accumulate) {
+  const unsigned rowsIn = 300;
+  std::vector<float> rows(std::size_t(rowsIn) * n), val(count), out(n);
+  for (float &v : rows)
+    v = uniform(-1.0f, 1.0f);
+  for (float &v : val)
+    v = uniform(0.1f, 1.0f);
+  for (float &v : out)
+    v = uniform(-1.0f, 1.0f);
+  std::vector<unsigned> idx(count);
+  for (unsigned &i : idx)
+    i = unsigned(uniform(0.0f, float(rowsIn) - 0.5f));
+  std::vector<double> want(n, 0.0);
+  for (unsigned j = 0; j < n && accumulate; ++j)
+    want[j] = out[j];
+  for (unsigned k = 0; k < count; ++k)
+    for (unsigned j = 0; j < n; ++j)
+      want[j] += (unit ? 1.0 : double(val[k])) * rows[std::size_t(idx[k]) * n + j];
+  if (unit)
+    popsnn::lif::sparseRowSum(idx.data(), popsnn::lif::UnitValues{}, count, rows.data(), n,
+                              out.data(), n, accumulate);
+  else
+    popsnn::lif::sparseRowSum(idx.data(), popsnn::lif::ListedValues{val.data()}, count, rows.data(),
+                              n, out.data(), n, accumulate);
+  char name[64];
+  std::snprintf(name, sizeof name, "row_sum_n%u_k%u_%s_%s", n, count, unit ? "unit" : "values",
+                accumulate ? "added" : "zero");
+  report(name, want, out.data());
 }
 
 // PushGrads' row updates: rows[id - offset] += g for every id, ids repeated across calls.
@@ -273,6 +306,12 @@ int main() {
     dense(50, 128, 130, transposed); // full panels only: each fetches the next ahead
     dense(5, 7, 3, transposed);      // under one register tile every way
   }
+  for (bool unit : {true, false})
+    for (bool accumulate : {true, false}) {
+      rowSums(200, 37, unit, accumulate); // a block of 8 vectors, 4 more and 8 masked columns
+      rowSums(10, 9, unit, accumulate);   // a readout: one partial vector
+      rowSums(128, 0, unit, accumulate);  // no listed rows
+    }
   for (unsigned P : {16u, 32u, 48u})
     addToRows(P);
   fanoutRows(37, 300, 230, 120); // two shard sizes, register blocks and 44 ragged columns
