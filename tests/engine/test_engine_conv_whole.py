@@ -4,13 +4,15 @@ written straight into dL/dx, the other rows take the window runs. dL/dI rows mix
 and sparse (runs of product rows broken anywhere, also across the ipu-model's workers),
 against the reference's ops in float64 (test_engine_conv.py's helpers), and the rows that
 took the product counted per shard from dL/dI's non-zeros (the choice per row and shard
-unchanged: 50% non-zero without column padding)."""
+unchanged: 50% non-zero without column padding). And the 2 x 2 max pool's backward folded into
+the gradient vertices on padded convolutions (the input gradient's entries listed from the
+pool's gradient into col rows, or window runs), at full and 10% dL/dI."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_engine_conv import assert_close, make, reference_stage, run, stage_spec
+from test_engine_conv import assert_close, check_stage, make, reference_stage, run, stage_spec
 
 ROWS = 9
 SPARSE_ROWS = (2, 3, 6)  # rows [0, 2), [4, 6), [7, 9) take the product on every shard
@@ -52,3 +54,16 @@ def test_whole_window_input_gradient_by_runs_of_product_rows(geometry, device):
     want = expected_dense_rows(got["plan"], d_out)
     assert want >= ROWS - len(SPARSE_ROWS)  # each shard's full rows at least
     assert got["input_grad_dense_rows"] == want
+
+
+@pytest.mark.parametrize("padding", [(0, 1), (1, 0)], ids=["col_rows", "window_runs"])
+@pytest.mark.parametrize("density", [1.0, 0.1])
+@pytest.mark.parametrize("tiles", [1, 6])
+def test_folded_max_pool_backward_with_padding(padding, density, tiles):
+    # A 2 x 2 max pool tiling a padded convolution's map (8 x 10 -> 4 x 5), so the pool's
+    # backward is folded into the gradient vertices: the input gradient's entries listed from
+    # the pool's gradient, into col rows and col2im (column padding) or window runs (rows).
+    spec = stage_spec(6, in_shape=(3, 10, 8), out_channels=5, kernel=3, padding=padding)
+    spec["pools"] = [{"kind": "max", "kernel_size": (2, 2), "stride": (2, 2), "padding": (0, 0)}]
+    got = check_stage(spec, seed=13, grad_density=density, type="ipu-model", tiles_per_ipu=tiles)
+    assert got["input_grad_dense_rows"] == 0  # at most 25% of dL/dI: never the product
