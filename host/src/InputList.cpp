@@ -15,7 +15,7 @@ namespace popsnn {
 namespace {
 
 constexpr std::uint32_t ABS_BITS = 0x7fffffffu, EXPONENT = 0x7f800000u;
-constexpr unsigned BLOCK = 16; // floats tested at once: a branch per block, not per float
+constexpr unsigned BLOCK = 16; // floats tested at once
 
 std::uint32_t bitsOf(float v) {
   std::uint32_t u;
@@ -30,9 +30,7 @@ struct RowScanner {
   float *values;
   std::size_t capacity, used = 0, nonFinite = 0;
 
-  void visit(unsigned i, float v) {
-    if (v == 0.0f)
-      return;
+  void append(unsigned i, float v) {
     if (used < capacity) {
       ids[used] = int(i);
       values[used] = v;
@@ -40,35 +38,56 @@ struct RowScanner {
     ++used;
   }
 
-  // Whether x[0..BLOCK) holds anything but +-0 (NaN and inf too: their exponent bits are
-  // set), then visited one by one: the block is read at the speed of a copy.
-  static bool blockNeedsVisit(const float *x) {
-#if defined(__SSE2__) && !defined(POPSNN_PLAIN_LOOPS)
-    const __m128i abs = _mm_set1_epi32(int(ABS_BITS));
-    __m128i any = _mm_setzero_si128();
-    for (unsigned k = 0; k < BLOCK; k += 4)
-      any = _mm_or_si128(any, _mm_and_si128(_mm_castps_si128(_mm_loadu_ps(x + k)), abs));
-    return _mm_movemask_epi8(_mm_cmpeq_epi32(any, _mm_setzero_si128())) != 0xffff;
-#else
-    std::uint32_t any = 0;
-    for (unsigned k = 0; k < BLOCK; ++k)
-      any |= bitsOf(x[k]) & ABS_BITS;
-    return any != 0;
-#endif
-  }
-
   void visitOneByOne(const float *x, unsigned first, unsigned last) {
     for (unsigned i = first; i < last; ++i) {
       nonFinite += (bitsOf(x[i]) & EXPONENT) == EXPONENT;
-      visit(i, x[i]);
+      if (x[i] != 0.0f)
+        append(i, x[i]);
     }
   }
+
+#if defined(__SSE2__) && !defined(POPSNN_PLAIN_LOOPS)
+  // x[first .. first + BLOCK): bit k of `nonzero` set where x[first + k] is not +-0 (NaN and
+  // inf too: their exponent bits are set), of `nonFinite` where it is NaN or inf. Only the
+  // set bits are visited: a row of spike events has one or two per block that has any.
+  void visitBlock(const float *x, unsigned first) {
+    const __m128i abs = _mm_set1_epi32(int(ABS_BITS)), exponent = _mm_set1_epi32(int(EXPONENT));
+    __m128i v[BLOCK / 4], any = _mm_setzero_si128();
+    for (unsigned k = 0; k < BLOCK / 4; ++k) {
+      v[k] = _mm_and_si128(_mm_castps_si128(_mm_loadu_ps(x + first + 4 * k)), abs);
+      any = _mm_or_si128(any, v[k]);
+    }
+    if (_mm_movemask_epi8(_mm_cmpeq_epi32(any, _mm_setzero_si128())) == 0xffff)
+      return; // most blocks: a branch per block, not per float
+    unsigned zero = 0, inf = 0;
+    for (unsigned k = 0; k < BLOCK / 4; ++k) {
+      const __m128i e = _mm_and_si128(v[k], exponent);
+      zero |=
+          unsigned(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(v[k], _mm_setzero_si128()))))
+          << (4 * k);
+      inf |= unsigned(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(e, exponent)))) << (4 * k);
+    }
+    nonFinite += unsigned(__builtin_popcount(inf));
+    for (unsigned nonzero = ~zero & 0xffffu; nonzero != 0; nonzero &= nonzero - 1) {
+      const unsigned i = first + unsigned(__builtin_ctz(nonzero));
+      append(i, x[i]);
+    }
+  }
+#else
+  // A block of +-0 only is passed over with a branch per block, not per float.
+  void visitBlock(const float *x, unsigned first) {
+    std::uint32_t any = 0;
+    for (unsigned k = 0; k < BLOCK; ++k)
+      any |= bitsOf(x[first + k]) & ABS_BITS;
+    if (any != 0)
+      visitOneByOne(x, first, first + BLOCK);
+  }
+#endif
 
   void row(const float *x, unsigned nIn) {
     unsigned i = 0;
     for (; i + BLOCK <= nIn; i += BLOCK)
-      if (blockNeedsVisit(x + i))
-        visitOneByOne(x, i, i + BLOCK);
+      visitBlock(x, i);
     visitOneByOne(x, i, nIn);
   }
 };
@@ -79,8 +98,9 @@ void buildInputLists(const float *x, unsigned steps, unsigned chunks, unsigned c
                      unsigned nIn, std::size_t capacity, InputLists &out) {
   const unsigned rows = steps * chunkBatch;
   const std::size_t listSize = codes::inputListStarts(steps, chunkBatch) + capacity;
-  out.lists.assign(chunks * listSize, 0);
-  out.values.assign(chunks * capacity, 0.0f);
+  // Every start is written; entries past a chunk's last start are never read (no clearing).
+  out.lists.resize(chunks * listSize);
+  out.values.resize(chunks * capacity);
   out.mostNeeded = out.nonFinite = 0;
   for (unsigned m = 0; m < chunks; ++m) {
     int *starts = out.lists.data() + m * listSize;

@@ -39,3 +39,16 @@ def test_input_lists_equal_a_plain_loop(build, tmp_path):
     subprocess.run(["c++", *flags, *BUILDS[build], *map(str, SOURCES), "-o", str(exe)], check=True)
     out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
     assert out.strip() == "mismatches 0"
+
+
+def test_input_list_speed_bench_builds_and_lists(tmp_path):
+    """bench/input_list_speed.cpp (the listing's timing) builds against the host's source and
+    runs: some events listed, at most one per central pixel and sample."""
+    exe = tmp_path / "input_list_speed"
+    flags = ["-std=c++17", "-O1", f"-I{ROOT / 'host' / 'src'}", f"-I{ROOT / 'include'}"]
+    sources = [ROOT / "bench" / "input_list_speed.cpp", ROOT / "host" / "src" / "InputList.cpp"]
+    subprocess.run(["c++", *flags, *map(str, sources), "-o", str(exe)], check=True)
+    out = subprocess.run([str(exe), "5", "3", "1"], check=True, capture_output=True, text=True)
+    entries, micros = out.stdout.split()
+    assert int(entries) > 0 and float(micros) > 0
+    assert int(entries) <= 3 * 15 * 15  # one event at most per central pixel and sample
