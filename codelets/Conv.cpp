@@ -90,13 +90,14 @@ template class ConvForward<popsnn::conv::MaxPooledOut>;
 template <class Layout> class ConvWeightGrad : public Vertex {
 public:
   Input<Vector<float>> x;               // [rows, C_in, H, W]
-  Input<Vector<float>> grad;            // dL/dI [rows, c, H_out, W_out] (or [rows, P, c])
+  Input<Vector<float>> grad;            // dL/dI [rows, c, H_out, W_out] (or gradRow's pooled)
+  Input<Vector<unsigned>> argmax;       // ChannelsLast: the pool's [rows, c, Q]; else empty
   Output<Vector<float>> gradWeights;    // [c, C_in, kH, kW]
   Output<Vector<float>> gradBias;       // [c]
   Output<Vector<unsigned>> activeGrads; // [1]: dL/dI entries that carried gradient
   // [taps (reversedTap), c] sums of the input-driven rows, [P, c] one row's dL/dI transposed,
   // [taps] one window of the input, [C_in * H * W] the row's non-zero input positions, [2 c] one
-  // position's non-zero dL/dI entries and their channels.
+  // position's non-zero dL/dI entries and their channels, then gradRow's [P, c].
   InOut<Vector<float>> work;
   unsigned rows;
   unsigned outChannels;
@@ -121,6 +122,8 @@ public:
     unsigned *__restrict idx = reinterpret_cast<unsigned *>(col + taps);
     float *__restrict coef = col + taps + w.inSize();
     unsigned *__restrict chan = reinterpret_cast<unsigned *>(coef + c);
+    float *__restrict rowBuf = coef + 2 * c;
+    const unsigned *am = Layout::CHANNELS_LAST && argmax.size() ? &argmax[0] : nullptr;
     for (unsigned k = 0; k < c * taps; ++k)
       gradWeights[k] = gwT[k] = 0.0f;
     for (unsigned co = 0; co < c; ++co)
@@ -129,7 +132,7 @@ public:
     bool byInputs = false;
     for (unsigned r = 0; r < rows; ++r) {
       const float *__restrict xr = &x[r * w.inSize()];
-      const float *__restrict gr = &grad[r * c * P];
+      const float *__restrict gr = gradRow<Layout>(w, c, &grad[0], am, r, rowBuf);
       const unsigned activeX = nonzeroIndices(xr, w.inSize(), idx);
       const unsigned activeG =
           Layout::CHANNELS_LAST ? biasSumsChannelsLast(c, P, gr, gT) : biasSumsPlanar(c, P, gr);
@@ -200,12 +203,13 @@ template class ConvWeightGrad<popsnn::conv::ChannelsLast>;
 // one col row and col2im. The shares of all channel groups are summed by SumParts.
 template <class Layout> class ConvInputGrad : public Vertex {
 public:
-  Input<Vector<float>> grad;       // dL/dI [rows, c, H_out, W_out] (or [rows, P, c])
+  Input<Vector<float>> grad;       // dL/dI [rows, c, H_out, W_out] (or gradRow's pooled)
+  Input<Vector<unsigned>> argmax;  // ChannelsLast: the pool's [rows, c, Q]; else empty
   Input<Vector<float>> weights;    // [c, C_in, kH, kW]
   Output<Vector<float>> gradInput; // [rows, C_in, H, W]
   // [chunk, taps]: col rows of `chunk` positions (at least taps + 2 c: one col row, then
   // one position's non-zero coefficients and channels); then, without column padding,
-  // windowRunsFloats for the window runs
+  // windowRunsFloats for the window runs; gradRow's [P, c] last
   InOut<Vector<float>> work;
   Output<Vector<unsigned>> denseRows; // [1]: rows that took the dense product
   unsigned rows;
@@ -226,24 +230,49 @@ public:
     const Window w = windowOf(*this);
     const unsigned c = outChannels, taps = w.taps(), P = w.outPositions();
     const bool runs = w.padX == 0;
-    const unsigned colFloats = unsigned(work.size()) - (runs ? windowRunsFloats(w, c) : 0u);
+    const unsigned rowFloats = gradRowFloats<Layout>(w, c);
+    const unsigned colFloats =
+        unsigned(work.size()) - (runs ? windowRunsFloats(w, c) : 0u) - rowFloats;
+    float *__restrict rowBuf = &work[0] + (work.size() - rowFloats);
     const unsigned chunk = std::max(1u, std::min(P, colFloats / taps));
     float *__restrict col = &work[0];
     float *__restrict wr = col + colFloats;
     float *__restrict dxT = wr + c * w.kernelHeight * paddedRun(w);
     if (runs)
       weightRuns(w, c, &weights[0], wr);
-    for (unsigned k = 0; k < rows * w.inSize(); ++k)
-      gradInput[k] = 0.0f;
+    // One window covering the whole input (a Linear stage, the CSNN's readout): a row's
+    // col row is its dL/dx, so consecutive rows taking the product are one product
+    // written in place (no col2im, no zeroing: the per-row product was one position).
+    const bool whole =
+        P == 1 && w.padY == 0 && runs && w.inHeight == w.kernelHeight && w.inWidth == w.kernelWidth;
+    const unsigned *am = Layout::CHANNELS_LAST && argmax.size() ? &argmax[0] : nullptr;
+    // A row's entries in grad (ChannelsLast: the pool's, one per window and channel, each
+    // at one entry of dL/dI, so their non-zero count is dL/dI's).
+    const unsigned entries = Layout::CHANNELS_LAST ? c * P / 4 : c * P;
+    const auto takesProduct = [&](unsigned r) {
+      return popsnn::dense::denseEnough(
+          popsnn::dense::countNonzero(&grad[r * entries], 1, entries, 0), c * P,
+          runs ? RUNS_DENSE_INPUT_GRAD_MIN_PER_MILLE : DENSE_INPUT_GRAD_MIN_PER_MILLE);
+    };
     unsigned dense = 0;
     for (unsigned r = 0; r < rows; ++r) {
-      const float *__restrict gr = &grad[r * c * P];
       float *__restrict dx = &gradInput[r * w.inSize()];
-      const bool product = popsnn::dense::denseEnough(
-          popsnn::dense::countNonzero(gr, 1, c * P, 0), c * P,
-          runs ? RUNS_DENSE_INPUT_GRAD_MIN_PER_MILLE : DENSE_INPUT_GRAD_MIN_PER_MILLE);
+      const bool product = takesProduct(r);
+      if (product && whole) { // whole: one position, planar
+        unsigned end = r + 1;
+        while (end < rows && takesProduct(end))
+          ++end;
+        popsnn::dense::denseProduct(end - r, taps, c, &grad[r * c], c, 1u, &weights[0], taps, dx,
+                                    taps);
+        dense += end - r, r = end - 1;
+        continue;
+      }
       dense += product;
+      if (product || !runs) // these add onto dx (col2im); the window runs write all of it
+        for (unsigned k = 0; k < w.inSize(); ++k)
+          dx[k] = 0.0f;
       if (product) {
+        const float *__restrict gr = gradRow<Layout>(w, c, &grad[0], am, r, rowBuf);
         for (unsigned p0 = 0; p0 < P; p0 += chunk) {
           const unsigned n = std::min(chunk, P - p0);
           popsnn::dense::denseProduct(n, taps, c, Layout::channels(gr, c, P, p0),
@@ -258,19 +287,17 @@ public:
           dxT[k] = 0.0f;
       // Per position, its non-zero entries (coefficients and channels), then their weight
       // rows combined.
-      float *__restrict coef = col + taps;
-      unsigned *__restrict idx = reinterpret_cast<unsigned *>(coef + c);
-      for (unsigned p = 0; p < P; ++p) {
-        const unsigned count = nonzeroChannels<Layout>(gr, c, P, p, coef, idx);
-        if (!count)
-          continue;
-        if (runs) {
-          addWindowRuns(w, p, count, coef, idx, wr, dxT);
-          continue;
-        }
+      const auto position = [&](unsigned p, unsigned count, const float *__restrict coef,
+                                const unsigned *__restrict idx) {
+        if (runs)
+          return addWindowRuns(w, p, count, coef, idx, wr, dxT);
         combineRows(taps, count, coef, idx, &weights[0], taps, col);
         addWindows(w, col, p, 1, dx);
-      }
+      };
+      if (Layout::CHANNELS_LAST) // listed from the pool's gradient, no dL/dI row formed
+        pooledPositions(w, c, &grad[r * entries], am + r * entries, rowBuf, position);
+      else
+        planarPositions(c, P, &grad[r * entries], col + taps, position);
       if (runs) // channels-last back to [C_in, H, W]
         for (unsigned ci = 0, hw = w.inHeight * w.inWidth; ci < w.inChannels; ++ci)
           for (unsigned k = 0; k < hw; ++k)
@@ -278,6 +305,17 @@ public:
     }
     denseRows[0] = dense;
     return true;
+  }
+
+private:
+  // f(p, count, coef, chan) for each position p with non-zero entries of a planar row.
+  template <class F>
+  static void planarPositions(unsigned c, unsigned P, const float *__restrict gr,
+                              float *__restrict coef, F &&f) {
+    unsigned *__restrict idx = reinterpret_cast<unsigned *>(coef + c);
+    for (unsigned p = 0; p < P; ++p)
+      if (const unsigned count = nonzeroChannels<Layout>(gr, c, P, p, coef, idx))
+        f(p, count, coef, idx);
   }
 };
 

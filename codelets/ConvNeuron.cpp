@@ -62,7 +62,7 @@ template <class Reset, class Rule> class ConvNeuronBackward : public Vertex {
 public:
   Input<Vector<float>> membranes;     // [samples * T, n]
   Input<Vector<float>> gradSpikes;    // dL/dS [samples * T, n]
-  Input<Vector<float>> gradMembranes; // dL/dU from outside the layer [samples * T, n]
+  Input<Vector<float>> gradMembranes; // dL/dU from outside [samples * T, n], or empty: none
   Output<Vector<float>> gradCurrent;  // dL/dI [samples * T, n], [samples, n] summed
   InOut<Vector<float>> carry;         // [n]: dL/dU[t+1]
   unsigned samples;
@@ -76,22 +76,26 @@ public:
   float ruleValue; // the window's b_th or the one-sided rule's theta_grad
 
   bool compute() {
-    // The surrogate chosen once per compute, not per entry (a switch in the loop keeps it
-    // from vectorising).
-    switch (surrogate) {
-    case popsnn::codes::FAST_SIGMOID:
-      return rows<popsnn::FastSigmoid>();
-    case popsnn::codes::ATAN:
-      return rows<popsnn::Atan>();
-    case popsnn::codes::SIGMOID:
-      return rows<popsnn::Sigmoid>();
-    default:
-      return rows<popsnn::StraightThrough>();
-    }
+    // A hidden stage has no dL/dU from outside: not read (a quarter of the traffic).
+    return gradMembranes.size() ? bySurrogate<true>() : bySurrogate<false>();
   }
 
 private:
-  template <class Surrogate> bool rows() {
+  // The surrogate chosen once per compute, not per entry (a switch in the loop keeps it
+  // from vectorising).
+  template <bool FROM_OUTSIDE> bool bySurrogate() {
+    switch (surrogate) {
+    case popsnn::codes::FAST_SIGMOID:
+      return rows<popsnn::FastSigmoid, FROM_OUTSIDE>();
+    case popsnn::codes::ATAN:
+      return rows<popsnn::Atan, FROM_OUTSIDE>();
+    case popsnn::codes::SIGMOID:
+      return rows<popsnn::Sigmoid, FROM_OUTSIDE>();
+    default:
+      return rows<popsnn::StraightThrough, FROM_OUTSIDE>();
+    }
+  }
+  template <class Surrogate, bool FROM_OUTSIDE> bool rows() {
     const unsigned n = neurons;
     float *__restrict next = &carry[0];
     for (unsigned b = 0; b < samples; ++b)
@@ -105,7 +109,8 @@ private:
           // (data-dependent) choice mispredicts.
           const float s = Surrogate::at(u - threshold, surrogateParam);
           const float dsdu = Rule::keep(u, threshold, ruleValue) ? s : 0.0f;
-          float d = dsdu * gradSpikes[row + j] + gradMembranes[row + j];
+          // + 0 without dL/dU from outside: the same floats as adding its zeros.
+          float d = dsdu * gradSpikes[row + j] + (FROM_OUTSIDE ? gradMembranes[row + j] : 0.0f);
           if (!first) {
             // 1 - R[t+1] = (U[t] <= threshold): the zero reset cuts the leak path.
             const float c = beta * next[j];

@@ -186,6 +186,59 @@ struct MaxPool {
   }
 };
 
+// Row r of a convolution's dL/dI in Layout's order. Planar: the grad field's row [c, P].
+// ChannelsLast: the stage's first layer after the convolution is a 2 x 2 max pool tiling
+// its map, whose backward is folded in here: grad is the pool's gradient [rows, c, Q] with
+// its argmax, and the row [P, c] is formed in buf (MaxPool::backwardChannelsLast), so no
+// dL/dI map is stored or exchanged between compute sets.
+template <class Layout>
+const float *gradRow(const Window &conv, unsigned c, const float *grad, const unsigned *argmax,
+                     unsigned r, float *buf) {
+  const unsigned P = conv.outPositions();
+  if (!Layout::CHANNELS_LAST)
+    return grad + std::size_t(r) * c * P;
+  const Window pool{1, conv.outHeight,     conv.outWidth,    2, 2, 2, 2, 0,
+                    0, conv.outHeight / 2, conv.outWidth / 2};
+  const std::size_t at = std::size_t(r) * c * pool.outPositions();
+  MaxPool::backwardChannelsLast(pool, c, grad + at, argmax + at, buf);
+  return buf;
+}
+// The floats gradRow's buf (or pooledPositions' lists) take: none planar.
+template <class Layout> unsigned gradRowFloats(const Window &conv, unsigned c) {
+  const unsigned lists = 4 * conv.outWidth * c + 2 * conv.outWidth;
+  return Layout::CHANNELS_LAST ? std::max(conv.outPositions() * c, lists) : 0u;
+}
+
+// With the 2 x 2 max pool folded (ChannelsLast), f(p, count, coef, chan) for each position p
+// of the convolution's map with non-zero dL/dI entries, in position order, its entries in
+// channel order: the calls nonzeroChannels makes over the row gradRow forms, without forming
+// or scanning it. Per row of pooled windows (two rows of positions) each window's channels
+// are routed to the position their argmax names (no branch per entry).
+template <class F>
+void pooledPositions(const Window &conv, unsigned c, const float *__restrict grad,
+                     const unsigned *__restrict argmax, float *__restrict lists, F &&f) {
+  const unsigned W = conv.outWidth, Wo = W / 2, Ho = conv.outHeight / 2, Q = Ho * Wo;
+  float *__restrict coef = lists;                                              // [2 W, c]
+  unsigned *__restrict chan = reinterpret_cast<unsigned *>(lists + 2 * W * c); // [2 W, c]
+  unsigned *__restrict count = chan + 2 * W * c;                               // [2 W]
+  for (unsigned py = 0; py < Ho; ++py) {
+    for (unsigned l = 0; l < 2 * W; ++l)
+      count[l] = 0;
+    for (unsigned co = 0; co < c; ++co) {
+      const float *__restrict g = grad + std::size_t(co) * Q + py * Wo;
+      const unsigned *__restrict a = argmax + std::size_t(co) * Q + py * Wo;
+      for (unsigned px = 0; px < Wo; ++px) {
+        const unsigned l = (a[px] >> 1) * W + 2 * px + (a[px] & 1u), n = count[l];
+        coef[l * c + n] = g[px], chan[l * c + n] = co;
+        count[l] = n + (g[px] != 0.0f);
+      }
+    }
+    for (unsigned l = 0; l < 2 * W; ++l)
+      if (count[l])
+        f(2 * py * W + l, count[l], coef + l * c, chan + l * c);
+  }
+}
+
 // Average (padding counts as zeros, as PyTorch's default); the backward spreads a window's
 // gradient evenly over it. No argmax.
 struct AvgPool {

@@ -160,6 +160,7 @@ void ConvNetwork::Impl::build() {
   for (unsigned k = 0; k < spec.stages.size(); ++k) {
     ConvStageSpec &s = spec.stages[k];
     s.inputGrad = k > 0;
+    s.gradMembranes = k + 1 == spec.stages.size(); // the loss reads the output's only
     TargetGeometry own = geometry;
     own.numTiles = ranges[k].second;
     plans.push_back(planConvStage(s, own, geometry.ipu ? target.getBytesPerTile() : 0));
@@ -177,9 +178,6 @@ void ConvNetwork::Impl::build() {
     }
     buildConvStage(*b, true);
   }
-  for (unsigned k = 0; k + 1 < stages.size(); ++k) // hidden stages: no dL/dU from the loss
-    for (ConvShardTensors &t : stages[k]->shards)
-      graph->setInitialValue(t.gradMembranes, 0.0f);
   for (unsigned k = 0; k < stages.size(); ++k) {
     if (k)
       forward.add(spikeCopies(*stages[k - 1], *stages[k]).program());

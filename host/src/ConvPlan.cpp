@@ -52,9 +52,13 @@ std::size_t convWorkFloats(const ConvStageSpec &spec, unsigned channels, unsigne
   // one window, a position's entries.
   const std::size_t forward =
       taps * c + P * c + inSize + (pairsMaxPoolFirst(spec) ? 2 * c * maps[2].h * maps[2].w : 0);
-  const std::size_t weightGrad = taps * c + P * c + taps + inSize + 2 * c;
+  // With the pool fused, both gradients also form a row of dL/dI [P, c] from the pool's
+  // gradient and argmax (no dL/dI map is stored).
+  const std::size_t lists = 4 * std::size_t(maps[1].w) * c + 2 * maps[1].w;
+  const std::size_t row = pairsMaxPoolFirst(spec) ? std::max(P * c, lists) : 0;
+  const std::size_t weightGrad = taps * c + P * c + taps + inSize + 2 * c + row;
   const std::size_t inputGrad =
-      spec.inputGrad ? inputGradWorkFloats(spec, unsigned(P), channels, workers) : 0;
+      spec.inputGrad ? inputGradWorkFloats(spec, unsigned(P), channels, workers) + row : 0;
   return std::max({forward, weightGrad, inputGrad});
 }
 
@@ -94,18 +98,20 @@ std::uint64_t convShardBytes(const ConvStageSpec &spec, unsigned channels, unsig
                          workers * (3 + convWorkFloats(spec, channels, workers)) +
                          (workers > 1 ? workers * (c * taps + c) : 0);
   // Every map after the input: its forward values and its gradient; max pools their argmax.
+  // Fused, the convolution's output has neither (its rows are formed in the work).
   for (std::size_t k = 1; k < maps.size(); ++k) {
     const std::uint64_t map = rc * c * maps[k].h * maps[k].w;
-    floats += (k == 1 && fused ? 1 : 2) * map + (k >= 2 && spec.pools[k - 2].max ? map : 0);
+    floats += (k == 1 && fused ? 0 : 2) * map + (k >= 2 && spec.pools[k - 2].max ? map : 0);
   }
   // The neurons: membranes, spikes, dL/dS, dL/dU of the last map's entries; state.
   if (spec.neuron.present) {
     const std::uint64_t last = r * c * maps.back().h * maps.back().w;
-    floats += 4 * last + 3 * last / std::max(1u, spec.steps);
+    const unsigned fields = spec.gradMembranes ? 4 : 3;
+    floats += fields * last + 3 * last / std::max(1u, spec.steps);
     // Split over workers, a worker's columns of the last map are not contiguous: the
-    // runtime gathers the forward's 3 and the backward's 4 fields around the compute sets.
+    // runtime gathers the forward's 3 and the backward's 3-4 fields around the compute sets.
     if (neuronWorkers > 1)
-      floats += 7 * last;
+      floats += (3 + fields) * last;
   }
   // Weight and bias gradients, and this tile's slice of their sum over the row groups.
   floats += (c * taps + c) * (1 + (rowGroups > 1 ? 2 : 0));

@@ -46,6 +46,9 @@ struct ConvStageSpec {
   // (rows / steps rows), the neurons read that current every step, and the backward
   // takes dL/dI summed over the steps.
   bool direct = false;
+  // dL/dU reaches the neurons from outside the stage (the loss on the output stage's
+  // membranes). A hidden stage's is zero: not stored, not read.
+  bool gradMembranes = true;
   unsigned convRows(unsigned r) const { return direct ? r / steps : r; }
 };
 

@@ -156,26 +156,28 @@ void createMapGrads(ConvStageBuild &s) {
     ConvShardTensors &t = s.shards[i];
     t.grads.resize(s.plan.maps.size());
     const ConvShard &sh = s.plan.shards[i];
-    for (unsigned m = 1; m <= s.lastMap(); ++m) // the current may not be stored: its size
-      t.grads[m] =
-          s.var(FLOAT, std::size_t(s.spec.convRows(sh.rows)) * sh.channels * s.positions(m),
-                sh.tile, "map_grad");
+    // With the first pool fused (gradChannelsLast) the gradient vertices form the
+    // convolution's dL/dI row by row from the pool's: not stored.
+    for (unsigned m = 1; m <= s.lastMap(); ++m)
+      t.grads[m] = s.var(FLOAT,
+                         m == 1 && s.gradChannelsLast()
+                             ? 0
+                             : std::size_t(s.spec.convRows(sh.rows)) * sh.channels * s.positions(m),
+                         sh.tile, "map_grad");
   }
 }
 
 // dL/d of each pool's input, last pool first, on every shard.
 void addPoolBackward(ConvStageBuild &s) {
   const ConvStageSpec &spec = s.spec;
-  for (unsigned m = s.lastMap(); m >= 2; --m) {
+  // The first pool's backward, fused, runs inside the gradient vertices (gradRow).
+  for (unsigned m = s.lastMap(); m >= (s.gradChannelsLast() ? 3u : 2u); --m) {
     const PoolSpec &p = spec.pools[m - 2];
     ComputeSet cs = s.graph.addComputeSet("pool_backward" + std::to_string(m - 2));
     for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
       const ConvShard &sh = s.plan.shards[i];
       ConvShardTensors &t = s.shards[i];
-      // The first pool's gradient into the convolution's dL/dI channels-last where it can.
-      const bool last = m == 2 && s.gradChannelsLast();
-      const std::string name = poolVertex(
-          "PoolBackward", p, last ? "popsnn::conv::ChannelsLast" : "popsnn::conv::Planar");
+      const std::string name = poolVertex("PoolBackward", p, "popsnn::conv::Planar");
       VertexRef v = s.graph.addVertex(cs, name);
       s.graph.connect(v["grad"], t.grads[m]);
       s.graph.connect(v["gradInput"], t.grads[m - 1]);
@@ -222,10 +224,15 @@ VertexRef addGradWorker(ConvStageBuild &s, unsigned i, ComputeSet cs, const std:
   const ConvStageSpec &spec = s.spec;
   const ConvShard &sh = s.plan.shards[i];
   ConvShardTensors &t = s.shards[i];
-  const std::size_t gradRow = t.grads[1].numElements() / spec.convRows(sh.rows);
+  // Fused, the pool's gradient and argmax: the vertex forms each row of dL/dI (gradRow).
+  const bool fused = s.gradChannelsLast();
+  const Tensor grad = t.grads[fused ? 2 : 1];
+  const std::size_t gradRow = grad.numElements() / spec.convRows(sh.rows);
   const std::string name = kind + s.gradLayout();
   VertexRef v = s.graph.addVertex(cs, name);
-  s.graph.connect(v["grad"], t.grads[1].slice(lo * gradRow, hi * gradRow));
+  s.graph.connect(v["grad"], grad.slice(lo * gradRow, hi * gradRow));
+  s.graph.connect(v["argmax"], fused ? t.argmax[2].slice(lo * gradRow, hi * gradRow)
+                                     : s.var(UNSIGNED_INT, 0, sh.tile, "no_argmax"));
   s.graph.connect(v["work"], t.work[k]);
   s.graph.setInitialValue(v["rows"], unsigned(hi - lo));
   s.graph.setInitialValue(v["outChannels"], sh.channels);
@@ -365,7 +372,9 @@ void addNeuronWorkers(ConvStageBuild &s, unsigned i, ComputeSet fwd, ComputeSet 
                                                 units::RULES[nu.rule] + ">");
       s.graph.connect(g["membranes"], columns(t.membranes, sh.rows, lo, hi));
       s.graph.connect(g["gradSpikes"], columns(t.gradSpikes, sh.rows, lo, hi));
-      s.graph.connect(g["gradMembranes"], columns(t.gradMembranes, sh.rows, lo, hi));
+      s.graph.connect(g["gradMembranes"], s.spec.gradMembranes
+                                              ? columns(t.gradMembranes, sh.rows, lo, hi)
+                                              : t.gradMembranes);
       s.graph.connect(g["gradCurrent"], columns(t.grads.back(), currentRows, lo, hi));
       s.graph.connect(g["carry"], s.var(FLOAT, m, sh.tile, "grad_carry"));
       s.graph.setInitialValue(g["surrogate"], nu.surrogate);
@@ -404,7 +413,8 @@ void addNeurons(ConvStageBuild &s, bool backward) {
     t.spikes = s.var(FLOAT, size, sh.tile, "spikes");
     if (backward) {
       t.gradSpikes = s.var(FLOAT, size, sh.tile, "grad_spikes");
-      t.gradMembranes = s.var(FLOAT, size, sh.tile, "grad_membranes");
+      // Without dL/dU from outside the field takes an empty tensor.
+      t.gradMembranes = s.var(FLOAT, s.spec.gradMembranes ? size : 0, sh.tile, "grad_membranes");
     }
     addNeuronWorkers(s, i, fwd, backward ? &bwd : nullptr);
   }
