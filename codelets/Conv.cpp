@@ -353,15 +353,14 @@ public:
 };
 
 // dL/dx of pooling: Kind routes each window's gradient (MaxPool: to its argmax) into Layout
-// (ConvKernels.hpp). Planar: `maps` maps [maps, H, W], one at a time (`channels` unused).
-// ChannelsLast: the convolution's dL/dI [rows, H, W, c] (the layout ConvWeightGrad and
-// ConvInputGrad<ChannelsLast> read), `maps` = rows x `channels`; a 2 x 2 max pool tiling the
-// map only (MaxPool::pairs).
+// (ConvKernels.hpp). Planar: `maps` maps [maps, H, W], one at a time (`channels` unused). A 2 x 2
+// max pool tiling the map leaves no pass of its own: ConvWeightGrad and
+// ConvInputGrad<ChannelsLast> read its gradient and argmax (ConvPooling.hpp).
 template <class Kind, class Layout> class PoolBackward : public Vertex {
 public:
   Input<Vector<float>> grad;       // [maps, H_out, W_out]
   Input<Vector<unsigned>> argmax;  // [maps, H_out, W_out] (MaxPool), else empty
-  Output<Vector<float>> gradInput; // [maps, H, W] (Planar) or [rows, H, W, c] (ChannelsLast)
+  Output<Vector<float>> gradInput; // [maps, H, W]
   unsigned maps;
   unsigned channels;
   unsigned inChannels;
@@ -378,15 +377,11 @@ public:
 
   bool compute() {
     const Window w = windowOf(*this);
-    const unsigned c = Layout::CHANNELS_LAST ? channels : 1u;
-    const unsigned in = w.inHeight * w.inWidth * c, P = w.outPositions() * c;
-    for (unsigned m = 0; m < maps / c; ++m) {
-      const unsigned *at = Kind::KEEPS_ARGMAX ? &argmax[m * P] : nullptr;
-      if constexpr (Layout::CHANNELS_LAST)
-        Kind::backwardChannelsLast(w, c, &grad[m * P], at, &gradInput[m * in]);
-      else
-        Kind::backward(w, &grad[m * P], at, &gradInput[m * in]);
-    }
+    static_assert(!Layout::CHANNELS_LAST, "the channels-last max pool is folded (ConvPooling.hpp)");
+    const unsigned in = w.inHeight * w.inWidth, P = w.outPositions();
+    for (unsigned m = 0; m < maps; ++m)
+      Kind::backward(w, &grad[m * P], Kind::KEEPS_ARGMAX ? &argmax[m * P] : nullptr,
+                     &gradInput[m * in]);
     return true;
   }
 };
@@ -395,7 +390,6 @@ template class PoolForward<popsnn::conv::MaxPool>;
 template class PoolForward<popsnn::conv::AvgPool>;
 template class PoolBackward<popsnn::conv::MaxPool, popsnn::conv::Planar>;
 template class PoolBackward<popsnn::conv::AvgPool, popsnn::conv::Planar>;
-template class PoolBackward<popsnn::conv::MaxPool, popsnn::conv::ChannelsLast>;
 
 // out = the sum of `parts` equal blocks (partial results of several tiles), in block order.
 class SumParts : public Vertex {

@@ -106,13 +106,6 @@ std::uint64_t poolCycles(const VertexWork &w) {
          std::uint64_t(w.batch) * w.neurons * w.positions * (2ull + 2ull * w.kernelArea);
 }
 
-// A 2 x 2 max pool's backward into channels-last dL/dI: every conv output entry zeroed (float
-// pairs), then one store per pooled entry (its argmax read).
-std::uint64_t maxPoolChannelsLastCycles(const VertexWork &w) {
-  return kVertexOverhead +
-         std::uint64_t(w.batch) * w.neurons * w.positions * (w.kernelArea / 2 + 4ull);
-}
-
 // LifBackward's dots at its entries from the next layer's dL/dI list, per (sample, step): over
 // the list's entries (an indexed load and a multiply-add each, ~2 cycles) or over the row
 // gathered from it (zeroed, scattered, then a row op per dot), the cheaper, as the vertex picks.
@@ -175,8 +168,6 @@ const std::map<std::string, Estimator> &table() {
       {"PoolBackward<popsnn::conv::MaxPool, popsnn::conv::Planar>", poolCycles},
       {"PoolForward<popsnn::conv::AvgPool>", poolCycles},
       {"PoolBackward<popsnn::conv::AvgPool, popsnn::conv::Planar>", poolCycles},
-      {"PoolBackward<popsnn::conv::MaxPool, popsnn::conv::ChannelsLast>",
-       maxPoolChannelsLastCycles},
       // Per neuron and step: the update and threshold (forward); the surrogate, its mask and
       // the leak path (backward).
       {"ConvNeuronForward",

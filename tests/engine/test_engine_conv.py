@@ -115,6 +115,17 @@ def check_stage(spec, seed=0, spikes=True, grad_density=1.0, **device):
     return got
 
 
+# The devices a stage test runs on: the cpu device, and the ipu-model on one tile (six
+# workers share it) or six.
+ON_DEVICES = pytest.mark.parametrize(
+    "device",
+    [
+        dict(type="cpu"),
+        dict(type="ipu-model", tiles_per_ipu=1),
+        dict(type="ipu-model", tiles_per_ipu=6),
+    ],
+    ids=["cpu", "ipu_model_1_tile", "ipu_model_6_tiles"],
+)
 CSNN_FIRST = dict(in_shape=(1, 12, 12), out_channels=6, kernel=5, pools=[("max", 2, 2, 0)])
 VARIANTS = {
     "csnn_first": CSNN_FIRST,

@@ -13,7 +13,7 @@ the CSNN, but not faster: bench/README.md, sixth pass.)"""
 from __future__ import annotations
 
 import pytest
-from test_engine_conv import check_stage, stage_spec
+from test_engine_conv import ON_DEVICES, check_stage, stage_spec
 
 GEOMETRIES = {
     "pooled_like_csnn": dict(in_shape=(3, 12, 12), kernel=5, pools=[("max", 2, 2, 0)]),
@@ -24,15 +24,7 @@ GEOMETRIES = {
 
 @pytest.mark.parametrize("geometry", sorted(GEOMETRIES))
 @pytest.mark.parametrize("channels", [8, 16, 20])
-@pytest.mark.parametrize(
-    "device",
-    [
-        dict(type="cpu"),
-        dict(type="ipu-model", tiles_per_ipu=1),
-        dict(type="ipu-model", tiles_per_ipu=6),
-    ],
-    ids=["cpu", "ipu_model_1_tile", "ipu_model_6_tiles"],
-)
+@ON_DEVICES
 def test_event_forward_and_weight_gradient_at_wide_channel_counts(geometry, channels, device):
     spec = stage_spec(6, out_channels=channels, **GEOMETRIES[geometry])
     got = check_stage(spec, seed=5, spikes=True, **device)

@@ -1,6 +1,6 @@
 """The convolution's backward on both layouts of dL/dI (codelets/Conv.cpp, ConvKernels.hpp):
-channels-last, which a 2 x 2 max pool at stride 2 tiling the map leaves (the CSNN's pools,
-PoolBackward<MaxPool, ChannelsLast>), and planar, which every other pool and no pool leave; each
+channels-last, which a 2 x 2 max pool at stride 2 tiling the map leaves (the CSNN's pools:
+its gradient and argmax read in place), and planar, which every other pool and no pool leave; each
 against the reference's ops in float64 (test_engine_conv.py's helpers), on 1 and several
 tiles, at full dL/dI and at a sparse rule's few entries (the weight gradient then takes the
 product by gradients). And the window runs' bound: an inf in dL/dI gives inf on its window

@@ -12,7 +12,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_engine_conv import assert_close, check_stage, make, reference_stage, run, stage_spec
+from test_engine_conv import (
+    ON_DEVICES,
+    assert_close,
+    check_stage,
+    make,
+    reference_stage,
+    run,
+    stage_spec,
+)
 
 ROWS = 9
 SPARSE_ROWS = (2, 3, 6)  # rows [0, 2), [4, 6), [7, 9) take the product on every shard
@@ -32,15 +40,7 @@ def expected_dense_rows(plan, d_out):
     [dict(in_shape=(3, 4, 4), kernel=4), dict(in_shape=(40, 1, 1), kernel=1)],
     ids=["window_is_the_map", "linear"],
 )
-@pytest.mark.parametrize(
-    "device",
-    [
-        dict(type="cpu"),
-        dict(type="ipu-model", tiles_per_ipu=1),
-        dict(type="ipu-model", tiles_per_ipu=6),
-    ],
-    ids=["cpu", "ipu_model_1_tile", "ipu_model_6_tiles"],
-)
+@ON_DEVICES
 def test_whole_window_input_gradient_by_runs_of_product_rows(geometry, device):
     spec = stage_spec(ROWS, out_channels=10, **geometry)
     x, weight, bias, d_out = make(spec, 11, True)
