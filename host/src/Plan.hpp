@@ -129,11 +129,11 @@ constexpr unsigned MAX_TRACE_ID_SHARD = 65536;
 // The layout of a layer's masked surrogate (pure): compressed for a sparse rule below
 // DENSE_TRACE_MIN_ACTIVITY on shards whose ids fit 16 bits, else dense.
 bool compressedTraceFor(SparseRule rule, float traceActivity, unsigned shardSize);
+// NetworkSpec::sparseBackwardMaxLive, or SPARSE_BACKWARD_MAX_LIVE where it is 0.
+float sparseBackwardLimit(const NetworkSpec &spec);
 // Marks the sparse-rule layers whose measured live fraction (`layerLive`, per layer, 0 where
-// not measured) exceeds NetworkSpec::sparseBackwardMaxLive (0: SPARSE_BACKWARD_MAX_LIVE) as
-// dense backward (LayerSpec::denseBackward,
-// kept from then on); true if any layer changed.
-float sparseBackwardLimit(const NetworkSpec &spec); // the spec's, or the measured constant
+// not measured) exceeds sparseBackwardLimit as dense backward (LayerSpec::denseBackward, kept
+// from then on); true if any layer changed.
 bool chooseDenseBackward(const std::vector<double> &layerLive, NetworkSpec &spec);
 
 // Throws std::invalid_argument when the schedule does not apply to the spec (chunks not
