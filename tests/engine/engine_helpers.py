@@ -76,6 +76,16 @@ def assert_grads_close(grads, ref_grads, rel=1e-4):
             assert_close(g[key], r[key], f"grad layer {l} {key}", rel)
 
 
+def assert_second_call_equal(backend, x, y, value, grads):
+    """A second loss_and_grad on the same batch equals the first bit for bit: nothing the
+    first call left behind (state, carries, a rebuild's choice) changes the result."""
+    again, again_grads = backend.loss_and_grad(x, y)
+    assert again == value
+    for layer, layer_again in zip(grads, again_grads):
+        for key in layer:
+            np.testing.assert_array_equal(layer_again[key], layer[key], err_msg=key)
+
+
 def sgd_backend(net, params, loss, *, steps, batch, lr=0.1, device="cpu", **options):
     """The engine the tests mostly build: plain SGD, the given shape, any backend options."""
     return EngineBackend(

@@ -11,7 +11,13 @@ tolerances."""
 
 import numpy as np
 import pytest
-from engine_helpers import assert_grads_close, labels_for, make_input, sgd_backend
+from engine_helpers import (
+    assert_grads_close,
+    assert_second_call_equal,
+    labels_for,
+    make_input,
+    sgd_backend,
+)
 
 import popsnn
 from popsnn import losses, reference, sparse
@@ -61,11 +67,7 @@ def check(net, direct=True, seed=0, scale=2.0, steps=STEPS, **options):
     assert_grads_close(grads, ref_grads)
     # A second run equals the first bit for bit: the whole-trace kernels start from the zero
     # state and write their state and carries whole (nothing zeroes them between runs).
-    again, again_grads = backend.loss_and_grad(x, y)
-    assert again == value
-    for layer, layer_again in zip(grads, again_grads):
-        for key in layer:
-            np.testing.assert_array_equal(layer_again[key], layer[key], err_msg=key)
+    assert_second_call_equal(backend, x, y, value, grads)
 
 
 @pytest.mark.parametrize("model", sorted(MODELS))
