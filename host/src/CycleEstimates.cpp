@@ -155,6 +155,7 @@ const std::map<std::string, Estimator> &table() {
        [](const VertexWork &w) {
          return kVertexOverhead + 8ull * w.elements + 60ull * w.batch * w.neurons;
        }},
+      {"LeakTraceKernels", [](const VertexWork &) { return kVertexOverhead; }},
       {"LossSum", [](const VertexWork &w) { return kVertexOverhead + 2ull * w.elements; }},
       {"SgdStep", [](const VertexWork &w) { return kVertexOverhead + 4ull * w.elements; }},
       {"AdamStep", [](const VertexWork &w) { return kVertexOverhead + 14ull * w.elements; }},

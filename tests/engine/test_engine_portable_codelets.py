@@ -93,3 +93,10 @@ def test_baseline_x86_codelets_equal_the_reference(name, portable_codelets, monk
     assert_grads_close(grads, ref_grads)
     assert rec.spikes[0].mean() > 0.01, "the hidden layer must spike for the test to mean much"
     assert_close(np.float32(value), np.float32(ref_value), "loss")
+    # This object has no whole-trace kernels (LeakTraceKernels says so): the host keeps the
+    # hidden layer's dense surrogate trace whole, as its per-step kernels write it.
+    prof = backend.profile()
+    assert prof["layer0_leak_trace"] == 0
+    hidden = net.stages[0].num_neurons
+    if name != "leaky_window":
+        assert prof["layer0_surrogate_trace_bytes"] == steps * batch * hidden * 4
