@@ -584,7 +584,7 @@ std::map<std::string, double> Network::layout() const {
                double(sh.gradIds.numElements()) * sizeof(unsigned short);
     }
     out[l + "trace_capacity"] = layer.shards.front().traceCapacity;
-    out[l + "compressed_trace"] = layer.compressedTrace;  // 0: surrogate dense (masked by a rule)
+    out[l + "compressed_trace"] = layer.compressedTrace; // 0: surrogate dense (masked by a rule)
     out[l + "leak_trace"] = layer.leakTrace; // 1: the surrogate trace holds spike masks alone
     out[l + "dense_backward"] = layer.spec.denseBackward; // the engine's: too live for the lists
     out[l + "live_fraction"] = impl_->spec.layers[layer.index].liveFraction; // last counted
