@@ -8,7 +8,9 @@ The densities come from one forward on the reference (the engine's spikes are id
 tests/engine/test_engine_conv_network.py): each stage's input spikes, and dL/dI of the
 second convolution, which without a rule is one entry per 2 x 2 pool window (25%).
 Given `--ms NAME=MS` (CPU ms per step of a kernel, from bench/csnn_profile.py), prints the
-rate each kernel ran at (GMAC per CPU second) beside `--peak` (GMAC/s of one core).
+rate each kernel ran at (GMAC per CPU second) beside `--peak` (GMAC/s of one core: 16
+float multiply-adds a cycle at 2.6 GHz). The profile's ConvForward<MaxPooledOut> also holds
+the first convolution (~2 ms of it, event-driven on MNIST), counted here at its dense size.
 
     .venv/bin/python bench/csnn_work.py [--batch 128] [--ms forward=47 --ms input_grad=62 ...]
 """
@@ -67,8 +69,8 @@ def main() -> None:
         "forward (2nd conv)": (event, dense),
         "weight_grad (2nd conv, the fewer)": (weight, dense),
         "input_grad (2nd conv, window runs)": (grads * taps, dense),
-        "first conv (once per sample)": (B * 576 * 25 * 12, B * 576 * 25 * 12),
-        "readout (fwd + 2 bwd)": (3 * rows * 1024 * 10, 3 * rows * 1024 * 10),
+        "first conv (dense count, once a sample)": (B * 576 * 25 * 12, B * 576 * 25 * 12),
+        "readout (dense count, fwd + 2 bwd)": (3 * rows * 1024 * 10, 3 * rows * 1024 * 10),
     }
     print(
         f"B {B}, T {T}: stage 2 input (stage 1 spikes) {100 * (s1 != 0).mean():.2f}% "
