@@ -166,9 +166,9 @@ const std::map<std::string, Estimator> &table() {
       {"ConvInputGrad<popsnn::conv::Planar>", convInputGradCycles},
       {"ConvInputGrad<popsnn::conv::ChannelsLast>", convInputGradChannelsLastCycles},
       {"PoolForward<popsnn::conv::MaxPool>", poolCycles},
-      {"PoolBackward<popsnn::conv::MaxPool, popsnn::conv::Planar>", poolCycles},
+      {"PoolBackward<popsnn::conv::MaxPool>", poolCycles},
       {"PoolForward<popsnn::conv::AvgPool>", poolCycles},
-      {"PoolBackward<popsnn::conv::AvgPool, popsnn::conv::Planar>", poolCycles},
+      {"PoolBackward<popsnn::conv::AvgPool>", poolCycles},
       // Per neuron and step: the update and threshold (forward); the surrogate, its mask and
       // the leak path (backward).
       {"ConvNeuronForward",
