@@ -238,19 +238,19 @@ def train_and_test(model, task: Task, train_steps: int, test_images: int, seed: 
     }
 
 
-def sparse_net(inputs, hidden, rule, layers=2, classes=10, beta=0.95, slope=100.0):
+def sparse_net(inputs, hidden, rule, layers=2, classes=10, beta=0.95, slope=100.0, bias=True):
     """Perez-Nieves & Goodman's network: `layers` spiking hidden layers of `hidden` neurons
     and a readout that never fires (no reset, threshold far away), fast-sigmoid surrogate;
     `rule` on every hidden layer."""
     mods, width = [], inputs
     for _ in range(layers):
         mods += [
-            popsnn.Linear(width, hidden),
+            popsnn.Linear(width, hidden, bias=bias),
             popsnn.Leaky(beta=beta, surrogate=surrogate.fast_sigmoid(slope), sparse=rule),
         ]
         width = hidden
     mods += [
-        popsnn.Linear(width, classes),
+        popsnn.Linear(width, classes, bias=bias),
         popsnn.Leaky(beta=beta, reset_mechanism="none", threshold=1e6),
     ]
     return popsnn.Sequential(*mods)

@@ -19,7 +19,7 @@ from common import train_and_test
 from event_tasks import event_task, latency_task
 from sparse_bench import SparseCase, _model, rule_fields, rule_label
 
-from popsnn import data, sparse
+from popsnn import data, regularizers, sparse
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,11 @@ class AccuracySize:
     recordings: tuple  # generated N-MNIST / SHD recordings: (train, test)
     hidden: tuple = (200, 400)  # Fashion-MNIST and N-MNIST / SHD
     image_dataset: str = "fashion-mnist"
+    # The paper's spike-count regulariser on the hidden layers (device "reference" only).
+    regularizer: bool = False
+    device: str = "cpu"
+    # Their network's constants instead of popsnn's (sparse_bench._net, _paper_init).
+    paper_constants: bool = False
 
 
 ACCURACY = AccuracySize(25, 128, 1500, 10000, (0, 1, 2), (0.05, 0.2, 0.5, 0.95), (4000, 2000))
@@ -66,10 +71,14 @@ def exp_sparse_accuracy(size: AccuracySize = ACCURACY, datasets=DATASETS) -> lis
             continue
         hidden = size.hidden[1] if task.name == "shd" else size.hidden[0]
         for seed in size.seeds:
-            case = SparseCase(task.name, task, hidden, size.steps, size.batch, (), seed=seed)
+            extra = {"paper_constants": True} if size.paper_constants else {}
+            case = SparseCase(
+                task.name, task, hidden, size.steps, size.batch, (), seed=seed, extra=extra
+            )
             dense = None
             for rule in rules:
-                model = _model(case, rule)
+                reg = regularizers.spike_count_bounds() if size.regularizer else None
+                model = _model(case, rule, device=size.device, regularizer=reg)
                 row = {
                     "experiment": "sparse_accuracy",
                     "dataset": task.name,
@@ -78,6 +87,9 @@ def exp_sparse_accuracy(size: AccuracySize = ACCURACY, datasets=DATASETS) -> lis
                     "steps": size.steps,
                     "batch": size.batch,
                     "seed": seed,
+                    **extra,
+                    "device": size.device,
+                    "regularizer": repr(reg) if reg else None,
                     **rule_fields(rule),
                     **train_and_test(model, task, size.train_steps, size.test_images, seed),
                 }

@@ -13,6 +13,7 @@ cycles. Each rule's speed-up is against the dense timings of its own pair.
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -72,23 +73,44 @@ def rule_label(row) -> str:
     return f"B_th {row['b_th']:g}"
 
 
+# Perez-Nieves & Goodman's released code: dt 1 ms, membrane time constant 10 ms.
+PAPER_BETA = math.exp(-0.1)
+
+
 def _net(case: SparseCase, rule):
-    return sparse_net(case.task.num_inputs, case.hidden, rule, case.layers, case.task.num_classes)
+    shape = (case.task.num_inputs, case.hidden, rule, case.layers, case.task.num_classes)
+    if case.extra.get("paper_constants"):
+        return sparse_net(*shape, beta=PAPER_BETA, bias=False)
+    return sparse_net(*shape)
+
+
+def _paper_init(params: list, seed: int) -> list:
+    """Their Fashion-MNIST initialisation: normal weights of standard deviation
+    20 (1 - beta) / sqrt(fan_in); the readout's also x (1 - beta), the scale of its input."""
+    rng = np.random.default_rng(seed)
+    for k, p in enumerate(params):
+        std = 20 * (1 - PAPER_BETA) / math.sqrt(p["weight"].shape[1])
+        if k == len(params) - 1:
+            std *= 1 - PAPER_BETA
+        p["weight"] = rng.normal(0.0, std, p["weight"].shape).astype(np.float32)
+    return params
 
 
 def _init_params(case: SparseCase) -> list:
     params = _net(case, None).init_params(case.seed, np.float32)
+    if case.extra.get("paper_constants"):
+        return _paper_init(params, case.seed)
     for p in params[: case.layers]:
         p["weight"] *= case.init_gain
     return params
 
 
-def _model(case, rule, params=None, **opts):
+def _model(case, rule, params=None, device="cpu", **opts):
     return popsnn.Model(
         _net(case, rule),
         loss=losses.ce_max_membrane_loss(),
         optimizer=optim.Adam(lr=LR),
-        device="cpu",
+        device=device,
         num_steps=case.steps,
         batch_size=case.batch,
         seed=case.seed,

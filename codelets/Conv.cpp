@@ -352,17 +352,16 @@ public:
   }
 };
 
-// dL/dx of pooling: Kind routes each window's gradient (MaxPool: to its argmax) into Layout
-// (ConvKernels.hpp). Planar: `maps` maps [maps, H, W], one at a time (`channels` unused). A 2 x 2
-// max pool tiling the map leaves no pass of its own: ConvWeightGrad and
-// ConvInputGrad<ChannelsLast> read its gradient and argmax (ConvPooling.hpp).
-template <class Kind, class Layout> class PoolBackward : public Vertex {
+// dL/dx of pooling, `maps` planar maps [maps, H, W] one at a time: Kind routes each window's
+// gradient (MaxPool: to its argmax). A 2 x 2 max pool tiling the convolution's map right
+// after it has no pass of its own: ConvWeightGrad and ConvInputGrad<ChannelsLast> read its
+// gradient and argmax (ConvPooling.hpp).
+template <class Kind> class PoolBackward : public Vertex {
 public:
   Input<Vector<float>> grad;       // [maps, H_out, W_out]
   Input<Vector<unsigned>> argmax;  // [maps, H_out, W_out] (MaxPool), else empty
   Output<Vector<float>> gradInput; // [maps, H, W]
   unsigned maps;
-  unsigned channels;
   unsigned inChannels;
   unsigned inHeight;
   unsigned inWidth;
@@ -377,7 +376,6 @@ public:
 
   bool compute() {
     const Window w = windowOf(*this);
-    static_assert(!Layout::CHANNELS_LAST, "the channels-last max pool is folded (ConvPooling.hpp)");
     const unsigned in = w.inHeight * w.inWidth, P = w.outPositions();
     for (unsigned m = 0; m < maps; ++m)
       Kind::backward(w, &grad[m * P], Kind::KEEPS_ARGMAX ? &argmax[m * P] : nullptr,
@@ -388,8 +386,8 @@ public:
 
 template class PoolForward<popsnn::conv::MaxPool>;
 template class PoolForward<popsnn::conv::AvgPool>;
-template class PoolBackward<popsnn::conv::MaxPool, popsnn::conv::Planar>;
-template class PoolBackward<popsnn::conv::AvgPool, popsnn::conv::Planar>;
+template class PoolBackward<popsnn::conv::MaxPool>;
+template class PoolBackward<popsnn::conv::AvgPool>;
 
 // out = the sum of `parts` equal blocks (partial results of several tiles), in block order.
 class SumParts : public Vertex {

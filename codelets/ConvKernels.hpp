@@ -9,6 +9,11 @@
 
 #include "DenseKernels.hpp"
 
+#if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS) && defined(__AVX512F__)
+#include <immintrin.h>
+#define POPSNN_CONV_COMPRESS 1
+#endif
+
 namespace popsnn {
 namespace conv {
 
@@ -58,11 +63,27 @@ template <class V> inline Window windowOf(const V &v) {
           v.strideX,    v.padY,     v.padX,    v.outHeight,    v.outWidth};
 }
 
-// The positions of x's non-zero entries, in order, into idx (without a branch per entry:
-// at spike densities which entries are zero is unpredictable); returns their count.
+// The positions of x's non-zero entries (NaN counts), in order, into idx (without a branch
+// per entry: at spike densities which entries are zero is unpredictable); returns their
+// count. On AVX-512 hosts 16 entries at a time, their ids compressed in a register and
+// stored masked (nothing written past the count): the scalar loop, a load, compare, store
+// and add per entry, was ~15% of ConvForward's and ConvWeightGrad's time on the CSNN's
+// second convolution (perf annotate; its 1,728 inputs are 4% non-zero).
 inline unsigned nonzeroIndices(const float *__restrict x, unsigned n, unsigned *__restrict idx) {
-  unsigned count = 0;
-  for (unsigned k = 0; k < n; ++k) {
+  unsigned count = 0, k = 0;
+#ifdef POPSNN_CONV_COMPRESS
+  const __m512 zero = _mm512_setzero_ps();
+  __m512i ids = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (; k + 16 <= n; k += 16) {
+    const __mmask16 nz = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + k), zero, _CMP_NEQ_UQ);
+    const unsigned found = unsigned(__builtin_popcount(nz));
+    _mm512_mask_storeu_epi32(idx + count, __mmask16((1u << found) - 1u),
+                             _mm512_maskz_compress_epi32(nz, ids));
+    count += found;
+    ids = _mm512_add_epi32(ids, _mm512_set1_epi32(16));
+  }
+#endif
+  for (; k < n; ++k) {
     idx[count] = k;
     count += x[k] != 0.0f;
   }

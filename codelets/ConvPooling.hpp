@@ -140,20 +140,27 @@ struct MaxPool {
     }
   }
   // dL/dI channels-last [H * W, c] of one row from its c maps' pooled gradient [c, H_out *
-  // W_out] and argmax, for 2 x 2 windows tiling the map (pairs): zeros, then each window's
-  // gradient at its argmax (as 0 + g: -0 gives +0, as the planar backward).
+  // W_out] and argmax, for 2 x 2 windows tiling the map (pairs): per window, each of its
+  // four positions' c entries written once, the window's gradient where its argmax is
+  // (as 0 + g: -0 gives +0, as the planar backward), zero elsewhere; no zeroing pass and
+  // no scattered store per entry.
   static void backwardChannelsLast(const Window &w, unsigned c, const float *__restrict grad,
                                    const unsigned *__restrict argmax, float *__restrict gradInput) {
-    const unsigned Q = w.outPositions();
-    for (unsigned k = 0; k < w.inHeight * w.inWidth * c; ++k)
-      gradInput[k] = 0.0f;
-    for (unsigned co = 0; co < c; ++co)
-      for (unsigned q = 0; q < Q; ++q) {
-        const unsigned oy = q / w.outWidth, ox = q % w.outWidth, at = argmax[co * Q + q];
-        const unsigned p = (2 * oy + at / 2) * w.inWidth + 2 * ox + at % 2;
-        const float g = grad[co * Q + q];
-        gradInput[p * c + co] = g != 0.0f ? g : 0.0f;
+    const unsigned Q = w.outPositions(), W = w.inWidth;
+    for (unsigned q = 0; q < Q; ++q) {
+      const unsigned oy = q / w.outWidth, ox = q % w.outWidth;
+      float *__restrict p0 = gradInput + std::size_t(2 * oy * W + 2 * ox) * c;
+      float *__restrict p1 = p0 + c, *__restrict p2 = p0 + std::size_t(W) * c;
+      float *__restrict p3 = p2 + c;
+      for (unsigned co = 0; co < c; ++co) {
+        const float g0 = grad[co * Q + q], g = g0 != 0.0f ? g0 : 0.0f;
+        const unsigned at = argmax[co * Q + q];
+        p0[co] = at == 0 ? g : 0.0f;
+        p1[co] = at == 1 ? g : 0.0f;
+        p2[co] = at == 2 ? g : 0.0f;
+        p3[co] = at == 3 ? g : 0.0f;
       }
+    }
   }
   // gradInput = each window's gradient at the entry its argmax names, zeros elsewhere.
   static void backward(const Window &w, const float *__restrict grad,

@@ -28,21 +28,17 @@
 namespace popsnn {
 namespace lif {
 
-// Vectors of 16 neurons per block (their state in registers), and the most steps whose
-// recomputed surrogates a block buffers (TRACE_MAX_STEPS x 16 x 8 floats: 32 KiB).
-constexpr unsigned TRACE_BACKWARD_VECS = 8, TRACE_MAX_STEPS = 64;
+// Vectors of 16 neurons per block (their state in registers); a block buffers the
+// recomputed surrogates of up to codes::TRACE_MAX_STEPS steps (x 16 x 8 floats: 32 KiB).
+constexpr unsigned TRACE_BACKWARD_VECS = 8;
 // The widest next-layer row (padded) whose T steps a backward gathers at once per pair of
 // samples (2 x TRACE_MAX_STEPS x 32 floats: 16 KiB), rather than once per block and step.
 constexpr unsigned GATHER_ONCE_WIDTH = 32;
 
-// Whether a shard's forward and backward take these kernels: the forward then writes no
-// surrogate trace (its memory stages the spike masks), so both vertices decide by this one
-// rule (the host sets `record` and `isOutput` alike, `dense` for no rule).
-inline bool leakTraceApplies(unsigned inputMode, unsigned rule, unsigned surrogate, bool output,
-                             unsigned stepsPerCall, unsigned numSteps, bool stepMajor) {
-  return inputMode == INPUT_DIRECT && rule == RULE_NONE && surrogate != SIGMOID && !output &&
-         stepsPerCall == numSteps && numSteps <= TRACE_MAX_STEPS && !stepMajor;
-}
+// Whether a shard's forward and backward take these kernels is codes::leakTraceApplies
+// (VertexEnums.hpp, shared with the host, which sizes the trace by it): the forward then
+// writes no surrogate trace (its memory stages the spike masks), so both vertices decide by
+// that one rule (the host sets `record` and `isOutput` alike, `dense` for no rule).
 
 // The next layer's dL/dI rows of (t, b) for leakBackwardBatch, slot 0 or 1 of a pair of
 // samples: read in place when one downstream shard holds whole rows, else gathered from the

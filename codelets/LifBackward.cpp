@@ -131,6 +131,8 @@ public:
         return true;
       }
 #endif
+    if (dense && surrogates.size() < std::size_t(numSteps) * batch * numNeurons)
+      return false; // a trace sized for the masks alone (codes::leakMaskFloats): a host bug
     const popsnn::NeuronConstants c{beta, alpha, gain, 0.0f}; // locals: see LifForward
     for (unsigned call = 0; call < stepsPerCall; ++call)
       step1(numSteps - 1 - *step, c);

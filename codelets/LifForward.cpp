@@ -145,6 +145,23 @@ ONCE unsigned appendTrace(const float *__restrict sg, unsigned n, unsigned used,
 
 } // namespace
 
+// Whether this object has the whole-trace Leaky / Synaptic kernels (LeakyTrace.hpp: AVX-512
+// host builds): the host runs it once on the cpu device before planning, since it sizes the
+// surrogate trace of the layers those kernels take for their spike masks alone.
+class LeakTraceKernels : public Vertex {
+public:
+  Output<Vector<unsigned>> present; // [1]
+
+  bool compute() {
+#ifdef POPSNN_LEAK_TRACE
+    present[0] = 1;
+#else
+    present[0] = 0;
+#endif
+    return true;
+  }
+};
+
 // One LIF step of a shard: synaptic input, membrane update, spike decision, surrogate
 // trace (dense, or the gradient trace of a sparse rule) and the shard's spike-id buffer,
 // next in its id trace, for every sample. Specialised on the layer's neuron model, reset
@@ -243,6 +260,8 @@ public:
         return true;
       }
 #endif
+    if (!Rule::Trace::sparse && surrogates.size() < std::size_t(numSteps) * batch * numNeurons)
+      return false; // a trace sized for the masks alone (codes::leakMaskFloats): a host bug
     // All steps in one call (a layer-major schedule), or one (an all-to-all recurrence
     // needs every shard's spikes of step t-1 before step t).
     for (unsigned call = 0; call < stepsPerCall; ++call)

@@ -15,11 +15,9 @@ namespace {
 
 unsigned ceilDiv(unsigned a, unsigned b) { return (a + b - 1) / b; }
 
-// The pooling vertex `name` (PoolForward; PoolBackward with its dL/dx `layout`) of the pool's
-// kind.
-std::string poolVertex(const char *name, const PoolSpec &p, const char *layout = nullptr) {
-  const std::string kind = p.max ? "popsnn::conv::MaxPool" : "popsnn::conv::AvgPool";
-  return std::string(name) + "<" + kind + (layout ? std::string(", ") + layout : "") + ">";
+// The pooling vertex `name` (PoolForward, PoolBackward) of the pool's kind.
+std::string poolVertex(const char *name, const PoolSpec &p) {
+  return std::string(name) + (p.max ? "<popsnn::conv::MaxPool>" : "<popsnn::conv::AvgPool>");
 }
 
 // The first of worker k's rows when `rows` rows are split over `workers` (k = workers: the end).
@@ -177,13 +175,12 @@ void addPoolBackward(ConvStageBuild &s) {
     for (unsigned i = 0; i < s.plan.shards.size(); ++i) {
       const ConvShard &sh = s.plan.shards[i];
       ConvShardTensors &t = s.shards[i];
-      const std::string name = poolVertex("PoolBackward", p, "popsnn::conv::Planar");
+      const std::string name = poolVertex("PoolBackward", p);
       VertexRef v = s.graph.addVertex(cs, name);
       s.graph.connect(v["grad"], t.grads[m]);
       s.graph.connect(v["gradInput"], t.grads[m - 1]);
       s.graph.connect(v["argmax"], t.argmax[m]);
       s.graph.setInitialValue(v["maps"], spec.convRows(sh.rows) * sh.channels);
-      s.graph.setInitialValue(v["channels"], sh.channels);
       s.setWindow(v, p.window, 1, s.plan.maps[m - 1], s.plan.maps[m]);
       VertexWork w;
       w.batch = spec.convRows(sh.rows), w.neurons = sh.channels, w.positions = s.positions(m);

@@ -155,6 +155,7 @@ const std::map<std::string, Estimator> &table() {
        [](const VertexWork &w) {
          return kVertexOverhead + 8ull * w.elements + 60ull * w.batch * w.neurons;
        }},
+      {"LeakTraceKernels", [](const VertexWork &) { return kVertexOverhead; }},
       {"LossSum", [](const VertexWork &w) { return kVertexOverhead + 2ull * w.elements; }},
       {"SgdStep", [](const VertexWork &w) { return kVertexOverhead + 4ull * w.elements; }},
       {"AdamStep", [](const VertexWork &w) { return kVertexOverhead + 14ull * w.elements; }},
@@ -165,9 +166,9 @@ const std::map<std::string, Estimator> &table() {
       {"ConvInputGrad<popsnn::conv::Planar>", convInputGradCycles},
       {"ConvInputGrad<popsnn::conv::ChannelsLast>", convInputGradChannelsLastCycles},
       {"PoolForward<popsnn::conv::MaxPool>", poolCycles},
-      {"PoolBackward<popsnn::conv::MaxPool, popsnn::conv::Planar>", poolCycles},
+      {"PoolBackward<popsnn::conv::MaxPool>", poolCycles},
       {"PoolForward<popsnn::conv::AvgPool>", poolCycles},
-      {"PoolBackward<popsnn::conv::AvgPool, popsnn::conv::Planar>", poolCycles},
+      {"PoolBackward<popsnn::conv::AvgPool>", poolCycles},
       // Per neuron and step: the update and threshold (forward); the surrogate, its mask and
       // the leak path (backward).
       {"ConvNeuronForward",

@@ -1,6 +1,8 @@
 #include "Devices.hpp"
 
 #include <poplar/DeviceManager.hpp>
+#include <poplar/Engine.hpp>
+#include <poplar/Graph.hpp>
 #include <poplar/IPUModel.hpp>
 
 #include <algorithm>
@@ -49,6 +51,34 @@ std::string codeletsPath(const DeviceSpec &deviceSpec) {
   throw std::runtime_error("popsnn: no codelet object given: set DeviceSpec.codeletsPath to "
                            "the installed popsnn_codelets.gp (CMake: ${POPSNN_CODELETS}) or "
                            "the POPSNN_CODELETS environment variable");
+}
+
+// One LeakTraceKernels vertex run on the device: whether the object has the whole-trace
+// kernels. Only the cpu device runs the host's build; an IPU's codelets take the per-step path.
+bool codeletsHaveLeakTrace(const Device &device, const std::string &codelets) {
+  const Target &target = device.getTarget();
+  if (target.getTargetType() != TargetType::CPU)
+    return false;
+  Graph graph(target);
+  graph.addCodelets(StringRef(codelets));
+  Tensor present = graph.addVariable(UNSIGNED_INT, {1}, "leak_trace_kernels");
+  graph.setTileMapping(present, 0);
+  ComputeSet cs = graph.addComputeSet("leak_trace_kernels");
+  VertexRef v = graph.addVertex(cs, "LeakTraceKernels", {{"present", present}});
+  graph.setTileMapping(v, 0);
+  graph.createHostRead("present", present);
+  Engine engine(graph, program::Execute(cs));
+  engine.load(device);
+  engine.run(0);
+  unsigned value = 0;
+  engine.readTensor("present", &value, &value + 1);
+  return value != 0;
+}
+
+TargetGeometry geometryOf(const Device &device, const DeviceSpec &deviceSpec) {
+  TargetGeometry g = geometryOf(device.getTarget());
+  g.leakTrace = codeletsHaveLeakTrace(device, codeletsPath(deviceSpec));
+  return g;
 }
 
 TargetGeometry geometryOf(const Target &target) {

@@ -16,5 +16,8 @@ namespace popsnn {
 poplar::Device makeDevice(const DeviceSpec &deviceSpec);
 std::string codeletsPath(const DeviceSpec &deviceSpec);
 TargetGeometry geometryOf(const poplar::Target &target);
+// The same, and whether the codelets loaded on `device` have the whole-trace kernels (it runs
+// one vertex on the cpu device: TargetGeometry::leakTrace).
+TargetGeometry geometryOf(const poplar::Device &device, const DeviceSpec &deviceSpec);
 
 } // namespace popsnn

@@ -83,9 +83,7 @@ using namespace poplar;
 using namespace poplar::program;
 
 namespace {
-
 [[noreturn]] void invalid(const std::string &what) { throw std::invalid_argument(what); }
-
 } // namespace
 
 class Network::Impl {
@@ -107,6 +105,7 @@ public:
   unsigned gradListGrows = 0;
 
   Device device;
+  TargetGeometry geometry; // the device's, for the planner
   std::unique_ptr<GraphBuild> built;
   std::unique_ptr<Engine> engine;
   // One call at a time: the engine's tensors are one batch's state (see Network::Busy).
@@ -136,6 +135,7 @@ public:
   // whole batch's (the loss is a weighted sum over samples), in float32 sums of another order.
   void build() {
     device = makeDevice(deviceSpec);
+    geometry = geometryOf(device, deviceSpec); // runs the codelets once (leakTrace)
     stepMajorError.clear();
     const unsigned B = spec.batchSize;
     if (fits(1))
@@ -163,13 +163,12 @@ public:
   // false if none does.
   std::string stepMajorError; // the whole batch's, step-major, all tiles: for the error
   bool fits(unsigned numChunks) {
-    const Target &target = device.getTarget();
     for (bool major : {false, true})
       for (unsigned spread = 1; !(major && spec.halfStorage); spread *= 2) { // half: layer-major
-        const Plan plan = planNetwork(spec, geometryOf(target), {major, spread, numChunks});
+        const Plan plan = planNetwork(spec, geometry, {major, spread, numChunks});
         try {
           // The plan's memory first: no graph is built for a plan that cannot fit.
-          countTensorBytes(spec, plan).checkMemory(target);
+          countTensorBytes(spec, plan).checkMemory(device.getTarget());
           buildGraph(plan);
           return true;
         } catch (const NetworkDoesNotFit &e) {
@@ -585,7 +584,8 @@ std::map<std::string, double> Network::layout() const {
                double(sh.gradIds.numElements()) * sizeof(unsigned short);
     }
     out[l + "trace_capacity"] = layer.shards.front().traceCapacity;
-    out[l + "compressed_trace"] = layer.compressedTrace;  // 0: surrogate dense (masked by a rule)
+    out[l + "compressed_trace"] = layer.compressedTrace; // 0: surrogate dense (masked by a rule)
+    out[l + "leak_trace"] = layer.leakTrace; // 1: the surrogate trace holds spike masks alone
     out[l + "dense_backward"] = layer.spec.denseBackward; // the engine's: too live for the lists
     out[l + "live_fraction"] = impl_->spec.layers[layer.index].liveFraction; // last counted
     out[l + "spike_capacity"] = layer.shards.front().spikeCapacity;

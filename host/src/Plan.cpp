@@ -204,6 +204,13 @@ Plan planNetwork(const NetworkSpec &spec, const TargetGeometry &target, const Sc
     if (layers[l].push)
       layers[l + 1].inputMode = codes::INPUT_PARTIAL_CURRENT;
   }
+  for (LayerPlan &layer : layers) // the same rule the vertices apply, on what they are given
+    layer.leakTrace =
+        target.leakTrace && !spec.halfStorage && !layer.spec.perNeuron() &&
+        (layer.spec.neuron == NeuronType::Leaky || layer.spec.neuron == NeuronType::Synaptic) &&
+        codes::leakTraceApplies(layer.inputMode, unsigned(layer.spec.sparseRule),
+                                unsigned(layer.spec.surrogate), layer.isOutput,
+                                layer.a2a ? 1u : spec.numSteps, spec.numSteps, schedule.stepMajor);
   const float listActivity = spec.gradientListActivity();
   for (unsigned l = 1; l < L; ++l) {
     LayerPlan &layer = layers[l];

@@ -18,6 +18,9 @@ struct TargetGeometry {
   unsigned numTiles = 1;
   bool ipu = false;     // an IPU target (hardware or model), not the cpu device
   unsigned workers = 1; // worker contexts per tile
+  // The codelets loaded run the whole-trace Leaky / Synaptic kernels (the cpu device with an
+  // AVX-512 object: the LeakTraceKernels vertex says; see codes::leakTraceApplies).
+  bool leakTrace = false;
 };
 
 // The choices the fit search makes (see Network.cpp): the schedule, how many shards
@@ -84,6 +87,9 @@ struct LayerShape {
   // time), layer-major, no all-to-all recurrence, no push, not the output layer (whose membrane
   // loss widens the live set beyond what the forward counts).
   bool gradList = false;
+  // The whole-trace kernels take this layer (TargetGeometry::leakTrace and
+  // codes::leakTraceApplies): its surrogate trace holds only the forward's spike masks.
+  bool leakTrace = false;
   bool hasParam(unsigned p) const { return layerHasParam(spec, p); }
   // Elements of parameter p on a shard of n neurons (device layout [in, n] for weights).
   std::size_t paramSize(unsigned p, unsigned n) const;

@@ -105,8 +105,10 @@ struct ShardTensorMaker {
     // gradient) or where the rule keeps most entries (masked: 0 off the rule), else the
     // gradient trace, sized by activity over all (step, sample): its starts, its 16-bit ids
     // (a shard has at most MAX_TRACE_ID_SHARD neurons, Plan.hpp) and its values (surrogates).
-    if (!layer.compressedTrace) {
-      sh.surrogates = b.zeros(S, std::size_t(T) * B * n, tile, name + "surrogate_trace", L);
+    if (!layer.compressedTrace) { // the whole-trace kernels stage their spike masks in it
+      const std::size_t size =
+          layer.leakTrace ? codes::leakMaskFloats(T, B, n) : std::size_t(T) * B * n;
+      sh.surrogates = b.zeros(S, size, tile, name + "surrogate_trace", L);
     } else {
       sh.gradStarts = b.zeros(INT, codes::traceStarts(T, B), tile, name + "grad_starts", L);
       sh.gradIds = b.zeros(UNSIGNED_SHORT, sh.traceCapacity, tile, name + "grad_ids", L);
@@ -216,7 +218,7 @@ struct ShardTensorMaker {
       // One product per step for every sample (LifBackward's stepProduct): [B, n] more on the
       // cpu device, none on an IPU's tiles (the counting build plans IPU memory).
       const bool cpu = b.graph && b.graph->getTarget().getTargetType() == TargetType::CPU;
-      if (cpu && dense && !b.half() && sh.nextGrad.valid() &&
+      if (cpu && dense && !b.half() && sh.nextGrad.valid() && !layer.leakTrace &&
           layer.spec.neuron != NeuronType::Leaky)
         sh.nextStep = b.zeros(FLOAT, std::size_t(B) * n, tile, name + "next_step", L);
     } else {

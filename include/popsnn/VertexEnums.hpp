@@ -105,6 +105,22 @@ constexpr unsigned pushWidth(unsigned n) { return (n + PUSH_CHUNK - 1) / PUSH_CH
 // cpu device (one row elsewhere: tile memory).
 constexpr unsigned SPARSE_GROUP = 4;
 
+// The whole-trace Leaky / Synaptic kernels (codelets/LeakyTrace.hpp, AVX-512 host builds): a
+// layer-major shard on direct current, no sparse rule, not the output layer, at most
+// TRACE_MAX_STEPS steps. Its forward writes no surrogate trace: the trace's memory only
+// stages the spike masks, leakMaskFloats of it, so the host sizes it so where the loaded
+// codelets have the kernels (the LeakTraceKernels vertex says) and the layer qualifies.
+constexpr unsigned TRACE_MAX_STEPS = 64;
+inline bool leakTraceApplies(unsigned inputMode, unsigned rule, unsigned surrogate, bool output,
+                             unsigned stepsPerCall, unsigned numSteps, bool stepMajor) {
+  return inputMode == INPUT_DIRECT && rule == RULE_NONE && surrogate != SIGMOID && !output &&
+         stepsPerCall == numSteps && numSteps <= TRACE_MAX_STEPS && !stepMajor;
+}
+// The masks: one 16-bit word per 16 neurons per (step, sample), in floats.
+constexpr unsigned long long leakMaskFloats(unsigned steps, unsigned batch, unsigned n) {
+  return (2ull * steps * batch * ((n + 15) / 16) + 3) / 4;
+}
+
 enum OverflowField : unsigned {
   OVERFLOWED = 0,
   FIRST_STEP = 1,

@@ -5,7 +5,7 @@ surrogate.fast_sigmoid, ...); the dense NumPy reference in `popsnn.reference`
 is the oracle every engine is checked against.
 """
 
-from . import encoders, losses, optim, precision, reference, sparse, surrogate
+from . import encoders, losses, optim, precision, reference, regularizers, sparse, surrogate
 from . import layers as _layers
 from .conv import AvgPool2d, Conv2d, Flatten, MaxPool2d
 from .layers import *  # noqa: F403  (the layer classes: layers.__all__)
@@ -25,6 +25,7 @@ __all__ = [
     "optim",
     "precision",
     "reference",
+    "regularizers",
     "sparse",
     "surrogate",
     "Model",

@@ -15,6 +15,9 @@ The work is done by a backend that follows one protocol (`popsnn.backends.Backen
 float32 master weights and a loss scale (`loss_scale="dynamic"` or a number; see
 popsnn.precision and docs/numerics.md section 8), on the reference and on the engine devices
 (Linear layers; what the engine's half path has not built is refused in one line).
+
+`regularizer=popsnn.regularizers.spike_count_bounds(...)` adds an activity penalty on the
+hidden layers' spikes to the loss, on device "reference" (the engine refuses it in one line).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from . import reference as _reference
 from .backends.reference import ReferenceBackend
 from .defaults import LOSS, OPTIMIZER, RUN
 from .layers import Sequential
+from .regularizers import spike_count_bounds
 from .validation import check_learning_rate, check_sizes
 
 __all__ = [
@@ -96,6 +100,15 @@ def available_devices() -> list:
     return ["reference", "cpu", "ipu-model"]
 
 
+def _checked_regularizer(regularizer):
+    if not isinstance(regularizer, spike_count_bounds):
+        raise TypeError(
+            f"regularizer must be a popsnn.regularizers regulariser such as "
+            f"popsnn.regularizers.spike_count_bounds(), got {regularizer!r}"
+        )
+    return regularizer
+
+
 class Model:
     """A trainable network on a device; see the module docstring."""
 
@@ -111,6 +124,7 @@ class Model:
         params=None,
         dtype="float32",
         loss_scale=None,
+        regularizer=None,
         **device_options,
     ):
         if not isinstance(net, Sequential):
@@ -140,6 +154,13 @@ class Model:
                 f"dtype='float16' on the engine (device {self.device!r}) runs Linear layers "
                 f"only, not convolutional stages yet; pass device='reference' or dtype='float32'"
             )
+        if regularizer is not None:
+            device_options = dict(device_options, regularizer=_checked_regularizer(regularizer))
+            if self.device != "reference":
+                raise ValueError(
+                    f"regularizer runs on device='reference' only (the engine's backward does "
+                    f"not add it yet), not {self.device!r}; pass device='reference' or drop it"
+                )
         if params is None:
             params = net.init_params(seed)
         if scaler is not None:

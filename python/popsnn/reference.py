@@ -302,13 +302,18 @@ def _add_input_grads(g, p, d_input, layer_in, direct):
         g["bias"] = d_input.sum(axis=(0, 1))
 
 
-def _backward(net, params, rec, g_spikes, g_membranes, input_grad=False, storage=None):
-    """BPTT on the parameters as stored (store_params) and the forward's record."""
+def _backward(
+    net, params, rec, g_spikes, g_membranes, input_grad=False, storage=None, hidden_grads=None
+):
+    """BPTT on the parameters as stored (store_params) and the forward's record.
+    `hidden_grads[l]`: a further dL/dS of hidden layer l (a regulariser's), or None."""
     store = rounding(storage)
     g_spikes = store(g_spikes)
     g_membranes = None if g_membranes is None else store(g_membranes)
     grads = [None] * len(net)
     for l in reversed(range(len(net))):
+        if hidden_grads is not None and hidden_grads[l] is not None:
+            g_spikes = store(g_spikes + hidden_grads[l])
         stage = net.stages[l]
         neuron = stage.neuron
         p = params[l]
@@ -475,14 +480,23 @@ def _constant_grads(neuron, p, U, keep, lg: _LayerGrad) -> dict:
 
 
 def loss_and_grad(
-    net: Sequential, params, x, y, loss, num_steps=None, storage=None, loss_scale=1.0
+    net: Sequential,
+    params,
+    x,
+    y,
+    loss,
+    num_steps=None,
+    storage=None,
+    loss_scale=1.0,
+    regularizer=None,
 ):
     """Forward, loss and full BPTT: returns (loss value as a float, grads, record).
 
     `loss` is a popsnn.losses loss object or its name ("ce_count", ...);
-    `grads` has the structure of `params`. With `storage="float16"` the backward carries
-    dL/dS times `loss_scale` (so that half does not flush it to zero) and the float32
-    gradients are divided by it again; they hold inf or NaN if half overflowed.
+    `grads` has the structure of `params`. A `regularizer` (popsnn.regularizers) on the
+    hidden layers' spikes adds its value and its dL/dS. With `storage="float16"` the
+    backward carries dL/dS times `loss_scale` (so that half does not flush it to zero) and
+    the float32 gradients are divided by it again; they hold inf or NaN if half overflowed.
     """
     from . import losses as _losses
 
@@ -493,12 +507,24 @@ def loss_and_grad(
         )
     rec = forward(net, params, x, num_steps, storage)
     value, d_spikes, d_membranes = _loss_terms(loss, rec, y)
+    hidden = None
+    if regularizer is not None:
+        terms = [regularizer.value_and_grad(s) for s in rec.spikes[:-1]]
+        value += sum(v for v, _ in terms)
+        hidden = [g for _, g in terms] + [None]
     if loss_scale != 1.0:
         scale = d_spikes.dtype.type(loss_scale)
         d_spikes = d_spikes * scale
         d_membranes = None if d_membranes is None else d_membranes * scale
+        hidden = None if hidden is None else [g if g is None else g * scale for g in hidden]
     grads = _backward(
-        net, store_params(params, storage), rec, d_spikes, d_membranes, storage=storage
+        net,
+        store_params(params, storage),
+        rec,
+        d_spikes,
+        d_membranes,
+        storage=storage,
+        hidden_grads=hidden,
     )
     if loss_scale != 1.0:
         with np.errstate(invalid="ignore", over="ignore"):

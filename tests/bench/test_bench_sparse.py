@@ -218,6 +218,32 @@ def test_sparse_accuracy_pairs_every_rule_with_dense_of_its_seed():
 
 
 @needs_engine
+def test_sparse_accuracy_with_the_papers_constants_and_regulariser():
+    import dataclasses
+    import math
+    import types
+
+    import sparse_bench
+
+    size = dataclasses.replace(ex.ACCURACY_TINY, seeds=(0,), paper_constants=True)
+    rows = ex.exp_sparse_accuracy(size, datasets=("image",))
+    assert len(rows) == 3 and all(r["paper_constants"] and r["device"] == "cpu" for r in rows)
+    task = types.SimpleNamespace(num_inputs=784, num_classes=10)
+    case = sparse_bench.SparseCase("t", task, 64, 4, 8, (), extra={"paper_constants": True})
+    net = sparse_bench._net(case, None)
+    assert not any(lin.bias for lin, _ in net.pairs)
+    assert all(n.beta == pytest.approx(math.exp(-0.1)) for _, n in net.pairs)
+    params = sparse_bench._init_params(case)
+    std = 20 * (1 - math.exp(-0.1)) / math.sqrt(params[0]["weight"].shape[1])
+    assert params[0]["weight"].std() == pytest.approx(std, rel=0.1)
+    size = dataclasses.replace(ex.ACCURACY_TINY, seeds=(0,), regularizer=True, device="reference")
+    rows = ex.exp_sparse_accuracy(size, datasets=("image",))
+    assert all(
+        r["device"] == "reference" and "spike_count_bounds" in r["regularizer"] for r in rows
+    )
+
+
+@needs_engine
 def test_input_exchange_counts_fewer_bytes_with_the_input_list():
     import argparse
 

@@ -6,8 +6,12 @@ Both sides against the float32 reference, both models: every surrogate (sigmoid 
 per-step) and reset, with and without a sparse rule (per-step), direct and per-step input
 (per-step), T past the kernels' 64 steps (per-step), a learned beta (per-step), widths whose
 blocks end in partial vectors, a next layer of one or several shards, and the id buffers'
-overflow (the error names the first step that overflowed). See engine_helpers for the
+overflow (the error names the first step that overflowed). Where the kernels run (the cpu
+device with the AVX-512 codelets), the hidden layer's surrogate trace is sized for the spike
+masks alone; everywhere else it is the dense [T, B, n]. See engine_helpers for the
 tolerances."""
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -51,7 +55,28 @@ def hidden_net(model, inputs, hidden, **kw):
     )
 
 
-def check(net, direct=True, seed=0, scale=2.0, steps=STEPS, **options):
+def codelets_have_the_kernels() -> bool:
+    # The package's codelets are built with -march=native: AVX-512 where the CPU has it.
+    cpu = Path("/proc/cpuinfo")
+    return cpu.is_file() and " avx512f" in cpu.read_text()
+
+
+def assert_trace_size(backend, net, whole, steps):
+    """The hidden layer's surrogate trace: 16-bit masks per 16 neurons per (step, sample)
+    where the whole-trace kernels run, else a float per entry; per shard."""
+    prof = backend.profile()
+    size, shards = int(prof["layer0_shard_size"]), int(prof["layer0_shards"])
+    sizes = [size] * (shards - 1) + [net.stages[0].num_neurons - size * (shards - 1)]
+    rows = steps * BATCH
+    masks = sum(-(-2 * rows * (-(-n // 16)) // 4) * 4 for n in sizes)
+    assert prof["layer0_leak_trace"] == int(whole)
+    if not prof["layer0_compressed_trace"]:  # else the gradient trace's values, sized apart
+        assert prof["layer0_surrogate_trace_bytes"] == (masks if whole else rows * sum(sizes) * 4)
+
+
+def check(net, direct=True, seed=0, scale=2.0, steps=STEPS, whole=False, **options):
+    """`whole`: the layer qualifies for the whole-trace kernels (they run if the codelets
+    have them, on the cpu device)."""
     x, raw = make_input(net, BATCH, steps, direct, seed=seed, scale=scale)
     loss = losses.ce_count_loss()
     y = labels_for(loss, net, raw)
@@ -68,6 +93,8 @@ def check(net, direct=True, seed=0, scale=2.0, steps=STEPS, **options):
     # A second run equals the first bit for bit: the whole-trace kernels start from the zero
     # state and write their state and carries whole (nothing zeroes them between runs).
     assert_second_call_equal(backend, x, y, value, grads)
+    on_cpu = options.get("device", "cpu") == "cpu"
+    assert_trace_size(backend, net, whole and on_cpu and codelets_have_the_kernels(), steps)
 
 
 @pytest.mark.parametrize("model", sorted(MODELS))
@@ -77,14 +104,15 @@ def test_every_surrogate_and_reset(name, reset, model):
     # 200 neurons: on the cpu device's tiles, blocks of 64 (forward) and 128 (backward)
     # neurons and a partial last vector.
     net = hidden_net(model, 30, 200, surrogate=SURROGATES[name](), reset_mechanism=reset)
-    check(net, seed=2, scale=MODELS[model][1])
+    check(net, seed=2, scale=MODELS[model][1], whole=name != "sigmoid")
 
 
 @pytest.mark.parametrize("model", sorted(MODELS))
 @pytest.mark.parametrize("hidden", [5, 17, 64, 129, 300])
 @pytest.mark.parametrize("direct", [True, False], ids=["direct", "per-step"])
 def test_widths_and_input_kinds(hidden, direct, model):
-    check(hidden_net(model, 24, hidden), direct=direct, seed=hidden, scale=MODELS[model][1])
+    net = hidden_net(model, 24, hidden)
+    check(net, direct=direct, seed=hidden, scale=MODELS[model][1], whole=direct)
 
 
 @pytest.mark.parametrize("model", sorted(MODELS))
@@ -93,13 +121,15 @@ def test_with_and_without_a_sparse_rule(rule, model):
     make = {None: lambda: None, "window": lambda: sparse.window(0.5)}.get(
         rule, lambda: sparse.one_sided(0.9)
     )
-    check(hidden_net(model, 30, 150, sparse=make()), seed=4, scale=MODELS[model][1])
+    net = hidden_net(model, 30, 150, sparse=make())
+    check(net, seed=4, scale=MODELS[model][1], whole=rule is None)
 
 
 @pytest.mark.parametrize("model", sorted(MODELS))
 @pytest.mark.parametrize("steps", [64, 65], ids=["kernels' most steps", "past it"])
 def test_steps_on_both_sides_of_the_kernels_limit(steps, model):
-    check(hidden_net(model, 20, 40), seed=6, scale=MODELS[model][1] / 2, steps=steps)
+    net = hidden_net(model, 20, 40)
+    check(net, seed=6, scale=MODELS[model][1] / 2, steps=steps, whole=steps <= 64)
 
 
 @pytest.mark.parametrize("model", sorted(MODELS))

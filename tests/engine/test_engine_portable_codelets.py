@@ -6,6 +6,7 @@ own and runs the engine on it."""
 
 import platform
 import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +20,10 @@ from engine_helpers import (
 
 import popsnn
 from popsnn import engine, losses, optim, reference, sparse
+from popsnn.backends import engine as engine_backend
 
-CODELETS = Path(__file__).resolve().parents[2] / "codelets"
+ROOT = Path(__file__).resolve().parents[2]
+CODELETS = ROOT / "codelets"
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake is not installed"),
@@ -30,16 +33,36 @@ pytestmark = [
 ]
 
 
+def lif_sources_with_instances(into: Path) -> list:
+    """The codelet sources, LifForward.cpp and LifBackward.cpp with their explicit
+    instantiations appended by host/src/VertexInstances.cpp, as the package build does."""
+    gen = into / "popsnn_vertex_instances"
+    compiler = shutil.which("c++") or pytest.skip("no C++ compiler (c++)")
+    generator = ROOT / "host" / "src" / "VertexInstances.cpp"
+    subprocess.run(
+        [compiler, "-std=c++17", "-O1", f"-I{ROOT / 'include'}", str(generator), "-o", str(gen)],
+        check=True,
+    )
+    sources = []
+    for path in sorted(CODELETS.glob("*.cpp")):
+        if path.stem in ("LifForward", "LifBackward"):
+            out = into / path.name
+            subprocess.run([str(gen), path.stem, str(path), str(out)], check=True)
+            path = out
+        sources.append(path)
+    return sources
+
+
 @pytest.fixture(scope="module")
 def portable_codelets(tmp_path_factory):
     src = tmp_path_factory.mktemp("portable")
-    sources = " ".join(f'"{p.as_posix()}"' for p in sorted(CODELETS.glob("*.cpp")))
+    sources = " ".join(f'"{p.as_posix()}"' for p in lif_sources_with_instances(src))
     (src / "CMakeLists.txt").write_text(f"""
 cmake_minimum_required(VERSION 3.18)
 project(portable_codelets CXX)
 find_package(popsnn CONFIG REQUIRED)
 popsnn_add_codelets(portable OUTPUT portable.gp SOURCES {sources}
-  COMPILE_OPTIONS -O2 -march=x86-64 -fno-math-errno -DPOPSNN_PLAIN_LOOPS)
+  COMPILE_OPTIONS -O2 -march=x86-64 -fno-math-errno -DPOPSNN_PLAIN_LOOPS "-I{CODELETS.as_posix()}")
 """)
     build = build_against_installed(src, src / "build")
     gp = build / "portable.gp"
@@ -77,7 +100,9 @@ NETS = {
 
 @pytest.mark.parametrize("name", sorted(NETS))
 def test_baseline_x86_codelets_equal_the_reference(name, portable_codelets, monkeypatch):
-    monkeypatch.setattr(engine, "codelets_path", lambda: portable_codelets)
+    # Where the backends look it up (popsnn.engine only re-exports it: patched there, the
+    # installed codelets would run).
+    monkeypatch.setattr(engine_backend, "codelets_path", lambda: portable_codelets)
     net, batch, steps = NETS[name](), 6, 10
     x, raw = make_input(net, batch, steps, direct=True, seed=3)
     y = raw % 10
@@ -93,3 +118,10 @@ def test_baseline_x86_codelets_equal_the_reference(name, portable_codelets, monk
     assert_grads_close(grads, ref_grads)
     assert rec.spikes[0].mean() > 0.01, "the hidden layer must spike for the test to mean much"
     assert_close(np.float32(value), np.float32(ref_value), "loss")
+    # This object has no whole-trace kernels (LeakTraceKernels says so): the host keeps the
+    # hidden layer's dense surrogate trace whole, as its per-step kernels write it.
+    prof = backend.profile()
+    assert prof["layer0_leak_trace"] == 0
+    hidden = net.stages[0].num_neurons
+    if name != "leaky_window":
+        assert prof["layer0_surrogate_trace_bytes"] == steps * batch * hidden * 4

@@ -33,7 +33,7 @@ from _reference_nets import (
     two_layer_net,
 )
 
-from popsnn import Alpha, Lapicque, Leaky, Synaptic, losses, reference, surrogate
+from popsnn import Alpha, Lapicque, Leaky, Synaptic, losses, reference, regularizers, surrogate
 
 torch = pytest.importorskip(
     "torch", reason="the snnTorch cross-check needs torch (pip install '.[crosscheck]')"
@@ -179,20 +179,34 @@ def torch_loss(loss, num_steps):
     raise ValueError(loss.name)
 
 
-def crosscheck(net, loss, seed=0, direct=False, steps=T_LONG):
+def torch_spike_count_bounds(reg, spikes):
+    """Perez-Nieves & Goodman's regulariser written in torch on [T, B, n] spikes."""
+    counts = spikes.sum(0)
+    n, batch = counts.shape[1], counts.shape[0]
+    over = torch.clamp(counts.mean(1) - reg.upper, min=0.0) ** reg.upper_power
+    under = torch.clamp(reg.lower - counts, min=0.0) ** 2
+    return (reg.lambda_upper * over.sum() + reg.lambda_lower / n * under.sum()) / batch
+
+
+def crosscheck(net, loss, seed=0, direct=False, steps=T_LONG, regularizer=None):
     params = active_params(net, seed)
     x = sequence_input(seed + 10, steps=steps)
     if direct:
         x = x[0]
     y = targets(seed + 20, num_classes=loss.num_classes or net.num_outputs)
-    value, grads, rec = reference.loss_and_grad(net, params, x, y, loss, num_steps=steps)
+    value, grads, rec = reference.loss_and_grad(
+        net, params, x, y, loss, num_steps=steps, regularizer=regularizer
+    )
 
     twin = TorchTwin(net, params)
     out = twin.run(x, steps)
     torch_value = torch_loss(loss, steps)(
         out["spikes" if loss.uses == "spikes" else "membranes"][-1], torch.as_tensor(y)
-    )
-    torch_value.sum().backward()
+    ).sum()
+    if regularizer is not None:
+        for hidden in out["spikes"][:-1]:
+            torch_value = torch_value + torch_spike_count_bounds(regularizer, hidden)
+    torch_value.backward()
 
     for l in range(len(net)):
         np.testing.assert_array_equal(
@@ -342,6 +356,42 @@ def test_sparse_rules_match_snntorch_with_a_masked_surrogate(model, rule_name, m
         two_layer_net(model, "subtract", "fast_sigmoid", rule), LOSS_CASES["ce_count"](), seed=1
     )
     assert all(0 < m.mean() < 1 for m in rec.grad_masks)
+
+
+def _both_bounds_active(net, seed):
+    """Bounds at which, on crosscheck's input, some samples are over the upper bound and
+    some neurons under the lower one (both terms and both sides of each are exercised)."""
+    x = sequence_input(seed + 10, steps=T_LONG)
+    spikes = reference.forward(net, active_params(net, seed), x).spikes[0]
+    counts = spikes.sum(0)
+    upper = float(np.median(counts.mean(1)))
+    lower = float(np.percentile(counts, 30)) + 0.5
+    return regularizers.spike_count_bounds(
+        upper=upper, lambda_upper=0.3, lower=lower, lambda_lower=2.0, upper_power=2.0
+    )
+
+
+@pytest.mark.parametrize("rule_name", [None, "window"])
+@pytest.mark.parametrize("model", ["leaky", "synaptic"])
+def test_spike_count_regularizer_matches_torch_autograd(model, rule_name, monkeypatch):
+    from popsnn import sparse
+
+    rule = sparse.window(0.3) if rule_name else None
+    if rule is not None:
+        monkeypatch.setitem(
+            _FUNCTIONS, "fast_sigmoid", _masked(snn_surrogate.FastSigmoid, rule, 1.0)
+        )
+    net = two_layer_net(model, "subtract", "fast_sigmoid", rule)
+    reg = _both_bounds_active(net, seed=1)
+    crosscheck(net, LOSS_CASES["ce_count"](), seed=1, regularizer=reg)
+    # the regulariser changed the gradient (a check that it is not silently dropped)
+    params = active_params(net, 1)
+    x, y = sequence_input(11, steps=T_LONG), targets(21, num_classes=net.num_outputs)
+    plain = reference.loss_and_grad(net, params, x, y, "ce_count", num_steps=T_LONG)[1]
+    regd = reference.loss_and_grad(
+        net, params, x, y, "ce_count", num_steps=T_LONG, regularizer=reg
+    )[1]
+    assert np.abs(plain[0]["weight"] - regd[0]["weight"]).max() > 1e-6
 
 
 # Far from threshold, both signs: |U - threshold| from 0.05 to 60, as float32 values so

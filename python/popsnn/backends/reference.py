@@ -34,6 +34,7 @@ class ReferenceBackend:
         batch_size,
         device="reference",
         loss_scaler: LossScaler | None = None,
+        regularizer=None,
         **device_options,
     ):
         if device_options:
@@ -43,6 +44,7 @@ class ReferenceBackend:
                 f"cpu, ipu-model and ipu"
             )
         self.net, self.loss, self.optimizer = net, loss, optimizer
+        self.regularizer = regularizer
         # Spikes, membranes, currents and masks of every neuron and step, in float64.
         self.num_steps, self.batch_size = check_sizes(
             net, num_steps, batch_size, bytes_per_neuron_step=32
@@ -83,6 +85,7 @@ class ReferenceBackend:
                 self.num_steps if x.ndim == 2 else None,
                 storage=self.storage,
                 loss_scale=scale,
+                regularizer=self.regularizer,
             )
         self._seconds += time.perf_counter() - start
         self._steps += 1

@@ -1,0 +1,100 @@
+"""The CSNN step's arithmetic per kernel: the work the engine's kernels do (multiply-adds,
+counted from the densities the step meets) against the dense minimum (every product of
+the im2col matrices) and the FMA rate of one core, for Sun et al.'s CSNN on
+bench/csnn_steps.py's workload (T 25, the first B MNIST test images, seed 0's initial
+weights, no sparse rule).
+
+The densities come from one forward on the reference (the engine's spikes are identical,
+tests/engine/test_engine_conv_network.py): each stage's input spikes, and dL/dI of the
+second convolution, which without a rule is one entry per 2 x 2 pool window (25%).
+Given `--ms NAME=MS` (CPU ms per step of a kernel, from bench/csnn_profile.py), prints the
+rate each kernel ran at (GMAC per CPU second) beside `--peak` (GMAC/s of one core: 16
+float multiply-adds a cycle at 2.6 GHz). The profile's ConvForward<MaxPooledOut> also holds
+the first convolution (~2 ms of it, event-driven on MNIST), counted here at its dense size.
+
+    .venv/bin/python bench/csnn_work.py [--batch 128] [--ms forward=47 --ms input_grad=62 ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+from csnn_steps import workload
+
+import popsnn
+
+
+def reached(H: int, W: int, k: int, Ho: int, Wo: int) -> np.ndarray:
+    """[H, W]: how many output positions of a k x k stride-1 unpadded convolution each input
+    entry reaches (its taps inside the output map)."""
+    count = np.zeros((H, W), dtype=np.int64)
+    for i in range(k):
+        for j in range(k):
+            count[i : i + Ho, j : j + Wo] += 1
+    return count
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--ms", action="append", default=[], help="kernel=CPU ms per step")
+    ap.add_argument("--peak", type=float, default=41.5, help="GMAC/s of one core (FMA rate)")
+    args = ap.parse_args()
+    model, x, _ = workload(args.batch)
+    ref = popsnn.Model(
+        model.net,
+        device="reference",
+        num_steps=25,
+        batch_size=args.batch,
+        params=model.get_params(),
+    )
+    rec = ref.record(x)
+    T, B = 25, args.batch
+    s1 = np.asarray(rec.spikes[0]).reshape(T * B, 12, 12, 12)  # stage 2's input
+    s2 = np.asarray(rec.spikes[1]).reshape(T * B, 64 * 16)  # the readout's input
+    rows = T * B
+    taps, c, P = 12 * 25, 64, 64
+    per_spike = reached(12, 12, 5, 8, 8)  # positions each input entry reaches
+    # Per row, the products of the input's spikes (each its reached positions x c channels).
+    by_inputs = ((s1 != 0).sum(axis=1).reshape(rows, -1) * per_spike.reshape(1, -1)).sum(1) * c
+    event = int(by_inputs.sum())
+    dense = rows * P * taps * c
+    grads = rows * c * 16  # one dL/dI entry per pool window, each window of `taps`
+    # ConvWeightGrad's choice per row (GRADIENT_PRODUCT_COST 2): by gradients when cheaper.
+    spikes = (s1 != 0).reshape(rows, -1).sum(1)
+    by_grads = 2 * c * 16 * taps <= spikes * 25 * c + P * c
+    weight = int(np.where(by_grads, c * 16 * taps, by_inputs).sum())
+    work = {
+        "forward (2nd conv)": (event, dense),
+        "weight_grad (2nd conv, the fewer)": (weight, dense),
+        "input_grad (2nd conv, window runs)": (grads * taps, dense),
+        "first conv (dense count, once a sample)": (B * 576 * 25 * 12, B * 576 * 25 * 12),
+        "readout (dense count, fwd + 2 bwd)": (3 * rows * 1024 * 10, 3 * rows * 1024 * 10),
+    }
+    print(
+        f"B {B}, T {T}: stage 2 input (stage 1 spikes) {100 * (s1 != 0).mean():.2f}% "
+        f"non-zero, readout input {100 * (s2 != 0).mean():.2f}%; "
+        f"2nd conv dL/dI {100 * grads / (rows * c * P):.0f}% (one per pool window)"
+    )
+    print(f"weight gradient rows by gradients: {100 * by_grads.mean():.1f}%")
+    print(f"{'kernel':38s} {'done MMAC':>10s} {'dense MMAC':>11s} {'done/dense':>10s}")
+    for name, (done, full) in work.items():
+        print(f"{name:38s} {done / 1e6:10.1f} {full / 1e6:11.1f} {done / full:10.3f}")
+    keys = {
+        "forward": "forward (2nd conv)",
+        "weight_grad": "weight_grad (2nd conv, the fewer)",
+        "input_grad": "input_grad (2nd conv, window runs)",
+    }
+    for item in args.ms:
+        name, ms = item.split("=")
+        done = work[keys[name]][0]
+        rate = done / (float(ms) * 1e-3) / 1e9
+        print(
+            f"{name}: {rate:.1f} GMAC per CPU second = {100 * rate / args.peak:.0f}% "
+            f"of one core's {args.peak} GMAC/s"
+        )
+
+
+if __name__ == "__main__":
+    main()
