@@ -13,6 +13,7 @@ real mistake (a missing or doubled term moves entries by O(1) of the scale).
 from __future__ import annotations
 
 import copy
+import os
 import shutil
 import subprocess
 import sys
@@ -35,7 +36,12 @@ def build_against_installed(source: Path, build: Path) -> Path:
         [sys.executable, "-m", "popsnn", "--cmakedir"], check=True, capture_output=True, text=True
     ).stdout.strip()
     configure = ["cmake", "-S", str(source), "-B", str(build), f"-Dpopsnn_DIR={cmakedir}"]
-    for cmd in (configure + ["-DCMAKE_BUILD_TYPE=Release"], ["cmake", "--build", str(build)]):
+    # Every core: the codelet objects' LIF instantiations take minutes on one.
+    jobs = ["--parallel", str(os.cpu_count() or 1)]
+    for cmd in (
+        configure + ["-DCMAKE_BUILD_TYPE=Release"],
+        ["cmake", "--build", str(build), *jobs],
+    ):
         run = subprocess.run(cmd, capture_output=True, text=True)
         assert run.returncode == 0, run.stdout + run.stderr
     return build
