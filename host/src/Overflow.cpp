@@ -35,6 +35,7 @@ Overflow noOverflow(const NetworkSpec &spec) {
   none.traceGrow = spec.gradientTraceActivity();
   none.spikeGrow = spec.idTraceActivity();
   none.layerLive.assign(spec.layers.size(), 0.0);
+  none.layerTrace.assign(spec.layers.size(), 0.0);
   return none;
 }
 
@@ -52,9 +53,12 @@ void noteOverflow(const unsigned *o, const Layer &layer, const Shard &sh, unsign
     worst.any = true;
     worst.grow = std::max(worst.grow, double(o[codes::MOST_NEEDED]) / sh.size);
   }
-  if (sh.traceCapacity != 0)
-    worst.traceNeeded =
-        std::max(worst.traceNeeded, o[codes::TRACE_NEEDED] / (double(rows) * sh.size));
+  if (sh.traceCapacity != 0) {
+    const double needed = o[codes::TRACE_NEEDED] / (double(rows) * sh.size);
+    worst.traceNeeded = std::max(worst.traceNeeded, needed);
+    if (layer.index < worst.layerTrace.size())
+      worst.layerTrace[layer.index] = std::max(worst.layerTrace[layer.index], needed);
+  }
   if (sh.traceCapacity != 0)
     noteTraceOverflow(o[codes::TRACE_NEEDED], sh.traceCapacity, false, layer, sh, rows, numSteps,
                       worst);
@@ -130,6 +134,19 @@ float measuredTraceActivity(const Overflow &counted, unsigned entriesPerShard) {
   return float(std::min(1.0, std::max(counted.traceNeeded * ACTIVITY_HEADROOM, oneEntry)));
 }
 
+// A measured trace once layers went dense (chooseDenseBackward): sized by the layers that keep
+// the compressed trace, not by the dense ones' entries (their memory saved back); never grown.
+static void shrinkTraceToCompressed(const Overflow &counted, unsigned entriesPerShard,
+                                    NetworkSpec &spec) {
+  Overflow kept = counted;
+  kept.traceNeeded = 0;
+  for (std::size_t l = 0; l < counted.layerTrace.size() && l < spec.layers.size(); ++l)
+    if (!spec.layers[l].denseBackward)
+      kept.traceNeeded = std::max(kept.traceNeeded, counted.layerTrace[l]);
+  if (spec.traceActivity > 0.0f)
+    spec.traceActivity = std::min(spec.traceActivity, measuredTraceActivity(kept, entriesPerShard));
+}
+
 Overflow readOverflow(poplar::Engine &engine, const NetworkSpec &spec, const Plan &plan,
                       const std::vector<Layer> &layers) {
   Overflow worst = noOverflow(spec);
@@ -176,6 +193,8 @@ bool resizeFor(const Overflow &worst, const Measured &measured, OverflowPolicy p
                               worst.listNeededEntries, worst.listCapacity);
   listRebuilds += sizeLists || worst.listOverflow;
   growFor(worst, spec);
+  if (denser && measured.trace) // after growFor: nothing overflowed, so it grew nothing
+    shrinkTraceToCompressed(worst, entriesPerShard, spec);
   return true;
 }
 

@@ -35,6 +35,9 @@ struct Overflow {
   // backward (an entry at that step or a later one: the carry is non-zero), as the forward
   // counted them; 0 where the layer keeps its surrogate dense. Exact when no trace overflowed.
   std::vector<double> layerLive;
+  // Per layer: traceNeeded of its compressed-trace shards (0 where dense), so the shared trace
+  // capacity can follow the layers that keep the compressed trace.
+  std::vector<double> layerTrace;
   bool listOverflow = false;
   unsigned listLayer = 0, listNeededEntries = 0, listCapacity = 0;
   // Only a gradient trace overflowed (no spike buffer, no id trace).

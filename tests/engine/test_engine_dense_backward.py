@@ -13,6 +13,7 @@ from engine_helpers import (
     assert_second_call_equal,
     float64_reference_same_masks,
     list_backend,
+    sgd_backend,
 )
 
 import popsnn
@@ -145,3 +146,32 @@ def test_max_live_one_keeps_the_compressed_backward_however_live():
     ref_value, ref_grads, _ = reference.loss_and_grad(net, params, x, y, loss, num_steps=STEPS)
     assert value == pytest.approx(ref_value, rel=2e-5, abs=1e-7)
     assert_grads_close(grads, ref_grads)
+
+
+def test_trace_capacity_follows_the_layers_that_keep_the_compressed_trace():
+    """Once a layer goes dense its entries no longer size the shared measured trace: the
+    capacity follows the compressed layers' own entries (with the measured 25% headroom)."""
+    x, y = make_input(3)
+    net = make_net(RULES["window"])
+    params = net.init_params(4)
+    for p in params:
+        p["weight"] = p["weight"] * np.float32(1.5)
+    options = dict(steps=STEPS, batch=BATCH, device="cpu", grad_list_activity=0.44)
+    backend = sgd_backend(net, params, losses.ce_count_loss(), trace_activity=None, **options)
+    value, grads = backend.loss_and_grad(x, y)  # measured, then rebuilt with layer 0 dense
+    prof = backend.profile()
+    ref_value, ref_grads, rec = reference.loss_and_grad(
+        net, params, x, y, losses.ce_count_loss(), num_steps=STEPS
+    )
+    assert value == pytest.approx(ref_value, rel=2e-5, abs=1e-7)
+    assert_grads_close(grads, ref_grads)
+
+    def active(l):  # the largest fraction of a shard's entries in the gradient trace
+        mask, size = rec.grad_masks[l], int(prof[f"layer{l}_shard_size"])
+        return max(mask[..., k : k + size].mean() for k in range(0, mask.shape[-1], size))
+
+    assert [prof[f"layer{l}_dense_backward"] for l in range(2)] == [1, 0]
+    assert active(0) > 2 * active(1) > 0
+    assert prof["trace_activity"] == pytest.approx(1.25 * active(1), rel=1e-6)
+    entries = STEPS * BATCH * int(prof["layer1_shard_size"])
+    assert prof["layer1_trace_capacity"] == np.ceil(np.float32(1.25 * active(1)) * entries)
