@@ -133,12 +133,12 @@ public:
     for (unsigned r = 0; r < rows; ++r) {
       const float *__restrict xr = &x[r * w.inSize()];
       const float *__restrict gr = gradRow<Layout>(w, c, &grad[0], am, r, rowBuf);
-      const unsigned activeX = nonzeroIndices(xr, w.inSize(), idx);
       const unsigned activeG =
           Layout::CHANNELS_LAST ? biasSumsChannelsLast(c, P, gr, gT) : biasSumsPlanar(c, P, gr);
       active += activeG;
-      if (!activeG)
+      if (!activeG) // a row the sparse rule masked whole: its inputs are not listed either
         continue;
+      const unsigned activeX = nonzeroIndices(xr, w.inSize(), idx);
       // Each product g * x once either way: from dL/dI's non-zero entries (a window of
       // taps each) or from the input's (kernel area x channels each), whichever costs less;
       // a product by gradients costs about twice one by inputs (its multiply-adds store

@@ -8,11 +8,7 @@
 #include <cstdint>
 
 #include "DenseKernels.hpp"
-
-#if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS) && defined(__AVX512F__)
-#include <immintrin.h>
-#define POPSNN_CONV_COMPRESS 1
-#endif
+#include "SparseRows.hpp"
 
 namespace popsnn {
 namespace conv {
@@ -71,16 +67,11 @@ template <class V> inline Window windowOf(const V &v) {
 // second convolution (perf annotate; its 1,728 inputs are 4% non-zero).
 inline unsigned nonzeroIndices(const float *__restrict x, unsigned n, unsigned *__restrict idx) {
   unsigned count = 0, k = 0;
-#ifdef POPSNN_CONV_COMPRESS
+#ifdef POPSNN_SPARSE_ROWS_AVX512
   const __m512 zero = _mm512_setzero_ps();
-  __m512i ids = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   for (; k + 16 <= n; k += 16) {
     const __mmask16 nz = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + k), zero, _CMP_NEQ_UQ);
-    const unsigned found = unsigned(__builtin_popcount(nz));
-    _mm512_mask_storeu_epi32(idx + count, __mmask16((1u << found) - 1u),
-                             _mm512_maskz_compress_epi32(nz, ids));
-    count += found;
-    ids = _mm512_add_epi32(ids, _mm512_set1_epi32(16));
+    count += lif::storeLaneIds(nz, k, idx + count);
   }
 #endif
   for (; k < n; ++k) {
