@@ -145,7 +145,9 @@ public:
       // into [c, taps] rows, not one cached block; ConvKernels.hpp).
       if (GRADIENT_PRODUCT_COST * activeG * taps <=
           std::uint64_t(activeX) * w.kernelHeight * w.kernelWidth * c + std::uint64_t(P) * c) {
-        weightGradByGradients<Layout>(w, c, xr, gr, col, coef, chan, &gradWeights[0]);
+        // idx (inSize ids) lists the window's non-zero taps when it has room for them.
+        weightGradByGradients<Layout>(w, c, xr, gr, col, coef, chan, &gradWeights[0],
+                                      taps <= w.inSize() ? idx : nullptr);
       } else {
         weightGradByInputs<Layout>(w, c, xr, idx, activeX, gr, gT, gwT);
         byInputs = true;
