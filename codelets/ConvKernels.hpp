@@ -363,29 +363,37 @@ inline void addWindowRuns(const Window &w, unsigned p, unsigned count, const flo
 // always the row). A rule's sparse rows take this path: over the whole row they ran at
 // ~1 GMAC per CPU second, most of the multiply-adds by zero inputs. Zero inputs add +-0
 // either way (the same floats; an inf entry times a zero input is skipped, as by inputs).
+// One position's part of the above: its `count` entries (coef, chan) times its window.
+inline void gradientProducts(const Window &w, const float *__restrict xr, unsigned p,
+                             unsigned count, const float *__restrict coef,
+                             const unsigned *__restrict chan, float *__restrict col,
+                             float *__restrict gradW, unsigned *__restrict tapIds) {
+  const unsigned taps = w.taps();
+  windowRow(w, xr, p, col);
+  const unsigned nx = tapIds ? nonzeroIndices(col, taps, tapIds) : taps;
+  if (8 * nx > taps) { // a vector multiply-add of 16 taps costs ~2 indexed ones
+    for (unsigned q = 0; q < count; ++q)
+      axpy(taps, coef[q], col, &gradW[chan[q] * taps]);
+    return;
+  }
+  for (unsigned q = 0; q < count; ++q) {
+    float *__restrict g = &gradW[chan[q] * taps];
+    const float v = coef[q];
+    for (unsigned k = 0; k < nx; ++k)
+      g[tapIds[k]] += v * col[tapIds[k]];
+  }
+}
+
 template <class Layout>
 inline void weightGradByGradients(const Window &w, unsigned c, const float *__restrict xr,
                                   const float *__restrict gr, float *__restrict col,
                                   float *__restrict coef, unsigned *__restrict chan,
                                   float *__restrict gradW, unsigned *__restrict tapIds) {
-  const unsigned taps = w.taps(), P = w.outPositions();
+  const unsigned P = w.outPositions();
   for (unsigned p = 0; p < P; ++p) {
     const unsigned count = nonzeroChannels<Layout>(gr, c, P, p, coef, chan);
-    if (!count)
-      continue;
-    windowRow(w, xr, p, col);
-    const unsigned nx = tapIds ? nonzeroIndices(col, taps, tapIds) : taps;
-    if (8 * nx > taps) { // a vector multiply-add of 16 taps costs ~2 indexed ones
-      for (unsigned q = 0; q < count; ++q)
-        axpy(taps, coef[q], col, &gradW[chan[q] * taps]);
-      continue;
-    }
-    for (unsigned q = 0; q < count; ++q) {
-      float *__restrict g = &gradW[chan[q] * taps];
-      const float v = coef[q];
-      for (unsigned k = 0; k < nx; ++k)
-        g[tapIds[k]] += v * col[tapIds[k]];
-    }
+    if (count)
+      gradientProducts(w, xr, p, count, coef, chan, col, gradW, tapIds);
   }
 }
 
