@@ -182,17 +182,27 @@ private:
     const unsigned activeG = unsigned(popsnn::dense::countNonzero(pg, 1, c * Q, 0));
     if (!activeG)
       return true;
-    if (!byGradients(activeG, nonzeroIndices(xr, w.inSize(), idx)))
+    const unsigned activeX = nonzeroIndices(xr, w.inSize(), idx);
+    if (!byGradients(activeG, activeX))
       return false;
     active += activeG;
     for (unsigned co = 0; co < c; ++co)
       sums[co] = 0.0f;
     float *__restrict gradW = &gradWeights[0];
+    // Few input spikes (the CSNN's ~70 of 1,728): each window's taps found among them
+    // (SpikeTaps, after the sums in sums' [P, c]) instead of copying its taps' inputs.
+    SpikeTaps spikes;
+    const bool listed = activeX <= w.taps() && c + 5 * activeX <= w.outPositions() * c;
+    if (listed)
+      spikes = SpikeTaps(w, xr, idx, activeX, reinterpret_cast<unsigned *>(sums + c));
     pooledPositions(w, c, pg, am + std::size_t(r) * c * Q, lists,
                     [&](unsigned p, unsigned count, const float *coef, const unsigned *chan) {
                       for (unsigned q = 0; q < count; ++q)
                         sums[chan[q]] += coef[q];
-                      gradientProducts(w, xr, p, count, coef, chan, col, gradW, tapIds);
+                      if (listed)
+                        spikes.products(w, p, count, coef, chan, gradW);
+                      else
+                        gradientProducts(w, xr, p, count, coef, chan, col, gradW, tapIds);
                     });
     for (unsigned co = 0; co < c; ++co)
       gradBias[co] += sums[co];
