@@ -268,10 +268,9 @@ template <unsigned S> constexpr unsigned blockVectors() { return TRACE_BACKWARD_
 // carries and sums went to the stack and back every step. Out of the caller's loop: inlined
 // there, GCC spilled the broadcasts to the stack and reloaded them in every multiply-add.
 template <unsigned S, unsigned V, class GradRow>
-__attribute__((noinline)) void nextLayerProducts(GradRow &gradRow, unsigned T, unsigned b,
-                                                 const float *__restrict wT, unsigned K,
-                                                 unsigned n, __mmask16 lastMask,
-                                                 float (*sg)[TRACE_MAX_STEPS * 16 * V]) {
+__attribute__((noinline)) void
+nextLayerProducts(GradRow &gradRow, unsigned T, unsigned b, const float *__restrict wT, unsigned K,
+                  unsigned n, __mmask16 lastMask, float (*sg)[TRACE_MAX_STEPS * 16 * V]) {
   const __m512 zero = _mm512_setzero_ps();
   for (unsigned t = T; t-- > 0;) {
     const float *g[S];
@@ -306,8 +305,8 @@ __attribute__((noinline)) void nextLayerProducts(GradRow &gradRow, unsigned T, u
       for (unsigned v = 0; v < V; ++v) {
         float *p = sg[s] + (t * V + v) * 16;
         const __m512 sv = _mm512_load_ps(p);
-        const __mmask16 nz = _mm512_mask_cmp_ps_mask(laneMask(v, V, lastMask), sv, zero,
-                                                     _CMP_NEQ_UQ);
+        const __mmask16 nz =
+            _mm512_mask_cmp_ps_mask(laneMask(v, V, lastMask), sv, zero, _CMP_NEQ_UQ);
         _mm512_store_ps(p, _mm512_maskz_mul_ps(nz, sv, sum[s][v]));
       }
   }
