@@ -371,5 +371,4 @@ private:
   std::unique_lock<std::mutex> lock_;
 };
 
-
 } // namespace popsnn
