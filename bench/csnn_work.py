@@ -2,17 +2,22 @@
 counted from the densities the step meets) against the dense minimum (every product of
 the im2col matrices) and the FMA rate of one core, for Sun et al.'s CSNN on
 bench/csnn_steps.py's workload (T 25, the first B MNIST test images, seed 0's initial
-weights, no sparse rule).
+weights; with `--rule`, the sparse rule given, as Config.sparse takes it).
 
 The densities come from one forward on the reference (the engine's spikes are identical,
 tests/engine/test_engine_conv_network.py): each stage's input spikes, and dL/dI of the
-second convolution, which without a rule is one entry per 2 x 2 pool window (25%).
+second convolution, which without a rule is one entry per 2 x 2 pool window (25%). With a
+rule, dL/dI's non-zero entries are those the engine's backward visited in one training step
+(`profile()["active_grads"]`): the input gradient works on exactly those (a window of taps
+each), the weight gradient per row on the fewer of them (taps each) and the input's spikes
+(kernel area x channels each), here with the entries spread evenly over the rows.
 Given `--ms NAME=MS` (CPU ms per step of a kernel, from bench/csnn_profile.py), prints the
 rate each kernel ran at (GMAC per CPU second) beside `--peak` (GMAC/s of one core: 16
 float multiply-adds a cycle at 2.6 GHz). The profile's ConvForward<MaxPooledOut> also holds
 the first convolution (~2 ms of it, event-driven on MNIST), counted here at its dense size.
 
-    .venv/bin/python bench/csnn_work.py [--batch 128] [--ms forward=47 --ms input_grad=62 ...]
+    .venv/bin/python bench/csnn_work.py [--batch 128] [--rule window:0.2]
+        [--ms forward=47 --ms input_grad=62 ...]
 """
 
 from __future__ import annotations
@@ -40,8 +45,9 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--ms", action="append", default=[], help="kernel=CPU ms per step")
     ap.add_argument("--peak", type=float, default=41.5, help="GMAC/s of one core (FMA rate)")
+    ap.add_argument("--rule", default="none", help="sparse rule: none, window:B, one_sided:G")
     args = ap.parse_args()
-    model, x, _ = workload(args.batch)
+    model, x, y = workload(args.batch, args.rule)
     ref = popsnn.Model(
         model.net,
         device="reference",
@@ -61,10 +67,14 @@ def main() -> None:
     event = int(by_inputs.sum())
     dense = rows * P * taps * c
     grads = rows * c * 16  # one dL/dI entry per pool window, each window of `taps`
+    if args.rule != "none":  # the entries the rule keeps, as the engine's backward visited
+        model.train_step(x, y)
+        grads = int(model.backend.profile()["active_grads"][1])
+    per_row = grads / rows
     # ConvWeightGrad's choice per row (GRADIENT_PRODUCT_COST 2): by gradients when cheaper.
     spikes = (s1 != 0).reshape(rows, -1).sum(1)
-    by_grads = 2 * c * 16 * taps <= spikes * 25 * c + P * c
-    weight = int(np.where(by_grads, c * 16 * taps, by_inputs).sum())
+    by_grads = 2 * per_row * taps <= spikes * 25 * c + P * c
+    weight = int(np.where(by_grads, per_row * taps, by_inputs).sum())
     work = {
         "forward (2nd conv)": (event, dense),
         "weight_grad (2nd conv, the fewer)": (weight, dense),
@@ -75,7 +85,8 @@ def main() -> None:
     print(
         f"B {B}, T {T}: stage 2 input (stage 1 spikes) {100 * (s1 != 0).mean():.2f}% "
         f"non-zero, readout input {100 * (s2 != 0).mean():.2f}%; "
-        f"2nd conv dL/dI {100 * grads / (rows * c * P):.0f}% (one per pool window)"
+        f"2nd conv dL/dI {100 * grads / (rows * c * P):.2f}% non-zero (rule {args.rule}; "
+        f"none: one per pool window)"
     )
     print(f"weight gradient rows by gradients: {100 * by_grads.mean():.1f}%")
     print(f"{'kernel':38s} {'done MMAC':>10s} {'dense MMAC':>11s} {'done/dense':>10s}")

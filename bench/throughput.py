@@ -303,12 +303,12 @@ def exp_dsnn(repeats=3, hidden=1000, batch=128, steps=25, inputs=INPUTS, include
     )
 
 
-def csnn_workload(batch=128, steps=25, seed=0, input="mnist") -> systems.Workload:
+def csnn_workload(batch=128, steps=25, seed=0, input="mnist", sparse="none") -> systems.Workload:
     """Sun et al.'s CSNN 12C5-MP2-64C5-MP2-10 on MNIST, Leaky beta 0.5, direct input,
-    Adam, ce_count: the network `popsnn train --model csnn` builds."""
+    Adam, ce_count: the network `popsnn train --model csnn [--sparse RULE]` builds."""
     from popsnn.train_config import Config
 
-    net = Config(model="csnn", beta=0.5).network(784, 10)
+    net = Config(model="csnn", beta=0.5, sparse=sparse).network(784, 10)
     x, y = images(batch, seed)
     if input == "uniform":
         x = np.random.default_rng(seed).random(x.shape, dtype=np.float32)
@@ -317,6 +317,8 @@ def csnn_workload(batch=128, steps=25, seed=0, input="mnist") -> systems.Workloa
 
 # Sun et al., Table IV: the CSNN's training throughput MEASURED on an IPU Mk2.
 SEED000_IPU_CSNN_IMAGES_PER_S = 15566.16
+# The row beside the dense one: popsnn with the window rule (accuracy: bench/README.md).
+CSNN_RULE = "window:0.2"
 
 
 def exp_csnn(repeats=3, batch=128, steps=25, include=SYSTEMS):
@@ -345,7 +347,17 @@ def exp_csnn(repeats=3, batch=128, steps=25, include=SYSTEMS):
             f"no estimate for B {batch}, T {steps}: run python bench/csnn_estimate.py "
             f"--batch {batch} --steps {steps} --memory-bytes-per-tile 1048576"
         )
-    return [row]
+    rows = [row]
+    if "popsnn" in include:  # "popsnn, window rule": the same step, the rule's backward
+        ruled = {k: row[k] for k in ("experiment", "network", "batch", "steps", "input")}
+        ruled.update(sparse=CSNN_RULE, repeats=repeats)
+        ruled.update(measure(csnn_workload(batch, steps, sparse=CSNN_RULE), repeats, ("popsnn",)))
+        if ruled.get("popsnn_images_per_s") and row.get("snntorch_images_per_s"):
+            ruled["popsnn_over_snntorch_eager"] = (
+                ruled["popsnn_images_per_s"] / row["snntorch_images_per_s"]
+            )
+        rows.append(ruled)
+    return rows
 
 
 def exp_latency(repeats=3, batches=(1, 2, 4, 8), hidden=1000, steps=25, include=SYSTEMS):

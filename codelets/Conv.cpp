@@ -130,22 +130,29 @@ public:
       gradBias[co] = 0.0f;
     unsigned active = 0;
     bool byInputs = false;
-    for (unsigned r = 0; r < rows; ++r) {
-      const float *__restrict xr = &x[r * w.inSize()];
-      const float *__restrict gr = gradRow<Layout>(w, c, &grad[0], am, r, rowBuf);
-      const unsigned activeX = nonzeroIndices(xr, w.inSize(), idx);
-      const unsigned activeG =
-          Layout::CHANNELS_LAST ? biasSumsChannelsLast(c, P, gr, gT) : biasSumsPlanar(c, P, gr);
-      active += activeG;
-      if (!activeG)
-        continue;
+    unsigned *__restrict tapIds = taps <= w.inSize() ? idx : nullptr; // room for a window's
+    const auto byGradients = [&](unsigned activeG, unsigned activeX) {
       // Each product g * x once either way: from dL/dI's non-zero entries (a window of
       // taps each) or from the input's (kernel area x channels each), whichever costs less;
       // a product by gradients costs about twice one by inputs (its multiply-adds store
       // into [c, taps] rows, not one cached block; ConvKernels.hpp).
-      if (GRADIENT_PRODUCT_COST * activeG * taps <=
-          std::uint64_t(activeX) * w.kernelHeight * w.kernelWidth * c + std::uint64_t(P) * c) {
-        weightGradByGradients<Layout>(w, c, xr, gr, col, coef, chan, &gradWeights[0]);
+      return GRADIENT_PRODUCT_COST * activeG * taps <=
+             std::uint64_t(activeX) * w.kernelHeight * w.kernelWidth * c + std::uint64_t(P) * c;
+    };
+    for (unsigned r = 0; r < rows; ++r) {
+      const float *__restrict xr = &x[r * w.inSize()];
+      if (Layout::CHANNELS_LAST &&
+          pooledRow(w, c, r, xr, am, col, gT, rowBuf, idx, tapIds, active, byGradients))
+        continue;
+      const float *__restrict gr = gradRow<Layout>(w, c, &grad[0], am, r, rowBuf);
+      const unsigned activeG =
+          Layout::CHANNELS_LAST ? biasSumsChannelsLast(c, P, gr, gT) : biasSumsPlanar(c, P, gr);
+      active += activeG;
+      if (!activeG) // a row the sparse rule masked whole: its inputs are not listed either
+        continue;
+      const unsigned activeX = nonzeroIndices(xr, w.inSize(), idx);
+      if (byGradients(activeG, activeX)) {
+        weightGradByGradients<Layout>(w, c, xr, gr, col, coef, chan, &gradWeights[0], tapIds);
       } else {
         weightGradByInputs<Layout>(w, c, xr, idx, activeX, gr, gT, gwT);
         byInputs = true;
@@ -160,6 +167,47 @@ public:
   }
 
 private:
+  // A row of the pool's gradient (ChannelsLast) that is empty, or cheaper by gradients (a
+  // rule's sparse rows), done here from the pool's gradient: positions listed by
+  // pooledPositions (no dL/dI row formed, no scan of its P x c entries), the bias sums
+  // taken from the lists in position order (the same floats as over the formed row: the
+  // zeros skipped add +-0 to a sum that is never -0). Returns false for the other rows.
+  template <class Choice>
+  bool pooledRow(const Window &w, unsigned c, unsigned r, const float *__restrict xr,
+                 const unsigned *am, float *__restrict col, float *__restrict sums,
+                 float *__restrict lists, unsigned *__restrict idx, unsigned *__restrict tapIds,
+                 unsigned &active, Choice byGradients) {
+    const unsigned Q = w.outPositions() / 4;
+    const float *__restrict pg = &grad[std::size_t(r) * c * Q];
+    const unsigned activeG = unsigned(popsnn::dense::countNonzero(pg, 1, c * Q, 0));
+    if (!activeG)
+      return true;
+    const unsigned activeX = nonzeroIndices(xr, w.inSize(), idx);
+    if (!byGradients(activeG, activeX))
+      return false;
+    active += activeG;
+    for (unsigned co = 0; co < c; ++co)
+      sums[co] = 0.0f;
+    float *__restrict gradW = &gradWeights[0];
+    // Few input spikes (the CSNN's ~70 of 1,728): each window's taps found among them
+    // (SpikeTaps, after the sums in sums' [P, c]) instead of copying its taps' inputs.
+    SpikeTaps spikes;
+    const bool listed = activeX <= w.taps() && c + 5 * activeX <= w.outPositions() * c;
+    if (listed)
+      spikes = SpikeTaps(w, xr, idx, activeX, reinterpret_cast<unsigned *>(sums + c));
+    pooledPositions(w, c, pg, am + std::size_t(r) * c * Q, lists,
+                    [&](unsigned p, unsigned count, const float *coef, const unsigned *chan) {
+                      for (unsigned q = 0; q < count; ++q)
+                        sums[chan[q]] += coef[q];
+                      if (listed)
+                        spikes.products(w, p, count, coef, chan, gradW);
+                      else
+                        gradientProducts(w, xr, p, count, coef, chan, col, gradW, tapIds);
+                    });
+    for (unsigned co = 0; co < c; ++co)
+      gradBias[co] += sums[co];
+    return true;
+  }
   // gradBias += the row's dL/dI summed over positions (each channel's sum in position
   // order, as the reference); returns the row's non-zero entries.
   unsigned biasSumsPlanar(unsigned c, unsigned P, const float *__restrict gr) {

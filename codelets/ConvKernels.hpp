@@ -8,11 +8,7 @@
 #include <cstdint>
 
 #include "DenseKernels.hpp"
-
-#if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS) && defined(__AVX512F__)
-#include <immintrin.h>
-#define POPSNN_CONV_COMPRESS 1
-#endif
+#include "SparseRows.hpp"
 
 namespace popsnn {
 namespace conv {
@@ -71,16 +67,11 @@ template <class V> inline Window windowOf(const V &v) {
 // second convolution (perf annotate; its 1,728 inputs are 4% non-zero).
 inline unsigned nonzeroIndices(const float *__restrict x, unsigned n, unsigned *__restrict idx) {
   unsigned count = 0, k = 0;
-#ifdef POPSNN_CONV_COMPRESS
+#ifdef POPSNN_SPARSE_ROWS_AVX512
   const __m512 zero = _mm512_setzero_ps();
-  __m512i ids = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   for (; k + 16 <= n; k += 16) {
     const __mmask16 nz = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + k), zero, _CMP_NEQ_UQ);
-    const unsigned found = unsigned(__builtin_popcount(nz));
-    _mm512_mask_storeu_epi32(idx + count, __mmask16((1u << found) - 1u),
-                             _mm512_maskz_compress_epi32(nz, ids));
-    count += found;
-    ids = _mm512_add_epi32(ids, _mm512_set1_epi32(16));
+    count += lif::storeLaneIds(nz, k, idx + count);
   }
 #endif
   for (; k < n; ++k) {
@@ -366,21 +357,86 @@ inline void addWindowRuns(const Window &w, unsigned p, unsigned count, const flo
 
 // gw [c, taps] += each non-zero dL/dI entry times its window of the input: per output
 // position, its non-zero entries listed (coef, chan; without a branch per entry: which are
-// zero is data), then, if any, its window as one row (windowRow) and one contiguous
-// multiply-add of that row per entry.
+// zero is data), then, if any, its window as one row (windowRow) and per entry either one
+// contiguous multiply-add of that row or, when the window holds few non-zero inputs (spikes:
+// ~12 of the CSNN's 300 taps), those alone (listed into tapIds, `taps` entries, or null:
+// always the row). A rule's sparse rows take this path: over the whole row they ran at
+// ~1 GMAC per CPU second, most of the multiply-adds by zero inputs. Zero inputs add +-0
+// either way (the same floats; an inf entry times a zero input is skipped, as by inputs).
+// One position's part of the above: its `count` entries (coef, chan) times its window.
+inline void gradientProducts(const Window &w, const float *__restrict xr, unsigned p,
+                             unsigned count, const float *__restrict coef,
+                             const unsigned *__restrict chan, float *__restrict col,
+                             float *__restrict gradW, unsigned *__restrict tapIds) {
+  const unsigned taps = w.taps();
+  windowRow(w, xr, p, col);
+  const unsigned nx = tapIds ? nonzeroIndices(col, taps, tapIds) : taps;
+  if (8 * nx > taps) { // a vector multiply-add of 16 taps costs ~2 indexed ones
+    for (unsigned q = 0; q < count; ++q)
+      axpy(taps, coef[q], col, &gradW[chan[q] * taps]);
+    return;
+  }
+  for (unsigned q = 0; q < count; ++q) {
+    float *__restrict g = &gradW[chan[q] * taps];
+    const float v = coef[q];
+    for (unsigned k = 0; k < nx; ++k)
+      g[tapIds[k]] += v * col[tapIds[k]];
+  }
+}
+
+// A row's non-zero inputs (ids, count) decoded once into channel, row and column (3 x count
+// unsigned at buf; then 2 x count for one window's list), so that a window's non-zero taps
+// are found among them (count checks, no branch per entry) instead of copying the window's
+// inputs (windowRow: a scalar loop, ~25% of ConvWeightGrad under a rule). In tap order
+// (the ids ascend), so the products add in gradientProducts' order.
+struct SpikeTaps {
+  const float *xr = nullptr;
+  const unsigned *idx = nullptr;
+  unsigned count = 0;
+  unsigned *ch = nullptr, *yy = nullptr, *xx = nullptr, *tap = nullptr;
+  float *val = nullptr;
+  SpikeTaps() = default;
+  SpikeTaps(const Window &w, const float *x, const unsigned *ids, unsigned n, unsigned *buf)
+      : xr(x), idx(ids), count(n), ch(buf), yy(buf + n), xx(buf + 2 * n), tap(buf + 3 * n),
+        val(reinterpret_cast<float *>(buf + 4 * n)) {
+    const unsigned HW = w.inHeight * w.inWidth;
+    for (unsigned q = 0; q < n; ++q) {
+      const unsigned c = ids[q] / HW, rest = ids[q] - c * HW, y = rest / w.inWidth;
+      ch[q] = c, yy[q] = y, xx[q] = rest - y * w.inWidth;
+    }
+  }
+  // gradW [c, taps] += each of position p's entries (coef, chan) times its window's spikes.
+  void products(const Window &w, unsigned p, unsigned n, const float *__restrict coef,
+                const unsigned *__restrict chan, float *__restrict gradW) const {
+    const unsigned kH = w.kernelHeight, kW = w.kernelWidth, taps = w.taps();
+    const int y0 = int((p / w.outWidth) * w.strideY) - int(w.padY);
+    const int x0 = int((p % w.outWidth) * w.strideX) - int(w.padX);
+    unsigned nx = 0;
+    for (unsigned q = 0; q < count; ++q) {
+      const unsigned dy = unsigned(int(yy[q]) - y0), dx = unsigned(int(xx[q]) - x0);
+      tap[nx] = (ch[q] * kH + dy) * kW + dx;
+      val[nx] = xr[idx[q]];
+      nx += dy < kH && dx < kW;
+    }
+    for (unsigned e = 0; e < n; ++e) {
+      float *__restrict g = &gradW[chan[e] * taps];
+      const float v = coef[e];
+      for (unsigned k = 0; k < nx; ++k)
+        g[tap[k]] += v * val[k];
+    }
+  }
+};
+
 template <class Layout>
 inline void weightGradByGradients(const Window &w, unsigned c, const float *__restrict xr,
                                   const float *__restrict gr, float *__restrict col,
                                   float *__restrict coef, unsigned *__restrict chan,
-                                  float *__restrict gradW) {
-  const unsigned taps = w.taps(), P = w.outPositions();
+                                  float *__restrict gradW, unsigned *__restrict tapIds) {
+  const unsigned P = w.outPositions();
   for (unsigned p = 0; p < P; ++p) {
     const unsigned count = nonzeroChannels<Layout>(gr, c, P, p, coef, chan);
-    if (!count)
-      continue;
-    windowRow(w, xr, p, col);
-    for (unsigned q = 0; q < count; ++q)
-      axpy(taps, coef[q], col, &gradW[chan[q] * taps]);
+    if (count)
+      gradientProducts(w, xr, p, count, coef, chan, col, gradW, tapIds);
   }
 }
 

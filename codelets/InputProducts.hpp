@@ -25,7 +25,6 @@ template <unsigned R, class Load>
 inline unsigned compressNonzeroUnion(unsigned length, Load load, unsigned *__restrict idx,
                                      float *__restrict val, unsigned valStride, unsigned &entries) {
   const __m512 zero = _mm512_setzero_ps();
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   unsigned count = 0;
   entries = 0;
   for (unsigned i0 = 0; i0 < length; i0 += 16) {
@@ -42,10 +41,8 @@ inline unsigned compressNonzeroUnion(unsigned length, Load load, unsigned *__res
     }
     if (nz == 0) // images' borders: zero in every row of the group
       continue;
-    const unsigned found = unsigned(__builtin_popcount(nz));
+    const unsigned found = storeLaneIds(nz, i0, idx + count);
     const __mmask16 used = __mmask16((1u << found) - 1u);
-    const __m512i ids = _mm512_add_epi32(lane, _mm512_set1_epi32(int(i0)));
-    _mm512_mask_storeu_epi32(idx + count, used, _mm512_maskz_compress_epi32(nz, ids));
 #pragma GCC unroll 4
     for (unsigned r = 0; r < R; ++r)
       _mm512_mask_storeu_ps(val + std::size_t(r) * valStride + count, used,

@@ -261,51 +261,66 @@ struct BackwardRows {
 // registers (3 S V <= 24 of the 32).
 template <unsigned S> constexpr unsigned blockVectors() { return TRACE_BACKWARD_VECS / S; }
 
-// e[s] = sum_k g[s][k] W[k] over V vectors of a row of W (K rows n apart): each W vector
-// loaded once for the S samples. Out of the caller's loop: inlined there, GCC spilled the
-// broadcasts to the stack and reloaded them in every multiply-add.
-template <unsigned S, unsigned V>
-__attribute__((noinline)) void nextLayerProduct(const float *const *g, const float *__restrict wT,
-                                                unsigned K, unsigned n, __mmask16 lastMask,
-                                                __m512 (&e)[S][V]) {
-  __m512 sum[S][V]; // locals: the stores to e would otherwise stay in the loop
-#pragma GCC unroll 8
-  for (unsigned s = 0; s < S; ++s)
-#pragma GCC unroll 8
-    for (unsigned v = 0; v < V; ++v)
-      sum[s][v] = _mm512_setzero_ps();
-  for (unsigned k = 0; k < K; ++k) {
-    __m512 gk[S];
+// For every step t: e[s] = sum_k g[s][k] W[k] over V vectors of a row of W (K rows n apart),
+// each W vector loaded once for the S samples, multiplied into the surrogates sg[s] in place
+// (zero where the surrogate is, whatever e is). All T steps before the carries' pass, so that
+// pass makes no call: around one per step all 32 vector registers are the callee's, and the
+// carries and sums went to the stack and back every step. Out of the caller's loop: inlined
+// there, GCC spilled the broadcasts to the stack and reloaded them in every multiply-add.
+template <unsigned S, unsigned V, class GradRow>
+__attribute__((noinline)) void
+nextLayerProducts(GradRow &gradRow, unsigned T, unsigned b, const float *__restrict wT, unsigned K,
+                  unsigned n, __mmask16 lastMask, float (*sg)[TRACE_MAX_STEPS * 16 * V]) {
+  const __m512 zero = _mm512_setzero_ps();
+  for (unsigned t = T; t-- > 0;) {
+    const float *g[S];
 #pragma GCC unroll 8
     for (unsigned s = 0; s < S; ++s)
-      gk[s] = _mm512_set1_ps(g[s][k]);
-    const float *__restrict row = wT + k * n;
+      g[s] = gradRow(t, b + s, s);
+    __m512 sum[S][V];
 #pragma GCC unroll 8
-    for (unsigned v = 0; v < V; ++v) {
-      __m512 w = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), row + 16 * v);
-      if constexpr (S > 1) // in a register for the S samples: GCC would fold a copy of the
-        asm("" : "+v"(w)); // load into each multiply-add
+    for (unsigned s = 0; s < S; ++s)
+#pragma GCC unroll 8
+      for (unsigned v = 0; v < V; ++v)
+        sum[s][v] = zero;
+    for (unsigned k = 0; k < K; ++k) {
+      __m512 gk[S];
 #pragma GCC unroll 8
       for (unsigned s = 0; s < S; ++s)
-        sum[s][v] = _mm512_fmadd_ps(gk[s], w, sum[s][v]);
+        gk[s] = _mm512_set1_ps(g[s][k]);
+      const float *__restrict row = wT + k * n;
+#pragma GCC unroll 8
+      for (unsigned v = 0; v < V; ++v) {
+        __m512 w = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), row + 16 * v);
+        if constexpr (S > 1) // in a register for the S samples: GCC would fold a copy of the
+          asm("" : "+v"(w)); // load into each multiply-add
+#pragma GCC unroll 8
+        for (unsigned s = 0; s < S; ++s)
+          sum[s][v] = _mm512_fmadd_ps(gk[s], w, sum[s][v]);
+      }
     }
+#pragma GCC unroll 8
+    for (unsigned s = 0; s < S; ++s)
+#pragma GCC unroll 8
+      for (unsigned v = 0; v < V; ++v) {
+        float *p = sg[s] + (t * V + v) * 16;
+        const __m512 sv = _mm512_load_ps(p);
+        const __mmask16 nz =
+            _mm512_mask_cmp_ps_mask(laneMask(v, V, lastMask), sv, zero, _CMP_NEQ_UQ);
+        _mm512_store_ps(p, _mm512_maskz_mul_ps(nz, sv, sum[s][v]));
+      }
   }
-#pragma GCC unroll 8
-  for (unsigned s = 0; s < S; ++s)
-#pragma GCC unroll 8
-    for (unsigned v = 0; v < V; ++v)
-      e[s][v] = sum[s][v];
 }
 
 // Backward: T steps, t = T-1 .. 0, of V vectors of neurons (the last masked to lastMask) of
 // S samples b.., leakBackwardBlock's arithmetic on the recomputed surrogates: dL/dS = g . W^T,
 // dL/dU = (sg != 0 ? sg dL/dS : 0) + beta dL/dU[t+1] (the carry cut at a spike under the
-// zero reset; from zero at t = T-1, the last written to gU), summed over t into acc (written
-// at t = T-1, so neither needs zeroing first) and then added to gb (sample by sample, as one sample
-// at a time would). Each row of W loaded in the product serves the S samples' (gradRow(t, b + s,
-// s)) multiply-adds. SYN (Synaptic, the generic step's equations): dL/dI[t] is dL/dJ = dL/dU (zero
-// reset: times 1 - S[t-1]) + alpha dL/dJ[t+1], carried (and written to gJ) as dL/dU, and it is what
-// acc and out receive.
+// zero reset; from zero at t = T-1, the last written to gU), summed over t (from t = T-1 down,
+// in registers) into acc (written, so it needs no zeroing) and then added to gb (sample by
+// sample, as one sample at a time would). Each row of W loaded in the product serves the S
+// samples' (gradRow(t, b + s, s)) multiply-adds. SYN (Synaptic, the generic step's equations):
+// dL/dI[t] is dL/dJ = dL/dU (zero reset: times 1 - S[t-1]) + alpha dL/dJ[t+1], carried (and
+// written to gJ) as dL/dU, and it is what acc and out receive.
 template <unsigned S, unsigned V, unsigned RESET, unsigned SURROGATE, bool SYN, class GradRow>
 inline void leakBackwardSteps(const LeakVectors &c, unsigned T, const float *__restrict x,
                               unsigned b, GradRow gradRow, const BackwardRows &in,
@@ -313,7 +328,7 @@ inline void leakBackwardSteps(const LeakVectors &c, unsigned T, const float *__r
                               float *__restrict gb, __mmask16 lastMask) {
   alignas(64) float sg[S][TRACE_MAX_STEPS * 16 * V];
   __mmask16 spikes[S][TRACE_MAX_STEPS * V];
-  const unsigned n = in.n, K = in.K;
+  const unsigned n = in.n;
   // 4 vectors per pass: 4 independent membrane chains (each step waits on the last spike).
   constexpr unsigned W0 = V <= 4 ? V : (V + 1) / 2;
   for (unsigned s = 0; s < S; ++s) {
@@ -322,47 +337,34 @@ inline void leakBackwardSteps(const LeakVectors &c, unsigned T, const float *__r
       leakRecompute<V - W0, V, RESET, SURROGATE, SYN>(c, T, x + s * n, W0, lastMask, sg[s],
                                                       spikes[s]);
   }
-  // The sums over t stay in acc (L1): in registers too they would crowd out the product's.
-  __m512 carry[S][V], carryJ[S][V];
+  nextLayerProducts<S, V>(gradRow, T, b, in.wT, in.K, n, lastMask, sg);
+  __m512 carry[S][V], carryJ[S][V], sum[S][V];
   const __m512 zero = _mm512_setzero_ps();
 #pragma GCC unroll 8
   for (unsigned s = 0; s < S; ++s)
 #pragma GCC unroll 8
     for (unsigned v = 0; v < V; ++v)
-      carry[s][v] = carryJ[s][v] = zero;
-  for (unsigned t = T; t-- > 0;) {
-    const float *g[S];
-    __m512 e[S][V];
-#pragma GCC unroll 8
-    for (unsigned s = 0; s < S; ++s)
-      g[s] = gradRow(t, b + s, s);
-    nextLayerProduct<S, V>(g, in.wT, K, n, lastMask, e);
+      carry[s][v] = carryJ[s][v] = sum[s][v] = zero;
+  for (unsigned t = T; t-- > 0;)
 #pragma GCC unroll 8
     for (unsigned s = 0; s < S; ++s)
 #pragma GCC unroll 8
       for (unsigned v = 0; v < V; ++v) {
-        const __m512 sv = _mm512_load_ps(sg[s] + (t * V + v) * 16);
-        const __mmask16 nz =
-            _mm512_mask_cmp_ps_mask(laneMask(v, V, lastMask), sv, zero, _CMP_NEQ_UQ);
+        const __m512 term = _mm512_load_ps(sg[s] + (t * V + v) * 16);
         if constexpr (RESET == RESET_ZERO) // a spike at t cuts the leak path
           carry[s][v] = _mm512_maskz_mov_ps(__mmask16(~spikes[s][t * V + v]), carry[s][v]);
-        carry[s][v] = _mm512_fmadd_ps(c.beta, carry[s][v], _mm512_maskz_mul_ps(nz, sv, e[s][v]));
+        carry[s][v] = _mm512_fmadd_ps(c.beta, carry[s][v], term);
         __m512 dI = carry[s][v];
         if constexpr (SYN) {
           if (RESET == RESET_ZERO && t > 0) // S[t-1] reset U[t]'s whole update, J's term too
             dI = _mm512_maskz_mov_ps(__mmask16(~spikes[s][(t - 1) * V + v]), dI);
           dI = carryJ[s][v] = _mm512_fmadd_ps(c.alpha, carryJ[s][v], dI);
         }
-        float *sum = acc + s * n + 16 * v;
-        _mm512_mask_storeu_ps(
-            sum, laneMask(v, V, lastMask),
-            t + 1 == T ? dI
-                       : _mm512_add_ps(_mm512_maskz_loadu_ps(laneMask(v, V, lastMask), sum), dI));
+        sum[s][v] = t + 1 == T ? dI : _mm512_add_ps(sum[s][v], dI);
         if (in.out)
           _mm512_mask_storeu_ps(in.out + std::size_t(t) * in.outStep + s * n + 16 * v,
                                 laneMask(v, V, lastMask), dI);
       }
-  }
 #pragma GCC unroll 8
   for (unsigned s = 0; s < S; ++s)
 #pragma GCC unroll 8
@@ -371,9 +373,9 @@ inline void leakBackwardSteps(const LeakVectors &c, unsigned T, const float *__r
       _mm512_mask_storeu_ps(gU + s * n + 16 * v, m, carry[s][v]);
       if constexpr (SYN)
         _mm512_mask_storeu_ps(gJ + s * n + 16 * v, m, carryJ[s][v]);
+      _mm512_mask_storeu_ps(acc + s * n + 16 * v, m, sum[s][v]);
       _mm512_mask_storeu_ps(gb + 16 * v, m,
-                            _mm512_add_ps(_mm512_maskz_loadu_ps(m, gb + 16 * v),
-                                          _mm512_maskz_loadu_ps(m, acc + s * n + 16 * v)));
+                            _mm512_add_ps(_mm512_maskz_loadu_ps(m, gb + 16 * v), sum[s][v]));
     }
 }
 
