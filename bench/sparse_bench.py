@@ -105,6 +105,25 @@ def _init_params(case: SparseCase) -> list:
     return params
 
 
+def dense_pretrained(case: SparseCase, task, params: list, minibatches: int) -> list:
+    """`params` after `minibatches` of dense Adam training on the reference (the work and
+    trace counts need no engine)."""
+    model = popsnn.Model(
+        _net(case, None),
+        loss=losses.ce_max_membrane_loss(),
+        optimizer=optim.Adam(lr=LR),
+        device="reference",
+        num_steps=case.steps,
+        batch_size=case.batch,
+        params=params,
+    )
+    xs, ys = task.sample(case.batch * minibatches, 1)
+    for k in range(minibatches):
+        sl = slice(k * case.batch, (k + 1) * case.batch)
+        model.train_step(xs[:, sl], ys[sl])
+    return model.get_params()
+
+
 def _model(case, rule, params=None, device="cpu", **opts):
     return popsnn.Model(
         _net(case, rule),

@@ -94,10 +94,9 @@ def _fmt(pair) -> str:
 
 def main() -> None:
     from event_tasks import latency_task
-    from sparse_bench import LR, SparseCase, _init_params, _net
+    from sparse_bench import SparseCase, _init_params, _net, dense_pretrained
 
-    import popsnn
-    from popsnn import losses, optim, reference, sparse
+    from popsnn import losses, reference, sparse
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="fashion")
@@ -113,21 +112,8 @@ def main() -> None:
     case = SparseCase("work", task, args.hidden, args.steps, args.batch, rules=())
     params = _init_params(case)
     loss = losses.ce_max_membrane_loss()
-    if args.pretrain:  # dense training on the reference (counts need no engine)
-        model = popsnn.Model(
-            _net(case, None),
-            loss=loss,
-            optimizer=optim.Adam(lr=LR),
-            device="reference",
-            num_steps=args.steps,
-            batch_size=args.batch,
-            params=params,
-        )
-        xs, ys = task.sample(args.batch * args.pretrain, 1)
-        for k in range(args.pretrain):
-            sl = slice(k * args.batch, (k + 1) * args.batch)
-            model.train_step(xs[:, sl], ys[sl])
-        params = model.get_params()
+    if args.pretrain:
+        params = dense_pretrained(case, task, params, args.pretrain)
     x, y = task.sample(args.batch, 0)
     results = []
     for b_th in args.b_th:

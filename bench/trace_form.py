@@ -219,7 +219,7 @@ def _totals(rows) -> dict:
 
 def main() -> None:
     from event_tasks import latency_task
-    from sparse_bench import SparseCase, _init_params, _net
+    from sparse_bench import SparseCase, _init_params, _net, dense_pretrained
 
     from popsnn import losses, sparse
 
@@ -236,26 +236,8 @@ def main() -> None:
     task = latency_task(args.dataset, args.steps)
     case = SparseCase("trace_form", task, args.hidden, args.steps, args.batch, rules=())
     params = _init_params(case)
-    if args.pretrain:  # dense training on the reference (the counts need no engine)
-        from sparse_bench import LR
-
-        import popsnn
-        from popsnn import optim
-
-        model = popsnn.Model(
-            _net(case, None),
-            loss=losses.ce_max_membrane_loss(),
-            optimizer=optim.Adam(lr=LR),
-            device="reference",
-            num_steps=args.steps,
-            batch_size=args.batch,
-            params=params,
-        )
-        xs, ys = task.sample(args.batch * args.pretrain, 1)
-        for k in range(args.pretrain):
-            sl = slice(k * args.batch, (k + 1) * args.batch)
-            model.train_step(xs[:, sl], ys[sl])
-        params = model.get_params()
+    if args.pretrain:
+        params = dense_pretrained(case, task, params, args.pretrain)
     x, y = task.sample(args.batch, 0)
     results = []
     for b_th in args.b_th:
