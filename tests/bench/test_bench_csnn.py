@@ -16,6 +16,7 @@ sys.path.insert(0, str(BENCH))
 ex = pytest.importorskip("experiments")
 systems = pytest.importorskip("systems")
 workers = pytest.importorskip("workers")
+throughput = pytest.importorskip("throughput")
 
 
 @pytest.fixture(autouse=True)
@@ -33,8 +34,14 @@ def test_csnn_workload_is_seed_000s_network():
 
 def test_csnn_experiment_row():
     include = ("popsnn", "snntorch", "numpy_step", "numpy_hoisted", "limit")
-    (row,) = ex.exp_csnn(repeats=1, batch=2, steps=2, include=include)
-    json.dumps(row)
+    row, ruled = ex.exp_csnn(repeats=1, batch=2, steps=2, include=include)
+    json.dumps([row, ruled])
+    # the second row: popsnn alone with the window rule on the same network and batch
+    assert ruled["sparse"] == throughput.CSNN_RULE and "sparse" not in row
+    assert {k: ruled[k] for k in ("network", "batch", "steps")} == {
+        k: row[k] for k in ("network", "batch", "steps")
+    }
+    assert "snntorch_images_per_s" not in ruled
     assert row["seed000_ipu_measured_images_per_s"] == pytest.approx(15566.16)
     # no results file for B 2, T 2: the row names the command that estimates it
     assert row["ipu_model_estimate_images_per_s"] is None
@@ -43,9 +50,12 @@ def test_csnn_experiment_row():
     assert row["numpy_step_images_per_s"] is None and row["numpy_step_skipped"]
     assert row["limit_images_per_s"] > 0  # the convolutions as their im2col products
     if systems.engine_available() is None:  # the engine runs the CSNN now
-        assert row["popsnn_images_per_s"] > 0
+        assert row["popsnn_images_per_s"] > 0 and ruled["popsnn_images_per_s"] > 0
     if systems.snntorch_available() is None:
         assert row["snntorch_images_per_s"] > 0
+        assert ruled["popsnn_over_snntorch_eager"] == pytest.approx(
+            ruled["popsnn_images_per_s"] / row["snntorch_images_per_s"]
+        )
         assert row["reference_over_snntorch"] == pytest.approx(
             row["numpy_hoisted_images_per_s"] / row["snntorch_images_per_s"]
         )
