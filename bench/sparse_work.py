@@ -24,9 +24,6 @@ entries (`readout in proportion`). Units: one multiply-add or one entry update e
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import sys
 from pathlib import Path
 
@@ -34,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from trace_form import count_macs, dead_rows  # noqa: E402
+from trace_form import count_macs, count_parser, dead_rows, window_records, write_rows  # noqa: E402
 
 
 def passes(net, rec, d_spikes, d_mem, shard: int) -> list:
@@ -93,33 +90,9 @@ def _fmt(pair) -> str:
 
 
 def main() -> None:
-    from event_tasks import latency_task
-    from sparse_bench import SparseCase, _init_params, _net, dense_pretrained
-
-    from popsnn import losses, reference, sparse
-
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dataset", default="fashion")
-    ap.add_argument("--hidden", type=int, default=200)
-    ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--b-th", type=float, nargs="+", default=[0.05, 0.2])
-    ap.add_argument("--pretrain", type=int, default=30, help="dense minibatches first")
-    ap.add_argument("--shard", type=int, default=100, help="hidden shard size (cpu: 2 tiles)")
-    ap.add_argument("--out", default="", help="write the rows as JSON here")
-    args = ap.parse_args()
-    task = latency_task(args.dataset, args.steps)
-    case = SparseCase("work", task, args.hidden, args.steps, args.batch, rules=())
-    params = _init_params(case)
-    loss = losses.ce_max_membrane_loss()
-    if args.pretrain:
-        params = dense_pretrained(case, task, params, args.pretrain)
-    x, y = task.sample(args.batch, 0)
+    args = count_parser(__doc__, [0.05, 0.2], 30).parse_args()
     results = []
-    for b_th in args.b_th:
-        net = _net(case, sparse.window(b_th))
-        rec = reference.forward(net, params, x)
-        _, d_spikes, d_mem = reference._loss_terms(loss, rec, y)
+    for b_th, net, rec, d_spikes, d_mem in window_records(args, "work"):
         layers = passes(net, rec, d_spikes, d_mem, args.shard)
         tot = totals(layers)
         results.append({"b_th": b_th, "layers": layers, **tot})
@@ -138,9 +111,7 @@ def main() -> None:
             f" and every dot over the live list {tot['ceiling_every_dot_over_live']:.1f}x;"
             f" hidden rows walked {tot['rule_rows']} of {tot['dense_rows']}"
         )
-    if args.out:
-        Path(args.out).write_text(json.dumps({"args": vars(args), "rows": results}, indent=1))
-    print(f"load {os.getloadavg()[0]:.1f}")
+    write_rows(args, results)
 
 
 if __name__ == "__main__":

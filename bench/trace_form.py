@@ -217,33 +217,51 @@ def _totals(rows) -> dict:
     }
 
 
-def main() -> None:
+def count_parser(doc: str, b_th: list, pretrain: int) -> argparse.ArgumentParser:
+    """The counting scripts' common options (this one and sparse_work.py)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--dataset", default="fashion")
+    ap.add_argument("--hidden", type=int, default=200)
+    ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--b-th", type=float, nargs="+", default=b_th)
+    ap.add_argument("--pretrain", type=int, default=pretrain, help="dense minibatches first")
+    ap.add_argument("--shard", type=int, default=100, help="hidden shard size (cpu: 2 tiles)")
+    ap.add_argument("--out", default="", help="write the rows as JSON here")
+    return ap
+
+
+def window_records(args, name: str):
+    """Per window B_th of `args.b_th`: (b_th, net, its reference record, dL/dS, dL/dU) on one
+    latency-coded minibatch, after `args.pretrain` dense minibatches."""
     from event_tasks import latency_task
     from sparse_bench import SparseCase, _init_params, _net, dense_pretrained
 
     from popsnn import losses, sparse
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dataset", default="fashion")
-    ap.add_argument("--hidden", type=int, default=200)
-    ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--b-th", type=float, nargs="+", default=[0.05, 0.2, 0.5, 0.95])
-    ap.add_argument("--pretrain", type=int, default=0, help="dense minibatches first")
-    ap.add_argument("--shard", type=int, default=100, help="hidden shard size (cpu: 2 tiles)")
-    ap.add_argument("--out", default="", help="write the rows as JSON here")
-    args = ap.parse_args()
     task = latency_task(args.dataset, args.steps)
-    case = SparseCase("trace_form", task, args.hidden, args.steps, args.batch, rules=())
+    case = SparseCase(name, task, args.hidden, args.steps, args.batch, rules=())
     params = _init_params(case)
     if args.pretrain:
         params = dense_pretrained(case, task, params, args.pretrain)
     x, y = task.sample(args.batch, 0)
-    results = []
     for b_th in args.b_th:
         net = _net(case, sparse.window(b_th))
         rec = reference.forward(net, params, x)
         _, d_spikes, d_mem = reference._loss_terms(losses.ce_max_membrane_loss(), rec, y)
+        yield b_th, net, rec, d_spikes, d_mem
+
+
+def write_rows(args, results: list) -> None:
+    if args.out:
+        Path(args.out).write_text(json.dumps({"args": vars(args), "rows": results}, indent=1))
+    print(f"load {os.getloadavg()[0]:.1f}")
+
+
+def main() -> None:
+    args = count_parser(__doc__, [0.05, 0.2, 0.5, 0.95], 0).parse_args()
+    results = []
+    for b_th, net, rec, d_spikes, d_mem in window_records(args, "trace_form"):
         rows = count_macs(net, rec, d_spikes, d_mem, shard=args.shard)
         tot = _totals(rows)
         results.append({"b_th": b_th, "layers": rows, **tot})
@@ -261,9 +279,7 @@ def main() -> None:
             f"{[(r['live_dw'], r['trace_dw']) for r in rows]}, eps live/trace(+filters) "
             f"{[(r['live_eps'], r['trace_eps'], r['trace_filters']) for r in rows]}"
         )
-    if args.out:
-        Path(args.out).write_text(json.dumps({"args": vars(args), "rows": results}, indent=1))
-    print(f"load {os.getloadavg()[0]:.1f}")
+    write_rows(args, results)
 
 
 if __name__ == "__main__":
