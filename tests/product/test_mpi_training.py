@@ -65,8 +65,11 @@ def checkpoint(folder):
 def assert_same_training(a, b):
     one, two = checkpoint(a), checkpoint(b)
     assert one.keys() == two.keys() and any(k.startswith("optimizer/") for k in one)
+    # Two ranks sum the global batch's gradient in another order (the all-reduce); Adam's
+    # m / sqrt(v) magnifies that float32 rounding where a gradient is near zero (seen on an
+    # AVX2 machine: one weight of 12,544 off by 1.4e-7 after 2 epochs), hence atol 1e-6.
     for key in one:
-        np.testing.assert_allclose(two[key], one[key], rtol=1e-4, atol=1e-7, err_msg=key)
+        np.testing.assert_allclose(two[key], one[key], rtol=1e-4, atol=1e-6, err_msg=key)
     # The loss and the gathered output spikes (train accuracy) are the global batch's too.
     h1, h2 = (json.loads((f / "metrics.json").read_text())["history"] for f in (a, b))
     np.testing.assert_allclose(h2["step_loss"], h1["step_loss"], rtol=1e-5)

@@ -166,7 +166,7 @@ namespace poplar {
 namespace detail {
 
 template <typename C, typename F>
-popsnn_field_desc describeField(const char *name, void *(*address)(void *)) {
+constexpr popsnn_field_desc describeField(const char *name, void *(*address)(void *)) {
   using Tr = FieldTraits<F>;
   using E = typename Tr::element;
   popsnn_field_desc d{};
@@ -198,8 +198,8 @@ template <typename C> void computeWorker(void *v, unsigned worker) {
 }
 
 template <typename C>
-popsnn_vertex_desc describeVertex(const char *name, const popsnn_field_desc *fields,
-                                  unsigned numFields) {
+constexpr popsnn_vertex_desc describeVertex(const char *name, const popsnn_field_desc *fields,
+                                            unsigned numFields) {
   static_assert(std::is_default_constructible<C>::value,
                 "popsnn: a vertex class must be default-constructible");
   popsnn_vertex_desc d{};
