@@ -1,11 +1,12 @@
 // Device-side helpers shared by the LIF vertices (LifForward.cpp, LifBackward.cpp are
 // separate translation units): id-buffer copies, and the row
 // layout of a pushing shard's next-layer weights, the spike and candidate ids, the fused
-// Leaky steps (the sparse row kernels are in SparseRows.hpp). Inline functions only.
+// Leaky backward steps (the forward's: LeakForwardRow.hpp; the sparse row kernels:
+// SparseRows.hpp). Inline functions only.
 #pragma once
 
 #include <cmath>
-#if !defined(__IPU__) && defined(__AVX512F__)
+#if !defined(__IPU__) && (defined(__AVX512F__) || defined(__AVX2__))
 #include <immintrin.h>
 #endif
 
@@ -179,8 +180,18 @@ inline unsigned spikeBits(const float *__restrict u, float threshold, float *__r
     bits |= unsigned(spikes16(u + lo, th, prev + lo, count - lo)) << lo;
   return bits;
 #else
-  unsigned bits = 0;
-  for (unsigned j = 0; j < count; ++j) {
+  unsigned bits = 0, j = 0;
+#if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS) && defined(__AVX2__)
+  // 8 decisions per compare, their bits by movemask (GCC leaves the loop below scalar: a
+  // compare, a shift and an or per neuron).
+  const __m256 th = _mm256_set1_ps(threshold), one = _mm256_set1_ps(1.0f);
+  for (; j + 8 <= count; j += 8) {
+    const __m256 spike = _mm256_cmp_ps(_mm256_loadu_ps(u + j), th, _CMP_GT_OQ);
+    _mm256_storeu_ps(prev + j, _mm256_and_ps(spike, one));
+    bits |= unsigned(_mm256_movemask_ps(spike)) << j;
+  }
+#endif
+  for (; j < count; ++j) {
     const bool spike = u[j] > threshold;
     prev[j] = spike ? 1.0f : 0.0f;
     bits |= unsigned(spike) << j;
@@ -263,63 +274,6 @@ inline unsigned appendSpikesPerNeuron(const float *__restrict u, const float *__
   }
   return needed;
 }
-
-#ifdef POPSNN_SPARSE_ROWS_AVX512
-// One step of a row of Leaky neurons in one pass: the membrane update (as the plain loops
-// compute it, multiply-adds fused the same way), the masked surrogate into sg, and the
-// spikes (prev, ids appended as appendSpikes). Not for the sigmoid surrogate (exp).
-#define POPSNN_FUSED_LEAK_FORWARD 1
-inline unsigned leakForwardRow(unsigned n, float beta, float threshold, unsigned reset,
-                               unsigned surrogate, float param, unsigned rule, float ruleValue,
-                               const float *__restrict in, float *__restrict u,
-                               float *__restrict prev, float *__restrict sg, unsigned offset,
-                               int *__restrict ids, unsigned needed, unsigned capacity) {
-  const __m512 b = _mm512_set1_ps(beta), th = _mm512_set1_ps(threshold);
-  const __m512 one = _mm512_set1_ps(1.0f), k = _mm512_set1_ps(param);
-  const __m512 scale = _mm512_set1_ps(3.14159265358979323846f * param);
-  const __m512 half = _mm512_set1_ps(2.0f), halfParam = _mm512_set1_ps(param / 2.0f);
-  const __m512 rv = _mm512_set1_ps(ruleValue);
-  const __m512 absMask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
-  __m512i lane = firstLanes(offset);
-  const __m512i sixteen = _mm512_set1_epi32(16);
-  for (unsigned j0 = 0; j0 < n; j0 += 16) {
-    const unsigned rest = n - j0;
-    const __mmask16 m = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1u);
-    const __m512 uo = _mm512_maskz_loadu_ps(m, u + j0);
-    const __m512 x = _mm512_maskz_loadu_ps(m, in + j0);
-    const __m512 p = _mm512_maskz_loadu_ps(m, prev + j0);
-    __m512 un;
-    if (reset == RESET_SUBTRACT)
-      un = _mm512_fnmadd_ps(p, th, _mm512_fmadd_ps(b, uo, x));
-    else if (reset == RESET_ZERO)
-      un = _mm512_fmadd_ps(_mm512_mul_ps(b, _mm512_sub_ps(one, p)), uo, x);
-    else
-      un = _mm512_fmadd_ps(b, uo, x);
-    _mm512_mask_storeu_ps(u + j0, m, un);
-    const __m512 d = _mm512_sub_ps(un, th);
-    __m512 s;
-    if (surrogate == FAST_SIGMOID) {
-      const __m512 q = _mm512_fmadd_ps(k, _mm512_and_ps(d, absMask), one);
-      s = _mm512_div_ps(one, _mm512_mul_ps(q, q));
-    } else if (surrogate == ATAN) {
-      const __m512 z = _mm512_div_ps(_mm512_mul_ps(scale, d), half);
-      s = _mm512_div_ps(halfParam, _mm512_fmadd_ps(z, z, one));
-    } else {
-      s = one;
-    }
-    if (rule == RULE_WINDOW)
-      s = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_and_ps(d, absMask), rv, _CMP_LT_OQ), s);
-    else if (rule == RULE_ONE_SIDED)
-      s = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(un, rv, _CMP_GE_OQ), s);
-    _mm512_mask_storeu_ps(sg + j0, m, s);
-    const __mmask16 spikes = _mm512_mask_cmp_ps_mask(m, un, th, _CMP_GT_OQ);
-    _mm512_mask_storeu_ps(prev + j0, m, _mm512_maskz_mov_ps(spikes, one));
-    needed = appendMask16(spikes, lane, offset + j0, ids, needed, capacity);
-    lane = _mm512_add_epi32(lane, sixteen);
-  }
-  return needed;
-}
-#endif
 
 // The fused backward's decay: one per layer (a float) or one per neuron (a row of them, read
 // with the neurons' other rows: docs/numerics.md section 2).

@@ -8,6 +8,7 @@
 #include "DenseKernels.hpp"
 #include "ForwardInputs.hpp"
 #include "InputProducts.hpp"
+#include "LeakForwardRow.hpp"
 #include "LeakyTrace.hpp"
 #include "LifCommon.hpp"
 #include "Neurons.hpp"
@@ -415,7 +416,8 @@ private:
     float *__restrict syn = Neuron::states > 1 ? &mem[(batch + b) * n] : nullptr;
     float *__restrict syn2 = Neuron::states > 2 ? &mem[(2 * batch + b) * n] : nullptr;
 #ifdef POPSNN_FUSED_LEAK_FORWARD
-    // Leaky's update, surrogate, rule and spikes in one AVX-512 pass (no exp: not Sigmoid).
+    // Leaky's update, surrogate, rule and spikes in one AVX-512 or AVX2 pass (no exp: not
+    // Sigmoid).
     if constexpr (std::is_same<C, popsnn::NeuronConstants>::value)
       if (std::is_same<Neuron, popsnn::Leaky>::value && surrogate != SIGMOID)
         return leakForwardRow(n, c.beta, c.threshold, Reset::code, surrogate, param, Rule::code,

@@ -1,7 +1,7 @@
 """The input layer's, PushGrads', the backward rows' and the whole-trace Leaky backward's kernels
 (codelets/SparseRows.hpp, DenseKernels.hpp, LifCommon.hpp, BackwardRows.hpp, LeakyTrace.hpp)
 against plain double-precision loops (kernel_checks/kernel_checks.cpp), built once per
-instruction set the codelets have a path for: this machine's (-march=native: AVX-512 here),
+instruction set the codelets have a path for: this machine's (-march=native),
 AVX2, baseline x86-64 (SSE) and the plain loops of the IPU build. The engine tests cover the
 same kernels through the reference on this machine's build only."""
 
@@ -24,11 +24,21 @@ CHECKS = 46  # lines kernel_checks.cpp prints
 # The whole-trace Leaky backward exists in AVX-512 builds only: 3 settings x 4 results, and
 # Synaptic's 3 x 5 (its carried dL/dJ too).
 LEAK_TRACE_CHECKS = 27
+# The fused Leaky forward row exists in AVX-512 and AVX2 + FMA builds: 3 settings.
+FUSED_FORWARD_CHECKS = 3
+
+
+def native_has(*flags: str) -> bool:
+    cpu = Path("/proc/cpuinfo")
+    return cpu.is_file() and all(f" {flag}" in cpu.read_text() for flag in flags)
 
 
 def builds_avx512(build: str) -> bool:
-    cpu = Path("/proc/cpuinfo")
-    return build == "native" and cpu.is_file() and " avx512f" in cpu.read_text()
+    return build == "native" and native_has("avx512f")
+
+
+def builds_fused_forward(build: str) -> bool:
+    return build == "avx2" or (build == "native" and native_has("avx2", "fma"))
 
 
 pytestmark = [
@@ -47,7 +57,9 @@ def test_kernels_equal_plain_loops(build, tmp_path):
     )
     errors = dict(line.split() for line in lines if line)
     leak = [name for name in errors if name.startswith("leak_trace_")]
+    fused = [name for name in errors if name.startswith("fused_forward_")]
     assert len(leak) == (LEAK_TRACE_CHECKS if builds_avx512(build) else 0)
-    assert len(errors) == CHECKS + len(leak)
+    assert len(fused) == (FUSED_FORWARD_CHECKS if builds_fused_forward(build) else 0)
+    assert len(errors) == CHECKS + len(leak) + len(fused)
     for name, error in errors.items():
         assert float(error) < 2e-6, f"{name}: relative error {error} in the {build} build"

@@ -11,6 +11,7 @@
 #include "BackwardRows.hpp"
 #include "DenseKernels.hpp"
 #include "InputProducts.hpp"
+#include "LeakForwardRow.hpp"
 #include "LeakyTrace.hpp"
 #include "LifCommon.hpp"
 
@@ -286,6 +287,63 @@ void leakTrace(unsigned batch, unsigned n, unsigned K, unsigned T, const char *w
 
 } // namespace
 
+#ifdef POPSNN_FUSED_LEAK_FORWARD
+// The fused Leaky forward row (membrane, masked surrogate, spikes and their ids in one pass)
+// against the formulas in double precision; a wrong spike, id or count reports error 1.
+void fusedForward(unsigned n, unsigned reset, unsigned surrogate, unsigned rule, unsigned capacity,
+                  const char *name) {
+  const float beta = 0.9f, threshold = 1.0f, param = 2.0f, ruleValue = 0.3f;
+  std::vector<float> u(n), in(n), prev(n), sg(n);
+  for (unsigned j = 0; j < n; ++j) {
+    u[j] = uniform(-0.5f, 1.5f);
+    in[j] = uniform(-0.3f, 0.7f);
+    prev[j] = uniform(0.0f, 1.0f) < 0.25f ? 1.0f : 0.0f;
+  }
+  const std::vector<float> u0 = u, p0 = prev;
+  std::vector<int> ids(capacity + 8, -1);
+  const unsigned count = popsnn::lif::leakForwardRow(
+      n, beta, threshold, reset, surrogate, param, rule, ruleValue, in.data(), u.data(),
+      prev.data(), sg.data(), 100, ids.data(), 0, capacity);
+  std::vector<double> wantU(n), wantSg(n);
+  bool exact = true;
+  unsigned spikes = 0;
+  for (unsigned j = 0; j < n; ++j) {
+    double un = double(beta) * u0[j] + in[j];
+    if (reset == popsnn::codes::RESET_SUBTRACT)
+      un -= p0[j] * threshold;
+    else if (reset == popsnn::codes::RESET_ZERO)
+      un = double(beta) * (1.0 - p0[j]) * u0[j] + in[j];
+    const double d = double(u[j]) - threshold; // the kernel's own U: its decisions follow it
+    double s = 1.0;
+    if (surrogate == popsnn::codes::FAST_SIGMOID)
+      s = 1.0 / ((1.0 + param * std::fabs(d)) * (1.0 + param * std::fabs(d)));
+    else if (surrogate == popsnn::codes::ATAN)
+      s = (param / 2.0) / (1.0 + std::pow(3.14159265358979323846 * param * d / 2.0, 2));
+    if ((rule == popsnn::codes::RULE_WINDOW && !(std::fabs(d) < ruleValue)) ||
+        (rule == popsnn::codes::RULE_ONE_SIDED && !(u[j] >= ruleValue)))
+      s = 0.0;
+    wantU[j] = un;
+    wantSg[j] = s;
+    const bool spike = u[j] > threshold;
+    exact = exact && prev[j] == (spike ? 1.0f : 0.0f);
+    if (spike && spikes < capacity)
+      exact = exact && ids[spikes] == int(100 + j);
+    spikes += spike;
+  }
+  exact = exact && count == spikes && ids[capacity] == -1; // nothing past the capacity
+  double worst = 0.0;
+  for (const auto *pair : {&wantU, &wantSg}) {
+    double scale = 1e-30;
+    for (double w : *pair)
+      scale = std::fmax(scale, std::fabs(w));
+    const float *got = pair == &wantU ? u.data() : sg.data();
+    for (unsigned j = 0; j < n; ++j)
+      worst = std::fmax(worst, std::fabs((*pair)[j] - double(got[j])) / scale);
+  }
+  std::printf("fused_forward_%s %.3g\n", name, exact ? worst : 1.0);
+}
+#endif
+
 int main() {
   for (bool runs : {true, false}) {
     weightGrad(37, 301, 310, 150, 0.2f, runs); // odd inputs, a last partial vector
@@ -318,6 +376,14 @@ int main() {
   fanoutRows(37, 300, 230, 120); // two shard sizes, register blocks and 44 ragged columns
   fanoutRows(8, 128, 10, 10);    // one shard, whole blocks only
   fanoutRows(3, 77, 5, 2);       // under one block, shards of 2 and a last of 1
+#ifdef POPSNN_FUSED_LEAK_FORWARD
+  {
+    using namespace popsnn::codes;
+    fusedForward(1000, RESET_SUBTRACT, FAST_SIGMOID, RULE_NONE, 2000, "subtract_fast"); // whole
+    fusedForward(13, RESET_ZERO, ATAN, RULE_WINDOW, 64, "zero_atan_window");        // a masked tail
+    fusedForward(37, RESET_NONE, STRAIGHT_THROUGH, RULE_ONE_SIDED, 3, "none_cap3"); // capacity
+  }
+#endif
 #ifdef POPSNN_LEAK_TRACE
   leakTrace<popsnn::codes::RESET_SUBTRACT, popsnn::codes::FAST_SIGMOID>(5, 200, 10, 25,
                                                                         "subtract_fast_sigmoid");
