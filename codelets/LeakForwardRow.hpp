@@ -66,36 +66,9 @@ inline unsigned leakForwardRow(unsigned n, float beta, float threshold, unsigned
 }
 #endif
 
-#if !defined(POPSNN_SPARSE_ROWS_AVX512) && !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS) &&    \
-    defined(__AVX2__) && defined(__FMA__)
-// AVX2 has no compress: the lanes of each 8-bit mask's set bits, in order, as a permutation
-// (one byte per lane) for _mm256_permutevar8x32_epi32.
-struct LaneOrder {
-  unsigned long long lanes[256];
-  constexpr LaneOrder() : lanes() {
-    for (unsigned m = 0; m < 256; ++m)
-      for (unsigned bit = 0, k = 0; bit < 8; ++bit)
-        if (m >> bit & 1u)
-          lanes[m] |= (unsigned long long)bit << (8 * k++);
-  }
-};
-constexpr LaneOrder LANE_ORDER{};
-
-// Appends the ids (in `lane`) of the set bits of an 8-neuron mask: permuted to the front and
-// stored whole while 8 more fit (lanes past the count are overwritten later or unused), else
-// bit by bit up to the capacity (appendBits).
-inline unsigned appendMask8(unsigned bits, __m256i lane, unsigned first, int *__restrict ids,
-                            unsigned needed, unsigned capacity) {
-  if (needed + 8 > capacity)
-    return appendBits(bits, first, ids, needed, capacity);
-  const __m256i order = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)LANE_ORDER.lanes[bits]));
-  _mm256_storeu_si256(reinterpret_cast<__m256i *>(ids + needed),
-                      _mm256_permutevar8x32_epi32(lane, order));
-  return needed + unsigned(__builtin_popcount(bits));
-}
-
+#if defined(POPSNN_SPIKES_AVX2) && defined(__FMA__)
 // leakForwardRow's AVX2 form (8 lanes): one pass over U for the update, the masked surrogate
-// and the spikes, where three passes (forwardRow, surrogateRow, spikesOf) took ~25% of a DSNN
+// and the spikes, where three passes (forwardRow, surrogateRow, spikesOf) took ~22% of a DSNN
 // step's CPU time on an AVX2 machine. The last partial vector runs on a zero-padded copy:
 // AMD's masked stores (vmaskmovps) are microcoded: with them the step was slower than the
 // three passes.

@@ -180,18 +180,8 @@ inline unsigned spikeBits(const float *__restrict u, float threshold, float *__r
     bits |= unsigned(spikes16(u + lo, th, prev + lo, count - lo)) << lo;
   return bits;
 #else
-  unsigned bits = 0, j = 0;
-#if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS) && defined(__AVX2__)
-  // 8 decisions per compare, their bits by movemask (GCC leaves the loop below scalar: a
-  // compare, a shift and an or per neuron).
-  const __m256 th = _mm256_set1_ps(threshold), one = _mm256_set1_ps(1.0f);
-  for (; j + 8 <= count; j += 8) {
-    const __m256 spike = _mm256_cmp_ps(_mm256_loadu_ps(u + j), th, _CMP_GT_OQ);
-    _mm256_storeu_ps(prev + j, _mm256_and_ps(spike, one));
-    bits |= unsigned(_mm256_movemask_ps(spike)) << j;
-  }
-#endif
-  for (; j < count; ++j) {
+  unsigned bits = 0;
+  for (unsigned j = 0; j < count; ++j) {
     const bool spike = u[j] > threshold;
     prev[j] = spike ? 1.0f : 0.0f;
     bits |= unsigned(spike) << j;
@@ -233,9 +223,65 @@ inline unsigned appendMask16(__mmask16 s, __m512i lane, unsigned first, int *__r
 }
 #endif
 
+#if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS) && !defined(__AVX512F__) && defined(__AVX2__)
+#define POPSNN_SPIKES_AVX2 1
+// AVX2 has no compress: for each 8-neuron spike mask, the lanes of its set bits in order (a
+// byte each), so one permute packs the spiking ids and one store writes them.
+struct PackedLanes {
+  unsigned long long of[256];
+  constexpr PackedLanes() : of() {
+    for (unsigned m = 0; m < 256; ++m) {
+      unsigned k = 0;
+      for (unsigned j = 0; j < 8; ++j)
+        if (m >> j & 1u)
+          of[m] |= static_cast<unsigned long long>(j) << (8 * k++);
+    }
+  }
+};
+inline constexpr PackedLanes PACKED_LANES{};
+
+// Appends the ids (in `lane`) of the set bits of an 8-neuron mask: packed by PACKED_LANES and
+// stored whole while 8 more fit (lanes past the count are overwritten later or unused), else
+// bit by bit up to the capacity (appendBits).
+inline unsigned appendMask8(unsigned bits, __m256i lane, unsigned first, int *__restrict ids,
+                            unsigned needed, unsigned capacity) {
+  if (needed + 8 > capacity)
+    return appendBits(bits, first, ids, needed, capacity);
+  const __m256i order =
+      _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(PACKED_LANES.of[bits])));
+  _mm256_storeu_si256(reinterpret_cast<__m256i *>(ids + needed),
+                      _mm256_permutevar8x32_epi32(lane, order));
+  return needed + unsigned(__builtin_popcount(bits));
+}
+
+// appendSpikes' AVX2 form: 8 neurons per compare; their ids packed by PACKED_LANES and stored
+// whole while 8 more fit (lanes past the count are overwritten later or unused), else bit
+// by bit (appendBits); the last n % 8 neurons as the plain loop does them.
+inline unsigned appendSpikes8(const float *__restrict u, float threshold, float *__restrict prev,
+                              unsigned n, unsigned offset, int *__restrict ids, unsigned needed,
+                              unsigned capacity) {
+  const __m256 th = _mm256_set1_ps(threshold), one = _mm256_set1_ps(1.0f);
+  __m256i lane =
+      _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(int(offset)));
+  const __m256i eight = _mm256_set1_epi32(8);
+  unsigned j0 = 0;
+  for (; j0 + 8 <= n; j0 += 8) {
+    const __m256 s = _mm256_cmp_ps(_mm256_loadu_ps(u + j0), th, _CMP_GT_OQ);
+    _mm256_storeu_ps(prev + j0, _mm256_and_ps(s, one));
+    needed = appendMask8(unsigned(_mm256_movemask_ps(s)), lane, offset + j0, ids, needed, capacity);
+    lane = _mm256_add_epi32(lane, eight);
+  }
+  if (j0 < n)
+    needed = appendBits(spikeBits(u + j0, threshold, prev + j0, n - j0), offset + j0, ids, needed,
+                        capacity);
+  return needed;
+}
+#endif
+
 // The spikes of a row: prev[j] = U[j] > threshold, ids of the spiking neurons appended.
 // AVX-512: 16 neurons per compare, their ids compressed in a register and stored whole
-// (lanes past the count are overwritten later or unused), so no branch per spike.
+// (lanes past the count are overwritten later or unused), so no branch per spike; AVX2: 8 at
+// a time (appendSpikes8).
 inline unsigned appendSpikes(const float *__restrict u, float threshold, float *__restrict prev,
                              unsigned n, unsigned offset, int *__restrict ids, unsigned needed,
                              unsigned capacity) {
@@ -249,6 +295,8 @@ inline unsigned appendSpikes(const float *__restrict u, float threshold, float *
     lane = _mm512_add_epi32(lane, sixteen);
   }
   return needed;
+#elif defined(POPSNN_SPIKES_AVX2)
+  return appendSpikes8(u, threshold, prev, n, offset, ids, needed, capacity);
 #else
   for (unsigned j0 = 0; j0 < n; j0 += 32)
     needed = appendBits(spikeBits(u + j0, threshold, prev + j0, j0 + 32 < n ? 32 : n - j0),

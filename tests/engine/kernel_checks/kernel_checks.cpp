@@ -1,8 +1,8 @@
-// The codelets' input-layer, forward row-sum, push, backward-row and whole-trace Leaky backward
-// kernels against plain double-precision loops, on shapes with ragged edges (odd input counts,
-// batches and widths that are no multiple of a vector, x rows longer than the inputs used). Built
-// by test_kernel_units.py once per instruction set; prints one line per check: its name and the
-// largest relative error.
+// The codelets' input-layer, forward row-sum, spike-listing, push, backward-row and whole-trace
+// Leaky backward kernels against plain double-precision loops, on shapes with ragged edges (odd
+// input counts, batches and widths that are no multiple of a vector, x rows longer than the inputs
+// used). Built by test_kernel_units.py once per instruction set; prints one line per check: its
+// name and the largest relative error.
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -285,6 +285,35 @@ void leakTrace(unsigned batch, unsigned n, unsigned K, unsigned T, const char *w
 }
 #endif
 
+// The forward's spike listing (appendSpikes): prev and the count and ids against a plain
+// loop, a threshold some entries equal, ids past `capacity` only counted.
+void spikeList(unsigned n, unsigned capacity) {
+  const unsigned offset = 300, start = 2;
+  std::vector<float> u(n), prev(n, -1.0f);
+  for (float &v : u)
+    v = uniform(0.0f, 1.0f) < 0.1f ? 0.5f : uniform(0.0f, 1.0f);
+  std::vector<int> ids(capacity, -1);
+  const unsigned count = popsnn::lif::appendSpikes(u.data(), 0.5f, prev.data(), n, offset,
+                                                   ids.data(), start, capacity);
+  std::vector<double> want; // the stored ids, the count, prev
+  std::vector<float> got;
+  unsigned spikes = 0;
+  for (unsigned j = 0; j < n; ++j)
+    if (u[j] > 0.5f && start + spikes++ < capacity)
+      want.push_back(double(offset + j));
+  for (unsigned k = start; k < capacity && got.size() < want.size(); ++k)
+    got.push_back(k < count ? float(ids[k]) : -1.0f);
+  want.push_back(double(start + spikes));
+  got.push_back(float(count));
+  for (unsigned j = 0; j < n; ++j) {
+    want.push_back(u[j] > 0.5f ? 1.0 : 0.0);
+    got.push_back(prev[j]);
+  }
+  char name[40];
+  std::snprintf(name, sizeof name, "spike_list_n%u_cap%u", n, capacity);
+  report(name, want, got.data());
+}
+
 } // namespace
 
 #ifdef POPSNN_FUSED_LEAK_FORWARD
@@ -376,6 +405,9 @@ int main() {
   fanoutRows(37, 300, 230, 120); // two shard sizes, register blocks and 44 ragged columns
   fanoutRows(8, 128, 10, 10);    // one shard, whole blocks only
   fanoutRows(3, 77, 5, 2);       // under one block, shards of 2 and a last of 1
+  spikeList(1000, 1100);         // whole vectors, every id stored whole
+  spikeList(203, 30);            // the capacity reached mid-row: the rest counted, a ragged tail
+  spikeList(5, 8);               // under one vector
 #ifdef POPSNN_FUSED_LEAK_FORWARD
   {
     using namespace popsnn::codes;
