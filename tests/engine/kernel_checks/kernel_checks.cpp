@@ -161,6 +161,30 @@ void addToRows(unsigned P) {
   report(name, want, rows.data());
 }
 
+// A weight gradient's rows at an id buffer's spikes, live columns only (addAtSpikeCols): column
+// counts above 256, few and many spikes, none live.
+void spikeCols(unsigned n, unsigned nIn, unsigned count, unsigned spikes) {
+  std::vector<float> rows(std::size_t(nIn) * n), dI(n);
+  for (float &v : rows)
+    v = uniform(-1.0f, 1.0f);
+  for (float &v : dI)
+    v = uniform(-1.0f, 1.0f);
+  std::vector<double> want(rows.begin(), rows.end());
+  std::vector<int> cols, buf(popsnn::codes::BUFFER_HEADER + spikes, 0);
+  for (unsigned c = 0; c < count; ++c) // distinct columns, not in order
+    cols.push_back(int((c * 7919u) % n));
+  buf[0] = int(spikes);
+  for (unsigned k = 0; k < spikes; ++k)
+    buf[popsnn::codes::BUFFER_HEADER + k] = int((k * 31u + 3u) % nIn);
+  for (unsigned k = 0; k < spikes; ++k)
+    for (int c : cols)
+      want[std::size_t(buf[popsnn::codes::BUFFER_HEADER + k]) * n + unsigned(c)] += dI[unsigned(c)];
+  popsnn::backward_rows::addAtSpikeCols(buf.data(), dI.data(), n, cols.data(), count, rows.data());
+  char name[64];
+  std::snprintf(name, sizeof name, "spike_cols_n%u_count%u_spikes%u", n, count, spikes);
+  report(name, want, rows.data());
+}
+
 // The generic backward's next-layer term, eps += dL/dI_next . W_next^T over the shards'
 // blocks of dL/dI (eps starts non-zero), and the all-to-all recurrent product of every
 // sample at once (BackwardRows.hpp; it overwrites rec): shards of two sizes, widths with
@@ -402,6 +426,9 @@ int main() {
     }
   for (unsigned P : {16u, 32u, 48u})
     addToRows(P);
+  spikeCols(1100, 90, 300, 40);  // more columns than a chunk of 256
+  spikeCols(500, 40, 19, 3);     // hidden 1,000's shard at window 0.05: ~4% live
+  spikeCols(100, 30, 0, 5);      // no live column
   fanoutRows(37, 300, 230, 120); // two shard sizes, register blocks and 44 ragged columns
   fanoutRows(8, 128, 10, 10);    // one shard, whole blocks only
   fanoutRows(3, 77, 5, 2);       // under one block, shards of 2 and a last of 1
