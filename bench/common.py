@@ -42,6 +42,7 @@ def machine() -> dict:
         "numpy": np.__version__,
         "popsnn": popsnn.__version__,
         "platform": platform.platform(),
+        "vector_isa": vector_isa(),
     }
     try:
         info["load_average_1_5_15"] = list(os.getloadavg())
@@ -54,6 +55,22 @@ def machine() -> dict:
             info[mod] = None
     info.update(_source_state())
     return info
+
+
+def vector_isa() -> str:
+    """The machine kind for speed figures: the widest x86 vector extension the CPU has
+    (the codelets are built for the host's own instruction set, so the kinds differ)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown"
+    flags = next(
+        (ln.split(":", 1)[1].split() for ln in text.splitlines() if ln.startswith("flags")), []
+    )
+    for flag, kind in (("avx512f", "avx512"), ("avx2", "avx2"), ("sse4_2", "sse4.2")):
+        if flag in flags:
+            return kind
+    return "other"
 
 
 def _source_state() -> dict:

@@ -78,6 +78,13 @@ def _systems(rows) -> list:
     return [s for s in LABELS if any(f"{s}_images_per_s" in r for r in rows)]
 
 
+def _key_cell(row, key) -> str:
+    if key == "machine kind":
+        return machine_kind(row)
+    # Rows from before the dense-input row have no "input": they are MNIST.
+    return str(row.get(key, "mnist" if key == "input" else None))
+
+
 def throughput_table(rows, key_cols) -> str:
     """images/s of every system, popsnn's ratio to each, the limit beside them (the step's
     matrix products at the machine's measured BLAS rate, same run) and peak memory."""
@@ -96,8 +103,7 @@ def throughput_table(rows, key_cols) -> str:
         head += ["torch.compile s (apart)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        # Rows from before the dense-input row have no "input": they are MNIST.
-        cells = [str(r.get(k, "mnist" if k == "input" else None)) for k in key_cols]
+        cells = [_key_cell(r, k) for k in key_cols]
         cells += [_f(r.get(f"{s}_images_per_s")) for s in systems]
         cells += [_f(r.get(f"popsnn_over_{s}"), "{:.2f}x") for s in others]
         if limit:
@@ -193,19 +199,18 @@ def isolation_table(rows) -> str:
     return "\n".join(lines)
 
 
-def same_dsnn_rows(res: dict) -> list:
+def same_engine_rows(res: dict, commit, kind=None) -> list:
     """Rows of the other throughput experiments that ran exactly the dsnn configuration
-    (784-1000-10 Leaky, B=128, T=25, direct input): on a loaded machine their spread says
-    how far one run's figure can be trusted."""
+    (784-1000-10 Leaky, B=128, T=25, direct input), on a loaded machine their spread says
+    how far one run's figure can be trusted. Only runs of the engine sources at commit
+    (older result files come from other kernels and would pass for this run's spread) and
+    of the machine kind, when given (rows that did not record theirs pass)."""
     picks = [
         ("batch", lambda r: r.get("batch") == 128),
         ("width", lambda r: r.get("hidden") == 1000),
         ("neurons", lambda r: r.get("neuron") == "Leaky"),
         ("population", lambda r: r.get("steps") == 25 and r.get("outputs") == 10),
     ]
-    # Only runs of the dsnn run's engine code: older result files may come from other
-    # machines and other kernels, and would pass for this run's spread.
-    commit = next((r["machine"].get("git_commit") for r in res.get("dsnn") or []), None)
     out = []
     for name, keep in picks:
         out += [
@@ -214,6 +219,7 @@ def same_dsnn_rows(res: dict) -> list:
             if keep(r)
             and not r.get("quick")
             and _same_engine(commit, r["machine"].get("git_commit"))
+            and (kind is None or machine_kind(r) in (kind, "unrecorded"))
         ]
     return out
 
@@ -240,8 +246,35 @@ def _dsnn_goals(res: dict) -> list:
     latency (or batch) rows at batch 8; the MNIST row's spread over the other experiments'
     identical configuration beside it."""
     lines = []
-    by_input = {r.get("input", "mnist"): r for r in res.get("dsnn") or []}
-    same = same_dsnn_rows(res)
+    rows = res.get("dsnn") or []
+    for kind in dict.fromkeys(machine_kind(r) for r in rows):
+        lines += _dsnn_kind_goals(res, [r for r in rows if machine_kind(r) == kind], kind)
+    small = [
+        r
+        for name in ("latency", "batch")
+        for r in res.get(name) or []
+        if r.get("batch") == 8 and r.get("popsnn_over_snntorch")
+    ]
+    if small:
+        v = small[0]["popsnn_over_snntorch"]
+        lines.append(
+            f"| DSNN batch 8: popsnn >= 20x snnTorch at batch 8 | {v:.2f}x "
+            f"({small[0]['experiment']} run) | {'yes' if v >= 20 else 'no'} |"
+        )
+    return lines
+
+
+def machine_kind(row) -> str:
+    """The row's machine kind (bench/common.vector_isa); rows saved before it was recorded
+    say "unrecorded"."""
+    return row.get("machine", {}).get("vector_isa") or "unrecorded"
+
+
+def _dsnn_kind_goals(res: dict, kind_rows: list, kind: str) -> list:
+    """The DSNN_GOALS lines of one machine kind's dsnn run."""
+    lines = []
+    by_input = {r.get("input", "mnist"): r for r in kind_rows}
+    same = same_engine_rows(res, kind_rows[0]["machine"].get("git_commit"), kind)
     for inp, key, target, what in DSNN_GOALS:
         d = by_input.get(inp)
         if d is None:
@@ -255,25 +288,13 @@ def _dsnn_goals(res: dict) -> list:
             if others
             else ""
         )
-        label = "MNIST input" if inp == "mnist" else "U[0,1] input"
+        label = ("MNIST input" if inp == "mnist" else "U[0,1] input") + f", {kind} machine"
         if v is None:
             lines.append(f"| DSNN B=128, {label}: {what} | not measured in the dsnn run | n/a |")
             continue
         lines.append(
             f"| DSNN B=128, {label}: {what} | {_f(v, fmt)} (dsnn run){spread} | "
             f"{'yes' if v >= target else 'no'} |"
-        )
-    small = [
-        r
-        for name in ("latency", "batch")
-        for r in res.get(name) or []
-        if r.get("batch") == 8 and r.get("popsnn_over_snntorch")
-    ]
-    if small:
-        v = small[0]["popsnn_over_snntorch"]
-        lines.append(
-            f"| DSNN batch 8: popsnn >= 20x snnTorch at batch 8 | {v:.2f}x "
-            f"({small[0]['experiment']} run) | {'yes' if v >= 20 else 'no'} |"
         )
     return lines
 
@@ -316,7 +337,7 @@ def tables(res: dict) -> str:
     titles = {
         "dsnn": (
             "DSNN 784-1000-10, T=25, B=128, Adam, ce_count: MNIST and U[0,1] input",
-            ["hidden", "batch", "input"],
+            ["machine kind", "hidden", "batch", "input"],
         ),
         "batch": ("Batch sweep (DSNN, T=25)", ["batch"]),
         "width": ("Hidden-width sweep (B=128, T=25)", ["hidden"]),

@@ -52,6 +52,17 @@ sys.path.insert(0, str(HERE))
 import experiments as ex  # noqa: E402
 
 RESULTS = HERE / "results"
+# Experiments whose results file keeps one run per machine kind (vector_isa): issue 12's
+# targets hold on either kind, so a run on one kind must not erase the other's figures.
+KEPT_PER_KIND = ("dsnn",)
+
+
+def other_kinds_rows(saved: list, env: dict) -> list:
+    """The saved rows measured on another machine kind than env's."""
+    kind = env.get("vector_isa")
+    return [r for r in saved if r.get("machine", {}).get("vector_isa") != kind]
+
+
 NOTE = "CPU measurements on this machine, not an IPU"
 EXPERIMENTS = (
     "dsnn",
@@ -166,6 +177,8 @@ def main(argv=None) -> int:
             key = "case" if args.experiment == "sparse_full" else "dataset"
             ran = {r[key] for r in rows}
             rows = [r for r in json.loads(path.read_text()) if r[key] not in ran] + rows
+        elif args.experiment in KEPT_PER_KIND and path.is_file():
+            rows = other_kinds_rows(json.loads(path.read_text()), env) + rows
         path.write_text(json.dumps(rows, indent=1) + "\n")
     return 0
 

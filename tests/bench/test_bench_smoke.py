@@ -453,9 +453,12 @@ def test_report_from_synthetic_results(tmp_path):
     report.write_all(tmp_path, readme)
     text = readme.read_text()
     assert "old" not in text and text.startswith("top") and text.endswith("bottom\n")
-    assert "| DSNN B=128, MNIST input: popsnn >= 40x snnTorch | 30.00x (dsnn run) | no |" in text
-    assert "| DSNN B=128, MNIST input: popsnn >= 10x snnTorch compiled | 15.00x" in text
-    assert "| DSNN B=128, U[0,1] input: popsnn >= 3x NumPy step | 3.50x (dsnn run) | yes |" in text
+    kind = m["vector_isa"]
+    assert f"MNIST input, {kind} machine: popsnn >= 40x snnTorch | 30.00x (dsnn run) | no |" in text
+    assert f"MNIST input, {kind} machine: popsnn >= 10x snnTorch compiled | 15.00x" in text
+    assert (
+        f"U[0,1] input, {kind} machine: popsnn >= 3x NumPy step | 3.50x (dsnn run) | yes |" in text
+    )
     assert (
         "| DSNN batch 8: popsnn >= 20x snnTorch at batch 8 | 20.00x (latency run) | yes |" in text
     )
@@ -553,4 +556,31 @@ def test_the_dsnn_spread_only_counts_runs_of_the_same_engine_code():
             dict(row, machine={"git_commit": "0000000"}, popsnn_images_per_s=3.0),
         ],
     }
-    assert [r["popsnn_images_per_s"] for r in report.same_dsnn_rows(res)] == [1.0]
+    assert [r["popsnn_images_per_s"] for r in report.same_engine_rows(res, head)] == [1.0]
+
+
+def test_dsnn_results_keep_one_run_per_machine_kind(tmp_path, monkeypatch):
+    """A dsnn run replaces its own machine kind's rows and keeps the other kind's, and the
+    goals table judges each kind's run on its own."""
+    run = pytest.importorskip("run")
+    import report
+
+    kind = run.ex.machine()["vector_isa"]
+    other = "avx512" if kind != "avx512" else "avx2"
+    fresh = {"experiment": "dsnn", "input": "mnist", "popsnn_images_per_s": 2.0}
+    monkeypatch.setattr(run.ex, "exp_dsnn", lambda *a, **k: [dict(fresh)])
+    monkeypatch.setattr(run, "RESULTS", tmp_path)
+    old = [
+        {"input": "mnist", "popsnn_images_per_s": 40_000.0, "machine": {"vector_isa": other}},
+        {"input": "mnist", "popsnn_images_per_s": 1.0, "machine": {"vector_isa": kind}},
+    ]
+    (tmp_path / "dsnn.json").write_text(json.dumps(old))
+    assert run.main(["dsnn", "--quick", "--repeats", "1"]) == 0
+    rows = json.loads((tmp_path / "dsnn.json").read_text())
+    assert [(r["machine"]["vector_isa"], r["popsnn_images_per_s"]) for r in rows] == [
+        (other, 40_000.0),
+        (kind, 2.0),
+    ]
+    goals = report.goals({"dsnn": rows})
+    assert f"MNIST input, {other} machine: popsnn >= 30,000 images/s | 40,000" in goals
+    assert f"MNIST input, {kind} machine: popsnn >= 30,000 images/s | 2 " in goals
