@@ -220,15 +220,33 @@ def weak_scaling_table(rows) -> str:
     return "\n".join(lines)
 
 
-def _best(rows):
+def _best(rows, seeded=None):
     """The rule with the largest backward speed-up among those within ACCURACY_TOLERANCE of
-    dense accuracy (None if none kept it)."""
-    ok = [
-        r
-        for r in rows[1:]
-        if r.get("accuracy_change") is not None and r["accuracy_change"] >= -ACCURACY_TOLERANCE
-    ]
+    dense accuracy (None if none kept it): judged by the seeded run's mean change (rule label
+    -> change) when it covers the case, else by the speed run's own single accuracy."""
+    if seeded is not None:
+        ok = [r for r in rows[1:] if seeded.get(rule_label(r), -1.0) >= -ACCURACY_TOLERANCE]
+    else:
+        ok = [
+            r
+            for r in rows[1:]
+            if r.get("accuracy_change") is not None and r["accuracy_change"] >= -ACCURACY_TOLERANCE
+        ]
     return max(ok, key=lambda r: r.get("backward_speedup") or 0, default=None)
+
+
+def _seeded_changes(res: dict, dense: dict):
+    """rule label -> mean accuracy change against dense over the seeds of `sparse_accuracy`
+    (longer training, several seeds: a --quick speed run's single short training cannot
+    tell a point apart) at the case's data set and width; None if that run lacks it."""
+    from sparse_accuracy import summary
+
+    rows = [
+        r
+        for r in res.get("sparse_accuracy") or []
+        if r.get("dataset") == dense.get("dataset") and r.get("hidden") == dense.get("hidden")
+    ]
+    return {s["rule"]: s["mean_change"] for s in summary(rows)} or None
 
 
 def goal_lines(res: dict) -> list:
@@ -242,7 +260,9 @@ def goal_lines(res: dict) -> list:
     cases = _cases([r for r in source if not r.get("skipped")])
     first = next((c for c in cases.values() if c[0].get("hidden") == 200), None)
     if first:
-        best, dense = _best(first), first[0]
+        dense = first[0]
+        seeded = _seeded_changes(res, dense)
+        best = _best(first, seeded)
         what = "hidden 200: backward >= 40x, >= 80% less trace memory, accuracy within 1 point"
         if best is None:
             lines.append(
@@ -251,11 +271,16 @@ def goal_lines(res: dict) -> list:
             )
         else:
             ok = (best.get("backward_speedup") or 0) >= 40 and (measured_saving(best) or 0) >= 80
+            accuracy = (
+                f"accuracy {best['test_accuracy']:.3f} vs dense {dense['test_accuracy']:.3f}"
+                if seeded is None
+                else f"accuracy {100 * seeded[rule_label(best)]:+.2f} points against dense "
+                "(sparse_accuracy run, mean over seeds)"
+            )
             lines.append(
                 f"| {what} | {rule_label(best)}: {_f(best.get('backward_speedup'), '{:.2f}x')} "
                 f"(wall clock, derived), {_f(measured_saving(best), '{:.1f}')}% less trace memory "
-                f"(measured, engine profile), accuracy {best['test_accuracy']:.3f} vs dense "
-                f"{dense['test_accuracy']:.3f} | {'yes' if ok else 'no'} |"
+                f"(measured, engine profile), {accuracy} | {'yes' if ok else 'no'} |"
             )
             v = best.get("train_step_speedup")
             lines.append(

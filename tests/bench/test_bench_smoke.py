@@ -584,3 +584,22 @@ def test_dsnn_results_keep_one_run_per_machine_kind(tmp_path, monkeypatch):
     goals = report.goals({"dsnn": rows})
     assert f"MNIST input, {other} machine: popsnn >= 30,000 images/s | 40,000" in goals
     assert f"MNIST input, {kind} machine: popsnn >= 30,000 images/s | 2 " in goals
+
+
+def test_sparse_goal_takes_accuracy_from_the_seeded_run_when_it_covers_the_case():
+    """A --quick speed run's single short training cannot tell one point apart: where
+    sparse_accuracy ran the case's data set and width over seeds, its mean change decides."""
+    import report_sparse
+
+    speed = synthetic_sparse_rows(ex.machine())
+    acc = {"dataset": "fashion-mnist", "hidden": 200, "test_accuracy": 0.8}
+    seeded = [
+        dict(acc, rule="dense", b_th=None, accuracy_change=0.0),
+        dict(acc, rule="window", b_th=0.2, test_accuracy=0.78, accuracy_change=-0.02),
+    ]
+    assert "B_th 0.2: 100.00x" in report_sparse.goal_lines({"sparse": speed})[0]
+    lost = report_sparse.goal_lines({"sparse": speed, "sparse_accuracy": seeded})[0]
+    assert "no rule kept the accuracy within a point" in lost
+    seeded[1]["accuracy_change"] = -0.004
+    kept = report_sparse.goal_lines({"sparse": speed, "sparse_accuracy": seeded})[0]
+    assert "B_th 0.2: 100.00x" in kept and "-0.40 points against dense" in kept
