@@ -341,7 +341,7 @@ def tables(res: dict) -> str:
         ),
         "batch": ("Batch sweep (DSNN, T=25)", ["batch"]),
         "width": ("Hidden-width sweep (B=128, T=25)", ["hidden"]),
-        "neurons": ("Neuron models (DSNN, B=128, T=25)", ["neuron"]),
+        "neurons": ("Neuron models (DSNN, B=128, T=25)", ["machine kind", "neuron"]),
         "rate": ("Rate-coded input (new spikes every step: nothing to hoist)", ["hidden", "batch"]),
         "population": (
             "Population code (Sun et al., section V): 25 steps x 10 outputs vs 1 step x "
@@ -439,9 +439,12 @@ def plots(res: dict, results: Path) -> list:
             vals = [r.get(f"{s}_images_per_s") or 0 for r in rows]
             ax.bar([j + i * width for j in range(len(rows))], vals, width, label=LABELS[s])
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(rows))])
+        kinds = len({machine_kind(r) for r in rows}) > 1
         ax.set_xticklabels(
             [
-                str(r[key]) if name == "neurons" else f"T={r['steps']}, {r['outputs']} out"
+                (f"{r[key]} ({machine_kind(r)})" if kinds else str(r[key]))
+                if name == "neurons"
+                else f"T={r['steps']}, {r['outputs']} out"
                 for r in rows
             ]
         )

@@ -54,7 +54,7 @@ import experiments as ex  # noqa: E402
 RESULTS = HERE / "results"
 # Experiments whose results file keeps one run per machine kind (vector_isa): issue 12's
 # targets hold on either kind, so a run on one kind must not erase the other's figures.
-KEPT_PER_KIND = ("dsnn",)
+KEPT_PER_KIND = ("dsnn", "neurons")
 
 
 def other_kinds_rows(saved: list, env: dict) -> list:
