@@ -1,15 +1,14 @@
 """Where the dense product beats the sparse row kernel: the density threshold of the
 direct-current layer's products (codelets/DenseKernels.hpp, DENSE_MIN_NONZERO_PERCENT).
 
-Compiles density_threshold.cpp against codelets/ with the codelets' own flags (-O3
--march=native -fno-math-errno, as the package builds them), then times both kernels of both
-products (x.W for the forward current, x^T.G for the weight gradient) at the shape of one
-DSNN shard (B 128, 784 inputs, 500 neurons: the 1,000-neuron layer on the cpu device's two
-tiles) over a sweep of input densities (random U[0,1] entries, the rest zero). The kernels
-take turns, one call each per round. Each cell gives the median and the minimum over the
-rounds; the crossover is taken from the minima (the calls least disturbed by other
-processes: on a shared machine a 2 ms call is often preempted, which makes the medians
-bimodal).
+Compiles density_threshold.cpp against codelets/ with the codelets' own flags (-O3 -march=native
+-fno-math-errno -fno-trapping-math, as the package builds them), then times both kernels of both
+products (x.W for the forward current, x^T.G for the weight gradient) at the shape of one DSNN
+shard (B 128, 784 inputs, 500 neurons: the 1,000-neuron layer on the cpu device's two tiles)
+over a sweep of input densities (random U[0,1] entries, the rest zero). The kernels take turns,
+one call each per round. Each cell gives the median and the minimum over the rounds; the
+crossover is taken from the minima (the calls least disturbed by other processes: on a shared
+machine a 2 ms call is often preempted, which makes the medians bimodal).
 
     .venv/bin/python bench/density_threshold.py [--repeats N] [--shape B IN N]
 
@@ -53,6 +52,7 @@ def build(out: Path) -> Path:
             "-O3",
             "-march=native",
             "-fno-math-errno",
+            "-fno-trapping-math",
             "-pthread",
             f"-I{CODELETS}",
             str(HERE / "density_threshold.cpp"),

@@ -231,7 +231,7 @@ inline void synapticEntries(const C &c, unsigned n, const float *__restrict sg,
                             const float *__restrict eps, float *__restrict gU, float *__restrict gJ,
                             float *__restrict bias, float *__restrict sum) {
   for (unsigned j = 0; j < n; ++j) {
-    const float u = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + c.betaAt(j) * gU[j];
+    const float u = lif::surrogateTimes(sg[j], eps[j]) + c.betaAt(j) * gU[j];
     const float d = u + c.alphaAt(j) * gJ[j];
     gU[j] = u;
     gJ[j] = d;

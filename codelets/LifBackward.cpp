@@ -365,13 +365,13 @@ private:
     const float *__restrict sg = asFloat(&surrogates[(t * batch + b) * n], &scratch[n], n);
     if (gMem)
       for (unsigned j = 0; j < n; ++j)
-        gU[j] = ((sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + gMem[j]) + leak(j) * gU[j];
+        gU[j] = (surrogateTimes(sg[j], eps[j]) + gMem[j]) + leak(j) * gU[j];
     else
       for (unsigned j = 0; j < n; ++j)
-        gU[j] = (sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f) + leak(j) * gU[j];
+        gU[j] = surrogateTimes(sg[j], eps[j]) + leak(j) * gU[j];
     if (!C::uniform && learnsThreshold())
       for (unsigned j = 0; j < n; ++j)
-        gradThreshold[0][j] -= sg[j] != 0.0f ? sg[j] * eps[j] : 0.0f;
+        gradThreshold[0][j] -= surrogateTimes(sg[j], eps[j]);
   }
 
   // A compressed trace: one step of one sample over its live neurons only (LiveNeurons: an

@@ -130,7 +130,15 @@ def test_list_dots_kernels_and_choice(flags, tmp_path):
     # codelets' choice against this file's copy of it, which the tests above count with.
     exe = tmp_path / "list_dots_check"
     subprocess.run(
-        ["c++", "-std=c++17", "-O2", "-fno-math-errno", f"-I{HEADER.parent}", *flags]
+        [
+            "c++",
+            "-std=c++17",
+            "-O2",
+            "-fno-math-errno",
+            "-fno-trapping-math",
+            f"-I{HEADER.parent}",
+            *flags,
+        ]
         + [str(Path(__file__).parent / "list_dots_check" / "list_dots_check.cpp"), "-o", str(exe)],
         check=True,
     )

@@ -63,7 +63,8 @@ cmake_minimum_required(VERSION 3.18)
 project(portable_codelets CXX)
 find_package(popsnn CONFIG REQUIRED)
 popsnn_add_codelets(portable OUTPUT portable.gp SOURCES {sources}
-  COMPILE_OPTIONS -O1 -march=x86-64 -fno-math-errno -DPOPSNN_PLAIN_LOOPS "-I{CODELETS.as_posix()}")
+  COMPILE_OPTIONS -O1 -march=x86-64 -fno-math-errno -fno-trapping-math -DPOPSNN_PLAIN_LOOPS
+  "-I{CODELETS.as_posix()}")
 """)
     build = build_against_installed(src, src / "build")
     gp = build / "portable.gp"

@@ -50,7 +50,14 @@ pytestmark = [
 @pytest.mark.parametrize("build", sorted(BUILDS))
 def test_kernels_equal_plain_loops(build, tmp_path):
     exe = tmp_path / "kernel_checks"
-    flags = ["-std=c++17", "-O2", "-fno-math-errno", f"-I{ROOT / 'codelets'}", *BUILDS[build]]
+    flags = [
+        "-std=c++17",
+        "-O2",
+        "-fno-math-errno",
+        "-fno-trapping-math",
+        f"-I{ROOT / 'codelets'}",
+        *BUILDS[build],
+    ]
     subprocess.run(["c++", *flags, str(SOURCE), "-o", str(exe)], check=True)
     lines = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split(
         "\n"
