@@ -1,4 +1,5 @@
-// The whole-trace Leaky backward (AVX-512 host builds): one sample's T steps of a block of
+// The whole-trace Leaky backward (AVX-512 and AVX2 + FMA host builds, written in the 16
+// lanes of Lanes16.hpp): one sample's T steps of a block of
 // neurons with dL/dU and sum_t dL/dI in vector registers, for a layer-major shard (all T
 // steps in one vertex call) with direct-current input and no sparse rule, the DSNN's first
 // layer. The per-step kernel (leakBackwardRow in LifCommon.hpp) sweeps all samples at each
@@ -10,11 +11,11 @@
 // not read: the block's membrane is recomputed from I (constant over the steps for direct
 // input) into an L1-sized buffer with the forward's arithmetic (leakForwardRow's), so the
 // spikes are the stored ones and the surrogate is its formula with the division replaced by
-// a refined reciprocal (within an ulp: float tolerance, docs/numerics.md). Per entry the
-// per-step kernel's arithmetic otherwise, in the same order over t; the bias gradient adds
-// its terms in another order (per sample over t, then over samples). Two samples go through
-// a block together, so each W row loaded serves both (the K-wide product dL/dS = W^T dL/dI
-// of the next layer was ~57% of this kernel's time, the divisions most of the rest).
+// a refined reciprocal (within an ulp, ~2 on AVX2: float tolerance, docs/numerics.md). Per entry
+// the per-step kernel's arithmetic otherwise, in the same order over t; the bias gradient adds its
+// terms in another order (per sample over t, then over samples). Two samples go through a block
+// together, so each W row loaded serves both (the K-wide product dL/dS = W^T dL/dI of the next
+// layer was ~57% of this kernel's time, the divisions most of the rest).
 #pragma once
 
 #include <cstddef>
@@ -22,15 +23,20 @@
 #include "BackwardRows.hpp"
 #include "LifCommon.hpp"
 
-#ifdef POPSNN_SPARSE_ROWS_AVX512
+#ifdef POPSNN_LANES16
 #define POPSNN_LEAK_TRACE 1
 
 namespace popsnn {
 namespace lif {
 
-// Vectors of 16 neurons per block (their state in registers); a block buffers the
+namespace v16 = lanes16;
+
+// Vectors of 16 neurons per backward block (a pair of samples' 4 vectors each: 4 membrane
+// chains in flight per recompute, each step waiting on the last spike); a block buffers the
 // recomputed surrogates of up to codes::TRACE_MAX_STEPS steps (x 16 x 8 floats: 32 KiB).
+// And per forward block (4 chains again; AVX2 keeps the inputs in memory, not registers).
 constexpr unsigned TRACE_BACKWARD_VECS = 8;
+constexpr unsigned TRACE_FORWARD_VECS = 4;
 // The widest next-layer row (padded) whose T steps a backward gathers at once per pair of
 // samples (2 x TRACE_MAX_STEPS x 32 floats: 16 KiB), rather than once per block and step.
 constexpr unsigned GATHER_ONCE_WIDTH = 32;
@@ -75,33 +81,32 @@ struct PairGradRows {
 
 // alpha: Synaptic's current decay (the backward's SYN kernels; unused by Leaky's).
 struct LeakVectors {
-  __m512 beta, threshold, one, k, scale, half, halfParam, absMask, alpha;
+  v16::F beta, threshold, one, k, scale, half, halfParam, alpha;
   LeakVectors(float b, float th, float param, float a = 0.0f)
-      : beta(_mm512_set1_ps(b)), threshold(_mm512_set1_ps(th)), one(_mm512_set1_ps(1.0f)),
-        k(_mm512_set1_ps(param)), scale(_mm512_set1_ps(3.14159265358979323846f * param)),
-        half(_mm512_set1_ps(0.5f)), halfParam(_mm512_set1_ps(param / 2.0f)),
-        absMask(_mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff))), alpha(_mm512_set1_ps(a)) {}
+      : beta(v16::set1(b)), threshold(v16::set1(th)), one(v16::set1(1.0f)), k(v16::set1(param)),
+        scale(v16::set1(3.14159265358979323846f * param)), half(v16::set1(0.5f)),
+        halfParam(v16::set1(param / 2.0f)), alpha(v16::set1(a)) {}
 };
 
 // 1/x for the surrogates' denominators (x >= 1) without a division (the divider, not the
 // FMAs, bounded the recompute below): the 14-bit estimate and one Newton step, within an
 // ulp of the quotient; x = inf gives 0 as the division does (the estimate is 0 there).
-inline __m512 reciprocalOfDenominator(__m512 x, const LeakVectors &c) {
-  const __m512 r = _mm512_rcp14_ps(x);
-  const __m512 refined = _mm512_fmadd_ps(r, _mm512_fnmadd_ps(x, r, c.one), r);
-  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(r, _mm512_setzero_ps(), _CMP_NEQ_UQ), refined);
+inline v16::F reciprocalOfDenominator(v16::F x, const LeakVectors &c) {
+  const v16::F r = v16::reciprocalEstimate(x);
+  const v16::F refined = v16::fmadd(r, v16::fnmadd(x, r, c.one), r);
+  return v16::zeroOff(v16::notEqual(v16::ALL, r, v16::zero()), refined);
 }
 
 // The surrogate at d = U - threshold, leakForwardRow's formula (not Sigmoid), its division
 // by a reciprocal (docs/numerics.md section 3: float tolerance, not bit for bit). Atan's
 // z = pi param d / 2: halving is exact, so * 0.5 rounds to the division's result.
-template <unsigned SURROGATE> inline __m512 leakSurrogate(__m512 d, const LeakVectors &c) {
+template <unsigned SURROGATE> inline v16::F leakSurrogate(v16::F d, const LeakVectors &c) {
   if constexpr (SURROGATE == FAST_SIGMOID) {
-    const __m512 q = _mm512_fmadd_ps(c.k, _mm512_and_ps(d, c.absMask), c.one);
-    return reciprocalOfDenominator(_mm512_mul_ps(q, q), c);
+    const v16::F q = v16::fmadd(c.k, v16::abs(d), c.one);
+    return reciprocalOfDenominator(v16::mul(q, q), c);
   } else if constexpr (SURROGATE == ATAN) {
-    const __m512 z = _mm512_mul_ps(_mm512_mul_ps(c.scale, d), c.half);
-    return _mm512_mul_ps(c.halfParam, reciprocalOfDenominator(_mm512_fmadd_ps(z, z, c.one), c));
+    const v16::F z = v16::mul(v16::mul(c.scale, d), c.half);
+    return v16::mul(c.halfParam, reciprocalOfDenominator(v16::fmadd(z, z, c.one), c));
   } else {
     return c.one;
   }
@@ -112,41 +117,40 @@ template <unsigned SURROGATE> inline __m512 leakSurrogate(__m512 d, const LeakVe
 // a - threshold rounded once, bit for bit the fused form's, with the spike as a mask (no
 // 0/1 vector to make each step) and an add in place of a multiply-add on the chain.
 template <unsigned RESET>
-inline __m512 leakUpdate(__m512 u, __m512 x, __mmask16 s, const LeakVectors &c) {
+inline v16::F leakUpdate(v16::F u, v16::F x, v16::M s, const LeakVectors &c) {
   if constexpr (RESET == RESET_SUBTRACT) {
-    const __m512 a = _mm512_fmadd_ps(c.beta, u, x);
-    return _mm512_mask_sub_ps(a, s, a, c.threshold);
+    return v16::subOn(v16::fmadd(c.beta, u, x), s, c.threshold);
   } else if constexpr (RESET == RESET_ZERO) {
-    const __m512 p = _mm512_maskz_mov_ps(s, c.one);
-    return _mm512_fmadd_ps(_mm512_mul_ps(c.beta, _mm512_sub_ps(c.one, p)), u, x);
+    const v16::F p = v16::zeroOff(s, c.one);
+    return v16::fmadd(v16::mul(c.beta, v16::sub(c.one, p)), u, x);
   } else {
-    return _mm512_fmadd_ps(c.beta, u, x);
+    return v16::fmadd(c.beta, u, x);
   }
 }
 
 // Synaptic's update (Synaptic::forwardRow, multiply-adds fused as GCC fuses that loop's):
 // J = alpha J + I, then U from J as Leaky's from I; the zero reset zeroes the whole update.
 template <unsigned RESET>
-inline __m512 synapticUpdate(__m512 u, __m512 j, __mmask16 s, const LeakVectors &c) {
+inline v16::F synapticUpdate(v16::F u, v16::F j, v16::M s, const LeakVectors &c) {
   if constexpr (RESET == RESET_ZERO)
-    return _mm512_maskz_mov_ps(__mmask16(~s), _mm512_fmadd_ps(c.beta, u, j));
+    return v16::zeroOff(v16::M(~s), v16::fmadd(c.beta, u, j));
   else
     return leakUpdate<RESET>(u, j, s, c);
 }
 
 // One step of the model's states from the input x: U (mem) alone, or SYN: J (cur), then U.
 template <unsigned RESET, bool SYN>
-inline void stateUpdate(__m512 &mem, __m512 &cur, __m512 x, __mmask16 s, const LeakVectors &c) {
+inline void stateUpdate(v16::F &mem, v16::F &cur, v16::F x, v16::M s, const LeakVectors &c) {
   if constexpr (SYN) {
-    cur = _mm512_fmadd_ps(c.alpha, cur, x);
+    cur = v16::fmadd(c.alpha, cur, x);
     mem = synapticUpdate<RESET>(mem, cur, s, c);
   } else {
     mem = leakUpdate<RESET>(mem, x, s, c);
   }
 }
 
-inline __mmask16 laneMask(unsigned v, unsigned V, __mmask16 lastMask) {
-  return v + 1 == V ? lastMask : __mmask16(0xffff);
+inline v16::M laneMask(unsigned v, unsigned V, v16::M lastMask) {
+  return v + 1 == V ? lastMask : v16::ALL;
 }
 
 // Forward, phase 1: T steps of V vectors of neurons (the last masked to lastMask) of one
@@ -157,39 +161,38 @@ inline __mmask16 laneMask(unsigned v, unsigned V, __mmask16 lastMask) {
 template <unsigned V, unsigned RESET, bool SYN>
 inline void leakForwardSteps(const LeakVectors &c, unsigned T, const float *__restrict x,
                              float *__restrict u, float *__restrict j, float *__restrict prev,
-                             unsigned short *__restrict masks, unsigned maskStep,
-                             __mmask16 lastMask) {
-  __m512 in[V], mem[V], cur[V];
-  __mmask16 spk[V]; // S[t-1] (stored as 0 / 1)
+                             unsigned short *__restrict masks, unsigned maskStep, v16::M lastMask) {
+  v16::F in[V], mem[V], cur[V];
+  v16::M spk[V]; // S[t-1] (stored as 0 / 1)
 #pragma GCC unroll 8
   for (unsigned v = 0; v < V; ++v) {
-    in[v] = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), x + 16 * v);
-    mem[v] = cur[v] = _mm512_setzero_ps();
+    in[v] = v16::loadMasked(laneMask(v, V, lastMask), x + 16 * v);
+    mem[v] = cur[v] = v16::zero();
     spk[v] = 0;
   }
   for (unsigned t = 0; t < T; ++t)
 #pragma GCC unroll 8
     for (unsigned v = 0; v < V; ++v) {
       stateUpdate<RESET, SYN>(mem[v], cur[v], in[v], spk[v], c);
-      spk[v] = _mm512_mask_cmp_ps_mask(laneMask(v, V, lastMask), mem[v], c.threshold, _CMP_GT_OQ);
+      spk[v] = v16::greater(laneMask(v, V, lastMask), mem[v], c.threshold);
       masks[std::size_t(t) * maskStep + v] = spk[v];
     }
 #pragma GCC unroll 8
   for (unsigned v = 0; v < V; ++v) {
-    _mm512_mask_storeu_ps(u + 16 * v, laneMask(v, V, lastMask), mem[v]);
+    v16::storeMasked(u + 16 * v, laneMask(v, V, lastMask), mem[v]);
     if constexpr (SYN)
-      _mm512_mask_storeu_ps(j + 16 * v, laneMask(v, V, lastMask), cur[v]);
-    _mm512_mask_storeu_ps(prev + 16 * v, laneMask(v, V, lastMask),
-                          _mm512_maskz_mov_ps(spk[v], c.one));
+      v16::storeMasked(j + 16 * v, laneMask(v, V, lastMask), cur[v]);
+    v16::storeMasked(prev + 16 * v, laneMask(v, V, lastMask), v16::zeroOff(spk[v], c.one));
   }
 }
 
-// Phase 1 over a row of n neurons: blocks of 4 vectors, then the rest (forColumnBlocks).
+// Phase 1 over a row of n neurons: blocks of TRACE_FORWARD_VECS vectors, then the rest
+// (forColumnBlocks).
 template <unsigned RESET, bool SYN>
 inline void leakForwardSample(const LeakVectors &c, unsigned T, unsigned n, const float *x,
                               float *u, float *cur, float *prev, unsigned short *masks,
                               unsigned maskStep) {
-  forColumnBlocks<4>(n, [&](auto v, auto masked, unsigned j, __mmask16 mask) {
+  forColumnBlocks<TRACE_FORWARD_VECS>(n, [&](auto v, auto masked, unsigned j, v16::M mask) {
     constexpr unsigned W = decltype(v)::value + decltype(masked)::value;
     leakForwardSteps<W, RESET, SYN>(c, T, x + j, u + j, SYN ? cur + j : nullptr, prev + j,
                                     masks + j / 16, maskStep, mask);
@@ -200,13 +203,14 @@ inline void leakForwardSample(const LeakVectors &c, unsigned T, unsigned n, cons
 // an id buffer of `capacity` entries, counted past it, as appendSpikes does.
 inline unsigned appendMaskedIds(const unsigned short *__restrict masks, unsigned vectors,
                                 unsigned offset, int *__restrict ids, unsigned capacity) {
+  unsigned needed = 0;
+#ifdef __AVX512F__
   __m512i lane =
       _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                        _mm512_set1_epi32(int(offset)));
   const __m512i sixteen = _mm512_set1_epi32(16);
-  unsigned needed = 0;
   for (unsigned v = 0; v < vectors; ++v) {
-    const __mmask16 s = masks[v];
+    const v16::M s = masks[v];
     if (needed + 16 <= capacity) {
       _mm512_storeu_si512(ids + needed, _mm512_maskz_compress_epi32(s, lane));
       needed += unsigned(__builtin_popcount(s));
@@ -215,6 +219,13 @@ inline unsigned appendMaskedIds(const unsigned short *__restrict masks, unsigned
     }
     lane = _mm512_add_epi32(lane, sixteen);
   }
+#else // bit by bit, two masks (32 neurons) at a time: a hidden layer's spikes are few, and
+      // packing lanes (appendMask8) costs as much per 8 neurons whether one spiked or eight
+  for (unsigned v = 0; v < vectors; v += 2) {
+    const unsigned bits = masks[v] | (v + 1 < vectors ? unsigned(masks[v + 1]) << 16 : 0u);
+    needed = appendBits(bits, offset + 16 * v, ids, needed, capacity);
+  }
+#endif
   return needed;
 }
 
@@ -223,13 +234,13 @@ inline unsigned appendMaskedIds(const unsigned short *__restrict masks, unsigned
 // spikes[t * V + v] (for the zero reset's backward). SYN: Synaptic's two states (J, U).
 template <unsigned W, unsigned V, unsigned RESET, unsigned SURROGATE, bool SYN>
 inline void leakRecompute(const LeakVectors &c, unsigned T, const float *__restrict x, unsigned v0,
-                          __mmask16 lastMask, float *__restrict sg, __mmask16 *__restrict spikes) {
-  __m512 in[W], mem[W], cur[W];
-  __mmask16 spk[W];
+                          v16::M lastMask, float *__restrict sg, v16::M *__restrict spikes) {
+  v16::F in[W], mem[W], cur[W];
+  v16::M spk[W];
 #pragma GCC unroll 8
   for (unsigned w = 0; w < W; ++w) {
-    in[w] = _mm512_maskz_loadu_ps(laneMask(v0 + w, V, lastMask), x + 16 * (v0 + w));
-    mem[w] = cur[w] = _mm512_setzero_ps();
+    in[w] = v16::loadMasked(laneMask(v0 + w, V, lastMask), x + 16 * (v0 + w));
+    mem[w] = cur[w] = v16::zero();
     spk[w] = 0;
   }
   for (unsigned t = 0; t < T; ++t)
@@ -237,10 +248,8 @@ inline void leakRecompute(const LeakVectors &c, unsigned T, const float *__restr
     for (unsigned w = 0; w < W; ++w) {
       const unsigned v = v0 + w;
       stateUpdate<RESET, SYN>(mem[w], cur[w], in[w], spk[w], c);
-      _mm512_store_ps(sg + (t * V + v) * 16,
-                      leakSurrogate<SURROGATE>(_mm512_sub_ps(mem[w], c.threshold), c));
-      const __mmask16 s =
-          _mm512_mask_cmp_ps_mask(laneMask(v, V, lastMask), mem[w], c.threshold, _CMP_GT_OQ);
+      v16::store(sg + (t * V + v) * 16, leakSurrogate<SURROGATE>(v16::sub(mem[w], c.threshold), c));
+      const v16::M s = v16::greater(laneMask(v, V, lastMask), mem[w], c.threshold);
       spikes[t * V + v] = s;
       spk[w] = s;
     }
@@ -258,8 +267,22 @@ struct BackwardRows {
 };
 
 // Vectors of a block for S samples at once: S x V accumulators, carries and sums stay in
-// registers (3 S V <= 24 of the 32).
+// registers on AVX-512 (3 S V <= 24 of the 32); AVX2 takes them in passes (carryVectors).
 template <unsigned S> constexpr unsigned blockVectors() { return TRACE_BACKWARD_VECS / S; }
+// Vectors per pass of the product (its S x W accumulators, S broadcasts and a row vector)
+// and of the carries (3 S W): a whole block on AVX-512; on AVX2 a block's passes take
+// fewer, so that they stay in the 16 ymm registers.
+template <unsigned S> constexpr unsigned productVectors() { return v16::REGISTERS / 2 / S; }
+template <unsigned S> constexpr unsigned carryVectors() { return v16::REGISTERS / 4 / S; }
+
+// f(V0, W) for the passes [V0, V0 + W) over V vectors, C at a time (both compile-time).
+template <unsigned V, unsigned C, unsigned V0 = 0, class Fn> inline void forChunks(Fn &&f) {
+  if constexpr (V0 < V) {
+    f(std::integral_constant<unsigned, V0>{},
+      std::integral_constant<unsigned, (V - V0 < C ? V - V0 : C)>{});
+    forChunks<V, C, V0 + C>(f);
+  }
+}
 
 // For every step t: e[s] = sum_k g[s][k] W[k] over V vectors of a row of W (K rows n apart),
 // each W vector loaded once for the S samples, multiplied into the surrogates sg[s] in place
@@ -267,49 +290,98 @@ template <unsigned S> constexpr unsigned blockVectors() { return TRACE_BACKWARD_
 // pass makes no call: around one per step all 32 vector registers are the callee's, and the
 // carries and sums went to the stack and back every step. Out of the caller's loop: inlined
 // there, GCC spilled the broadcasts to the stack and reloaded them in every multiply-add.
-template <unsigned S, unsigned V, class GradRow>
+template <unsigned S, unsigned V, unsigned V0, unsigned W, class GradRow>
 __attribute__((noinline)) void
 nextLayerProducts(GradRow &gradRow, unsigned T, unsigned b, const float *__restrict wT, unsigned K,
-                  unsigned n, __mmask16 lastMask, float (*sg)[TRACE_MAX_STEPS * 16 * V]) {
-  const __m512 zero = _mm512_setzero_ps();
+                  unsigned n, v16::M lastMask, float (*sg)[TRACE_MAX_STEPS * 16 * V]) {
   for (unsigned t = T; t-- > 0;) {
     const float *g[S];
 #pragma GCC unroll 8
     for (unsigned s = 0; s < S; ++s)
       g[s] = gradRow(t, b + s, s);
-    __m512 sum[S][V];
+    v16::F sum[S][W];
 #pragma GCC unroll 8
     for (unsigned s = 0; s < S; ++s)
 #pragma GCC unroll 8
-      for (unsigned v = 0; v < V; ++v)
-        sum[s][v] = zero;
+      for (unsigned w = 0; w < W; ++w)
+        sum[s][w] = v16::zero();
     for (unsigned k = 0; k < K; ++k) {
-      __m512 gk[S];
+      v16::F gk[S];
 #pragma GCC unroll 8
       for (unsigned s = 0; s < S; ++s)
-        gk[s] = _mm512_set1_ps(g[s][k]);
+        gk[s] = v16::set1(g[s][k]);
       const float *__restrict row = wT + k * n;
 #pragma GCC unroll 8
-      for (unsigned v = 0; v < V; ++v) {
-        __m512 w = _mm512_maskz_loadu_ps(laneMask(v, V, lastMask), row + 16 * v);
-        if constexpr (S > 1) // in a register for the S samples: GCC would fold a copy of the
-          asm("" : "+v"(w)); // load into each multiply-add
+      for (unsigned w = 0; w < W; ++w) {
+        v16::F vw = v16::loadMasked(laneMask(V0 + w, V, lastMask), row + 16 * (V0 + w));
+        if constexpr (S > 1)       // in a register for the S samples: GCC would fold a copy
+          v16::keepInRegister(vw); // of the load into each multiply-add
 #pragma GCC unroll 8
         for (unsigned s = 0; s < S; ++s)
-          sum[s][v] = _mm512_fmadd_ps(gk[s], w, sum[s][v]);
+          sum[s][w] = v16::fmadd(gk[s], vw, sum[s][w]);
       }
     }
 #pragma GCC unroll 8
     for (unsigned s = 0; s < S; ++s)
 #pragma GCC unroll 8
-      for (unsigned v = 0; v < V; ++v) {
-        float *p = sg[s] + (t * V + v) * 16;
-        const __m512 sv = _mm512_load_ps(p);
-        const __mmask16 nz =
-            _mm512_mask_cmp_ps_mask(laneMask(v, V, lastMask), sv, zero, _CMP_NEQ_UQ);
-        _mm512_store_ps(p, _mm512_maskz_mul_ps(nz, sv, sum[s][v]));
+      for (unsigned w = 0; w < W; ++w) {
+        float *p = sg[s] + (t * V + V0 + w) * 16;
+        const v16::F sv = v16::load(p);
+        const v16::M nz = v16::notEqual(laneMask(V0 + w, V, lastMask), sv, v16::zero());
+        v16::store(p, v16::mulOn(nz, sv, sum[s][w]));
       }
   }
+}
+
+// The carries' pass of leakBackwardSteps over vectors [V0, V0 + W) of its block of V: the
+// surrogate terms (sg: dL/dS already multiplied in) through dL/dU (and SYN's dL/dJ) from
+// t = T-1 down; dL/dI to out, the carries to gU (gJ), the sums to acc and added to gb.
+template <unsigned S, unsigned V, unsigned V0, unsigned W, unsigned RESET, bool SYN>
+inline void leakCarries(const LeakVectors &c, unsigned T, const BackwardRows &in,
+                        const float (*sg)[TRACE_MAX_STEPS * 16 * V],
+                        const v16::M (*spikes)[TRACE_MAX_STEPS * V], float *__restrict gU,
+                        float *__restrict gJ, float *__restrict acc, float *__restrict gb,
+                        v16::M lastMask) {
+  const unsigned n = in.n;
+  v16::F carry[S][W], carryJ[S][W], sum[S][W];
+#pragma GCC unroll 8
+  for (unsigned s = 0; s < S; ++s)
+#pragma GCC unroll 8
+    for (unsigned w = 0; w < W; ++w)
+      carry[s][w] = carryJ[s][w] = sum[s][w] = v16::zero();
+  for (unsigned t = T; t-- > 0;)
+#pragma GCC unroll 8
+    for (unsigned s = 0; s < S; ++s)
+#pragma GCC unroll 8
+      for (unsigned w = 0; w < W; ++w) {
+        const unsigned v = V0 + w;
+        const v16::F term = v16::load(sg[s] + (t * V + v) * 16);
+        if constexpr (RESET == RESET_ZERO) // a spike at t cuts the leak path
+          carry[s][w] = v16::zeroOff(v16::M(~spikes[s][t * V + v]), carry[s][w]);
+        carry[s][w] = v16::fmadd(c.beta, carry[s][w], term);
+        v16::F dI = carry[s][w];
+        if constexpr (SYN) {
+          if (RESET == RESET_ZERO && t > 0) // S[t-1] reset U[t]'s whole update, J's term too
+            dI = v16::zeroOff(v16::M(~spikes[s][(t - 1) * V + v]), dI);
+          dI = carryJ[s][w] = v16::fmadd(c.alpha, carryJ[s][w], dI);
+        }
+        sum[s][w] = t + 1 == T ? dI : v16::add(sum[s][w], dI);
+        if (in.out)
+          v16::storeMasked(in.out + std::size_t(t) * in.outStep + s * n + 16 * v,
+                           laneMask(v, V, lastMask), dI);
+      }
+#pragma GCC unroll 8
+  for (unsigned s = 0; s < S; ++s)
+#pragma GCC unroll 8
+    for (unsigned w = 0; w < W; ++w) {
+      const unsigned v = V0 + w;
+      const v16::M m = laneMask(v, V, lastMask);
+      v16::storeMasked(gU + s * n + 16 * v, m, carry[s][w]);
+      if constexpr (SYN)
+        v16::storeMasked(gJ + s * n + 16 * v, m, carryJ[s][w]);
+      v16::storeMasked(acc + s * n + 16 * v, m, sum[s][w]);
+      v16::storeMasked(gb + 16 * v, m, v16::add(v16::loadMasked(m, gb + 16 * v), sum[s][w]));
+    }
 }
 
 // Backward: T steps, t = T-1 .. 0, of V vectors of neurons (the last masked to lastMask) of
@@ -325,9 +397,9 @@ template <unsigned S, unsigned V, unsigned RESET, unsigned SURROGATE, bool SYN, 
 inline void leakBackwardSteps(const LeakVectors &c, unsigned T, const float *__restrict x,
                               unsigned b, GradRow gradRow, const BackwardRows &in,
                               float *__restrict gU, float *__restrict gJ, float *__restrict acc,
-                              float *__restrict gb, __mmask16 lastMask) {
+                              float *__restrict gb, v16::M lastMask) {
   alignas(64) float sg[S][TRACE_MAX_STEPS * 16 * V];
-  __mmask16 spikes[S][TRACE_MAX_STEPS * V];
+  v16::M spikes[S][TRACE_MAX_STEPS * V];
   const unsigned n = in.n;
   // 4 vectors per pass: 4 independent membrane chains (each step waits on the last spike).
   constexpr unsigned W0 = V <= 4 ? V : (V + 1) / 2;
@@ -337,46 +409,14 @@ inline void leakBackwardSteps(const LeakVectors &c, unsigned T, const float *__r
       leakRecompute<V - W0, V, RESET, SURROGATE, SYN>(c, T, x + s * n, W0, lastMask, sg[s],
                                                       spikes[s]);
   }
-  nextLayerProducts<S, V>(gradRow, T, b, in.wT, in.K, n, lastMask, sg);
-  __m512 carry[S][V], carryJ[S][V], sum[S][V];
-  const __m512 zero = _mm512_setzero_ps();
-#pragma GCC unroll 8
-  for (unsigned s = 0; s < S; ++s)
-#pragma GCC unroll 8
-    for (unsigned v = 0; v < V; ++v)
-      carry[s][v] = carryJ[s][v] = sum[s][v] = zero;
-  for (unsigned t = T; t-- > 0;)
-#pragma GCC unroll 8
-    for (unsigned s = 0; s < S; ++s)
-#pragma GCC unroll 8
-      for (unsigned v = 0; v < V; ++v) {
-        const __m512 term = _mm512_load_ps(sg[s] + (t * V + v) * 16);
-        if constexpr (RESET == RESET_ZERO) // a spike at t cuts the leak path
-          carry[s][v] = _mm512_maskz_mov_ps(__mmask16(~spikes[s][t * V + v]), carry[s][v]);
-        carry[s][v] = _mm512_fmadd_ps(c.beta, carry[s][v], term);
-        __m512 dI = carry[s][v];
-        if constexpr (SYN) {
-          if (RESET == RESET_ZERO && t > 0) // S[t-1] reset U[t]'s whole update, J's term too
-            dI = _mm512_maskz_mov_ps(__mmask16(~spikes[s][(t - 1) * V + v]), dI);
-          dI = carryJ[s][v] = _mm512_fmadd_ps(c.alpha, carryJ[s][v], dI);
-        }
-        sum[s][v] = t + 1 == T ? dI : _mm512_add_ps(sum[s][v], dI);
-        if (in.out)
-          _mm512_mask_storeu_ps(in.out + std::size_t(t) * in.outStep + s * n + 16 * v,
-                                laneMask(v, V, lastMask), dI);
-      }
-#pragma GCC unroll 8
-  for (unsigned s = 0; s < S; ++s)
-#pragma GCC unroll 8
-    for (unsigned v = 0; v < V; ++v) {
-      const __mmask16 m = laneMask(v, V, lastMask);
-      _mm512_mask_storeu_ps(gU + s * n + 16 * v, m, carry[s][v]);
-      if constexpr (SYN)
-        _mm512_mask_storeu_ps(gJ + s * n + 16 * v, m, carryJ[s][v]);
-      _mm512_mask_storeu_ps(acc + s * n + 16 * v, m, sum[s][v]);
-      _mm512_mask_storeu_ps(gb + 16 * v, m,
-                            _mm512_add_ps(_mm512_maskz_loadu_ps(m, gb + 16 * v), sum[s][v]));
-    }
+  forChunks<V, productVectors<S>()>([&](auto v0, auto w) {
+    nextLayerProducts<S, V, decltype(v0)::value, decltype(w)::value>(gradRow, T, b, in.wT, in.K, n,
+                                                                     lastMask, sg);
+  });
+  forChunks<V, carryVectors<S>()>([&](auto v0, auto w) {
+    leakCarries<S, V, decltype(v0)::value, decltype(w)::value, RESET, SYN>(c, T, in, sg, spikes, gU,
+                                                                           gJ, acc, gb, lastMask);
+  });
 }
 
 // S samples from b: blocks of blockVectors<S>() vectors over a row of n neurons, then the
@@ -387,7 +427,7 @@ inline void leakBackwardGroup(const LeakVectors &c, unsigned T, const float *x, 
                               float *gb) {
   const float *wT = in.wT;
   float *out = in.out;
-  forColumnBlocks<blockVectors<S>()>(in.n, [&](auto v, auto masked, unsigned j, __mmask16 mask) {
+  forColumnBlocks<blockVectors<S>()>(in.n, [&](auto v, auto masked, unsigned j, v16::M mask) {
     constexpr unsigned W = decltype(v)::value + decltype(masked)::value;
     BackwardRows block = in;
     block.wT = wT + j;

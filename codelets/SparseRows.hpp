@@ -11,6 +11,8 @@
 #include <immintrin.h>
 #endif
 
+#include "Lanes16.hpp" // forColumnBlocks
+
 namespace popsnn {
 namespace lif {
 
@@ -157,35 +159,6 @@ inline unsigned storeLaneIds(__mmask16 nz, unsigned i0, unsigned *__restrict idx
   _mm512_mask_storeu_epi32(idx, __mmask16((1u << found) - 1u),
                            _mm512_maskz_compress_epi32(nz, ids));
   return found;
-}
-#endif
-
-#ifdef POPSNN_SPARSE_ROWS_AVX512
-// block(V, true, j, mask) for the run-time V < FULL: a case per block size.
-template <unsigned FULL, unsigned V = 0, class Block>
-inline void maskedColumnBlock(unsigned vectors, Block &block, unsigned j, __mmask16 mask) {
-  if constexpr (V < FULL) {
-    if (vectors == V)
-      block(std::integral_constant<unsigned, V>{}, std::true_type{}, j, mask);
-    else
-      maskedColumnBlock<FULL, V + 1>(vectors, block, j, mask);
-  }
-}
-
-// The column blocks of a row of n columns: block(V, masked, j, mask) for whole blocks of
-// FULL vectors of 16 columns from j (masked false, mask all ones), then for the rest: V
-// whole vectors and a last one of 1..16 columns in `mask` (masked true); V and masked are
-// std::integral_constant, so each block size is its own kernel. One loop for every row kernel.
-template <unsigned FULL, class Block> inline void forColumnBlocks(unsigned n, Block block) {
-  unsigned j = 0;
-  for (; j + 16 * FULL <= n; j += 16 * FULL)
-    block(std::integral_constant<unsigned, FULL>{}, std::false_type{}, j, __mmask16(0xffff));
-  const unsigned rest = n - j;
-  if (rest == 0)
-    return;
-  // (rest - 1) / 16 full vectors, then 1..16 masked columns.
-  const __mmask16 mask = __mmask16((1u << (rest - (rest - 1) / 16 * 16)) - 1u);
-  maskedColumnBlock<FULL>((rest - 1) / 16, block, j, mask);
 }
 #endif
 

@@ -19,7 +19,7 @@ struct TargetGeometry {
   bool ipu = false;     // an IPU target (hardware or model), not the cpu device
   unsigned workers = 1; // worker contexts per tile
   // The codelets loaded run the whole-trace Leaky / Synaptic kernels (the cpu device with an
-  // AVX-512 object: the LeakTraceKernels vertex says; see codes::leakTraceApplies).
+  // AVX-512 or AVX2 + FMA object: the LeakTraceKernels vertex says; see codes::leakTraceApplies).
   bool leakTrace = false;
 };
 

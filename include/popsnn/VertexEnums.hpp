@@ -105,9 +105,9 @@ constexpr unsigned pushWidth(unsigned n) { return (n + PUSH_CHUNK - 1) / PUSH_CH
 // cpu device (one row elsewhere: tile memory).
 constexpr unsigned SPARSE_GROUP = 4;
 
-// The whole-trace Leaky / Synaptic kernels (codelets/LeakyTrace.hpp, AVX-512 host builds): a
-// layer-major shard on direct current, no sparse rule, not the output layer, at most
-// TRACE_MAX_STEPS steps. Its forward writes no surrogate trace: the trace's memory only
+// The whole-trace Leaky / Synaptic kernels (codelets/LeakyTrace.hpp, AVX-512 and AVX2 + FMA
+// host builds): a layer-major shard on direct current, no sparse rule, not the output layer,
+// at most TRACE_MAX_STEPS steps. Its forward writes no surrogate trace: the trace's memory only
 // stages the spike masks, leakMaskFloats of it, so the host sizes it so where the loaded
 // codelets have the kernels (the LeakTraceKernels vertex says) and the layer qualifies.
 constexpr unsigned TRACE_MAX_STEPS = 64;

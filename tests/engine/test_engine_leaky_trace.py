@@ -1,4 +1,5 @@
-"""The whole-trace Leaky and Synaptic backward (codelets/LeakyTrace.hpp, AVX-512 hosts): a
+"""The whole-trace Leaky and Synaptic backward (codelets/LeakyTrace.hpp, AVX-512 and AVX2 + FMA
+hosts): a
 Leaky or Synaptic layer on direct current without a sparse rule runs each sample's T steps at
 once, its state in registers, recomputing the forward's surrogates instead of reading the
 trace (neither model's forward writes it then); every other case takes the per-step kernels.
@@ -7,8 +8,8 @@ per-step) and reset, with and without a sparse rule (per-step), direct and per-s
 (per-step), T past the kernels' 64 steps (per-step), a learned beta (per-step), widths whose
 blocks end in partial vectors, a next layer of one or several shards, and the id buffers'
 overflow (the error names the first step that overflowed). Where the kernels run (the cpu
-device with the AVX-512 codelets), the hidden layer's surrogate trace is sized for the spike
-masks alone; everywhere else it is the dense [T, B, n]. See engine_helpers for the
+device with AVX-512 or AVX2 + FMA codelets), the hidden layer's surrogate trace is sized for
+the spike masks alone; everywhere else it is the dense [T, B, n]. See engine_helpers for the
 tolerances."""
 
 from pathlib import Path
@@ -56,9 +57,11 @@ def hidden_net(model, inputs, hidden, **kw):
 
 
 def codelets_have_the_kernels() -> bool:
-    # The package's codelets are built with -march=native: AVX-512 where the CPU has it.
+    # The package's codelets are built with -march=native: AVX-512, or AVX2 and FMA, where
+    # the CPU has them (codelets/Lanes16.hpp).
     cpu = Path("/proc/cpuinfo")
-    return cpu.is_file() and " avx512f" in cpu.read_text()
+    text = cpu.read_text() if cpu.is_file() else ""
+    return " avx512f" in text or (" avx2" in text and " fma" in text)
 
 
 def assert_trace_size(backend, net, whole, steps):

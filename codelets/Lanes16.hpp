@@ -1,0 +1,150 @@
+// 16 float lanes and a 16-bit lane mask, for kernels written once for AVX-512 and AVX2 + FMA
+// (the whole-trace Leaky kernels, LeakyTrace.hpp): an AVX-512 vector with its mask register,
+// or two AVX2 vectors with the mask in an integer. The same data layouts either way (a mask
+// per 16 neurons), so the host and the vertices do not see which. Each operation is the
+// AVX-512 intrinsic's, lane for lane; AVX2 has no masked arithmetic, so a mask becomes a lane
+// vector where one is needed (and AMD's masked loads and stores are microcoded: the masked
+// forms take them only for a partial vector).
+#pragma once
+
+#if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS) &&                                           \
+    (defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__)))
+#define POPSNN_LANES16 1
+#include <immintrin.h>
+
+#include <type_traits>
+
+namespace popsnn {
+namespace lanes16 {
+
+#ifdef __AVX512F__
+using F = __m512;
+using M = __mmask16;
+// Vector registers the kernels may fill (accumulators, carries and broadcasts).
+constexpr unsigned REGISTERS = 32;
+
+inline F set1(float v) { return _mm512_set1_ps(v); }
+inline F zero() { return _mm512_setzero_ps(); }
+inline F load(const float *p) { return _mm512_load_ps(p); } // 64-byte aligned
+inline void store(float *p, F v) { _mm512_store_ps(p, v); }
+inline F loadMasked(M m, const float *p) { return _mm512_maskz_loadu_ps(m, p); }
+inline void storeMasked(float *p, M m, F v) { _mm512_mask_storeu_ps(p, m, v); }
+inline F add(F a, F b) { return _mm512_add_ps(a, b); }
+inline F sub(F a, F b) { return _mm512_sub_ps(a, b); }
+inline F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+inline F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+inline F fnmadd(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); } // c - a b
+inline F abs(F a) { return _mm512_abs_ps(a); }
+inline M greater(M m, F a, F b) { return _mm512_mask_cmp_ps_mask(m, a, b, _CMP_GT_OQ); }
+inline M notEqual(M m, F a, F b) { return _mm512_mask_cmp_ps_mask(m, a, b, _CMP_NEQ_UQ); }
+inline F zeroOff(M m, F a) { return _mm512_maskz_mov_ps(m, a); }         // lanes off m zero
+inline F subOn(F a, M m, F b) { return _mm512_mask_sub_ps(a, m, a, b); } // a - b on m
+inline F mulOn(M m, F a, F b) { return _mm512_maskz_mul_ps(m, a, b); }   // a b on m, else 0
+inline F reciprocalEstimate(F x) { return _mm512_rcp14_ps(x); }          // 14 bits; 1/inf = 0
+// One load kept for several multiply-adds (GCC would fold a copy of the load into each).
+inline void keepInRegister(F &v) { asm("" : "+v"(v)); }
+#else
+struct F {
+  __m256 lo, hi;
+};
+using M = unsigned short;
+constexpr unsigned REGISTERS = 16 / 2; // 16 ymm registers, two per F
+
+inline F set1(float v) { return {_mm256_set1_ps(v), _mm256_set1_ps(v)}; }
+inline F zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+inline F load(const float *p) { return {_mm256_load_ps(p), _mm256_load_ps(p + 8)}; }
+inline void store(float *p, F v) {
+  _mm256_store_ps(p, v.lo);
+  _mm256_store_ps(p + 8, v.hi);
+}
+// The lanes of 8 mask bits as all-ones / all-zero 32-bit lanes.
+inline __m256i laneBits(unsigned bits) {
+  const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(int(bits)), bit), bit);
+}
+inline F loadMasked(M m, const float *p) {
+  if (m == 0xffff)
+    return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)};
+  return {_mm256_maskload_ps(p, laneBits(m & 0xffu)), _mm256_maskload_ps(p + 8, laneBits(m >> 8))};
+}
+inline void storeMasked(float *p, M m, F v) {
+  if (m == 0xffff) {
+    _mm256_storeu_ps(p, v.lo);
+    _mm256_storeu_ps(p + 8, v.hi);
+    return;
+  }
+  _mm256_maskstore_ps(p, laneBits(m & 0xffu), v.lo);
+  _mm256_maskstore_ps(p + 8, laneBits(m >> 8), v.hi);
+}
+inline F add(F a, F b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
+inline F sub(F a, F b) { return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)}; }
+inline F mul(F a, F b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+inline F fmadd(F a, F b, F c) {
+  return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
+}
+inline F fnmadd(F a, F b, F c) {
+  return {_mm256_fnmadd_ps(a.lo, b.lo, c.lo), _mm256_fnmadd_ps(a.hi, b.hi, c.hi)};
+}
+inline F abs(F a) {
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  return {_mm256_and_ps(a.lo, magnitude), _mm256_and_ps(a.hi, magnitude)};
+}
+inline M maskOf(__m256 lo, __m256 hi) {
+  return M(unsigned(_mm256_movemask_ps(lo)) | unsigned(_mm256_movemask_ps(hi)) << 8);
+}
+inline M greater(M m, F a, F b) {
+  return M(m &
+           maskOf(_mm256_cmp_ps(a.lo, b.lo, _CMP_GT_OQ), _mm256_cmp_ps(a.hi, b.hi, _CMP_GT_OQ)));
+}
+inline M notEqual(M m, F a, F b) {
+  return M(m &
+           maskOf(_mm256_cmp_ps(a.lo, b.lo, _CMP_NEQ_UQ), _mm256_cmp_ps(a.hi, b.hi, _CMP_NEQ_UQ)));
+}
+inline F zeroOff(M m, F a) {
+  return {_mm256_and_ps(a.lo, _mm256_castsi256_ps(laneBits(m & 0xffu))),
+          _mm256_and_ps(a.hi, _mm256_castsi256_ps(laneBits(m >> 8)))};
+}
+inline F subOn(F a, M m, F b) { return sub(a, zeroOff(m, b)); } // a - 0 is a, bit for bit
+inline F mulOn(M m, F a, F b) { return zeroOff(m, mul(a, b)); }
+// 12 bits (AVX-512's has 14): the Newton step after it leaves ~2 ulp, not one; 1/inf = 0.
+inline F reciprocalEstimate(F x) { return {_mm256_rcp_ps(x.lo), _mm256_rcp_ps(x.hi)}; }
+inline void keepInRegister(F &v) { asm("" : "+x"(v.lo), "+x"(v.hi)); }
+#endif
+
+// All 16 lanes.
+constexpr M ALL = M(0xffff);
+
+} // namespace lanes16
+
+namespace lif {
+
+// block(V, true, j, mask) for the run-time V < FULL: a case per block size.
+template <unsigned FULL, unsigned V = 0, class Block>
+inline void maskedColumnBlock(unsigned vectors, Block &block, unsigned j, lanes16::M mask) {
+  if constexpr (V < FULL) {
+    if (vectors == V)
+      block(std::integral_constant<unsigned, V>{}, std::true_type{}, j, mask);
+    else
+      maskedColumnBlock<FULL, V + 1>(vectors, block, j, mask);
+  }
+}
+
+// The column blocks of a row of n columns: block(V, masked, j, mask) for whole blocks of
+// FULL vectors of 16 columns from j (masked false, mask all ones), then for the rest: V
+// whole vectors and a last one of 1..16 columns in `mask` (masked true); V and masked are
+// std::integral_constant, so each block size is its own kernel. One loop for every row kernel.
+template <unsigned FULL, class Block> inline void forColumnBlocks(unsigned n, Block block) {
+  unsigned j = 0;
+  for (; j + 16 * FULL <= n; j += 16 * FULL)
+    block(std::integral_constant<unsigned, FULL>{}, std::false_type{}, j, lanes16::ALL);
+  const unsigned rest = n - j;
+  if (rest == 0)
+    return;
+  // (rest - 1) / 16 full vectors, then 1..16 masked columns.
+  const auto mask = lanes16::M((1u << (rest - (rest - 1) / 16 * 16)) - 1u);
+  maskedColumnBlock<FULL>((rest - 1) / 16, block, j, mask);
+}
+
+} // namespace lif
+} // namespace popsnn
+#endif
