@@ -7,7 +7,7 @@ checkout) and run this script alternately with and without `PYTHONPATH=DIR`. CPU
 POPSNN_NUM_THREADS=1 it has no pool spin in it.
 
     [POPSNN_NUM_THREADS=1] [PYTHONPATH=DIR] .venv/bin/python bench/cpu_step.py
-        [--input mnist|uniform] [--neuron Leaky|Synaptic|RLeaky] [--blocks N]
+        [--input mnist|uniform] [--neuron Leaky|Synaptic|RLeaky] [--blocks N] [--batch B]
 """
 
 from __future__ import annotations
@@ -31,11 +31,12 @@ def main() -> None:
     ap.add_argument("--input", choices=throughput.INPUTS, default="mnist")
     ap.add_argument("--neuron", choices=tuple(throughput.neuron_models()), default="Leaky")
     ap.add_argument("--blocks", type=int, default=5, help="blocks of 10 timed steps")
+    ap.add_argument("--batch", type=int, default=128, help="minibatch size (8: issue 12's)")
     args = ap.parse_args()
-    if args.blocks < 1:
-        sys.exit("cpu_step: --blocks must be at least 1")
+    if args.blocks < 1 or args.batch < 1:
+        sys.exit("cpu_step: --blocks and --batch must be at least 1")
     work = throughput.dsnn_workload(
-        input=args.input, neuron=throughput.neuron_models()[args.neuron]
+        batch=args.batch, input=args.input, neuron=throughput.neuron_models()[args.neuron]
     )
     model = systems.popsnn_model(work)
     for _ in range(5):
@@ -48,7 +49,8 @@ def main() -> None:
         per_step.append((time.process_time() - c0) / 10)
     per_step.sort()
     print(
-        f"{args.input}, {args.neuron}: popsnn from {Path(popsnn.__file__).parent}, CPU ms per step "
+        f"{args.input}, {args.neuron}, B {args.batch}: "
+        f"popsnn from {Path(popsnn.__file__).parent}, CPU ms per step "
         f"min {1e3 * per_step[0]:.2f} median {1e3 * per_step[len(per_step) // 2]:.2f}, "
         f"load {os.getloadavg()[0]:.1f}"
     )
