@@ -20,7 +20,7 @@ BUILDS = {
     "baseline": [],
     "plain-loops": ["-DPOPSNN_PLAIN_LOOPS"],
 }
-CHECKS = 52  # lines kernel_checks.cpp prints
+CHECKS = 55  # lines kernel_checks.cpp prints
 # The whole-trace Leaky backward (3 settings x 4 results, and Synaptic's 3 x 5: its carried
 # dL/dJ too) and the fused Leaky forward row (3 settings) exist in AVX-512 and AVX2 + FMA
 # builds.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "BackwardRows.hpp"
+#include "ConvKernels.hpp"
 #include "DenseKernels.hpp"
 #include "InputProducts.hpp"
 #include "LeakForwardRow.hpp"
@@ -338,6 +339,26 @@ void spikeList(unsigned n, unsigned capacity) {
   report(name, want, got.data());
 }
 
+// The convolution's non-zero listing (conv::nonzeroIndices): the count and ids against a plain
+// loop, with a NaN (listed) and a -0 (not listed) among the entries.
+void nonzeroList(unsigned n, float density) {
+  std::vector<float> x = sparseInput(1, n, density, false);
+  if (n > 9)
+    x[3] = NAN, x[9] = -0.0f;
+  std::vector<unsigned> idx(n, ~0u);
+  const unsigned count = popsnn::conv::nonzeroIndices(x.data(), n, idx.data());
+  std::vector<double> want;
+  std::vector<float> got;
+  for (unsigned k = 0; k < n; ++k)
+    if (!(x[k] == 0.0f))
+      want.push_back(double(k)), got.push_back(got.size() < count ? float(idx[got.size()]) : -1.0f);
+  want.push_back(double(want.size()));
+  got.push_back(float(count));
+  char name[40];
+  std::snprintf(name, sizeof name, "nonzero_list_n%u", n);
+  report(name, want, got.data());
+}
+
 } // namespace
 
 #ifdef POPSNN_FUSED_LEAK_FORWARD
@@ -435,6 +456,9 @@ int main() {
   spikeList(1000, 1100);         // whole vectors, every id stored whole
   spikeList(203, 30);            // the capacity reached mid-row: the rest counted, a ragged tail
   spikeList(5, 8);               // under one vector
+  nonzeroList(1728, 0.04f);      // the CSNN's second stage input: whole vectors only
+  nonzeroList(203, 0.5f);        // a ragged tail
+  nonzeroList(5, 1.0f);          // under one vector
 #ifdef POPSNN_FUSED_LEAK_FORWARD
   {
     using namespace popsnn::codes;
