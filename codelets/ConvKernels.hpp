@@ -66,7 +66,7 @@ template <class V> inline Window windowOf(const V &v) {
 // stored masked (nothing written past the count): the scalar loop, a load, compare, store
 // and add per entry, was ~15% of ConvForward's and ConvWeightGrad's time on the CSNN's
 // second convolution (perf annotate; its 1,728 inputs are 4% non-zero). On AVX2 hosts 8 at
-// a time, their ids packed by one permute (lif::PACKED_LANES) and stored whole: the 8 stored
+// a time, their ids packed by one permute (lif::packedLaneOrder) and stored whole: the 8 stored
 // entries end at idx + k + 8 <= idx + n, past the count only where later ids overwrite them.
 inline unsigned nonzeroIndices(const float *__restrict x, unsigned n, unsigned *__restrict idx) {
   unsigned count = 0, k = 0;
@@ -83,10 +83,8 @@ inline unsigned nonzeroIndices(const float *__restrict x, unsigned n, unsigned *
   for (; k + 8 <= n; k += 8) {
     const unsigned bits =
         unsigned(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + k), zero, _CMP_NEQ_UQ)));
-    const __m256i order =
-        _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(lif::PACKED_LANES.of[bits])));
     _mm256_storeu_si256(reinterpret_cast<__m256i *>(idx + count),
-                        _mm256_permutevar8x32_epi32(lane, order));
+                        _mm256_permutevar8x32_epi32(lane, lif::packedLaneOrder(bits)));
     count += unsigned(__builtin_popcount(bits));
     lane = _mm256_add_epi32(lane, eight);
   }

@@ -240,6 +240,11 @@ struct PackedLanes {
 };
 inline constexpr PackedLanes PACKED_LANES{};
 
+// The permutation that moves the set lanes of an 8-lane mask to the front, in order.
+inline __m256i packedLaneOrder(unsigned bits) {
+  return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(PACKED_LANES.of[bits])));
+}
+
 // Appends the ids (in `lane`) of the set bits of an 8-neuron mask: packed by PACKED_LANES and
 // stored whole while 8 more fit (lanes past the count are overwritten later or unused), else
 // bit by bit up to the capacity (appendBits).
@@ -247,10 +252,8 @@ inline unsigned appendMask8(unsigned bits, __m256i lane, unsigned first, int *__
                             unsigned needed, unsigned capacity) {
   if (needed + 8 > capacity)
     return appendBits(bits, first, ids, needed, capacity);
-  const __m256i order =
-      _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(PACKED_LANES.of[bits])));
   _mm256_storeu_si256(reinterpret_cast<__m256i *>(ids + needed),
-                      _mm256_permutevar8x32_epi32(lane, order));
+                      _mm256_permutevar8x32_epi32(lane, packedLaneOrder(bits)));
   return needed + unsigned(__builtin_popcount(bits));
 }
 
