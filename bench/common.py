@@ -27,22 +27,15 @@ LR = 2e-3
 
 def machine() -> dict:
     """What the numbers were measured on, including how busy it was."""
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = _cpu_info()
     info = {
-        "cpu": cpu,
+        "cpu": cpu.get("model name") or platform.processor() or "unknown",
         "cores": os.cpu_count(),
         "python": platform.python_version(),
         "numpy": np.__version__,
         "popsnn": popsnn.__version__,
         "platform": platform.platform(),
-        "vector_isa": vector_isa(),
+        "vector_isa": vector_isa(cpu.get("flags", "").split()),
     }
     try:
         info["load_average_1_5_15"] = list(os.getloadavg())
@@ -57,16 +50,25 @@ def machine() -> dict:
     return info
 
 
-def vector_isa() -> str:
+def _cpu_info() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo (empty where there is none)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return {}
+    info: dict[str, str] = {}
+    for line in lines:
+        key, sep, value = line.partition(":")
+        if sep and key.strip() not in info:
+            info[key.strip()] = value.strip()
+    return info
+
+
+def vector_isa(flags: list[str]) -> str:
     """The machine kind for speed figures: the widest x86 vector extension the CPU has
     (the codelets are built for the host's own instruction set, so the kinds differ)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
+    if not flags:
         return "unknown"
-    flags = next(
-        (ln.split(":", 1)[1].split() for ln in text.splitlines() if ln.startswith("flags")), []
-    )
     for flag, kind in (("avx512f", "avx512"), ("avx2", "avx2"), ("sse4_2", "sse4.2")):
         if flag in flags:
             return kind

@@ -27,6 +27,15 @@ from popsnn import losses, optim, reference
 from popsnn.engine import EngineBackend
 
 
+def cpu_flags() -> frozenset[str]:
+    """This CPU's feature flags (the codelets are built -march=native, so they decide which
+    kernel paths exist); empty where /proc/cpuinfo is missing."""
+    cpu = Path("/proc/cpuinfo")
+    lines = cpu.read_text().splitlines() if cpu.is_file() else []
+    flags = next((ln.split(":", 1)[1] for ln in lines if ln.startswith("flags")), "")
+    return frozenset(flags.split())
+
+
 def build_against_installed(source: Path, build: Path) -> Path:
     """Configures and builds the CMake project at `source` against the installed popsnn
     package (found with `python -m popsnn --cmakedir`) into `build`; returns `build`."""

@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from engine_helpers import cpu_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = Path(__file__).resolve().parent / "kernel_checks" / "kernel_checks.cpp"
@@ -28,14 +29,9 @@ LEAK_TRACE_CHECKS = 27
 FUSED_FORWARD_CHECKS = 3
 
 
-def native_has(*flags: str) -> bool:
-    cpu = Path("/proc/cpuinfo")
-    return cpu.is_file() and all(f" {flag}" in cpu.read_text() for flag in flags)
-
-
 def builds_avx2_fma(build: str) -> bool:
     """AVX-512 builds have both too (every AVX-512 CPU has AVX2 and FMA)."""
-    return build == "avx2" or (build == "native" and native_has("avx2", "fma"))
+    return build == "avx2" or (build == "native" and {"avx2", "fma"} <= cpu_flags())
 
 
 pytestmark = [
