@@ -79,7 +79,7 @@ inline unsigned nonzeroIndices(const float *__restrict x, unsigned n, unsigned *
 #elif defined(POPSNN_SPIKES_AVX2)
   const __m256 zero = _mm256_setzero_ps();
   const __m256i eight = _mm256_set1_epi32(8);
-  __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256i lane = lif::firstLanes8(0);
   for (; k + 8 <= n; k += 8) {
     const unsigned bits =
         unsigned(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + k), zero, _CMP_NEQ_UQ)));

@@ -114,8 +114,7 @@ inline unsigned leakForwardRow(unsigned n, float beta, float threshold, unsigned
     _mm256_storeu_ps(pj, _mm256_and_ps(spikes, one));
     return unsigned(_mm256_movemask_ps(spikes));
   };
-  __m256i lane =
-      _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(int(offset)));
+  __m256i lane = firstLanes8(offset);
   const __m256i eightLanes = _mm256_set1_epi32(8);
   unsigned j0 = 0;
   for (; j0 + 8 <= n; j0 += 8) {

@@ -211,6 +211,7 @@ inline __m512i firstLanes(unsigned offset) {
   return _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                           _mm512_set1_epi32(int(offset)));
 }
+
 // Appends the ids (in `lane`) of the set bits of a 16-neuron mask: compressed in a register
 // and stored whole while 16 more fit (lanes past the count are overwritten later or
 // unused), else bit by bit up to the capacity (appendBits).
@@ -245,6 +246,12 @@ inline __m256i packedLaneOrder(unsigned bits) {
   return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(PACKED_LANES.of[bits])));
 }
 
+// The ids of 8 consecutive neurons from `offset`, one per lane: a listing's first lanes.
+inline __m256i firstLanes8(unsigned offset) {
+  return _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                          _mm256_set1_epi32(int(offset)));
+}
+
 // Appends the ids (in `lane`) of the set bits of an 8-neuron mask: packed by PACKED_LANES and
 // stored whole while 8 more fit (lanes past the count are overwritten later or unused), else
 // bit by bit up to the capacity (appendBits).
@@ -264,8 +271,7 @@ inline unsigned appendSpikes8(const float *__restrict u, float threshold, float 
                               unsigned n, unsigned offset, int *__restrict ids, unsigned needed,
                               unsigned capacity) {
   const __m256 th = _mm256_set1_ps(threshold), one = _mm256_set1_ps(1.0f);
-  __m256i lane =
-      _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(int(offset)));
+  __m256i lane = firstLanes8(offset);
   const __m256i eight = _mm256_set1_epi32(8);
   unsigned j0 = 0;
   for (; j0 + 8 <= n; j0 += 8) {
