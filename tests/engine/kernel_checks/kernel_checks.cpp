@@ -308,6 +308,36 @@ void leakTrace(unsigned batch, unsigned n, unsigned K, unsigned T, const char *w
     report(name, *results[k].first, results[k].second);
   }
 }
+
+// The whole-trace forward's id listing from spike masks (appendMaskedIds): the count and the
+// stored ids against a plain loop; nothing written past `capacity`, the rest only counted.
+void maskedIds(unsigned n, float density, unsigned capacity) {
+  const unsigned offset = 300, vectors = (n + 15) / 16;
+  std::vector<unsigned short> masks(vectors, 0);
+  std::vector<double> want;
+  unsigned spikes = 0;
+  for (unsigned j = 0; j < n; ++j)
+    if (uniform(0.0f, 1.0f) < density) {
+      masks[j / 16] = (unsigned short)(masks[j / 16] | 1u << (j % 16));
+      if (spikes++ < capacity)
+        want.push_back(double(offset + j));
+    }
+  std::vector<int> ids(capacity + 16, -1);
+  const unsigned count =
+      popsnn::lif::appendMaskedIds(masks.data(), vectors, offset, ids.data(), capacity);
+  std::vector<float> got;
+  for (unsigned k = 0; k < want.size(); ++k)
+    got.push_back(float(ids[k]));
+  want.push_back(double(spikes));
+  got.push_back(float(count));
+  for (unsigned k = capacity; k < capacity + 16; ++k) { // untouched past the capacity
+    want.push_back(-1.0);
+    got.push_back(float(ids[k]));
+  }
+  char name[48];
+  std::snprintf(name, sizeof name, "leak_trace_masked_ids_n%u_cap%u", n, capacity);
+  report(name, want, got.data());
+}
 #endif
 
 // The forward's spike listing (appendSpikes): prev and the count and ids against a plain
@@ -477,6 +507,9 @@ int main() {
   leakTrace<popsnn::codes::RESET_SUBTRACT, FAST_SIGMOID, true>(5, 200, 10, 25, "syn_subtract");
   leakTrace<popsnn::codes::RESET_ZERO, ATAN, true>(4, 37, 3, 9, "syn_zero_atan");
   leakTrace<popsnn::codes::RESET_NONE, STRAIGHT_THROUGH, true>(3, 130, 16, 64, "syn_none");
+  maskedIds(1000, 0.05f, 1100); // whole masks, every id stored by the table
+  maskedIds(203, 0.3f, 30);     // the capacity reached mid-row: the rest counted
+  maskedIds(5, 1.0f, 8);        // under one mask
 #endif
   return 0;
 }
