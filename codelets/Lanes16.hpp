@@ -36,11 +36,14 @@ inline F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
 inline F fnmadd(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); } // c - a b
 inline F abs(F a) { return _mm512_abs_ps(a); }
 inline M greater(M m, F a, F b) { return _mm512_mask_cmp_ps_mask(m, a, b, _CMP_GT_OQ); }
-inline M notEqual(M m, F a, F b) { return _mm512_mask_cmp_ps_mask(m, a, b, _CMP_NEQ_UQ); }
 inline F zeroOff(M m, F a) { return _mm512_maskz_mov_ps(m, a); }         // lanes off m zero
 inline F subOn(F a, M m, F b) { return _mm512_mask_sub_ps(a, m, a, b); } // a - b on m
 inline F mulOn(M m, F a, F b) { return _mm512_maskz_mul_ps(m, a, b); }   // a b on m, else 0
-inline F reciprocalEstimate(F x) { return _mm512_rcp14_ps(x); }          // 14 bits; 1/inf = 0
+// a on the lanes of m where s != 0 (NaN included), else 0.
+inline F onNonzero(M m, F s, F a) {
+  return _mm512_maskz_mov_ps(_mm512_mask_cmp_ps_mask(m, s, zero(), _CMP_NEQ_UQ), a);
+}
+inline F reciprocalEstimate(F x) { return _mm512_rcp14_ps(x); } // 14 bits; 1/inf = 0
 // One load kept for several multiply-adds (GCC would fold a copy of the load into each).
 inline void keepInRegister(F &v) { asm("" : "+v"(v)); }
 #else
@@ -96,16 +99,23 @@ inline M greater(M m, F a, F b) {
   return M(m &
            maskOf(_mm256_cmp_ps(a.lo, b.lo, _CMP_GT_OQ), _mm256_cmp_ps(a.hi, b.hi, _CMP_GT_OQ)));
 }
-inline M notEqual(M m, F a, F b) {
-  return M(m &
-           maskOf(_mm256_cmp_ps(a.lo, b.lo, _CMP_NEQ_UQ), _mm256_cmp_ps(a.hi, b.hi, _CMP_NEQ_UQ)));
-}
 inline F zeroOff(M m, F a) {
   return {_mm256_and_ps(a.lo, _mm256_castsi256_ps(laneBits(m & 0xffu))),
           _mm256_and_ps(a.hi, _mm256_castsi256_ps(laneBits(m >> 8)))};
 }
 inline F subOn(F a, M m, F b) { return sub(a, zeroOff(m, b)); } // a - 0 is a, bit for bit
 inline F mulOn(M m, F a, F b) { return zeroOff(m, mul(a, b)); }
+// onNonzero's AVX2 form: the compare's lanes kept as a vector mask (the round trip through
+// mask bits cost more than the product it guards in the backward's per-step epilogue).
+inline F onNonzero(M m, F s, F a) {
+  const __m256 z = _mm256_setzero_ps();
+  __m256 lo = _mm256_cmp_ps(s.lo, z, _CMP_NEQ_UQ), hi = _mm256_cmp_ps(s.hi, z, _CMP_NEQ_UQ);
+  if (m != 0xffff) {
+    lo = _mm256_and_ps(lo, _mm256_castsi256_ps(laneBits(m & 0xffu)));
+    hi = _mm256_and_ps(hi, _mm256_castsi256_ps(laneBits(m >> 8)));
+  }
+  return {_mm256_and_ps(lo, a.lo), _mm256_and_ps(hi, a.hi)};
+}
 // 12 bits (AVX-512's has 14): the Newton step after it leaves ~2 ulp, not one; 1/inf = 0.
 inline F reciprocalEstimate(F x) { return {_mm256_rcp_ps(x.lo), _mm256_rcp_ps(x.hi)}; }
 inline void keepInRegister(F &v) { asm("" : "+x"(v.lo), "+x"(v.hi)); }

@@ -94,7 +94,7 @@ struct LeakVectors {
 inline v16::F reciprocalOfDenominator(v16::F x, const LeakVectors &c) {
   const v16::F r = v16::reciprocalEstimate(x);
   const v16::F refined = v16::fmadd(r, v16::fnmadd(x, r, c.one), r);
-  return v16::zeroOff(v16::notEqual(v16::ALL, r, v16::zero()), refined);
+  return v16::onNonzero(v16::ALL, r, refined);
 }
 
 // The surrogate at d = U - threshold, leakForwardRow's formula (not Sigmoid), its division
@@ -345,9 +345,8 @@ nextLayerProducts(GradRow &gradRow, unsigned T, unsigned b, const float *__restr
 #pragma GCC unroll 8
       for (unsigned w = 0; w < W; ++w) {
         float *p = sg[s] + (t * V + V0 + w) * 16;
-        const v16::F sv = v16::load(p);
-        const v16::M nz = v16::notEqual(laneMask(V0 + w, V, lastMask), sv, v16::zero());
-        v16::store(p, v16::mulOn(nz, sv, sum[s][w]));
+        const v16::F sv = v16::load(p); // 0 where the surrogate is 0, even if the sum is inf
+        v16::store(p, v16::onNonzero(laneMask(V0 + w, V, lastMask), sv, v16::mul(sv, sum[s][w])));
       }
   }
 }
