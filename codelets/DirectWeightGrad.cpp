@@ -2,10 +2,11 @@
 // LifBackward.cpp, sums dL/dI over the steps for it).
 #include <poplar/Vertex.hpp>
 
-#include "DenseKernels.hpp"
-#include "InputProducts.hpp"
+#include "OptimizerSteps.hpp"
 #include "StoredRows.hpp"
+#include "WeightGradRows.hpp"
 
+#include <cstddef>
 #include <type_traits>
 
 using namespace poplar;
@@ -42,21 +43,93 @@ public:
   }
 
 private:
-  // By the measured density of the slice of x: the blocked dense product (x^T as its left
-  // operand), or the sparse row kernel over each input's non-zero samples.
   // A member template: the half vertex's explicit instantiation leaves it out.
   template <class T = Stored> void computeFloat() {
-    const unsigned n = numNeurons;
-    const float *__restrict xs = &x[firstInput];
-    if (popsnn::dense::denseEnough(popsnn::dense::countNonzero(xs, batch, numInputs, xStride),
-                                   1ull * batch * numInputs,
-                                   popsnn::dense::DENSE_WEIGHT_GRAD_MIN_PER_MILLE))
-      popsnn::dense::denseProduct(numInputs, n, batch, xs, 1, xStride, &currentGradSum[0], n,
-                                  &gradWeights[0], n);
-    else
-      sparseInputTransposedProduct(xs, xStride, batch, numInputs, &currentGradSum[0], n,
-                                   &nzIndex[0], &nzValue[0], &gradWeights[0]);
+    const WeightGradRows grad(&x[firstInput], xStride, batch, numInputs, &currentGradSum[0],
+                              numNeurons, &nzIndex[0], &nzValue[0]);
+    grad.rows(0, numInputs, &gradWeights[0]);
   }
 };
 template class DirectWeightGrad<float>;
 template class DirectWeightGrad<half>;
+
+// The training step's first-layer weights (float storage, the whole batch at once, on the cpu
+// device: fusesWeightStep in host/src/VertexWiring.cpp): dL/dW a group of FUSED_STEP_ROWS rows
+// at a time into `rows`, and those weights stepped while the rows are in cache -- the gradient
+// neither written out nor read back by a separate optimiser pass, which is bound by memory at
+// small batches. The same sums as DirectWeightGrad and the same per-entry step as AdamStep and
+// SgdStep (OptimizerSteps.hpp): the weights come out bit-identical. dL/dW itself is left
+// unwritten: the gradients-only program (lossAndGrad) runs DirectWeightGrad instead.
+class DirectWeightAdamStep : public Vertex {
+public:
+  Input<Vector<float>> x;              // [B, numInputs]
+  Input<Vector<float>> currentGradSum; // [B, n]
+  InOut<Vector<float>> rows;           // [FUSED_STEP_ROWS, n] scratch
+  InOut<Vector<unsigned>> nzIndex;     // the sparse kernel's scratch, as DirectWeightGrad's
+  InOut<Vector<float>> nzValue;
+  unsigned batch;
+  unsigned numInputs;
+  unsigned numNeurons;
+  // AdamStep's state and constants.
+  InOut<Vector<float>> param;
+  InOut<Vector<float>> expAvg;
+  InOut<Vector<float>> expAvgSq;
+  InOut<unsigned> count;
+  Input<float> lr;
+  float beta1;
+  float beta2;
+  float oneMinusBeta1;
+  float oneMinusBeta2;
+  float eps;
+  float weightDecay;
+  unsigned decoupled;
+
+  bool compute() {
+    const unsigned step = *count + 1;
+    const popsnn::optim::AdamStep s = popsnn::optim::adamStep(
+        *lr, beta1, beta2, oneMinusBeta1, oneMinusBeta2, eps, weightDecay, decoupled != 0, step);
+    float *scratch = &rows[0];
+    const WeightGradRows grad(&x[0], numInputs, batch, numInputs, &currentGradSum[0], numNeurons,
+                              &nzIndex[0], &nzValue[0]);
+    grad.byGroups(scratch, [&](std::size_t at, unsigned size) {
+      popsnn::optim::adamEntries(s, &param[at], scratch, &expAvg[at], &expAvgSq[at], size);
+    });
+    *count = step;
+    return true;
+  }
+};
+
+class DirectWeightSgdStep : public Vertex {
+public:
+  Input<Vector<float>> x;              // [B, numInputs]
+  Input<Vector<float>> currentGradSum; // [B, n]
+  InOut<Vector<float>> rows;           // [FUSED_STEP_ROWS, n] scratch
+  InOut<Vector<unsigned>> nzIndex;     // the sparse kernel's scratch, as DirectWeightGrad's
+  InOut<Vector<float>> nzValue;
+  unsigned batch;
+  unsigned numInputs;
+  unsigned numNeurons;
+  // SgdStep's state and constants.
+  InOut<Vector<float>> param;
+  Vector<InOut<Vector<float>>> momentumBuffer; // with momentum: one edge, as param's size
+  InOut<unsigned> count;
+  Input<float> lr;
+  float momentum;
+  float oneMinusDampening;
+  float weightDecay;
+  unsigned nesterov;
+
+  bool compute() {
+    const popsnn::optim::SgdStep s{*lr,         momentum,      oneMinusDampening,
+                                   weightDecay, nesterov != 0, *count == 0};
+    float *buf = momentum != 0.0f ? &momentumBuffer[0][0] : nullptr;
+    float *scratch = &rows[0];
+    const WeightGradRows grad(&x[0], numInputs, batch, numInputs, &currentGradSum[0], numNeurons,
+                              &nzIndex[0], &nzValue[0]);
+    grad.byGroups(scratch, [&](std::size_t at, unsigned size) {
+      popsnn::optim::sgdEntries(s, &param[at], scratch, buf ? buf + at : nullptr, size);
+    });
+    *count = *count + 1;
+    return true;
+  }
+};

@@ -1,9 +1,12 @@
 // Optimiser steps on the tile that owns the parameters, in PyTorch's formulas
-// and order of operations (torch.optim.SGD, Adam, AdamW; popsnn.optim mirrors them).
+// and order of operations (torch.optim.SGD, Adam, AdamW; popsnn.optim mirrors them; the
+// arithmetic per entry in OptimizerSteps.hpp).
 // The learning rate is device state, not a vertex constant: `lr` reads a one-float
 // tensor on the vertex's tile that the host writes between steps (a schedule costs
 // a small host write, no recompile).
 #include <poplar/Vertex.hpp>
+
+#include "OptimizerSteps.hpp"
 
 #include <cmath>
 
@@ -22,26 +25,10 @@ public:
   unsigned nesterov;
 
   bool compute() {
-    // Members as locals and restrict pointers: the loop vectorises.
-    const bool first = *count == 0;
-    const float lr = *this->lr, momentum = this->momentum, weightDecay = this->weightDecay;
-    const float oneMinusDampening = this->oneMinusDampening;
-    const bool nesterov = this->nesterov != 0;
-    float *__restrict p = &param[0];
-    const float *__restrict g0 = &grad[0];
-    float *__restrict buf = momentum != 0.0f ? &momentumBuffer[0][0] : nullptr;
-    const unsigned size = param.size();
-    for (unsigned k = 0; k < size; ++k) {
-      float g = g0[k];
-      if (weightDecay != 0.0f)
-        g = g + weightDecay * p[k];
-      if (buf) {
-        const float b = first ? g : buf[k] * momentum + oneMinusDampening * g;
-        buf[k] = b;
-        g = nesterov ? g + momentum * b : b;
-      }
-      p[k] -= lr * g;
-    }
+    const popsnn::optim::SgdStep s{*lr,         momentum,      oneMinusDampening,
+                                   weightDecay, nesterov != 0, *count == 0};
+    float *buf = momentum != 0.0f ? &momentumBuffer[0][0] : nullptr;
+    popsnn::optim::sgdEntries(s, &param[0], &grad[0], buf, param.size());
     *count = *count + 1;
     return true;
   }
@@ -65,41 +52,9 @@ public:
 
   bool compute() {
     const unsigned step = *count + 1;
-#ifdef __IPU__
-    // The IPU has no double: bias corrections in float (1 - beta^t loses digits early on).
-    using Real = float;
-#else
-    // Bias corrections in double as PyTorch computes them (Python floats).
-    using Real = double;
-#endif
-    const float lr = *this->lr;
-    const Real stepSize = Real(lr) / (Real(1) - std::pow(Real(beta1), Real(step)));
-    const float correction2 = float(std::sqrt(Real(1) - std::pow(Real(beta2), Real(step))));
-    const float decay = float(Real(1) - Real(lr) * Real(weightDecay));
-    // Members as locals and restrict pointers: the loop vectorises.
-    const float step_size = float(stepSize), eps = this->eps, weightDecay = this->weightDecay;
-    const float beta2 = this->beta2;
-    const float oneMinusBeta1 = this->oneMinusBeta1, oneMinusBeta2 = this->oneMinusBeta2;
-    const bool decoupled = this->decoupled != 0;
-    float *__restrict p = &param[0];
-    const float *__restrict g0 = &grad[0];
-    float *__restrict m0 = &expAvg[0];
-    float *__restrict v0 = &expAvgSq[0];
-    const unsigned size = param.size();
-    // Weight decay first, in its own pass, so the main loop has no branch.
-    const bool coupledDecay = weightDecay != 0.0f && !decoupled;
-    if (weightDecay != 0.0f && decoupled)
-      for (unsigned k = 0; k < size; ++k)
-        p[k] *= decay;
-    for (unsigned k = 0; k < size; ++k) {
-      const float g = coupledDecay ? g0[k] + weightDecay * p[k] : g0[k];
-      const float m = m0[k] + oneMinusBeta1 * (g - m0[k]);
-      const float v = v0[k] * beta2 + oneMinusBeta2 * g * g;
-      m0[k] = m;
-      v0[k] = v;
-      const float denom = std::sqrt(v) / correction2 + eps;
-      p[k] -= step_size * (m / denom);
-    }
+    const popsnn::optim::AdamStep s = popsnn::optim::adamStep(
+        *lr, beta1, beta2, oneMinusBeta1, oneMinusBeta2, eps, weightDecay, decoupled != 0, step);
+    popsnn::optim::adamEntries(s, &param[0], &grad[0], &expAvg[0], &expAvgSq[0], param.size());
     *count = step;
     return true;
   }

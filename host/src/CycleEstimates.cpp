@@ -159,6 +159,11 @@ const std::map<std::string, Estimator> &table() {
       {"LossSum", [](const VertexWork &w) { return kVertexOverhead + 2ull * w.elements; }},
       {"SgdStep", [](const VertexWork &w) { return kVertexOverhead + 4ull * w.elements; }},
       {"AdamStep", [](const VertexWork &w) { return kVertexOverhead + 14ull * w.elements; }},
+      // The first layer's weights stepped as their gradient is computed: both passes' work.
+      {"DirectWeightSgdStep",
+       [](const VertexWork &w) { return directWeightGradCycles(w) + 4ull * w.elements; }},
+      {"DirectWeightAdamStep",
+       [](const VertexWork &w) { return directWeightGradCycles(w) + 14ull * w.elements; }},
       {"ConvForward<popsnn::conv::CurrentOut>", convCurrentCycles},
       {"ConvForward<popsnn::conv::MaxPooledOut>", convPooledCycles},
       {"ConvWeightGrad<popsnn::conv::Planar>", convWeightGradPlanarCycles},

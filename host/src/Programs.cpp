@@ -176,15 +176,25 @@ std::vector<Program> buildPrograms(GraphBuild &b, const ComputeSets &cs,
   forward.add(b.stepMajor() ? forwardStepMajor(b, cs) : forwardLayerMajor(b, cs));
   forward.add(loss.gather.program());
 
-  Sequence backward;
-  backward.add(Execute(cs.loss));
-  backward.add(loss.scatter.program());
-  backward.add(b.stepMajor() ? backwardStepMajor(b, cs) : backwardLayerMajor(b, cs));
+  Sequence passes; // the loss and the layers' backward passes
+  passes.add(Execute(cs.loss));
+  passes.add(loss.scatter.program());
+  passes.add(b.stepMajor() ? backwardStepMajor(b, cs) : backwardLayerMajor(b, cs));
+  // The gradients (backward), and those a training step needs (trainBackward): with
+  // fusesWeightStep the optimiser steps the first layer's weights from x and dL/dI itself.
+  Sequence backward, trainBackward; // each a new Sequence around `passes`, added to apart
+  backward.add(passes);
+  trainBackward.add(passes);
   if (direct)
     backward.add(Execute(cs.directGrad));
+  if (direct && !fusesWeightStep(b))
+    trainBackward.add(Execute(cs.directGrad));
   const CopyList constantGrads = constantGradCopies(b);
-  if (!constantGrads.src.empty()) // a learned constant given once per layer: summed
-    backward.add(Sequence{constantGrads.program(), Execute(cs.reduceConstants)});
+  if (!constantGrads.src.empty()) { // a learned constant given once per layer: summed
+    const Sequence sum{constantGrads.program(), Execute(cs.reduceConstants)};
+    backward.add(sum);
+    trainBackward.add(sum);
+  }
   // The weights onto the tiles that use them beside their owners' (pushing layers in the
   // forward, dL/dS in the backward) with the first (chunk of the) batch: unchanged until
   // the optimiser step.
@@ -200,7 +210,7 @@ std::vector<Program> buildPrograms(GraphBuild &b, const ComputeSets &cs,
     return {Sequence{Execute(cs.roundParams), xIn, forward}, backward, backward,
             Sequence{Execute(cs.optimiser)}};
   }
-  return {Sequence{xIn, forward}, Sequence{backward, Execute(cs.optimiser)}, backward};
+  return {Sequence{xIn, forward}, Sequence{trainBackward, Execute(cs.optimiser)}, backward};
 }
 
 void createHostStreams(GraphBuild &b) {

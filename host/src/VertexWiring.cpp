@@ -19,6 +19,11 @@ unsigned neuronCode(const LayerSpec &s) {
   return unsigned(s.neuron);
 }
 
+bool fusesWeightStep(const GraphBuild &b) {
+  return b.spec.input == InputMode::Direct && !b.half() && b.chunks() == 1 &&
+         b.graph->getTarget().getTargetType() == TargetType::CPU;
+}
+
 namespace {
 
 // Vertices of any kind: constant fields and cycle estimates.
@@ -372,44 +377,66 @@ struct ShardWiring : Wiring {
   }
 
   void optimiser(ComputeSet csOptim) {
-    const OptimizerSpec &o = b.spec.optimizer;
+    const bool sgd = b.spec.optimizer.kind == OptimizerKind::SGD;
     for (unsigned p = 0; p < NUM_PARAMS; ++p) {
       if (!layer.hasParam(p))
         continue;
-      VertexWork ow;
+      const bool fused =
+          p == P_WEIGHT && layer.inputMode == codes::INPUT_DIRECT && fusesWeightStep(b);
+      const char *name = fused ? (sgd ? "DirectWeightSgdStep" : "DirectWeightAdamStep")
+                               : (sgd ? "SgdStep" : "AdamStep");
+      VertexRef v = b.graph->addVertex(csOptim, name);
+      if (fused)
+        connectWeightGradInputs(v);
+      else
+        b.graph->connect(v["grad"], b.chunks() > 1 ? sh.gradTotal[p] : sh.grad[p]);
+      b.graph->connect(v["param"], sh.param[p]);
+      b.graph->connect(v["count"], sh.optCount[p][0]);
+      b.graph->connect(v["lr"], b.io.learningRate[tile]);
+      if (sgd)
+        sgdState(v, p);
+      else
+        adamState(v, p);
+      b.graph->setTileMapping(v, tile);
+      VertexWork ow = work; // the fused vertex's product: as DirectWeightGrad's
       ow.elements = sh.param[p].numElements();
-      if (o.kind == OptimizerKind::SGD) {
-        VertexRef v = b.graph->addVertex(csOptim, "SgdStep");
-        b.graph->connect(v["param"], sh.param[p]);
-        b.graph->connect(v["grad"], b.chunks() > 1 ? sh.gradTotal[p] : sh.grad[p]);
-        connectIf(v, "momentumBuffer", sh.opt1[p]);
-        b.graph->connect(v["count"], sh.optCount[p][0]);
-        b.graph->connect(v["lr"], b.io.learningRate[tile]);
-        setField(v, "momentum", float(o.momentum));
-        setField(v, "oneMinusDampening", float(1.0 - o.dampening));
-        setField(v, "weightDecay", float(o.weightDecay));
-        setField(v, "nesterov", unsigned(o.nesterov));
-        b.graph->setTileMapping(v, tile);
-        setEstimate(v, "SgdStep", ow);
-      } else {
-        VertexRef v = b.graph->addVertex(csOptim, "AdamStep");
-        b.graph->connect(v["param"], sh.param[p]);
-        b.graph->connect(v["grad"], b.chunks() > 1 ? sh.gradTotal[p] : sh.grad[p]);
-        b.graph->connect(v["expAvg"], sh.opt1[p]);
-        b.graph->connect(v["expAvgSq"], sh.opt2[p]);
-        b.graph->connect(v["count"], sh.optCount[p][0]);
-        b.graph->connect(v["lr"], b.io.learningRate[tile]);
-        setField(v, "beta1", float(o.beta1));
-        setField(v, "beta2", float(o.beta2));
-        setField(v, "oneMinusBeta1", float(1.0 - o.beta1));
-        setField(v, "oneMinusBeta2", float(1.0 - o.beta2));
-        setField(v, "eps", float(o.eps));
-        setField(v, "weightDecay", float(o.weightDecay));
-        setField(v, "decoupled", unsigned(o.kind == OptimizerKind::AdamW));
-        b.graph->setTileMapping(v, tile);
-        setEstimate(v, "AdamStep", ow);
-      }
+      setEstimate(v, name, ow);
     }
+  }
+
+  // The fused weight step's product: DirectWeightGrad's inputs, one vertex over the shard.
+  void connectWeightGradInputs(VertexRef v) {
+    const unsigned group = codes::FUSED_STEP_ROWS;
+    b.graph->connect(v["x"], sh.xLocal);
+    b.graph->connect(v["currentGradSum"], sh.currentGradSum);
+    b.graph->connect(v["rows"], b.var(FLOAT, std::size_t(group) * n, tile, "step_rows", int(l)));
+    b.graph->connect(v["nzIndex"], b.var(UNSIGNED_INT, 16 * B, tile, "step_samples", int(l)));
+    b.graph->connect(v["nzValue"], b.var(FLOAT, 16 * B, tile, "step_sample_values", int(l)));
+    setField(v, "batch", B);
+    setField(v, "numInputs", nIn);
+    setField(v, "numNeurons", n);
+  }
+
+  void sgdState(VertexRef v, unsigned p) {
+    const OptimizerSpec &o = b.spec.optimizer;
+    connectIf(v, "momentumBuffer", sh.opt1[p]);
+    setField(v, "momentum", float(o.momentum));
+    setField(v, "oneMinusDampening", float(1.0 - o.dampening));
+    setField(v, "weightDecay", float(o.weightDecay));
+    setField(v, "nesterov", unsigned(o.nesterov));
+  }
+
+  void adamState(VertexRef v, unsigned p) {
+    const OptimizerSpec &o = b.spec.optimizer;
+    b.graph->connect(v["expAvg"], sh.opt1[p]);
+    b.graph->connect(v["expAvgSq"], sh.opt2[p]);
+    setField(v, "beta1", float(o.beta1));
+    setField(v, "beta2", float(o.beta2));
+    setField(v, "oneMinusBeta1", float(1.0 - o.beta1));
+    setField(v, "oneMinusBeta2", float(1.0 - o.beta2));
+    setField(v, "eps", float(o.eps));
+    setField(v, "weightDecay", float(o.weightDecay));
+    setField(v, "decoupled", unsigned(o.kind == OptimizerKind::AdamW));
   }
 };
 

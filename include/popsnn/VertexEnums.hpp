@@ -104,6 +104,10 @@ constexpr unsigned pushWidth(unsigned n) { return (n + PUSH_CHUNK - 1) / PUSH_CH
 // its value scratch holds SPARSE_GROUP rows of inputs; the host gives it that much on the
 // cpu device (one row elsewhere: tile memory).
 constexpr unsigned SPARSE_GROUP = 4;
+// The training step's fused first-layer weight step (DirectWeightAdamStep / DirectWeightSgdStep)
+// computes the weight gradient FUSED_STEP_ROWS inputs' rows at a time into a scratch of that
+// many rows of the shard's width, and steps those weights while the rows are in cache.
+constexpr unsigned FUSED_STEP_ROWS = 16;
 
 // The whole-trace Leaky / Synaptic kernels (codelets/LeakyTrace.hpp, AVX-512 and AVX2 + FMA
 // host builds): a layer-major shard on direct current, no sparse rule, not the output layer,

@@ -21,7 +21,7 @@ BUILDS = {
     "baseline": [],
     "plain-loops": ["-DPOPSNN_PLAIN_LOOPS"],
 }
-CHECKS = 55  # lines kernel_checks.cpp prints
+CHECKS = 61  # lines kernel_checks.cpp prints
 # The whole-trace Leaky backward (3 settings x 4 results, and Synaptic's 3 x 5: its carried
 # dL/dJ too), its forward's id listing from spike masks (3 settings) and the fused Leaky
 # forward row (3 settings) exist in AVX-512 and AVX2 + FMA builds.
@@ -63,3 +63,7 @@ def test_kernels_equal_plain_loops(build, tmp_path):
     assert len(errors) == CHECKS + len(leak) + len(fused)
     for name, error in errors.items():
         assert float(error) < 2e-6, f"{name}: relative error {error} in the {build} build"
+    # The fused weight step: the same sums and per-entry arithmetic as the separate passes.
+    fused_steps = {name: e for name, e in errors.items() if name.startswith("fused_step_")}
+    assert len(fused_steps) == 6
+    assert all(float(e) == 0.0 for e in fused_steps.values()), fused_steps

@@ -15,6 +15,8 @@
 #include "LeakForwardRow.hpp"
 #include "LeakyTrace.hpp"
 #include "LifCommon.hpp"
+#include "OptimizerSteps.hpp"
+#include "WeightGradRows.hpp"
 
 namespace {
 
@@ -448,6 +450,49 @@ void fusedForward(unsigned n, unsigned reset, unsigned surrogate, unsigned rule,
 }
 #endif
 
+// The first layer's weights stepped a group of rows at a time as their gradient is computed
+// (DirectWeightAdamStep / SgdStep) against the gradient written whole, then stepped: three steps
+// each from the same start, Adam (with coupled weight decay) or SGD (momentum, Nesterov). The
+// same sums and per-entry arithmetic: prints the largest relative difference, which must be 0.
+void fusedStep(unsigned batch, unsigned nIn, unsigned n, float density, bool sgd) {
+  const std::vector<float> x = sparseInput(batch, nIn, density, true);
+  std::vector<float> g(std::size_t(batch) * n), grad(std::size_t(nIn) * n);
+  std::vector<float> rows(std::size_t(popsnn::codes::FUSED_STEP_ROWS) * n);
+  for (float &v : g)
+    v = uniform(-1.0f, 1.0f);
+  std::vector<unsigned> idx(popsnn::lif::SPARSE_INPUT_GROUP * batch);
+  std::vector<float> val(idx.size());
+  const popsnn::lif::WeightGradRows rowsOf(x.data(), nIn, batch, nIn, g.data(), n, idx.data(),
+                                           val.data());
+  std::vector<float> start(grad.size());
+  for (float &v : start)
+    v = uniform(-0.1f, 0.1f);
+  std::vector<float> whole = start, fused = start, m1(grad.size()), v1(grad.size()),
+                     m2(grad.size()), v2(grad.size());
+  for (unsigned step = 1; step <= 3; ++step) {
+    rowsOf.rows(0, nIn, grad.data());
+    if (sgd) {
+      const popsnn::optim::SgdStep s{0.05f, 0.9f, 1.0f, 0.01f, true, step == 1};
+      popsnn::optim::sgdEntries(s, whole.data(), grad.data(), m1.data(), unsigned(grad.size()));
+      rowsOf.byGroups(rows.data(), [&](std::size_t at, unsigned size) {
+        popsnn::optim::sgdEntries(s, &fused[at], rows.data(), &m2[at], size);
+      });
+    } else {
+      const popsnn::optim::AdamStep s = popsnn::optim::adamStep(
+          1e-3f, 0.9f, 0.999f, float(1.0 - 0.9), float(1.0 - 0.999), 1e-8f, 0.01f, false, step);
+      popsnn::optim::adamEntries(s, whole.data(), grad.data(), m1.data(), v1.data(),
+                                 unsigned(grad.size()));
+      rowsOf.byGroups(rows.data(), [&](std::size_t at, unsigned size) {
+        popsnn::optim::adamEntries(s, &fused[at], rows.data(), &m2[at], &v2[at], size);
+      });
+    }
+  }
+  char name[80];
+  std::snprintf(name, sizeof name, "fused_step_%s_%u_%u_%u_%s", sgd ? "sgd" : "adam", batch, nIn, n,
+                rowsOf.dense ? "dense" : "sparse");
+  report(name, std::vector<double>(whole.begin(), whole.end()), fused.data());
+}
+
 int main() {
   for (bool runs : {true, false}) {
     weightGrad(37, 301, 310, 150, 0.2f, runs); // odd inputs, a last partial vector
@@ -489,6 +534,11 @@ int main() {
   nonzeroList(1728, 0.04f);      // the CSNN's second stage input: whole vectors only
   nonzeroList(203, 0.5f);        // a ragged tail
   nonzeroList(5, 1.0f);          // under one vector
+  for (bool sgd : {false, true}) {
+    fusedStep(8, 100, 70, 0.2f, sgd);  // sparse: 6 groups of 16 and a last of 4, ragged rows
+    fusedStep(5, 37, 150, 0.9f, sgd);  // dense: 2 groups and a last of 5
+    fusedStep(1, 784, 40, 0.19f, sgd); // one sample, MNIST's inputs
+  }
 #ifdef POPSNN_FUSED_LEAK_FORWARD
   {
     using namespace popsnn::codes;
