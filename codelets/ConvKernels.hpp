@@ -278,10 +278,11 @@ inline popsnn::dense::Lanes keepBefore(popsnn::dense::Lanes v, popsnn::dense::La
 }
 
 // out[0, n) = sum_k coef[k] * rows[idx[k] * ld + (0, n)] (ADD: out +=): a few rows of a
-// matrix combined, a block of BLOCK_VECS vectors of out held in registers while every row
-// streams past (one load per multiply-add; an axpy per row would also load and store out
-// each time). With ADD, out's entries from `keep` on (rows zero-padded past a run) are left
-// as they were.
+// matrix combined, a block of 64 floats of out held in registers while every row streams
+// past (one load per multiply-add; an axpy per row would also load and store out each
+// time). On AVX2 that is 8 accumulators: with 4, each row's multiply-adds waited on the
+// last row's (the CSNN step took 1.03x the CPU time; bench/README.md). With ADD, out's
+// entries from `keep` on (rows zero-padded past a run) are left as they were.
 template <bool ADD = false>
 inline void combineRows(unsigned n, unsigned count, const float *__restrict coef,
                         const unsigned *__restrict idx, const float *__restrict rows, unsigned ld,
@@ -289,7 +290,7 @@ inline void combineRows(unsigned n, unsigned count, const float *__restrict coef
   using popsnn::dense::Lanes;
   using popsnn::dense::LANES;
   using popsnn::dense::loadLanes;
-  constexpr unsigned BLOCK_VECS = 4, BLOCK = BLOCK_VECS * LANES;
+  constexpr unsigned BLOCK_VECS = LANES >= 8 ? 64 / LANES : 4, BLOCK = BLOCK_VECS * LANES;
   // Stores one vector at k, its lanes past `keep` as they were.
   auto store = [&](unsigned k, Lanes v) {
     if (ADD && k + LANES > keep)

@@ -186,8 +186,12 @@ def test_input_gradient_on_both_sides_of_its_density_choice(density, tiles):
         dict(in_shape=(3, 9, 9), out_channels=8, kernel=3),  # window runs
         dict(in_shape=(2, 9, 8), out_channels=5, kernel=(3, 2), stride=2, padding=(1, 0)),  # runs
         dict(in_shape=(3, 9, 9), out_channels=8, kernel=3, padding=(0, 1)),  # col row + col2im
+        # runs of 13 x 5 = 65 floats: a whole block of 64 held in registers, then a vector
+        # whose lanes past the run keep dL/dx's entries (planar, and the max pool's layout)
+        dict(in_shape=(13, 9, 9), out_channels=8, kernel=5),
+        dict(in_shape=(13, 12, 12), out_channels=8, kernel=5, pools=[("max", 2, 2, 0)]),
     ],
-    ids=["runs", "runs_stride2_pad_rows", "col_pad_columns"],
+    ids=["runs", "runs_stride2_pad_rows", "col_pad_columns", "wide_runs", "wide_runs_pooled"],
 )
 @pytest.mark.parametrize("density", [0.2, 0.4])
 @pytest.mark.parametrize("tiles", [1, 6])
