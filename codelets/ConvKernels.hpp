@@ -488,13 +488,20 @@ inline void weightGradByInputs(const Window &w, unsigned c, const float *__restr
 }
 
 // The fraction (per mille) of non-zero dL/dI entries from which ConvInputGrad runs the
-// blocked dense product (col = dL/dI^T . W, then col2im) rather than its per-entry path:
-// by window runs, measured (bench/csnn_threshold.py under perf, the CSNN's second
-// convolution, CPU time per row: runs 12 / 18 / 25 / 37 / 59 us at 10 / 25 / 40 / 60 / 100%,
-// the product 30-36 us at any density) to cross near 50%; by col rows (column padding),
-// 30% from the earlier, slower per-entry kernel (docs/convolution.md).
+// blocked dense product (col = dL/dI^T . W, then col2im) rather than its per-entry path,
+// measured (bench/csnn_threshold.py under perf, the CSNN's second convolution without its
+// pool, CPU time per row; docs/convolution.md). By col rows (column padding): 30%. By window
+// runs on AVX-512 hosts: runs 12 / 18 / 25 / 37 / 59 us at 10 / 25 / 40 / 60 / 100%, the
+// product 30-36 us at any density, so 50%. On AVX2 hosts the product (8-lane tiles) ran
+// 16-21 us at any density and the runs 14-16 / 18-23 / 22 / 27 / 36 us at 5 / 10 / 20 / 30
+// / 40%, so 30% there too. After a 2 x 2 max pool dL/dI is at most 25% non-zero, so the
+// runs always (the product took the CSNN step to 1.38x the CPU time on AVX2).
 constexpr unsigned DENSE_INPUT_GRAD_MIN_PER_MILLE = 300;
+#if defined(__AVX512F__) || defined(__IPU__) || defined(POPSNN_PLAIN_LOOPS)
 constexpr unsigned RUNS_DENSE_INPUT_GRAD_MIN_PER_MILLE = 500;
+#else
+constexpr unsigned RUNS_DENSE_INPUT_GRAD_MIN_PER_MILLE = DENSE_INPUT_GRAD_MIN_PER_MILLE;
+#endif
 
 } // namespace conv
 } // namespace popsnn

@@ -193,17 +193,18 @@ def test_input_gradient_on_both_sides_of_its_density_choice(density, tiles):
     ],
     ids=["runs", "runs_stride2_pad_rows", "col_pad_columns", "wide_runs", "wide_runs_pooled"],
 )
-@pytest.mark.parametrize("density", [0.2, 0.4])
+@pytest.mark.parametrize("density", [0.2, 0.6])
 @pytest.mark.parametrize("tiles", [1, 6])
 def test_sparse_input_gradient_by_window_runs_and_by_col_rows(geometry, density, tiles):
     # Below the product's density, without column padding dL/dx is formed channels-last by
-    # window runs (product from 50%), with it by one col row per position and col2im
-    # (product from 30%): both against the reference.
+    # window runs (product from 50% on AVX-512 hosts, 30% on others), with it by one col row
+    # per position and col2im (product from 30%): both sides against the reference. After
+    # the max pool dL/dI is at most 25% non-zero (the pool's 60% is 15% of dL/dI): runs.
     spec = stage_spec(6, **geometry)
     got = check_stage(spec, seed=7, grad_density=density, type="ipu-model", tiles_per_ipu=tiles)
     pairs = sum(r for *_, r in got["plan"]["shards"])
-    runs = geometry.get("padding", 0) in (0, (1, 0))
-    assert got["input_grad_dense_rows"] == (0 if runs or density < 0.3 else pairs)
+    pooled = bool(geometry.get("pools"))
+    assert got["input_grad_dense_rows"] == (0 if pooled or density < 0.3 else pairs)
 
 
 def test_first_stage_without_input_gradient_and_without_bias():
