@@ -6,7 +6,11 @@ both paths do about the same work per row, so the times on either side say which
 faster there. Each call builds its graph; the build is timed with the forward alone
 (grad None) and subtracted.
 
-    python bench/csnn_threshold.py [--rows 1600] [--repeats 3]
+    python bench/csnn_threshold.py [--rows 1600] [--repeats 3] [--codelets OBJECT.gp]
+
+With --codelets a codelet object built with the threshold forced (0: every row takes the
+product; 1001: none does) times one path at every density; under `perf record` the
+ConvInputGrad samples are that path's CPU time alone (docs/convolution.md).
 """
 
 from __future__ import annotations
@@ -31,8 +35,8 @@ SPEC = {
 }
 
 
-def timed(spec, x, w, b, d, repeats):
-    device = {"codelets": str(codelets_path()), "type": "cpu"}
+def timed(spec, x, w, b, d, repeats, codelets=None):
+    device = {"codelets": str(codelets or codelets_path()), "type": "cpu"}
     best = []
     for _ in range(repeats):
         t = time.perf_counter()
@@ -46,18 +50,19 @@ def main(argv=None):
     ap.add_argument("--rows", type=int, default=1600)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--densities", default="0.15,0.25,0.28,0.32,0.35,0.5")
+    ap.add_argument("--codelets", default=None, help="a codelet object (default: the package's)")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     spec = dict(SPEC, rows=args.rows)
     x = (rng.random((args.rows, 12, 12, 12)) < 0.05).astype(np.float32)
     w = rng.uniform(-0.06, 0.06, (64, 12, 5, 5)).astype(np.float32)
     b = np.zeros(64, np.float32)
-    forward, _ = timed(spec, x, w, b, None, args.repeats)
+    forward, _ = timed(spec, x, w, b, None, args.repeats, args.codelets)
     rows = []
     for density in (float(v) for v in args.densities.split(",")):
         d = rng.normal(size=(args.rows, 64, 8, 8)).astype(np.float32)
         d *= rng.random(d.shape) < density
-        seconds, out = timed(spec, x, w, b, d, args.repeats)
+        seconds, out = timed(spec, x, w, b, d, args.repeats, args.codelets)
         rows.append(
             {
                 "density": density,

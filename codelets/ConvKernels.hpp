@@ -278,10 +278,11 @@ inline popsnn::dense::Lanes keepBefore(popsnn::dense::Lanes v, popsnn::dense::La
 }
 
 // out[0, n) = sum_k coef[k] * rows[idx[k] * ld + (0, n)] (ADD: out +=): a few rows of a
-// matrix combined, a block of BLOCK_VECS vectors of out held in registers while every row
-// streams past (one load per multiply-add; an axpy per row would also load and store out
-// each time). With ADD, out's entries from `keep` on (rows zero-padded past a run) are left
-// as they were.
+// matrix combined, a block of 64 floats of out held in registers while every row streams
+// past (one load per multiply-add; an axpy per row would also load and store out each
+// time). On AVX2 that is 8 accumulators: with 4, each row's multiply-adds waited on the
+// last row's (the CSNN step took 1.03x the CPU time; bench/README.md). With ADD, out's
+// entries from `keep` on (rows zero-padded past a run) are left as they were.
 template <bool ADD = false>
 inline void combineRows(unsigned n, unsigned count, const float *__restrict coef,
                         const unsigned *__restrict idx, const float *__restrict rows, unsigned ld,
@@ -289,7 +290,7 @@ inline void combineRows(unsigned n, unsigned count, const float *__restrict coef
   using popsnn::dense::Lanes;
   using popsnn::dense::LANES;
   using popsnn::dense::loadLanes;
-  constexpr unsigned BLOCK_VECS = 4, BLOCK = BLOCK_VECS * LANES;
+  constexpr unsigned BLOCK_VECS = LANES >= 8 ? 64 / LANES : 4, BLOCK = BLOCK_VECS * LANES;
   // Stores one vector at k, its lanes past `keep` as they were.
   auto store = [&](unsigned k, Lanes v) {
     if (ADD && k + LANES > keep)
@@ -487,13 +488,20 @@ inline void weightGradByInputs(const Window &w, unsigned c, const float *__restr
 }
 
 // The fraction (per mille) of non-zero dL/dI entries from which ConvInputGrad runs the
-// blocked dense product (col = dL/dI^T . W, then col2im) rather than its per-entry path:
-// by window runs, measured (bench/csnn_threshold.py under perf, the CSNN's second
-// convolution, CPU time per row: runs 12 / 18 / 25 / 37 / 59 us at 10 / 25 / 40 / 60 / 100%,
-// the product 30-36 us at any density) to cross near 50%; by col rows (column padding),
-// 30% from the earlier, slower per-entry kernel (docs/convolution.md).
+// blocked dense product (col = dL/dI^T . W, then col2im) rather than its per-entry path,
+// measured (bench/csnn_threshold.py under perf, the CSNN's second convolution without its
+// pool, CPU time per row; docs/convolution.md). By col rows (column padding): 30%. By window
+// runs on AVX-512 hosts: runs 12 / 18 / 25 / 37 / 59 us at 10 / 25 / 40 / 60 / 100%, the
+// product 30-36 us at any density, so 50%. On AVX2 hosts the product (8-lane tiles) ran
+// 16-21 us at any density and the runs 14-16 / 18-23 / 22 / 27 / 36 us at 5 / 10 / 20 / 30
+// / 40%, so 30% there too. After a 2 x 2 max pool dL/dI is at most 25% non-zero, so the
+// runs always (the product took the CSNN step to 1.38x the CPU time on AVX2).
 constexpr unsigned DENSE_INPUT_GRAD_MIN_PER_MILLE = 300;
+#if defined(__AVX512F__) || defined(__IPU__) || defined(POPSNN_PLAIN_LOOPS)
 constexpr unsigned RUNS_DENSE_INPUT_GRAD_MIN_PER_MILLE = 500;
+#else
+constexpr unsigned RUNS_DENSE_INPUT_GRAD_MIN_PER_MILLE = DENSE_INPUT_GRAD_MIN_PER_MILLE;
+#endif
 
 } // namespace conv
 } // namespace popsnn
