@@ -394,7 +394,7 @@ private:
     if (!C::uniform && !Neuron::twoCurrents && (learnsBeta() || learnsThreshold()))
       constantGrads(t, b, gU); // Alpha's: in liveInputGrad, with its currents' terms
     const float *dI = liveInputGrad(t, b, c, gU, live);
-    publishLive(dI, n, live.ids, live.count, publishesGrad() ? gradOutRow(t, b) : nullptr,
+    publishLive(dI, n, live, publishesGrad() ? gradOutRow(t, b) : nullptr,
                 &gradBias[0], inputMode == INPUT_DIRECT ? &currentGradSum[0][b * n] : nullptr);
     if (gradList.size() != 0)
       appendGradList(dI, live, {&gradList[0][0], &gradListIds[0][0], &gradListValues[0][0]},
