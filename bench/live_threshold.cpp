@@ -100,8 +100,8 @@ int main(int argc, char **argv) {
     auto spikeRows = [&](bool few) {
       for (unsigned k = 0; k < calls; ++k)
         if (few)
-          popsnn::backward_rows::addAtSpikeCols(c.inputs[k].data(), dI.data(), n,
-                                                c.live[k].data(), count, grad.data());
+          popsnn::backward_rows::addAtSpikeCols(c.inputs[k].data(), dI.data(), n, c.live[k].data(),
+                                                count, grad.data());
         else
           popsnn::backward_rows::addAtSpikeRows(c.inputs[k].data(), dI.data(), n, grad.data());
     };
@@ -122,10 +122,10 @@ int main(int argc, char **argv) {
           }
       }
     };
-    for (auto [name, pass] : {std::pair<const char *, std::function<void(bool)>>{"input_rows",
-                                                                                 inputRows},
-                              {"spike_rows", spikeRows},
-                              {"row_pass", rowPass}}) {
+    for (auto [name, pass] :
+         {std::pair<const char *, std::function<void(bool)>>{"input_rows", inputRows},
+          {"spike_rows", spikeRows},
+          {"row_pass", rowPass}}) {
       double indexed = 1e30, whole = 1e30; // alternated, so both see the same machine
       for (unsigned r = 0; r < repeats; ++r) {
         indexed = std::min(indexed, minMs(1, [&] { pass(true); }));
