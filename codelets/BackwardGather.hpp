@@ -24,7 +24,7 @@ struct WeightGradRows {
   const LiveNeurons &live;
   bool fewCols;
   WeightGradRows(float *weights, const float *dI, unsigned n, const LiveNeurons &live)
-      : weights(weights), dI(dI), n(n), live(live), fewCols(live.sparseIn(n)) {}
+      : weights(weights), dI(dI), n(n), live(live), fewCols(live.fewForInputRows(n)) {}
 
   bool none() const { return !live.all && live.count == 0; } // nothing to add
   void addRow(unsigned i, float xi) const {

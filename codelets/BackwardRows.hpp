@@ -202,15 +202,11 @@ POPSNN_ONCE void addAtSpikeCols(const int *buf, const float *__restrict dI, unsi
   }
 }
 
-// addAtSpikeRows, or addAtSpikeCols on the live neurons where they are very few (below 1 /
-// LIVE_COLS_FRACTION of the shard): the rows fall at random, out of cache, and a whole row's
-// vector pass streams its lines where the indexed loop waits on each (bench/README.md: 1/8
-// against LiveNeurons' 1/4, 5% less backward at hidden 1,000, AVX2).
-constexpr unsigned LIVE_COLS_FRACTION = 8;
+// addAtSpikeRows, or addAtSpikeCols where few are live (LiveNeurons::fewForSpikeRows).
 template <class Live>
 inline void addAtSpikes(const int *buf, const float *__restrict dI, unsigned n, const Live &live,
                         float *__restrict rows) {
-  if (!live.all && LIVE_COLS_FRACTION * live.count < n)
+  if (live.fewForSpikeRows(n))
     addAtSpikeCols(buf, dI, n, live.ids, live.count, rows);
   else
     addAtSpikeRows(buf, dI, n, rows);

@@ -394,8 +394,8 @@ private:
     if (!C::uniform && !Neuron::twoCurrents && (learnsBeta() || learnsThreshold()))
       constantGrads(t, b, gU); // Alpha's: in liveInputGrad, with its currents' terms
     const float *dI = liveInputGrad(t, b, c, gU, live);
-    publishLive(dI, n, live.ids, live.count, publishesGrad() ? gradOutRow(t, b) : nullptr,
-                &gradBias[0], inputMode == INPUT_DIRECT ? &currentGradSum[0][b * n] : nullptr);
+    publishLive(dI, n, live, publishesGrad() ? gradOutRow(t, b) : nullptr, &gradBias[0],
+                inputMode == INPUT_DIRECT ? &currentGradSum[0][b * n] : nullptr);
     if (gradList.size() != 0)
       appendGradList(dI, live, {&gradList[0][0], &gradListIds[0][0], &gradListValues[0][0]},
                      (numSteps - 1 - t) * batch + b, gradListValues[0].size());
@@ -443,7 +443,7 @@ private:
     const int *prevOwn = t > 0 ? ownBuffer(t - 1, b) : nullptr;
     float *__restrict dI = &scratch[0];
     if constexpr (Neuron::twoCurrents || Neuron::synaptic) {
-      int *inList = &liveIds[0][b * (2 * n + 1) + 1 + n];
+      unsigned char *inList = liveFlags(&liveIds[0][b * (2 * n + 1)], n);
       float *__restrict gA = &gradMem[(batch + b) * n]; // dL/dJ, or Alpha's dL/dE
       float *__restrict gH = &gradMem[(2 * batch + b) * n];
       markSpikes(prevOwn, offset, inList, 2);

@@ -96,29 +96,39 @@ struct LiveNeurons {
   const int *ids = nullptr;
   unsigned count = 0;
   unsigned all = 1;
-  // Below a quarter of the shard an indexed loop beats a vector pass over all n.
-  bool sparseIn(unsigned n) const { return !all && 4 * count < n; }
+  // Every pass over them has two forms: an indexed loop over the live ids, or one vector pass
+  // over the whole shard of n (the others' values are 0: the same sums). "Few" is where the
+  // indexed loop is faster, a fraction of n measured per kind of pass (bench/live_threshold.cpp;
+  // bench/README.md, AVX2): one row of n in cache (the carry, dL/dI and its sums, zeroing);
+  bool fewForRow(unsigned n) const { return few(ROW_PASS, n); }
+  // the weight gradient's rows at an input's non-zeros, row += x_i dL/dI (rows out of cache);
+  bool fewForInputRows(unsigned n) const { return few(INPUT_ROWS, n); }
+  // the same at an id buffer's spikes, row += dL/dI (addAtSpikes).
+  bool fewForSpikeRows(unsigned n) const { return few(SPIKE_ROWS, n); }
+
+private:
+  static constexpr unsigned ROW_PASS = 8, INPUT_ROWS = 8, SPIKE_ROWS = 8; // below 1 / these
+  bool few(unsigned fraction, unsigned n) const { return !all && fraction * count < n; }
 };
 
-// The carry's decay over the live neurons (the others' carries are 0: with many live, one
-// vector pass over all n).
-inline void decayLive(float *__restrict gU, unsigned n, const int *__restrict ids, unsigned count,
-                      float beta) {
-  if (4 * count >= n)
+// The carry's decay over the live neurons (the others' carries are 0).
+inline void decayLive(float *__restrict gU, unsigned n, const LiveNeurons &live, float beta) {
+  if (!live.fewForRow(n))
     for (unsigned j = 0; j < n; ++j)
       gU[j] = beta * gU[j];
   else
-    for (unsigned k = 0; k < count; ++k)
-      gU[ids[k]] = beta * gU[ids[k]];
+    for (unsigned k = 0; k < live.count; ++k)
+      gU[live.ids[k]] = beta * gU[live.ids[k]];
 }
 
 // publishCarry over the live neurons only: dL/dI[t] written whole (0 off the live neurons),
 // added to the bias gradient and (direct input) to the sum over steps.
-inline void publishLive(const float *__restrict gU, unsigned n, const int *__restrict ids,
-                        unsigned count, float *__restrict out, float *__restrict gb,
-                        float *__restrict acc) {
-  if (4 * count >= n)
+inline void publishLive(const float *__restrict gU, unsigned n, const LiveNeurons &live,
+                        float *__restrict out, float *__restrict gb, float *__restrict acc) {
+  if (!live.fewForRow(n))
     return publishCarry(gU, n, out, gb, acc);
+  const int *__restrict ids = live.ids;
+  const unsigned count = live.count;
   if (out) {
     for (unsigned j = 0; j < n; ++j)
       out[j] = 0.0f;
@@ -133,13 +143,19 @@ inline void publishLive(const float *__restrict gU, unsigned n, const int *__res
 }
 
 // Adds the neurons of one step's gradient-trace entries (and, at the output, those with a
-// membrane-loss gradient) to a sample's live list: list = [count, ids[n], inList[n]] (flags:
-// bit 1 in the list). The list only grows over the backward's steps.
+// membrane-loss gradient) to a sample's live list: list = [count, ids[n], flags] (flags: n bytes,
+// liveFlags; bit 1 in the list). The list only grows over the backward's steps.
+inline unsigned char *liveFlags(int *list, unsigned n) {
+  // Bytes, not ints: each entry reads its neuron's flag at random, every sample's once per step,
+  // so fewer lines stay in cache (perf, hidden 200, B 256: the compressed backward's costliest
+  // instruction waited on that load).
+  return reinterpret_cast<unsigned char *>(list + 1 + n);
+}
 inline LiveNeurons joinLive(int *__restrict list, unsigned n,
                             const unsigned short *__restrict entryIds, unsigned entries,
                             const float *__restrict gMem) {
   int *__restrict ids = list + 1;
-  int *__restrict inList = ids + n;
+  unsigned char *__restrict inList = liveFlags(list, n);
   unsigned count = unsigned(list[0]);
   const auto join = [&](unsigned j) {
     if (!(inList[j] & 1)) {
@@ -165,14 +181,14 @@ inline LiveNeurons joinLive(int *__restrict list, unsigned n,
 }
 
 // Adds `mark` to the flags of an id buffer's spikes (none if buf is null).
-inline void markSpikes(const int *buf, unsigned offset, int *__restrict flags, int mark) {
+inline void markSpikes(const int *buf, unsigned offset, unsigned char *__restrict flags, int mark) {
   for (int k = 0; buf && k < buf[0]; ++k)
-    flags[unsigned(buf[codes::BUFFER_HEADER + k]) - offset] += mark;
+    flags[unsigned(buf[codes::BUFFER_HEADER + k]) - offset] += (unsigned char)mark;
 }
 
 // v[j] = 0 at the live neurons (every neuron where most are live).
 inline void zeroAtLive(float *__restrict v, unsigned n, const LiveNeurons &live) {
-  if (4 * live.count >= n)
+  if (!live.fewForRow(n))
     for (unsigned j = 0; j < n; ++j)
       v[j] = 0.0f;
   else
@@ -195,7 +211,7 @@ inline void liveMembraneGrad(const C &c, unsigned n, const unsigned short *ids, 
   }
   if constexpr (C::uniform && !Neuron::twoCurrents)
     if (!gMem)
-      decayLive(gU, n, live.ids, live.count, c.beta);
+      decayLive(gU, n, live, c.beta);
   for (unsigned k = 0; k < size; ++k) {
     const unsigned j = unsigned(ids[k]);
     gU[j] += vals[k] * eps[j];
