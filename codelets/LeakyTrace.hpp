@@ -219,7 +219,7 @@ inline unsigned appendMaskedIds(const unsigned short *__restrict masks, unsigned
     }
     lane = _mm512_add_epi32(lane, sixteen);
   }
-#elif defined(POPSNN_SPIKES_AVX2)
+#else // AVX2 (POPSNN_LANES16 without AVX-512)
   // 8 ids packed per byte of a mask by a table, no branch on the bits: twice the bit loop's
   // speed at 2-20% spikes (its branches per spike and per word mispredict)
   __m256i lane = firstLanes8(offset);
@@ -238,11 +238,6 @@ inline unsigned appendMaskedIds(const unsigned short *__restrict masks, unsigned
       needed = appendBits(s, offset + 16 * v, ids, needed, capacity);
     }
     lane = _mm256_add_epi32(lane, _mm256_add_epi32(eight, eight));
-  }
-#else // bit by bit, two masks (32 neurons) at a time
-  for (unsigned v = 0; v < vectors; v += 2) {
-    const unsigned bits = masks[v] | (v + 1 < vectors ? unsigned(masks[v + 1]) << 16 : 0u);
-    needed = appendBits(bits, offset + 16 * v, ids, needed, capacity);
   }
 #endif
   return needed;
