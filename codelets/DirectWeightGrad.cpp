@@ -120,8 +120,8 @@ public:
   unsigned nesterov;
 
   bool compute() {
-    const popsnn::optim::SgdStep s{*lr,         momentum,      oneMinusDampening,
-                                   weightDecay, nesterov != 0, *count == 0};
+    const popsnn::optim::SgdStep s =
+        popsnn::optim::sgdStep(*lr, momentum, oneMinusDampening, weightDecay, nesterov, *count);
     float *buf = momentum != 0.0f ? &momentumBuffer[0][0] : nullptr;
     float *scratch = &rows[0];
     const WeightGradRows grad(&x[0], numInputs, batch, numInputs, &currentGradSum[0], numNeurons,

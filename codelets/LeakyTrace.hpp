@@ -205,9 +205,7 @@ inline unsigned appendMaskedIds(const unsigned short *__restrict masks, unsigned
                                 unsigned offset, int *__restrict ids, unsigned capacity) {
   unsigned needed = 0;
 #ifdef __AVX512F__
-  __m512i lane =
-      _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                       _mm512_set1_epi32(int(offset)));
+  __m512i lane = lif::firstLanes(offset);
   const __m512i sixteen = _mm512_set1_epi32(16);
   for (unsigned v = 0; v < vectors; ++v) {
     const v16::M s = masks[v];

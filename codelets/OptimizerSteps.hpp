@@ -19,6 +19,12 @@ struct SgdStep {
   bool first; // the step that starts the momentum buffer as the gradient
 };
 
+// The constants of the step after `taken` steps.
+inline SgdStep sgdStep(float lr, float momentum, float oneMinusDampening, float weightDecay,
+                       unsigned nesterov, unsigned taken) {
+  return SgdStep{lr, momentum, oneMinusDampening, weightDecay, nesterov != 0, taken == 0};
+}
+
 // p -= lr * (the step's direction) over `size` entries; buf: the momentum buffer, or null
 // without momentum.
 inline void sgdEntries(const SgdStep &s, float *__restrict p, const float *__restrict g0,

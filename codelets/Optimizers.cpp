@@ -25,8 +25,8 @@ public:
   unsigned nesterov;
 
   bool compute() {
-    const popsnn::optim::SgdStep s{*lr,         momentum,      oneMinusDampening,
-                                   weightDecay, nesterov != 0, *count == 0};
+    const popsnn::optim::SgdStep s =
+        popsnn::optim::sgdStep(*lr, momentum, oneMinusDampening, weightDecay, nesterov, *count);
     float *buf = momentum != 0.0f ? &momentumBuffer[0][0] : nullptr;
     popsnn::optim::sgdEntries(s, &param[0], &grad[0], buf, param.size());
     *count = *count + 1;

@@ -197,6 +197,8 @@ Plan planNetwork(const NetworkSpec &spec, const TargetGeometry &target, const Sc
     layer.idTraceSize = std::size_t(codes::traceStarts(spec.numSteps, plan.chunkBatch)) +
                         std::size_t(rows) * codes::BUFFER_HEADER + spikes;
   }
+  plan.fusedWeightStep =
+      spec.input == InputMode::Direct && !spec.halfStorage && schedule.chunks == 1 && !target.ipu;
   std::vector<LayerPlan> &layers = plan.layers;
   for (unsigned l = 0; l + 1 < L; ++l) {
     // Per (step, sample) and receiving shard: n_k floats instead of a whole id buffer.

@@ -111,6 +111,13 @@ struct Plan {
   // [T, B, N_in] input as a list (NetworkSpec::inputActivity): its entries per chunk of
   // samples; 0: the dense block.
   std::size_t inputListCapacity = 0;
+  // The optimiser steps the first layer's weights a group of rows at a time as it computes
+  // their gradient (DirectWeightAdamStep / DirectWeightSgdStep): direct input, float storage,
+  // one chunk of the batch, on the cpu device. Elsewhere the gradient is written whole first:
+  // half storage unscales it, chunks sum it, and an IPU splits the product over its workers
+  // while one vertex owns the step counter. The training step then runs no DirectWeightGrad;
+  // the gradients-only program still does.
+  bool fusedWeightStep = false;
   std::vector<LayerPlan> layers;
   std::vector<LossGroup> lossGroups;
 };

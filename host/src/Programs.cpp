@@ -181,13 +181,13 @@ std::vector<Program> buildPrograms(GraphBuild &b, const ComputeSets &cs,
   passes.add(loss.scatter.program());
   passes.add(b.stepMajor() ? backwardStepMajor(b, cs) : backwardLayerMajor(b, cs));
   // The gradients (backward), and those a training step needs (trainBackward): with
-  // fusesWeightStep the optimiser steps the first layer's weights from x and dL/dI itself.
+  // Plan::fusedWeightStep the optimiser steps the first layer's weights from x and dL/dI itself.
   Sequence backward, trainBackward; // each a new Sequence around `passes`, added to apart
   backward.add(passes);
   trainBackward.add(passes);
   if (direct)
     backward.add(Execute(cs.directGrad));
-  if (direct && !fusesWeightStep(b))
+  if (direct && !b.plan.fusedWeightStep)
     trainBackward.add(Execute(cs.directGrad));
   const CopyList constantGrads = constantGradCopies(b);
   if (!constantGrads.src.empty()) { // a learned constant given once per layer: summed

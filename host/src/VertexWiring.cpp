@@ -19,11 +19,6 @@ unsigned neuronCode(const LayerSpec &s) {
   return unsigned(s.neuron);
 }
 
-bool fusesWeightStep(const GraphBuild &b) {
-  return b.spec.input == InputMode::Direct && !b.half() && b.chunks() == 1 &&
-         b.graph->getTarget().getTargetType() == TargetType::CPU;
-}
-
 namespace {
 
 // Vertices of any kind: constant fields and cycle estimates.
@@ -382,7 +377,7 @@ struct ShardWiring : Wiring {
       if (!layer.hasParam(p))
         continue;
       const bool fused =
-          p == P_WEIGHT && layer.inputMode == codes::INPUT_DIRECT && fusesWeightStep(b);
+          p == P_WEIGHT && layer.inputMode == codes::INPUT_DIRECT && b.plan.fusedWeightStep;
       const char *name = fused ? (sgd ? "DirectWeightSgdStep" : "DirectWeightAdamStep")
                                : (sgd ? "SgdStep" : "AdamStep");
       VertexRef v = b.graph->addVertex(csOptim, name);

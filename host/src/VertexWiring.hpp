@@ -24,14 +24,6 @@ struct ComputeSets {
   std::vector<poplar::ComputeSet> push, pushGrads;
 };
 
-// Whether the training step steps the direct-input layer's weights as it computes their
-// gradient (DirectWeightAdamStep / DirectWeightSgdStep in the optimiser's compute set) instead
-// of DirectWeightGrad then the optimiser: float storage (half's gradients are checked whole
-// for overflow first) and the whole batch at once (chunks sum their gradients first), on the
-// cpu device (an IPU splits the product over its workers). Program 1 then runs no
-// DirectWeightGrad; the gradients-only program (2) still does.
-bool fusesWeightStep(const GraphBuild &b);
-
 // Adds every vertex: per shard x.W (direct input), forward, backward and optimiser; the
 // loss; and, with the batch in chunks, the gradient accumulation. Returns the copies that
 // start the chunks' gradient totals (the first chunk's gradients and loss).

@@ -302,6 +302,7 @@ py::dict planToDict(const py::dict &spec, unsigned tiles, bool ipu, bool stepMaj
   out["loss_groups"] = groups;
   out["loss_tile"] = plan.lossTile;
   out["chunk_batch"] = plan.chunkBatch;
+  out["fused_weight_step"] = plan.fusedWeightStep;
   out["num_classes"] = plan.numClasses;
   // Bytes of popsnn's tensors per tile, counted without a graph.
   py::list tileBytes;

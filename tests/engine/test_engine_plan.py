@@ -71,6 +71,17 @@ def test_spread_halves_the_shards_and_chunks_divide_the_batch():
         _native.plan(spec([20, 64, 10], batch=12), 8, chunks=5)
 
 
+def test_the_first_layers_weight_step_fuses_only_where_its_gradient_need_not_be_whole():
+    """The optimiser steps direct-input weights as it computes their gradient on the cpu device,
+    in float, with the batch at once; half storage, chunks and IPU targets write it whole."""
+    direct = dict(spec([20, 30, 10], batch=8), input="direct")
+    assert _native.plan(direct, 4)["fused_weight_step"]
+    assert not _native.plan(dict(direct, input="per_step"), 4)["fused_weight_step"]
+    assert not _native.plan(dict(direct, dtype="float16"), 4)["fused_weight_step"]
+    assert not _native.plan(direct, 4, chunks=2)["fused_weight_step"]
+    assert not _native.plan(direct, 64, ipu=True)["fused_weight_step"]
+
+
 def test_loss_groups_one_per_16_ipu_tiles_from_the_last_tile_down():
     plan = _native.plan(spec([20, 30, 10], batch=8), 64, ipu=True)
     assert plan["loss_tile"] == 63
