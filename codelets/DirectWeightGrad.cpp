@@ -54,7 +54,7 @@ template class DirectWeightGrad<float>;
 template class DirectWeightGrad<half>;
 
 // The training step's first-layer weights (float storage, the whole batch at once, on the cpu
-// device: fusesWeightStep in host/src/VertexWiring.cpp): dL/dW a group of FUSED_STEP_ROWS rows
+// device: the plan's fusedWeightStep): dL/dW a group of FUSED_STEP_ROWS rows
 // at a time into `rows`, and those weights stepped while the rows are in cache -- the gradient
 // neither written out nor read back by a separate optimiser pass, which is bound by memory at
 // small batches. The same sums as DirectWeightGrad and the same per-entry step as AdamStep and
