@@ -194,9 +194,10 @@ inline void denseProduct(unsigned M, unsigned N, unsigned K, const float *a, uns
 // (per mille) of non-zero inputs up. Measured with bench/density_threshold.py on this
 // project's machines (results and method in bench/README.md; re-run it elsewhere). The
 // weight gradient's sparse kernel differs per instruction set: off AVX-512 it reuses a
-// [B, n] operand that stays in L2 one input at a time; on AVX-512 two inputs share each
-// loaded row (over the samples where either is non-zero), which pays on images, whose
-// neighbouring pixels are non-zero together, less on the script's scattered entries.
+// [B, n] operand that stays in L2 (measured one input at a time; two inputs now share each
+// loaded row, 1.13-1.19x on images, not re-measured here); on AVX-512 SPARSE_GROUP inputs
+// share each loaded row (over the samples where any is non-zero), which pays on images,
+// whose neighbouring pixels are non-zero together, less on the script's scattered entries.
 constexpr unsigned DENSE_CURRENT_MIN_PER_MILLE = 300;
 #if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS) && defined(__AVX512F__)
 constexpr unsigned DENSE_WEIGHT_GRAD_MIN_PER_MILLE = 350;

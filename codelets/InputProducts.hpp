@@ -245,6 +245,35 @@ inline void sparseInputTransposedProduct(const float *__restrict x, unsigned str
       },
       [&](unsigned i) { return compressNonzeroColumn(x + i, stride, batch, idx, val); }, idx, val,
       batch, g, n, out, n, n);
+#elif defined(POPSNN_FLOATS16)
+  // Two inputs at a time over the samples where either is non-zero (neighbouring pixels are
+  // non-zero together): each loaded row of g serves both inputs' sums, where one input at a
+  // time was bound by the loads of g from L2 (1.13-1.19x on MNIST's x at B 128, n 500-1,000:
+  // bench/README.md). Consecutive pairs read the same lines of x, from L1.
+  unsigned i = 0;
+  for (; i + 2 <= numInputs; i += 2) {
+    float *v0 = val, *v1 = val + batch;
+    unsigned found = 0;
+    for (unsigned b = 0; b < batch; ++b) { // branch-free: zeros fall at random
+      const float p = x[b * stride + i], q = x[b * stride + i + 1];
+      idx[found] = b;
+      v0[found] = p;
+      v1[found] = q;
+      found += (p != 0.0f) | (q != 0.0f);
+    }
+    sparseRowPairSum(idx, v0, v1, found, g, n, out + std::size_t(i) * n,
+                     out + std::size_t(i + 1) * n, n);
+  }
+  if (i < numInputs) { // the last, odd input alone
+    unsigned found = 0;
+    for (unsigned b = 0; b < batch; ++b) {
+      const float v = x[b * stride + i];
+      idx[found] = b;
+      val[found] = v;
+      found += v != 0.0f;
+    }
+    sparseRowCombination(idx, val, found, g, n, out + std::size_t(i) * n, n);
+  }
 #else
   constexpr unsigned GROUP = SPARSE_INPUT_GROUP;
   for (unsigned i0 = 0; i0 < numInputs; i0 += GROUP) {

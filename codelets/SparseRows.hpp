@@ -225,6 +225,59 @@ inline void sparseRowSum(const unsigned *__restrict idx, Values value, unsigned 
 #endif
 }
 
+#ifdef POPSNN_FLOATS16
+// V vectors of 16 columns of two sums over one list: out0 (out1) = sum_k v0[k] (v1[k]) x row.
+template <unsigned V>
+inline void sparseRowPairBlock(const unsigned *__restrict idx, const float *__restrict v0,
+                               const float *__restrict v1, unsigned count,
+                               const float *__restrict rows, unsigned rowStride,
+                               float *__restrict out0, float *__restrict out1) {
+  Floats16 acc0[V], acc1[V];
+  for (unsigned c = 0; c < V; ++c)
+    acc0[c] = Floats16{}, acc1[c] = Floats16{};
+  for (unsigned k = 0; k < count; ++k) {
+    prefetchRowBlock<V>(idx, k, count, rows, rowStride);
+    const float s0 = v0[k], s1 = v1[k];
+    const float *__restrict row = rows + idx[k] * rowStride;
+#pragma GCC unroll 8
+    for (unsigned c = 0; c < V; ++c) {
+      const Floats16 r = loadFloats16(row + 16 * c);
+      acc0[c] += s0 * r;
+      acc1[c] += s1 * r;
+    }
+  }
+  for (unsigned c = 0; c < V; ++c) {
+    storeFloats16(out0 + 16 * c, acc0[c]);
+    storeFloats16(out1 + 16 * c, acc1[c]);
+  }
+}
+
+// Two rows of sums over one list, each as sparseRowSum's into zero (k in order per entry):
+// out0[0..n) = sum_k v0[k] * rows[idx[k] * rowStride + (0..n)], out1 by v1. Each loaded block
+// of a listed row serves both sums: half the loads per multiply-add of one row at a time.
+inline void sparseRowPairSum(const unsigned *__restrict idx, const float *__restrict v0,
+                             const float *__restrict v1, unsigned count,
+                             const float *__restrict rows, unsigned rowStride,
+                             float *__restrict out0, float *__restrict out1, unsigned n) {
+  unsigned j = 0;
+  for (; j + 32 <= n; j += 32)
+    sparseRowPairBlock<2>(idx, v0, v1, count, rows + j, rowStride, out0 + j, out1 + j);
+  if (j + 16 <= n) {
+    sparseRowPairBlock<1>(idx, v0, v1, count, rows + j, rowStride, out0 + j, out1 + j);
+    j += 16;
+  }
+  for (unsigned c = j; c < n; ++c)
+    out0[c] = 0.0f, out1[c] = 0.0f;
+  for (unsigned k = 0; k < count; ++k) {
+    const float *__restrict row = rows + idx[k] * rowStride;
+    for (unsigned c = j; c < n; ++c) {
+      out0[c] += v0[k] * row[c];
+      out1[c] += v1[k] * row[c];
+    }
+  }
+}
+#endif
+
 inline void sparseRowCombination(const unsigned *__restrict idx, const float *__restrict val,
                                  unsigned count, const float *__restrict rows, unsigned rowStride,
                                  float *__restrict out, unsigned n) {
