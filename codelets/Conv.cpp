@@ -141,9 +141,8 @@ public:
     };
     for (unsigned r = 0; r < rows; ++r) {
       const float *__restrict xr = &x[r * w.inSize()];
-      unsigned activeX = NOT_LISTED; // a row pooledRow declines comes with its inputs listed
       if (Layout::CHANNELS_LAST &&
-          pooledRow(w, c, r, xr, am, col, gT, rowBuf, idx, tapIds, active, activeX, byGradients))
+          pooledRow(w, c, r, xr, am, col, gT, rowBuf, idx, tapIds, active, byGradients))
         continue;
       const float *__restrict gr = gradRow<Layout>(w, c, &grad[0], am, r, rowBuf);
       const unsigned activeG =
@@ -151,8 +150,7 @@ public:
       active += activeG;
       if (!activeG) // a row the sparse rule masked whole: its inputs are not listed either
         continue;
-      if (activeX == NOT_LISTED)
-        activeX = nonzeroIndices(xr, w.inSize(), idx);
+      const unsigned activeX = nonzeroIndices(xr, w.inSize(), idx);
       if (byGradients(activeG, activeX)) {
         weightGradByGradients<Layout>(w, c, xr, gr, col, coef, chan, &gradWeights[0], tapIds);
       } else {
@@ -169,24 +167,22 @@ public:
   }
 
 private:
-  static constexpr unsigned NOT_LISTED = ~0u;
   // A row of the pool's gradient (ChannelsLast) that is empty, or cheaper by gradients (a
   // rule's sparse rows), done here from the pool's gradient: positions listed by
   // pooledPositions (no dL/dI row formed, no scan of its P x c entries), the bias sums
   // taken from the lists in position order (the same floats as over the formed row: the
-  // zeros skipped add +-0 to a sum that is never -0). Returns false for the other rows,
-  // their non-zero inputs left listed in idx (activeX of them), so not listed again.
+  // zeros skipped add +-0 to a sum that is never -0). Returns false for the other rows.
   template <class Choice>
   bool pooledRow(const Window &w, unsigned c, unsigned r, const float *__restrict xr,
                  const unsigned *am, float *__restrict col, float *__restrict sums,
                  float *__restrict lists, unsigned *__restrict idx, unsigned *__restrict tapIds,
-                 unsigned &active, unsigned &activeX, Choice byGradients) {
+                 unsigned &active, Choice byGradients) {
     const unsigned Q = w.outPositions() / 4;
     const float *__restrict pg = &grad[std::size_t(r) * c * Q];
     const unsigned activeG = unsigned(popsnn::dense::countNonzero(pg, 1, c * Q, 0));
     if (!activeG)
       return true;
-    activeX = nonzeroIndices(xr, w.inSize(), idx);
+    const unsigned activeX = nonzeroIndices(xr, w.inSize(), idx);
     if (!byGradients(activeG, activeX))
       return false;
     active += activeG;
