@@ -40,13 +40,44 @@ def reached(H: int, W: int, k: int, Ho: int, Wo: int) -> np.ndarray:
     return count
 
 
+def floor(work: dict, grads: int, rows: int, args) -> None:
+    """Each kernel's time at the FMA rate (the floor) and the bytes its inner loop moves:
+    the scatter and the weight gradient by inputs load a tap (a dL/dI run) and load and
+    store their output per multiply-add (12 bytes); the input gradient's window runs load
+    one weight per multiply-add (4 bytes; dL/dx in registers, loaded and stored once per
+    run of 64 floats), from L2 when a position reads all kH rows of runs (80 KB in the
+    CSNN), from L1 when one kernel row's runs (16 KB) serve a batch of positions."""
+    # 5 runs of 64 floats a position with entries (at most one a non-zero dL/dI entry)
+    runs = 5 * 64 * min(grads, rows * 64)
+    moved = {
+        "forward (2nd conv)": 12 * work["forward (2nd conv)"][0],
+        "weight_grad (2nd conv, the fewer)": 12 * work["weight_grad (2nd conv, the fewer)"][0],
+        "input_grad (2nd conv, window runs)": 4 * grads * 5 * 64 + 8 * runs,
+    }
+    total = sum(done for done, _ in work.values())
+    print(
+        f"floor: {total / 1e6:.0f} MMAC a step = {1e3 * total / (args.peak * 1e9):.1f} ms of one "
+        f"core at {args.peak:.1f} GMAC/s (16 a cycle at {args.ghz} GHz)"
+    )
+    for name, nbytes in moved.items():
+        ms = 1e3 * work[name][0] / (args.peak * 1e9)
+        print(f"{name:38s} floor {ms:5.1f} ms, {nbytes / 1e9:5.2f} GB through L1")
+    l2 = 4 * grads * 5 * 64  # the weight runs' bytes, all from L2 position by position
+    print(
+        f"input_grad weights from L2 position by position: {l2 / 1e9:.2f} GB = "
+        f"{1e3 * l2 / (32 * args.ghz * 1e9):.1f} ms at 32 bytes a cycle"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--ms", action="append", default=[], help="kernel=CPU ms per step")
-    ap.add_argument("--peak", type=float, default=41.5, help="GMAC/s of one core (FMA rate)")
+    ap.add_argument("--ghz", type=float, default=2.45, help="core clock (this AMD EPYC's)")
+    ap.add_argument("--peak", type=float, help="GMAC/s of one core (default: 16 a cycle)")
     ap.add_argument("--rule", default="none", help="sparse rule: none, window:B, one_sided:G")
     args = ap.parse_args()
+    args.peak = args.peak or 16 * args.ghz  # two 8-float FMAs a cycle (AVX2; AVX-512 fuses 16)
     model, x, y = workload(args.batch, args.rule)
     ref = popsnn.Model(
         model.net,
@@ -92,6 +123,7 @@ def main() -> None:
     print(f"{'kernel':38s} {'done MMAC':>10s} {'dense MMAC':>11s} {'done/dense':>10s}")
     for name, (done, full) in work.items():
         print(f"{name:38s} {done / 1e6:10.1f} {full / 1e6:11.1f} {done / full:10.3f}")
+    floor(work, grads, rows, args)
     keys = {
         "forward": "forward (2nd conv)",
         "weight_grad": "weight_grad (2nd conv, the fewer)",

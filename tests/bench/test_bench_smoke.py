@@ -586,6 +586,31 @@ def test_dsnn_results_keep_one_run_per_machine_kind(tmp_path, monkeypatch):
     assert f"MNIST input, {kind} machine: popsnn >= 30,000 images/s | 2 " in goals
 
 
+def test_csnn_results_keep_one_run_per_machine_kind(tmp_path, monkeypatch):
+    """A csnn run (its dense and window-rule rows) replaces its own machine kind's rows and
+    keeps the other kind's, so an AVX2 run is saved beside the AVX-512 one."""
+    run = pytest.importorskip("run")
+    kind = run.ex.machine()["vector_isa"]
+    other = "avx512" if kind != "avx512" else "avx2"
+    fresh = [{"popsnn_images_per_s": 2.0}, {"popsnn_images_per_s": 3.0, "sparse": "window:0.2"}]
+    monkeypatch.setattr(run.ex, "exp_csnn", lambda *a, **k: [dict(r) for r in fresh])
+    monkeypatch.setattr(run, "RESULTS", tmp_path)
+    old = [
+        {"popsnn_images_per_s": 1_590.0, "machine": {"vector_isa": other}},
+        {"popsnn_images_per_s": 1_530.0, "sparse": "window:0.2", "machine": {"vector_isa": other}},
+        {"popsnn_images_per_s": 1.0, "machine": {"vector_isa": kind}},
+    ]
+    (tmp_path / "csnn.json").write_text(json.dumps(old))
+    assert run.main(["csnn", "--quick", "--repeats", "1"]) == 0
+    rows = json.loads((tmp_path / "csnn.json").read_text())
+    assert [(r["machine"]["vector_isa"], r["popsnn_images_per_s"]) for r in rows] == [
+        (other, 1_590.0),
+        (other, 1_530.0),
+        (kind, 2.0),
+        (kind, 3.0),
+    ]
+
+
 def test_sparse_goal_takes_accuracy_from_the_seeded_run_when_it_covers_the_case():
     """A --quick speed run's single short training cannot tell one point apart: where
     sparse_accuracy ran the case's data set and width over seeds, its mean change decides."""
