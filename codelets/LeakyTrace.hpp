@@ -34,9 +34,10 @@ namespace v16 = lanes16;
 // Vectors of 16 neurons per backward block (a pair of samples' 4 vectors each: 4 membrane
 // chains in flight per recompute, each step waiting on the last spike); a block buffers the
 // recomputed surrogates of up to codes::TRACE_MAX_STEPS steps (x 16 x 8 floats: 32 KiB).
-// And per forward block (4 chains again; AVX2 keeps the inputs in memory, not registers).
+// And per forward block: 4 chains again on AVX-512; 3 on AVX2, whose 16 registers 4 vectors'
+// membranes, spike lanes and inputs overfill (the forward kernel ~1.3x faster at 3 than at 4).
 constexpr unsigned TRACE_BACKWARD_VECS = 8;
-constexpr unsigned TRACE_FORWARD_VECS = 4;
+constexpr unsigned TRACE_FORWARD_VECS = v16::REGISTERS < 32 ? 3 : 4;
 // The widest next-layer row (padded) whose T steps a backward gathers at once per pair of
 // samples (2 x TRACE_MAX_STEPS x 32 floats: 16 KiB), rather than once per block and step.
 constexpr unsigned GATHER_ONCE_WIDTH = 32;
