@@ -4,7 +4,10 @@
 // per 16 neurons), so the host and the vertices do not see which. Each operation is the
 // AVX-512 intrinsic's, lane for lane; AVX2 has no masked arithmetic, so a mask becomes a lane
 // vector where one is needed (and AMD's masked loads and stores are microcoded: the masked
-// forms take them only for a partial vector).
+// forms take them only for a partial vector). A compare's result is a Lanes: the mask
+// register on AVX-512, on AVX2 the compare's all-ones / zero lanes themselves, made into bits
+// (bitsOf) only where stored, so a spike's mask does not go to bits and back to a vector on
+// the membrane's chain every step.
 #pragma once
 
 #if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS) &&                                           \
@@ -35,10 +38,14 @@ inline F mul(F a, F b) { return _mm512_mul_ps(a, b); }
 inline F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
 inline F fnmadd(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); } // c - a b
 inline F abs(F a) { return _mm512_abs_ps(a); }
-inline M greater(M m, F a, F b) { return _mm512_mask_cmp_ps_mask(m, a, b, _CMP_GT_OQ); }
-inline F zeroOff(M m, F a) { return _mm512_maskz_mov_ps(m, a); }         // lanes off m zero
-inline F subOn(F a, M m, F b) { return _mm512_mask_sub_ps(a, m, a, b); } // a - b on m
-inline F mulOn(M m, F a, F b) { return _mm512_maskz_mul_ps(m, a, b); }   // a b on m, else 0
+using Lanes = __mmask16;
+inline Lanes noLanes() { return 0; }
+inline Lanes lanesOf(M m) { return m; }
+inline M bitsOf(Lanes l) { return l; }
+inline Lanes greater(M m, F a, F b) { return _mm512_mask_cmp_ps_mask(m, a, b, _CMP_GT_OQ); }
+inline F zeroOff(Lanes l, F a) { return _mm512_maskz_mov_ps(l, a); }         // lanes off l zero
+inline F zeroOn(Lanes l, F a) { return _mm512_maskz_mov_ps(Lanes(~l), a); }  // lanes on l zero
+inline F subOn(F a, Lanes l, F b) { return _mm512_mask_sub_ps(a, l, a, b); } // a - b on l
 // a on the lanes of m where s != 0 (NaN included), else 0.
 inline F onNonzero(M m, F s, F a) {
   return _mm512_maskz_mov_ps(_mm512_mask_cmp_ps_mask(m, s, zero(), _CMP_NEQ_UQ), a);
@@ -92,19 +99,30 @@ inline F abs(F a) {
   const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   return {_mm256_and_ps(a.lo, magnitude), _mm256_and_ps(a.hi, magnitude)};
 }
-inline M maskOf(__m256 lo, __m256 hi) {
-  return M(unsigned(_mm256_movemask_ps(lo)) | unsigned(_mm256_movemask_ps(hi)) << 8);
+// A compare's lanes, all ones or zero (the bits of a Lanes are its sign bits).
+struct Lanes {
+  __m256 lo, hi;
+};
+inline Lanes noLanes() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+inline Lanes lanesOf(M m) {
+  return {_mm256_castsi256_ps(laneBits(m & 0xffu)), _mm256_castsi256_ps(laneBits(m >> 8))};
 }
-inline M greater(M m, F a, F b) {
-  return M(m &
-           maskOf(_mm256_cmp_ps(a.lo, b.lo, _CMP_GT_OQ), _mm256_cmp_ps(a.hi, b.hi, _CMP_GT_OQ)));
+inline M bitsOf(Lanes l) {
+  return M(unsigned(_mm256_movemask_ps(l.lo)) | unsigned(_mm256_movemask_ps(l.hi)) << 8);
 }
-inline F zeroOff(M m, F a) {
-  return {_mm256_and_ps(a.lo, _mm256_castsi256_ps(laneBits(m & 0xffu))),
-          _mm256_and_ps(a.hi, _mm256_castsi256_ps(laneBits(m >> 8)))};
+inline Lanes greater(M m, F a, F b) {
+  Lanes l = {_mm256_cmp_ps(a.lo, b.lo, _CMP_GT_OQ), _mm256_cmp_ps(a.hi, b.hi, _CMP_GT_OQ)};
+  if (m != 0xffff) { // the last vector of a row only; constant elsewhere, so no test
+    const Lanes on = lanesOf(m);
+    l = {_mm256_and_ps(l.lo, on.lo), _mm256_and_ps(l.hi, on.hi)};
+  }
+  return l;
 }
-inline F subOn(F a, M m, F b) { return sub(a, zeroOff(m, b)); } // a - 0 is a, bit for bit
-inline F mulOn(M m, F a, F b) { return zeroOff(m, mul(a, b)); }
+inline F zeroOff(Lanes l, F a) { return {_mm256_and_ps(l.lo, a.lo), _mm256_and_ps(l.hi, a.hi)}; }
+inline F zeroOn(Lanes l, F a) {
+  return {_mm256_andnot_ps(l.lo, a.lo), _mm256_andnot_ps(l.hi, a.hi)};
+}
+inline F subOn(F a, Lanes l, F b) { return sub(a, zeroOff(l, b)); } // a - 0 is a, bit for bit
 // onNonzero's AVX2 form: the compare's lanes kept as a vector mask (the round trip through
 // mask bits cost more than the product it guards in the backward's per-step epilogue).
 inline F onNonzero(M m, F s, F a) {

@@ -34,9 +34,10 @@ namespace v16 = lanes16;
 // Vectors of 16 neurons per backward block (a pair of samples' 4 vectors each: 4 membrane
 // chains in flight per recompute, each step waiting on the last spike); a block buffers the
 // recomputed surrogates of up to codes::TRACE_MAX_STEPS steps (x 16 x 8 floats: 32 KiB).
-// And per forward block (4 chains again; AVX2 keeps the inputs in memory, not registers).
+// And per forward block: 4 chains again on AVX-512; 3 on AVX2, whose 16 registers 4 vectors'
+// membranes, spike lanes and inputs overfill (the forward kernel ~1.3x faster at 3 than at 4).
 constexpr unsigned TRACE_BACKWARD_VECS = 8;
-constexpr unsigned TRACE_FORWARD_VECS = 4;
+constexpr unsigned TRACE_FORWARD_VECS = v16::REGISTERS < 32 ? 3 : 4;
 // The widest next-layer row (padded) whose T steps a backward gathers at once per pair of
 // samples (2 x TRACE_MAX_STEPS x 32 floats: 16 KiB), rather than once per block and step.
 constexpr unsigned GATHER_ONCE_WIDTH = 32;
@@ -117,12 +118,11 @@ template <unsigned SURROGATE> inline v16::F leakSurrogate(v16::F d, const LeakVe
 // a - threshold rounded once, bit for bit the fused form's, with the spike as a mask (no
 // 0/1 vector to make each step) and an add in place of a multiply-add on the chain.
 template <unsigned RESET>
-inline v16::F leakUpdate(v16::F u, v16::F x, v16::M s, const LeakVectors &c) {
+inline v16::F leakUpdate(v16::F u, v16::F x, v16::Lanes s, const LeakVectors &c) {
   if constexpr (RESET == RESET_SUBTRACT) {
     return v16::subOn(v16::fmadd(c.beta, u, x), s, c.threshold);
-  } else if constexpr (RESET == RESET_ZERO) {
-    const v16::F p = v16::zeroOff(s, c.one);
-    return v16::fmadd(v16::mul(c.beta, v16::sub(c.one, p)), u, x);
+  } else if constexpr (RESET == RESET_ZERO) { // beta (1 - S) is beta or +0 exactly
+    return v16::fmadd(v16::zeroOn(s, c.beta), u, x);
   } else {
     return v16::fmadd(c.beta, u, x);
   }
@@ -131,16 +131,16 @@ inline v16::F leakUpdate(v16::F u, v16::F x, v16::M s, const LeakVectors &c) {
 // Synaptic's update (Synaptic::forwardRow, multiply-adds fused as GCC fuses that loop's):
 // J = alpha J + I, then U from J as Leaky's from I; the zero reset zeroes the whole update.
 template <unsigned RESET>
-inline v16::F synapticUpdate(v16::F u, v16::F j, v16::M s, const LeakVectors &c) {
+inline v16::F synapticUpdate(v16::F u, v16::F j, v16::Lanes s, const LeakVectors &c) {
   if constexpr (RESET == RESET_ZERO)
-    return v16::zeroOff(v16::M(~s), v16::fmadd(c.beta, u, j));
+    return v16::zeroOn(s, v16::fmadd(c.beta, u, j));
   else
     return leakUpdate<RESET>(u, j, s, c);
 }
 
 // One step of the model's states from the input x: U (mem) alone, or SYN: J (cur), then U.
 template <unsigned RESET, bool SYN>
-inline void stateUpdate(v16::F &mem, v16::F &cur, v16::F x, v16::M s, const LeakVectors &c) {
+inline void stateUpdate(v16::F &mem, v16::F &cur, v16::F x, v16::Lanes s, const LeakVectors &c) {
   if constexpr (SYN) {
     cur = v16::fmadd(c.alpha, cur, x);
     mem = synapticUpdate<RESET>(mem, cur, s, c);
@@ -163,19 +163,19 @@ inline void leakForwardSteps(const LeakVectors &c, unsigned T, const float *__re
                              float *__restrict u, float *__restrict j, float *__restrict prev,
                              unsigned short *__restrict masks, unsigned maskStep, v16::M lastMask) {
   v16::F in[V], mem[V], cur[V];
-  v16::M spk[V]; // S[t-1] (stored as 0 / 1)
+  v16::Lanes spk[V]; // S[t-1] (stored as 0 / 1)
 #pragma GCC unroll 8
   for (unsigned v = 0; v < V; ++v) {
     in[v] = v16::loadMasked(laneMask(v, V, lastMask), x + 16 * v);
     mem[v] = cur[v] = v16::zero();
-    spk[v] = 0;
+    spk[v] = v16::noLanes();
   }
   for (unsigned t = 0; t < T; ++t)
 #pragma GCC unroll 8
     for (unsigned v = 0; v < V; ++v) {
       stateUpdate<RESET, SYN>(mem[v], cur[v], in[v], spk[v], c);
       spk[v] = v16::greater(laneMask(v, V, lastMask), mem[v], c.threshold);
-      masks[std::size_t(t) * maskStep + v] = spk[v];
+      masks[std::size_t(t) * maskStep + v] = v16::bitsOf(spk[v]);
     }
 #pragma GCC unroll 8
   for (unsigned v = 0; v < V; ++v) {
@@ -243,17 +243,17 @@ inline unsigned appendMaskedIds(const unsigned short *__restrict masks, unsigned
 
 // The forward's surrogates of vectors [v0, v0 + W) of a block of V, steps 0..T-1, recomputed
 // from I (x) and the zero state into sg[t * 16 V + 16 v], and the spikes of each step into
-// spikes[t * V + v] (for the zero reset's backward). SYN: Synaptic's two states (J, U).
+// spikes[t * V + v] (only the zero reset's backward reads them). SYN: Synaptic's two states.
 template <unsigned W, unsigned V, unsigned RESET, unsigned SURROGATE, bool SYN>
 inline void leakRecompute(const LeakVectors &c, unsigned T, const float *__restrict x, unsigned v0,
                           v16::M lastMask, float *__restrict sg, v16::M *__restrict spikes) {
   v16::F in[W], mem[W], cur[W];
-  v16::M spk[W];
+  v16::Lanes spk[W];
 #pragma GCC unroll 8
   for (unsigned w = 0; w < W; ++w) {
     in[w] = v16::loadMasked(laneMask(v0 + w, V, lastMask), x + 16 * (v0 + w));
     mem[w] = cur[w] = v16::zero();
-    spk[w] = 0;
+    spk[w] = v16::noLanes();
   }
   for (unsigned t = 0; t < T; ++t)
 #pragma GCC unroll 8
@@ -261,9 +261,9 @@ inline void leakRecompute(const LeakVectors &c, unsigned T, const float *__restr
       const unsigned v = v0 + w;
       stateUpdate<RESET, SYN>(mem[w], cur[w], in[w], spk[w], c);
       v16::store(sg + (t * V + v) * 16, leakSurrogate<SURROGATE>(v16::sub(mem[w], c.threshold), c));
-      const v16::M s = v16::greater(laneMask(v, V, lastMask), mem[w], c.threshold);
-      spikes[t * V + v] = s;
-      spk[w] = s;
+      spk[w] = v16::greater(laneMask(v, V, lastMask), mem[w], c.threshold);
+      if constexpr (RESET == RESET_ZERO)
+        spikes[t * V + v] = v16::bitsOf(spk[w]);
     }
 }
 
@@ -368,12 +368,12 @@ inline void leakCarries(const LeakVectors &c, unsigned T, const BackwardRows &in
         const unsigned v = V0 + w;
         const v16::F term = v16::load(sg[s] + (t * V + v) * 16);
         if constexpr (RESET == RESET_ZERO) // a spike at t cuts the leak path
-          carry[s][w] = v16::zeroOff(v16::M(~spikes[s][t * V + v]), carry[s][w]);
+          carry[s][w] = v16::zeroOn(v16::lanesOf(spikes[s][t * V + v]), carry[s][w]);
         carry[s][w] = v16::fmadd(c.beta, carry[s][w], term);
         v16::F dI = carry[s][w];
         if constexpr (SYN) {
           if (RESET == RESET_ZERO && t > 0) // S[t-1] reset U[t]'s whole update, J's term too
-            dI = v16::zeroOff(v16::M(~spikes[s][(t - 1) * V + v]), dI);
+            dI = v16::zeroOn(v16::lanesOf(spikes[s][(t - 1) * V + v]), dI);
           dI = carryJ[s][w] = v16::fmadd(c.alpha, carryJ[s][w], dI);
         }
         sum[s][w] = t + 1 == T ? dI : v16::add(sum[s][w], dI);
