@@ -14,6 +14,20 @@ namespace lif {
 // lists of samples; the current's scratch is given at sparseInputProduct).
 constexpr unsigned SPARSE_INPUT_GROUP = 16;
 
+// The positions k < count of x's non-zero entries (x[k * stride]) into idx, their values into
+// val; returns how many. Branch-free: zeros fall at random.
+inline unsigned listNonzero(const float *__restrict x, unsigned stride, unsigned count,
+                            unsigned *__restrict idx, float *__restrict val) {
+  unsigned found = 0;
+  for (unsigned k = 0; k < count; ++k) {
+    const float v = x[k * stride];
+    idx[found] = k;
+    val[found] = v;
+    found += v != 0.0f;
+  }
+  return found;
+}
+
 #ifdef POPSNN_SPARSE_ROWS_AVX512
 // R rows of `length` entries, 16 at a time (load(r, i0, m): entries i0.. of row r, lanes off
 // m zero): the positions where any row is non-zero (NaN counts) as ids, in order, and each
@@ -215,13 +229,7 @@ inline void sparseInputProduct(const float *__restrict x, unsigned batch, unsign
                                const float *__restrict w, unsigned n, unsigned *__restrict idx,
                                float *__restrict val, float *__restrict out, bool = false) {
   for (unsigned b = 0; b < batch; ++b) {
-    const float *__restrict xb = x + b * nIn;
-    unsigned count = 0;
-    for (unsigned i = 0; i < nIn; ++i) { // branch-free: zeros fall at random
-      idx[count] = i;
-      val[count] = xb[i];
-      count += xb[i] != 0.0f;
-    }
+    const unsigned count = listNonzero(x + b * nIn, 1, nIn, idx, val);
     sparseRowCombination(idx, val, count, w, n, out + b * n, n);
   }
 }
@@ -265,13 +273,7 @@ inline void sparseInputTransposedProduct(const float *__restrict x, unsigned str
                      out + std::size_t(i + 1) * n, n);
   }
   if (i < numInputs) { // the last, odd input alone
-    unsigned found = 0;
-    for (unsigned b = 0; b < batch; ++b) {
-      const float v = x[b * stride + i];
-      idx[found] = b;
-      val[found] = v;
-      found += v != 0.0f;
-    }
+    const unsigned found = listNonzero(x + i, stride, batch, idx, val);
     sparseRowCombination(idx, val, found, g, n, out + std::size_t(i) * n, n);
   }
 #else
@@ -282,16 +284,8 @@ inline void sparseInputTransposedProduct(const float *__restrict x, unsigned str
     // One input at a time, its count in a register (counts in an array, updated sample by
     // sample for every input, made each update wait on the last); the group's lines of x
     // stay in L1 over its inputs.
-    for (unsigned c = 0; c < group; ++c) {
-      unsigned found = 0;
-      for (unsigned b = 0; b < batch; ++b) { // branch-free: zeros fall at random
-        const float v = x[b * stride + i0 + c];
-        idx[c * batch + found] = b;
-        val[c * batch + found] = v;
-        found += v != 0.0f;
-      }
-      count[c] = found;
-    }
+    for (unsigned c = 0; c < group; ++c)
+      count[c] = listNonzero(x + i0 + c, stride, batch, &idx[c * batch], &val[c * batch]);
     for (unsigned c = 0; c < group; ++c)
       sparseRowCombination(&idx[c * batch], &val[c * batch], count[c], g, n, out + (i0 + c) * n, n);
   }
