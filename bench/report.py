@@ -120,11 +120,12 @@ def latency_table(rows) -> str:
     """Milliseconds per training step at small batches, and popsnn's ratios."""
     systems = _systems(rows)
     others = [s for s in systems if s != "popsnn"]
-    head = ["batch"] + [f"{SHORT[s]} ms/step" for s in systems]
+    head = ["machine kind", "batch"] + [f"{SHORT[s]} ms/step" for s in systems]
     head += [f"popsnn / {SHORT[s]}" for s in others] + ["limit ms/step"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [str(r["batch"])] + [_f(r.get(f"{s}_step_ms"), "{:.2f}") for s in systems]
+        cells = [machine_kind(r), str(r["batch"])]
+        cells += [_f(r.get(f"{s}_step_ms"), "{:.2f}") for s in systems]
         cells += [_f(r.get(f"popsnn_over_{s}"), "{:.1f}x") for s in others]
         cells.append(_f(r.get("limit_step_ms"), "{:.3f}"))
         lines.append("| " + " | ".join(cells) + " |")
@@ -255,11 +256,12 @@ def _dsnn_goals(res: dict) -> list:
         for r in res.get(name) or []
         if r.get("batch") == 8 and r.get("popsnn_over_snntorch")
     ]
-    if small:
-        v = small[0]["popsnn_over_snntorch"]
+    for kind in dict.fromkeys(machine_kind(r) for r in small):
+        r = next(r for r in small if machine_kind(r) == kind)
+        v = r["popsnn_over_snntorch"]
         lines.append(
-            f"| DSNN batch 8: popsnn >= 20x snnTorch at batch 8 | {v:.2f}x "
-            f"({small[0]['experiment']} run) | {'yes' if v >= 20 else 'no'} |"
+            f"| DSNN batch 8, {kind} machine: popsnn >= 20x snnTorch at batch 8 | {v:.2f}x "
+            f"({r['experiment']} run) | {'yes' if v >= 20 else 'no'} |"
         )
     return lines
 

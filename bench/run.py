@@ -53,8 +53,9 @@ import experiments as ex  # noqa: E402
 
 RESULTS = HERE / "results"
 # Experiments whose results file keeps one run per machine kind (vector_isa): issues 12's and
-# 15's targets hold on either kind, so a run on one kind must not erase the other's figures.
-KEPT_PER_KIND = ("dsnn", "neurons", "csnn")
+# 15's targets (batch 8's included) hold on either kind, so a run on one kind must not erase the
+# other's figures.
+KEPT_PER_KIND = ("dsnn", "neurons", "csnn", "latency")
 
 
 def other_kinds_rows(saved: list, env: dict) -> list:

@@ -460,7 +460,8 @@ def test_report_from_synthetic_results(tmp_path):
         f"U[0,1] input, {kind} machine: popsnn >= 3x NumPy step | 3.50x (dsnn run) | yes |" in text
     )
     assert (
-        "| DSNN batch 8: popsnn >= 20x snnTorch at batch 8 | 20.00x (latency run) | yes |" in text
+        f"| DSNN batch 8, {kind} machine: popsnn >= 20x snnTorch at batch 8 | 20.00x "
+        "(latency run) | yes |" in text
     )
     # The limit and each system's peak memory beside the ratios; compile time apart.
     assert (
@@ -609,6 +610,35 @@ def test_csnn_results_keep_one_run_per_machine_kind(tmp_path, monkeypatch):
         (kind, 2.0),
         (kind, 3.0),
     ]
+
+
+def test_latency_results_keep_one_run_per_machine_kind(tmp_path, monkeypatch):
+    """A latency run replaces its own machine kind's rows and keeps the other kind's, and the
+    batch-8 goal is judged per kind (issue 12's batch-8 target holds on either kind)."""
+    run = pytest.importorskip("run")
+    import report
+
+    kind = run.ex.machine()["vector_isa"]
+    other = "avx512" if kind != "avx512" else "avx2"
+    row = {"experiment": "latency"}
+    fresh = [{**row, "batch": b, "popsnn_over_snntorch": 19.0 + b / 8} for b in (1, 8)]
+    monkeypatch.setattr(run.ex, "exp_latency", lambda *a, **k: [dict(r) for r in fresh])
+    monkeypatch.setattr(run, "RESULTS", tmp_path)
+    old = [
+        {**row, "batch": 8, "popsnn_over_snntorch": 57.0, "machine": {"vector_isa": other}},
+        {**row, "batch": 8, "popsnn_over_snntorch": 1.0, "machine": {"vector_isa": kind}},
+    ]
+    (tmp_path / "latency.json").write_text(json.dumps(old))
+    assert run.main(["latency", "--quick", "--repeats", "1"]) == 0
+    rows = json.loads((tmp_path / "latency.json").read_text())
+    assert [(r["machine"]["vector_isa"], r["batch"]) for r in rows] == [
+        (other, 8),
+        (kind, 1),
+        (kind, 8),
+    ]
+    goals = report.goals({"latency": rows})
+    assert f"batch 8, {other} machine: popsnn >= 20x snnTorch at batch 8 | 57.00x" in goals
+    assert f"batch 8, {kind} machine: popsnn >= 20x snnTorch at batch 8 | 20.00x" in goals
 
 
 def test_sparse_goal_takes_accuracy_from_the_seeded_run_when_it_covers_the_case():
