@@ -406,13 +406,25 @@ def plots(res: dict, results: Path) -> list:
         if not rows:
             return
         fig, ax = plt.subplots(figsize=(6, 4))
-        for s, label in LABELS.items():
-            pts = [(r[key], r[f"{s}_images_per_s"]) for r in rows if r.get(f"{s}_images_per_s")]
+        kinds = list(dict.fromkeys(machine_kind(r) for r in rows))
+        # One line per system and machine kind (a file kept per kind holds both): the
+        # first kind solid, the others dotted, a system's colour the same on both.
+        for k, kind in enumerate(kinds):
+            of_kind = [r for r in rows if machine_kind(r) == kind]
+            suffix = f" ({kind})" if len(kinds) > 1 else ""
+            for i, (s, label) in enumerate(LABELS.items()):
+                pts = [
+                    (r[key], r[f"{s}_images_per_s"]) for r in of_kind if r.get(f"{s}_images_per_s")
+                ]
+                if pts:
+                    style = dict(marker="o", color=f"C{i}", linestyle=":" if k else "-")
+                    ax.plot(*zip(*pts), label=label + suffix, **style)
+            pts = [
+                (r[key], r["limit_images_per_s"]) for r in of_kind if r.get("limit_images_per_s")
+            ]
             if pts:
-                ax.plot(*zip(*pts), marker="o", label=label)
-        pts = [(r[key], r["limit_images_per_s"]) for r in rows if r.get("limit_images_per_s")]
-        if pts:
-            ax.plot(*zip(*pts), "k--", label="limit: dense products at measured BLAS rate")
+                limit = "limit: dense products at measured BLAS rate"
+                ax.plot(*zip(*pts), "k:" if k else "k--", label=limit + suffix)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("training images/s (median)")
         ax.set_yscale("log")
@@ -420,7 +432,11 @@ def plots(res: dict, results: Path) -> list:
             ax.set_xscale("log", base=2)
         ax.set_title(f"{name}: measured on this CPU (not an IPU)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        if len(kinds) > 1:  # twice the lines: the legend beside the plot, not over it
+            fig.set_size_inches(10, 4)
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+        else:
+            ax.legend(fontsize=8)
         fig.tight_layout()
         path = results / f"{name}.png"
         fig.savefig(path, dpi=100)
