@@ -393,6 +393,47 @@ def tables(res: dict) -> str:
 # --------------------------------------------------------------------------- plots
 
 
+def sweep_lines(ax, rows, key) -> int:
+    """One line per system and machine kind (a file kept per kind holds both): the first kind
+    solid, the others dotted, a system's colour the same on both. Returns the number of kinds."""
+    kinds = list(dict.fromkeys(machine_kind(r) for r in rows))
+    for k, kind in enumerate(kinds):
+        of_kind = [r for r in rows if machine_kind(r) == kind]
+        suffix = f" ({kind})" if len(kinds) > 1 else ""
+        for i, (s, label) in enumerate(LABELS.items()):
+            pts = [(r[key], r[f"{s}_images_per_s"]) for r in of_kind if r.get(f"{s}_images_per_s")]
+            if pts:
+                style = dict(marker="o", color=f"C{i}", linestyle=":" if k else "-")
+                ax.plot(*zip(*pts), label=label + suffix, **style)
+        pts = [(r[key], r["limit_images_per_s"]) for r in of_kind if r.get("limit_images_per_s")]
+        if pts:
+            limit = "limit: dense products at measured BLAS rate"
+            ax.plot(*zip(*pts), "k:" if k else "k--", label=limit + suffix)
+    return len(kinds)
+
+
+def sweep_plot(plt, rows, name, key, xlabel, results: Path) -> Path:
+    """images/s against a swept setting (log-log), saved as results/<name>.png."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    kinds = sweep_lines(ax, rows, key)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("training images/s (median)")
+    ax.set_yscale("log")
+    ax.set_xscale("log", base=2)
+    ax.set_title(f"{name}: measured on this CPU (not an IPU)")
+    ax.grid(alpha=0.3)
+    if kinds > 1:  # twice the lines: the legend beside the plot, not over it
+        fig.set_size_inches(10, 4)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    else:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = results / f"{name}.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def plots(res: dict, results: Path) -> list:
     import matplotlib
 
@@ -401,51 +442,13 @@ def plots(res: dict, results: Path) -> list:
 
     written = []
 
-    def sweep(name, key, xlabel, logx):
-        rows = res.get(name)
-        if not rows:
-            return
-        fig, ax = plt.subplots(figsize=(6, 4))
-        kinds = list(dict.fromkeys(machine_kind(r) for r in rows))
-        # One line per system and machine kind (a file kept per kind holds both): the
-        # first kind solid, the others dotted, a system's colour the same on both.
-        for k, kind in enumerate(kinds):
-            of_kind = [r for r in rows if machine_kind(r) == kind]
-            suffix = f" ({kind})" if len(kinds) > 1 else ""
-            for i, (s, label) in enumerate(LABELS.items()):
-                pts = [
-                    (r[key], r[f"{s}_images_per_s"]) for r in of_kind if r.get(f"{s}_images_per_s")
-                ]
-                if pts:
-                    style = dict(marker="o", color=f"C{i}", linestyle=":" if k else "-")
-                    ax.plot(*zip(*pts), label=label + suffix, **style)
-            pts = [
-                (r[key], r["limit_images_per_s"]) for r in of_kind if r.get("limit_images_per_s")
-            ]
-            if pts:
-                limit = "limit: dense products at measured BLAS rate"
-                ax.plot(*zip(*pts), "k:" if k else "k--", label=limit + suffix)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("training images/s (median)")
-        ax.set_yscale("log")
-        if logx:
-            ax.set_xscale("log", base=2)
-        ax.set_title(f"{name}: measured on this CPU (not an IPU)")
-        ax.grid(alpha=0.3)
-        if len(kinds) > 1:  # twice the lines: the legend beside the plot, not over it
-            fig.set_size_inches(10, 4)
-            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
-        else:
-            ax.legend(fontsize=8)
-        fig.tight_layout()
-        path = results / f"{name}.png"
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        written.append(path)
-
-    sweep("batch", "batch", "batch size", True)
-    sweep("latency", "batch", "batch size", True)
-    sweep("width", "hidden", "hidden neurons", True)
+    for name, key, xlabel in (
+        ("batch", "batch", "batch size"),
+        ("latency", "batch", "batch size"),
+        ("width", "hidden", "hidden neurons"),
+    ):
+        if res.get(name):
+            written.append(sweep_plot(plt, res[name], name, key, xlabel, results))
     for name, key in (("neurons", "neuron"), ("population", "outputs")):
         rows = res.get(name)
         if not rows:
