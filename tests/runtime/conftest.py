@@ -58,7 +58,7 @@ def cmake_build(source: Path, build: Path, cmake_dir: Path, *options: str) -> No
 
 
 class RuntimeCases:
-    """Runs one case of cases.cpp on one device and returns its JSON."""
+    """Runs one case of runtime_cases (cpp/) on one device and returns its JSON."""
 
     def __init__(self, build: Path, cache: Path, scratch: Path):
         self.exe = build / "runtime_cases"

@@ -1,7 +1,7 @@
 """The cache of codelets compiled at run time (graph.addCodelets("x.cpp")): its key covers
 everything that goes into a compile, and it never loads code another user could have put
-there. Runs the `cached_value` case of cases.cpp: vertex Value writes VALUE + EXTRA, with
-VALUE from a header two includes deep."""
+there. Runs the `cached_value` case of runtime_cases (cpp/MiscCases.cpp): vertex Value writes
+VALUE + EXTRA, with VALUE from a header two includes deep."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The C++ programs under AddressSanitizer and UndefinedBehaviorSanitizer.
 
 popsnn itself (runtime, graph builder, its codelet object) is built from this checkout
-with both sanitizers into a private prefix; the runtime's test cases (cpp/cases.cpp) and
+with both sanitizers into a private prefix; the runtime's test cases (cpp/, runtime_cases) and
 the C++ examples (examples/cpp_train, examples/cpp_checkpoint) are built against it the
 same way and run. Every sanitizer report ends the program with a non-zero status
 (halt_on_error, no recovery), leaks included; the cases must also print the very JSON the
@@ -34,7 +34,7 @@ SANITIZER_ENV = {
 }
 REPORTS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 
-# (case, device, extra) of cases.cpp: every case, on the devices with the most structure.
+# (case, device, extra) of runtime_cases (cpp/): every case, on the devices with the most structure.
 CASES = [
     ("target", "ipu2x8", ""),
     ("tensor_views", "ipu2x8", ""),
