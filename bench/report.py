@@ -39,6 +39,7 @@ DSNN_GOALS = (
     ("mnist", "popsnn_over_numpy_step", 5, "popsnn >= 5x NumPy step"),
     ("uniform", "popsnn_over_numpy_step", 3, "popsnn >= 3x NumPy step"),
 )
+CSNN_GOAL = 20  # issue 15: the CSNN step >= 20x snnTorch eager at B 128, T 25
 
 
 def load(results: Path) -> dict:
@@ -301,9 +302,24 @@ def _dsnn_kind_goals(res: dict, kind_rows: list, kind: str) -> list:
     return lines
 
 
+def _csnn_goals(res: dict) -> list:
+    """Issue 15's speed target per machine kind: the csnn run's dense row (no sparse rule)."""
+    lines = []
+    for r in res.get("csnn") or []:
+        v = r.get("popsnn_over_snntorch")
+        if r.get("sparse") or r.get("quick") or v is None:
+            continue
+        lines.append(
+            f"| CSNN B=128, {machine_kind(r)} machine: popsnn >= {CSNN_GOAL}x snnTorch eager | "
+            f"{v:.2f}x (csnn run) | {'yes' if v >= CSNN_GOAL else 'no'} |"
+        )
+    return lines
+
+
 def goals(res: dict) -> str:
     lines = ["| goal | measured | met? |", "|---|---|---|"]
     lines += _dsnn_goals(res)
+    lines += _csnn_goals(res)
     lines += report_sparse.goal_lines(res)
     return "\n".join(lines)
 

@@ -73,6 +73,25 @@ def test_csnn_results_keep_one_run_per_machine_kind(tmp_path, monkeypatch):
     assert saved(rows) == [(other, 1_590.0), (other, 1_530.0), (kind, 2.0), (kind, 3.0)]
 
 
+def test_the_goals_table_judges_each_kinds_csnn_run():
+    """Issue 15's 20x snnTorch eager, per machine kind, from the dense row only (the rule's
+    row and quick runs are not the target's setting)."""
+    rows = [
+        {"popsnn_over_snntorch": 5.27, "machine": {"vector_isa": "avx512"}},
+        {"popsnn_over_snntorch_eager": 5.07, "sparse": "window:0.2", "machine": {}},
+        {"popsnn_over_snntorch": 21.0, "machine": {"vector_isa": "avx2"}},
+        {"popsnn_over_snntorch": 99.0, "quick": True, "machine": {"vector_isa": "avx2"}},
+    ]
+    goals = report.goals({"csnn": rows})
+    assert (
+        "CSNN B=128, avx512 machine: popsnn >= 20x snnTorch eager | 5.27x (csnn run) | no" in goals
+    )
+    assert (
+        "CSNN B=128, avx2 machine: popsnn >= 20x snnTorch eager | 21.00x (csnn run) | yes" in goals
+    )
+    assert goals.count("CSNN") == 2
+
+
 def test_latency_results_keep_one_run_per_machine_kind(tmp_path, monkeypatch):
     """A latency run replaces its own machine kind's rows and keeps the other kind's, and the
     batch-8 goal is judged per kind (issue 12's batch-8 target holds on either kind)."""
