@@ -50,7 +50,13 @@ inline F subOn(F a, Lanes l, F b) { return _mm512_mask_sub_ps(a, l, a, b); } // 
 inline F onNonzero(M m, F s, F a) {
   return _mm512_maskz_mov_ps(_mm512_mask_cmp_ps_mask(m, s, zero(), _CMP_NEQ_UQ), a);
 }
-inline F reciprocalEstimate(F x) { return _mm512_rcp14_ps(x); } // 14 bits; 1/inf = 0
+// 1/x (x >= 1) within an ulp: the 14-bit estimate and a Newton step; 0 for x = inf as the
+// division gives (where the step alone makes inf x 0).
+inline F reciprocal(F x, F one) {
+  const F r = _mm512_rcp14_ps(x);
+  const F refined = _mm512_fmadd_ps(r, _mm512_fnmadd_ps(x, r, one), r);
+  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(r, zero(), _CMP_NEQ_UQ), refined);
+}
 // One load kept for several multiply-adds (GCC would fold a copy of the load into each).
 inline void keepInRegister(F &v) { asm("" : "+v"(v)); }
 #else
@@ -134,8 +140,17 @@ inline F onNonzero(M m, F s, F a) {
   }
   return {_mm256_and_ps(lo, a.lo), _mm256_and_ps(hi, a.hi)};
 }
-// 12 bits (AVX-512's has 14): the Newton step after it leaves ~2 ulp, not one; 1/inf = 0.
-inline F reciprocalEstimate(F x) { return {_mm256_rcp_ps(x.lo), _mm256_rcp_ps(x.hi)}; }
+// 1/x (x >= 1) within ~2 ulp: the 12-bit estimate (AVX-512's has 14) and a Newton step; 0
+// for x = inf as the division gives. x is bounded to FLT_MAX first, whose estimate is 0 (the
+// estimate flushes results below the smallest normal: x >= 8.5e37 gives 0), so the step
+// makes 0 x 1, not inf x 0: one min, where a compare and a mask cost two. A NaN x stays NaN
+// (min returns its second operand then).
+inline __m256 reciprocal8(__m256 x, __m256 one) {
+  const __m256 bounded = _mm256_min_ps(_mm256_set1_ps(3.40282347e38f), x);
+  const __m256 r = _mm256_rcp_ps(bounded);
+  return _mm256_fmadd_ps(r, _mm256_fnmadd_ps(bounded, r, one), r);
+}
+inline F reciprocal(F x, F one) { return {reciprocal8(x.lo, one.lo), reciprocal8(x.hi, one.hi)}; }
 inline void keepInRegister(F &v) { asm("" : "+x"(v.lo), "+x"(v.hi)); }
 #endif
 

@@ -18,6 +18,7 @@
 // layer was ~57% of this kernel's time, the divisions most of the rest).
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 
 #include "BackwardRows.hpp"
@@ -36,8 +37,11 @@ namespace v16 = lanes16;
 // recomputed surrogates of up to codes::TRACE_MAX_STEPS steps (x 16 x 8 floats: 32 KiB).
 // And per forward block: 4 chains again on AVX-512; 3 on AVX2, whose 16 registers 4 vectors'
 // membranes, spike lanes and inputs overfill (the forward kernel ~1.3x faster at 3 than at 4).
+// The backward's recompute in passes of 4 vectors on AVX-512, of 2 on AVX2 (at 4 its inputs
+// and spike lanes went to the stack and back every step; 2 vectors are still 4 ymm chains).
 constexpr unsigned TRACE_BACKWARD_VECS = 8;
 constexpr unsigned TRACE_FORWARD_VECS = v16::REGISTERS < 32 ? 3 : 4;
+constexpr unsigned RECOMPUTE_VECS = v16::REGISTERS < 32 ? 2 : 4;
 // The widest next-layer row (padded) whose T steps a backward gathers at once per pair of
 // samples (2 x TRACE_MAX_STEPS x 32 floats: 16 KiB), rather than once per block and step.
 constexpr unsigned GATHER_ONCE_WIDTH = 32;
@@ -80,34 +84,28 @@ struct PairGradRows {
   }
 };
 
-// alpha: Synaptic's current decay (the backward's SYN kernels; unused by Leaky's).
+// alpha: Synaptic's current decay (the backward's SYN kernels; unused by Leaky's). atan's
+// surrogate (param / 2) / (1 + z^2), z = pi param d / 2, is taken as 1 / (a + w^2) with
+// a = 2 / param and w = sqrt(a) z = atanScale d: no multiplies by pi param / 2, 1/2 and
+// param / 2 around the reciprocal (the recompute is bound by the multiply-add ports).
 struct LeakVectors {
-  v16::F beta, threshold, one, k, scale, half, halfParam, alpha;
+  v16::F beta, threshold, one, k, atanScale, atanOffset, alpha;
   LeakVectors(float b, float th, float param, float a = 0.0f)
       : beta(v16::set1(b)), threshold(v16::set1(th)), one(v16::set1(1.0f)), k(v16::set1(param)),
-        scale(v16::set1(3.14159265358979323846f * param)), half(v16::set1(0.5f)),
-        halfParam(v16::set1(param / 2.0f)), alpha(v16::set1(a)) {}
+        atanScale(v16::set1(3.14159265358979323846f * std::sqrt(param / 2.0f))),
+        atanOffset(v16::set1(2.0f / param)), alpha(v16::set1(a)) {}
 };
 
-// 1/x for the surrogates' denominators (x >= 1) without a division (the divider, not the
-// FMAs, bounded the recompute below): the 14-bit estimate and one Newton step, within an
-// ulp of the quotient; x = inf gives 0 as the division does (the estimate is 0 there).
-inline v16::F reciprocalOfDenominator(v16::F x, const LeakVectors &c) {
-  const v16::F r = v16::reciprocalEstimate(x);
-  const v16::F refined = v16::fmadd(r, v16::fnmadd(x, r, c.one), r);
-  return v16::onNonzero(v16::ALL, r, refined);
-}
-
-// The surrogate at d = U - threshold, leakForwardRow's formula (not Sigmoid), its division
-// by a reciprocal (docs/numerics.md section 3: float tolerance, not bit for bit). Atan's
-// z = pi param d / 2: halving is exact, so * 0.5 rounds to the division's result.
+// The surrogate at d = U - threshold, leakForwardRow's formula (not Sigmoid) rearranged, its
+// division by a refined reciprocal (docs/numerics.md section 3: float tolerance, not bit for
+// bit); a denominator that overflows gives 0, as the division does.
 template <unsigned SURROGATE> inline v16::F leakSurrogate(v16::F d, const LeakVectors &c) {
   if constexpr (SURROGATE == FAST_SIGMOID) {
     const v16::F q = v16::fmadd(c.k, v16::abs(d), c.one);
-    return reciprocalOfDenominator(v16::mul(q, q), c);
+    return v16::reciprocal(v16::mul(q, q), c.one);
   } else if constexpr (SURROGATE == ATAN) {
-    const v16::F z = v16::mul(v16::mul(c.scale, d), c.half);
-    return v16::mul(c.halfParam, reciprocalOfDenominator(v16::fmadd(z, z, c.one), c));
+    const v16::F w = v16::mul(c.atanScale, d);
+    return v16::reciprocal(v16::fmadd(w, w, c.atanOffset), c.one);
   } else {
     return c.one;
   }
@@ -286,6 +284,10 @@ template <unsigned S> constexpr unsigned blockVectors() { return TRACE_BACKWARD_
 // fewer, so that they stay in the 16 ymm registers.
 template <unsigned S> constexpr unsigned productVectors() { return v16::REGISTERS / 2 / S; }
 template <unsigned S> constexpr unsigned carryVectors() { return v16::REGISTERS / 4 / S; }
+// Vectors per recompute pass: RECOMPUTE_VECS, a block of up to 4 in one on AVX-512, else halves.
+template <unsigned V> constexpr unsigned recomputeVectors() {
+  return V <= RECOMPUTE_VECS ? V : RECOMPUTE_VECS < 4 ? RECOMPUTE_VECS : (V + 1) / 2;
+}
 
 // f(V0, W) for the passes [V0, V0 + W) over V vectors, C at a time (both compile-time).
 template <unsigned V, unsigned C, unsigned V0 = 0, class Fn> inline void forChunks(Fn &&f) {
@@ -317,15 +319,15 @@ nextLayerProducts(GradRow &gradRow, unsigned T, unsigned b, const float *__restr
 #pragma GCC unroll 8
       for (unsigned w = 0; w < W; ++w)
         sum[s][w] = v16::zero();
-    for (unsigned k = 0; k < K; ++k) {
+    const float *__restrict row = wT + 16 * V0; // stepped by n: no k * n address per row
+    for (unsigned k = 0; k < K; ++k, row += n) {
       v16::F gk[S];
 #pragma GCC unroll 8
       for (unsigned s = 0; s < S; ++s)
         gk[s] = v16::set1(g[s][k]);
-      const float *__restrict row = wT + k * n;
 #pragma GCC unroll 8
       for (unsigned w = 0; w < W; ++w) {
-        v16::F vw = v16::loadMasked(laneMask(V0 + w, V, lastMask), row + 16 * (V0 + w));
+        v16::F vw = v16::loadMasked(laneMask(V0 + w, V, lastMask), row + 16 * w);
         if constexpr (S > 1)       // in a register for the S samples: GCC would fold a copy
           v16::keepInRegister(vw); // of the load into each multiply-add
 #pragma GCC unroll 8
@@ -354,6 +356,10 @@ inline void leakCarries(const LeakVectors &c, unsigned T, const BackwardRows &in
                         float *__restrict gJ, float *__restrict acc, float *__restrict gb,
                         v16::M lastMask) {
   const unsigned n = in.n;
+  // Locals, not reads through `in` and `c` after each store (which GCC must assume changed).
+  float *__restrict const out = in.out;
+  const std::size_t outStep = in.outStep;
+  const v16::F beta = c.beta, alpha = c.alpha;
   v16::F carry[S][W], carryJ[S][W], sum[S][W];
 #pragma GCC unroll 8
   for (unsigned s = 0; s < S; ++s)
@@ -369,17 +375,16 @@ inline void leakCarries(const LeakVectors &c, unsigned T, const BackwardRows &in
         const v16::F term = v16::load(sg[s] + (t * V + v) * 16);
         if constexpr (RESET == RESET_ZERO) // a spike at t cuts the leak path
           carry[s][w] = v16::zeroOn(v16::lanesOf(spikes[s][t * V + v]), carry[s][w]);
-        carry[s][w] = v16::fmadd(c.beta, carry[s][w], term);
+        carry[s][w] = v16::fmadd(beta, carry[s][w], term);
         v16::F dI = carry[s][w];
         if constexpr (SYN) {
           if (RESET == RESET_ZERO && t > 0) // S[t-1] reset U[t]'s whole update, J's term too
             dI = v16::zeroOn(v16::lanesOf(spikes[s][(t - 1) * V + v]), dI);
-          dI = carryJ[s][w] = v16::fmadd(c.alpha, carryJ[s][w], dI);
+          dI = carryJ[s][w] = v16::fmadd(alpha, carryJ[s][w], dI);
         }
-        sum[s][w] = t + 1 == T ? dI : v16::add(sum[s][w], dI);
-        if (in.out)
-          v16::storeMasked(in.out + std::size_t(t) * in.outStep + s * n + 16 * v,
-                           laneMask(v, V, lastMask), dI);
+        sum[s][w] = v16::add(sum[s][w], dI);
+        if (out)
+          v16::storeMasked(out + t * outStep + s * n + 16 * v, laneMask(v, V, lastMask), dI);
       }
 #pragma GCC unroll 8
   for (unsigned s = 0; s < S; ++s)
@@ -412,14 +417,12 @@ inline void leakBackwardSteps(const LeakVectors &c, unsigned T, const float *__r
   alignas(64) float sg[S][TRACE_MAX_STEPS * 16 * V];
   v16::M spikes[S][TRACE_MAX_STEPS * V];
   const unsigned n = in.n;
-  // 4 vectors per pass: 4 independent membrane chains (each step waits on the last spike).
-  constexpr unsigned W0 = V <= 4 ? V : (V + 1) / 2;
-  for (unsigned s = 0; s < S; ++s) {
-    leakRecompute<W0, V, RESET, SURROGATE, SYN>(c, T, x + s * n, 0, lastMask, sg[s], spikes[s]);
-    if constexpr (V > W0)
-      leakRecompute<V - W0, V, RESET, SURROGATE, SYN>(c, T, x + s * n, W0, lastMask, sg[s],
-                                                      spikes[s]);
-  }
+  // Independent membrane chains per pass (each step waits on the last spike): RECOMPUTE_VECS.
+  for (unsigned s = 0; s < S; ++s)
+    forChunks<V, recomputeVectors<V>()>([&](auto v0, auto w) {
+      leakRecompute<decltype(w)::value, V, RESET, SURROGATE, SYN>(c, T, x + s * n, v0, lastMask,
+                                                                  sg[s], spikes[s]);
+    });
   forChunks<V, productVectors<S>()>([&](auto v0, auto w) {
     nextLayerProducts<S, V, decltype(v0)::value, decltype(w)::value>(gradRow, T, b, in.wT, in.K, n,
                                                                      lastMask, sg);

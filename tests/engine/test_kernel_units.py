@@ -23,9 +23,9 @@ BUILDS = {
 }
 CHECKS = 61  # lines kernel_checks.cpp prints
 # The whole-trace Leaky backward (3 settings x 4 results, and Synaptic's 3 x 5: its carried
-# dL/dJ too), its forward's id listing from spike masks (3 settings) and the fused Leaky
-# forward row (3 settings) exist in AVX-512 and AVX2 + FMA builds.
-LEAK_TRACE_CHECKS = 30
+# dL/dJ too), the surrogates' reciprocal (1), its forward's id listing from spike masks (3
+# settings) and the fused Leaky forward row (3 settings) exist in AVX-512 and AVX2 + FMA builds.
+LEAK_TRACE_CHECKS = 31
 FUSED_FORWARD_CHECKS = 3
 
 

@@ -241,7 +241,8 @@ void fanoutRows(unsigned batch, unsigned n, unsigned layer, unsigned shard) {
 template <unsigned RESET, unsigned SURROGATE, bool SYN = false>
 void leakTrace(unsigned batch, unsigned n, unsigned K, unsigned T, const char *what) {
   using namespace popsnn::lif;
-  const float beta = 0.9f, alpha = 0.8f, th = 1.0f, param = SURROGATE == ATAN ? 2.0f : 5.0f;
+  // atan's at param 3: at 2 its rearranged form (LeakVectors) has the division form's roundings.
+  const float beta = 0.9f, alpha = 0.8f, th = 1.0f, param = SURROGATE == ATAN ? 3.0f : 5.0f;
   const std::size_t rows = std::size_t(batch) * n;
   std::vector<float> x(rows), wT(std::size_t(K) * n), g(std::size_t(T) * batch * K);
   std::vector<float> gU(rows), gJ(rows), acc(rows), gb(n), out(T * rows, -1.0f);
@@ -309,6 +310,30 @@ void leakTrace(unsigned batch, unsigned n, unsigned K, unsigned T, const char *w
     std::snprintf(name, sizeof name, "leak_trace_%s_B%u_n%u_K%u_%s", what, batch, n, K, parts[k]);
     report(name, *results[k].first, results[k].second);
   }
+}
+
+// The surrogates' reciprocal (lanes16::reciprocal) of denominators from 1 to past overflow:
+// 1/x within float tolerance, 0 where 1/x is below the smallest normal float or x is inf (the
+// division's 0), no NaN (the last entry counts them).
+void surrogateReciprocal() {
+  namespace v16 = popsnn::lanes16;
+  alignas(64) float x[32], r[32];
+  for (unsigned k = 0; k < 32; ++k)
+    x[k] = k < 24 ? std::pow(7.3f, float(k)) : k < 30 ? 3.4e38f - float(k - 24) * 4e37f : INFINITY;
+  v16::store(r, v16::reciprocal(v16::load(x), v16::set1(1.0f)));
+  v16::store(r + 16, v16::reciprocal(v16::load(x + 16), v16::set1(1.0f)));
+  std::vector<double> want;
+  std::vector<float> got;
+  unsigned nans = 0;
+  for (unsigned k = 0; k < 32; ++k) { // relative to 1/x: scaled by x (inf: the value itself)
+    const bool tiny = 1.0 / x[k] < 1.17549435e-38;
+    want.push_back(tiny ? 0.0 : 1.0);
+    got.push_back(tiny ? r[k] : float(double(r[k]) * x[k]));
+    nans += std::isnan(r[k]) ? 1 : 0;
+  }
+  want.push_back(0.0);
+  got.push_back(float(nans));
+  report("leak_trace_surrogate_reciprocal", want, got.data());
 }
 
 // The whole-trace forward's id listing from spike masks (appendMaskedIds): the count and the
@@ -557,6 +582,7 @@ int main() {
   leakTrace<popsnn::codes::RESET_SUBTRACT, FAST_SIGMOID, true>(5, 200, 10, 25, "syn_subtract");
   leakTrace<popsnn::codes::RESET_ZERO, ATAN, true>(4, 37, 3, 9, "syn_zero_atan");
   leakTrace<popsnn::codes::RESET_NONE, STRAIGHT_THROUGH, true>(3, 130, 16, 64, "syn_none");
+  surrogateReciprocal();
   maskedIds(1000, 0.05f, 1100); // whole masks, every id stored by the table
   maskedIds(203, 0.3f, 30);     // the capacity reached mid-row: the rest counted
   maskedIds(5, 1.0f, 8);        // under one mask
