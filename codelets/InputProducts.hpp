@@ -151,11 +151,9 @@ inline void sparseRowGroupBlock(const unsigned *__restrict idx, const float *__r
 // x.W, 67% for x^T.G): x.W 0.67 -> 0.43-0.48 ms, x^T.G 0.53 -> 0.48 ms; on scattered random
 // entries the group and the rows ran within 10% of each other at a fill of 29-39%.
 // GROUP_COLUMNS columns per block: 4 x 6 accumulators.
+// SPARSE_PRODUCT_COLUMNS: x.W's panels (sparseInputProduct).
 constexpr unsigned ROW_GROUP = codes::SPARSE_GROUP;
-constexpr unsigned GROUP_COLUMNS = 96, SPARSE_GROUP_MIN_FILL = 35;
-inline bool groupPays(unsigned entries, unsigned unionCount) {
-  return 100ull * entries >= 1ull * SPARSE_GROUP_MIN_FILL * ROW_GROUP * unionCount;
-}
+constexpr unsigned GROUP_COLUMNS = 96, SPARSE_GROUP_MIN_FILL = 35, SPARSE_PRODUCT_COLUMNS = 192;
 
 // out + r * outStride, r < ROW_GROUP: [0..cols) as sparseRowCombination of each row's values.
 inline void sparseRowGroupCombination(const unsigned *__restrict idx, const float *__restrict val,
@@ -172,11 +170,14 @@ inline void sparseRowGroupCombination(const unsigned *__restrict idx, const floa
 #elif defined(POPSNN_FLOATS16) && defined(__AVX2__)
 #define POPSNN_ROW_GROUPS 1
 // AVX2: pairs of rows over the union of their non-zero entries (AVX-512's groups of four
-// hold 4 x 3 accumulators + 4 broadcasts, more than AVX2's 16 ymm registers). A pair's own
-// entries fill at least half of its union, and there the pair ran at least as fast as its
-// two rows (bench/README.md): no fill rule.
+// hold 4 x 3 accumulators + 4 broadcasts, more than AVX2's 16 ymm registers), where their own
+// entries fill SPARSE_GROUP_MIN_FILL per cent of it: on the bench's MNIST batch (fill 66%) a
+// threshold of 0-60 ran alike and 70 sent most pairs back to rows (0.96x); scattered random
+// entries (fill 51-55% at densities 0.05-0.19) ran 0.87x of rows as pairs. x.W's panels of 512
+// columns: one at a DSNN shard's 500, where panels of 192 ran as fast on MNIST but their lists,
+// made again per panel, made scattered input 0.76-0.90x of main's rows (bench/README.md).
 constexpr unsigned ROW_GROUP = 2;
-inline bool groupPays(unsigned, unsigned) { return true; }
+constexpr unsigned SPARSE_GROUP_MIN_FILL = 60, SPARSE_PRODUCT_COLUMNS = 512;
 
 // The lanes set in an 8-bit mask, in order, as byte ids packed in 64 bits: AVX2 has no
 // compress, so a permutation by these ids packs the lanes.
@@ -248,6 +249,10 @@ inline void sparseRowGroupCombination(const unsigned *__restrict idx, const floa
 #endif
 
 #ifdef POPSNN_ROW_GROUPS
+inline bool groupPays(unsigned entries, unsigned unionCount) {
+  return 100ull * entries >= 1ull * SPARSE_GROUP_MIN_FILL * ROW_GROUP * unionCount;
+}
+
 // One row's non-zero entries alone (the group form for R = 1).
 inline unsigned compressNonzero(const float *__restrict x, unsigned nIn, unsigned *__restrict idx,
                                 float *__restrict val) {
@@ -286,11 +291,9 @@ inline void sparseRowsByGroups(unsigned numRows, bool grouped, ListUnion listUni
 
 // out[b, 0..n) = sum_i x[b, i] w[i, 0..n) over the non-zero inputs (x [batch, nIn], w [nIn,
 // n]), SPARSE_PRODUCT_COLUMNS columns of every sample at a time: that panel of w stays in
-// L2 (AVX-512 hosts' 1 MiB; on AVX2 hosts' 512 KiB the rows the images use, ~2/3) while the
-// samples pass. The lists are made again per panel (a compare and
-// a few compresses per vector of inputs). idx: [nIn], val: [nIn] scratch, or [SPARSE_GROUP * nIn]
-// for `grouped` (groups of samples).
-constexpr unsigned SPARSE_PRODUCT_COLUMNS = 192;
+// L2 (AVX-512 hosts' 1 MiB) while the samples pass. The lists are made again per panel (a compare
+// and a few compresses per vector of inputs). idx: [nIn], val: [nIn] scratch, or [SPARSE_GROUP *
+// nIn] for `grouped` (groups of samples).
 inline void sparseInputProduct(const float *__restrict x, unsigned batch, unsigned nIn,
                                const float *__restrict w, unsigned n, unsigned *__restrict idx,
                                float *__restrict val, float *__restrict out, bool grouped) {
