@@ -329,13 +329,13 @@ inline void sparseInputTransposedProduct(const float *__restrict x, unsigned str
                                          unsigned *__restrict idx, float *__restrict val,
                                          float *__restrict out) {
 #ifdef POPSNN_SPARSE_ROWS_AVX512
-  // SPARSE_GROUP inputs at a time over the samples where any is non-zero (neighbouring
+  // ROW_GROUP inputs at a time over the samples where any is non-zero (neighbouring
   // pixels are non-zero together), the samples by gathers (consecutive inputs read the same
   // lines of x, from L1); the last inputs one by one.
   sparseRowsByGroups(
       numInputs, true,
       [&](unsigned i, unsigned &entries) {
-        return compressNonzeroColumns<SPARSE_GROUP>(x + i, stride, batch, idx, val, entries);
+        return compressNonzeroColumns<ROW_GROUP>(x + i, stride, batch, idx, val, entries);
       },
       [&](unsigned i) { return compressNonzeroColumn(x + i, stride, batch, idx, val); }, idx, val,
       batch, g, n, out, n, n);
