@@ -1,7 +1,8 @@
 // The direct-current input layer's two sparse products (DirectCurrent's x.W, DirectWeightGrad's
 // x^T.G) over the non-zero entries of x, by the row kernels of SparseRows.hpp; on AVX-512
 // hosts a group of SPARSE_GROUP rows (samples, or inputs) at a time over the union of their
-// non-zero entries, so that each row of the other operand read from L2 serves the group.
+// non-zero entries, on AVX2 hosts a pair, so that each row of the other operand read from L2
+// serves the group.
 #pragma once
 
 #include "../include/popsnn/VertexEnums.hpp"
@@ -94,12 +95,7 @@ inline unsigned compressNonzeroColumns(const float *__restrict x, unsigned strid
   return compressNonzeroUnion<R>(batch, load, idx, val, batch, entries);
 }
 
-// One row's or one column's non-zero entries alone (the groups' forms for R = 1).
-inline unsigned compressNonzero(const float *__restrict x, unsigned nIn, unsigned *__restrict idx,
-                                float *__restrict val) {
-  unsigned entries;
-  return compressNonzeroRows<1>(x, nIn, idx, val, entries);
-}
+// One column's non-zero entries alone (the group form for R = 1).
 inline unsigned compressNonzeroColumn(const float *__restrict x, unsigned stride, unsigned batch,
                                       unsigned *__restrict idx, float *__restrict val) {
   unsigned entries;
@@ -155,25 +151,117 @@ inline void sparseRowGroupBlock(const unsigned *__restrict idx, const float *__r
 // x.W, 67% for x^T.G): x.W 0.67 -> 0.43-0.48 ms, x^T.G 0.53 -> 0.48 ms; on scattered random
 // entries the group and the rows ran within 10% of each other at a fill of 29-39%.
 // GROUP_COLUMNS columns per block: 4 x 6 accumulators.
-using codes::SPARSE_GROUP;
-constexpr unsigned GROUP_COLUMNS = 96, SPARSE_GROUP_MIN_FILL = 35;
-inline bool groupPays(unsigned entries, unsigned unionCount) {
-  return 100ull * entries >= 1ull * SPARSE_GROUP_MIN_FILL * SPARSE_GROUP * unionCount;
-}
+// SPARSE_PRODUCT_COLUMNS: x.W's panels (sparseInputProduct).
+constexpr unsigned ROW_GROUP = codes::SPARSE_GROUP;
+constexpr unsigned GROUP_COLUMNS = 96, SPARSE_GROUP_MIN_FILL = 35, SPARSE_PRODUCT_COLUMNS = 192;
 
-// out + r * outStride, r < SPARSE_GROUP: [0..cols) as sparseRowCombination of each row's values.
+// out + r * outStride, r < ROW_GROUP: [0..cols) as sparseRowCombination of each row's values.
 inline void sparseRowGroupCombination(const unsigned *__restrict idx, const float *__restrict val,
                                       unsigned valStride, unsigned count,
                                       const float *__restrict rows, unsigned rowStride,
                                       float *__restrict out, unsigned outStride, unsigned cols) {
   forColumnBlocks<GROUP_COLUMNS / 16>(cols, [&](auto v, auto masked, unsigned j, __mmask16 mask) {
-    sparseRowGroupBlock<SPARSE_GROUP, decltype(v)::value, decltype(masked)::value>(
+    sparseRowGroupBlock<ROW_GROUP, decltype(v)::value, decltype(masked)::value>(
         idx, val, valStride, count, rows + j, rowStride, out + j, outStride, mask);
   });
 }
 
+#define POPSNN_ROW_GROUPS 1
+#elif defined(POPSNN_FLOATS16) && defined(__AVX2__)
+#define POPSNN_ROW_GROUPS 1
+// AVX2: pairs of rows over the union of their non-zero entries (AVX-512's groups of four
+// hold 4 x 3 accumulators + 4 broadcasts, more than AVX2's 16 ymm registers), where their own
+// entries fill SPARSE_GROUP_MIN_FILL per cent of it: on the bench's MNIST batch (fill 66%) a
+// threshold of 0-60 ran alike and 70 sent most pairs back to rows (0.96x); scattered random
+// entries (fill 51-55% at densities 0.05-0.19) ran 0.87x of rows as pairs. x.W's panels of 512
+// columns: one at a DSNN shard's 500, where panels of 192 ran as fast on MNIST but their lists,
+// made again per panel, made scattered input 0.76-0.90x of main's rows (bench/README.md).
+constexpr unsigned ROW_GROUP = 2;
+constexpr unsigned SPARSE_GROUP_MIN_FILL = 60, SPARSE_PRODUCT_COLUMNS = 512;
+
+// The lanes set in an 8-bit mask, in order, as byte ids packed in 64 bits: AVX2 has no
+// compress, so a permutation by these ids packs the lanes.
+struct LaneIdTable {
+  unsigned long long ids[256];
+  constexpr LaneIdTable() : ids{} {
+    for (unsigned m = 0; m < 256; ++m)
+      for (unsigned lane = 0, k = 0; lane < 8; ++lane)
+        if (m >> lane & 1u)
+          ids[m] |= 1ull * lane << (8 * k++);
+  }
+};
+inline constexpr LaneIdTable LANE_IDS{};
+
+// As AVX-512's compressNonzeroRows: R samples' rows of x (nIn apart), the inputs where any is
+// non-zero as ids, each row's values at them into val + r * nIn; returns their count, the
+// rows' own non-zero entries (NaN counts) in `entries`. Whole vectors are stored: their
+// lanes past the count lie before the row's end, so nothing is overwritten that counts.
+template <unsigned R>
+inline unsigned compressNonzeroRows(const float *__restrict x, unsigned nIn,
+                                    unsigned *__restrict idx, float *__restrict val,
+                                    unsigned &entries) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  unsigned count = 0, i0 = 0;
+  entries = 0;
+  for (; i0 + 8 <= nIn; i0 += 8) {
+    __m256 v[R];
+    unsigned nz = 0;
+#pragma GCC unroll 4
+    for (unsigned r = 0; r < R; ++r) {
+      v[r] = _mm256_loadu_ps(x + std::size_t(r) * nIn + i0);
+      const unsigned own =
+          unsigned(_mm256_movemask_ps(_mm256_cmp_ps(v[r], _mm256_setzero_ps(), _CMP_NEQ_UQ)));
+      entries += unsigned(__builtin_popcount(own));
+      nz |= own;
+    }
+    if (nz == 0) // images' borders: zero in every row
+      continue;
+    const __m256i ids = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)LANE_IDS.ids[nz]));
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i *>(idx + count),
+        _mm256_add_epi32(_mm256_permutevar8x32_epi32(lane, ids), _mm256_set1_epi32(int(i0))));
+#pragma GCC unroll 4
+    for (unsigned r = 0; r < R; ++r)
+      _mm256_storeu_ps(val + std::size_t(r) * nIn + count, _mm256_permutevar8x32_ps(v[r], ids));
+    count += unsigned(__builtin_popcount(nz));
+  }
+  for (; i0 < nIn; ++i0) { // the last, partial vector entry by entry (branch-free)
+    unsigned any = 0;
+    for (unsigned r = 0; r < R; ++r) {
+      const float p = x[std::size_t(r) * nIn + i0];
+      val[std::size_t(r) * nIn + count] = p;
+      entries += p != 0.0f;
+      any |= p != 0.0f;
+    }
+    idx[count] = i0;
+    count += any;
+  }
+  return count;
+}
+
+// out and out + outStride: [0..cols) as sparseRowCombination of each row's values.
+inline void sparseRowGroupCombination(const unsigned *__restrict idx, const float *__restrict val,
+                                      unsigned valStride, unsigned count,
+                                      const float *__restrict rows, unsigned rowStride,
+                                      float *__restrict out, unsigned outStride, unsigned cols) {
+  sparseRowPairSum(idx, val, val + valStride, count, rows, rowStride, out, out + outStride, cols);
+}
+#endif
+
+#ifdef POPSNN_ROW_GROUPS
+inline bool groupPays(unsigned entries, unsigned unionCount) {
+  return 100ull * entries >= 1ull * SPARSE_GROUP_MIN_FILL * ROW_GROUP * unionCount;
+}
+
+// One row's non-zero entries alone (the group form for R = 1).
+inline unsigned compressNonzero(const float *__restrict x, unsigned nIn, unsigned *__restrict idx,
+                                float *__restrict val) {
+  unsigned entries;
+  return compressNonzeroRows<1>(x, nIn, idx, val, entries);
+}
+
 // Output rows r < numRows of out (outStride apart) = sum over a list of x's non-zero entries
-// of value x a row of `rows`, cols columns: SPARSE_GROUP output rows at a time over the union
+// of value x a row of `rows`, cols columns: ROW_GROUP output rows at a time over the union
 // of their lists when `grouped` and the group pays, else row by row. listUnion(r0, entries)
 // lists the union of rows r0.. (the values valStride apart) and returns its count, the rows'
 // own entries in `entries`; listOwn(r) lists row r's own entries and returns their count.
@@ -182,7 +270,7 @@ inline void sparseRowsByGroups(unsigned numRows, bool grouped, ListUnion listUni
                                const unsigned *__restrict idx, const float *__restrict val,
                                unsigned valStride, const float *__restrict rows, unsigned rowStride,
                                float *__restrict out, unsigned outStride, unsigned cols) {
-  constexpr unsigned R = SPARSE_GROUP;
+  constexpr unsigned R = ROW_GROUP;
   unsigned r0 = 0;
   for (; grouped && r0 + R <= numRows; r0 += R) {
     unsigned entries = 0;
@@ -203,10 +291,9 @@ inline void sparseRowsByGroups(unsigned numRows, bool grouped, ListUnion listUni
 
 // out[b, 0..n) = sum_i x[b, i] w[i, 0..n) over the non-zero inputs (x [batch, nIn], w [nIn,
 // n]), SPARSE_PRODUCT_COLUMNS columns of every sample at a time: that panel of w stays in
-// L2 (1 MiB here) while the samples pass. The lists are made again per panel (a compare and
-// a few compresses per 16 inputs). idx: [nIn], val: [nIn] scratch, or [SPARSE_GROUP * nIn]
-// for `grouped` (groups of samples).
-constexpr unsigned SPARSE_PRODUCT_COLUMNS = 192;
+// L2 (AVX-512 hosts' 1 MiB) while the samples pass. The lists are made again per panel (a compare
+// and a few compresses per vector of inputs). idx: [nIn], val: [nIn] scratch, or [SPARSE_GROUP *
+// nIn] for `grouped` (groups of samples).
 inline void sparseInputProduct(const float *__restrict x, unsigned batch, unsigned nIn,
                                const float *__restrict w, unsigned n, unsigned *__restrict idx,
                                float *__restrict val, float *__restrict out, bool grouped) {
@@ -215,8 +302,7 @@ inline void sparseInputProduct(const float *__restrict x, unsigned batch, unsign
     sparseRowsByGroups(
         batch, grouped,
         [&](unsigned b, unsigned &entries) {
-          return compressNonzeroRows<SPARSE_GROUP>(x + std::size_t(b) * nIn, nIn, idx, val,
-                                                   entries);
+          return compressNonzeroRows<ROW_GROUP>(x + std::size_t(b) * nIn, nIn, idx, val, entries);
         },
         [&](unsigned b) { return compressNonzero(x + std::size_t(b) * nIn, nIn, idx, val); }, idx,
         val, nIn, w + j0, n, out + j0, n, cols);
@@ -243,13 +329,13 @@ inline void sparseInputTransposedProduct(const float *__restrict x, unsigned str
                                          unsigned *__restrict idx, float *__restrict val,
                                          float *__restrict out) {
 #ifdef POPSNN_SPARSE_ROWS_AVX512
-  // SPARSE_GROUP inputs at a time over the samples where any is non-zero (neighbouring
+  // ROW_GROUP inputs at a time over the samples where any is non-zero (neighbouring
   // pixels are non-zero together), the samples by gathers (consecutive inputs read the same
   // lines of x, from L1); the last inputs one by one.
   sparseRowsByGroups(
       numInputs, true,
       [&](unsigned i, unsigned &entries) {
-        return compressNonzeroColumns<SPARSE_GROUP>(x + i, stride, batch, idx, val, entries);
+        return compressNonzeroColumns<ROW_GROUP>(x + i, stride, batch, idx, val, entries);
       },
       [&](unsigned i) { return compressNonzeroColumn(x + i, stride, batch, idx, val); }, idx, val,
       batch, g, n, out, n, n);

@@ -80,6 +80,11 @@ inline void storeFloats16(float *p, const Floats16 &v) {
     *reinterpret_cast<UnalignedFloats *>(p + i * (16 / parts)) =
         reinterpret_cast<const NativeFloats *>(&v)[i];
 }
+// An empty asm that takes v in registers, so that GCC keeps one load of it for several uses.
+inline void keepInRegisters(Floats16 &v) {
+  for (unsigned i = 0; i < sizeof(Floats16) / sizeof(NativeFloats); ++i)
+    asm("" : "+x"(reinterpret_cast<NativeFloats *>(&v)[i]));
+}
 // Vectors of 16 columns per block: as many accumulators as the registers hold.
 #ifdef __AVX512F__
 constexpr unsigned SPARSE_BLOCK_VECS = 8;
@@ -241,7 +246,8 @@ inline void sparseRowPairBlock(const unsigned *__restrict idx, const float *__re
     const float *__restrict row = rows + idx[k] * rowStride;
 #pragma GCC unroll 8
     for (unsigned c = 0; c < V; ++c) {
-      const Floats16 r = loadFloats16(row + 16 * c);
+      Floats16 r = loadFloats16(row + 16 * c);
+      keepInRegisters(r); // one load for both sums (GCC would fold a load into each)
       acc0[c] += s0 * r;
       acc1[c] += s1 * r;
     }
@@ -252,25 +258,55 @@ inline void sparseRowPairBlock(const unsigned *__restrict idx, const float *__re
   }
 }
 
+// Vectors of 16 columns per block of two sums: on AVX 2 x 3 x 2 accumulators, 12 of the 16
+// ymm registers beside the two broadcasts and the loaded vector (SSE: 2 x 4 of 16 xmm).
+constexpr unsigned SPARSE_PAIR_VECS = sizeof(NativeFloats) == 16 ? 1 : 3;
+
 // Two rows of sums over one list, each as sparseRowSum's into zero (k in order per entry):
 // out0[0..n) = sum_k v0[k] * rows[idx[k] * rowStride + (0..n)], out1 by v1. Each loaded block
 // of a listed row serves both sums: half the loads per multiply-add of one row at a time.
+// The rest after the whole blocks takes one block of as many vectors ending at column n: it
+// overlaps the last block, whose columns it rewrites with the same sums (summed alike), where
+// a scalar loop, or a block per vector, went over the list once more.
 inline void sparseRowPairSum(const unsigned *__restrict idx, const float *__restrict v0,
                              const float *__restrict v1, unsigned count,
                              const float *__restrict rows, unsigned rowStride,
                              float *__restrict out0, float *__restrict out1, unsigned n) {
+  constexpr unsigned V = SPARSE_PAIR_VECS;
+  auto block = [&](auto vectors, unsigned j) {
+    sparseRowPairBlock<decltype(vectors)::value>(idx, v0, v1, count, rows + j, rowStride, out0 + j,
+                                                 out1 + j);
+  };
+  using One = std::integral_constant<unsigned, 1>;
   unsigned j = 0;
-  for (; j + 32 <= n; j += 32)
-    sparseRowPairBlock<2>(idx, v0, v1, count, rows + j, rowStride, out0 + j, out1 + j);
-  if (j + 16 <= n) {
-    sparseRowPairBlock<1>(idx, v0, v1, count, rows + j, rowStride, out0 + j, out1 + j);
-    j += 16;
+  for (; j + 16 * V <= n; j += 16 * V)
+    block(std::integral_constant<unsigned, V>{}, j);
+  if (j == n)
+    return;
+  if (j > 0) { // 1..V vectors ending at n
+    const unsigned vectors = (n - j + 15) / 16;
+    if (vectors == 1)
+      block(One{}, n - 16);
+    else if constexpr (V > 1) {
+      if (vectors == 2)
+        block(std::integral_constant<unsigned, 2>{}, n - 32);
+      else
+        block(std::integral_constant<unsigned, V>{}, n - 16 * V);
+    }
+    return;
   }
-  for (unsigned c = j; c < n; ++c)
+  for (; j + 16 <= n; j += 16) // n < 16 V: vector by vector, the last one ending at n
+    block(One{}, j);
+  if (n >= 16) {
+    if (j < n)
+      block(One{}, n - 16);
+    return;
+  }
+  for (unsigned c = 0; c < n; ++c) // under one vector
     out0[c] = 0.0f, out1[c] = 0.0f;
   for (unsigned k = 0; k < count; ++k) {
     const float *__restrict row = rows + idx[k] * rowStride;
-    for (unsigned c = j; c < n; ++c) {
+    for (unsigned c = 0; c < n; ++c) {
       out0[c] += v0[k] * row[c];
       out1[c] += v1[k] * row[c];
     }

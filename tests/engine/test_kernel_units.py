@@ -7,6 +7,7 @@ same kernels through the reference on this machine's build only."""
 
 import platform
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
@@ -21,7 +22,7 @@ BUILDS = {
     "baseline": [],
     "plain-loops": ["-DPOPSNN_PLAIN_LOOPS"],
 }
-CHECKS = 61  # lines kernel_checks.cpp prints
+CHECKS = 67  # lines kernel_checks.cpp prints
 # The whole-trace Leaky backward (3 settings x 4 results, and Synaptic's 3 x 5: its carried
 # dL/dJ too), the surrogates' reciprocal (1), its forward's id listing from spike masks (3
 # settings) and the fused Leaky forward row (3 settings) exist in AVX-512 and AVX2 + FMA builds.
@@ -67,3 +68,26 @@ def test_kernels_equal_plain_loops(build, tmp_path):
     fused_steps = {name: e for name, e in errors.items() if name.startswith("fused_step_")}
     assert len(fused_steps) == 6
     assert all(float(e) == 0.0 for e in fused_steps.values()), fused_steps
+
+
+def test_input_product_speed_bench_builds_and_times(tmp_path):
+    """bench/input_product_speed.cpp (the input layer's products, timed) builds against the
+    codelets and times both products on a given x."""
+    exe, x_file = tmp_path / "input_product_speed", tmp_path / "x.f32"
+    rows = [[float((b + i) % 5 == 0) for i in range(784)] for b in range(8)]
+    x_file.write_bytes(struct.pack(f"{8 * 784}f", *[v for row in rows for v in row]))
+    flags = ["-std=c++17", "-O1", f"-I{ROOT / 'codelets'}", "-march=native"]
+    subprocess.run(
+        ["c++", *flags, str(ROOT / "bench" / "input_product_speed.cpp"), "-o", str(exe)], check=True
+    )
+    out = subprocess.run(
+        [str(exe), str(x_file), "40", "2", "8"], check=True, capture_output=True, text=True
+    ).stdout.split("\n")
+    times = {
+        line.split()[0]: (float(line.split()[2]), float(line.split()[4])) for line in out if line
+    }
+    assert set(times) == {"current", "weight_grad"}
+    assert all(0.0 <= least <= median for least, median in times.values())
+    # The AVX-512 branches compile too (this file includes InputProducts.hpp first, alone).
+    icelake = [*flags[:-1], "-march=icelake-server", "-fsyntax-only"]
+    subprocess.run(["c++", *icelake, str(ROOT / "bench" / "input_product_speed.cpp")], check=True)

@@ -524,8 +524,10 @@ int main() {
     weightGrad(128, 64, 64, 128, 0.05f, runs); // whole blocks only
     weightGrad(3, 5, 9, 7, 0.6f, runs);        // fewer samples than a gather
     weightGrad(16, 40, 40, 90, 0.5f, runs);    // a last block of 5 vectors and a masked one
+    weightGrad(16, 40, 40, 40, 0.5f, runs);    // AVX2 pairs: under a block, vector by vector
   }
-  // Groups of 4 samples: a last partial group (37), blocks of 96 columns and a masked rest;
+  // Groups of 4 samples (AVX2: 2): a last partial group (37), blocks of 96 columns and a masked
+  // rest (AVX2: pairs' blocks of 48, the rest as a block ending at the last column);
   // image-like runs at 0.5 fill a group's union past SPARSE_GROUP_MIN_FILL (the groups run),
   // scattered entries at 0.05 do not (each sample's own list runs).
   for (bool grouped : {true, false}) {
@@ -533,6 +535,8 @@ int main() {
     current(16, 40, 200, 0.5f, true, grouped);
     current(21, 300, 500, 0.05f, false, grouped);
     current(16, 40, 282, 0.5f, true, grouped); // a panel of 90 columns: 5 vectors + 10
+    current(9, 44, 40, 0.5f, true, grouped);   // AVX2 pairs: 3 vectors, the last overlapping
+    current(12, 40, 530, 0.5f, true, grouped); // AVX2: two panels, the second of 18 columns
   }
   for (bool transposed : {false, true}) {
     dense(37, 150, 600, transposed); // 3 k blocks (on AVX-512 the last short), ragged panel
