@@ -179,19 +179,6 @@ inline void sparseRowGroupCombination(const unsigned *__restrict idx, const floa
 constexpr unsigned ROW_GROUP = 2;
 constexpr unsigned SPARSE_GROUP_MIN_FILL = 60, SPARSE_PRODUCT_COLUMNS = 512;
 
-// The lanes set in an 8-bit mask, in order, as byte ids packed in 64 bits: AVX2 has no
-// compress, so a permutation by these ids packs the lanes.
-struct LaneIdTable {
-  unsigned long long ids[256];
-  constexpr LaneIdTable() : ids{} {
-    for (unsigned m = 0; m < 256; ++m)
-      for (unsigned lane = 0, k = 0; lane < 8; ++lane)
-        if (m >> lane & 1u)
-          ids[m] |= 1ull * lane << (8 * k++);
-  }
-};
-inline constexpr LaneIdTable LANE_IDS{};
-
 // As AVX-512's compressNonzeroRows: R samples' rows of x (nIn apart), the inputs where any is
 // non-zero as ids, each row's values at them into val + r * nIn; returns their count, the
 // rows' own non-zero entries (NaN counts) in `entries`. Whole vectors are stored: their
@@ -216,7 +203,7 @@ inline unsigned compressNonzeroRows(const float *__restrict x, unsigned nIn,
     }
     if (nz == 0) // images' borders: zero in every row
       continue;
-    const __m256i ids = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)LANE_IDS.ids[nz]));
+    const __m256i ids = packedLaneOrder(nz); // AVX2 has no compress
     _mm256_storeu_si256(
         reinterpret_cast<__m256i *>(idx + count),
         _mm256_add_epi32(_mm256_permutevar8x32_epi32(lane, ids), _mm256_set1_epi32(int(i0))));

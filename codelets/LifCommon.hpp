@@ -226,26 +226,6 @@ inline unsigned appendMask16(__mmask16 s, __m512i lane, unsigned first, int *__r
 
 #if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS) && !defined(__AVX512F__) && defined(__AVX2__)
 #define POPSNN_SPIKES_AVX2 1
-// AVX2 has no compress: for each 8-neuron spike mask, the lanes of its set bits in order (a
-// byte each), so one permute packs the spiking ids and one store writes them.
-struct PackedLanes {
-  unsigned long long of[256];
-  constexpr PackedLanes() : of() {
-    for (unsigned m = 0; m < 256; ++m) {
-      unsigned k = 0;
-      for (unsigned j = 0; j < 8; ++j)
-        if (m >> j & 1u)
-          of[m] |= static_cast<unsigned long long>(j) << (8 * k++);
-    }
-  }
-};
-inline constexpr PackedLanes PACKED_LANES{};
-
-// The permutation that moves the set lanes of an 8-lane mask to the front, in order.
-inline __m256i packedLaneOrder(unsigned bits) {
-  return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(PACKED_LANES.of[bits])));
-}
-
 // The ids of 8 consecutive neurons from `offset`, one per lane: a listing's first lanes.
 inline __m256i firstLanes8(unsigned offset) {
   return _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),

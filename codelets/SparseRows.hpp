@@ -167,6 +167,29 @@ inline unsigned storeLaneIds(__mmask16 nz, unsigned i0, unsigned *__restrict idx
 }
 #endif
 
+#if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS) && !defined(__AVX512F__) && defined(__AVX2__)
+// AVX2 has no compress: for each 8-lane mask, the lanes of its set bits in order (a byte
+// each), so one permute packs the listed ids (spikes, non-zero inputs) and one store writes
+// them.
+struct PackedLanes {
+  unsigned long long of[256];
+  constexpr PackedLanes() : of() {
+    for (unsigned m = 0; m < 256; ++m) {
+      unsigned k = 0;
+      for (unsigned j = 0; j < 8; ++j)
+        if (m >> j & 1u)
+          of[m] |= static_cast<unsigned long long>(j) << (8 * k++);
+    }
+  }
+};
+inline constexpr PackedLanes PACKED_LANES{};
+
+// The permutation that moves the set lanes of an 8-lane mask to the front, in order.
+inline __m256i packedLaneOrder(unsigned bits) {
+  return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(PACKED_LANES.of[bits])));
+}
+#endif
+
 // A listed row's weight: the input's value, or 1 for a spike id (1 x r folds to r).
 struct ListedValues {
   const float *__restrict val;
