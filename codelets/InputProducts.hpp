@@ -128,7 +128,7 @@ inline void sparseRowGroupBlock(const unsigned *__restrict idx, const float *__r
     for (unsigned c = 0; c < W; ++c) {
       __m512 w = MASKED && c == V ? _mm512_maskz_loadu_ps(lastMask, row + 16 * c)
                                   : _mm512_loadu_ps(row + 16 * c);
-      asm("" : "+v"(w)); // one load for the R multiply-adds (GCC would fold a load into each)
+      keepInRegister(w); // one load for the R multiply-adds
 #pragma GCC unroll 4
       for (unsigned r = 0; r < R; ++r)
         acc[r][c] = _mm512_fmadd_ps(a[r], w, acc[r][c]);
@@ -187,7 +187,6 @@ template <unsigned R>
 inline unsigned compressNonzeroRows(const float *__restrict x, unsigned nIn,
                                     unsigned *__restrict idx, float *__restrict val,
                                     unsigned &entries) {
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   unsigned count = 0, i0 = 0;
   entries = 0;
   for (; i0 + 8 <= nIn; i0 += 8) {
@@ -204,9 +203,8 @@ inline unsigned compressNonzeroRows(const float *__restrict x, unsigned nIn,
     if (nz == 0) // images' borders: zero in every row
       continue;
     const __m256i ids = packedLaneOrder(nz); // AVX2 has no compress
-    _mm256_storeu_si256(
-        reinterpret_cast<__m256i *>(idx + count),
-        _mm256_add_epi32(_mm256_permutevar8x32_epi32(lane, ids), _mm256_set1_epi32(int(i0))));
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(idx + count),
+                        _mm256_permutevar8x32_epi32(firstLanes8(i0), ids));
 #pragma GCC unroll 4
     for (unsigned r = 0; r < R; ++r)
       _mm256_storeu_ps(val + std::size_t(r) * nIn + count, _mm256_permutevar8x32_ps(v[r], ids));
