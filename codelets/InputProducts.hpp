@@ -175,7 +175,8 @@ inline void sparseRowGroupCombination(const unsigned *__restrict idx, const floa
 // threshold of 0-60 ran alike and 70 sent most pairs back to rows (0.96x); scattered random
 // entries (fill 51-55% at densities 0.05-0.19) ran 0.87x of rows as pairs. x.W's panels of 512
 // columns: one at a DSNN shard's 500, where panels of 192 ran as fast on MNIST but their lists,
-// made again per panel, made scattered input 0.76-0.90x of main's rows (bench/README.md).
+// made again per panel, made scattered input 0.76-0.90x of main's rows
+// (docs/performance/dsnn-engine.md).
 constexpr unsigned ROW_GROUP = 2;
 constexpr unsigned SPARSE_GROUP_MIN_FILL = 60, SPARSE_PRODUCT_COLUMNS = 512;
 
@@ -328,7 +329,7 @@ inline void sparseInputTransposedProduct(const float *__restrict x, unsigned str
   // Two inputs at a time over the samples where either is non-zero (neighbouring pixels are
   // non-zero together): each loaded row of g serves both inputs' sums, where one input at a
   // time was bound by the loads of g from L2 (1.13-1.19x on MNIST's x at B 128, n 500-1,000:
-  // bench/README.md). Consecutive pairs read the same lines of x, from L1.
+  // docs/performance/dsnn-engine.md). Consecutive pairs read the same lines of x, from L1.
   unsigned i = 0;
   for (; i + 2 <= numInputs; i += 2) {
     float *v0 = val, *v1 = val + batch;
