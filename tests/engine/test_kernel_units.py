@@ -91,3 +91,26 @@ def test_input_product_speed_bench_builds_and_times(tmp_path):
     # The AVX-512 branches compile too (this file includes InputProducts.hpp first, alone).
     icelake = [*flags[:-1], "-march=icelake-server", "-fsyntax-only"]
     subprocess.run(["c++", *icelake, str(ROOT / "bench" / "input_product_speed.cpp")], check=True)
+
+
+CONV_CASES = 160  # lines conv_checks.cpp prints: 5 geometries x 4 channel counts x 8
+
+
+@pytest.mark.parametrize("build", sorted(BUILDS))
+def test_event_convolution_kernels_give_the_dense_kernels_floats(build, tmp_path):
+    """windowEventsRow and scatterRow (the event-driven forward's two kernels) against gatherRow
+    (the dense one), bit for bit, in every build (kernel_checks/conv_checks.cpp); the AVX-512
+    branches compile."""
+    exe = tmp_path / "conv_checks"
+    source = SOURCE.parent / "conv_checks.cpp"
+    flags = ["-std=c++17", "-O2", "-fno-math-errno", "-fno-trapping-math", f"-I{ROOT / 'codelets'}"]
+    subprocess.run(["c++", *flags, *BUILDS[build], str(source), "-o", str(exe)], check=True)
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+    differing = dict(line.split() for line in out.splitlines())
+    assert len(differing) == CONV_CASES
+    assert all(n == "0" for n in differing.values()), {
+        k: n for k, n in differing.items() if n != "0"
+    }
+    if build == "native":
+        icelake = [*flags, "-march=icelake-server", "-fsyntax-only", str(source)]
+        subprocess.run(["c++", *icelake], check=True)
