@@ -103,9 +103,10 @@ public:
   Output<Vector<float>> gradWeights;    // [c, C_in, kH, kW]
   Output<Vector<float>> gradBias;       // [c]
   Output<Vector<unsigned>> activeGrads; // [1]: dL/dI entries that carried gradient
-  // [taps (reversedTap), c] sums of the input-driven rows, [P, c] one row's dL/dI transposed,
-  // [taps] one window of the input, [C_in * H * W] the row's non-zero input positions, [2 c] one
-  // position's non-zero dL/dI entries and their channels, then gradRow's [P, c].
+  // [taps (reversedTap), c] sums of the input-driven rows, [P, c] one row's dL/dI transposed
+  // (channels-last: weightGradByPositions' lists), [taps] one window of the input, [C_in * H * W]
+  // the row's non-zero input positions, [2 c] one position's non-zero dL/dI entries and their
+  // channels, then gradRow's [P, c].
   InOut<Vector<float>> work;
   unsigned rows;
   unsigned outChannels;
@@ -161,10 +162,14 @@ public:
       const unsigned activeX = nonzeroIndices(xr, w.inSize(), idx);
       if (byGradients(activeG, activeX)) {
         weightGradByGradients<Layout>(w, c, xr, gr, col, coef, chan, &gradWeights[0], tapIds);
-      } else {
-        weightGradByInputs<Layout>(w, c, xr, idx, activeX, gr, gT, gwT);
-        byInputs = true;
+        continue;
       }
+      byInputs = true;
+      // Channels-last, gT is free: by positions where it holds the lists (the same floats).
+      if (Layout::CHANNELS_LAST && windowEventsWords(activeX) <= P * c)
+        weightGradByPositions(w, c, xr, idx, activeX, gr, gwT, reinterpret_cast<unsigned *>(gT));
+      else
+        weightGradByInputs<Layout>(w, c, xr, idx, activeX, gr, gT, gwT);
     }
     if (byInputs)
       for (unsigned co = 0; co < c; ++co)

@@ -1,6 +1,7 @@
-// The event-driven convolution of one row by output positions (Conv.cpp's ConvForward):
-// per output row and position, the non-zero inputs its windows read listed, then their taps
-// combined in registers (ConvKernels.hpp's combineRows). Inline functions only.
+// The event-driven convolution and weight gradient of one row by output positions (Conv.cpp's
+// ConvForward and ConvWeightGrad): per output row and position, the non-zero inputs its
+// windows read listed, then per position its sums (forward) or its dL/dI entries (weight
+// gradient) held in registers over them. Inline functions only.
 #pragma once
 
 #include <cstddef>
@@ -48,23 +49,19 @@ inline unsigned listWithin(unsigned n, const unsigned *__restrict key, unsigned 
   return m;
 }
 
-// The unsigned words after a row's `count` listed ids that windowEventsRow takes.
-// Each of its 9 lists holds `count` entries padded to whole vectors of 8.
+// Each of windowEvents' 9 lists holds `count` entries padded to whole vectors of 8.
 inline unsigned windowEventsStride(unsigned count) { return (count + 7) / 8 * 8; }
 inline unsigned windowEventsWords(unsigned count) { return 9 * windowEventsStride(count); }
 
-// acc [positions, c] = the kernel taps (reversed, [taps, c]) of x's `count` non-zero entries
-// idx (one input row), output position by output position: the position's non-zero window
-// entries listed, then their tap rows combined into its c sums held in registers
-// (combineRows: one load per multiply-add, the sums stored once; scatterRow loads and
-// stores them for every entry, ~50% of its time on that store). Per output row, the
-// entries in the input rows its windows read are listed first, then per position those in
-// its columns; both keep idx's order, so each sum adds its terms in (channel, kernel row,
-// kernel column) order, as scatterRow and gatherRow. buf: windowEventsWords(count).
-inline void windowEventsRow(const Window &w, const float *__restrict x,
-                            const unsigned *__restrict idx, unsigned count,
-                            const float *__restrict taps, unsigned c, float *__restrict acc,
-                            unsigned *__restrict buf) {
+// f(p, m, tap, val) for each output position p of one input row, in position order: the m
+// non-zero inputs in its window as their reversed taps (reversedTap) and values, in idx's
+// order (the row's `count` non-zero entries ascending), so per output and per tap the terms
+// come in the orders of the scatter (scatterRow, weightGradByInputs) and of gatherRow. Per
+// output row, the entries in the input rows its windows read are listed first, then per
+// position those in its columns. buf: windowEventsWords(count).
+template <class F>
+inline void windowEvents(const Window &w, const float *__restrict x, const unsigned *__restrict idx,
+                         unsigned count, unsigned *__restrict buf, F &&f) {
   const unsigned kH = w.kernelHeight, kW = w.kernelWidth, H = w.inHeight, W = w.inWidth;
   const unsigned S = windowEventsStride(count);
   // Per entry: its padded input row and column, its reversed tap at output (0, 0), its value.
@@ -94,11 +91,68 @@ inline void windowEventsRow(const Window &w, const float *__restrict x,
       const unsigned x0 = ox * w.strideX;
       const unsigned m =
           listWithin(n8, rowX, x0, kW, rowTap, int(x0), rowVal, nullptr, posTap, posVal, nullptr);
-      combineRows(c, m, reinterpret_cast<const float *>(posVal),
-                  reinterpret_cast<const unsigned *>(posTap), taps, c,
-                  acc + std::size_t(oy * w.outWidth + ox) * c);
+      f(oy * w.outWidth + ox, m, reinterpret_cast<const unsigned *>(posTap),
+        reinterpret_cast<const float *>(posVal));
     }
   }
+}
+
+// acc [positions, c] = the kernel taps (reversed, [taps, c]) of x's `count` non-zero entries
+// idx (one input row), position by position: its window's tap rows combined into its c sums
+// held in registers (combineRows: one load per multiply-add, the sums stored once; scatterRow
+// loads and stores them for every entry, ~50% of its time on that store). The same floats
+// as scatterRow and gatherRow. buf: windowEventsWords(count).
+inline void windowEventsRow(const Window &w, const float *__restrict x,
+                            const unsigned *__restrict idx, unsigned count,
+                            const float *__restrict taps, unsigned c, float *__restrict acc,
+                            unsigned *__restrict buf) {
+  windowEvents(w, x, idx, count, buf,
+               [&](unsigned p, unsigned m, const unsigned *tap, const float *val) {
+                 combineRows(c, m, val, tap, taps, c, acc + std::size_t(p) * c);
+               });
+}
+
+// gwT [taps (reversed), c] += each non-zero input times dL/dI [P, c] of the outputs its taps
+// reach, position by position: the position's c entries of dL/dI held in registers while its
+// window's taps' rows are updated (a load and a store per multiply-add; weightGradByInputs
+// also loads dL/dI for each). The same floats as weightGradByInputs (each tap's terms in
+// position order, which is the input's order). buf: windowEventsWords(count).
+inline void weightGradByPositions(const Window &w, unsigned c, const float *__restrict xr,
+                                  const unsigned *__restrict idx, unsigned count,
+                                  const float *__restrict g, float *__restrict gwT,
+                                  unsigned *__restrict buf) {
+  using popsnn::dense::Lanes;
+  using popsnn::dense::LANES;
+  using popsnn::dense::loadLanes;
+  constexpr unsigned BLOCK_VECS = LANES >= 8 ? 64 / LANES : 4, BLOCK = BLOCK_VECS * LANES;
+  windowEvents(w, xr, idx, count, buf,
+               [&](unsigned p, unsigned m, const unsigned *tap, const float *val) {
+                 const float *__restrict gp = g + std::size_t(p) * c;
+                 unsigned k0 = 0;
+                 for (; k0 + BLOCK <= c; k0 += BLOCK) { // a block of dL/dI in registers
+                   Lanes gv[BLOCK_VECS];
+                   for (unsigned v = 0; v < BLOCK_VECS; ++v)
+                     gv[v] = loadLanes(gp + k0 + v * LANES);
+                   for (unsigned e = 0; e < m; ++e) {
+                     float *__restrict r = gwT + std::size_t(tap[e]) * c + k0;
+                     for (unsigned v = 0; v < BLOCK_VECS; ++v)
+                       popsnn::dense::storeLanes(r + v * LANES,
+                                                 fusedAdd(loadLanes(r + v * LANES), val[e], gv[v]));
+                   }
+                 }
+                 for (; k0 + LANES <= c; k0 += LANES) { // whole vectors of the rest
+                   const Lanes gv = loadLanes(gp + k0);
+                   for (unsigned e = 0; e < m; ++e) {
+                     float *__restrict r = gwT + std::size_t(tap[e]) * c + k0;
+                     popsnn::dense::storeLanes(r, fusedAdd(loadLanes(r), val[e], gv));
+                   }
+                 }
+                 for (; k0 < c; ++k0) // fewer than a vector
+                   for (unsigned e = 0; e < m; ++e) {
+                     float *__restrict r = gwT + std::size_t(tap[e]) * c + k0;
+                     *r = fusedAdd(*r, val[e], gp[k0]);
+                   }
+               });
 }
 
 } // namespace conv

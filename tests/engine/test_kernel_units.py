@@ -93,14 +93,14 @@ def test_input_product_speed_bench_builds_and_times(tmp_path):
     subprocess.run(["c++", *icelake, str(ROOT / "bench" / "input_product_speed.cpp")], check=True)
 
 
-CONV_CASES = 160  # lines conv_checks.cpp prints: 5 geometries x 4 channel counts x 8
+CONV_CASES = 240  # lines conv_checks.cpp prints: 5 geometries x 4 channel counts x 12
 
 
 @pytest.mark.parametrize("build", sorted(BUILDS))
 def test_event_convolution_kernels_give_the_dense_kernels_floats(build, tmp_path):
     """windowEventsRow and scatterRow (the event-driven forward's two kernels) against gatherRow
-    (the dense one), bit for bit, in every build (kernel_checks/conv_checks.cpp); the AVX-512
-    branches compile."""
+    (the dense one), and the weight gradient by positions against the one by inputs, bit for
+    bit, in every build (kernel_checks/conv_checks.cpp); the AVX-512 branches compile."""
     exe = tmp_path / "conv_checks"
     source = SOURCE.parent / "conv_checks.cpp"
     flags = ["-std=c++17", "-O2", "-fno-math-errno", "-fno-trapping-math", f"-I{ROOT / 'codelets'}"]

@@ -1,10 +1,11 @@
 // The event-driven convolution's two kernels (codelets/ConvEvents.hpp's windowEventsRow,
 // and ConvKernels.hpp's scatterRow, which rows take when the work does not hold the lists)
-// against the dense one (gatherRow), entry for entry: all three sum each output's terms in
-// the same order, so they must give the same floats. Geometries with strides, padding and
-// channel counts below, at and past a vector; inputs as spikes (ones) and as real values.
-// Prints one line per case: its name and the number of outputs that differ from
-// gatherRow's bits (0 expected).
+// against the dense one (gatherRow), and the weight gradient by positions
+// (weightGradByPositions) against the one by inputs (weightGradByInputs), entry for entry:
+// each pair sums every output's terms in the same order, so they must give the same floats.
+// Geometries with strides, padding and channel counts below, at and past a vector; inputs as spikes
+// (ones) and as real values. Prints one line per case: its name and the number of outputs that
+// differ from gatherRow's bits (0 expected).
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -44,6 +45,16 @@ void check(const char *geometry, const Window &w, unsigned c, double density, bo
               mismatches(scattered, dense));
   std::printf("windows_%s_c%u_d%.2f_%s %u\n", geometry, c, density, spikes ? "spikes" : "values",
               mismatches(windows, dense));
+  // The weight gradient by inputs, by positions against weightGradByInputs (dL/dI [P, c]).
+  std::vector<float> g(outs), byInputs(taps.size(), 0.0f), byPositions(taps.size(), 0.0f);
+  for (float &v : g)
+    v = p(rng) < 0.25 ? u(rng) : 0.0f;
+  popsnn::conv::weightGradByInputs<popsnn::conv::ChannelsLast>(w, c, x.data(), idx.data(), count,
+                                                               g.data(), nullptr, byInputs.data());
+  popsnn::conv::weightGradByPositions(w, c, x.data(), idx.data(), count, g.data(),
+                                      byPositions.data(), idx.data() + count);
+  std::printf("weight_grad_%s_c%u_d%.2f_%s %u\n", geometry, c, density,
+              spikes ? "spikes" : "values", mismatches(byPositions, byInputs));
 }
 
 } // namespace
