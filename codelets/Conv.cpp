@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "ConvEvents.hpp"
 #include "ConvKernels.hpp"
 #include "ConvPooling.hpp"
 
@@ -31,8 +32,8 @@ public:
   Output<Vector<float>> current;   // [rows, c, H_out, W_out] (pooled: [rows, c, Q])
   Output<Vector<unsigned>> argmax; // pooled: [rows, c, Q]; else empty
   // The taps transposed [C_in * kH * kW (columns reversed: reversedTap), c], one row's sums [H_out
-  // * W_out, c], then the row's non-zero input positions [C_in * H * W], then Out's own
-  // (Out::workFloats).
+  // * W_out, c], Out's own (Out::workFloats), then the row's non-zero input positions [C_in * H
+  // * W] and, where the rest of the work holds them, windowEventsRow's lists.
   InOut<Vector<float>> work;
   Output<Vector<unsigned>> denseRows; // [1]: rows that took the dense path
   unsigned rows;
@@ -57,23 +58,30 @@ public:
       for (unsigned k = 0; k < taps; ++k)
         t[reversedTap(w, k) * c + co] = weights[co * taps + k];
     float *__restrict acc = &work[taps * c];
-    unsigned *__restrict idx = reinterpret_cast<unsigned *>(&work[(taps + P) * c]);
+    float *__restrict outWork = &work[(taps + P) * c];
+    const unsigned listed = (taps + P) * c + Out::workFloats(w, c);
+    unsigned *__restrict idx = reinterpret_cast<unsigned *>(&work[listed]);
+    const unsigned room = unsigned(work.size()) - listed; // for idx and the lists
     unsigned dense = 0;
     for (unsigned r = 0; r < rows; ++r) {
       const float *xr = &x[r * w.inSize()];
-      for (unsigned k = 0; k < P * c; ++k)
-        acc[k] = 0.0f;
       const unsigned count = nonzeroIndices(xr, w.inSize(), idx);
       const bool gather =
           popsnn::dense::denseEnough(count, w.inSize(), popsnn::dense::DENSE_CURRENT_MIN_PER_MILLE);
       dense += gather;
-      if (gather)
-        gatherRow(w, xr, t, c, acc);
-      else
-        scatterRow(w, xr, idx, count, t, c, acc);
+      if (!gather && count + windowEventsWords(count) <= room) {
+        windowEventsRow(w, xr, idx, count, t, c, acc, idx + count);
+      } else {
+        for (unsigned k = 0; k < P * c; ++k)
+          acc[k] = 0.0f;
+        if (gather)
+          gatherRow(w, xr, t, c, acc);
+        else
+          scatterRow(w, xr, idx, count, t, c, acc);
+      }
       const unsigned n = c * (Out::POOLED ? MaxPooledOut::pooled(w) : P);
       Out::write(w, c, acc, &bias[0], &current[r * n], Out::POOLED ? &argmax[r * n] : nullptr,
-                 &work[(taps + P) * c + w.inSize()]);
+                 outWork);
     }
     denseRows[0] = dense;
     return true;
@@ -95,9 +103,10 @@ public:
   Output<Vector<float>> gradWeights;    // [c, C_in, kH, kW]
   Output<Vector<float>> gradBias;       // [c]
   Output<Vector<unsigned>> activeGrads; // [1]: dL/dI entries that carried gradient
-  // [taps (reversedTap), c] sums of the input-driven rows, [P, c] one row's dL/dI transposed,
-  // [taps] one window of the input, [C_in * H * W] the row's non-zero input positions, [2 c] one
-  // position's non-zero dL/dI entries and their channels, then gradRow's [P, c].
+  // [taps (reversedTap), c] sums of the input-driven rows, [P, c] one row's dL/dI transposed
+  // (channels-last: weightGradByPositions' lists), [taps] one window of the input, [C_in * H * W]
+  // the row's non-zero input positions, [2 c] one position's non-zero dL/dI entries and their
+  // channels, then gradRow's [P, c].
   InOut<Vector<float>> work;
   unsigned rows;
   unsigned outChannels;
@@ -153,10 +162,14 @@ public:
       const unsigned activeX = nonzeroIndices(xr, w.inSize(), idx);
       if (byGradients(activeG, activeX)) {
         weightGradByGradients<Layout>(w, c, xr, gr, col, coef, chan, &gradWeights[0], tapIds);
-      } else {
-        weightGradByInputs<Layout>(w, c, xr, idx, activeX, gr, gT, gwT);
-        byInputs = true;
+        continue;
       }
+      byInputs = true;
+      // Channels-last, gT is free: by positions where it holds the lists (the same floats).
+      if (Layout::CHANNELS_LAST && windowEventsWords(activeX) <= P * c)
+        weightGradByPositions(w, c, xr, idx, activeX, gr, gwT, reinterpret_cast<unsigned *>(gT));
+      else
+        weightGradByInputs<Layout>(w, c, xr, idx, activeX, gr, gT, gwT);
     }
     if (byInputs)
       for (unsigned co = 0; co < c; ++co)

@@ -283,6 +283,27 @@ inline popsnn::dense::Lanes keepBefore(popsnn::dense::Lanes v, popsnn::dense::La
 // time). On AVX2 that is 8 accumulators: with 4, each row's multiply-adds waited on the
 // last row's (the CSNN step took 1.03x the CPU time; docs/performance/csnn.md). With ADD, out's
 // entries from `keep` on (rows zero-padded past a run) are left as they were.
+// acc + a * b, fused wherever the target has FMA: what the other kernels' loops are
+// contracted to. GCC's Zen tuning (-march=native on this machine) splits a multiply-add whose
+// sum a loop carries in a register (combineRows' rest of fewer than 64 floats) into a
+// multiply and an add, which round differently; this keeps every path's sums the same floats.
+inline popsnn::dense::Lanes fusedAdd(popsnn::dense::Lanes acc, float a, popsnn::dense::Lanes b) {
+#if defined(__FMA__) && defined(__AVX512F__) && !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS)
+  return _mm512_fmadd_ps(_mm512_set1_ps(a), b, acc);
+#elif defined(__FMA__) && defined(__AVX2__) && !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS)
+  return _mm256_fmadd_ps(_mm256_set1_ps(a), b, acc);
+#else
+  return acc + a * b;
+#endif
+}
+inline float fusedAdd(float acc, float a, float b) {
+#if defined(__FMA__) && !defined(__IPU__)
+  return __builtin_fmaf(a, b, acc);
+#else
+  return acc + a * b;
+#endif
+}
+
 template <bool ADD = false>
 inline void combineRows(unsigned n, unsigned count, const float *__restrict coef,
                         const unsigned *__restrict idx, const float *__restrict rows, unsigned ld,
@@ -305,7 +326,7 @@ inline void combineRows(unsigned n, unsigned count, const float *__restrict coef
     for (unsigned q = 0; q < count; ++q) {
       const float *__restrict r = rows + std::size_t(idx[q]) * ld + k0;
       for (unsigned v = 0; v < BLOCK_VECS; ++v)
-        acc[v] += coef[q] * loadLanes(r + v * LANES);
+        acc[v] = fusedAdd(acc[v], coef[q], loadLanes(r + v * LANES));
     }
     for (unsigned v = 0; v < BLOCK_VECS; ++v)
       store(k0 + v * LANES, acc[v]);
@@ -313,7 +334,7 @@ inline void combineRows(unsigned n, unsigned count, const float *__restrict coef
   for (; k0 + LANES <= n; k0 += LANES) { // whole vectors of the rest
     Lanes acc = ADD ? loadLanes(out + k0) : Lanes{};
     for (unsigned q = 0; q < count; ++q)
-      acc += coef[q] * loadLanes(rows + std::size_t(idx[q]) * ld + k0);
+      acc = fusedAdd(acc, coef[q], loadLanes(rows + std::size_t(idx[q]) * ld + k0));
     store(k0, acc);
   }
   const unsigned end = ADD ? std::min(n, keep) : n;
@@ -321,7 +342,7 @@ inline void combineRows(unsigned n, unsigned count, const float *__restrict coef
     out[k] = ADD ? out[k] : 0.0f;
   for (unsigned q = 0; q < count; ++q)
     for (unsigned k = k0; k < end; ++k)
-      out[k] += coef[q] * rows[std::size_t(idx[q]) * ld + k];
+      out[k] = fusedAdd(out[k], coef[q], rows[std::size_t(idx[q]) * ld + k]);
 }
 
 // The input gradient by window runs, ConvInputGrad's per-entry path when no column padding

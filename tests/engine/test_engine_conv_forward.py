@@ -1,14 +1,14 @@
-"""The event-driven forward and the weight gradient by inputs (codelets/ConvKernels.hpp:
-scatterRow, weightGradByInputs) at channel counts of one and more AVX-512 vectors, which the
-other conv tests (at most 8 output channels) do not reach: 8, 16 and 20 output channels (20: a
-kernel row's run of kW x c floats that ends inside a vector), with and without the fused 2 x 2
-max pool, at stride 2 with padding; against the reference's ops in float64
-(test_engine_conv.py's helpers) on the cpu device (one worker a shard), the ipu-model's one tile
-(six workers, each with its rows and a sixth of the work) and six tiles (channel groups of 8 or
-10 for the pooled and strided geometries). Spikes at 15% and full dL/dI: the event path on every
-row and the weight gradient by inputs. (A version of both kernels that listed each output
-position's or tap's entries and combined them in registers passed these and was bit-identical on
-the CSNN, but not faster: docs/performance/csnn.md, sixth pass.)"""
+"""The event-driven forward and the weight gradient by inputs (codelets/ConvEvents.hpp's
+windowEventsRow, ConvKernels.hpp's weightGradByInputs) at channel counts of one and more
+AVX-512 vectors, which the other conv tests (at most 8 output channels) do not reach: 8, 16
+and 20 output channels (20: a kernel row's run of kW x c floats that ends inside a vector),
+with and without the fused 2 x 2 max pool, at stride 2 with padding; against the reference's
+ops in float64 (test_engine_conv.py's helpers) on the cpu device (one worker a shard), the
+ipu-model's one tile (six workers, each with its rows and a sixth of the work) and six tiles
+(channel groups of 8 or 10 for the pooled and strided geometries). Spikes at 15% and full
+dL/dI: the event path on every row and the weight gradient by inputs; with six workers a
+shard's work may not hold the event path's lists, whose rows then scatter (both give the
+same floats)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,10 @@
 (codelets/SparseRows.hpp, DenseKernels.hpp, LifCommon.hpp, BackwardRows.hpp, LeakyTrace.hpp)
 against plain double-precision loops (kernel_checks/kernel_checks.cpp), built once per
 instruction set the codelets have a path for: this machine's (-march=native),
-AVX2, baseline x86-64 (SSE) and the plain loops of the IPU build. The engine tests cover the
-same kernels through the reference on this machine's build only."""
+AVX2, baseline x86-64 (SSE) and the plain loops of the IPU build; the event-driven convolution's
+kernels (ConvEvents.hpp) against the dense ones bit for bit (kernel_checks/conv_checks.cpp), in
+the same builds. The engine tests cover the same kernels through the reference on this
+machine's build only."""
 
 import platform
 import shutil
@@ -91,3 +93,44 @@ def test_input_product_speed_bench_builds_and_times(tmp_path):
     # The AVX-512 branches compile too (this file includes InputProducts.hpp first, alone).
     icelake = [*flags[:-1], "-march=icelake-server", "-fsyntax-only"]
     subprocess.run(["c++", *icelake, str(ROOT / "bench" / "input_product_speed.cpp")], check=True)
+
+
+CONV_CASES = 240  # lines conv_checks.cpp prints: 5 geometries x 4 channel counts x 12
+
+
+@pytest.mark.parametrize("build", sorted(BUILDS))
+def test_event_convolution_kernels_give_the_dense_kernels_floats(build, tmp_path):
+    """windowEventsRow and scatterRow (the event-driven forward's two kernels) against gatherRow
+    (the dense one), and the weight gradient by positions against the one by inputs, bit for
+    bit, in every build (kernel_checks/conv_checks.cpp); the AVX-512 branches compile."""
+    exe = tmp_path / "conv_checks"
+    source = SOURCE.parent / "conv_checks.cpp"
+    flags = ["-std=c++17", "-O2", "-fno-math-errno", "-fno-trapping-math", f"-I{ROOT / 'codelets'}"]
+    subprocess.run(["c++", *flags, *BUILDS[build], str(source), "-o", str(exe)], check=True)
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+    differing = dict(line.split() for line in out.splitlines())
+    assert len(differing) == CONV_CASES
+    assert all(n == "0" for n in differing.values()), {
+        k: n for k, n in differing.items() if n != "0"
+    }
+    if build == "native":
+        icelake = [*flags, "-march=icelake-server", "-fsyntax-only", str(source)]
+        subprocess.run(["c++", *icelake], check=True)
+
+
+def test_conv_forward_speed_bench_builds_and_agrees(tmp_path):
+    """bench/conv_forward_speed.cpp (the CSNN's second convolution's event path, by positions
+    and by scatter, timed) builds against the codelets, finds the two kernels' floats and
+    argmax equal on spikes, and prints both timings."""
+    exe, x_file = tmp_path / "conv_forward_speed", tmp_path / "x.f32"
+    rows = [[float((r * 7 + i) % 23 == 0) for i in range(12 * 12 * 12)] for r in range(6)]
+    x_file.write_bytes(struct.pack(f"{6 * 1728}f", *[v for row in rows for v in row]))
+    flags = ["-std=c++17", "-O1", f"-I{ROOT / 'codelets'}", "-march=native"]
+    source = ROOT / "bench" / "conv_forward_speed.cpp"
+    subprocess.run(["c++", *flags, str(source), "-o", str(exe)], check=True)
+    out = subprocess.run(
+        [str(exe), str(x_file), "4", "2"], check=True, capture_output=True, text=True
+    ).stdout.splitlines()
+    assert out[0] == "6 rows, same floats and argmax: yes"
+    times = {line.split()[0]: float(line.split()[2]) for line in out[1:3]}
+    assert set(times) == {"scatter", "windows"} and all(t >= 0.0 for t in times.values())

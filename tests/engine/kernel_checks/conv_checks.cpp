@@ -1,0 +1,82 @@
+// The event-driven convolution's two kernels (codelets/ConvEvents.hpp's windowEventsRow,
+// and ConvKernels.hpp's scatterRow, which rows take when the work does not hold the lists)
+// against the dense one (gatherRow), and the weight gradient by positions
+// (weightGradByPositions) against the one by inputs (weightGradByInputs), entry for entry:
+// each pair sums every output's terms in the same order, so they must give the same floats.
+// Geometries with strides, padding and channel counts below, at and past a vector; inputs as spikes
+// (ones) and as real values. Prints one line per case: its name and the number of outputs that
+// differ from gatherRow's bits (0 expected).
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "ConvEvents.hpp"
+
+using popsnn::conv::Window;
+
+namespace {
+
+unsigned mismatches(const std::vector<float> &a, const std::vector<float> &b) {
+  unsigned bad = 0;
+  for (std::size_t k = 0; k < a.size(); ++k)
+    bad += std::memcmp(&a[k], &b[k], sizeof(float)) != 0;
+  return bad;
+}
+
+void check(const char *geometry, const Window &w, unsigned c, double density, bool spikes,
+           std::mt19937 &rng) {
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f), p(0.0f, 1.0f);
+  std::vector<float> x(w.inSize()), taps(std::size_t(w.taps()) * c);
+  for (float &v : x)
+    v = p(rng) < density ? (spikes ? 1.0f : u(rng)) : 0.0f;
+  for (float &v : taps)
+    v = u(rng);
+  const std::size_t outs = std::size_t(w.outPositions()) * c;
+  std::vector<float> dense(outs, 0.0f), scattered(outs, 0.0f), windows(outs, NAN);
+  std::vector<unsigned> idx(w.inSize() + popsnn::conv::windowEventsWords(w.inSize()));
+  const unsigned count = popsnn::conv::nonzeroIndices(x.data(), w.inSize(), idx.data());
+  popsnn::conv::gatherRow(w, x.data(), taps.data(), c, dense.data());
+  popsnn::conv::scatterRow(w, x.data(), idx.data(), count, taps.data(), c, scattered.data());
+  popsnn::conv::windowEventsRow(w, x.data(), idx.data(), count, taps.data(), c, windows.data(),
+                                idx.data() + count);
+  std::printf("scatter_%s_c%u_d%.2f_%s %u\n", geometry, c, density, spikes ? "spikes" : "values",
+              mismatches(scattered, dense));
+  std::printf("windows_%s_c%u_d%.2f_%s %u\n", geometry, c, density, spikes ? "spikes" : "values",
+              mismatches(windows, dense));
+  // The weight gradient by inputs, by positions against weightGradByInputs (dL/dI [P, c]).
+  std::vector<float> g(outs), byInputs(taps.size(), 0.0f), byPositions(taps.size(), 0.0f);
+  for (float &v : g)
+    v = p(rng) < 0.25 ? u(rng) : 0.0f;
+  popsnn::conv::weightGradByInputs<popsnn::conv::ChannelsLast>(w, c, x.data(), idx.data(), count,
+                                                               g.data(), nullptr, byInputs.data());
+  popsnn::conv::weightGradByPositions(w, c, x.data(), idx.data(), count, g.data(),
+                                      byPositions.data(), idx.data() + count);
+  std::printf("weight_grad_%s_c%u_d%.2f_%s %u\n", geometry, c, density,
+              spikes ? "spikes" : "values", mismatches(byPositions, byInputs));
+}
+
+} // namespace
+
+int main() {
+  std::mt19937 rng(7);
+  struct Geometry {
+    const char *name;
+    Window w;
+  };
+  // Window: inChannels, inHeight, inWidth, kH, kW, strideY, strideX, padY, padX, outH, outW.
+  const Geometry geometries[] = {
+      {"csnn2", {12, 12, 12, 5, 5, 1, 1, 0, 0, 8, 8}},
+      {"pad1", {3, 10, 9, 3, 3, 1, 1, 1, 1, 10, 9}},
+      {"stride2pad1", {2, 11, 9, 3, 3, 2, 2, 1, 1, 6, 5}},
+      {"stride21", {4, 9, 13, 3, 4, 2, 1, 0, 2, 4, 14}},
+      {"whole", {16, 4, 4, 4, 4, 1, 1, 0, 0, 1, 1}}, // a readout: one position
+  };
+  for (const Geometry &g : geometries)
+    for (unsigned c : {1u, 8u, 20u, 64u})
+      for (double density : {0.04, 0.3})
+        for (bool spikes : {true, false})
+          check(g.name, g.w, c, density, spikes, rng);
+  return 0;
+}
