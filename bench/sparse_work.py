@@ -13,7 +13,8 @@ counts are bench/trace_form.py's count_macs plus the rows and the readout):
   one dot per active entry below, over this layer's dL/dI list where the engine takes it
   (listDotsApply), else over the whole row; `every dot over the live list`: the list always);
 - rows: the (t, b, shard) rows walked (dense: all; rule: those with anything live); the rule's
-  per-row cost (~100 ns measured, bench/README.md) is a floor no multiply-add count shows.
+  per-row cost (~100 ns measured, docs/performance/sparse-backward.md) is a floor no
+  multiply-add count shows.
 The readout has no rule: the engine runs its dense backward (`readout as run`), while the
 live form would do its carry and dW only over its non-zero g and the layer below's live
 entries (`readout in proportion`). Units: one multiply-add or one entry update each.

@@ -102,7 +102,8 @@ POPSNN_ONCE void fromFanoutDense(float *__restrict eps, unsigned n, const float 
 // One step's product of every sample at once: out[b, j] = sum_k byDownstream[k, j] *
 // grads[row0 + b, k] over the layer's shards (`grads`: a block [rowsPerBlock, n_k] per shard
 // at rowsPerBlock * first_k), one blocked product per shard, so the [n_k, n] rows stream once
-// per step, not once per sample as fromFanoutDense's do (bench/README.md, issue 12).
+// per step, not once per sample as fromFanoutDense's do (docs/performance/dsnn-engine.md, issue
+// 12).
 POPSNN_ONCE void stepProduct(const float *grads, const float *byDownstream, unsigned n,
                              unsigned shardSize, unsigned layerSize, unsigned row0,
                              unsigned rowsPerBlock, unsigned batch, float *out) {

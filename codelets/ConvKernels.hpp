@@ -281,7 +281,7 @@ inline popsnn::dense::Lanes keepBefore(popsnn::dense::Lanes v, popsnn::dense::La
 // matrix combined, a block of 64 floats of out held in registers while every row streams
 // past (one load per multiply-add; an axpy per row would also load and store out each
 // time). On AVX2 that is 8 accumulators: with 4, each row's multiply-adds waited on the
-// last row's (the CSNN step took 1.03x the CPU time; bench/README.md). With ADD, out's
+// last row's (the CSNN step took 1.03x the CPU time; docs/performance/csnn.md). With ADD, out's
 // entries from `keep` on (rows zero-padded past a run) are left as they were.
 template <bool ADD = false>
 inline void combineRows(unsigned n, unsigned count, const float *__restrict coef,

@@ -63,7 +63,8 @@ inline void prefetchPanelRow(const float *row) {
 // `panelStride` apart; the first k block writes c (`accumulate` false), later ones add.
 // PREFETCH: also fetches the next panel's rows (`next`, same stride) as k goes. b is read
 // once per minibatch, so from memory, and the first tile of each panel waited for its rows,
-// a row of b apart (bench/README.md: x.W of a shard on a cold cache ~17% faster with it).
+// a row of b apart (docs/performance/dsnn-engine.md: x.W of a shard on a cold cache ~17% faster
+// with it).
 template <unsigned R, bool PREFETCH = false>
 inline void productTile(unsigned kc, const float *__restrict a, unsigned aRow, unsigned aCol,
                         const float *__restrict panel, unsigned panelStride, float *__restrict c,
@@ -192,13 +193,13 @@ inline void denseProduct(unsigned M, unsigned N, unsigned K, const float *a, uns
 // The dense product pays for every entry, the sparse row kernel only for the non-zero
 // ones, at a lower rate per entry: the dense one is as fast or faster from these fractions
 // (per mille) of non-zero inputs up. Measured with bench/density_threshold.py on this
-// project's machines (results and method in bench/README.md; re-run it elsewhere). The
-// weight gradient's sparse kernel differs per instruction set, and so does its threshold:
-// the plain loops (IPU) list one input at a time (measured with that kernel on AVX2); other
-// hosts off AVX-512 take two inputs at a time, each loaded row of the [B, n] operand, which
-// stays in L2, serving both (measured on AVX2); on AVX-512 SPARSE_GROUP inputs share each
-// loaded row (over the samples where any is non-zero), which pays on images, whose
-// neighbouring pixels are non-zero together, less on the script's scattered entries.
+// project's machines (results and method in docs/performance/dsnn-engine.md; re-run it elsewhere).
+// The weight gradient's sparse kernel differs per instruction set, and so does its threshold: the
+// plain loops (IPU) list one input at a time (measured with that kernel on AVX2); other hosts off
+// AVX-512 take two inputs at a time, each loaded row of the [B, n] operand, which stays in L2,
+// serving both (measured on AVX2); on AVX-512 SPARSE_GROUP inputs share each loaded row (over the
+// samples where any is non-zero), which pays on images, whose neighbouring pixels are non-zero
+// together, less on the script's scattered entries.
 constexpr unsigned DENSE_CURRENT_MIN_PER_MILLE = 300;
 #if defined(__IPU__) || defined(POPSNN_PLAIN_LOOPS)
 constexpr unsigned DENSE_WEIGHT_GRAD_MIN_PER_MILLE = 500;

@@ -128,7 +128,7 @@ inline void sparseRowGroupBlock(const unsigned *__restrict idx, const float *__r
     for (unsigned c = 0; c < W; ++c) {
       __m512 w = MASKED && c == V ? _mm512_maskz_loadu_ps(lastMask, row + 16 * c)
                                   : _mm512_loadu_ps(row + 16 * c);
-      asm("" : "+v"(w)); // one load for the R multiply-adds (GCC would fold a load into each)
+      keepInRegister(w); // one load for the R multiply-adds
 #pragma GCC unroll 4
       for (unsigned r = 0; r < R; ++r)
         acc[r][c] = _mm512_fmadd_ps(a[r], w, acc[r][c]);
@@ -175,7 +175,8 @@ inline void sparseRowGroupCombination(const unsigned *__restrict idx, const floa
 // threshold of 0-60 ran alike and 70 sent most pairs back to rows (0.96x); scattered random
 // entries (fill 51-55% at densities 0.05-0.19) ran 0.87x of rows as pairs. x.W's panels of 512
 // columns: one at a DSNN shard's 500, where panels of 192 ran as fast on MNIST but their lists,
-// made again per panel, made scattered input 0.76-0.90x of main's rows (bench/README.md).
+// made again per panel, made scattered input 0.76-0.90x of main's rows
+// (docs/performance/dsnn-engine.md).
 constexpr unsigned ROW_GROUP = 2;
 constexpr unsigned SPARSE_GROUP_MIN_FILL = 60, SPARSE_PRODUCT_COLUMNS = 512;
 
@@ -187,7 +188,6 @@ template <unsigned R>
 inline unsigned compressNonzeroRows(const float *__restrict x, unsigned nIn,
                                     unsigned *__restrict idx, float *__restrict val,
                                     unsigned &entries) {
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   unsigned count = 0, i0 = 0;
   entries = 0;
   for (; i0 + 8 <= nIn; i0 += 8) {
@@ -204,9 +204,8 @@ inline unsigned compressNonzeroRows(const float *__restrict x, unsigned nIn,
     if (nz == 0) // images' borders: zero in every row
       continue;
     const __m256i ids = packedLaneOrder(nz); // AVX2 has no compress
-    _mm256_storeu_si256(
-        reinterpret_cast<__m256i *>(idx + count),
-        _mm256_add_epi32(_mm256_permutevar8x32_epi32(lane, ids), _mm256_set1_epi32(int(i0))));
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(idx + count),
+                        _mm256_permutevar8x32_epi32(firstLanes8(i0), ids));
 #pragma GCC unroll 4
     for (unsigned r = 0; r < R; ++r)
       _mm256_storeu_ps(val + std::size_t(r) * nIn + count, _mm256_permutevar8x32_ps(v[r], ids));
@@ -330,7 +329,7 @@ inline void sparseInputTransposedProduct(const float *__restrict x, unsigned str
   // Two inputs at a time over the samples where either is non-zero (neighbouring pixels are
   // non-zero together): each loaded row of g serves both inputs' sums, where one input at a
   // time was bound by the loads of g from L2 (1.13-1.19x on MNIST's x at B 128, n 500-1,000:
-  // bench/README.md). Consecutive pairs read the same lines of x, from L1.
+  // docs/performance/dsnn-engine.md). Consecutive pairs read the same lines of x, from L1.
   unsigned i = 0;
   for (; i + 2 <= numInputs; i += 2) {
     float *v0 = val, *v1 = val + batch;

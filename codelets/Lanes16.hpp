@@ -10,6 +10,14 @@
 // the membrane's chain every step.
 #pragma once
 
+#if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS)
+namespace popsnn {
+// An empty asm that takes a native vector in a register, so that GCC keeps one load of it for
+// several multiply-adds (it would fold a copy of the load into each).
+template <class Vector> inline void keepInRegister(Vector &v) { asm("" : "+v"(v)); }
+} // namespace popsnn
+#endif
+
 #if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS) &&                                           \
     (defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__)))
 #define POPSNN_LANES16 1
@@ -57,8 +65,7 @@ inline F reciprocal(F x, F one) {
   const F refined = _mm512_fmadd_ps(r, _mm512_fnmadd_ps(x, r, one), r);
   return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(r, zero(), _CMP_NEQ_UQ), refined);
 }
-// One load kept for several multiply-adds (GCC would fold a copy of the load into each).
-inline void keepInRegister(F &v) { asm("" : "+v"(v)); }
+using popsnn::keepInRegister;
 #else
 struct F {
   __m256 lo, hi;
@@ -151,7 +158,10 @@ inline __m256 reciprocal8(__m256 x, __m256 one) {
   return _mm256_fmadd_ps(r, _mm256_fnmadd_ps(bounded, r, one), r);
 }
 inline F reciprocal(F x, F one) { return {reciprocal8(x.lo, one.lo), reciprocal8(x.hi, one.hi)}; }
-inline void keepInRegister(F &v) { asm("" : "+x"(v.lo), "+x"(v.hi)); }
+inline void keepInRegister(F &v) {
+  popsnn::keepInRegister(v.lo);
+  popsnn::keepInRegister(v.hi);
+}
 #endif
 
 // All 16 lanes.

@@ -226,11 +226,6 @@ inline unsigned appendMask16(__mmask16 s, __m512i lane, unsigned first, int *__r
 
 #if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS) && !defined(__AVX512F__) && defined(__AVX2__)
 #define POPSNN_SPIKES_AVX2 1
-// The ids of 8 consecutive neurons from `offset`, one per lane: a listing's first lanes.
-inline __m256i firstLanes8(unsigned offset) {
-  return _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                          _mm256_set1_epi32(int(offset)));
-}
 
 // Appends the ids (in `lane`) of the set bits of an 8-neuron mask: packed by PACKED_LANES and
 // stored whole while 8 more fit (lanes past the count are overwritten later or unused), else

@@ -99,7 +99,8 @@ struct LiveNeurons {
   // Every pass over them has two forms: an indexed loop over the live ids, or one vector pass
   // over the whole shard of n (the others' values are 0: the same sums). "Few" is where the
   // indexed loop is faster, a fraction of n measured per kind of pass (bench/live_threshold.cpp;
-  // bench/README.md, AVX2): one row of n in cache (the carry, dL/dI and its sums, zeroing);
+  // docs/performance/sparse-backward.md, AVX2): one row of n in cache (the carry, dL/dI and its
+  // sums, zeroing);
   bool fewForRow(unsigned n) const { return few(ROW_PASS, n); }
   // the weight gradient's rows at an input's non-zeros, row += x_i dL/dI (rows out of cache);
   bool fewForInputRows(unsigned n) const { return few(INPUT_ROWS, n); }

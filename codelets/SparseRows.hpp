@@ -80,11 +80,12 @@ inline void storeFloats16(float *p, const Floats16 &v) {
     *reinterpret_cast<UnalignedFloats *>(p + i * (16 / parts)) =
         reinterpret_cast<const NativeFloats *>(&v)[i];
 }
-// An empty asm that takes v in registers, so that GCC keeps one load of it for several uses.
-inline void keepInRegisters(Floats16 &v) {
-  for (unsigned i = 0; i < sizeof(Floats16) / sizeof(NativeFloats); ++i)
-    asm("" : "+x"(reinterpret_cast<NativeFloats *>(&v)[i]));
+#ifndef __AVX512F__
+inline void keepInRegister(Floats16 &v) { // part by part (on AVX-512 it is one register)
+  for (NativeFloats &part : v.part)
+    popsnn::keepInRegister(part);
 }
+#endif
 // Vectors of 16 columns per block: as many accumulators as the registers hold.
 #ifdef __AVX512F__
 constexpr unsigned SPARSE_BLOCK_VECS = 8;
@@ -184,6 +185,12 @@ struct PackedLanes {
 };
 inline constexpr PackedLanes PACKED_LANES{};
 
+// The ids of 8 consecutive entries from `offset`, one per lane: a listing's first lanes.
+inline __m256i firstLanes8(unsigned offset) {
+  return _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                          _mm256_set1_epi32(int(offset)));
+}
+
 // The permutation that moves the set lanes of an 8-lane mask to the front, in order.
 inline __m256i packedLaneOrder(unsigned bits) {
   return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(PACKED_LANES.of[bits])));
@@ -270,7 +277,7 @@ inline void sparseRowPairBlock(const unsigned *__restrict idx, const float *__re
 #pragma GCC unroll 8
     for (unsigned c = 0; c < V; ++c) {
       Floats16 r = loadFloats16(row + 16 * c);
-      keepInRegisters(r); // one load for both sums (GCC would fold a load into each)
+      keepInRegister(r); // one load for both sums
       acc0[c] += s0 * r;
       acc1[c] += s1 * r;
     }

@@ -135,7 +135,7 @@ constexpr float DENSE_TRACE_MIN_ACTIVITY = 0.45f;
 // From this fraction of a layer's T x B x n entries live in its backward (an entry at that step
 // or a later one, so the carry is non-zero) the compressed backward is slower than the dense
 // one with the rule's mask: its cost is ~0.6 ms + 4.4 ms x live against the dense 2.3 ms at
-// 784-200-200-10, T 25, B 32 (measured on the CPU runtime, bench/README.md issue 13).
+// 784-200-200-10, T 25, B 32 (measured on the CPU runtime, docs/performance/sparse-backward.md).
 constexpr float SPARSE_BACKWARD_MAX_LIVE = 0.35f;
 // The compressed trace keeps 16-bit neuron ids: a shard wider than this keeps the dense layout.
 constexpr unsigned MAX_TRACE_ID_SHARD = 65536;

@@ -8,7 +8,7 @@ max pool, at stride 2 with padding; against the reference's ops in float64
 10 for the pooled and strided geometries). Spikes at 15% and full dL/dI: the event path on every
 row and the weight gradient by inputs. (A version of both kernels that listed each output
 position's or tap's entries and combined them in registers passed these and was bit-identical on
-the CSNN, but not faster: bench/README.md, sixth pass.)"""
+the CSNN, but not faster: docs/performance/csnn.md, sixth pass.)"""
 
 from __future__ import annotations
 

@@ -257,6 +257,17 @@ def test_profile_counts_equal_hand_computed_values(runtime_cases):
     assert "(estimate)" in r["summary"]
 
 
+def test_profile_summary_keeps_large_figures_apart(runtime_cases):
+    """A step of 3e10 cycles: every column of its summary row is a separate word, equal to
+    the figure behind it (the table once ran wide numbers together)."""
+    r = runtime_cases("profile_wide", "ipu2x8")
+    assert r["computeCycles"] == 6 * 5_000_000_000
+    row = next(line for line in r["summary"].splitlines() if line.startswith("wide-step"))
+    words = row.split()
+    assert words[1:5] == ["compute", "1", str(r["cycles"]), str(r["computeCycles"])]
+    assert words[5:] == ["0"] * 4
+
+
 ERRORS = {
     "unknown_vertex": ("unknown_vertex_type", ["'NoSuchVertex'", "Fill<float>", "addCodelets"]),
     "template_without_args": ("unknown_vertex_type", ["'Fill'", "explicit instantiation"]),

@@ -269,16 +269,28 @@ void Engine::printProfileSummary(std::ostream &out, const OptionFlags &) const {
   os << "Memory (estimate): " << detail::humanBytes(total) << " in total; fullest tile " << maxTile
      << " with " << detail::humanBytes(p.tileBytes.empty() ? 0 : p.tileBytes[maxTile]) << "\n"
      << "Runs: " << p.runs << "\n\n"
-     << std::left << std::setw(44) << "Program step" << std::right << std::setw(9) << "kind"
-     << std::setw(9) << "execs" << std::setw(12) << "cycles/exec" << std::setw(11) << "compute"
-     << std::setw(11) << "exchange" << std::setw(13) << "exch bytes" << std::setw(12)
-     << "inter-IPU B" << std::setw(11) << "host B" << "\n";
+     << std::left << std::setw(44) << "Program step" << std::right;
+  // Every column after the name starts with a space: a figure wider than its column (tens of
+  // billions of cycles in a large model) stays a separate word for readers and parsers.
+  const auto cell = [&os](int width, const auto &value) { os << ' ' << std::setw(width) << value; };
+  const int widths[] = {8, 8, 13, 13, 11, 12, 11, 10};
+  const char *headers[] = {"kind",     "execs",      "cycles/exec", "compute",
+                           "exchange", "exch bytes", "inter-IPU B", "host B"};
+  for (unsigned c = 0; c < 8; ++c)
+    cell(widths[c], headers[c]);
+  os << "\n";
   for (const auto &s : p.steps) {
     std::string name = s.name.size() > 43 ? s.name.substr(0, 40) + "..." : s.name;
-    os << std::left << std::setw(44) << name << std::right << std::setw(9) << s.kind << std::setw(9)
-       << s.executions << std::setw(12) << s.cycles << std::setw(11) << s.computeCycles
-       << std::setw(11) << s.exchangeCycles << std::setw(13) << s.exchangeBytesWithinIPU
-       << std::setw(12) << s.exchangeBytesBetweenIPUs << std::setw(11) << s.hostBytes << "\n";
+    os << std::left << std::setw(44) << name << std::right;
+    cell(widths[0], s.kind);
+    cell(widths[1], s.executions);
+    cell(widths[2], s.cycles);
+    cell(widths[3], s.computeCycles);
+    cell(widths[4], s.exchangeCycles);
+    cell(widths[5], s.exchangeBytesWithinIPU);
+    cell(widths[6], s.exchangeBytesBetweenIPUs);
+    cell(widths[7], s.hostBytes);
+    os << "\n";
   }
   os << "\nTotals over all executions (estimates):\n"
      << "  compute cycles      " << p.computeCycles << "\n"

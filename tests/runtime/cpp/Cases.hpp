@@ -117,6 +117,7 @@ void caseNonContiguous(Ctx &c);
 void caseHalf(Ctx &c);
 void caseHalfVertex(Ctx &c);
 void caseProfile(Ctx &c);
+void caseProfileWide(Ctx &c);
 void caseMemory(Ctx &c);
 void caseMemoryMk2(Ctx &c);
 void caseLocality(Ctx &c);

@@ -91,6 +91,28 @@ void caseProfile(Ctx &c) {
   c.out.str("summary", summary.str());
 }
 
+// A step of tens of billions of cycles (a large model's layer on few tiles): the summary's
+// table keeps every figure a separate word, as the numbers behind it.
+void caseProfileWide(Ctx &c) {
+  Graph graph(c.device.getTarget());
+  graph.addCodelets(c.codelets);
+  ComputeSet cs = graph.addComputeSet("wide");
+  Tensor v = graph.addVariable(INT, {2}, "v");
+  graph.setTileMapping(v, 0);
+  VertexRef a = graph.addVertex(cs, "Increment", {{"v", v}});
+  graph.setTileMapping(a, 0);
+  graph.setPerfEstimate(a, 5'000'000'000ULL); // thread cycles: 6x as tile cycles
+  Engine engine(graph, Execute(cs, "wide-step"));
+  engine.load(c.device);
+  engine.run();
+  const ProfileEstimate p = engine.getProfileEstimate();
+  c.out.num("cycles", p.steps.at(0).cycles);
+  c.out.num("computeCycles", p.steps.at(0).computeCycles);
+  std::ostringstream summary;
+  engine.printProfileSummary(summary);
+  c.out.str("summary", summary.str());
+}
+
 // Memory per tile: exact accounting on a 1 KiB-per-tile model (ipu4-1k).
 void caseMemory(Ctx &c) {
   std::size_t n = std::stoul(c.extra);

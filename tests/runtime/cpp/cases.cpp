@@ -60,6 +60,7 @@ int main(int argc, char **argv) {
       {"half", caseHalf},
       {"half_vertex", caseHalfVertex},
       {"profile", caseProfile},
+      {"profile_wide", caseProfileWide},
       {"memory", caseMemory},
       {"memory_mk2", caseMemoryMk2},
       {"locality", caseLocality},
