@@ -15,7 +15,8 @@ namespace popsnn {
 namespace {
 
 constexpr std::uint32_t ABS_BITS = 0x7fffffffu, EXPONENT = 0x7f800000u;
-constexpr unsigned BLOCK = 16; // floats tested at once
+constexpr unsigned BLOCK = 16;      // floats tested at once
+constexpr unsigned BYTE_BLOCK = 32; // bytes tested at once
 
 std::uint32_t bitsOf(float v) {
   std::uint32_t u;
@@ -90,12 +91,51 @@ struct RowScanner {
       visitBlock(x, i);
     visitOneByOne(x, i, nIn);
   }
+
+  void visitOneByOne(const std::uint8_t *x, unsigned first, unsigned last) {
+    for (unsigned i = first; i < last; ++i)
+      if (x[i] != 0)
+        append(i, float(x[i]));
+  }
+
+#if defined(__SSE2__) && !defined(POPSNN_PLAIN_LOOPS)
+  // x[first .. first + BYTE_BLOCK): one branch for a block of zeros, then its non-zeros by bit.
+  void visitBlock(const std::uint8_t *x, unsigned first) {
+    const __m128i zero = _mm_setzero_si128();
+    const __m128i low = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x + first));
+    const __m128i high = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x + first + 16));
+    if (_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_or_si128(low, high), zero)) == 0xffff)
+      return;
+    const unsigned zeros = unsigned(_mm_movemask_epi8(_mm_cmpeq_epi8(low, zero))) |
+                           unsigned(_mm_movemask_epi8(_mm_cmpeq_epi8(high, zero))) << 16;
+    for (unsigned nonzero = ~zeros; nonzero != 0; nonzero &= nonzero - 1) {
+      const unsigned i = first + unsigned(__builtin_ctz(nonzero));
+      append(i, float(x[i]));
+    }
+  }
+#else
+  void visitBlock(const std::uint8_t *x, unsigned first) {
+    std::uint64_t words[BYTE_BLOCK / 8];
+    std::memcpy(words, x + first, sizeof words);
+    std::uint64_t any = 0;
+    for (std::uint64_t w : words)
+      any |= w;
+    if (any != 0)
+      visitOneByOne(x, first, first + BYTE_BLOCK);
+  }
+#endif
+
+  void row(const std::uint8_t *x, unsigned nIn) {
+    unsigned i = 0;
+    for (; i + BYTE_BLOCK <= nIn; i += BYTE_BLOCK)
+      visitBlock(x, i);
+    visitOneByOne(x, i, nIn);
+  }
 };
 
-} // namespace
-
-void buildInputLists(const float *x, unsigned steps, unsigned chunks, unsigned chunkBatch,
-                     unsigned nIn, std::size_t capacity, InputLists &out) {
+template <typename Element>
+void listChunks(const Element *x, unsigned steps, unsigned chunks, unsigned chunkBatch,
+                unsigned nIn, std::size_t capacity, InputLists &out) {
   const unsigned rows = steps * chunkBatch;
   const std::size_t listSize = codes::inputListStarts(steps, chunkBatch) + capacity;
   // Every start is written; entries past a chunk's last start are never read (no clearing).
@@ -115,6 +155,18 @@ void buildInputLists(const float *x, unsigned steps, unsigned chunks, unsigned c
     out.mostNeeded = std::max(out.mostNeeded, scan.used);
     out.nonFinite += scan.nonFinite;
   }
+}
+
+} // namespace
+
+void buildInputLists(const float *x, unsigned steps, unsigned chunks, unsigned chunkBatch,
+                     unsigned nIn, std::size_t capacity, InputLists &out) {
+  listChunks(x, steps, chunks, chunkBatch, nIn, capacity, out);
+}
+
+void buildInputLists(const std::uint8_t *x, unsigned steps, unsigned chunks, unsigned chunkBatch,
+                     unsigned nIn, std::size_t capacity, InputLists &out) {
+  listChunks(x, steps, chunks, chunkBatch, nIn, capacity, out);
 }
 
 float grownInputActivity(std::size_t needed, std::size_t entries) {

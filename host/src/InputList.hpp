@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace popsnn {
@@ -20,6 +21,10 @@ struct InputLists {
 // x is [T, B, nIn] with B = chunks * chunkBatch, a chunk's samples one contiguous run per step.
 // Entries beyond `capacity` are counted (mostNeeded), not stored: the caller grows and rebuilds.
 void buildInputLists(const float *x, unsigned steps, unsigned chunks, unsigned chunkBatch,
+                     unsigned nIn, std::size_t capacity, InputLists &out);
+// The same for a batch of bytes (spikes or small counts, 0..255): a quarter of the float
+// batch's memory to read, and nothing to count as NaN or inf.
+void buildInputLists(const std::uint8_t *x, unsigned steps, unsigned chunks, unsigned chunkBatch,
                      unsigned nIn, std::size_t capacity, InputLists &out);
 
 // The fraction of T x B x N_in entries a list needs for `needed` entries, with the headroom a

@@ -64,8 +64,7 @@ Network::~Network() = default;
 
 const NetworkSpec &Network::spec() const { return impl_->spec; }
 
-float Network::trainStep(const float *x, const int *labels, unsigned validSamples,
-                         float *outSpikes) {
+float Network::trainStep(InputBatch x, const int *labels, unsigned validSamples, float *outSpikes) {
   CallGuard guard(impl_->busy);
   impl_->checkBatch(x, labels, validSamples, "trainStep");
   impl_->runGradients(x, labels, validSamples, true);
@@ -74,7 +73,7 @@ float Network::trainStep(const float *x, const int *labels, unsigned validSample
   return impl_->readLoss();
 }
 
-float Network::lossAndGrad(const float *x, const int *labels, unsigned validSamples,
+float Network::lossAndGrad(InputBatch x, const int *labels, unsigned validSamples,
                            std::vector<LayerParams> &grads, float *outSpikes, float *outInputGrad) {
   CallGuard guard(impl_->busy);
   if (outInputGrad && impl_->spec.input == InputMode::PerStep && !impl_->spec.inputGrad)
@@ -92,7 +91,7 @@ float Network::lossAndGrad(const float *x, const int *labels, unsigned validSamp
   return impl_->readLoss();
 }
 
-void Network::infer(const float *x, float *outSpikes) {
+void Network::infer(InputBatch x, float *outSpikes) {
   CallGuard guard(impl_->busy);
   impl_->checkInput(x, nullptr, impl_->spec.batchSize, 0);
   impl_->runForward(x, nullptr, impl_->spec.batchSize);

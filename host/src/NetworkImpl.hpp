@@ -196,11 +196,15 @@ public:
   // The batch's input list for the current plan, built in the pass that counts NaN and inf
   // (the one check of x's values); a batch with more non-zeros than the list holds grows it
   // (a rebuild: the plan's capacity follows NetworkSpec::inputActivity) and is listed again.
-  void listInput(const float *x) {
+  void listInput(InputBatch x) {
     while (const std::size_t cap = plan().inputListCapacity) {
       const unsigned chunks = plan().schedule.chunks;
-      buildInputLists(x, spec.numSteps, chunks, plan().chunkBatch, spec.layers[0].inputs, cap,
-                      inputLists);
+      if (x.bytes)
+        buildInputLists(x.bytes, spec.numSteps, chunks, plan().chunkBatch, spec.layers[0].inputs,
+                        cap, inputLists);
+      else
+        buildInputLists(x.floats, spec.numSteps, chunks, plan().chunkBatch, spec.layers[0].inputs,
+                        cap, inputLists);
       checks::noneNonFinite("x", inputLists.nonFinite);
       listsCapacity = cap;
       listsChunks = chunks;
@@ -215,7 +219,7 @@ public:
   }
 
   // Inputs are checked (Validation.cpp) by the public methods before anything is written.
-  void writeInputs(const float *x, const int *labelsIn, unsigned valid) {
+  void writeInputs(InputBatch x, const int *labelsIn, unsigned valid) {
     const unsigned B = spec.batchSize;
     if (plan().inputListCapacity &&
         (listsCapacity != plan().inputListCapacity || listsChunks != plan().schedule.chunks))
@@ -225,8 +229,11 @@ public:
                           inputLists.lists.data() + inputLists.lists.size());
       engine->writeTensor("x_values", inputLists.values.data(),
                           inputLists.values.data() + inputLists.values.size());
+    } else if (x.bytes) { // the dense block is float: bytes widened on the host
+      const std::vector<float> floats(x.bytes, x.bytes + inputSize());
+      writeStored(*engine, "x", floats.data(), inputSize(), spec.halfStorage);
     } else {
-      writeStored(*engine, "x", x, inputSize(), spec.halfStorage);
+      writeStored(*engine, "x", x.floats, inputSize(), spec.halfStorage);
     }
     if (!labelsIn)
       return;
@@ -273,7 +280,7 @@ public:
     popsnn::writeOptimizerState(*engine, layers(), state);
   }
 
-  void runForward(const float *x, const int *labelsIn, unsigned valid) {
+  void runForward(InputBatch x, const int *labelsIn, unsigned valid) {
     for (;;) {
       writeInputs(x, labelsIn, valid);
       engine->run(0);
@@ -285,7 +292,7 @@ public:
   // Loss and gradients of a batch, then (update) the optimiser step. Overflow is checked
   // before anything is updated: after the forward pass, or (chunks) after every chunk's
   // forward and backward, which only write gradients.
-  void runGradients(const float *x, const int *labelsIn, unsigned valid, bool update) {
+  void runGradients(InputBatch x, const int *labelsIn, unsigned valid, bool update) {
     if (plan().schedule.chunks == 1) {
       runForward(x, labelsIn, valid);
       if (plan().schedule.chunks == 1) { // a grown rebuild may have chunked the batch
@@ -342,14 +349,14 @@ public:
   }
 
   // A batch with labels: checked whole before the device sees any of it.
-  void checkBatch(const float *x, const int *labels, unsigned valid, const char *method) {
+  void checkBatch(InputBatch x, const int *labels, unsigned valid, const char *method) {
     if (!labels)
       invalid(std::string(method) + " needs labels");
     checkInput(x, labels, valid, plan().numClasses);
   }
 
   // x and labels whole, before the device sees any of it; x listed if the plan lists it.
-  void checkInput(const float *x, const int *labels, unsigned valid, unsigned numClasses) {
+  void checkInput(InputBatch x, const int *labels, unsigned valid, unsigned numClasses) {
     const bool listed = plan().inputListCapacity != 0;
     checks::batch(spec, x, inputSize(), labels, valid, numClasses, !listed);
     if (listed)

@@ -250,16 +250,16 @@ void learningRate(double lr) {
     invalid("the learning rate must be a finite number >= 0, got " + str(lr));
 }
 
-void batch(const NetworkSpec &spec, const float *x, std::size_t xSize, const int *labels,
+void batch(const NetworkSpec &spec, InputBatch x, std::size_t xSize, const int *labels,
            unsigned valid, unsigned numClasses, bool scanValues) {
   const unsigned B = spec.batchSize;
   if (valid == 0 || valid > B)
     invalid("validSamples must lie in [1, " + std::to_string(B) + "], got " +
             std::to_string(valid));
-  if (!x)
+  if (x.empty())
     invalid("x is a null pointer; pass the batch's " + std::to_string(xSize) + " floats");
-  if (scanValues)
-    finiteArray("x", x, xSize);
+  if (scanValues && x.floats)
+    finiteArray("x", x.floats, xSize);
   if (!labels)
     return;
   for (unsigned b = 0; b < valid; ++b)

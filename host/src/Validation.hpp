@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "popsnn/Network.hpp"
 #include "popsnn/NetworkSpec.hpp"
 
 namespace popsnn {
@@ -18,9 +19,9 @@ void finiteArray(const std::string &name, const float *values, std::size_t n);
 // `bad` NaN or inf values counted in `name` by the caller: none, or the same error.
 void noneNonFinite(const std::string &name, std::size_t bad);
 void learningRate(double lr);
-// A batch: x (xSize floats), labels in [0, numClasses) for the first `valid` samples. x's
+// A batch: x (xSize values), labels in [0, numClasses) for the first `valid` samples. Float
 // values are scanned for NaN and inf unless the caller counts them itself (the input list).
-void batch(const NetworkSpec &spec, const float *x, std::size_t xSize, const int *labels,
+void batch(const NetworkSpec &spec, InputBatch x, std::size_t xSize, const int *labels,
            unsigned valid, unsigned numClasses, bool scanValues = true);
 // Parameters in PyTorch's layout: one LayerParams per layer, each member the layer's size
 // (or empty where the layer has no such parameter), every value finite.

@@ -30,6 +30,33 @@ using popsnn::Names;
 
 using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>;
 using IntArray = py::array_t<int, py::array::c_style | py::array::forcecast>;
+using ByteArray = py::array_t<std::uint8_t, py::array::c_style | py::array::forcecast>;
+
+// x as the engine takes it: uint8 or bool as bytes (listed without a float copy), other real
+// numbers as float32; anything else is refused in one line.
+struct InputArray {
+  py::array held;
+  bool bytes = false;
+  popsnn::InputBatch batch() const {
+    if (bytes)
+      return static_cast<const std::uint8_t *>(held.data());
+    return static_cast<const float *>(held.data());
+  }
+};
+
+InputArray inputArray(const py::array &x) {
+  const char kind = x.dtype().kind();
+  const bool real = kind == 'b' || kind == 'f' || kind == 'i' || kind == 'u';
+  InputArray in;
+  in.bytes = kind == 'b' || (kind == 'u' && x.itemsize() == 1);
+  if (real)
+    in.held = in.bytes ? py::array(ByteArray::ensure(x)) : py::array(FloatArray::ensure(x));
+  if (!real || !in.held)
+    throw py::type_error("x must hold real numbers (float32, or uint8 spikes and counts), got "
+                         "dtype " +
+                         py::str(x.dtype()).cast<std::string>());
+  return in;
+}
 
 template <typename T> T get(const py::dict &d, const char *key, T fallback) {
   return d.contains(key) ? d[key].cast<T>() : fallback;
@@ -264,8 +291,8 @@ struct PyNetwork {
     return py::array_t<float>(
         {py::ssize_t(s.numSteps), py::ssize_t(s.batchSize), py::ssize_t(s.layers.back().outputs)});
   }
-  void checkInputs(const FloatArray &x, const IntArray *labels) const {
-    checkSize("x", x.size(), inputSize(), "the padded batch");
+  void checkInputs(const InputArray &x, const IntArray *labels) const {
+    checkSize("x", std::size_t(x.held.size()), inputSize(), "the padded batch");
     if (labels)
       checkSize("labels", labels->size(), net->spec().batchSize, "one per sample");
   }
@@ -412,21 +439,23 @@ PYBIND11_MODULE(_native, m) {
            py::arg("spec"), py::arg("device"), py::arg("on_overflow") = "error")
       .def(
           "train_step",
-          [](PyNetwork &self, FloatArray x, IntArray labels, unsigned valid) {
+          [](PyNetwork &self, const py::array &array, IntArray labels, unsigned valid) {
+            const InputArray x = inputArray(array);
             self.checkInputs(x, &labels);
             auto spikes = self.newSpikes();
             float *out = spikes.mutable_data();
             float loss;
             {
               py::gil_scoped_release release;
-              loss = self.net->trainStep(x.data(), labels.data(), valid, out);
+              loss = self.net->trainStep(x.batch(), labels.data(), valid, out);
             }
             return py::make_tuple(loss, spikes);
           },
           "x, labels, valid -> (loss, output spikes [T, B, C])")
       .def(
           "loss_and_grad",
-          [](PyNetwork &self, FloatArray x, IntArray labels, unsigned valid) {
+          [](PyNetwork &self, const py::array &array, IntArray labels, unsigned valid) {
+            const InputArray x = inputArray(array);
             self.checkInputs(x, &labels);
             auto spikes = self.newSpikes();
             float *out = spikes.mutable_data();
@@ -434,14 +463,15 @@ PYBIND11_MODULE(_native, m) {
             float loss;
             {
               py::gil_scoped_release release;
-              loss = self.net->lossAndGrad(x.data(), labels.data(), valid, grads, out);
+              loss = self.net->lossAndGrad(x.batch(), labels.data(), valid, grads, out);
             }
             return py::make_tuple(loss, paramsToList(self.net->spec(), grads), spikes);
           },
           "x, labels, valid -> (loss, grads, output spikes)")
       .def(
           "loss_and_input_grad",
-          [](PyNetwork &self, FloatArray x, IntArray labels, unsigned valid) {
+          [](PyNetwork &self, const py::array &array, IntArray labels, unsigned valid) {
+            const InputArray x = inputArray(array);
             self.checkInputs(x, &labels);
             auto spikes = self.newSpikes();
             const popsnn::NetworkSpec &spec = self.net->spec();
@@ -455,19 +485,20 @@ PYBIND11_MODULE(_native, m) {
             float loss;
             {
               py::gil_scoped_release release;
-              loss = self.net->lossAndGrad(x.data(), labels.data(), valid, grads, out, dxOut);
+              loss = self.net->lossAndGrad(x.batch(), labels.data(), valid, grads, out, dxOut);
             }
             return py::make_tuple(loss, paramsToList(spec, grads), spikes, dx);
           },
           "x, labels, valid -> (loss, grads, output spikes, dL/dx shaped as x)")
       .def("infer",
-           [](PyNetwork &self, FloatArray x) {
+           [](PyNetwork &self, const py::array &array) {
+             const InputArray x = inputArray(array);
              self.checkInputs(x, nullptr);
              auto spikes = self.newSpikes();
              float *out = spikes.mutable_data();
              {
                py::gil_scoped_release release;
-               self.net->infer(x.data(), out);
+               self.net->infer(x.batch(), out);
              }
              return spikes;
            })

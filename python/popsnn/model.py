@@ -9,7 +9,9 @@ The work is done by a backend that follows one protocol (`popsnn.backends.Backen
 `popsnn.backends.reference.ReferenceBackend` (the dense NumPy reference) for device
 "reference", and `popsnn.backends.engine.EngineBackend` for "cpu", "ipu-model" and "ipu"
 (imported only when asked for). Every backend checks its arguments with `popsnn.validation`.
-`x` is `[B, N_in]` direct current (the same every step, `num_steps` steps) or `[T, B, N_in]`.
+`x` is `[B, N_in]` direct current (the same every step, `num_steps` steps) or `[T, B, N_in]`,
+float32 or any real dtype; on the engine devices uint8 and bool input (spikes, counts up to
+255) is read as bytes, with no float copy (the host lists a quarter of the memory).
 
 `dtype="float16"` stores weights, traces and exchanged values in half with float32 sums,
 float32 master weights and a loss scale (`loss_scale="dynamic"` or a number; see

@@ -1,7 +1,8 @@
 """The C++ API refuses bad input from C++ too (tests/engine/cpp_checks/api_checks.cpp, built
 against the installed package): NaN/inf input, bad surrogate parameter, NaN or negative
 learning rate, setParams / setOptimizerState validated whole before any write, and a second
-concurrent call refused with popsnn::NetworkBusy."""
+concurrent call refused with popsnn::NetworkBusy; a uint8 batch gives its float copy's loss and
+gradients."""
 
 import subprocess
 from pathlib import Path
@@ -14,6 +15,7 @@ CHECKS = [
     "zero_atan_alpha",
     "nan_learning_rate",
     "negative_learning_rate",
+    "byte_input_equals_floats",
     "inf_input",
     "nan_input_infer",
     "nan_set_learning_rate",

@@ -207,3 +207,55 @@ def test_a_recurrent_first_layer_reads_the_list_one_step_per_call(rule):
     assert rec.spikes[0].sum() > 0
     assert value == pytest.approx(ref_value, rel=2e-5)
     assert_grads_close(grads, ref_grads)
+
+
+def _bytes(density, seed=0, shape=(STEPS, BATCH, 40), counts=False):
+    """uint8 input: spikes (1s), or with `counts` small counts up to 255."""
+    rng = np.random.default_rng(seed)
+    high = rng.integers(1, 256, shape) if counts else 1
+    return np.where(rng.random(shape) < density, high, 0).astype(np.uint8)
+
+
+def _equal_runs(a, b):
+    (_, value, grads, spikes), (_, b_value, b_grads, b_spikes) = a, b
+    assert value == b_value
+    np.testing.assert_array_equal(spikes, b_spikes)
+    for g, d in zip(grads, b_grads):
+        for key in d:
+            np.testing.assert_array_equal(g[key], d[key], err_msg=key)
+
+
+@pytest.mark.parametrize("input_activity", [None, 1.0], ids=["listed", "dense"])
+@pytest.mark.parametrize("kind", ["spikes", "counts", "bool"])
+@pytest.mark.parametrize("rule", [None, sparse.window(0.3)], ids=["no-rule", "window"])
+def test_byte_input_equals_its_float_copy_bit_for_bit_and_the_reference(rule, kind, input_activity):
+    # uint8 (and bool) x is listed as bytes, no float copy; the dense block widens it on the host.
+    net = _net(rule)
+    params = _params(net)
+    x = _bytes(0.08, seed=3, counts=kind == "counts")
+    if kind == "bool":
+        x = x.astype(bool)
+    y = np.arange(BATCH) % 5
+    as_bytes = _run(net, params, x, y, input_activity=input_activity)
+    _equal_runs(as_bytes, _run(net, params, x.astype(np.float32), y, input_activity=input_activity))
+    assert (as_bytes[0].profile()["input_list_capacity"] > 0) == (input_activity is None)
+    ref_value, ref_grads, rec = reference.loss_and_grad(net, params, x, y, losses.ce_count_loss())
+    assert all(s.sum() > 0 for s in rec.spikes)
+    np.testing.assert_array_equal(as_bytes[3], rec.spikes[-1])
+    assert as_bytes[1] == pytest.approx(ref_value, rel=2e-5)
+    assert_grads_close(as_bytes[2], ref_grads)
+
+
+def test_direct_byte_input_equals_its_float_copy_and_other_dtypes_are_one_line():
+    net = _net()
+    params = _params(net)
+    x = _bytes(0.3, seed=4, shape=(BATCH, 40), counts=True)
+    y = np.arange(BATCH) % 5
+    _equal_runs(_run(net, params, x, y), _run(net, params, x.astype(np.float32), y))
+    native = sgd_backend(net, params, losses.ce_count_loss(), steps=STEPS, batch=BATCH)
+    native.infer(x)  # builds the direct engine
+    with pytest.raises(TypeError) as err:
+        native._engine.infer(np.zeros((BATCH, 40), np.complex64))
+    assert str(err.value) == (
+        "x must hold real numbers (float32, or uint8 spikes and counts), got dtype complex64"
+    )

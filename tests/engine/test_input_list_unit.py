@@ -1,7 +1,8 @@
 """The host's input lists (host/src/InputList.cpp) against a plain loop
-(input_list_check/input_list_check.cpp) on random batches, in the SSE2 build and the plain-loop
-build, with the address and undefined-behaviour sanitizers where the compiler has them. The
-engine tests (test_engine_input_list.py) cover the lists through the reference."""
+(input_list_check/input_list_check.cpp) on random float and byte batches, in the SSE2 build
+and the plain-loop build, with the address and undefined-behaviour sanitizers where the
+compiler has them. The engine tests (test_engine_input_list.py) cover the lists through the
+reference."""
 
 import platform
 import shutil
@@ -43,12 +44,12 @@ def test_input_lists_equal_a_plain_loop(build, tmp_path):
 
 def test_input_list_speed_bench_builds_and_lists(tmp_path):
     """bench/input_list_speed.cpp (the listing's timing) builds against the host's source and
-    runs: some events listed, at most one per central pixel and sample."""
+    runs: some events listed, at most one per central pixel and sample, as floats and bytes."""
     exe = tmp_path / "input_list_speed"
     flags = ["-std=c++17", "-O1", f"-I{ROOT / 'host' / 'src'}", f"-I{ROOT / 'include'}"]
     sources = [ROOT / "bench" / "input_list_speed.cpp", ROOT / "host" / "src" / "InputList.cpp"]
     subprocess.run(["c++", *flags, *map(str, sources), "-o", str(exe)], check=True)
     out = subprocess.run([str(exe), "5", "3", "1"], check=True, capture_output=True, text=True)
-    entries, micros = out.stdout.split()
-    assert int(entries) > 0 and float(micros) > 0
+    entries, float_micros, byte_micros = out.stdout.split()
+    assert int(entries) > 0 and float(float_micros) > 0 and float(byte_micros) > 0
     assert int(entries) <= 3 * 15 * 15  # one event at most per central pixel and sample

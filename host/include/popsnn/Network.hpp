@@ -9,6 +9,7 @@
 //   net.setLearningRate(lr / 2);        // a schedule: a host write, no recompile
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -19,6 +20,18 @@
 #include "popsnn/NetworkSpec.hpp"
 
 namespace popsnn {
+
+// A batch's x, row-major: float32, or bytes (uint8: spikes or counts 0..255), which the host
+// lists without a float copy (a quarter of the memory to read; NetworkSpec::inputActivity).
+// Either pointer converts to it, so `trainStep(x.data(), ...)` takes both kinds.
+struct InputBatch {
+  InputBatch(const float *x) : floats(x) {}
+  InputBatch(const std::uint8_t *x) : bytes(x) {}
+  InputBatch(std::nullptr_t) {}
+  bool empty() const { return !floats && !bytes; }
+  const float *floats = nullptr;
+  const std::uint8_t *bytes = nullptr;
+};
 
 // A spike buffer could not hold a step's spikes and gradient candidates.
 class SpikeBufferOverflow : public std::runtime_error {
@@ -61,20 +74,20 @@ public:
   // Every call checks its arguments whole before the device sees any of them (the Python
   // package's checks and messages: NaN/inf input or parameters, shapes, labels) and throws
   // std::invalid_argument; a call made while another thread's call runs throws NetworkBusy.
-  // x: [B, N_in] (InputMode::Direct) or [T, B, N_in] (PerStep), float32, row-major.
+  // x: [B, N_in] (InputMode::Direct) or [T, B, N_in] (PerStep), float32 or uint8, row-major.
   // labels: [B]. Only the first `validSamples` samples count (a last, partial batch):
   // the loss is their mean and the others get zero gradient. outSpikes (optional):
   // [T, B, C] output spikes. Returns the loss.
-  float trainStep(const float *x, const int *labels, unsigned validSamples,
+  float trainStep(InputBatch x, const int *labels, unsigned validSamples,
                   float *outSpikes = nullptr);
   // Loss and gradients (PyTorch layout) without updating anything. outInputGrad (optional):
   // dL/dx shaped as x, (sum_t dL/dI[t]) W of the first layer for direct input, dL/dI[t] W per
   // step for [T, B, N_in] input (which needs NetworkSpec::inputGrad, else it throws
   // std::invalid_argument); dL/dI comes from the device, the product is done on the host.
-  float lossAndGrad(const float *x, const int *labels, unsigned validSamples,
+  float lossAndGrad(InputBatch x, const int *labels, unsigned validSamples,
                     std::vector<LayerParams> &grads, float *outSpikes = nullptr,
                     float *outInputGrad = nullptr);
-  void infer(const float *x, float *outSpikes);
+  void infer(InputBatch x, float *outSpikes);
 
   std::vector<LayerParams> getParams();
   void setParams(const std::vector<LayerParams> &params);

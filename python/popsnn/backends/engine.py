@@ -324,9 +324,11 @@ class EngineBackend:
 
     def _prepare(self, x, y=None, input_grad=False):
         """(engine, padded x, padded labels, valid count). NaN and inf are counted by the
-        engine (one pass over x, with the input list)."""
+        engine (one pass over x, with the input list). uint8 and bool input stay bytes (the
+        engine lists them without a float copy); other real numbers become float32."""
+        dtype = np.uint8 if getattr(x, "dtype", None) in (np.uint8, np.bool_) else np.float32
         x, direct, batch = check_batch(
-            self.net, x, self.num_steps, self.batch_size, check_finite=False
+            self.net, x, self.num_steps, self.batch_size, dtype, check_finite=False
         )
         if not direct and "input_activity" not in self._spec:
             self._spec["input_activity"] = self._input_activity(x)
@@ -346,7 +348,7 @@ class EngineBackend:
             y = _losses.check_targets(y, batch, k)
             labels = np.zeros(self.batch_size, dtype=np.int32)
             labels[:batch] = y
-        return engine, np.ascontiguousarray(x, dtype=np.float32), labels, batch
+        return engine, np.ascontiguousarray(x), labels, batch
 
     # -- the protocol ------------------------------------------------------------
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <limits>
@@ -98,6 +99,13 @@ void runChecks(popsnn::Network &net) {
   net.trainStep(x.data(), labels, 2);
   const auto params = net.getParams();
   const auto state = net.getOptimizerState();
+
+  // A byte batch (spikes, counts) is the same input as its float copy.
+  const std::vector<std::uint8_t> bytes(x.begin(), x.end());
+  std::vector<popsnn::LayerParams> fromFloats, fromBytes;
+  const float lossFloats = net.lossAndGrad(x.data(), labels, 2, fromFloats);
+  const float lossBytes = net.lossAndGrad(bytes.data(), labels, 2, fromBytes);
+  expect("byte_input_equals_floats", lossFloats == lossBytes && sameParams(fromFloats, fromBytes));
 
   std::vector<float> bad = x;
   bad[5] = std::numeric_limits<float>::infinity();
