@@ -291,6 +291,10 @@ def _dsnn_kind_goals(res: dict, kind_rows: list, kind: str) -> list:
             if others
             else ""
         )
+        if key.endswith("images_per_s") and d.get("limit_images_per_s"):
+            # An absolute figure moves with the machine's speed (a VM's runs differ up to
+            # ~1.7x): the run's own dense limit beside it says which phase it caught.
+            spread += f"; this run's dense limit {d['limit_images_per_s']:,.0f}"
         label = ("MNIST input" if inp == "mnist" else "U[0,1] input") + f", {kind} machine"
         if v is None:
             lines.append(f"| DSNN B=128, {label}: {what} | not measured in the dsnn run | n/a |")
