@@ -257,7 +257,8 @@ void batch(const NetworkSpec &spec, InputBatch x, std::size_t xSize, const int *
     invalid("validSamples must lie in [1, " + std::to_string(B) + "], got " +
             std::to_string(valid));
   if (x.empty())
-    invalid("x is a null pointer; pass the batch's " + std::to_string(xSize) + " floats");
+    invalid("x is a null pointer; pass the batch's " + std::to_string(xSize) +
+            " values (float32, or uint8 spikes and counts)");
   if (scanValues && x.floats)
     finiteArray("x", x.floats, xSize);
   if (!labels)

@@ -2,7 +2,7 @@
 against the installed package): NaN/inf input, bad surrogate parameter, NaN or negative
 learning rate, setParams / setOptimizerState validated whole before any write, and a second
 concurrent call refused with popsnn::NetworkBusy; a uint8 batch gives its float copy's loss and
-gradients."""
+gradients; a null x names both kinds of batch."""
 
 import subprocess
 from pathlib import Path
@@ -16,6 +16,7 @@ CHECKS = [
     "nan_learning_rate",
     "negative_learning_rate",
     "byte_input_equals_floats",
+    "null_input",
     "inf_input",
     "nan_input_infer",
     "nan_set_learning_rate",

@@ -107,6 +107,10 @@ void runChecks(popsnn::Network &net) {
   const float lossBytes = net.lossAndGrad(bytes.data(), labels, 2, fromBytes);
   expect("byte_input_equals_floats", lossFloats == lossBytes && sameParams(fromFloats, fromBytes));
 
+  expectThrow<std::invalid_argument>(
+      "null_input", "x is a null pointer; pass the batch's 12 values (float32, or uint8",
+      [&] { net.trainStep(nullptr, labels, 2); });
+
   std::vector<float> bad = x;
   bad[5] = std::numeric_limits<float>::infinity();
   expectThrow<std::invalid_argument>("inf_input", "x contains 1 NaN or inf value(s)",
