@@ -85,13 +85,6 @@ struct RowScanner {
   }
 #endif
 
-  void row(const float *x, unsigned nIn) {
-    unsigned i = 0;
-    for (; i + BLOCK <= nIn; i += BLOCK)
-      visitBlock(x, i);
-    visitOneByOne(x, i, nIn);
-  }
-
   void visitOneByOne(const std::uint8_t *x, unsigned first, unsigned last) {
     for (unsigned i = first; i < last; ++i)
       if (x[i] != 0)
@@ -125,9 +118,11 @@ struct RowScanner {
   }
 #endif
 
-  void row(const std::uint8_t *x, unsigned nIn) {
+  // A row of floats or bytes: whole blocks tested at once, the rest one by one.
+  template <typename Element> void row(const Element *x, unsigned nIn) {
+    constexpr unsigned block = sizeof(Element) == 1 ? BYTE_BLOCK : BLOCK;
     unsigned i = 0;
-    for (; i + BYTE_BLOCK <= nIn; i += BYTE_BLOCK)
+    for (; i + block <= nIn; i += block)
       visitBlock(x, i);
     visitOneByOne(x, i, nIn);
   }
