@@ -19,22 +19,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <random>
 #include <vector>
 
 #include "ConvEvents.hpp"
 #include "ConvPooling.hpp"
+#include "harness.hpp"
 
 using namespace popsnn::conv;
 
 namespace {
-
-double threadCpuMs() {
-  timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return double(t.tv_sec) * 1e3 + double(t.tv_nsec) * 1e-6;
-}
 
 struct Stage {
   Window w{12, 12, 12, 5, 5, 1, 1, 0, 0, 8, 8};
@@ -101,35 +95,31 @@ int main(int argc, char **argv) {
   const std::size_t outs = std::size_t(rows) * s.pooledRow();
   std::vector<float> out[2] = {std::vector<float>(outs), std::vector<float>(outs)};
   std::vector<unsigned> argmax[2] = {std::vector<unsigned>(outs), std::vector<unsigned>(outs)};
-  std::vector<float> evict(std::size_t(8) << 18, 1.0f); // 8 MiB: more than L2, as in a step
-  volatile float sink = 0.0f;
+  harness::CacheEvictor caches;
   std::vector<double> ms[2];
   for (unsigned rep = 0; rep < repeats; ++rep)
     for (unsigned turn = 0; turn < 2; ++turn) {
       const unsigned which = (rep + turn) % 2; // 1: by windows
       double total = 0.0;
       for (unsigned r0 = 0; r0 < rows; r0 += chunk) {
-        for (std::size_t i = 0; i < evict.size(); i += 16)
-          sink = sink + evict[i];
+        caches.evict();
         const unsigned n = std::min(chunk, rows - r0);
         const float *xr = &x[std::size_t(r0) * s.w.inSize()];
         float *o = &out[which][std::size_t(r0) * s.pooledRow()];
         unsigned *a = &argmax[which][std::size_t(r0) * s.pooledRow()];
-        const double start = threadCpuMs();
+        const double start = harness::threadCpuMs();
         which ? s.forward<true>(n, xr, o, a) : s.forward<false>(n, xr, o, a);
-        total += threadCpuMs() - start;
+        total += harness::threadCpuMs() - start;
       }
       ms[which].push_back(total);
     }
   const bool same =
       !std::memcmp(out[0].data(), out[1].data(), outs * sizeof(float)) && argmax[0] == argmax[1];
-  for (auto &m : ms)
-    std::sort(m.begin(), m.end());
-  const auto median = [](const std::vector<double> &m) { return m[m.size() / 2]; };
+  using harness::least, harness::median;
   std::printf("%u rows, same floats and argmax: %s\n", rows, same ? "yes" : "NO");
-  std::printf("scatter min %.2f median %.2f ms\n", ms[0][0], median(ms[0]));
-  std::printf("windows min %.2f median %.2f ms\n", ms[1][0], median(ms[1]));
-  std::printf("scatter/windows min %.2f median %.2f\n", ms[0][0] / ms[1][0],
+  std::printf("scatter min %.2f median %.2f ms\n", least(ms[0]), median(ms[0]));
+  std::printf("windows min %.2f median %.2f ms\n", least(ms[1]), median(ms[1]));
+  std::printf("scatter/windows min %.2f median %.2f\n", least(ms[0]) / least(ms[1]),
               median(ms[0]) / median(ms[1]));
   return same ? 0 : 1;
 }

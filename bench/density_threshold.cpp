@@ -11,7 +11,6 @@
 // engine's cpu device runs a layer of 2 x NEURONS: a shard per tile, a tile per thread):
 //   "product_2threads min_ms_thread0 min_ms_thread1"
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -23,19 +22,11 @@
 #include "DenseKernels.hpp"
 #include "InputProducts.hpp"
 #include "LifCommon.hpp"
+#include "harness.hpp"
 
 namespace {
 
-double msSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
-
-double least(const std::vector<double> &v) { return *std::min_element(v.begin(), v.end()); }
+using harness::Clock, harness::least, harness::median, harness::msSince;
 
 // Each of two threads runs `repeats` calls of the dense product on its own shard (own
 // weights, gradients and outputs; x shared, as the engine's shards share the input), at the
@@ -48,10 +39,10 @@ void denseOnTwoThreads(unsigned B, unsigned nIn, unsigned n, unsigned repeats,
     std::vector<float> out(std::size_t(B) * n), grad(std::size_t(nIn) * n);
     std::vector<double> current, weightGrad;
     for (unsigned r = 0; r <= repeats; ++r) {
-      auto t0 = std::chrono::steady_clock::now();
+      auto t0 = Clock::now();
       popsnn::dense::denseProduct(B, n, nIn, x.data(), nIn, 1, w.data(), n, out.data(), n);
       const double c = msSince(t0);
-      t0 = std::chrono::steady_clock::now();
+      t0 = Clock::now();
       popsnn::dense::denseProduct(nIn, n, B, x.data(), 1, nIn, g.data(), n, grad.data(), n);
       if (r > 0) {
         current.push_back(c);
@@ -119,7 +110,7 @@ int main(int argc, char **argv) {
     std::vector<double> ms[4];
     for (unsigned r = 0; r <= repeats; ++r)
       for (unsigned k = 0; k < 4; ++k) {
-        const auto t0 = std::chrono::steady_clock::now();
+        const auto t0 = Clock::now();
         kernels[k]();
         if (r > 0) // the first round warms the caches
           ms[k].push_back(msSince(t0));

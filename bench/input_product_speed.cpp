@@ -18,7 +18,6 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <random>
 #include <type_traits>
 #include <vector>
@@ -32,23 +31,14 @@ namespace old {
 } // namespace old
 #endif
 #include "InputProducts.hpp"
+#include "harness.hpp"
 
 namespace {
 
-double threadCpuMs() {
-  timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return double(t.tv_sec) * 1e3 + double(t.tv_nsec) * 1e-6;
-}
-
-double median(std::vector<double> ms) {
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
+using harness::median;
 
 void summary(const char *name, const std::vector<double> &ms) {
-  std::printf("%s min %.3f median %.3f ms\n", name, *std::min_element(ms.begin(), ms.end()),
-              median(ms));
+  std::printf("%s min %.3f median %.3f ms\n", name, harness::least(ms), median(ms));
 }
 
 } // namespace
@@ -102,18 +92,16 @@ int main(int argc, char **argv) {
 #else
   constexpr unsigned KINDS = 2;
 #endif
-  std::vector<float> evict(std::size_t(8) << 18, 1.0f); // 8 MiB: more than L2, as in a step
-  volatile float sink = 0.0f;
+  harness::CacheEvictor caches;
   std::vector<double> ms[KINDS];
   for (unsigned r = 0; r <= repeats; ++r)
     for (unsigned slot = 0; slot < KINDS; ++slot) {
       const unsigned k = r % 2 ? (slot + 2) % KINDS : slot; // odd rounds: old first
-      for (std::size_t i = 0; i < evict.size(); i += 16)
-        sink = sink + evict[i];
-      const double t0 = threadCpuMs();
+      caches.evict();
+      const double t0 = harness::threadCpuMs();
       run(k);
       if (r > 0) // the first round pages the buffers in
-        ms[k].push_back(threadCpuMs() - t0);
+        ms[k].push_back(harness::threadCpuMs() - t0);
     }
   summary("current", ms[0]);
   summary("weight_grad", ms[1]);

@@ -15,7 +15,6 @@
 // usage: live_threshold N INPUTS ROWS_PER_CALL CALLS REPEATS FRACTION...
 // prints per (pass, fraction): "pass fraction indexed_min_ms whole_min_ms whole/indexed"
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -25,10 +24,10 @@
 
 #include "BackwardGather.hpp"
 #include "BackwardRows.hpp"
+#include "harness.hpp"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using popsnn::lif::LiveNeurons;
 
 struct Calls {
@@ -54,16 +53,6 @@ Calls makeCalls(unsigned n, unsigned nIn, unsigned rows, unsigned calls, unsigne
     c.values.emplace_back(rows, 0.5f);
   }
   return c;
-}
-
-double minMs(unsigned repeats, const std::function<void()> &run) {
-  double best = 1e30;
-  for (unsigned r = 0; r < repeats; ++r) {
-    const auto t0 = Clock::now();
-    run();
-    best = std::min(best, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-  }
-  return best;
 }
 
 void report(const char *pass, double fraction, double indexed, double whole) {
@@ -128,8 +117,8 @@ int main(int argc, char **argv) {
           {"row_pass", rowPass}}) {
       double indexed = 1e30, whole = 1e30; // alternated, so both see the same machine
       for (unsigned r = 0; r < repeats; ++r) {
-        indexed = std::min(indexed, minMs(1, [&] { pass(true); }));
-        whole = std::min(whole, minMs(1, [&] { pass(false); }));
+        indexed = std::min(indexed, harness::leastWallMs(1, [&] { pass(true); }));
+        whole = std::min(whole, harness::leastWallMs(1, [&] { pass(false); }));
       }
       report(name, fraction, indexed, whole);
     }

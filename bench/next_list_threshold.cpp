@@ -11,7 +11,6 @@
 //   "entries live_per_mille gathered_min_ms list_min_ms chosen max_rel_diff"
 // (chosen: what listDotsApply picks for the first row, "list" or "gathered").
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -19,14 +18,13 @@
 #include <vector>
 
 #include "BackwardGather.hpp"
+#include "harness.hpp"
 
 namespace {
 
 using namespace popsnn::backward_gather;
 
-double msSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
+using harness::Clock, harness::msSince;
 
 // The next layer's lists of ROWS rows (each shard's live neurons at `perMille` of its width)
 // and each row's entries of this shard, drawn once.
@@ -97,7 +95,7 @@ int main(int argc, char **argv) {
       const unsigned allValues = unsigned(r.values.size());
       double gathered = 1e30, list = 1e30, diff = 0.0;
       for (unsigned rep = 0; rep < repeats; ++rep) {
-        auto t0 = std::chrono::steady_clock::now();
+        auto t0 = Clock::now();
         for (unsigned k = 0; k < rows; ++k) {
           popsnn::lif::gatherNextList(r.starts.data(), r.ids.data(), r.values.data(), g.data(),
                                       next, shard, rows, k, allValues);
@@ -106,7 +104,7 @@ int main(int argc, char **argv) {
           sink += epsA[r.entryIds[k * entries]];
         }
         gathered = std::min(gathered, msSince(t0));
-        t0 = std::chrono::steady_clock::now();
+        t0 = Clock::now();
         for (unsigned k = 0; k < rows; ++k) {
           const NextListRow row = nextListRow(r.starts.data(), r.ids.data(), r.values.data(), next,
                                               shard, rows, k, allValues);

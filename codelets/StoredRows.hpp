@@ -56,12 +56,14 @@ void convertRow(const From *__restrict src, To *__restrict dst, unsigned n) {
   }
 #endif
 #ifdef POPSNN_F16C_ROWS
-  if constexpr (isHalf<From>() != isHalf<To>())
-    for (; j + 8 <= n; j += 8)
+  if constexpr (isHalf<From>() != isHalf<To>()) {
+    for (; j + 8 <= n; j += 8) {
       if constexpr (isHalf<From>())
         _mm256_storeu_ps(dst + j, loadHalf8(src + j));
       else
         storeHalf8(dst + j, _mm256_loadu_ps(src + j));
+    }
+  }
 #endif
   for (; j < n; ++j)
     dst[j] = To(src[j]);
