@@ -199,12 +199,11 @@ public:
   void listInput(InputBatch x) {
     while (const std::size_t cap = plan().inputListCapacity) {
       const unsigned chunks = plan().schedule.chunks;
-      if (x.bytes)
-        buildInputLists(x.bytes, spec.numSteps, chunks, plan().chunkBatch, spec.layers[0].inputs,
-                        cap, inputLists);
-      else
-        buildInputLists(x.floats, spec.numSteps, chunks, plan().chunkBatch, spec.layers[0].inputs,
-                        cap, inputLists);
+      const auto list = [&](const auto *data) {
+        buildInputLists(data, spec.numSteps, chunks, plan().chunkBatch, spec.layers[0].inputs, cap,
+                        inputLists);
+      };
+      x.bytes ? list(x.bytes) : list(x.floats);
       checks::noneNonFinite("x", inputLists.nonFinite);
       listsCapacity = cap;
       listsChunks = chunks;
