@@ -36,11 +36,19 @@ def cpu_flags() -> frozenset[str]:
     return frozenset(flags.split())
 
 
+# The CMake projects built in this test session: source folder -> build folder.
+_BUILT: dict[Path, Path] = {}
+
+
 def build_against_installed(source: Path, build: Path) -> Path:
     """Configures and builds the CMake project at `source` against the installed popsnn
-    package (found with `python -m popsnn --cmakedir`) into `build`; returns `build`."""
+    package (found with `python -m popsnn --cmakedir`) into `build`; returns `build`. Once a
+    session: a later call for the same project returns the first build folder (the tests only
+    run its programs), so modules that share a project do not build it again."""
     if shutil.which("cmake") is None:
         pytest.skip("cmake is not installed")
+    if Path(source).resolve() in _BUILT:
+        return _BUILT[Path(source).resolve()]
     cmakedir = subprocess.run(
         [sys.executable, "-m", "popsnn", "--cmakedir"], check=True, capture_output=True, text=True
     ).stdout.strip()
@@ -53,6 +61,7 @@ def build_against_installed(source: Path, build: Path) -> Path:
     ):
         run = subprocess.run(cmd, capture_output=True, text=True)
         assert run.returncode == 0, run.stdout + run.stderr
+    _BUILT[Path(source).resolve()] = build
     return build
 
 

@@ -55,7 +55,11 @@ def lif_sources_with_instances(into: Path) -> list:
 
 @pytest.fixture(scope="module")
 def portable_codelets(tmp_path_factory):
-    src = tmp_path_factory.mktemp("portable")
+    # One folder a session: test_engine_conv_portable uses this build too (built once).
+    src = tmp_path_factory.getbasetemp() / "portable"
+    if (src / "build" / "portable.gp").is_file():
+        return src / "build" / "portable.gp"
+    src.mkdir(exist_ok=True)
     sources = " ".join(f'"{p.as_posix()}"' for p in lif_sources_with_instances(src))
     # -O1: the ISA is what is under test; the LIF instantiations take minutes at -O2.
     (src / "CMakeLists.txt").write_text(f"""
