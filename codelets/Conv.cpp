@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "ConvEvents.hpp"
+#include "ConvInputRuns.hpp"
 #include "ConvKernels.hpp"
 #include "ConvPooling.hpp"
 
@@ -260,8 +261,9 @@ template class ConvWeightGrad<popsnn::conv::ChannelsLast>;
 // dense enough, col = dL/dI^T . W by the blocked dense product (positions in chunks of
 // the work's size), then each position's col row added back on its window (col2im); else
 // per output position its non-zero entries' weight rows combined, by window runs into a
-// channels-last dL/dx when no column padding cuts a window (ConvKernels.hpp), else into
-// one col row and col2im. The shares of all channel groups are summed by SumParts.
+// channels-last dL/dx when no column padding cuts a window (ConvInputRuns.hpp; after a
+// folded max pool the row's positions listed at once, then kernel row by kernel row), else
+// into one col row and col2im. The shares of all channel groups are summed by SumParts.
 template <class Layout> class ConvInputGrad : public Vertex {
 public:
   Input<Vector<float>> grad;       // dL/dI [rows, c, H_out, W_out] (or gradRow's pooled)
@@ -270,7 +272,7 @@ public:
   Output<Vector<float>> gradInput; // [rows, C_in, H, W]
   // [chunk, taps]: col rows of `chunk` positions (at least taps + 2 c: one col row, then
   // one position's non-zero coefficients and channels); then, without column padding,
-  // windowRunsFloats for the window runs; gradRow's [P, c] last
+  // windowRunsFloats for the window runs; gradRow's [P, c] (or a row's lists) last
   InOut<Vector<float>> work;
   Output<Vector<unsigned>> denseRows; // [1]: rows that took the dense product
   unsigned rows;
@@ -343,15 +345,35 @@ public:
         }
         continue;
       }
-      if (runs)
-        for (unsigned k = 0; k < w.inSize() + paddedRun(w); ++k)
-          dxT[k] = 0.0f;
+      entriesRow(w, c, r, am, rowBuf, col, wr, dxT, dx);
+    }
+    denseRows[0] = dense;
+    return true;
+  }
+
+private:
+  // Row r by its non-zero entries: by window runs into dxT, then transposed into dx, or
+  // (column padding) each position's col row added back on its window in dx, zeroed.
+  void entriesRow(const Window &w, unsigned c, unsigned r, const unsigned *am,
+                  float *__restrict rowBuf, float *__restrict col, const float *__restrict wr,
+                  float *__restrict dxT, float *__restrict dx) {
+    const unsigned P = w.outPositions(), taps = w.taps();
+    const bool runs = w.padX == 0;
+    const unsigned entries = Layout::CHANNELS_LAST ? c * P / 4 : c * P;
+    if (runs)
+      for (unsigned k = 0; k < w.inSize() + paddedRun(w); ++k)
+        dxT[k] = 0.0f;
+    if (Layout::CHANNELS_LAST && runs) {
+      // The row's lists from the pool's gradient (no dL/dI row formed), then the runs
+      // kernel row by kernel row.
+      addListedRuns(w, c, pooledLists(w, c, &grad[r * entries], am + r * entries, rowBuf), wr, dxT);
+    } else {
       // Per position, its non-zero entries (coefficients and channels), then their weight
       // rows combined.
       const auto position = [&](unsigned p, unsigned count, const float *__restrict coef,
                                 const unsigned *__restrict idx) {
         if (runs)
-          return addWindowRuns(w, p, count, coef, idx, wr, dxT);
+          return addWindowRuns(w, c, p, count, coef, idx, wr, dxT);
         combineRows(taps, count, coef, idx, &weights[0], taps, col);
         addWindows(w, col, p, 1, dx);
       };
@@ -359,16 +381,12 @@ public:
         pooledPositions(w, c, &grad[r * entries], am + r * entries, rowBuf, position);
       else
         planarPositions(c, P, &grad[r * entries], col + taps, position);
-      if (runs) // channels-last back to [C_in, H, W]
-        for (unsigned ci = 0, hw = w.inHeight * w.inWidth; ci < w.inChannels; ++ci)
-          for (unsigned k = 0; k < hw; ++k)
-            dx[ci * hw + k] = dxT[k * w.inChannels + ci];
     }
-    denseRows[0] = dense;
-    return true;
+    if (runs) // channels-last back to [C_in, H, W] (8 x 8 blocks on AVX2: the scalar loop
+              // was ~10% of the vertex under perf)
+      MaxPooledOut::transpose(w.inHeight * w.inWidth, w.inChannels, dxT, dx);
   }
 
-private:
   // f(p, count, coef, chan) for each position p with non-zero entries of a planar row.
   template <class F>
   static void planarPositions(unsigned c, unsigned P, const float *__restrict gr,

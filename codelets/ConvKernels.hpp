@@ -345,53 +345,6 @@ inline void combineRows(unsigned n, unsigned count, const float *__restrict coef
       out[k] = fusedAdd(out[k], coef[q], rows[std::size_t(idx[q]) * ld + k]);
 }
 
-// The input gradient by window runs, ConvInputGrad's per-entry path when no column padding
-// cuts a window: dL/dx is kept channels-last ([H, W, C_in]) so that a window's row (kW
-// columns x C_in channels) is one contiguous run, and a position's non-zero dL/dI entries
-// add their weights' matching rows (transposed to that order, zero-padded to whole
-// vectors) onto it, with no col row and no scalar col2im. The padding adds zeros to the
-// entries after a run (and past dL/dx's end into the run's padding).
-inline unsigned paddedRun(const Window &w) {
-  using popsnn::dense::LANES;
-  return (w.kernelWidth * w.inChannels + LANES - 1) / LANES * LANES;
-}
-// Work floats: the transposed weights [c, kH, paddedRun], then dL/dx channels-last and one
-// run's padding.
-inline unsigned windowRunsFloats(const Window &w, unsigned c) {
-  return (c * w.kernelHeight + 1) * paddedRun(w) + w.inSize();
-}
-
-// wr [c, kH, paddedRun] = weights [c, C_in, kH, kW] as rows of (column, channel) runs.
-inline void weightRuns(const Window &w, unsigned c, const float *__restrict weights,
-                       float *__restrict wr) {
-  const unsigned kH = w.kernelHeight, kW = w.kernelWidth, cin = w.inChannels, R = paddedRun(w);
-  for (unsigned co = 0; co < c; ++co)
-    for (unsigned i = 0; i < kH; ++i) {
-      float *__restrict run = wr + (co * kH + i) * R;
-      for (unsigned k = kW * cin; k < R; ++k)
-        run[k] = 0.0f;
-      for (unsigned j = 0; j < kW; ++j)
-        for (unsigned ci = 0; ci < cin; ++ci)
-          run[j * cin + ci] = weights[((co * cin + ci) * kH + i) * kW + j];
-    }
-}
-
-// dxT [H, W, C_in] += output position p's `count` non-zero entries (coef, channel idx)
-// times their weight runs, one run per window row inside the map.
-inline void addWindowRuns(const Window &w, unsigned p, unsigned count, const float *__restrict coef,
-                          const unsigned *__restrict idx, const float *__restrict wr,
-                          float *__restrict dxT) {
-  const unsigned R = paddedRun(w), kH = w.kernelHeight;
-  const unsigned oy = p / w.outWidth, ox = p % w.outWidth;
-  const TapRange rowsIn(oy, kH, w.padY, w.strideY, w.inHeight);
-  const int y0 = int(oy * w.strideY) - int(w.padY);
-  for (unsigned i = rowsIn.lo; i < rowsIn.hi; ++i) {
-    float *__restrict run =
-        dxT + (unsigned(y0 + int(i)) * w.inWidth + ox * w.strideX) * w.inChannels;
-    combineRows<true>(R, count, coef, idx, wr + i * R, kH * R, run, w.kernelWidth * w.inChannels);
-  }
-}
-
 // gw [c, taps] += each non-zero dL/dI entry times its window of the input: per output
 // position, its non-zero entries listed (coef, chan; without a branch per entry: which are
 // zero is data), then, if any, its window as one row (windowRow) and per entry either one

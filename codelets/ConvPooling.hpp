@@ -3,6 +3,7 @@
 // 2 x 2 max pool of it taken as it is formed). Inline functions only.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 
@@ -250,10 +251,17 @@ const float *gradRow(const Window &conv, unsigned c, const float *grad, const un
   MaxPool::backwardChannelsLast(pool, c, grad + at, argmax + at, buf);
   return buf;
 }
-// The floats gradRow's buf (or pooledPositions' lists) take: none planar.
+// The floats ConvInputRuns.hpp's pooledLists take: coef and chan [(Q + 1) c + 8] each, then
+// start and count [P].
+inline unsigned pooledListsFloats(const Window &conv, unsigned c) {
+  return 2 * ((conv.outPositions() / 4 + 1) * c + 8) + 2 * conv.outPositions();
+}
+// The floats gradRow's buf (or pooledPositions' or pooledLists' lists) take: none planar.
 template <class Layout> unsigned gradRowFloats(const Window &conv, unsigned c) {
   const unsigned lists = 4 * conv.outWidth * c + 2 * conv.outWidth;
-  return Layout::CHANNELS_LAST ? std::max(conv.outPositions() * c, lists) : 0u;
+  return Layout::CHANNELS_LAST
+             ? std::max({conv.outPositions() * c, lists, pooledListsFloats(conv, c)})
+             : 0u;
 }
 
 // With the 2 x 2 max pool folded (ChannelsLast), f(p, count, coef, chan) for each position p

@@ -54,7 +54,10 @@ std::size_t convWorkFloats(const ConvStageSpec &spec, unsigned channels, unsigne
       taps * c + P * c + inSize + (pairsMaxPoolFirst(spec) ? 2 * c * maps[2].h * maps[2].w : 0);
   // With the pool fused, both gradients also form a row of dL/dI [P, c] from the pool's
   // gradient and argmax (no dL/dI map is stored).
-  const std::size_t lists = 4 * std::size_t(maps[1].w) * c + 2 * maps[1].w;
+  // Or the pooled positions' lists (codelets/ConvPooling.hpp's gradRowFloats: a pooled row's
+  // [2 W, c] slots, or the input gradient's whole row of lists, pooledListsFloats).
+  const std::size_t lists =
+      std::max(4 * std::size_t(maps[1].w) * c + 2 * maps[1].w, 2 * ((P / 4 + 1) * c + 8) + 2 * P);
   const std::size_t row = pairsMaxPoolFirst(spec) ? std::max(P * c, lists) : 0;
   const std::size_t weightGrad = taps * c + P * c + taps + inSize + 2 * c + row;
   const std::size_t inputGrad =

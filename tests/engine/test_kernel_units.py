@@ -95,13 +95,15 @@ def test_input_product_speed_bench_builds_and_times(tmp_path):
     subprocess.run(["c++", *icelake, str(ROOT / "bench" / "input_product_speed.cpp")], check=True)
 
 
-CONV_CASES = 240  # lines conv_checks.cpp prints: 5 geometries x 4 channel counts x 12
+CONV_CASES = 252  # lines conv_checks.cpp prints: 5 geometries x 4 channel counts x 12, and
+# the input gradient's runs: 3 pooled geometries x 4 channel counts
 
 
 @pytest.mark.parametrize("build", sorted(BUILDS))
 def test_event_convolution_kernels_give_the_dense_kernels_floats(build, tmp_path):
     """windowEventsRow and scatterRow (the event-driven forward's two kernels) against gatherRow
-    (the dense one), and the weight gradient by positions against the one by inputs, bit for
+    (the dense one), the weight gradient by positions against the one by inputs, and the
+    input gradient's runs kernel row by kernel row against position by position, bit for
     bit, in every build (kernel_checks/conv_checks.cpp); the AVX-512 branches compile."""
     exe = tmp_path / "conv_checks"
     source = SOURCE.parent / "conv_checks.cpp"
@@ -134,3 +136,21 @@ def test_conv_forward_speed_bench_builds_and_agrees(tmp_path):
     assert out[0] == "6 rows, same floats and argmax: yes"
     times = {line.split()[0]: float(line.split()[2]) for line in out[1:3]}
     assert set(times) == {"scatter", "windows"} and all(t >= 0.0 for t in times.values())
+
+
+def test_conv_input_grad_speed_bench_builds_and_agrees(tmp_path):
+    """bench/conv_input_grad_speed.cpp (the CSNN's second convolution's input gradient by
+    window runs, kernel row by kernel row and position by position, timed) builds against
+    the codelets, finds the two orders' floats equal, and prints both timings."""
+    exe, argmax_file = tmp_path / "conv_input_grad_speed", tmp_path / "argmax.u32"
+    argmax = [(k * 7 + k // 5) % 4 for k in range(6 * 64 * 16)]
+    argmax_file.write_bytes(struct.pack(f"{len(argmax)}I", *argmax))
+    flags = ["-std=c++17", "-O1", f"-I{ROOT / 'codelets'}", "-march=native"]
+    source = ROOT / "bench" / "conv_input_grad_speed.cpp"
+    subprocess.run(["c++", *flags, str(source), "-o", str(exe)], check=True)
+    out = subprocess.run(
+        [str(exe), str(argmax_file), "4", "2"], check=True, capture_output=True, text=True
+    ).stdout.splitlines()
+    assert out[0] == "6 rows, same floats: yes"
+    times = {line.split()[0]: float(line.split()[2]) for line in out[1:3]}
+    assert set(times) == {"positions", "rows"} and all(t >= 0.0 for t in times.values())

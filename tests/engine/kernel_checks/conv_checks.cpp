@@ -1,8 +1,11 @@
 // The event-driven convolution's two kernels (codelets/ConvEvents.hpp's windowEventsRow,
 // and ConvKernels.hpp's scatterRow, which rows take when the work does not hold the lists)
 // against the dense one (gatherRow), and the weight gradient by positions
-// (weightGradByPositions) against the one by inputs (weightGradByInputs), entry for entry:
-// each pair sums every output's terms in the same order, so they must give the same floats.
+// (weightGradByPositions) against the one by inputs (weightGradByInputs), and the input
+// gradient's window runs after a folded 2 x 2 max pool kernel row by kernel row
+// (ConvInputRuns.hpp's pooledLists, addListedRuns) against position by position
+// (pooledPositions, addWindowRuns), entry for entry: each pair sums every output's terms in
+// the same order, so they must give the same floats.
 // Geometries with strides, padding and channel counts below, at and past a vector; inputs as spikes
 // (ones) and as real values. Prints one line per case: its name and the number of outputs that
 // differ from gatherRow's bits (0 expected).
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include "ConvEvents.hpp"
+#include "ConvInputRuns.hpp"
 
 using popsnn::conv::Window;
 
@@ -57,6 +61,32 @@ void check(const char *geometry, const Window &w, unsigned c, double density, bo
               spikes ? "spikes" : "values", mismatches(byPositions, byInputs));
 }
 
+// dL/dx channels-last of one row from a 2 x 2 max pool's gradient [c, Q] (30% zeros) and
+// argmax, by the two orders of the window runs.
+void checkInputRuns(const char *geometry, const Window &w, unsigned c, std::mt19937 &rng) {
+  using namespace popsnn::conv;
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f), p(0.0f, 1.0f);
+  std::uniform_int_distribution<unsigned> corner(0, 3);
+  const unsigned Q = w.outPositions() / 4, R = paddedRun(w);
+  std::vector<float> weights(std::size_t(c) * w.taps()), grad(std::size_t(c) * Q);
+  std::vector<unsigned> argmax(grad.size());
+  for (float &v : weights)
+    v = u(rng);
+  for (std::size_t k = 0; k < grad.size(); ++k)
+    grad[k] = p(rng) < 0.3f ? 0.0f : u(rng), argmax[k] = corner(rng);
+  std::vector<float> wr(std::size_t(c) * w.kernelHeight * R);
+  weightRuns(w, c, weights.data(), wr.data());
+  std::vector<float> byPositions(w.inSize() + R, 0.0f), byRows(byPositions);
+  std::vector<float> lists(gradRowFloats<ChannelsLast>(w, c));
+  pooledPositions(w, c, grad.data(), argmax.data(), lists.data(),
+                  [&](unsigned q, unsigned n, const float *coef, const unsigned *chan) {
+                    addWindowRuns(w, c, q, n, coef, chan, wr.data(), byPositions.data());
+                  });
+  addListedRuns(w, c, pooledLists(w, c, grad.data(), argmax.data(), lists.data()), wr.data(),
+                byRows.data());
+  std::printf("input_runs_%s_c%u %u\n", geometry, c, mismatches(byRows, byPositions));
+}
+
 } // namespace
 
 int main() {
@@ -78,5 +108,14 @@ int main() {
       for (double density : {0.04, 0.3})
         for (bool spikes : {true, false})
           check(g.name, g.w, c, density, spikes, rng);
+  // Maps a 2 x 2 pool tiles, no column padding (the window runs' case).
+  const Geometry pooled[] = {
+      {"csnn2", {12, 12, 12, 5, 5, 1, 1, 0, 0, 8, 8}},
+      {"pady1", {3, 10, 9, 3, 4, 1, 1, 1, 0, 10, 6}},
+      {"stride2pady1", {2, 11, 13, 3, 3, 2, 2, 1, 0, 6, 6}},
+  };
+  for (const Geometry &g : pooled)
+    for (unsigned c : {1u, 8u, 20u, 64u})
+      checkInputRuns(g.name, g.w, c, rng);
   return 0;
 }

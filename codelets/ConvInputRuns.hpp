@@ -1,0 +1,156 @@
+// The input gradient by window runs, ConvInputGrad's per-entry path when no column padding
+// cuts a window (Conv.cpp): dL/dx is kept channels-last ([H, W, C_in]) so that a window's row
+// (kW columns x C_in channels) is one contiguous run, and a position's non-zero dL/dI entries
+// add their weights' matching rows (transposed to that order, zero-padded to whole vectors)
+// onto it, with no col row and no scalar col2im. The padding adds zeros to the entries after
+// a run (and past dL/dx's end into the run's padding). Inline functions only.
+#pragma once
+
+#include <cstddef>
+
+#include "ConvPooling.hpp"
+
+namespace popsnn {
+namespace conv {
+
+inline unsigned paddedRun(const Window &w) {
+  using popsnn::dense::LANES;
+  return (w.kernelWidth * w.inChannels + LANES - 1) / LANES * LANES;
+}
+// Work floats: the transposed weights [kH, c, paddedRun], then dL/dx channels-last and one
+// run's padding.
+inline unsigned windowRunsFloats(const Window &w, unsigned c) {
+  return (c * w.kernelHeight + 1) * paddedRun(w) + w.inSize();
+}
+
+// wr [kH, c, paddedRun] = weights [c, C_in, kH, kW] as rows of (column, channel) runs, each
+// kernel row's runs together (addListedRuns keeps one kernel row's in L1).
+inline void weightRuns(const Window &w, unsigned c, const float *__restrict weights,
+                       float *__restrict wr) {
+  const unsigned kH = w.kernelHeight, kW = w.kernelWidth, cin = w.inChannels, R = paddedRun(w);
+  for (unsigned co = 0; co < c; ++co)
+    for (unsigned i = 0; i < kH; ++i) {
+      float *__restrict run = wr + (i * c + co) * R;
+      for (unsigned k = kW * cin; k < R; ++k)
+        run[k] = 0.0f;
+      for (unsigned j = 0; j < kW; ++j)
+        for (unsigned ci = 0; ci < cin; ++ci)
+          run[j * cin + ci] = weights[((co * cin + ci) * kH + i) * kW + j];
+    }
+}
+
+// The run of dxT [H, W, C_in] that position p's kernel row i adds onto, or null when that
+// row of its window is padding.
+inline float *windowRun(const Window &w, unsigned p, unsigned i, float *dxT) {
+  const unsigned y = (p / w.outWidth) * w.strideY + i - w.padY; // wraps when in the padding
+  if (y >= w.inHeight)
+    return nullptr;
+  return dxT + (std::size_t(y) * w.inWidth + (p % w.outWidth) * w.strideX) * w.inChannels;
+}
+
+// dxT [H, W, C_in] += output position p's `count` non-zero entries (coef, channel idx)
+// times their weight runs, one run per window row inside the map.
+inline void addWindowRuns(const Window &w, unsigned c, unsigned p, unsigned count,
+                          const float *__restrict coef, const unsigned *__restrict idx,
+                          const float *__restrict wr, float *__restrict dxT) {
+  const unsigned R = paddedRun(w);
+  for (unsigned i = 0; i < w.kernelHeight; ++i)
+    if (float *run = windowRun(w, p, i, dxT))
+      combineRows<true>(R, count, coef, idx, wr + std::size_t(i) * c * R, R, run,
+                        w.kernelWidth * w.inChannels);
+}
+
+// Every position's non-zero dL/dI entries of one row: count[p] entries from start[p] in coef
+// (values) and chan (channels).
+struct PositionLists {
+  const float *coef;
+  const unsigned *chan, *start, *count;
+};
+
+// addWindowRuns for every position of a row listed at once, kernel row by kernel row: one
+// kernel row's runs (16 KB in the CSNN) stay in L1 while every position adds them, where
+// position by position each position read all kH rows' runs (80 KB) from L2, one load per
+// multiply-add, at L2's 32 bytes a cycle (bench/conv_input_grad_speed.cpp). Kernel rows last
+// to first, so each dL/dx entry still takes its terms in position order: the same floats as
+// addWindowRuns position by position.
+inline void addListedRuns(const Window &w, unsigned c, const PositionLists &l,
+                          const float *__restrict wr, float *__restrict dxT) {
+  const unsigned R = paddedRun(w), P = w.outPositions();
+  const float *__restrict coef = l.coef;
+  const unsigned *__restrict chan = l.chan, *__restrict start = l.start,
+                             *__restrict count = l.count;
+  for (unsigned i = w.kernelHeight; i-- > 0;) {
+    const float *__restrict runs = wr + std::size_t(i) * c * R;
+    for (unsigned p = 0; p < P; ++p) {
+      float *run = count[p] ? windowRun(w, p, i, dxT) : nullptr;
+      if (run)
+        combineRows<true>(R, count[p], coef + start[p], chan + start[p], runs, R, run,
+                          w.kernelWidth * w.inChannels);
+    }
+  }
+}
+
+// The channels k < c with a[k] == at and g[k] non-zero (NaN counts): g[k] into coef, k into
+// chan, in order (no branch per entry); returns their count. On AVX2 hosts 8 at a time,
+// packed by one permute and stored whole (up to 8 entries past the count).
+inline unsigned channelsAt(unsigned c, const unsigned *__restrict a, unsigned at,
+                           const float *__restrict g, float *__restrict coef,
+                           unsigned *__restrict chan) {
+  unsigned n = 0, k = 0;
+#ifdef POPSNN_SPIKES_AVX2
+  const __m256i want = _mm256_set1_epi32(int(at)), eight = _mm256_set1_epi32(8);
+  __m256i lane = lif::firstLanes8(0);
+  for (; k + 8 <= c; k += 8) {
+    const __m256 gv = _mm256_loadu_ps(g + k);
+    const __m256i ak = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a + k));
+    const __m256 in = _mm256_and_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(ak, want)),
+                                    _mm256_cmp_ps(gv, _mm256_setzero_ps(), _CMP_NEQ_UQ));
+    const unsigned bits = unsigned(_mm256_movemask_ps(in));
+    const __m256i order = lif::packedLaneOrder(bits);
+    _mm256_storeu_ps(coef + n, _mm256_permutevar8x32_ps(gv, order));
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(chan + n),
+                        _mm256_permutevar8x32_epi32(lane, order));
+    n += unsigned(__builtin_popcount(bits));
+    lane = _mm256_add_epi32(lane, eight);
+  }
+#endif
+  for (; k < c; ++k) {
+    coef[n] = g[k], chan[n] = k;
+    n += a[k] == at && g[k] != 0.0f;
+  }
+  return n;
+}
+
+// With the 2 x 2 max pool folded (ChannelsLast), every position's non-zero dL/dI entries of
+// one row listed from the pool's gradient [c, Q] and argmax: count[p] entries from start[p]
+// in coef and chan, channels ascending (the entries pooledPositions gives). lists:
+// pooledListsFloats (ConvPooling.hpp): coef and chan [(Q + 1) c + 8] each, then start and
+// count [P]. The gradient and argmax are first transposed to [Q, c] into coef and chan from
+// c + 8 on, so a window's channels are contiguous (compared 8 at a time); window q's lists
+// end before (q + 1) c + 8, where its own transposed entries start, so nothing unread is
+// overwritten.
+inline PositionLists pooledLists(const Window &conv, unsigned c, const float *__restrict grad,
+                                 const unsigned *__restrict argmax, float *__restrict lists) {
+  const unsigned W = conv.outWidth, Wo = W / 2, Q = conv.outPositions() / 4;
+  const std::size_t area = std::size_t(Q + 1) * c + 8;
+  float *__restrict coef = lists;
+  unsigned *__restrict chan = reinterpret_cast<unsigned *>(lists + area);
+  unsigned *__restrict start = chan + area, *__restrict count = start + conv.outPositions();
+  float *__restrict gT = coef + c + 8;
+  unsigned *__restrict aT = chan + c + 8;
+  MaxPooledOut::transpose(c, Q, grad, gT);
+  MaxPooledOut::transpose(c, Q, reinterpret_cast<const float *>(argmax),
+                          reinterpret_cast<float *>(aT));
+  unsigned used = 0;
+  for (unsigned q = 0; q < Q; ++q)
+    for (unsigned at = 0; at < 4; ++at) {
+      const unsigned p = (2 * (q / Wo) + (at >> 1)) * W + 2 * (q % Wo) + (at & 1u);
+      const unsigned n = channelsAt(c, aT + std::size_t(q) * c, at, gT + std::size_t(q) * c,
+                                    coef + used, chan + used);
+      start[p] = used, count[p] = n, used += n;
+    }
+  return {coef, chan, start, count};
+}
+
+} // namespace conv
+} // namespace popsnn
