@@ -277,33 +277,37 @@ inline popsnn::dense::Lanes keepBefore(popsnn::dense::Lanes v, popsnn::dense::La
   return lane < first ? v : old;
 }
 
-// out[0, n) = sum_k coef[k] * rows[idx[k] * ld + (0, n)] (ADD: out +=): a few rows of a
-// matrix combined, a block of 64 floats of out held in registers while every row streams
-// past (one load per multiply-add; an axpy per row would also load and store out each
-// time). On AVX2 that is 8 accumulators: with 4, each row's multiply-adds waited on the
-// last row's (the CSNN step took 1.03x the CPU time; docs/performance/csnn.md). With ADD, out's
-// entries from `keep` on (rows zero-padded past a run) are left as they were.
-// acc + a * b, fused wherever the target has FMA: what the other kernels' loops are
-// contracted to. GCC's Zen tuning (-march=native on this machine) splits a multiply-add whose
-// sum a loop carries in a register (combineRows' rest of fewer than 64 floats) into a
-// multiply and an add, which round differently; this keeps every path's sums the same floats.
+// acc + a * b, fused wherever the target has FMA (not in the plain loops, the IPU build's):
+// what the other kernels' loops are contracted to. GCC's Zen tuning (-march=native on this
+// machine) splits a multiply-add whose sum a loop carries in a register (combineRows' rest of
+// fewer than 64 floats) into a multiply and an add, which round differently; this keeps every
+// path's sums the same floats. The vector and the scalar form follow the one guard.
+#if defined(__FMA__) && !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS)
+#define POPSNN_FUSED_ADD 1
+#endif
 inline popsnn::dense::Lanes fusedAdd(popsnn::dense::Lanes acc, float a, popsnn::dense::Lanes b) {
-#if defined(__FMA__) && defined(__AVX512F__) && !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS)
+#if defined(POPSNN_FUSED_ADD) && defined(__AVX512F__)
   return _mm512_fmadd_ps(_mm512_set1_ps(a), b, acc);
-#elif defined(__FMA__) && defined(__AVX2__) && !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS)
+#elif defined(POPSNN_FUSED_ADD) && defined(__AVX2__)
   return _mm256_fmadd_ps(_mm256_set1_ps(a), b, acc);
 #else
   return acc + a * b;
 #endif
 }
 inline float fusedAdd(float acc, float a, float b) {
-#if defined(__FMA__) && !defined(__IPU__)
+#ifdef POPSNN_FUSED_ADD
   return __builtin_fmaf(a, b, acc);
 #else
   return acc + a * b;
 #endif
 }
 
+// out[0, n) = sum_k coef[k] * rows[idx[k] * ld + (0, n)] (ADD: out +=): a few rows of a
+// matrix combined, a block of 64 floats of out held in registers while every row streams
+// past (one load per multiply-add; an axpy per row would also load and store out each
+// time). On AVX2 that is 8 accumulators: with 4, each row's multiply-adds waited on the
+// last row's (the CSNN step took 1.03x the CPU time; docs/performance/csnn.md). With ADD, out's
+// entries from `keep` on (rows zero-padded past a run) are left as they were.
 template <bool ADD = false>
 inline void combineRows(unsigned n, unsigned count, const float *__restrict coef,
                         const unsigned *__restrict idx, const float *__restrict rows, unsigned ld,
