@@ -82,11 +82,16 @@ inline void row(const Setting &s, State &st, unsigned t, unsigned b) {
                               popsnn::codes::FAST_SIGMOID, 25.0f, popsnn::codes::RULE_WINDOW,
                               0.2f, acc, &st.u[std::size_t(b) * n], &st.prev[std::size_t(b) * n],
                               sg, 0, st.spikeIds.data(), 0, n);
+#ifdef SCAN_BY_LANES
+  st.used += appendNonzero8(sg, n, st.used, unsigned(st.traceIds.size()), st.traceIds.data(),
+                            st.traceValues.data());
+#else
   forEachNonzero(sg, n, [&](unsigned j, float v) {
     st.traceIds[st.used] = static_cast<unsigned short>(j);
     st.traceValues[st.used] = v;
     ++st.used;
   });
+#endif
 }
 
 double run(const Setting &s, State &st, unsigned block) {
