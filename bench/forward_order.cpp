@@ -78,10 +78,10 @@ inline void row(const Setting &s, State &st, unsigned t, unsigned b) {
   for (unsigned j = 0; j < n; ++j)
     acc[j] += s.bias[j];
   float *sg = st.sg.data();
-  st.spikes += leakForwardRow(n, 0.95f, 1.0f, popsnn::codes::RESET_SUBTRACT,
-                              popsnn::codes::FAST_SIGMOID, 25.0f, popsnn::codes::RULE_WINDOW,
-                              0.2f, acc, &st.u[std::size_t(b) * n], &st.prev[std::size_t(b) * n],
-                              sg, 0, st.spikeIds.data(), 0, n);
+  st.spikes +=
+      leakForwardRow(n, 0.95f, 1.0f, popsnn::codes::RESET_SUBTRACT, popsnn::codes::FAST_SIGMOID,
+                     25.0f, popsnn::codes::RULE_WINDOW, 0.2f, acc, &st.u[std::size_t(b) * n],
+                     &st.prev[std::size_t(b) * n], sg, 0, st.spikeIds.data(), 0, n);
 #ifdef SCAN_BY_LANES
   st.used += appendNonzero8(sg, n, st.used, unsigned(st.traceIds.size()), st.traceIds.data(),
                             st.traceValues.data());
@@ -120,11 +120,11 @@ double fusedOnly(const Setting &s, State &st, const std::vector<float> &inputs) 
   const double t0 = cpuSeconds();
   for (unsigned t = 0; t < s.T; ++t)
     for (unsigned b = 0; b < s.B; ++b)
-      st.spikes += leakForwardRow(n, 0.95f, 1.0f, popsnn::codes::RESET_SUBTRACT,
-                                  popsnn::codes::FAST_SIGMOID, 25.0f, popsnn::codes::RULE_WINDOW,
-                                  0.2f, &inputs[std::size_t((t * s.B + b) % rows) * n],
-                                  &st.u[std::size_t(b) * n], &st.prev[std::size_t(b) * n],
-                                  st.sg.data(), 0, st.spikeIds.data(), 0, n);
+      st.spikes +=
+          leakForwardRow(n, 0.95f, 1.0f, popsnn::codes::RESET_SUBTRACT, popsnn::codes::FAST_SIGMOID,
+                         25.0f, popsnn::codes::RULE_WINDOW, 0.2f,
+                         &inputs[std::size_t((t * s.B + b) % rows) * n], &st.u[std::size_t(b) * n],
+                         &st.prev[std::size_t(b) * n], st.sg.data(), 0, st.spikeIds.data(), 0, n);
   return cpuSeconds() - t0;
 }
 

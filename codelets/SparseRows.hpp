@@ -65,7 +65,8 @@ inline float laneSum(const Floats16 &v) {
   const __m256 eight = _mm256_add_ps(v.part[0], v.part[1]);
   const __m128 four = _mm_add_ps(_mm256_castps256_ps128(eight), _mm256_extractf128_ps(eight, 1));
 #else
-  const __m128 four = _mm_add_ps(_mm_add_ps(v.part[0], v.part[2]), _mm_add_ps(v.part[1], v.part[3]));
+  const __m128 four =
+      _mm_add_ps(_mm_add_ps(v.part[0], v.part[2]), _mm_add_ps(v.part[1], v.part[3]));
 #endif
   const __m128 two = _mm_add_ps(four, _mm_movehl_ps(four, four));
   return _mm_cvtss_f32(_mm_add_ss(two, _mm_shuffle_ps(two, two, 1)));
