@@ -3,14 +3,18 @@
 // t + 1: U and S[t-1] of all B samples, B x n floats each, walked once a step) against blocks of
 // samples walked over all their steps (a block's U and S stay in L1). Each row: the listed
 // input's W rows summed (sparseRowSum), the fused Leaky step (leakForwardRow: update, masked
-// surrogate, spike ids) and the gradient trace's scan (forEachNonzero); the block order writes its
-// trace rows sample-major (an upper bound: the engine's rows [t, b] would need a reorder on top).
+// surrogate, spike ids) and the gradient trace's scan (forEachNonzero; appendNonzero8 with
+// -DSCAN_BY_LANES); the block order writes its trace rows sample-major (an upper bound: the
+// engine's rows [t, b] would need a reorder on top).
 // Synthetic latency-coded input: each of ~half the 784 inputs fires once per sample.
 //
 // build: g++ -std=c++17 -O3 -march=native -fno-math-errno -fno-trapping-math -Icodelets
 //          bench/forward_order.cpp -o /tmp/forward_order
-// usage: forward_order [n T B block repeats]; prints the best ms of each order and the trace
-// entries both wrote (equal: the same arithmetic per row).
+// usage: forward_order [n T B block repeats]; prints the fused kernel's best ms alone with a
+// checksum of U and the trace after a step-outer run (compare builds of two codelet versions),
+// then the best ms of each order and the trace entries both wrote (equal: the same arithmetic).
+// Block 256 (= B) runs the step-outer order through the block loop: the two loops' code differs
+// by a few per cent by itself.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
