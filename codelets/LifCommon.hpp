@@ -260,6 +260,40 @@ inline unsigned appendSpikes8(const float *__restrict u, float threshold, float 
                         capacity);
   return needed;
 }
+
+// The non-zero entries of a row (x != 0, NaN included, as forEachNonzero), appended at `used`
+// to 16-bit ids and float values of `capacity` entries; returns how many the row has, past the
+// capacity only counted. 8 lanes per compare, packed by PACKED_LANES and stored whole while 8
+// more fit: at a window rule's ~5-10% kept, a branch per entry mispredicted about half the time.
+inline unsigned appendNonzero8(const float *__restrict x, unsigned n, unsigned used,
+                               unsigned capacity, unsigned short *__restrict ids,
+                               float *__restrict vals) {
+  const __m256 zero = _mm256_setzero_ps();
+  __m256i lane = firstLanes8(0);
+  const __m256i eight = _mm256_set1_epi32(8);
+  unsigned count = 0, j0 = 0;
+  for (; j0 + 8 <= n && used + count + 8 <= capacity; j0 += 8) {
+    const __m256 v = _mm256_loadu_ps(x + j0);
+    const unsigned bits = unsigned(_mm256_movemask_ps(_mm256_cmp_ps(v, zero, _CMP_NEQ_UQ)));
+    const __m256i order = packedLaneOrder(bits);
+    _mm256_storeu_ps(vals + used + count, _mm256_permutevar8x32_ps(v, order));
+    const __m256i id = _mm256_permutevar8x32_epi32(lane, order); // < 65,536: packs exactly
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(id, id), 0x08);
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(ids + used + count),
+                     _mm256_castsi256_si128(packed));
+    count += unsigned(__builtin_popcount(bits));
+    lane = _mm256_add_epi32(lane, eight);
+  }
+  for (unsigned j = j0; j < n; ++j)
+    if (x[j] != 0.0f) {
+      if (used + count < capacity) {
+        ids[used + count] = static_cast<unsigned short>(j);
+        vals[used + count] = x[j];
+      }
+      ++count;
+    }
+  return count;
+}
 #endif
 
 // The spikes of a row: prev[j] = U[j] > threshold, ids of the spiking neurons appended.
