@@ -24,21 +24,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <random>
 #include <vector>
 
 #include "ConvInputRuns.hpp"
+#include "harness.hpp"
 
 using namespace popsnn::conv;
 
 namespace {
-
-double threadCpuMs() {
-  timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return double(t.tv_sec) * 1e3 + double(t.tv_nsec) * 1e-6;
-}
 
 struct Stage {
   Window w{12, 12, 12, 5, 5, 1, 1, 0, 0, 8, 8};
@@ -101,34 +95,30 @@ int main(int argc, char **argv) {
                 gradRowFloats<ChannelsLast>(s.w, s.c));
   const std::size_t outs = std::size_t(rows) * s.w.inSize();
   std::vector<float> out[2] = {std::vector<float>(outs), std::vector<float>(outs)};
-  std::vector<float> evict(std::size_t(8) << 18, 1.0f); // 8 MiB: more than L2, as in a step
-  volatile float sink = 0.0f;
+  harness::CacheEvictor caches;
   std::vector<double> ms[2];
   for (unsigned rep = 0; rep < repeats; ++rep)
     for (unsigned turn = 0; turn < 2; ++turn) {
       const unsigned which = (rep + turn) % 2; // 1: kernel row by kernel row
       double total = 0.0;
       for (unsigned r0 = 0; r0 < rows; r0 += chunk) {
-        for (std::size_t i = 0; i < evict.size(); i += 16)
-          sink = sink + evict[i];
+        caches.evict();
         const unsigned n = std::min(chunk, rows - r0);
         const std::size_t at = std::size_t(r0) * s.pooledRow();
         float *o = &out[which][std::size_t(r0) * s.w.inSize()];
-        const double start = threadCpuMs();
+        const double start = harness::threadCpuMs();
         which ? s.inputGrad<true>(n, &grad[at], &argmax[at], o)
               : s.inputGrad<false>(n, &grad[at], &argmax[at], o);
-        total += threadCpuMs() - start;
+        total += harness::threadCpuMs() - start;
       }
       ms[which].push_back(total);
     }
   const bool same = !std::memcmp(out[0].data(), out[1].data(), outs * sizeof(float));
-  for (auto &m : ms)
-    std::sort(m.begin(), m.end());
-  const auto median = [](const std::vector<double> &m) { return m[m.size() / 2]; };
+  using harness::least, harness::median;
   std::printf("%u rows, same floats: %s\n", rows, same ? "yes" : "NO");
-  std::printf("positions min %.2f median %.2f ms\n", ms[0][0], median(ms[0]));
-  std::printf("rows min %.2f median %.2f ms\n", ms[1][0], median(ms[1]));
-  std::printf("positions/rows min %.2f median %.2f\n", ms[0][0] / ms[1][0],
+  std::printf("positions min %.2f median %.2f ms\n", least(ms[0]), median(ms[0]));
+  std::printf("rows min %.2f median %.2f ms\n", least(ms[1]), median(ms[1]));
+  std::printf("positions/rows min %.2f median %.2f\n", least(ms[0]) / least(ms[1]),
               median(ms[0]) / median(ms[1]));
   return same ? 0 : 1;
 }

@@ -18,12 +18,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
-#include <time.h>
 #include <vector>
 
 #include "LeakForwardRow.hpp"
 #include "SparseBackward.hpp"
+#include "harness.hpp"
 
 using namespace popsnn::lif;
 
@@ -56,13 +57,6 @@ Setting make(unsigned n, unsigned T, unsigned B) {
     w = 0.35f * normal(rng);
   s.bias.assign(n, 0.02f);
   return s;
-}
-
-// This thread's CPU time: a loaded machine's other processes are not in it.
-double cpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
 struct State {
@@ -102,7 +96,7 @@ double run(const Setting &s, State &st, unsigned block) {
   std::fill(st.u.begin(), st.u.end(), 0.0f);
   std::fill(st.prev.begin(), st.prev.end(), 0.0f);
   st.used = st.spikes = 0;
-  const double t0 = cpuSeconds();
+  const double t0 = harness::threadCpuMs();
   if (block == 0) {
     for (unsigned t = 0; t < s.T; ++t)
       for (unsigned b = 0; b < s.B; ++b)
@@ -113,7 +107,7 @@ double run(const Setting &s, State &st, unsigned block) {
         for (unsigned b = b0; b < std::min(s.B, b0 + block); ++b)
           row(s, st, t, b);
   }
-  return cpuSeconds() - t0;
+  return (harness::threadCpuMs() - t0) * 1e-3; // seconds
 }
 
 // The fused step alone (leakForwardRow), its input rows precomputed: the kernel's own cost.
@@ -121,7 +115,7 @@ double fusedOnly(const Setting &s, State &st, const std::vector<float> &inputs) 
   std::fill(st.u.begin(), st.u.end(), 0.0f);
   std::fill(st.prev.begin(), st.prev.end(), 0.0f);
   const unsigned n = s.n, rows = unsigned(inputs.size() / n);
-  const double t0 = cpuSeconds();
+  const double t0 = harness::threadCpuMs();
   for (unsigned t = 0; t < s.T; ++t)
     for (unsigned b = 0; b < s.B; ++b)
       st.spikes +=
@@ -129,7 +123,7 @@ double fusedOnly(const Setting &s, State &st, const std::vector<float> &inputs) 
                          25.0f, popsnn::codes::RULE_WINDOW, 0.2f,
                          &inputs[std::size_t((t * s.B + b) % rows) * n], &st.u[std::size_t(b) * n],
                          &st.prev[std::size_t(b) * n], st.sg.data(), 0, st.spikeIds.data(), 0, n);
-  return cpuSeconds() - t0;
+  return (harness::threadCpuMs() - t0) * 1e-3; // seconds
 }
 
 } // namespace
@@ -166,11 +160,16 @@ int main(int argc, char **argv) {
     fused = std::min(fused, fusedOnly(s, st, inputs));
   // Bit patterns of the states and the trace after a run: equal across builds of one order.
   run(s, st, 0);
+  const auto bits = [](float v) {
+    unsigned u;
+    std::memcpy(&u, &v, sizeof u);
+    return u;
+  };
   unsigned long long check = 0;
   for (float v : st.u)
-    check = check * 31 + *reinterpret_cast<const unsigned *>(&v);
+    check = check * 31 + bits(v);
   for (unsigned k = 0; k < st.used; ++k)
-    check = check * 31 + *reinterpret_cast<const unsigned *>(&st.traceValues[k]) + st.traceIds[k];
+    check = check * 31 + bits(st.traceValues[k]) + st.traceIds[k];
   std::printf("leakForwardRow alone %.3f ms; checksum %llx\n", fused * 1e3, check);
   std::printf("step-outer %.3f ms, blocks of %u %.3f ms; trace %u / %u entries (%.2f%%), "
               "spikes %u / %u (%.2f%%)\n",
