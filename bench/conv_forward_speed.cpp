@@ -69,13 +69,7 @@ int main(int argc, char **argv) {
   const unsigned chunk = argc > 2 ? unsigned(std::atoi(argv[2])) : 128;
   const unsigned repeats = argc > 3 ? unsigned(std::atoi(argv[3])) : 5;
   Stage s;
-  std::vector<float> x;
-  if (FILE *f = std::fopen(argv[1], "rb")) {
-    float v;
-    while (std::fread(&v, sizeof v, 1, f) == 1)
-      x.push_back(v);
-    std::fclose(f);
-  }
+  const std::vector<float> x = harness::readValues<float>(argv[1]);
   const unsigned rows = unsigned(x.size() / s.w.inSize());
   if (!rows) {
     std::fprintf(stderr, "%s: no rows of %u floats\n", argv[1], s.w.inSize());
@@ -95,31 +89,16 @@ int main(int argc, char **argv) {
   const std::size_t outs = std::size_t(rows) * s.pooledRow();
   std::vector<float> out[2] = {std::vector<float>(outs), std::vector<float>(outs)};
   std::vector<unsigned> argmax[2] = {std::vector<unsigned>(outs), std::vector<unsigned>(outs)};
-  harness::CacheEvictor caches;
-  std::vector<double> ms[2];
-  for (unsigned rep = 0; rep < repeats; ++rep)
-    for (unsigned turn = 0; turn < 2; ++turn) {
-      const unsigned which = (rep + turn) % 2; // 1: by windows
-      double total = 0.0;
-      for (unsigned r0 = 0; r0 < rows; r0 += chunk) {
-        caches.evict();
-        const unsigned n = std::min(chunk, rows - r0);
+  const auto ms = harness::alternatingChunks(
+      repeats, rows, chunk, [&](unsigned which, unsigned r0, unsigned n) { // 1: by windows
         const float *xr = &x[std::size_t(r0) * s.w.inSize()];
         float *o = &out[which][std::size_t(r0) * s.pooledRow()];
         unsigned *a = &argmax[which][std::size_t(r0) * s.pooledRow()];
-        const double start = harness::threadCpuMs();
         which ? s.forward<true>(n, xr, o, a) : s.forward<false>(n, xr, o, a);
-        total += harness::threadCpuMs() - start;
-      }
-      ms[which].push_back(total);
-    }
+      });
   const bool same =
       !std::memcmp(out[0].data(), out[1].data(), outs * sizeof(float)) && argmax[0] == argmax[1];
-  using harness::least, harness::median;
   std::printf("%u rows, same floats and argmax: %s\n", rows, same ? "yes" : "NO");
-  std::printf("scatter min %.2f median %.2f ms\n", least(ms[0]), median(ms[0]));
-  std::printf("windows min %.2f median %.2f ms\n", least(ms[1]), median(ms[1]));
-  std::printf("scatter/windows min %.2f median %.2f\n", least(ms[0]) / least(ms[1]),
-              median(ms[0]) / median(ms[1]));
+  harness::printPair("scatter", "windows", ms);
   return same ? 0 : 1;
 }

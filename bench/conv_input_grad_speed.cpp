@@ -71,13 +71,7 @@ int main(int argc, char **argv) {
   const unsigned chunk = argc > 2 ? unsigned(std::atoi(argv[2])) : 128;
   const unsigned repeats = argc > 3 ? unsigned(std::atoi(argv[3])) : 5;
   Stage s;
-  std::vector<unsigned> argmax;
-  if (FILE *f = std::fopen(argv[1], "rb")) {
-    unsigned v;
-    while (std::fread(&v, sizeof v, 1, f) == 1)
-      argmax.push_back(v);
-    std::fclose(f);
-  }
+  const std::vector<unsigned> argmax = harness::readValues<unsigned>(argv[1]);
   const unsigned rows = unsigned(argmax.size() / s.pooledRow());
   if (!rows) {
     std::fprintf(stderr, "%s: no rows of %u entries\n", argv[1], s.pooledRow());
@@ -95,30 +89,15 @@ int main(int argc, char **argv) {
                 gradRowFloats<ChannelsLast>(s.w, s.c));
   const std::size_t outs = std::size_t(rows) * s.w.inSize();
   std::vector<float> out[2] = {std::vector<float>(outs), std::vector<float>(outs)};
-  harness::CacheEvictor caches;
-  std::vector<double> ms[2];
-  for (unsigned rep = 0; rep < repeats; ++rep)
-    for (unsigned turn = 0; turn < 2; ++turn) {
-      const unsigned which = (rep + turn) % 2; // 1: kernel row by kernel row
-      double total = 0.0;
-      for (unsigned r0 = 0; r0 < rows; r0 += chunk) {
-        caches.evict();
-        const unsigned n = std::min(chunk, rows - r0);
+  const auto ms = harness::alternatingChunks(
+      repeats, rows, chunk, [&](unsigned which, unsigned r0, unsigned n) { // 1: by kernel rows
         const std::size_t at = std::size_t(r0) * s.pooledRow();
         float *o = &out[which][std::size_t(r0) * s.w.inSize()];
-        const double start = harness::threadCpuMs();
         which ? s.inputGrad<true>(n, &grad[at], &argmax[at], o)
               : s.inputGrad<false>(n, &grad[at], &argmax[at], o);
-        total += harness::threadCpuMs() - start;
-      }
-      ms[which].push_back(total);
-    }
+      });
   const bool same = !std::memcmp(out[0].data(), out[1].data(), outs * sizeof(float));
-  using harness::least, harness::median;
   std::printf("%u rows, same floats: %s\n", rows, same ? "yes" : "NO");
-  std::printf("positions min %.2f median %.2f ms\n", least(ms[0]), median(ms[0]));
-  std::printf("rows min %.2f median %.2f ms\n", least(ms[1]), median(ms[1]));
-  std::printf("positions/rows min %.2f median %.2f\n", least(ms[0]) / least(ms[1]),
-              median(ms[0]) / median(ms[1]));
+  harness::printPair("positions", "rows", ms);
   return same ? 0 : 1;
 }

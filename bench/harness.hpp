@@ -4,8 +4,10 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
+#include <cstdio>
 #include <ctime>
 #include <vector>
 
@@ -56,5 +58,49 @@ private:
   std::vector<float> buffer_ = std::vector<float>(std::size_t(8) << 18, 1.0f);
   volatile float sink_ = 0.0f;
 };
+
+// Every value of type T in a binary file, in order (none if it cannot be read).
+template <class T> std::vector<T> readValues(const char *path) {
+  std::vector<T> values;
+  if (FILE *f = std::fopen(path, "rb")) {
+    T v;
+    while (std::fread(&v, sizeof v, 1, f) == 1)
+      values.push_back(v);
+    std::fclose(f);
+  }
+  return values;
+}
+
+// Thread CPU ms of two versions of a kernel (run(which, first row, rows)) over `rows` rows in
+// calls of `chunk` rows, the caches evicted before each call, `repeats` times each; the two take
+// turns and which goes first alternates, so that neither gains from the order.
+template <class F>
+std::array<std::vector<double>, 2> alternatingChunks(unsigned repeats, unsigned rows,
+                                                     unsigned chunk, F &&run) {
+  CacheEvictor caches;
+  std::array<std::vector<double>, 2> ms;
+  for (unsigned rep = 0; rep < repeats; ++rep)
+    for (unsigned turn = 0; turn < 2; ++turn) {
+      const unsigned which = (rep + turn) % 2;
+      double total = 0.0;
+      for (unsigned r0 = 0; r0 < rows; r0 += chunk) {
+        caches.evict();
+        const double start = threadCpuMs();
+        run(which, r0, std::min(chunk, rows - r0));
+        total += threadCpuMs() - start;
+      }
+      ms[which].push_back(total);
+    }
+  return ms;
+}
+
+// The least and median ms of both versions and their ratios first / second.
+inline void printPair(const char *first, const char *second,
+                      const std::array<std::vector<double>, 2> &ms) {
+  std::printf("%s min %.2f median %.2f ms\n", first, least(ms[0]), median(ms[0]));
+  std::printf("%s min %.2f median %.2f ms\n", second, least(ms[1]), median(ms[1]));
+  std::printf("%s/%s min %.2f median %.2f\n", first, second, least(ms[0]) / least(ms[1]),
+              median(ms[0]) / median(ms[1]));
+}
 
 } // namespace harness

@@ -72,26 +72,32 @@ def test_kernels_equal_plain_loops(build, tmp_path):
     assert all(float(e) == 0.0 for e in fused_steps.values()), fused_steps
 
 
+def run_bench_harness(name: str, data: bytes, *args: str, tmp_path) -> list:
+    """bench/NAME.cpp built against the codelets (-O1, this CPU) and run on `data` (written to
+    a file, its first argument) and args; its stdout's lines."""
+    exe, data_file = tmp_path / name, tmp_path / f"{name}.data"
+    data_file.write_bytes(data)
+    flags = ["-std=c++17", "-O1", f"-I{ROOT / 'codelets'}", "-march=native"]
+    subprocess.run(["c++", *flags, str(ROOT / "bench" / f"{name}.cpp"), "-o", str(exe)], check=True)
+    run = subprocess.run(
+        [str(exe), str(data_file), *args], check=True, capture_output=True, text=True
+    )
+    return run.stdout.splitlines()
+
+
 def test_input_product_speed_bench_builds_and_times(tmp_path):
     """bench/input_product_speed.cpp (the input layer's products, timed) builds against the
     codelets and times both products on a given x."""
-    exe, x_file = tmp_path / "input_product_speed", tmp_path / "x.f32"
     rows = [[float((b + i) % 5 == 0) for i in range(784)] for b in range(8)]
-    x_file.write_bytes(struct.pack(f"{8 * 784}f", *[v for row in rows for v in row]))
-    flags = ["-std=c++17", "-O1", f"-I{ROOT / 'codelets'}", "-march=native"]
-    subprocess.run(
-        ["c++", *flags, str(ROOT / "bench" / "input_product_speed.cpp"), "-o", str(exe)], check=True
-    )
-    out = subprocess.run(
-        [str(exe), str(x_file), "40", "2", "8"], check=True, capture_output=True, text=True
-    ).stdout.split("\n")
+    x = struct.pack(f"{8 * 784}f", *[v for row in rows for v in row])
+    out = run_bench_harness("input_product_speed", x, "40", "2", "8", tmp_path=tmp_path)
     times = {
         line.split()[0]: (float(line.split()[2]), float(line.split()[4])) for line in out if line
     }
     assert set(times) == {"current", "weight_grad"}
     assert all(0.0 <= least <= median for least, median in times.values())
     # The AVX-512 branches compile too (this file includes InputProducts.hpp first, alone).
-    icelake = [*flags[:-1], "-march=icelake-server", "-fsyntax-only"]
+    icelake = ["-std=c++17", f"-I{ROOT / 'codelets'}", "-march=icelake-server", "-fsyntax-only"]
     subprocess.run(["c++", *icelake, str(ROOT / "bench" / "input_product_speed.cpp")], check=True)
 
 
@@ -124,15 +130,9 @@ def test_conv_forward_speed_bench_builds_and_agrees(tmp_path):
     """bench/conv_forward_speed.cpp (the CSNN's second convolution's event path, by positions
     and by scatter, timed) builds against the codelets, finds the two kernels' floats and
     argmax equal on spikes, and prints both timings."""
-    exe, x_file = tmp_path / "conv_forward_speed", tmp_path / "x.f32"
     rows = [[float((r * 7 + i) % 23 == 0) for i in range(12 * 12 * 12)] for r in range(6)]
-    x_file.write_bytes(struct.pack(f"{6 * 1728}f", *[v for row in rows for v in row]))
-    flags = ["-std=c++17", "-O1", f"-I{ROOT / 'codelets'}", "-march=native"]
-    source = ROOT / "bench" / "conv_forward_speed.cpp"
-    subprocess.run(["c++", *flags, str(source), "-o", str(exe)], check=True)
-    out = subprocess.run(
-        [str(exe), str(x_file), "4", "2"], check=True, capture_output=True, text=True
-    ).stdout.splitlines()
+    x = struct.pack(f"{6 * 1728}f", *[v for row in rows for v in row])
+    out = run_bench_harness("conv_forward_speed", x, "4", "2", tmp_path=tmp_path)
     assert out[0] == "6 rows, same floats and argmax: yes"
     times = {line.split()[0]: float(line.split()[2]) for line in out[1:3]}
     assert set(times) == {"scatter", "windows"} and all(t >= 0.0 for t in times.values())
@@ -142,15 +142,9 @@ def test_conv_input_grad_speed_bench_builds_and_agrees(tmp_path):
     """bench/conv_input_grad_speed.cpp (the CSNN's second convolution's input gradient by
     window runs, kernel row by kernel row and position by position, timed) builds against
     the codelets, finds the two orders' floats equal, and prints both timings."""
-    exe, argmax_file = tmp_path / "conv_input_grad_speed", tmp_path / "argmax.u32"
     argmax = [(k * 7 + k // 5) % 4 for k in range(6 * 64 * 16)]
-    argmax_file.write_bytes(struct.pack(f"{len(argmax)}I", *argmax))
-    flags = ["-std=c++17", "-O1", f"-I{ROOT / 'codelets'}", "-march=native"]
-    source = ROOT / "bench" / "conv_input_grad_speed.cpp"
-    subprocess.run(["c++", *flags, str(source), "-o", str(exe)], check=True)
-    out = subprocess.run(
-        [str(exe), str(argmax_file), "4", "2"], check=True, capture_output=True, text=True
-    ).stdout.splitlines()
+    data = struct.pack(f"{len(argmax)}I", *argmax)
+    out = run_bench_harness("conv_input_grad_speed", data, "4", "2", tmp_path=tmp_path)
     assert out[0] == "6 rows, same floats: yes"
     times = {line.split()[0]: float(line.split()[2]) for line in out[1:3]}
     assert set(times) == {"positions", "rows"} and all(t >= 0.0 for t in times.values())
