@@ -24,7 +24,7 @@ using namespace poplar;
 using namespace popsnn::conv;
 
 // The current of `outChannels` output channels for `rows` (step, sample) rows; Out
-// (ConvKernels.hpp) CurrentOut stores it, MaxPooledOut stores only its 2 x 2 max pool.
+// (ConvPooling.hpp) CurrentOut stores it, MaxPooledOut stores only its 2 x 2 max pool.
 template <class Out> class ConvForward : public Vertex {
 public:
   Input<Vector<float>> x;          // [rows, C_in, H, W]

@@ -33,7 +33,7 @@ std::size_t inputGradWorkFloats(const ConvStageSpec &spec, unsigned positions, u
   const std::size_t taps = std::size_t(spec.inChannels) * spec.conv.kernelH * spec.conv.kernelW;
   const std::size_t col =
       std::max(inputGradChunk(spec, positions, workers) * taps, taps + 2 * channels);
-  if (spec.conv.padW) // no window runs (codelets/ConvKernels.hpp's windowRunsFloats)
+  if (spec.conv.padW) // no window runs (codelets/ConvInputRuns.hpp's windowRunsFloats)
     return col;
   // A run padded to whole vectors of any target (at most 16 floats), so the codelets' own
   // rounding never needs more.
