@@ -56,7 +56,7 @@ struct Stage {
                         [&](unsigned p, unsigned n, const float *coef, const unsigned *chan) {
                           addWindowRuns(w, c, p, n, coef, chan, wr, dxT);
                         });
-      MaxPooledOut::transpose(hw, w.inChannels, dxT, gradInput + std::size_t(r) * w.inSize());
+      transposeWords(hw, w.inChannels, dxT, gradInput + std::size_t(r) * w.inSize());
     }
   }
 };

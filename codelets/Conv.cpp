@@ -384,7 +384,7 @@ private:
     }
     if (runs) // channels-last back to [C_in, H, W] (8 x 8 blocks on AVX2: the scalar loop
               // was ~10% of the vertex under perf)
-      MaxPooledOut::transpose(w.inHeight * w.inWidth, w.inChannels, dxT, dx);
+      transposeWords(w.inHeight * w.inWidth, w.inChannels, dxT, dx);
   }
 
   // f(p, count, coef, chan) for each position p with non-zero entries of a planar row.

@@ -138,9 +138,8 @@ inline PositionLists pooledLists(const Window &conv, unsigned c, const float *__
   unsigned *__restrict start = chan + area, *__restrict count = start + conv.outPositions();
   float *__restrict gT = coef + c + 8;
   unsigned *__restrict aT = chan + c + 8;
-  MaxPooledOut::transpose(c, Q, grad, gT);
-  MaxPooledOut::transpose(c, Q, reinterpret_cast<const float *>(argmax),
-                          reinterpret_cast<float *>(aT));
+  transposeWords(c, Q, grad, gT);
+  transposeWords(c, Q, reinterpret_cast<const float *>(argmax), reinterpret_cast<float *>(aT));
   unsigned used = 0;
   for (unsigned q = 0; q < Q; ++q)
     for (unsigned at = 0; at < 4; ++at) {

@@ -277,6 +277,50 @@ inline popsnn::dense::Lanes keepBefore(popsnn::dense::Lanes v, popsnn::dense::La
   return lane < first ? v : old;
 }
 
+#ifdef POPSNN_SPIKES_AVX2
+// transposeWords' 8 x 8 block: dst[j * ldd + i] = src[i * lds + j] for i, j < 8.
+inline void transposeWords8(const float *__restrict src, unsigned lds, float *__restrict dst,
+                            unsigned ldd) {
+  __m256 r[8], t[8];
+  for (unsigned i = 0; i < 8; ++i)
+    r[i] = _mm256_loadu_ps(src + std::size_t(i) * lds);
+  for (unsigned i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (unsigned i = 0; i < 8; i += 4) { // rows i .. i + 3, columns (0, 4), (1, 5), ...
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (unsigned j = 0; j < 4; ++j) {
+    _mm256_storeu_ps(dst + std::size_t(j) * ldd, _mm256_permute2f128_ps(r[j], r[j + 4], 0x20));
+    _mm256_storeu_ps(dst + std::size_t(j + 4) * ldd, _mm256_permute2f128_ps(r[j], r[j + 4], 0x31));
+  }
+}
+#endif
+// dst [c, Q] = src [Q, c] (32-bit words, moved as they are: floats, or argmax indices). On AVX2
+// hosts 8 x 8 blocks through registers: the scalar loop's 2 x Q x c loads and stores were ~15% of
+// the event-driven ConvForward on the CSNN's second convolution (perf,
+// bench/conv_forward_speed.cpp).
+inline void transposeWords(unsigned Q, unsigned c, const float *__restrict src,
+                           float *__restrict dst) {
+  unsigned q0 = 0;
+#ifdef POPSNN_SPIKES_AVX2
+  for (; q0 + 8 <= Q; q0 += 8)
+    for (unsigned co = 0; co + 8 <= c; co += 8)
+      transposeWords8(src + std::size_t(q0) * c + co, c, dst + std::size_t(co) * Q + q0, Q);
+  const unsigned vectors = c / 8 * 8; // the rest of the channels below, for these rows
+  for (unsigned co = vectors; co < c; ++co)
+    for (unsigned q = 0; q < q0; ++q)
+      dst[co * Q + q] = src[q * c + co];
+#endif
+  for (unsigned co = 0; co < c; ++co)
+    for (unsigned q = q0; q < Q; ++q)
+      dst[co * Q + q] = src[q * c + co];
+}
+
 // acc + a * b, fused wherever the target has FMA (not in the plain loops, the IPU build's):
 // what the other kernels' loops are contracted to. GCC's Zen tuning (-march=native on this
 // machine) splits a multiply-add whose sum a loop carries in a register (combineRows' rest of
