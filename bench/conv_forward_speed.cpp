@@ -62,17 +62,15 @@ struct Stage {
 } // namespace
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: %s X_FILE [CHUNK REPEATS]\n", argv[0]);
+  harness::ChunkArgs args;
+  if (!harness::parseChunkArgs(argc, argv, "X_FILE", args))
     return 2;
-  }
-  const unsigned chunk = argc > 2 ? unsigned(std::atoi(argv[2])) : 128;
-  const unsigned repeats = argc > 3 ? unsigned(std::atoi(argv[3])) : 5;
+  const unsigned chunk = args.chunk, repeats = args.repeats;
   Stage s;
-  const std::vector<float> x = harness::readValues<float>(argv[1]);
+  const std::vector<float> x = harness::readValues<float>(args.file);
   const unsigned rows = unsigned(x.size() / s.w.inSize());
   if (!rows) {
-    std::fprintf(stderr, "%s: no rows of %u floats\n", argv[1], s.w.inSize());
+    std::fprintf(stderr, "%s: no rows of %u floats\n", args.file, s.w.inSize());
     return 2;
   }
   std::mt19937 rng(0);

@@ -64,17 +64,15 @@ struct Stage {
 } // namespace
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: %s ARGMAX_FILE [CHUNK REPEATS]\n", argv[0]);
+  harness::ChunkArgs args;
+  if (!harness::parseChunkArgs(argc, argv, "ARGMAX_FILE", args))
     return 2;
-  }
-  const unsigned chunk = argc > 2 ? unsigned(std::atoi(argv[2])) : 128;
-  const unsigned repeats = argc > 3 ? unsigned(std::atoi(argv[3])) : 5;
+  const unsigned chunk = args.chunk, repeats = args.repeats;
   Stage s;
-  const std::vector<unsigned> argmax = harness::readValues<unsigned>(argv[1]);
+  const std::vector<unsigned> argmax = harness::readValues<unsigned>(args.file);
   const unsigned rows = unsigned(argmax.size() / s.pooledRow());
   if (!rows) {
-    std::fprintf(stderr, "%s: no rows of %u entries\n", argv[1], s.pooledRow());
+    std::fprintf(stderr, "%s: no rows of %u entries\n", args.file, s.pooledRow());
     return 2;
   }
   std::mt19937 rng(0);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <vector>
 
@@ -101,6 +102,28 @@ inline void printPair(const char *first, const char *second,
   std::printf("%s min %.2f median %.2f ms\n", second, least(ms[1]), median(ms[1]));
   std::printf("%s/%s min %.2f median %.2f\n", first, second, least(ms[0]) / least(ms[1]),
               median(ms[0]) / median(ms[1]));
+}
+
+// The chunked harnesses' command line, FILE [CHUNK REPEATS] (defaults 128 and 5): false, with
+// the usage or the bad value on stderr, when it cannot be used.
+struct ChunkArgs {
+  const char *file = nullptr;
+  unsigned chunk = 128, repeats = 5;
+};
+inline bool parseChunkArgs(int argc, char **argv, const char *fileName, ChunkArgs &out) {
+  if (argc < 2 || argc > 4) {
+    std::fprintf(stderr, "usage: %s %s [CHUNK REPEATS]\n", argv[0], fileName);
+    return false;
+  }
+  out.file = argv[1];
+  const int chunk = argc > 2 ? std::atoi(argv[2]) : int(out.chunk);
+  const int repeats = argc > 3 ? std::atoi(argv[3]) : int(out.repeats);
+  if (chunk < 1 || repeats < 1) {
+    std::fprintf(stderr, "%s: CHUNK and REPEATS must be whole numbers of at least 1\n", argv[0]);
+    return false;
+  }
+  out.chunk = unsigned(chunk), out.repeats = unsigned(repeats);
+  return true;
 }
 
 } // namespace harness
