@@ -195,6 +195,7 @@ private:
       if (dense && nextStep.size() != 0)
         stepProduct(&nextGrad[0][0], &nextWeightsT[0][0], numNeurons, nextShardSize, nextLayerSize,
                     nextRow(t, 0), nextRowsPerBlock(), batch, &nextStep[0][0]);
+    const unsigned srcWords = srcTraceWords(); // once per step: a division
     for (unsigned b = 0; b < batch; ++b) {
       if constexpr (!dense && recurrence != popsnn::Recurrence::ALL_TO_ALL)
         if (skipDeadRow(*this, t, b)) // nothing live: no work but its dL/dI row (SparseBackward)
@@ -207,7 +208,7 @@ private:
           e = traceRow(t, b + 4);
         prefetchSample(ownBuffer(t, b + 4), e.ids, e.vals);
         for (unsigned s = 0; s < numSrc && inputMode == INPUT_SPIKE_IDS; ++s)
-          __builtin_prefetch(inBuffer(s, t, b + 4));
+          __builtin_prefetch(inBuffer(s, t, b + 4, srcWords));
       }
 #endif
       LiveNeurons live;
@@ -216,7 +217,7 @@ private:
         dI = generic(t, b, c, own);
       else
         dI = dense ? denseStep(t, b, c, own) : liveStep(t, b, c, own, live);
-      weightGrads(t, b, dI, live);
+      weightGrads(t, b, dI, live, srcWords);
       recurrentGrads(t, b, dI, live);
       if (!dense) // eps and dL/dI were written at live neurons only
         zeroAtLive(&scratch[0], numNeurons, live);
@@ -261,11 +262,15 @@ private:
   const int *ownBuffer(unsigned t, unsigned b) const {
     return traceRowOf(&idTrace[0], t * batch + b);
   }
+  // Layer-major spike input: the words of each source shard's id trace in inIds.
+  unsigned srcTraceWords() const {
+    return inputMode == INPUT_SPIKE_IDS && numSrc != 0 ? inIds[0].size() / numSrc : 0;
+  }
   // Source shard s's spike buffer of (t, b): this step's (step-major) or in its id trace.
-  const int *inBuffer(unsigned s, unsigned t, unsigned b) const {
+  const int *inBuffer(unsigned s, unsigned t, unsigned b, unsigned srcWords) const {
     if (stepMajor)
       return &inIds[0][(s * batch + b) * inStride];
-    return traceRowOf(&inIds[0][s * (inIds[0].size() / numSrc)], t * batch + b);
+    return traceRowOf(&inIds[0][s * srcWords], t * batch + b);
   }
 
   // Half storage: rows read into the scratch's last 2n (backwardScratch).
@@ -518,7 +523,8 @@ private:
 
   // Weight gradient: sparse in the input (direct input: summed over steps above) and in the
   // live neurons where tracked (none live: nothing; few: their columns only).
-  void weightGrads(unsigned t, unsigned b, const float *__restrict dI, const LiveNeurons &live) {
+  void weightGrads(unsigned t, unsigned b, const float *__restrict dI, const LiveNeurons &live,
+                   unsigned srcWords) {
     const WeightGradRows rows(&gradWeights[0], dI, numNeurons, live);
     if (rows.none())
       return;
@@ -528,7 +534,7 @@ private:
       rows.addDense(&denseIn[0][(t * batch + b) * numInputs], numInputs);
     else if (inputMode == INPUT_SPIKE_IDS)
       for (unsigned s = 0; s < numSrc; ++s)
-        rows.addSpikes(inBuffer(s, t, b));
+        rows.addSpikes(inBuffer(s, t, b, srcWords));
   }
 
   // RLeaky's V and b_V: S[t-1] is V's input at step t (dI is 0 off the live neurons).
