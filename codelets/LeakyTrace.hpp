@@ -64,6 +64,9 @@ struct PairGradRows {
 
   PairGradRows(const float *g, unsigned k, unsigned shard, unsigned steps, unsigned b, float *s)
       : grads(g), K(k), shardSize(shard), T(steps), batch(b), scratchRows(s), gathered(b) {}
+  // Whether every row returned stays valid (in place, or the pair's gathered steps): not the
+  // per-step scratch rows of a wide next layer.
+  bool rowsHeld() const { return shardSize >= K || pushWidth(K) <= GATHER_ONCE_WIDTH; }
   const float *operator()(unsigned t, unsigned b, unsigned slot) {
     const unsigned P = pushWidth(K);
     if (shardSize >= K)
@@ -268,12 +271,15 @@ inline void leakRecompute(const LeakVectors &c, unsigned T, const float *__restr
 // Backward of a group of samples: the next layer's weights by downstream neuron (K rows of
 // n, from this block's first neuron); dL/dI[t] of sample s written to
 // out + t * outStep + s * n when out is given (the samples' rows of x, gU, acc lie n apart).
+// rowsHeld: the gradRow given beside them keeps every row it returned valid (no per-step
+// scratch), so the product may hold two steps' rows at once.
 struct BackwardRows {
   const float *wT;
   unsigned n;
   unsigned K;
   float *out;
   unsigned outStep;
+  bool rowsHeld = false;
 };
 
 // Vectors of a block for S samples at once: S x V accumulators, carries and sums stay in
@@ -298,51 +304,86 @@ template <unsigned V, unsigned C, unsigned V0 = 0, class Fn> inline void forChun
   }
 }
 
+// Steps t - u, u < U, of nextLayerProducts at once (g[u][s]: sample b + s's row at t - u): U x S
+// x W accumulators, each W vector loaded once for the U S sums. Each sum adds its K terms in
+// order, whatever U: the same floats.
+template <unsigned U, unsigned S, unsigned V, unsigned V0, unsigned W>
+inline void productPass(const float *const (&g)[U][S], unsigned t, const float *__restrict wT,
+                        unsigned K, unsigned n, v16::M lastMask,
+                        float (*sg)[TRACE_MAX_STEPS * 16 * V]) {
+  v16::F sum[U][S][W];
+#pragma GCC unroll 8
+  for (unsigned u = 0; u < U; ++u)
+#pragma GCC unroll 8
+    for (unsigned s = 0; s < S; ++s)
+#pragma GCC unroll 8
+      for (unsigned w = 0; w < W; ++w)
+        sum[u][s][w] = v16::zero();
+  const float *__restrict row = wT + 16 * V0; // stepped by n: no k * n address per row
+  for (unsigned k = 0; k < K; ++k, row += n) {
+    v16::F gk[U][S];
+#pragma GCC unroll 8
+    for (unsigned u = 0; u < U; ++u)
+#pragma GCC unroll 8
+      for (unsigned s = 0; s < S; ++s)
+        gk[u][s] = v16::set1(g[u][s][k]);
+#pragma GCC unroll 8
+    for (unsigned w = 0; w < W; ++w) {
+      v16::F vw = v16::loadMasked(laneMask(V0 + w, V, lastMask), row + 16 * w);
+      if constexpr (U * S > 1)   // in a register for the U S sums: GCC would fold a copy
+        v16::keepInRegister(vw); // of the load into each multiply-add
+#pragma GCC unroll 8
+      for (unsigned u = 0; u < U; ++u)
+#pragma GCC unroll 8
+        for (unsigned s = 0; s < S; ++s)
+          sum[u][s][w] = v16::fmadd(gk[u][s], vw, sum[u][s][w]);
+    }
+  }
+#pragma GCC unroll 8
+  for (unsigned u = 0; u < U; ++u)
+#pragma GCC unroll 8
+    for (unsigned s = 0; s < S; ++s)
+#pragma GCC unroll 8
+      for (unsigned w = 0; w < W; ++w) {
+        float *p = sg[s] + ((t - u) * V + V0 + w) * 16;
+        const v16::F sv = v16::load(p); // 0 where the surrogate is 0, even if the sum is inf
+        v16::store(p,
+                   v16::onNonzero(laneMask(V0 + w, V, lastMask), sv, v16::mul(sv, sum[u][s][w])));
+      }
+}
+
 // For every step t: e[s] = sum_k g[s][k] W[k] over V vectors of a row of W (K rows n apart),
 // each W vector loaded once for the S samples, multiplied into the surrogates sg[s] in place
 // (zero where the surrogate is, whatever e is). All T steps before the carries' pass, so that
 // pass makes no call: around one per step all 32 vector registers are the callee's, and the
 // carries and sums went to the stack and back every step. Out of the caller's loop: inlined
 // there, GCC spilled the broadcasts to the stack and reloaded them in every multiply-add.
+// Two steps per pass where their 2 S W accumulators, 2 S broadcasts and a row vector fit the
+// registers (AVX-512) and gradRow's rows stay valid (rowsHeld): S W accumulators alone are just
+// the multiply-adds' latency times their ports, and each W vector then serves twice the sums.
 template <unsigned S, unsigned V, unsigned V0, unsigned W, class GradRow>
 __attribute__((noinline)) void
 nextLayerProducts(GradRow &gradRow, unsigned T, unsigned b, const float *__restrict wT, unsigned K,
-                  unsigned n, v16::M lastMask, float (*sg)[TRACE_MAX_STEPS * 16 * V]) {
-  for (unsigned t = T; t-- > 0;) {
-    const float *g[S];
+                  unsigned n, v16::M lastMask, float (*sg)[TRACE_MAX_STEPS * 16 * V],
+                  bool rowsHeld) {
+  constexpr unsigned U = 2 * S * W + 2 * S + 1 <= v16::REGISTERS ? 2 : 1;
+  unsigned t = T;
+  if constexpr (U > 1)
+    for (; rowsHeld && t >= U; t -= U) {
+      const float *g[U][S];
 #pragma GCC unroll 8
-    for (unsigned s = 0; s < S; ++s)
-      g[s] = gradRow(t, b + s, s);
-    v16::F sum[S][W];
-#pragma GCC unroll 8
-    for (unsigned s = 0; s < S; ++s)
-#pragma GCC unroll 8
-      for (unsigned w = 0; w < W; ++w)
-        sum[s][w] = v16::zero();
-    const float *__restrict row = wT + 16 * V0; // stepped by n: no k * n address per row
-    for (unsigned k = 0; k < K; ++k, row += n) {
-      v16::F gk[S];
-#pragma GCC unroll 8
-      for (unsigned s = 0; s < S; ++s)
-        gk[s] = v16::set1(g[s][k]);
-#pragma GCC unroll 8
-      for (unsigned w = 0; w < W; ++w) {
-        v16::F vw = v16::loadMasked(laneMask(V0 + w, V, lastMask), row + 16 * w);
-        if constexpr (S > 1)       // in a register for the S samples: GCC would fold a copy
-          v16::keepInRegister(vw); // of the load into each multiply-add
+      for (unsigned u = 0; u < U; ++u)
 #pragma GCC unroll 8
         for (unsigned s = 0; s < S; ++s)
-          sum[s][w] = v16::fmadd(gk[s], vw, sum[s][w]);
-      }
+          g[u][s] = gradRow(t - 1 - u, b + s, s);
+      productPass<U, S, V, V0, W>(g, t - 1, wT, K, n, lastMask, sg);
     }
+  while (t-- > 0) {
+    const float *g[1][S];
 #pragma GCC unroll 8
     for (unsigned s = 0; s < S; ++s)
-#pragma GCC unroll 8
-      for (unsigned w = 0; w < W; ++w) {
-        float *p = sg[s] + (t * V + V0 + w) * 16;
-        const v16::F sv = v16::load(p); // 0 where the surrogate is 0, even if the sum is inf
-        v16::store(p, v16::onNonzero(laneMask(V0 + w, V, lastMask), sv, v16::mul(sv, sum[s][w])));
-      }
+      g[0][s] = gradRow(t, b + s, s);
+    productPass<1, S, V, V0, W>(g, t, wT, K, n, lastMask, sg);
   }
 }
 
@@ -425,7 +466,7 @@ inline void leakBackwardSteps(const LeakVectors &c, unsigned T, const float *__r
     });
   forChunks<V, productVectors<S>()>([&](auto v0, auto w) {
     nextLayerProducts<S, V, decltype(v0)::value, decltype(w)::value>(gradRow, T, b, in.wT, in.K, n,
-                                                                     lastMask, sg);
+                                                                     lastMask, sg, in.rowsHeld);
   });
   forChunks<V, carryVectors<S>()>([&](auto v0, auto w) {
     leakCarries<S, V, decltype(v0)::value, decltype(w)::value, RESET, SYN>(c, T, in, sg, spikes, gU,

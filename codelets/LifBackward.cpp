@@ -176,8 +176,9 @@ private:
     PairGradRows pair(&nextGrad[0][0], nextLayerSize, nextShardSize, numSteps, batch,
                       &scratch[2 * n]); // taken by reference: one gatherer for every block
     auto gradRow = [&](unsigned t, unsigned b, unsigned slot) { return pair(t, b, slot); };
-    const BackwardRows rows{&nextWeightsT[0][0], n, nextLayerSize,
-                            publishesGrad() ? &gradOut[0][0] : nullptr, batch * n};
+    const BackwardRows rows{&nextWeightsT[0][0], n,
+                            nextLayerSize,       publishesGrad() ? &gradOut[0][0] : nullptr,
+                            batch * n,           pair.rowsHeld()};
     leakBackwardBatch<Reset::code, SURROGATE, Neuron::synaptic>(
         LeakVectors(beta, threshold, surrogateParam, alpha), numSteps, batch, &current[0][0],
         gradRow, rows, &gradMem[0], Neuron::synaptic ? &gradMem[batch * n] : nullptr,

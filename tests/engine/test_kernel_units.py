@@ -148,3 +148,20 @@ def test_conv_input_grad_speed_bench_builds_and_agrees(tmp_path):
     assert out[0] == "6 rows, same floats: yes"
     times = {line.split()[0]: float(line.split()[2]) for line in out[1:3]}
     assert set(times) == {"positions", "rows"} and all(t >= 0.0 for t in times.values())
+
+
+@pytest.mark.parametrize("arch", ["-march=native", "-msse2"])
+def test_push_rows_speed_bench_builds_and_agrees(arch, tmp_path):
+    """bench/push_rows_speed.cpp (PushSpikes' and PushGrads' row kernels, timed) builds against
+    the codelets, finds addToRows equal to a plain loop bit for bit and sumRows within float
+    rounding, and prints both timings."""
+    exe = tmp_path / "push_rows_speed"
+    flags = ["-std=c++17", "-O1", f"-I{ROOT / 'codelets'}", arch]
+    source = ROOT / "bench" / "push_rows_speed.cpp"
+    subprocess.run(["c++", *flags, str(source), "-o", str(exe)], check=True)
+    out = subprocess.run([str(exe), "0.2", "2"], check=True, capture_output=True, text=True)
+    lines = out.stdout.splitlines()
+    assert "addToRows as a plain loop bit for bit: yes" in lines[0]
+    assert float(lines[0].split()[-1]) < 1e-4
+    times = {line.split()[0]: float(line.split()[2]) for line in lines[1:3]}
+    assert set(times) == {"sumRows", "addToRows"} and all(t >= 0.0 for t in times.values())
