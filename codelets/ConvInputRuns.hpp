@@ -91,13 +91,25 @@ inline void addListedRuns(const Window &w, unsigned c, const PositionLists &l,
 }
 
 // The channels k < c with a[k] == at and g[k] non-zero (NaN counts): g[k] into coef, k into
-// chan, in order (no branch per entry); returns their count. On AVX2 hosts 8 at a time,
-// packed by one permute and stored whole (up to 8 entries past the count).
+// chan, in order (no branch per entry); returns their count. On AVX-512 hosts 16 at a time,
+// compressed and stored masked (nothing past the count); on AVX2 hosts 8 at a time, packed
+// by one permute and stored whole (up to 8 entries past the count).
 inline unsigned channelsAt(unsigned c, const unsigned *__restrict a, unsigned at,
                            const float *__restrict g, float *__restrict coef,
                            unsigned *__restrict chan) {
   unsigned n = 0, k = 0;
-#ifdef POPSNN_SPIKES_AVX2
+#ifdef POPSNN_SPARSE_ROWS_AVX512
+  const __m512i want = _mm512_set1_epi32(int(at));
+  for (; k + 16 <= c; k += 16) {
+    const __m512 gv = _mm512_loadu_ps(g + k);
+    const __mmask16 in = _mm512_mask_cmp_ps_mask(
+        _mm512_cmpeq_epi32_mask(_mm512_loadu_si512(a + k), want), gv, _mm512_setzero_ps(),
+        _CMP_NEQ_UQ);
+    _mm512_mask_storeu_ps(coef + n, __mmask16((1u << __builtin_popcount(in)) - 1u),
+                          _mm512_maskz_compress_ps(in, gv));
+    n += lif::storeLaneIds(in, k, chan + n);
+  }
+#elif defined(POPSNN_SPIKES_AVX2)
   const __m256i want = _mm256_set1_epi32(int(at)), eight = _mm256_set1_epi32(8);
   __m256i lane = lif::firstLanes8(0);
   for (; k + 8 <= c; k += 8) {
