@@ -34,8 +34,8 @@ inline unsigned listWithin(unsigned n, const unsigned *__restrict key, unsigned 
     const __mmask16 used = __mmask16((1u << __builtin_popcount(in)) - 1u);
     const __m512i av = _mm512_add_epi32(_mm512_maskz_loadu_epi32(valid, a + k), add);
     _mm512_mask_storeu_epi32(outA + m, used, _mm512_maskz_compress_epi32(in, av));
-    _mm512_mask_storeu_epi32(outB + m, used,
-                             _mm512_maskz_compress_epi32(in, _mm512_maskz_loadu_epi32(valid, b + k)));
+    _mm512_mask_storeu_epi32(
+        outB + m, used, _mm512_maskz_compress_epi32(in, _mm512_maskz_loadu_epi32(valid, b + k)));
     if (c)
       _mm512_mask_storeu_epi32(
           outC + m, used, _mm512_maskz_compress_epi32(in, _mm512_maskz_loadu_epi32(valid, c + k)));
