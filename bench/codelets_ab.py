@@ -1,12 +1,13 @@
 """Two versions of the codelets side by side on the DSNN training step: before / after.
 
 Builds codelets/ of a git revision (--before) and of the working tree into codelet objects
-of their own (the package's flags: -O3 -march=native -fno-math-errno), then times popsnn's
-cpu-device training step (784-1000-10 Leaky, B 128, T 25, Adam) with each, on real MNIST
-input and on dense U[0,1] input, in one process. The host side is the installed package for
-both, so this compares vertex code only: a revision whose vertices the installed host
-cannot name (a template changed) is refused before the builds; compare whole packages with
-bench/cpu_step.py then (a revision whose vertex fields differ fails when its model is made).
+of their own (the package's flags: -O3 -march=native -fno-math-errno -fno-trapping-math),
+then times popsnn's cpu-device training step (784-1000-10 Leaky, B 128, T 25, Adam) with
+each, on real MNIST input and on dense U[0,1] input, in one process. The host side is the
+installed package for both, so this compares vertex code only: a revision whose vertices the
+installed host cannot name (a template changed) is refused before the builds; compare whole
+packages with bench/cpu_step.py then (a revision whose vertex fields differ fails when its
+model is made).
 
 The four models take turns, round by round; a turn is a burst as in bench/README.md (0.1 s
 untimed, then at least --seconds timed, back to back) and gives its mean step; the tables
@@ -159,7 +160,8 @@ def add_instantiations(src: Path) -> Path:
     return src
 
 
-NATIVE_FLAGS = "-O3 -march=native -fno-math-errno"  # the package's codelet flags
+# The package's codelet flags (host/CMakeLists.txt).
+NATIVE_FLAGS = "-O3 -march=native -fno-math-errno -fno-trapping-math"
 
 
 def build_codelets(src: Path, build: Path, flags: str = NATIVE_FLAGS) -> Path:

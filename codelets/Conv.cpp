@@ -237,20 +237,29 @@ private:
     return count;
   }
   // The same over [P, c]: the channels' sums side by side in sums ([c] of the work, free
-  // without a transpose), each still in position order, so the same floats as planar.
+  // without a transpose), each still in position order, so the same floats as planar. A
+  // vector of channels' sums held in a register over the positions: GCC built the loop with
+  // the count in it from 16 scalar loads a vector (~13 ms of a 220 ms CSNN step on AVX-512).
   unsigned biasSumsChannelsLast(unsigned c, unsigned P, const float *__restrict gr,
                                 float *__restrict sums) {
-    unsigned count = 0;
-    for (unsigned co = 0; co < c; ++co)
-      sums[co] = 0.0f;
-    for (unsigned p = 0; p < P; ++p)
-      for (unsigned co = 0; co < c; ++co) {
-        count += gr[p * c + co] != 0.0f;
-        sums[co] += gr[p * c + co];
-      }
-    for (unsigned co = 0; co < c; ++co)
+    using popsnn::dense::Lanes;
+    using popsnn::dense::LANES;
+    unsigned co = 0;
+    for (; co + LANES <= c; co += LANES) {
+      Lanes sum = Lanes{};
+      for (unsigned p = 0; p < P; ++p)
+        sum += popsnn::dense::loadLanes(gr + std::size_t(p) * c + co);
+      popsnn::dense::storeLanes(sums + co, sum);
+    }
+    for (; co < c; ++co) {
+      float sum = 0.0f;
+      for (unsigned p = 0; p < P; ++p)
+        sum += gr[std::size_t(p) * c + co];
+      sums[co] = sum;
+    }
+    for (co = 0; co < c; ++co)
       gradBias[co] += sums[co];
-    return count;
+    return unsigned(popsnn::dense::countNonzero(gr, 1, P * c, 0));
   }
 };
 

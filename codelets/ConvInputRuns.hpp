@@ -67,37 +67,112 @@ struct PositionLists {
   const unsigned *chan, *start, *count;
 };
 
+// combineRows<true>(R, ..., keep) onto two runs at once (a, b: counts, coefficients, rows):
+// each run's sums in its own order (the same floats), the two runs' multiply-adds
+// interleaved while both have entries. With R one block of 4 vectors (AVX-512's 64 floats,
+// the CSNN's 60-float runs), one run's 4 sums wait on their last multiply-adds (4 cycles
+// each, 2 a cycle possible): two runs' 8 keep both FMA units busy. The runs may overlap
+// only in entries past `keep`, which each store rewrites as it finds them, so a is stored
+// before b's lanes are loaded for its store (not restrict).
+inline void addRunsPair(unsigned R, unsigned keep, const float *__restrict rows, unsigned na,
+                        const float *__restrict ca, const unsigned *__restrict ia, float *a,
+                        unsigned nb, const float *__restrict cb, const unsigned *__restrict ib,
+                        float *b) {
+  using popsnn::dense::Lanes;
+  using popsnn::dense::LANES;
+  using popsnn::dense::loadLanes;
+  constexpr unsigned V = 64 / LANES;
+  if (R != V * LANES) { // not one block: one run after the other
+    combineRows<true>(R, na, ca, ia, rows, R, a, keep);
+    combineRows<true>(R, nb, cb, ib, rows, R, b, keep);
+    return;
+  }
+  Lanes sa[V], sb[V];
+  for (unsigned v = 0; v < V; ++v)
+    sa[v] = loadLanes(a + v * LANES), sb[v] = loadLanes(b + v * LANES);
+  const unsigned both = std::min(na, nb);
+  for (unsigned q = 0; q < both; ++q) {
+    const float *__restrict ra = rows + std::size_t(ia[q]) * R;
+    const float *__restrict rb = rows + std::size_t(ib[q]) * R;
+    for (unsigned v = 0; v < V; ++v) {
+      sa[v] = fusedAdd(sa[v], ca[q], loadLanes(ra + v * LANES));
+      sb[v] = fusedAdd(sb[v], cb[q], loadLanes(rb + v * LANES));
+    }
+  }
+  for (unsigned q = both; q < na; ++q)
+    for (unsigned v = 0; v < V; ++v)
+      sa[v] = fusedAdd(sa[v], ca[q], loadLanes(rows + std::size_t(ia[q]) * R + v * LANES));
+  for (unsigned q = both; q < nb; ++q)
+    for (unsigned v = 0; v < V; ++v)
+      sb[v] = fusedAdd(sb[v], cb[q], loadLanes(rows + std::size_t(ib[q]) * R + v * LANES));
+  const auto store = [&](float *out, const Lanes *sums) {
+    for (unsigned v = 0; v < V; ++v) {
+      const unsigned k = v * LANES;
+      const Lanes x =
+          k + LANES > keep ? keepBefore(sums[v], loadLanes(out + k), int(keep) - int(k)) : sums[v];
+      popsnn::dense::storeLanes(out + k, x);
+    }
+  };
+  store(a, sa);
+  store(b, sb);
+}
+
 // addWindowRuns for every position of a row listed at once, kernel row by kernel row: one
 // kernel row's runs (16 KB in the CSNN) stay in L1 while every position adds them, where
 // position by position each position read all kH rows' runs (80 KB) from L2, one load per
 // multiply-add, at L2's 32 bytes a cycle (bench/conv_input_grad_speed.cpp). Kernel rows last
 // to first, so each dL/dx entry still takes its terms in position order: the same floats as
-// addWindowRuns position by position.
+// addWindowRuns position by position. On AVX-512 hosts two output rows at once
+// (addRunsPair): within one kernel row, output rows add onto different rows of dL/dx, so
+// only a row's own positions need their order.
 inline void addListedRuns(const Window &w, unsigned c, const PositionLists &l,
                           const float *__restrict wr, float *__restrict dxT) {
-  const unsigned R = paddedRun(w), P = w.outPositions();
+  const unsigned R = paddedRun(w), P = w.outPositions(), keep = w.kernelWidth * w.inChannels;
+  const unsigned Wo = w.outWidth, pairs = popsnn::dense::LANES == 16 ? w.outHeight / 2 : 0u;
   const float *__restrict coef = l.coef;
   const unsigned *__restrict chan = l.chan, *__restrict start = l.start,
                              *__restrict count = l.count;
+  const auto one = [&](const float *__restrict runs, unsigned i, unsigned p) {
+    if (float *run = count[p] ? windowRun(w, p, i, dxT) : nullptr)
+      combineRows<true>(R, count[p], coef + start[p], chan + start[p], runs, R, run, keep);
+  };
   for (unsigned i = w.kernelHeight; i-- > 0;) {
     const float *__restrict runs = wr + std::size_t(i) * c * R;
-    for (unsigned p = 0; p < P; ++p) {
-      float *run = count[p] ? windowRun(w, p, i, dxT) : nullptr;
-      if (run)
-        combineRows<true>(R, count[p], coef + start[p], chan + start[p], runs, R, run,
-                          w.kernelWidth * w.inChannels);
-    }
+    for (unsigned pr = 0; pr < pairs; ++pr)
+      for (unsigned p = 2 * pr * Wo; p < (2 * pr + 1) * Wo; ++p) {
+        float *a = count[p] ? windowRun(w, p, i, dxT) : nullptr;
+        float *b = count[p + Wo] ? windowRun(w, p + Wo, i, dxT) : nullptr;
+        if (a && b)
+          addRunsPair(R, keep, runs, count[p], coef + start[p], chan + start[p], a, count[p + Wo],
+                      coef + start[p + Wo], chan + start[p + Wo], b);
+        else
+          one(runs, i, p), one(runs, i, p + Wo);
+      }
+    for (unsigned p = 2 * pairs * Wo; p < P; ++p)
+      one(runs, i, p);
   }
 }
 
 // The channels k < c with a[k] == at and g[k] non-zero (NaN counts): g[k] into coef, k into
-// chan, in order (no branch per entry); returns their count. On AVX2 hosts 8 at a time,
-// packed by one permute and stored whole (up to 8 entries past the count).
+// chan, in order (no branch per entry); returns their count. On AVX-512 hosts 16 at a time,
+// compressed and stored masked (nothing past the count); on AVX2 hosts 8 at a time, packed
+// by one permute and stored whole (up to 8 entries past the count).
 inline unsigned channelsAt(unsigned c, const unsigned *__restrict a, unsigned at,
                            const float *__restrict g, float *__restrict coef,
                            unsigned *__restrict chan) {
   unsigned n = 0, k = 0;
-#ifdef POPSNN_SPIKES_AVX2
+#ifdef POPSNN_SPARSE_ROWS_AVX512
+  const __m512i want = _mm512_set1_epi32(int(at));
+  for (; k + 16 <= c; k += 16) {
+    const __m512 gv = _mm512_loadu_ps(g + k);
+    const __mmask16 in =
+        _mm512_mask_cmp_ps_mask(_mm512_cmpeq_epi32_mask(_mm512_loadu_si512(a + k), want), gv,
+                                _mm512_setzero_ps(), _CMP_NEQ_UQ);
+    _mm512_mask_storeu_ps(coef + n, __mmask16((1u << __builtin_popcount(in)) - 1u),
+                          _mm512_maskz_compress_ps(in, gv));
+    n += lif::storeLaneIds(in, k, chan + n);
+  }
+#elif defined(POPSNN_SPIKES_AVX2)
   const __m256i want = _mm256_set1_epi32(int(at)), eight = _mm256_set1_epi32(8);
   __m256i lane = lif::firstLanes8(0);
   for (; k + 8 <= c; k += 8) {

@@ -277,7 +277,12 @@ inline popsnn::dense::Lanes keepBefore(popsnn::dense::Lanes v, popsnn::dense::La
   return lane < first ? v : old;
 }
 
-#ifdef POPSNN_SPIKES_AVX2
+// transposeWords' 8 x 8 blocks need only AVX2's shuffles, so AVX-512 hosts take them too
+// (POPSNN_SPIKES_AVX2 is AVX2-only hosts').
+#if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS) && defined(__AVX2__)
+#define POPSNN_CONV_BLOCKS_AVX2 1
+#endif
+#ifdef POPSNN_CONV_BLOCKS_AVX2
 // transposeWords' 8 x 8 block: dst[j * ldd + i] = src[i * lds + j] for i, j < 8.
 inline void transposeWords8(const float *__restrict src, unsigned lds, float *__restrict dst,
                             unsigned ldd) {
@@ -301,13 +306,13 @@ inline void transposeWords8(const float *__restrict src, unsigned lds, float *__
 }
 #endif
 // dst [c, Q] = src [Q, c] (32-bit words, moved as they are: floats, or argmax indices). On AVX2
-// hosts 8 x 8 blocks through registers: the scalar loop's 2 x Q x c loads and stores were ~15% of
-// the event-driven ConvForward on the CSNN's second convolution (perf,
+// and AVX-512 hosts 8 x 8 blocks through registers: the scalar loop's 2 x Q x c loads and
+// stores were ~15% of the event-driven ConvForward on the CSNN's second convolution (perf,
 // bench/conv_forward_speed.cpp).
 inline void transposeWords(unsigned Q, unsigned c, const float *__restrict src,
                            float *__restrict dst) {
   unsigned q0 = 0;
-#ifdef POPSNN_SPIKES_AVX2
+#ifdef POPSNN_CONV_BLOCKS_AVX2
   for (; q0 + 8 <= Q; q0 += 8)
     for (unsigned co = 0; co + 8 <= c; co += 8)
       transposeWords8(src + std::size_t(q0) * c + co, c, dst + std::size_t(co) * Q + q0, Q);

@@ -101,8 +101,8 @@ def test_input_product_speed_bench_builds_and_times(tmp_path):
     subprocess.run(["c++", *icelake, str(ROOT / "bench" / "input_product_speed.cpp")], check=True)
 
 
-CONV_CASES = 252  # lines conv_checks.cpp prints: 5 geometries x 4 channel counts x 12, and
-# the input gradient's runs: 3 pooled geometries x 4 channel counts
+CONV_CASES = 260  # lines conv_checks.cpp prints: 5 geometries x 4 channel counts x 12, and
+# the input gradient's runs: 5 pooled geometries x 4 channel counts
 
 
 @pytest.mark.parametrize("build", sorted(BUILDS))

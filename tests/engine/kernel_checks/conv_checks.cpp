@@ -113,6 +113,10 @@ int main() {
       {"csnn2", {12, 12, 12, 5, 5, 1, 1, 0, 0, 8, 8}},
       {"pady1", {3, 10, 9, 3, 4, 1, 1, 1, 0, 10, 6}},
       {"stride2pady1", {2, 11, 13, 3, 3, 2, 2, 1, 0, 6, 6}},
+      // Runs of one AVX-512 block (addRunsPair's two output rows at once): 64 floats, and 52
+      // with a row stride of 2 and row padding.
+      {"run64", {16, 8, 9, 3, 4, 1, 1, 1, 0, 8, 6}},
+      {"run52stride2", {13, 12, 13, 3, 4, 2, 1, 1, 0, 6, 10}},
   };
   for (const Geometry &g : pooled)
     for (unsigned c : {1u, 8u, 20u, 64u})
