@@ -95,6 +95,25 @@ std::array<std::vector<double>, 2> alternatingChunks(unsigned repeats, unsigned 
   return ms;
 }
 
+// Thread CPU ms of `kinds` kernels (run(kind)), the caches evicted before each call, over
+// repeats + 1 rounds (the first, which pages the buffers in, untimed). With 4 kinds (two kernels,
+// each current and old: kind + 2 its old form) odd rounds run the old forms first.
+template <class F>
+std::vector<std::vector<double>> alternatingKinds(unsigned kinds, int repeats, F &&run) {
+  CacheEvictor caches;
+  std::vector<std::vector<double>> ms(kinds);
+  for (int rep = 0; rep <= repeats; ++rep)
+    for (unsigned slot = 0; slot < kinds; ++slot) {
+      const unsigned kind = rep % 2 ? (slot + 2) % kinds : slot;
+      caches.evict();
+      const double t0 = threadCpuMs();
+      run(kind);
+      if (rep > 0)
+        ms[kind].push_back(threadCpuMs() - t0);
+    }
+  return ms;
+}
+
 // The least and median ms of both versions and their ratios first / second.
 inline void printPair(const char *first, const char *second,
                       const std::array<std::vector<double>, 2> &ms) {

@@ -92,17 +92,7 @@ int main(int argc, char **argv) {
 #else
   constexpr unsigned KINDS = 2;
 #endif
-  harness::CacheEvictor caches;
-  std::vector<double> ms[KINDS];
-  for (unsigned r = 0; r <= repeats; ++r)
-    for (unsigned slot = 0; slot < KINDS; ++slot) {
-      const unsigned k = r % 2 ? (slot + 2) % KINDS : slot; // odd rounds: old first
-      caches.evict();
-      const double t0 = harness::threadCpuMs();
-      run(k);
-      if (r > 0) // the first round pages the buffers in
-        ms[k].push_back(harness::threadCpuMs() - t0);
-    }
+  const std::vector<std::vector<double>> ms = harness::alternatingKinds(KINDS, int(repeats), run);
   summary("current", ms[0]);
   summary("weight_grad", ms[1]);
   if (KINDS == 4) {

@@ -97,17 +97,7 @@ int main(int argc, char **argv) {
   constexpr unsigned KINDS = 2;
 #endif
   const char *names[4] = {"sumRows", "addToRows", "sumRows_old", "addToRows_old"};
-  harness::CacheEvictor caches;
-  std::vector<double> ms[KINDS];
-  for (int rep = 0; rep <= repeats; ++rep)
-    for (unsigned slot = 0; slot < KINDS; ++slot) {
-      const unsigned kind = rep % 2 ? (slot + 2) % KINDS : slot; // odd rounds: old first
-      caches.evict();
-      const double t0 = harness::threadCpuMs();
-      run(kind);
-      if (rep > 0) // the first round pages the buffers in
-        ms[kind].push_back(harness::threadCpuMs() - t0);
-    }
+  const std::vector<std::vector<double>> ms = harness::alternatingKinds(KINDS, repeats, run);
   // The kernels against plain loops over the same buffers: addToRows bit for bit (each row's
   // terms in the same order), sumRows within float rounding (its two chains add in another).
   std::vector<float> plain(N * P, 0.0f), sums(P);
