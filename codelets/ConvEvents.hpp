@@ -31,14 +31,11 @@ inline unsigned listWithin(unsigned n, const unsigned *__restrict key, unsigned 
     const __mmask16 valid = n - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - k)) - 1u);
     const __m512i d = _mm512_sub_epi32(_mm512_maskz_loadu_epi32(valid, key + k), low);
     const __mmask16 in = _mm512_mask_cmple_epu32_mask(valid, d, last);
-    const __mmask16 used = __mmask16((1u << __builtin_popcount(in)) - 1u);
-    const __m512i av = _mm512_add_epi32(_mm512_maskz_loadu_epi32(valid, a + k), add);
-    _mm512_mask_storeu_epi32(outA + m, used, _mm512_maskz_compress_epi32(in, av));
-    _mm512_mask_storeu_epi32(
-        outB + m, used, _mm512_maskz_compress_epi32(in, _mm512_maskz_loadu_epi32(valid, b + k)));
+    const auto words = [&](const void *p) { return _mm512_maskz_loadu_epi32(valid, p); };
+    lif::storeCompressed(outA + m, in, _mm512_add_epi32(words(a + k), add));
+    lif::storeCompressed(outB + m, in, words(b + k));
     if (c)
-      _mm512_mask_storeu_epi32(
-          outC + m, used, _mm512_maskz_compress_epi32(in, _mm512_maskz_loadu_epi32(valid, c + k)));
+      lif::storeCompressed(outC + m, in, words(c + k));
     m += unsigned(__builtin_popcount(in));
   }
 #elif defined(POPSNN_SPIKES_AVX2)

@@ -168,8 +168,7 @@ inline unsigned channelsAt(unsigned c, const unsigned *__restrict a, unsigned at
     const __mmask16 in =
         _mm512_mask_cmp_ps_mask(_mm512_cmpeq_epi32_mask(_mm512_loadu_si512(a + k), want), gv,
                                 _mm512_setzero_ps(), _CMP_NEQ_UQ);
-    _mm512_mask_storeu_ps(coef + n, __mmask16((1u << __builtin_popcount(in)) - 1u),
-                          _mm512_maskz_compress_ps(in, gv));
+    lif::storeCompressed(coef + n, in, gv);
     n += lif::storeLaneIds(in, k, chan + n);
   }
 #elif defined(POPSNN_SPIKES_AVX2)

@@ -170,16 +170,25 @@ inline void sparseRowBlockMasked(const unsigned *__restrict idx, Values value, u
 #endif
 
 #ifdef POPSNN_SPARSE_ROWS_AVX512
+// The lanes of v set in keep, packed in order and stored at out (masked: nothing written past
+// them); returns their count. 32-bit words: ints, unsigneds or floats.
+template <class Word> inline unsigned storeCompressed(Word *out, __mmask16 keep, __m512i v) {
+  static_assert(sizeof(Word) == 4, "32-bit words");
+  const unsigned found = unsigned(__builtin_popcount(keep));
+  _mm512_mask_storeu_epi32(out, __mmask16((1u << found) - 1u),
+                           _mm512_maskz_compress_epi32(keep, v));
+  return found;
+}
+inline unsigned storeCompressed(float *out, __mmask16 keep, __m512 v) {
+  return storeCompressed(out, keep, _mm512_castps_si512(v));
+}
+
 // The ids i0 + lane of the lanes set in nz, in order, stored at idx (masked: nothing written
 // past them); returns their count. The one id compression of the non-zero listings (the
 // convolution's nonzeroIndices, compressNonzeroUnion of InputProducts.hpp).
 inline unsigned storeLaneIds(__mmask16 nz, unsigned i0, unsigned *__restrict idx) {
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const unsigned found = unsigned(__builtin_popcount(nz));
-  const __m512i ids = _mm512_add_epi32(lane, _mm512_set1_epi32(int(i0)));
-  _mm512_mask_storeu_epi32(idx, __mmask16((1u << found) - 1u),
-                           _mm512_maskz_compress_epi32(nz, ids));
-  return found;
+  return storeCompressed(idx, nz, _mm512_add_epi32(lane, _mm512_set1_epi32(int(i0))));
 }
 #endif
 
