@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "Plan.hpp"
+#include "popsnn/Names.hpp"
 
 namespace popsnn {
 
@@ -93,6 +94,16 @@ void validatePerNeuron(const std::string &at, const LayerSpec &s) {
                 str(s.sparseValue) + " and a threshold of " + str(v));
 }
 
+// The neuron models this build's codelets carry (the POPSNN_NEURONS build option; empty: all).
+void validateCarried(const std::string &at, NeuronType neuron) {
+  const std::string carried = POPSNN_NEURONS_CARRIED;
+  const std::string name = nameOf(neuron, kNeuronNames);
+  if (!carried.empty() && ("," + carried + ",").find("," + name + ",") == std::string::npos)
+    invalid(at + "this popsnn was built with the neuron models " + carried +
+            " only (POPSNN_NEURONS), not " + name + "; rebuild with " + name +
+            " in POPSNN_NEURONS, or with it empty for every model");
+}
+
 void validateLayer(const NetworkSpec &spec, std::size_t l) {
   const LayerSpec &s = spec.layers[l];
   const std::string at = "layer " + std::to_string(l) + ": ";
@@ -111,6 +122,7 @@ void validateLayer(const NetworkSpec &spec, std::size_t l) {
             str(s.gain));
   if (!(s.threshold > 0.0f) || !std::isfinite(s.threshold))
     invalid(at + "threshold must be a finite number > 0, got " + str(s.threshold));
+  validateCarried(at, s.neuron);
   validateSurrogate(at, s);
   validatePerNeuron(at, s);
   if (s.sparseRule != SparseRule::None && !std::isfinite(s.sparseValue))

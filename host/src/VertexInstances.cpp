@@ -1,9 +1,11 @@
-// popsnn_vertex_instances <LifForward|LifBackward> <in.cpp> <out.cpp>: writes a build copy of
-// a LIF vertex source with, appended, the explicit instantiation of every combination of
+// popsnn_vertex_instances <LifForward|LifBackward> <in.cpp> <out.cpp> [model...]: writes a build
+// copy of a LIF vertex source with, appended, the explicit instantiation of every combination of
 // units the host can name (include/popsnn/VertexUnits.hpp), so the codelets instantiate
-// exactly the table. A "#line 1" keeps the compiler's messages on the source.
+// exactly the table; given models (the POPSNN_NEURONS build option), only theirs. A "#line 1"
+// keeps the compiler's messages on the source.
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <string>
@@ -14,7 +16,13 @@ using namespace popsnn;
 
 namespace {
 
-std::string instantiations(const std::string &vertex) {
+// Each unit's model name (RLeaky's two units share one), by neuron code.
+#define POPSNN_NEURON_MODEL_NAME(code, name, unit, states) #name,
+constexpr const char *MODEL_OF_UNIT[codes::NUM_NEURONS] = {POPSNN_NEURON_MODELS(
+    POPSNN_NEURON_MODEL_NAME) POPSNN_NEURON_VARIANTS(POPSNN_NEURON_MODEL_NAME)};
+#undef POPSNN_NEURON_MODEL_NAME
+
+std::string instantiations(const std::string &vertex, const std::set<std::string> &models) {
   std::string out = "\n// Generated from include/popsnn/VertexUnits.hpp's table.\n";
   std::set<std::string> names; // a rule without a dense layout (NoRule) names one vertex twice
   // Every stored type (docs/numerics.md section 8); the backward's half form reads dense
@@ -23,7 +31,9 @@ std::string instantiations(const std::string &vertex) {
     for (bool compressed : {true, false}) {
       if (compressed && storage == codes::STORE_HALF && vertex == "LifBackward")
         continue;
-      for (unsigned n = 0; n < codes::NUM_NEURONS; ++n)
+      for (unsigned n = 0; n < codes::NUM_NEURONS; ++n) {
+        if (!models.empty() && !models.count(MODEL_OF_UNIT[n]))
+          continue;
         for (unsigned r = 0; r < codes::NUM_RESETS; ++r)
           for (unsigned rule = 0; rule < codes::NUM_RULES; ++rule) {
             // The backward is specialised on the trace a rule leaves: each trace once.
@@ -33,6 +43,7 @@ std::string instantiations(const std::string &vertex) {
             if (names.insert(name).second)
               out += "template class " + name + ";\n";
           }
+      }
     }
   return out;
 }
@@ -40,10 +51,23 @@ std::string instantiations(const std::string &vertex) {
 } // namespace
 
 int main(int argc, char **argv) {
-  if (argc != 4 ||
-      (std::string(argv[1]) != "LifForward" && std::string(argv[1]) != "LifBackward")) {
-    std::cerr << "usage: popsnn_vertex_instances <LifForward|LifBackward> <in.cpp> <out.cpp>\n";
+  if (argc < 4 || (std::string(argv[1]) != "LifForward" && std::string(argv[1]) != "LifBackward")) {
+    std::cerr << "usage: popsnn_vertex_instances <LifForward|LifBackward> <in.cpp> <out.cpp> "
+                 "[model...]\n";
     return 2;
+  }
+  const std::set<std::string> known(std::begin(MODEL_OF_UNIT), std::end(MODEL_OF_UNIT));
+  std::set<std::string> models;
+  for (int i = 4; i < argc; ++i) {
+    if (!known.count(argv[i])) {
+      std::string names;
+      for (const auto &k : known)
+        names += (names.empty() ? "" : ";") + k;
+      std::cerr << "POPSNN_NEURONS: unknown neuron model '" << argv[i] << "'; give some of "
+                << names << " (or leave it empty for all)\n";
+      return 1;
+    }
+    models.insert(argv[i]);
   }
   std::ifstream in(argv[2], std::ios::binary);
   if (!in) {
@@ -53,7 +77,7 @@ int main(int argc, char **argv) {
   std::stringstream source;
   source << in.rdbuf();
   std::ofstream out(argv[3], std::ios::binary);
-  out << "#line 1 \"" << argv[2] << "\"\n" << source.str() << instantiations(argv[1]);
+  out << "#line 1 \"" << argv[2] << "\"\n" << source.str() << instantiations(argv[1], models);
   if (!out) {
     std::cerr << "popsnn_vertex_instances: cannot write " << argv[3] << "\n";
     return 1;

@@ -1,11 +1,12 @@
 """The C++ programs under AddressSanitizer and UndefinedBehaviorSanitizer.
 
-popsnn itself (runtime, graph builder, its codelet object) is built from this checkout
-with both sanitizers into a private prefix; the runtime's test cases (cpp/, runtime_cases) and
-the C++ examples (examples/cpp_train, examples/cpp_checkpoint) are built against it the
-same way and run. Every sanitizer report ends the program with a non-zero status
-(halt_on_error, no recovery), leaks included; the cases must also print the very JSON the
-regular build prints.
+popsnn itself (runtime, graph builder, its codelet object) is built from this checkout with
+both sanitizers into a private prefix, with Leaky's LIF vertices only (POPSNN_NEURONS: the
+examples train Leaky networks, and every model's vertices would take most of the build); the
+runtime's test cases (cpp/, runtime_cases) and the C++ examples (examples/cpp_train,
+examples/cpp_checkpoint) are built against it the same way and run. Every sanitizer report
+ends the program with a non-zero status (halt_on_error, no recovery), leaks included; the
+cases must also print the very JSON the regular build prints.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ SANITIZER_ENV = {
     "ASAN_OPTIONS": "detect_leaks=1:halt_on_error=1:abort_on_error=0",
     "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
 }
+# The neuron models the sanitized codelet object carries: what the C++ examples train.
+SANITIZED_NEURONS = "Leaky"
 REPORTS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 
 # (case, device, extra) of runtime_cases (cpp/): every case, on the devices with the most structure.
@@ -68,8 +71,8 @@ def run(cmd, **kwargs):
 
 
 @pytest.fixture(scope="module")
-def sanitized_popsnn(tmp_path_factory) -> Path:
-    """popsnn built with the sanitizers and installed; returns its CMake package folder."""
+def sanitized_root(tmp_path_factory) -> Path:
+    """popsnn built with the sanitizers in root/build, installed in root/prefix."""
     cmake = shutil.which("cmake")
     if cmake is None:
         pytest.fail("cmake is not on PATH; the sanitizer tests build popsnn with it")
@@ -84,13 +87,20 @@ def sanitized_popsnn(tmp_path_factory) -> Path:
             build,
             "-DPOPSNN_BUILD_PYTHON=OFF",
             "-DPOPSNN_NATIVE_CODELETS=OFF",
+            f"-DPOPSNN_NEURONS={SANITIZED_NEURONS}",
             f"-DPython_EXECUTABLE={sys.executable}",  # its nlohmann-json (checkpoint reader)
             *CONFIG,
         ]
     )
     run([cmake, "--build", build, "-j", "2"])
     run([cmake, "--install", build, "--prefix", prefix])
-    return prefix / "lib" / "cmake" / "popsnn"
+    return root
+
+
+@pytest.fixture(scope="module")
+def sanitized_popsnn(sanitized_root) -> Path:
+    """The sanitized popsnn's CMake package folder."""
+    return sanitized_root / "prefix" / "lib" / "cmake" / "popsnn"
 
 
 @pytest.fixture(scope="module")
@@ -168,3 +178,38 @@ def test_cpp_checkpoint_reader_is_clean_under_the_sanitizers(sanitized_popsnn, t
         proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env)
         assert proc.returncode == status, (name, proc.stderr[-3000:])
         assert not any(r in proc.stderr for r in REPORTS), proc.stderr[-6000:]
+
+
+def test_a_build_with_some_neuron_models_refuses_the_others(
+    sanitized_root, sanitized_popsnn, tmp_path
+):
+    """POPSNN_NEURONS: the sanitized build carries Leaky only; a Leaky network builds, any other
+    model is refused in one line naming the option, and an unknown name stops the generator."""
+    build = tmp_path / "neurons"
+    cmake_build(HERE / "cpp_neurons", build, sanitized_popsnn, *CONFIG)
+    env = dict(os.environ, **SANITIZER_ENV)
+    assert run([build / "cpp_neurons", "Leaky"], env=env).stdout == "built\n"
+    for model in ("Synaptic", "Alpha"):
+        proc = subprocess.run(
+            [str(build / "cpp_neurons"), model], capture_output=True, text=True, env=env
+        )
+        assert proc.returncode == 1, proc.stderr[-3000:]
+        assert not any(r in proc.stderr for r in REPORTS), proc.stderr[-6000:]
+        line = proc.stdout.strip()
+        assert "\n" not in line and "POPSNN_NEURONS" in line and model in line, line
+        assert f"built with the neuron models {SANITIZED_NEURONS} only" in line, line
+    generator = sanitized_root / "build" / "host" / "popsnn_vertex_instances"
+    source = REPO / "codelets" / "LifForward.cpp"
+    out = tmp_path / "LifForward.cpp"
+    proc = subprocess.run(
+        [str(generator), "LifForward", str(source), str(out), "Leaky", "Leakey"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert proc.returncode == 1 and not out.exists(), proc.stderr
+    assert "unknown neuron model 'Leakey'" in proc.stderr and "Synaptic" in proc.stderr
+    run([generator, "LifForward", source, out, "Synaptic"], env=env)
+    generated = out.read_text()
+    assert "template class LifForward<popsnn::Synaptic," in generated
+    assert "popsnn::Leaky," not in generated.split("Generated from")[-1]
