@@ -33,9 +33,15 @@ pytestmark = [
 ]
 
 
+# The neuron models of NETS (and the conv nets' Leaky): the LIF vertices of these only, as the
+# package build's POPSNN_NEURONS option would make them (every model's take most of the build).
+MODELS = ("Leaky", "Synaptic", "RLeaky")
+
+
 def lif_sources_with_instances(into: Path) -> list:
     """The codelet sources, LifForward.cpp and LifBackward.cpp with their explicit
-    instantiations appended by host/src/VertexInstances.cpp, as the package build does."""
+    instantiations appended by host/src/VertexInstances.cpp (MODELS' only), as the package
+    build does."""
     gen = into / "popsnn_vertex_instances"
     compiler = shutil.which("c++") or pytest.skip("no C++ compiler (c++)")
     generator = ROOT / "host" / "src" / "VertexInstances.cpp"
@@ -47,7 +53,7 @@ def lif_sources_with_instances(into: Path) -> list:
     for path in sorted(CODELETS.glob("*.cpp")):
         if path.stem in ("LifForward", "LifBackward"):
             out = into / path.name
-            subprocess.run([str(gen), path.stem, str(path), str(out)], check=True)
+            subprocess.run([str(gen), path.stem, str(path), str(out), *MODELS], check=True)
             path = out
         sources.append(path)
     return sources
