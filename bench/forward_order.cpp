@@ -3,10 +3,10 @@
 // t + 1: U and S[t-1] of all B samples, B x n floats each, walked once a step) against blocks of
 // samples walked over all their steps (a block's U and S stay in L1). Each row: the listed
 // input's W rows summed (sparseRowSum), the fused Leaky step (leakForwardRow: update, masked
-// surrogate, spike ids) and the gradient trace's scan (forEachNonzero; appendNonzero8 with
-// -DSCAN_BY_LANES); the block order writes its trace rows sample-major (an upper bound: the
-// engine's rows [t, b] would need a reorder on top).
-// Synthetic latency-coded input: each of ~half the 784 inputs fires once per sample.
+// surrogate, spike ids) and the gradient trace's scan (forEachNonzero; with -DSCAN_BY_LANES
+// appendNonzero, the engine's: by lanes); the block order writes its trace rows
+// sample-major (an upper bound: the engine's rows [t, b] would need a reorder on top). Synthetic
+// latency-coded input: each of ~half the 784 inputs fires once per sample.
 //
 // build: g++ -std=c++17 -O3 -march=native -fno-math-errno -fno-trapping-math -Icodelets
 //          bench/forward_order.cpp -o /tmp/forward_order
@@ -81,8 +81,8 @@ inline void row(const Setting &s, State &st, unsigned t, unsigned b) {
                      25.0f, popsnn::codes::RULE_WINDOW, 0.2f, acc, &st.u[std::size_t(b) * n],
                      &st.prev[std::size_t(b) * n], sg, 0, st.spikeIds.data(), 0, n);
 #ifdef SCAN_BY_LANES
-  st.used += appendNonzero8(sg, n, st.used, unsigned(st.traceIds.size()), st.traceIds.data(),
-                            st.traceValues.data());
+  st.used += appendNonzero(sg, n, st.used, unsigned(st.traceIds.size()), st.traceIds.data(),
+                           st.traceValues.data());
 #else
   forEachNonzero(sg, n, [&](unsigned j, float v) {
     st.traceIds[st.used] = static_cast<unsigned short>(j);

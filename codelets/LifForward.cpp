@@ -133,9 +133,9 @@ ONCE unsigned spikesOf(const float *__restrict u, const popsnn::NeuronConstantRo
 template <class S>
 ONCE unsigned appendTrace(const float *__restrict sg, unsigned n, unsigned used, unsigned capacity,
                           unsigned short *__restrict ids, S *__restrict vals) {
-#ifdef POPSNN_SPIKES_AVX2
+#ifdef POPSNN_APPEND_NONZERO
   if constexpr (std::is_same<S, float>::value)
-    return appendNonzero8(sg, n, used, capacity, ids, vals);
+    return appendNonzero(sg, n, used, capacity, ids, vals);
 #endif
   unsigned count = 0;
   forEachNonzero(sg, n, [&](unsigned j, float v) {

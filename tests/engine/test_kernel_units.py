@@ -3,8 +3,9 @@
 against plain double-precision loops (kernel_checks/kernel_checks.cpp), built once per
 instruction set the codelets have a path for: this machine's (-march=native),
 AVX2, baseline x86-64 (SSE) and the plain loops of the IPU build; the event-driven convolution's
-kernels (ConvEvents.hpp) against the dense ones bit for bit (kernel_checks/conv_checks.cpp), in
-the same builds. The engine tests cover the same kernels through the reference on this
+kernels (ConvEvents.hpp) against the dense ones bit for bit (kernel_checks/conv_checks.cpp) and
+the listings of ids and values against plain loops (kernel_checks/list_checks.cpp), in the same
+builds. The engine tests cover the same kernels through the reference on this
 machine's build only."""
 
 import platform
@@ -24,12 +25,16 @@ BUILDS = {
     "baseline": [],
     "plain-loops": ["-DPOPSNN_PLAIN_LOOPS"],
 }
-CHECKS = 67  # lines kernel_checks.cpp prints
+CHECKS = 61  # lines kernel_checks.cpp prints
 # The whole-trace Leaky backward (3 settings x 4 results, and Synaptic's 3 x 5: its carried
-# dL/dJ too), the surrogates' reciprocal (1), its forward's id listing from spike masks (3
-# settings) and the fused Leaky forward row (3 settings) exist in AVX-512 and AVX2 + FMA builds.
-LEAK_TRACE_CHECKS = 31
+# dL/dJ too), the surrogates' reciprocal (1) and the fused Leaky forward row (3 settings) exist
+# in AVX-512 and AVX2 + FMA builds.
+LEAK_TRACE_CHECKS = 28
 FUSED_FORWARD_CHECKS = 3
+# kernel_checks/list_checks.cpp: the spike and the convolution's non-zero listings (3 settings
+# each) in every build; the gradient trace's listing by lanes and the whole-trace forward's ids
+# from spike masks (3 each) in AVX-512 and AVX2 + FMA builds.
+LIST_CHECKS, LANE_LIST_CHECKS = 6, 6
 
 
 def builds_avx2_fma(build: str) -> bool:
@@ -43,22 +48,18 @@ pytestmark = [
 ]
 
 
+def checks_output(source: Path, build: str, tmp_path: Path) -> dict:
+    """{check: its printed result} of kernel_checks/`source` built for `build` and run."""
+    exe = tmp_path / source.stem
+    flags = ["-std=c++17", "-O2", "-fno-math-errno", "-fno-trapping-math", f"-I{ROOT / 'codelets'}"]
+    subprocess.run(["c++", *flags, *BUILDS[build], str(source), "-o", str(exe)], check=True)
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+    return dict(line.split() for line in out.splitlines() if line)
+
+
 @pytest.mark.parametrize("build", sorted(BUILDS))
 def test_kernels_equal_plain_loops(build, tmp_path):
-    exe = tmp_path / "kernel_checks"
-    flags = [
-        "-std=c++17",
-        "-O2",
-        "-fno-math-errno",
-        "-fno-trapping-math",
-        f"-I{ROOT / 'codelets'}",
-        *BUILDS[build],
-    ]
-    subprocess.run(["c++", *flags, str(SOURCE), "-o", str(exe)], check=True)
-    lines = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split(
-        "\n"
-    )
-    errors = dict(line.split() for line in lines if line)
+    errors = checks_output(SOURCE, build, tmp_path)
     leak = [name for name in errors if name.startswith("leak_trace_")]
     fused = [name for name in errors if name.startswith("fused_forward_")]
     assert len(leak) == (LEAK_TRACE_CHECKS if builds_avx2_fma(build) else 0)
@@ -70,6 +71,16 @@ def test_kernels_equal_plain_loops(build, tmp_path):
     fused_steps = {name: e for name, e in errors.items() if name.startswith("fused_step_")}
     assert len(fused_steps) == 6
     assert all(float(e) == 0.0 for e in fused_steps.values()), fused_steps
+
+
+@pytest.mark.parametrize("build", sorted(BUILDS))
+def test_listings_equal_plain_loops(build, tmp_path):
+    errors = checks_output(SOURCE.parent / "list_checks.cpp", build, tmp_path)
+    lanes = [n for n in errors if n.startswith(("trace_list_", "leak_trace_masked_ids_"))]
+    assert len(lanes) == (LANE_LIST_CHECKS if builds_avx2_fma(build) else 0)
+    assert len(errors) == LIST_CHECKS + len(lanes)
+    for name, error in errors.items():
+        assert float(error) == 0.0, f"{name}: error {error} in the {build} build"
 
 
 def run_bench_harness(name: str, data: bytes, *args: str, tmp_path) -> list:
@@ -111,19 +122,15 @@ def test_event_convolution_kernels_give_the_dense_kernels_floats(build, tmp_path
     (the dense one), the weight gradient by positions against the one by inputs, and the
     input gradient's runs kernel row by kernel row against position by position, bit for
     bit, in every build (kernel_checks/conv_checks.cpp); the AVX-512 branches compile."""
-    exe = tmp_path / "conv_checks"
     source = SOURCE.parent / "conv_checks.cpp"
-    flags = ["-std=c++17", "-O2", "-fno-math-errno", "-fno-trapping-math", f"-I{ROOT / 'codelets'}"]
-    subprocess.run(["c++", *flags, *BUILDS[build], str(source), "-o", str(exe)], check=True)
-    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
-    differing = dict(line.split() for line in out.splitlines())
+    differing = checks_output(source, build, tmp_path)
     assert len(differing) == CONV_CASES
     assert all(n == "0" for n in differing.values()), {
         k: n for k, n in differing.items() if n != "0"
     }
     if build == "native":
-        icelake = [*flags, "-march=icelake-server", "-fsyntax-only", str(source)]
-        subprocess.run(["c++", *icelake], check=True)
+        icelake = ["-std=c++17", f"-I{ROOT / 'codelets'}", "-march=icelake-server", "-fsyntax-only"]
+        subprocess.run(["c++", *icelake, str(source)], check=True)
 
 
 def test_conv_forward_speed_bench_builds_and_agrees(tmp_path):

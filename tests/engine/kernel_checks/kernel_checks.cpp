@@ -1,4 +1,4 @@
-// The codelets' input-layer, forward row-sum, spike-listing, push, backward-row and whole-trace
+// The codelets' input-layer, forward row-sum, push, backward-row and whole-trace
 // Leaky backward kernels against plain double-precision loops, on shapes with ragged edges (odd
 // input counts, batches and widths that are no multiple of a vector, x rows longer than the inputs
 // used). Built by test_kernel_units.py once per instruction set; prints one line per check: its
@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "BackwardRows.hpp"
-#include "ConvKernels.hpp"
 #include "DenseKernels.hpp"
 #include "InputProducts.hpp"
 #include "LeakForwardRow.hpp"
@@ -338,85 +337,7 @@ void surrogateReciprocal() {
   report("leak_trace_surrogate_reciprocal", want, got.data());
 }
 
-// The whole-trace forward's id listing from spike masks (appendMaskedIds): the count and the
-// stored ids against a plain loop; nothing written past `capacity`, the rest only counted.
-void maskedIds(unsigned n, float density, unsigned capacity) {
-  const unsigned offset = 300, vectors = (n + 15) / 16;
-  std::vector<unsigned short> masks(vectors, 0);
-  std::vector<double> want;
-  unsigned spikes = 0;
-  for (unsigned j = 0; j < n; ++j)
-    if (uniform(0.0f, 1.0f) < density) {
-      masks[j / 16] = (unsigned short)(masks[j / 16] | 1u << (j % 16));
-      if (spikes++ < capacity)
-        want.push_back(double(offset + j));
-    }
-  std::vector<int> ids(capacity + 16, -1);
-  const unsigned count =
-      popsnn::lif::appendMaskedIds(masks.data(), vectors, offset, ids.data(), capacity);
-  std::vector<float> got;
-  for (unsigned k = 0; k < want.size(); ++k)
-    got.push_back(float(ids[k]));
-  want.push_back(double(spikes));
-  got.push_back(float(count));
-  for (unsigned k = capacity; k < capacity + 16; ++k) { // untouched past the capacity
-    want.push_back(-1.0);
-    got.push_back(float(ids[k]));
-  }
-  char name[48];
-  std::snprintf(name, sizeof name, "leak_trace_masked_ids_n%u_cap%u", n, capacity);
-  report(name, want, got.data());
-}
 #endif
-
-// The forward's spike listing (appendSpikes): prev and the count and ids against a plain
-// loop, a threshold some entries equal, ids past `capacity` only counted.
-void spikeList(unsigned n, unsigned capacity) {
-  const unsigned offset = 300, start = 2;
-  std::vector<float> u(n), prev(n, -1.0f);
-  for (float &v : u)
-    v = uniform(0.0f, 1.0f) < 0.1f ? 0.5f : uniform(0.0f, 1.0f);
-  std::vector<int> ids(capacity, -1);
-  const unsigned count = popsnn::lif::appendSpikes(u.data(), 0.5f, prev.data(), n, offset,
-                                                   ids.data(), start, capacity);
-  std::vector<double> want; // the stored ids, the count, prev
-  std::vector<float> got;
-  unsigned spikes = 0;
-  for (unsigned j = 0; j < n; ++j)
-    if (u[j] > 0.5f && start + spikes++ < capacity)
-      want.push_back(double(offset + j));
-  for (unsigned k = start; k < capacity && got.size() < want.size(); ++k)
-    got.push_back(k < count ? float(ids[k]) : -1.0f);
-  want.push_back(double(start + spikes));
-  got.push_back(float(count));
-  for (unsigned j = 0; j < n; ++j) {
-    want.push_back(u[j] > 0.5f ? 1.0 : 0.0);
-    got.push_back(prev[j]);
-  }
-  char name[40];
-  std::snprintf(name, sizeof name, "spike_list_n%u_cap%u", n, capacity);
-  report(name, want, got.data());
-}
-
-// The convolution's non-zero listing (conv::nonzeroIndices): the count and ids against a plain
-// loop, with a NaN (listed) and a -0 (not listed) among the entries.
-void nonzeroList(unsigned n, float density) {
-  std::vector<float> x = sparseInput(1, n, density, false);
-  if (n > 9)
-    x[3] = NAN, x[9] = -0.0f;
-  std::vector<unsigned> idx(n, ~0u);
-  const unsigned count = popsnn::conv::nonzeroIndices(x.data(), n, idx.data());
-  std::vector<double> want;
-  std::vector<float> got;
-  for (unsigned k = 0; k < n; ++k)
-    if (!(x[k] == 0.0f))
-      want.push_back(double(k)), got.push_back(got.size() < count ? float(idx[got.size()]) : -1.0f);
-  want.push_back(double(want.size()));
-  got.push_back(float(count));
-  char name[40];
-  std::snprintf(name, sizeof name, "nonzero_list_n%u", n);
-  report(name, want, got.data());
-}
 
 } // namespace
 
@@ -559,12 +480,6 @@ int main() {
   fanoutRows(37, 300, 230, 120); // two shard sizes, register blocks and 44 ragged columns
   fanoutRows(8, 128, 10, 10);    // one shard, whole blocks only
   fanoutRows(3, 77, 5, 2);       // under one block, shards of 2 and a last of 1
-  spikeList(1000, 1100);         // whole vectors, every id stored whole
-  spikeList(203, 30);            // the capacity reached mid-row: the rest counted, a ragged tail
-  spikeList(5, 8);               // under one vector
-  nonzeroList(1728, 0.04f);      // the CSNN's second stage input: whole vectors only
-  nonzeroList(203, 0.5f);        // a ragged tail
-  nonzeroList(5, 1.0f);          // under one vector
   for (bool sgd : {false, true}) {
     fusedStep(8, 100, 70, 0.2f, sgd);  // sparse: 6 groups of 16 and a last of 4, ragged rows
     fusedStep(5, 37, 150, 0.9f, sgd);  // dense: 2 groups and a last of 5
@@ -592,9 +507,6 @@ int main() {
   leakTrace<popsnn::codes::RESET_ZERO, ATAN, true>(4, 37, 3, 9, "syn_zero_atan", true);
   leakTrace<popsnn::codes::RESET_NONE, STRAIGHT_THROUGH, true>(3, 130, 16, 64, "syn_none", false);
   surrogateReciprocal();
-  maskedIds(1000, 0.05f, 1100); // whole masks, every id stored by the table
-  maskedIds(203, 0.3f, 30);     // the capacity reached mid-row: the rest counted
-  maskedIds(5, 1.0f, 8);        // under one mask
 #endif
   return 0;
 }
