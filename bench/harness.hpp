@@ -99,10 +99,10 @@ std::array<std::vector<double>, 2> alternatingChunks(unsigned repeats, unsigned 
 // repeats + 1 rounds (the first, which pages the buffers in, untimed). With 4 kinds (two kernels,
 // each current and old: kind + 2 its old form) odd rounds run the old forms first.
 template <class F>
-std::vector<std::vector<double>> alternatingKinds(unsigned kinds, int repeats, F &&run) {
+std::vector<std::vector<double>> alternatingKinds(unsigned kinds, unsigned repeats, F &&run) {
   CacheEvictor caches;
   std::vector<std::vector<double>> ms(kinds);
-  for (int rep = 0; rep <= repeats; ++rep)
+  for (unsigned rep = 0; rep <= repeats; ++rep)
     for (unsigned slot = 0; slot < kinds; ++slot) {
       const unsigned kind = rep % 2 ? (slot + 2) % kinds : slot;
       caches.evict();

@@ -48,9 +48,15 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "usage: %s X_FILE [NEURONS REPEATS BATCH]\n", argv[0]);
     return 2;
   }
-  const unsigned n = argc > 2 ? unsigned(std::atoi(argv[2])) : 500;
-  const unsigned repeats = argc > 3 ? unsigned(std::atoi(argv[3])) : 50;
-  const unsigned B = argc > 4 ? unsigned(std::atoi(argv[4])) : 128, nIn = 784;
+  const int neurons = argc > 2 ? std::atoi(argv[2]) : 500;
+  const int rounds = argc > 3 ? std::atoi(argv[3]) : 50;
+  const int batch = argc > 4 ? std::atoi(argv[4]) : 128;
+  if (neurons < 1 || rounds < 1 || batch < 1) {
+    std::fprintf(stderr, "%s: NEURONS, REPEATS and BATCH must be whole numbers of at least 1\n",
+                 argv[0]);
+    return 2;
+  }
+  const unsigned n = unsigned(neurons), repeats = unsigned(rounds), B = unsigned(batch), nIn = 784;
   std::vector<float> x(std::size_t(B) * nIn);
   FILE *f = std::fopen(argv[1], "rb");
   if (!f || std::fread(x.data(), sizeof(float), x.size(), f) != x.size()) {
@@ -92,7 +98,7 @@ int main(int argc, char **argv) {
 #else
   constexpr unsigned KINDS = 2;
 #endif
-  const std::vector<std::vector<double>> ms = harness::alternatingKinds(KINDS, int(repeats), run);
+  const std::vector<std::vector<double>> ms = harness::alternatingKinds(KINDS, repeats, run);
   summary("current", ms[0]);
   summary("weight_grad", ms[1]);
   if (KINDS == 4) {

@@ -97,7 +97,8 @@ int main(int argc, char **argv) {
   constexpr unsigned KINDS = 2;
 #endif
   const char *names[4] = {"sumRows", "addToRows", "sumRows_old", "addToRows_old"};
-  const std::vector<std::vector<double>> ms = harness::alternatingKinds(KINDS, repeats, run);
+  const std::vector<std::vector<double>> ms =
+      harness::alternatingKinds(KINDS, unsigned(repeats), run);
   // The kernels against plain loops over the same buffers: addToRows bit for bit (each row's
   // terms in the same order), sumRows within float rounding (its two chains add in another).
   std::vector<float> plain(N * P, 0.0f), sums(P);
