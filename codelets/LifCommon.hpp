@@ -224,6 +224,22 @@ inline unsigned appendMask16(__mmask16 s, __m512i lane, unsigned first, int *__r
 }
 #endif
 
+// The row's non-zeros from x[j0] on, one at a time, after the `count` the lanes listed: the
+// lane forms' rest (a last partial vector, or the capacity too near for a whole one).
+inline unsigned appendNonzeroFrom(const float *__restrict x, unsigned j0, unsigned n, unsigned used,
+                                  unsigned count, unsigned capacity, unsigned short *__restrict ids,
+                                  float *__restrict vals) {
+  for (unsigned j = j0; j < n; ++j)
+    if (x[j] != 0.0f) {
+      if (used + count < capacity) {
+        ids[used + count] = static_cast<unsigned short>(j);
+        vals[used + count] = x[j];
+      }
+      ++count;
+    }
+  return count;
+}
+
 #if !defined(__IPU__) && !defined(POPSNN_PLAIN_LOOPS) && !defined(__AVX512F__) && defined(__AVX2__)
 #define POPSNN_SPIKES_AVX2 1
 
@@ -284,15 +300,7 @@ inline unsigned appendNonzero8(const float *__restrict x, unsigned n, unsigned u
     count += unsigned(__builtin_popcount(bits));
     lane = _mm256_add_epi32(lane, eight);
   }
-  for (unsigned j = j0; j < n; ++j)
-    if (x[j] != 0.0f) {
-      if (used + count < capacity) {
-        ids[used + count] = static_cast<unsigned short>(j);
-        vals[used + count] = x[j];
-      }
-      ++count;
-    }
-  return count;
+  return appendNonzeroFrom(x, j0, n, used, count, capacity, ids, vals);
 }
 #endif
 
@@ -318,15 +326,7 @@ inline unsigned appendNonzero16(const float *__restrict x, unsigned n, unsigned 
     count += found;
     lane = _mm512_add_epi32(lane, sixteen);
   }
-  for (unsigned j = j0; j < n; ++j)
-    if (x[j] != 0.0f) {
-      if (used + count < capacity) {
-        ids[used + count] = static_cast<unsigned short>(j);
-        vals[used + count] = x[j];
-      }
-      ++count;
-    }
-  return count;
+  return appendNonzeroFrom(x, j0, n, used, count, capacity, ids, vals);
 }
 #endif
 

@@ -16,6 +16,7 @@
 #include "LifCommon.hpp"
 #include "OptimizerSteps.hpp"
 #include "WeightGradRows.hpp"
+#include "report.hpp"
 
 namespace {
 
@@ -33,15 +34,6 @@ std::vector<float> sparseInput(unsigned rows, unsigned cols, float density, bool
       x[std::size_t(r) * cols + c] = on ? uniform(0.1f, 1.0f) : 0.0f;
     }
   return x;
-}
-
-void report(const char *name, const std::vector<double> &want, const float *got) {
-  double worst = 0.0, scale = 1e-30;
-  for (double w : want)
-    scale = std::fmax(scale, std::fabs(w));
-  for (std::size_t k = 0; k < want.size(); ++k)
-    worst = std::fmax(worst, std::fabs(want[k] - double(got[k])) / scale);
-  std::printf("%s %.3g\n", name, worst);
 }
 
 void weightGrad(unsigned batch, unsigned nIn, unsigned stride, unsigned n, float density,

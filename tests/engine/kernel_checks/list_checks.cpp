@@ -12,6 +12,7 @@
 #include "ConvKernels.hpp"
 #include "LeakyTrace.hpp"
 #include "LifCommon.hpp"
+#include "report.hpp"
 
 namespace {
 
@@ -24,15 +25,6 @@ std::vector<float> sparseInput(unsigned cols, float density) {
   for (float &v : x)
     v = uniform(0.0f, 1.0f) < density ? uniform(0.1f, 1.0f) : 0.0f;
   return x;
-}
-
-void report(const char *name, const std::vector<double> &want, const float *got) {
-  double worst = 0.0, scale = 1e-30;
-  for (double w : want)
-    scale = std::fmax(scale, std::fabs(w));
-  for (std::size_t k = 0; k < want.size(); ++k)
-    worst = std::fmax(worst, std::fabs(want[k] - double(got[k])) / scale);
-  std::printf("%s %.3g\n", name, worst);
 }
 
 #ifdef POPSNN_APPEND_NONZERO
