@@ -1,7 +1,8 @@
 // The event-driven convolution's two kernels (codelets/ConvEvents.hpp's windowEventsRow,
 // and ConvKernels.hpp's scatterRow, which rows take when the work does not hold the lists)
 // against the dense one (gatherRow), and the weight gradient by positions
-// (weightGradByPositions) against the one by inputs (weightGradByInputs), and the input
+// (weightGradByPositions) and by taps (ConvWeightTaps.hpp's weightGradByTaps) against the one
+// by inputs (weightGradByInputs), and the input
 // gradient's window runs after a folded 2 x 2 max pool kernel row by kernel row
 // (ConvInputRuns.hpp's pooledLists, addListedRuns) against position by position
 // (pooledPositions, addWindowRuns), entry for entry: each pair sums every output's terms in
@@ -17,6 +18,7 @@
 
 #include "ConvEvents.hpp"
 #include "ConvInputRuns.hpp"
+#include "ConvWeightTaps.hpp"
 
 using popsnn::conv::Window;
 
@@ -49,16 +51,23 @@ void check(const char *geometry, const Window &w, unsigned c, double density, bo
               mismatches(scattered, dense));
   std::printf("windows_%s_c%u_d%.2f_%s %u\n", geometry, c, density, spikes ? "spikes" : "values",
               mismatches(windows, dense));
-  // The weight gradient by inputs, by positions against weightGradByInputs (dL/dI [P, c]).
-  std::vector<float> g(outs), byInputs(taps.size(), 0.0f), byPositions(taps.size(), 0.0f);
-  for (float &v : g)
-    v = p(rng) < 0.25 ? u(rng) : 0.0f;
+  // The weight gradient by inputs, by positions and by taps against weightGradByInputs (dL/dI
+  // [P, c], then the c zeros weightGradByTaps reads for terms that reach no output).
+  std::vector<float> g(outs + c, 0.0f), byInputs(taps.size(), 0.0f), byPositions(taps.size(), 0.0f);
+  std::vector<float> byTaps(taps.size(), 0.0f);
+  for (std::size_t k = 0; k < outs; ++k)
+    g[k] = p(rng) < 0.25 ? u(rng) : 0.0f;
   popsnn::conv::weightGradByInputs<popsnn::conv::ChannelsLast>(w, c, x.data(), idx.data(), count,
                                                                g.data(), nullptr, byInputs.data());
   popsnn::conv::weightGradByPositions(w, c, x.data(), idx.data(), count, g.data(),
                                       byPositions.data(), idx.data() + count);
   std::printf("weight_grad_%s_c%u_d%.2f_%s %u\n", geometry, c, density,
               spikes ? "spikes" : "values", mismatches(byPositions, byInputs));
+  std::vector<unsigned> lists(popsnn::conv::tapListsWords(w, count));
+  const bool took = popsnn::conv::weightGradByTaps(w, c, x.data(), idx.data(), count, g.data(),
+                                                   unsigned(outs), byTaps.data(), lists.data());
+  std::printf("weight_taps_%s_c%u_d%.2f_%s %u\n", geometry, c, density,
+              spikes ? "spikes" : "values", took ? mismatches(byTaps, byInputs) : ~0u);
 }
 
 // dL/dx channels-last of one row from a 2 x 2 max pool's gradient [c, Q] (30% zeros) and
