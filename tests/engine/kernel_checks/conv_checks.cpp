@@ -96,6 +96,24 @@ void checkInputRuns(const char *geometry, const Window &w, unsigned c, std::mt19
   std::printf("input_runs_%s_c%u %u\n", geometry, c, mismatches(byRows, byPositions));
 }
 
+// weightGradByTaps refuses a row with an inf input (its zero rows would add inf x 0 = NaN
+// where the other kernels add no term) and leaves gwT as it was: prints 0 if so.
+void checkTapsRefuseInf(const Window &w) {
+  const unsigned c = 16;
+  std::vector<float> x(w.inSize(), 0.0f), g((w.outPositions() + 1) * c, 0.5f);
+  x[5] = 1.0f, x[w.inSize() / 2] = INFINITY;
+  std::vector<unsigned> idx(w.inSize()), lists;
+  const unsigned count = popsnn::conv::nonzeroIndices(x.data(), w.inSize(), idx.data());
+  lists.resize(popsnn::conv::tapListsWords(w, count));
+  std::vector<float> gwT(std::size_t(w.taps()) * c, 0.0f);
+  const bool took = popsnn::conv::weightGradByTaps(w, c, x.data(), idx.data(), count, g.data(),
+                                                   w.outPositions() * c, gwT.data(), lists.data());
+  unsigned changed = 0;
+  for (float v : gwT)
+    changed += v != 0.0f;
+  std::printf("weight_taps_refuse_inf %u\n", unsigned(took) + changed);
+}
+
 } // namespace
 
 int main() {
@@ -130,5 +148,6 @@ int main() {
   for (const Geometry &g : pooled)
     for (unsigned c : {1u, 8u, 20u, 64u})
       checkInputRuns(g.name, g.w, c, rng);
+  checkTapsRefuseInf(geometries[0].w);
   return 0;
 }
