@@ -19,6 +19,7 @@
 #include "ConvInputRuns.hpp"
 #include "ConvKernels.hpp"
 #include "ConvPooling.hpp"
+#include "ConvWeightTaps.hpp"
 
 using namespace poplar;
 using namespace popsnn::conv;
@@ -105,9 +106,11 @@ public:
   Output<Vector<float>> gradBias;       // [c]
   Output<Vector<unsigned>> activeGrads; // [1]: dL/dI entries that carried gradient
   // [taps (reversedTap), c] sums of the input-driven rows, [P, c] one row's dL/dI transposed
-  // (channels-last: weightGradByPositions' lists), [taps] one window of the input, [C_in * H * W]
-  // the row's non-zero input positions, [2 c] one position's non-zero dL/dI entries and their
-  // channels, then gradRow's [P, c].
+  // (channels-last: weightGradByTaps' or weightGradByPositions' lists), [taps] one window of
+  // the input, [C_in * H * W] the row's non-zero input positions, [2 c] one position's non-zero
+  // dL/dI entries and their channels, then gradRow's [P, c] and, where the work holds them,
+  // that row from the next 64-byte boundary (AVX-512 loads across two cache lines cost more)
+  // followed by the c zeros weightGradByTaps reads for terms that reach no output.
   InOut<Vector<float>> work;
   unsigned rows;
   unsigned outChannels;
@@ -132,7 +135,12 @@ public:
     unsigned *__restrict idx = reinterpret_cast<unsigned *>(col + taps);
     float *__restrict coef = col + taps + w.inSize();
     unsigned *__restrict chan = reinterpret_cast<unsigned *>(coef + c);
+    const unsigned rowFloats = gradRowFloats<Layout>(w, c);
     float *__restrict rowBuf = coef + 2 * c;
+    const bool byTaps = Layout::CHANNELS_LAST && alignedRow(rowBuf, rowFloats + c);
+    if (byTaps)
+      for (unsigned co = 0; co < c; ++co)
+        rowBuf[rowFloats + co] = 0.0f;
     const unsigned *am = Layout::CHANNELS_LAST && argmax.size() ? &argmax[0] : nullptr;
     for (unsigned k = 0; k < c * taps; ++k)
       gradWeights[k] = gwT[k] = 0.0f;
@@ -166,7 +174,12 @@ public:
         continue;
       }
       byInputs = true;
-      // Channels-last, gT is free: by positions where it holds the lists (the same floats).
+      // Channels-last, gT is free: by taps or by positions where it holds the lists (the same
+      // floats; by taps fewer loads and stores of gwT rows, none of an input that is not finite).
+      if (byTaps && tapListsWords(w, activeX) <= P * c &&
+          weightGradByTaps(w, c, xr, idx, activeX, gr, rowFloats, gwT,
+                           reinterpret_cast<unsigned *>(gT)))
+        continue;
       if (Layout::CHANNELS_LAST && windowEventsWords(activeX) <= P * c)
         weightGradByPositions(w, c, xr, idx, activeX, gr, gwT, reinterpret_cast<unsigned *>(gT));
       else
@@ -181,6 +194,15 @@ public:
   }
 
 private:
+  // Moves row on to the next 64-byte boundary if the work holds `floats` from there.
+  bool alignedRow(float *__restrict &row, unsigned floats) {
+    const std::uintptr_t at = reinterpret_cast<std::uintptr_t>(row);
+    float *moved = row + (64 - at % 64) % 64 / sizeof(float);
+    if (at % sizeof(float) || moved + floats > &work[0] + work.size())
+      return false;
+    row = moved;
+    return true;
+  }
   // A row of the pool's gradient (ChannelsLast) that is empty, or cheaper by gradients (a
   // rule's sparse rows), done here from the pool's gradient: positions listed by
   // pooledPositions (no dL/dI row formed, no scan of its P x c entries), the bias sums

@@ -59,7 +59,10 @@ std::size_t convWorkFloats(const ConvStageSpec &spec, unsigned channels, unsigne
   const std::size_t lists =
       std::max(4 * std::size_t(maps[1].w) * c + 2 * maps[1].w, 2 * ((P / 4 + 1) * c + 8) + 2 * P);
   const std::size_t row = pairsMaxPoolFirst(spec) ? std::max(P * c, lists) : 0;
-  const std::size_t weightGrad = taps * c + P * c + taps + inSize + 2 * c + row;
+  // The weight gradient's row from a 64-byte boundary and c zeros after it (its products tap
+  // by tap: codelets/ConvWeightTaps.hpp).
+  const std::size_t weightGrad =
+      taps * c + P * c + taps + inSize + 2 * c + row + (row ? c + 15 : 0);
   const std::size_t inputGrad =
       spec.inputGrad ? inputGradWorkFloats(spec, unsigned(P), channels, workers) + row : 0;
   return std::max({forward, weightGrad, inputGrad});

@@ -83,15 +83,19 @@ def test_listings_equal_plain_loops(build, tmp_path):
         assert float(error) == 0.0, f"{name}: error {error} in the {build} build"
 
 
-def run_bench_harness(name: str, data: bytes, *args: str, tmp_path) -> list:
-    """bench/NAME.cpp built against the codelets (-O1, this CPU) and run on `data` (written to
-    a file, its first argument) and args; its stdout's lines."""
+def run_bench_harness(name: str, data: bytes, *args: str, tmp_path, first: str = "") -> list:
+    """bench/NAME.cpp built against the codelets (-O1, this CPU) and run on `first` (if
+    given), `data` (written to a file, its first argument or the one after `first`) and args;
+    its stdout's lines."""
     exe, data_file = tmp_path / name, tmp_path / f"{name}.data"
     data_file.write_bytes(data)
     flags = ["-std=c++17", "-O1", f"-I{ROOT / 'codelets'}", "-march=native"]
     subprocess.run(["c++", *flags, str(ROOT / "bench" / f"{name}.cpp"), "-o", str(exe)], check=True)
     run = subprocess.run(
-        [str(exe), str(data_file), *args], check=True, capture_output=True, text=True
+        [str(exe), *([first] if first else []), str(data_file), *args],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return run.stdout.splitlines()
 
@@ -112,14 +116,15 @@ def test_input_product_speed_bench_builds_and_times(tmp_path):
     subprocess.run(["c++", *icelake, str(ROOT / "bench" / "input_product_speed.cpp")], check=True)
 
 
-CONV_CASES = 260  # lines conv_checks.cpp prints: 5 geometries x 4 channel counts x 12, and
-# the input gradient's runs: 5 pooled geometries x 4 channel counts
+CONV_CASES = 341  # lines conv_checks.cpp prints: 5 geometries x 4 channel counts x 16, the
+# input gradient's runs: 5 pooled geometries x 4 channel counts, and the weight gradient by
+# taps refusing an inf input
 
 
 @pytest.mark.parametrize("build", sorted(BUILDS))
 def test_event_convolution_kernels_give_the_dense_kernels_floats(build, tmp_path):
     """windowEventsRow and scatterRow (the event-driven forward's two kernels) against gatherRow
-    (the dense one), the weight gradient by positions against the one by inputs, and the
+    (the dense one), the weight gradient by positions and by taps against the one by inputs, and the
     input gradient's runs kernel row by kernel row against position by position, bit for
     bit, in every build (kernel_checks/conv_checks.cpp); the AVX-512 branches compile."""
     source = SOURCE.parent / "conv_checks.cpp"
@@ -155,6 +160,23 @@ def test_conv_input_grad_speed_bench_builds_and_agrees(tmp_path):
     assert out[0] == "6 rows, same floats: yes"
     times = {line.split()[0]: float(line.split()[2]) for line in out[1:3]}
     assert set(times) == {"positions", "rows"} and all(t >= 0.0 for t in times.values())
+
+
+def test_conv_weight_grad_speed_bench_builds_and_agrees(tmp_path):
+    """bench/conv_weight_grad_speed.cpp (the CSNN's second convolution's weight gradient by
+    inputs, by output positions and tap by tap, timed) builds against the codelets, finds the
+    two kernels' floats equal, and prints both timings."""
+    rows = [[float((r * 7 + i) % 23 == 0) for i in range(12 * 12 * 12)] for r in range(6)]
+    spikes = tmp_path / "x"
+    spikes.write_bytes(struct.pack(f"{6 * 1728}f", *[v for row in rows for v in row]))
+    argmax = [(k * 7 + k // 5) % 4 for k in range(6 * 64 * 16)]
+    data = struct.pack(f"{len(argmax)}I", *argmax)
+    out = run_bench_harness(
+        "conv_weight_grad_speed", data, "4", "2", tmp_path=tmp_path, first=str(spikes)
+    )
+    assert out[0] == "6 rows, same floats: yes"
+    times = {line.split()[0]: float(line.split()[2]) for line in out[1:3]}
+    assert set(times) == {"positions", "taps"} and all(t >= 0.0 for t in times.values())
 
 
 @pytest.mark.parametrize("arch", ["-march=native", "-msse2"])

@@ -1,7 +1,8 @@
 // The event-driven convolution's two kernels (codelets/ConvEvents.hpp's windowEventsRow,
 // and ConvKernels.hpp's scatterRow, which rows take when the work does not hold the lists)
 // against the dense one (gatherRow), and the weight gradient by positions
-// (weightGradByPositions) against the one by inputs (weightGradByInputs), and the input
+// (weightGradByPositions) and by taps (ConvWeightTaps.hpp's weightGradByTaps) against the one
+// by inputs (weightGradByInputs), and the input
 // gradient's window runs after a folded 2 x 2 max pool kernel row by kernel row
 // (ConvInputRuns.hpp's pooledLists, addListedRuns) against position by position
 // (pooledPositions, addWindowRuns), entry for entry: each pair sums every output's terms in
@@ -17,6 +18,7 @@
 
 #include "ConvEvents.hpp"
 #include "ConvInputRuns.hpp"
+#include "ConvWeightTaps.hpp"
 
 using popsnn::conv::Window;
 
@@ -49,16 +51,23 @@ void check(const char *geometry, const Window &w, unsigned c, double density, bo
               mismatches(scattered, dense));
   std::printf("windows_%s_c%u_d%.2f_%s %u\n", geometry, c, density, spikes ? "spikes" : "values",
               mismatches(windows, dense));
-  // The weight gradient by inputs, by positions against weightGradByInputs (dL/dI [P, c]).
-  std::vector<float> g(outs), byInputs(taps.size(), 0.0f), byPositions(taps.size(), 0.0f);
-  for (float &v : g)
-    v = p(rng) < 0.25 ? u(rng) : 0.0f;
+  // The weight gradient by inputs, by positions and by taps against weightGradByInputs (dL/dI
+  // [P, c], then the c zeros weightGradByTaps reads for terms that reach no output).
+  std::vector<float> g(outs + c, 0.0f), byInputs(taps.size(), 0.0f), byPositions(taps.size(), 0.0f);
+  std::vector<float> byTaps(taps.size(), 0.0f);
+  for (std::size_t k = 0; k < outs; ++k)
+    g[k] = p(rng) < 0.25 ? u(rng) : 0.0f;
   popsnn::conv::weightGradByInputs<popsnn::conv::ChannelsLast>(w, c, x.data(), idx.data(), count,
                                                                g.data(), nullptr, byInputs.data());
   popsnn::conv::weightGradByPositions(w, c, x.data(), idx.data(), count, g.data(),
                                       byPositions.data(), idx.data() + count);
   std::printf("weight_grad_%s_c%u_d%.2f_%s %u\n", geometry, c, density,
               spikes ? "spikes" : "values", mismatches(byPositions, byInputs));
+  std::vector<unsigned> lists(popsnn::conv::tapListsWords(w, count));
+  const bool took = popsnn::conv::weightGradByTaps(w, c, x.data(), idx.data(), count, g.data(),
+                                                   unsigned(outs), byTaps.data(), lists.data());
+  std::printf("weight_taps_%s_c%u_d%.2f_%s %u\n", geometry, c, density,
+              spikes ? "spikes" : "values", took ? mismatches(byTaps, byInputs) : ~0u);
 }
 
 // dL/dx channels-last of one row from a 2 x 2 max pool's gradient [c, Q] (30% zeros) and
@@ -85,6 +94,24 @@ void checkInputRuns(const char *geometry, const Window &w, unsigned c, std::mt19
   addListedRuns(w, c, pooledLists(w, c, grad.data(), argmax.data(), lists.data()), wr.data(),
                 byRows.data());
   std::printf("input_runs_%s_c%u %u\n", geometry, c, mismatches(byRows, byPositions));
+}
+
+// weightGradByTaps refuses a row with an inf input (its zero rows would add inf x 0 = NaN
+// where the other kernels add no term) and leaves gwT as it was: prints 0 if so.
+void checkTapsRefuseInf(const Window &w) {
+  const unsigned c = 16;
+  std::vector<float> x(w.inSize(), 0.0f), g((w.outPositions() + 1) * c, 0.5f);
+  x[5] = 1.0f, x[w.inSize() / 2] = INFINITY;
+  std::vector<unsigned> idx(w.inSize()), lists;
+  const unsigned count = popsnn::conv::nonzeroIndices(x.data(), w.inSize(), idx.data());
+  lists.resize(popsnn::conv::tapListsWords(w, count));
+  std::vector<float> gwT(std::size_t(w.taps()) * c, 0.0f);
+  const bool took = popsnn::conv::weightGradByTaps(w, c, x.data(), idx.data(), count, g.data(),
+                                                   w.outPositions() * c, gwT.data(), lists.data());
+  unsigned changed = 0;
+  for (float v : gwT)
+    changed += v != 0.0f;
+  std::printf("weight_taps_refuse_inf %u\n", unsigned(took) + changed);
 }
 
 } // namespace
@@ -121,5 +148,6 @@ int main() {
   for (const Geometry &g : pooled)
     for (unsigned c : {1u, 8u, 20u, 64u})
       checkInputRuns(g.name, g.w, c, rng);
+  checkTapsRefuseInf(geometries[0].w);
   return 0;
 }
