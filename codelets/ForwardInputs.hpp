@@ -23,9 +23,11 @@ using popsnn::lif::InputRow;
 // The previous layer's W.S blocks of step t summed over its shards, a [B, n] row of each
 // at a time (for every entry the same order of additions as one sample at a time). The
 // helpers below take the stored type S of what they read (float, or half: summed in float).
+// Float: with `bias` ([n]), I = sum + b into sum, as inputFromPartials adds it after the sum.
 template <class S>
 POPSNN_ONCE void sumPartials(const S *partialIn, unsigned numSrc, unsigned numSteps, unsigned t,
-                             unsigned rows, S *__restrict sum) {
+                             unsigned rows, S *__restrict sum, const S *__restrict bias = nullptr,
+                             unsigned n = 0) {
   if constexpr (std::is_same<S, float>::value) {
     for (unsigned k = 0; k < rows; ++k)
       sum[k] = 0.0f;
@@ -34,6 +36,9 @@ POPSNN_ONCE void sumPartials(const S *partialIn, unsigned numSrc, unsigned numSt
       for (unsigned k = 0; k < rows; ++k)
         sum[k] += part[k];
     }
+    for (unsigned k0 = 0; bias && k0 < rows; k0 += n) // rows = B n
+      for (unsigned j = 0; j < n; ++j)
+        sum[k0 + j] += bias[j];
   } else { // a float sum per entry in the same order, stored once
     for (unsigned k = 0; k < rows; ++k) {
       float acc = 0.0f;
