@@ -6,6 +6,7 @@
 
 #include "../include/popsnn/VertexEnums.hpp"
 #include "DenseKernels.hpp"
+#include "Lanes16.hpp"
 #include "LifCommon.hpp"
 #include "StoredRows.hpp"
 
@@ -281,6 +282,16 @@ POPSNN_ONCE void leakOutputRows(const float *__restrict eps, const float *__rest
     gU[k] = (lif::surrogateTimes(sg[k], eps[k]) + gMem[k]) + beta * gU[k];
   if (out)
     copyTo(out, gU, rows);
+#ifdef POPSNN_LANES16
+  if (n <= 16) { // a lane per neuron: each still adds the samples in order, without a store each
+    using namespace lanes16;
+    const M m = M((1u << n) - 1u);
+    F acc = loadMasked(m, bias);
+    for (unsigned k0 = 0; k0 < rows; k0 += n)
+      acc = add(acc, loadMasked(m, gU + k0));
+    return storeMasked(bias, m, acc);
+  }
+#endif
   for (unsigned k0 = 0; k0 < rows; k0 += n)
     for (unsigned j = 0; j < n; ++j)
       bias[j] += gU[k0 + j];
