@@ -6,6 +6,7 @@
 
 #include "../include/popsnn/VertexEnums.hpp"
 #include "DenseKernels.hpp"
+#include "Lanes16.hpp"
 #include "LifCommon.hpp"
 #include "StoredRows.hpp"
 
@@ -266,6 +267,34 @@ POPSNN_ONCE void addTo(float *__restrict acc, const float *__restrict v, unsigne
 }
 POPSNN_ONCE void copyTo(float *__restrict out, const float *__restrict v, unsigned n) {
   stored::convertRow(v, out, n); // not a memcpy call: see convertRow
+}
+
+// A Leaky readout's step for every sample at once (LifBackward::outputStep): dL/dS (eps), the
+// loss's dL/dU (gMem), the trace (sg) and the carry gU are [B, n] rows. dL/dU[t] into gU as
+// membraneGrad computes it a sample at a time; it is dL/dI[t], copied to out (null: none) and
+// summed into bias sample by sample, generic()'s order.
+POPSNN_ONCE void leakOutputRows(const float *__restrict eps, const float *__restrict gMem,
+                                const float *__restrict sg, float beta, unsigned batch, unsigned n,
+                                float *__restrict gU, float *__restrict out,
+                                float *__restrict bias) {
+  const unsigned rows = batch * n;
+  for (unsigned k = 0; k < rows; ++k)
+    gU[k] = (lif::surrogateTimes(sg[k], eps[k]) + gMem[k]) + beta * gU[k];
+  if (out)
+    copyTo(out, gU, rows);
+#ifdef POPSNN_LANES16
+  if (n <= 16) { // a lane per neuron: each still adds the samples in order, without a store each
+    using namespace lanes16;
+    const M m = M((1u << n) - 1u);
+    F acc = loadMasked(m, bias);
+    for (unsigned k0 = 0; k0 < rows; k0 += n)
+      acc = add(acc, loadMasked(m, gU + k0));
+    return storeMasked(bias, m, acc);
+  }
+#endif
+  for (unsigned k0 = 0; k0 < rows; k0 += n)
+    for (unsigned j = 0; j < n; ++j)
+      bias[j] += gU[k0 + j];
 }
 // Half storage: a row read as float, or stored rounded (StoredRows.hpp).
 template <class T, class U>

@@ -20,12 +20,17 @@ using popsnn::lif::InputRow;
 // Each is a whole row's work: kept out of line, compiled once per stored type.
 #define POPSNN_ONCE __attribute__((noinline))
 
+// sumPartials' tiled bias: the most floats it holds.
+constexpr unsigned BIAS_TILE = 1024;
+
 // The previous layer's W.S blocks of step t summed over its shards, a [B, n] row of each
 // at a time (for every entry the same order of additions as one sample at a time). The
 // helpers below take the stored type S of what they read (float, or half: summed in float).
+// Float: with `bias` ([n]), I = sum + b into sum, as inputFromPartials adds it after the sum.
 template <class S>
 POPSNN_ONCE void sumPartials(const S *partialIn, unsigned numSrc, unsigned numSteps, unsigned t,
-                             unsigned rows, S *__restrict sum) {
+                             unsigned rows, S *__restrict sum, const S *__restrict bias = nullptr,
+                             unsigned n = 0) {
   if constexpr (std::is_same<S, float>::value) {
     for (unsigned k = 0; k < rows; ++k)
       sum[k] = 0.0f;
@@ -33,6 +38,22 @@ POPSNN_ONCE void sumPartials(const S *partialIn, unsigned numSrc, unsigned numSt
       const float *__restrict part = &partialIn[(s * numSteps + t) * rows];
       for (unsigned k = 0; k < rows; ++k)
         sum[k] += part[k];
+    }
+    // rows = B n. The bias tiled over 16 samples (whole vectors and whole samples) where that
+    // fits: the adds vectorise, where a loop over a sample's n (5 in a readout shard) did not.
+    alignas(64) float tiled[BIAS_TILE];
+    const bool tile = 16 * n <= BIAS_TILE;
+    const unsigned period = tile ? 16 * n : n;
+    for (unsigned b = 0; bias && tile && b < 16; ++b)
+      for (unsigned j = 0; j < n; ++j)
+        tiled[b * n + j] = bias[j];
+    const float *__restrict pattern = tile ? tiled : bias;
+    for (unsigned k0 = 0; bias && k0 < rows; k0 += period) {
+      // A row pointer: GCC left sum[k0 + k] scalar (the unsigned index may wrap).
+      float *__restrict row = sum + k0;
+      const unsigned len = rows - k0 < period ? rows - k0 : period;
+      for (unsigned k = 0; k < len; ++k)
+        row[k] += pattern[k];
     }
   } else { // a float sum per entry in the same order, stored once
     for (unsigned k = 0; k < rows; ++k) {

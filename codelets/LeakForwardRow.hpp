@@ -145,5 +145,37 @@ inline unsigned leakForwardRow(unsigned n, float beta, float threshold, unsigned
 }
 #endif
 
+#ifdef POPSNN_FUSED_LEAK_FORWARD
+// Neurons of one leakForwardSamples pass at most: its ids on the stack.
+constexpr unsigned SAMPLE_BLOCK_NEURONS = 1024;
+
+// leakForwardRow over every sample of a step at once: in, u, prev and sg are [batch, n], so a
+// block of whole samples is one row of their neurons. For a narrow layer (a readout of 5 neurons
+// a shard) a call per sample cost more than its neurons; each neuron's update is its own, so the
+// floats are a call per sample's. Then `sample(b, ids, count)` gets sample b's spikes, ids
+// offset + j ascending (as leakForwardRow appends them). n <= SAMPLE_BLOCK_NEURONS.
+template <class PerSample>
+inline void leakForwardSamples(unsigned batch, unsigned n, float beta, float threshold,
+                               unsigned reset, unsigned surrogate, float param, unsigned rule,
+                               float ruleValue, const float *in, float *u, float *prev, float *sg,
+                               unsigned offset, PerSample sample) {
+  alignas(64) int ids[SAMPLE_BLOCK_NEURONS + 16]; // room for a whole vector's store past the end
+  const unsigned perBlock = SAMPLE_BLOCK_NEURONS / n;
+  for (unsigned b0 = 0; b0 < batch; b0 += perBlock) {
+    const unsigned b1 = batch - b0 < perBlock ? batch : b0 + perBlock, k0 = b0 * n;
+    const unsigned count =
+        leakForwardRow((b1 - b0) * n, beta, threshold, reset, surrogate, param, rule, ruleValue,
+                       in + k0, u + k0, prev + k0, sg + k0, 0, ids, 0, SAMPLE_BLOCK_NEURONS + 16);
+    unsigned k = 0;
+    for (unsigned b = b0; b < b1; ++b) { // the block's ids are (b - b0) n + j: split by sample
+      const unsigned first = (b - b0) * n, end = first + n, from = k;
+      for (; k < count && unsigned(ids[k]) < end; ++k)
+        ids[k] += int(offset) - int(first);
+      sample(b, ids + from, k - from);
+    }
+  }
+}
+#endif
+
 } // namespace lif
 } // namespace popsnn

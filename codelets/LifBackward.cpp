@@ -133,6 +133,12 @@ public:
 #endif
     if (dense && surrogates.size() < std::size_t(numSteps) * batch * numNeurons)
       return false; // a trace sized for the masks alone (codes::leakMaskFloats): a host bug
+    if constexpr (leaky && dense && !halfStorage)
+      if (isOutput() && inputMode == INPUT_PARTIAL_CURRENT && !stepMajor && !gradList.size()) {
+        for (unsigned call = 0; call < stepsPerCall; ++call)
+          outputStep(numSteps - 1 - *step);
+        return true;
+      }
     const popsnn::NeuronConstants c{beta, alpha, gain, 0.0f}; // locals: see LifForward
     for (unsigned call = 0; call < stepsPerCall; ++call)
       step1(numSteps - 1 - *step, c);
@@ -185,6 +191,20 @@ private:
         &currentGradSum[0][0], &gradBias[0]);
   }
 #endif
+
+  // A Leaky readout on pushed blocks (a few neurons a shard; constants one per layer): a step's
+  // samples as one [B, n] row (leakOutputRows), generic()'s floats without a call per sample.
+  template <class = S> void outputStep(unsigned t) {
+    const unsigned n = numNeurons, rows = batch * n;
+    if (t + 1 == numSteps)
+      start();
+    for (unsigned b = 0; b < batch && zeroReset; ++b) // a spike at t cuts the leak path
+      zeroAtSpikes(ownBuffer(t, b), offset, &gradMem[b * n]);
+    leakOutputRows(&lossGradSpikes[0][t * rows], &lossGradMem[0][t * rows], &surrogates[t * rows],
+                   beta, batch, n, &gradMem[0], publishesGrad() ? gradOutRow(t, 0) : nullptr,
+                   &gradBias[0]);
+    *step = (*step + 1 == numSteps) ? 0 : *step + 1;
+  }
 
   template <class C> void step1(unsigned t, const C &c) {
     if (t + 1 == numSteps)

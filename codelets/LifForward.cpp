@@ -2,6 +2,7 @@
 // on one tile, one time step, every sample of the batch.
 #include <poplar/Vertex.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -75,17 +76,6 @@ namespace {
 // The parts of a forward step that do not depend on the neuron's units: compiled once,
 // not once per vertex specialisation (kept out of line: each is a whole row's work).
 #define ONCE __attribute__((noinline))
-
-// Never truncate silently: the host reads these counters and refuses the result.
-ONCE void countOverflow(unsigned needed, unsigned capacity, unsigned t, unsigned *overflow) {
-  if (needed <= capacity)
-    return;
-  if (overflow[OVERFLOWED] == 0)
-    overflow[FIRST_STEP] = t + 1;
-  overflow[OVERFLOWED] += 1;
-  if (needed > overflow[MOST_NEEDED])
-    overflow[MOST_NEEDED] = needed;
-}
 
 // The masked surrogate of a row of membranes: 0 off the sparse rule, one branch-free loop
 // per (surrogate, rule) unit pair.
@@ -267,6 +257,16 @@ public:
 #endif
     if (!Rule::Trace::sparse && surrogates.size() < std::size_t(numSteps) * batch * numNeurons)
       return false; // a trace sized for the masks alone (codes::leakMaskFloats): a host bug
+#ifdef POPSNN_FUSED_LEAK_FORWARD
+    if constexpr (std::is_same<Neuron, popsnn::Leaky>::value && !Rule::Trace::sparse &&
+                  !halfStorage)
+      if (inputMode == INPUT_PARTIAL_CURRENT && surrogate != SIGMOID && !publishesStep() &&
+          numNeurons <= SAMPLE_BLOCK_NEURONS) {
+        for (unsigned call = 0; call < stepsPerCall; ++call)
+          batchStep(*step, c);
+        return true;
+      }
+#endif
     // All steps in one call (a layer-major schedule), or one (an all-to-all recurrence
     // needs every shard's spikes of step t-1 before step t).
     for (unsigned call = 0; call < stepsPerCall; ++call)
@@ -313,20 +313,58 @@ private:
             masks + b * vectors, batch * vectors);
       for (unsigned row = 0; row < T * batch; ++row) { // row = t * B + b
         int *buf = startBuffer(row);
-        const unsigned room = spikeRoom(row);
-        const unsigned rowCapacity = capacity < room ? capacity : room;
+        const unsigned rowCapacity = rowCapacityAt(row);
         const unsigned spikes = appendMaskedIds(masks + row * vectors, vectors, offset,
                                                 buf + BUFFER_HEADER, rowCapacity);
-        const unsigned stored = spikes < rowCapacity ? spikes : rowCapacity;
-        countOverflow(spikes, capacity, row / batch, &overflow[0]);
-        overflow[SPIKES_NEEDED] += spikes;
-        buf[0] = int(stored);
-        buf[1] = int(stored);
-        idTrace[row + 1] = idTrace[row] + int(BUFFER_HEADER + stored);
+        closeBuffer(row, row / batch, buf, spikes, rowCapacity);
       }
     }
   }
 #endif
+
+#ifdef POPSNN_FUSED_LEAK_FORWARD
+  // A Leaky shard on the previous layer's pushed blocks (a readout: few neurons a shard): a
+  // step's samples in one pass (leakForwardSamples), the bias added to the summed blocks in
+  // place (0 + sum = sum: step1's floats), the records copied whole. compute() asks for float
+  // storage, constants one per layer, a dense trace, no sigmoid, nothing exchanged per step.
+  template <class = S> void batchStep(unsigned t, const popsnn::NeuronConstants &c) {
+    const unsigned n = numNeurons, rows = batch * n;
+    if (t == 0)
+      start();
+    float *in = &current[0][0];
+    sumPartials(&partialIn[0][0], numSrc, numSteps, t, rows, in, &bias[0][0], n);
+    leakForwardSamples(batch, n, c.beta, c.threshold, Reset::code, surrogate, surrogateParam,
+                       Rule::code, ruleValue, in, &mem[0], &prevSpikes[0], &surrogates[t * rows],
+                       offset, [&](unsigned b, const int *ids, unsigned spikes) {
+                         const unsigned row = t * batch + b;
+                         int *buf = startBuffer(row);
+                         const unsigned rowCapacity = rowCapacityAt(row);
+                         for (unsigned k = 0; k < spikes && k < rowCapacity; ++k)
+                           buf[BUFFER_HEADER + k] = ids[k];
+                         closeBuffer(row, t, buf, spikes, rowCapacity);
+                       });
+    if (records()) {
+      std::copy(&prevSpikes[0], &prevSpikes[0] + rows, &recSpikes[0][t * rows]);
+      std::copy(&mem[0], &mem[0] + rows, &recMem[0][t * rows]);
+    }
+    *step = (t + 1 == numSteps) ? 0 : t + 1;
+  }
+#endif
+
+  // Row `row` (step t) has `spikes`, its buffer the first rowCapacity: its header, the next
+  // row's start, the counts. Never truncate silently: the host reads them, refuses the result.
+  void closeBuffer(unsigned row, unsigned t, int *buf, unsigned spikes, unsigned rowCapacity) {
+    const unsigned stored = spikes < rowCapacity ? spikes : rowCapacity;
+    if (spikes > capacity) {
+      overflow[FIRST_STEP] = overflow[OVERFLOWED] == 0 ? t + 1 : overflow[FIRST_STEP];
+      overflow[OVERFLOWED] += 1;
+      overflow[MOST_NEEDED] = spikes > overflow[MOST_NEEDED] ? spikes : overflow[MOST_NEEDED];
+    }
+    overflow[SPIKES_NEEDED] += spikes;
+    buf[0] = int(stored);
+    buf[1] = int(stored);
+    idTrace[row + 1] = idTrace[row] + int(BUFFER_HEADER + stored);
+  }
 
   void start() {
     const unsigned n = numNeurons;
@@ -477,8 +515,7 @@ private:
       const unsigned row = t * batch + b;
       int *buf = startBuffer(row);
       int *__restrict ids = buf + BUFFER_HEADER;
-      const unsigned room = spikeRoom(row);
-      const unsigned rowCapacity = capacity < room ? capacity : room;
+      const unsigned rowCapacity = rowCapacityAt(row);
       unsigned spikes;
       if constexpr (halfStorage) {
         spikes = storedStep(c, param, ruleValue, in, rec, b, sg, ids, rowCapacity);
@@ -489,14 +526,9 @@ private:
       }
       if (!C::uniform && memTrace.size() != 0)
         traceStates(row, b);
-      const unsigned stored = spikes < rowCapacity ? spikes : rowCapacity;
-      countOverflow(spikes, capacity, t, &overflow[0]);
-      overflow[SPIKES_NEEDED] += spikes;
       if (sparse)
         traceRow(row, sg);
-      buf[0] = int(stored);
-      buf[1] = int(stored);
-      idTrace[row + 1] = idTrace[row] + int(BUFFER_HEADER + stored);
+      closeBuffer(row, t, buf, spikes, rowCapacity);
       finishSample(t, b, buf);
     }
     if (sparse && t + 1 == numSteps) // the trace is complete: what the dL/dI list needs
@@ -521,11 +553,12 @@ private:
       idTrace[0] = int(traceStarts(numSteps, batch));
     return &idTrace[unsigned(idTrace[row])];
   }
-  // Spike ids the id trace can still take at row `row` (every row's header is reserved).
-  unsigned spikeRoom(unsigned row) const {
+  // Spike ids row `row`'s buffer can take: the capacity, or what the id trace can still take
+  // (every row's header is reserved). After startBuffer(row), which sets row 0's start.
+  unsigned rowCapacityAt(unsigned row) const {
     const unsigned used =
         unsigned(idTrace[row]) - traceStarts(numSteps, batch) - row * BUFFER_HEADER;
-    return spikeCapacity - used;
+    return capacity < spikeCapacity - used ? capacity : spikeCapacity - used;
   }
 
   // Row (t, b) of the gradient trace: its start, its entries, the next row's start.
