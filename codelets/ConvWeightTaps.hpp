@@ -206,8 +206,8 @@ inline void forTapGroups(const Window &w, unsigned c, const TapLists &l, unsigne
 // channel, G kernel columns' gwT rows in registers while the entries whose row reaches add their
 // terms (no branch per term). Each tap's terms in the input's order, as weightGradByInputs and
 // weightGradByPositions: the same floats. g + zero: c zeros, zero >= P c. buf:
-// tapListsWords(count). Returns false, having added nothing, if an input is not finite (the
-// caller takes another kernel).
+// tapListsWords(count). Returns false, having added nothing, if an input is not finite or the
+// input holds 2^22 values or more (the caller takes another kernel).
 inline bool weightGradByTaps(const Window &w, unsigned c, const float *__restrict xr,
                              const unsigned *__restrict idx, unsigned count,
                              const float *__restrict g, unsigned zero, float *__restrict gwT,
@@ -218,8 +218,8 @@ inline bool weightGradByTaps(const Window &w, unsigned c, const float *__restric
   // loop and its exit paid once a kernel row), 8 of 16 on AVX2 and SSE (8 FMA latencies).
   constexpr unsigned GMAX = LANES >= 16 ? 5 : LANES == 8 ? 1 : 2;
   TapLists l;
-  if (!tapLists(w, c, xr, idx, count, zero, buf, l))
-    return false;
+  if (w.inSize() >= 1u << 22 || !tapLists(w, c, xr, idx, count, zero, buf, l))
+    return false; // past quotient's range, or an input that is not finite
   const float *val = l.val;
   for (unsigned i = 0; i < w.kernelHeight; ++i) {
     tapOffsets(w, count, zero, i, l);
