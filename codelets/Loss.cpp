@@ -13,6 +13,7 @@ namespace loss {
 
 // The losses OutputLoss is templated on. Each computes one sample's loss (times its weight w,
 // label y), writes its gradients into the vertex's outputs and returns the weighted loss.
+// `membranes`: it reads U and writes dL/dU (else only the spikes and dL/dS).
 // z is the vertex's scratch: [C] logits or counts, then [C] more.
 
 // Spike counts per class (z[0..K)), then each output's count gradient spread over the steps.
@@ -37,7 +38,8 @@ template <class V> void countGradsOverSteps(V &v, unsigned b, const float *z) {
   }
 }
 
-struct CeCount { // cross-entropy of the spike counts per class
+struct CeCount {                           // cross-entropy of the spike counts per class
+  static constexpr bool membranes = false; // writes dL/dU
   template <class V> static float sample(V &v, unsigned b, unsigned y, float w, float *z) {
     countsPerClass(v, b, z);
     const float value = w * V::crossEntropy(z, v.numClasses, y);
@@ -48,7 +50,8 @@ struct CeCount { // cross-entropy of the spike counts per class
   }
 };
 
-struct MseCount { // squared error of the counts against on/off targets
+struct MseCount {                          // squared error of the counts against on/off targets
+  static constexpr bool membranes = false; // writes dL/dU
   template <class V> static float sample(V &v, unsigned b, unsigned y, float w, float *z) {
     const unsigned K = v.numClasses, T = v.numSteps;
     countsPerClass(v, b, z);
@@ -64,6 +67,7 @@ struct MseCount { // squared error of the counts against on/off targets
 };
 
 struct CeRate { // cross-entropy of the spikes at each step, averaged over the steps
+  static constexpr bool membranes = false; // writes dL/dU
   template <class V> static float sample(V &v, unsigned b, unsigned y, float w, float *z) {
     const unsigned T = v.numSteps, C = v.numOutputs;
     float total = 0.0f;
@@ -79,6 +83,7 @@ struct CeRate { // cross-entropy of the spikes at each step, averaged over the s
 };
 
 struct MseMembrane { // squared error of the membranes against on/off targets at every step
+  static constexpr bool membranes = true; // writes dL/dU
   template <class V> static float sample(V &v, unsigned b, unsigned y, float w, float *) {
     const unsigned T = v.numSteps, C = v.numOutputs;
     const float scale = 2.0f / float(T * C);
@@ -95,6 +100,7 @@ struct MseMembrane { // squared error of the membranes against on/off targets at
 };
 
 struct CeMaxMembrane { // cross-entropy of each output's peak membrane; gradient to its first peak
+  static constexpr bool membranes = true; // writes dL/dU
   template <class V> static float sample(V &v, unsigned b, unsigned y, float w, float *z) {
     const unsigned T = v.numSteps, C = v.numOutputs;
     float *__restrict firstMax = z + C;
@@ -174,10 +180,13 @@ public:
   }
 
   bool compute() {
-    for (unsigned k = 0; k < numSteps * batch * numOutputs; ++k) {
+    for (unsigned k = 0; k < numSteps * batch * numOutputs; ++k)
       gradSpikes[k] = Stored(0.0f);
-      gradMembranes[k] = Stored(0.0f);
-    }
+    // A loss without a membrane term leaves dL/dU alone: the host sends it nowhere
+    // (lossCopies) and the readout's copy keeps its zeros.
+    if constexpr (Loss::membranes)
+      for (unsigned k = 0; k < numSteps * batch * numOutputs; ++k)
+        gradMembranes[k] = Stored(0.0f);
     float total = 0.0f;
     for (unsigned b = 0; b < batch; ++b) {
       const float w = sampleWeights[b];

@@ -169,14 +169,20 @@ LossExchange lossCopies(const GraphBuild &b) {
   const HostTensors &io = b.io;
   const unsigned T = b.steps(), Bc = b.batch();
   const std::vector<LossGroup> &groups = b.plan.lossGroups;
+  // Only a loss with a membrane term reads U and writes dL/dU; for the others U stays on the
+  // readout's tiles and their dL/dU keeps its initial zeros (OutputLoss writes none).
+  const LossKind kind = b.spec.loss.kind;
+  const bool membranes = kind == LossKind::MseMembrane || kind == LossKind::CeMaxMembrane;
   if (groups.size() == 1) {
     for (const Shard &sh : b.layers.back().shards) {
       const std::size_t lo = std::size_t(T) * Bc * sh.first,
                         hi = lo + std::size_t(T) * Bc * sh.size;
       c.gather.add(sh.recSpikes, io.gatheredS.slice(lo, hi));
-      c.gather.add(sh.recMem, io.gatheredU.slice(lo, hi));
       c.scatter.add(io.gradS.slice(lo, hi), sh.lossGradS);
-      c.scatter.add(io.gradU.slice(lo, hi), sh.lossGradU);
+      if (membranes) {
+        c.gather.add(sh.recMem, io.gatheredU.slice(lo, hi));
+        c.scatter.add(io.gradU.slice(lo, hi), sh.lossGradU);
+      }
     }
     return c;
   }
@@ -191,8 +197,10 @@ LossExchange lossCopies(const GraphBuild &b) {
         const std::size_t to = base + std::size_t(T) * Bg * sh.first + t * Bg * sh.size;
         const std::size_t len = Bg * sh.size;
         c.gather.add(sh.recSpikes.slice(from, from + len), io.gatheredS.slice(to, to + len));
-        c.gather.add(sh.recMem.slice(from, from + len), io.gatheredU.slice(to, to + len));
         c.scatter.add(io.gradS.slice(to, to + len), sh.lossGradS.slice(from, from + len));
+        if (!membranes)
+          continue;
+        c.gather.add(sh.recMem.slice(from, from + len), io.gatheredU.slice(to, to + len));
         c.scatter.add(io.gradU.slice(to, to + len), sh.lossGradU.slice(from, from + len));
       }
   }

@@ -50,7 +50,7 @@ CopyList constantGradCopies(const GraphBuild &b);
 // Chunk m of the batch onto the first layer's tiles.
 CopyList inputCopies(const GraphBuild &b, unsigned chunk);
 // The output layer's records onto the loss groups' tiles (gather), and the loss gradients
-// back (scatter).
+// back (scatter); U and dL/dU only for a loss with a membrane term.
 struct LossExchange {
   CopyList gather, scatter;
 };

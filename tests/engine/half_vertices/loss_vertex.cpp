@@ -44,6 +44,11 @@ void run(const std::string &stored, const std::string &dir, const LossArgs &a) {
   Tensor scale = graph.addConstant<float>(FLOAT, {1}, a.scale, "scale");
   for (const Tensor &t : {spikes, membranes, labels, weights, gradS, gradU, loss, scratch, scale})
     graph.setTileMapping(t, 0);
+  // A loss without a membrane term leaves dL/dU as it was: zeros, as the engine's are.
+  if (type == FLOAT)
+    graph.setInitialValue(gradU, 0.0f);
+  else
+    graph.setInitialValue(gradU, 0u);
   ComputeSet cs = graph.addComputeSet("loss");
   VertexRef v = graph.addVertex(cs, "OutputLoss<" + stored + ",popsnn::loss::" + a.kind + ">",
                                 {{"spikes", spikes},
