@@ -21,6 +21,7 @@
 //          bench/conv_input_grad_speed.cpp -o /tmp/conv_input_grad_speed   (-O3: as the codelets)
 // usage: conv_input_grad_speed ARGMAX_FILE [CHUNK REPEATS]
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -43,7 +44,11 @@ struct Stage {
   template <bool BY_ROWS>
   void inputGrad(unsigned rows, const float *grad, const unsigned *argmax, float *gradInput) {
     const unsigned R = paddedRun(w), hw = w.inHeight * w.inWidth;
-    float *wr = work.data(), *dxT = wr + c * w.kernelHeight * R;
+    // From a 64-byte boundary, as in the vertex (the runtime's variables start on one and
+    // col is 48,000 bytes): at a vector's heap address the rows took up to ~1.2x as long.
+    float *wr = work.data(), *dxT;
+    wr += (64 - reinterpret_cast<std::uintptr_t>(wr) % 64) % 64 / sizeof(float);
+    dxT = wr + c * w.kernelHeight * R;
     float *lists = dxT + w.inSize() + R;
     weightRuns(w, c, weights.data(), wr);
     for (unsigned r = 0; r < rows; ++r) {
@@ -84,7 +89,7 @@ int main(int argc, char **argv) {
   for (float &v : grad)
     v = rng() % 2 ? g(rng) : -g(rng);
   s.work.resize((s.c * s.w.kernelHeight + 1) * paddedRun(s.w) + s.w.inSize() +
-                gradRowFloats<ChannelsLast>(s.w, s.c));
+                gradRowFloats<ChannelsLast>(s.w, s.c) + 15);
   const std::size_t outs = std::size_t(rows) * s.w.inSize();
   std::vector<float> out[2] = {std::vector<float>(outs), std::vector<float>(outs)};
   const auto ms = harness::alternatingChunks(
