@@ -6,6 +6,8 @@
 
 #include <cmath>
 
+#include "../include/popsnn/VertexEnums.hpp"
+
 using namespace poplar;
 
 namespace popsnn {
@@ -13,7 +15,7 @@ namespace loss {
 
 // The losses OutputLoss is templated on. Each computes one sample's loss (times its weight w,
 // label y), writes its gradients into the vertex's outputs and returns the weighted loss.
-// `membranes`: it reads U and writes dL/dU (else only the spikes and dL/dS).
+// `membranes`: it reads U and writes dL/dU (codes::usesMembranes).
 // z is the vertex's scratch: [C] logits or counts, then [C] more.
 
 // Spike counts per class (z[0..K)), then each output's count gradient spread over the steps.
@@ -38,8 +40,8 @@ template <class V> void countGradsOverSteps(V &v, unsigned b, const float *z) {
   }
 }
 
-struct CeCount {                           // cross-entropy of the spike counts per class
-  static constexpr bool membranes = false; // writes dL/dU
+struct CeCount { // cross-entropy of the spike counts per class
+  static constexpr bool membranes = codes::usesMembranes(codes::CE_COUNT);
   template <class V> static float sample(V &v, unsigned b, unsigned y, float w, float *z) {
     countsPerClass(v, b, z);
     const float value = w * V::crossEntropy(z, v.numClasses, y);
@@ -50,8 +52,8 @@ struct CeCount {                           // cross-entropy of the spike counts 
   }
 };
 
-struct MseCount {                          // squared error of the counts against on/off targets
-  static constexpr bool membranes = false; // writes dL/dU
+struct MseCount { // squared error of the counts against on/off targets
+  static constexpr bool membranes = codes::usesMembranes(codes::MSE_COUNT);
   template <class V> static float sample(V &v, unsigned b, unsigned y, float w, float *z) {
     const unsigned K = v.numClasses, T = v.numSteps;
     countsPerClass(v, b, z);
@@ -67,7 +69,7 @@ struct MseCount {                          // squared error of the counts agains
 };
 
 struct CeRate { // cross-entropy of the spikes at each step, averaged over the steps
-  static constexpr bool membranes = false; // writes dL/dU
+  static constexpr bool membranes = codes::usesMembranes(codes::CE_RATE);
   template <class V> static float sample(V &v, unsigned b, unsigned y, float w, float *z) {
     const unsigned T = v.numSteps, C = v.numOutputs;
     float total = 0.0f;
@@ -83,7 +85,7 @@ struct CeRate { // cross-entropy of the spikes at each step, averaged over the s
 };
 
 struct MseMembrane { // squared error of the membranes against on/off targets at every step
-  static constexpr bool membranes = true; // writes dL/dU
+  static constexpr bool membranes = codes::usesMembranes(codes::MSE_MEMBRANE);
   template <class V> static float sample(V &v, unsigned b, unsigned y, float w, float *) {
     const unsigned T = v.numSteps, C = v.numOutputs;
     const float scale = 2.0f / float(T * C);
@@ -100,7 +102,7 @@ struct MseMembrane { // squared error of the membranes against on/off targets at
 };
 
 struct CeMaxMembrane { // cross-entropy of each output's peak membrane; gradient to its first peak
-  static constexpr bool membranes = true; // writes dL/dU
+  static constexpr bool membranes = codes::usesMembranes(codes::CE_MAX_MEMBRANE);
   template <class V> static float sample(V &v, unsigned b, unsigned y, float w, float *z) {
     const unsigned T = v.numSteps, C = v.numOutputs;
     float *__restrict firstMax = z + C;

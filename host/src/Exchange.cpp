@@ -171,8 +171,7 @@ LossExchange lossCopies(const GraphBuild &b) {
   const std::vector<LossGroup> &groups = b.plan.lossGroups;
   // Only a loss with a membrane term reads U and writes dL/dU; for the others U stays on the
   // readout's tiles and their dL/dU keeps its initial zeros (OutputLoss writes none).
-  const LossKind kind = b.spec.loss.kind;
-  const bool membranes = kind == LossKind::MseMembrane || kind == LossKind::CeMaxMembrane;
+  const bool membranes = codes::usesMembranes(codes::Loss(unsigned(b.spec.loss.kind)));
   if (groups.size() == 1) {
     for (const Shard &sh : b.layers.back().shards) {
       const std::size_t lo = std::size_t(T) * Bc * sh.first,

@@ -68,6 +68,10 @@ enum Loss : unsigned {
   MSE_MEMBRANE = 3,
   CE_MAX_MEMBRANE = 4
 };
+// Whether a loss reads the readout's U and writes dL/dU (the others read its spikes and write
+// dL/dS only): the host exchanges U and dL/dU for these alone, OutputLoss zeroes dL/dU for
+// these alone.
+constexpr bool usesMembranes(Loss loss) { return loss == MSE_MEMBRANE || loss == CE_MAX_MEMBRANE; }
 
 // A spike buffer per (step, sample, shard): [spike count, spike count, ids...] (the second
 // count is kept so that every reader sees one header; gradient candidates are in the
