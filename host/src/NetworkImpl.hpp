@@ -40,7 +40,7 @@ class Network::Impl {
 public:
   Impl(const NetworkSpec &s, const DeviceSpec &d, OverflowPolicy p)
       : spec(s), deviceSpec(d), policy(p), measuredTrace(s.traceActivity == 0.0f),
-        measuredList(s.gradListActivity == 0.0f) {
+        measuredList(s.gradListActivity == 0.0f), measuredSpikes(s.spikeActivity == 0.0f) {
     spec.validate();
     build();
   }
@@ -52,6 +52,8 @@ public:
   bool measuredTrace;
   // gradListActivity left at 0: the engine sizes the dL/dI lists; rebuilds for them.
   bool measuredList;
+  // spikeActivity left at 0: the engine sizes the id trace from the first complete counts.
+  bool measuredSpikes;
   unsigned gradListGrows = 0;
 
   Device device;
@@ -261,7 +263,8 @@ public:
   // step); the first counts of a measured trace size it, and the step is redone on that.
   bool checkOverflow() {
     const Overflow worst = readOverflow(*engine, spec, plan(), layers());
-    const Measured measured{measuringTrace(), measuredTrace, measuredList};
+    const Measured measured{measuringTrace(), measuredTrace, measuredList,
+                            measuredSpikes && spec.spikeActivity == 0.0f, measuredSpikes};
     if (!resizeFor(worst, measured, policy, entriesPerShard(spec, plan()), spec, gradListGrows))
       return false;
     rebuildKeepingState();

@@ -59,6 +59,8 @@ void noteOverflow(const unsigned *o, const Layer &layer, const Shard &sh, unsign
     if (layer.index < worst.layerTrace.size())
       worst.layerTrace[layer.index] = std::max(worst.layerTrace[layer.index], needed);
   }
+  worst.spikesNeeded =
+      std::max(worst.spikesNeeded, o[codes::SPIKES_NEEDED] / (double(rows) * sh.size));
   if (sh.traceCapacity != 0)
     noteTraceOverflow(o[codes::TRACE_NEEDED], sh.traceCapacity, false, layer, sh, rows, numSteps,
                       worst);
@@ -134,6 +136,16 @@ float measuredTraceActivity(const Overflow &counted, unsigned entriesPerShard) {
   return float(std::min(1.0, std::max(counted.traceNeeded * ACTIVITY_HEADROOM, oneEntry)));
 }
 
+// At least the gradient trace's measuring size: a layer still silent on the first minibatch
+// (an untrained net's deeper layers) would otherwise rebuild at each rise of its activity.
+float measuredSpikeActivity(const Overflow &counted, const NetworkSpec &spec) {
+  double measured = std::max(counted.spikesNeeded * ACTIVITY_HEADROOM,
+                             double(NetworkSpec::TRACE_MEASURING_ACTIVITY));
+  if (counted.spikeGrow <= spec.idTraceActivity()) // it fitted: never above what it ran with
+    measured = std::min<double>(measured, spec.idTraceActivity());
+  return float(std::min(1.0, measured));
+}
+
 // A measured trace once layers went dense (chooseDenseBackward): sized by the layers that keep
 // the compressed trace, not by the dense ones' entries (their memory saved back); never grown.
 static void shrinkTraceToCompressed(const Overflow &counted, unsigned entriesPerShard,
@@ -175,24 +187,37 @@ bool resizeFor(const Overflow &worst, const Measured &measured, OverflowPolicy p
   // keep their masked surrogate dense from now on.
   const bool denser =
       !worst.any && !measured.measuringTrace && chooseDenseBackward(worst.layerLive, spec);
-  if (!worst.any && !measured.measuringTrace && !worst.listOverflow && !sizeLists && !denser)
+  // The id trace's first complete counts (no spike buffer overflowed: the id trace counts
+  // past its end, and the gradient trace's overflow does not cut them): its size from now on.
+  const bool idsCounted = measured.measuringSpikes && worst.grow <= spec.maxActivity;
+  const float ids = idsCounted ? measuredSpikeActivity(worst, spec) : 0.0f;
+  const bool fewerIds = ids > 0.0f && ids < spec.idTraceActivity();
+  const auto keepIds = [&] { // counted as large as it ran: nothing to rebuild for it
+    if (idsCounted)
+      spec.spikeActivity = ids;
     return false;
-  const bool ownTrace = measured.trace && worst.onlyGradientTrace(spec);
+  };
+  if (!worst.any && !measured.measuringTrace && !worst.listOverflow && !sizeLists && !denser &&
+      !fewerIds)
+    return keepIds();
+  const bool engineSized = worst.onlyEngineSized(spec, measured.trace, measured.spikes);
   if (measured.measuringTrace)
     spec.traceActivity = measuredTraceActivity(worst, entriesPerShard);
   if (sizeLists)
     spec.gradListActivity = measuredListActivity(worst, entriesPerShard);
   if (sizeLists && !worst.any && !measured.measuringTrace &&
-      spec.gradListActivity >= DENSE_TRACE_MIN_ACTIVITY && !denser)
-    return false; // measured, and as dense as before: nothing to rebuild
-  if (worst.any && policy == OverflowPolicy::Error && !ownTrace)
+      spec.gradListActivity >= DENSE_TRACE_MIN_ACTIVITY && !denser && !fewerIds)
+    return keepIds(); // measured, and as dense as before: nothing to rebuild
+  if (worst.any && policy == OverflowPolicy::Error && !engineSized)
     throw SpikeBufferOverflow(overflowMessage(worst, spec), worst.layer, worst.step, worst.needed,
                               worst.capacity);
   if (worst.listOverflow && policy == OverflowPolicy::Error && !measured.lists)
     throw SpikeBufferOverflow(listOverflowMessage(worst, spec), worst.listLayer, 0,
                               worst.listNeededEntries, worst.listCapacity);
   listRebuilds += sizeLists || worst.listOverflow;
-  growFor(worst, spec);
+  growFor(worst, spec);         // from the sizes counted with: it sets spikeActivity
+  if (measured.measuringSpikes) // counted: its size; else as maxActivity, to count next time
+    spec.spikeActivity = ids;
   if (denser && measured.trace) // after growFor: nothing overflowed, so it grew nothing
     shrinkTraceToCompressed(worst, entriesPerShard, spec);
   return true;

@@ -24,8 +24,8 @@ struct Overflow {
   bool trace = false, spikes = false;
   double traceGrow = 0, spikeGrow = 0;
   // The largest fraction of a shard's T x B x n entries a gradient trace needed, overflowed
-  // or not (what a measured trace is sized by).
-  double traceNeeded = 0;
+  // or not (what a measured trace is sized by), and likewise the id trace's spike ids.
+  double traceNeeded = 0, spikesNeeded = 0;
   // The dL/dI lists (LayerShape::gradList) as the forward counted them: the largest fraction of
   // a shard's T x B x n entries any compressed-trace shard's list needs (a hidden layer after
   // the first; a list or not), and
@@ -40,9 +40,11 @@ struct Overflow {
   std::vector<double> layerTrace;
   bool listOverflow = false;
   unsigned listLayer = 0, listNeededEntries = 0, listCapacity = 0;
-  // Only a gradient trace overflowed (no spike buffer, no id trace).
-  bool onlyGradientTrace(const NetworkSpec &spec) const {
-    return grow <= spec.maxActivity && spikeGrow <= spec.idTraceActivity();
+  // Nothing overflowed but what the engine sized (`gradient`: the gradient trace, `ids`: the
+  // id trace), which grows whatever the policy: no spike buffer, no size the user set.
+  bool onlyEngineSized(const NetworkSpec &spec, bool gradient, bool ids) const {
+    return grow <= spec.maxActivity && (gradient || traceGrow <= spec.gradientTraceActivity()) &&
+           (ids || spikeGrow <= spec.idTraceActivity());
   }
 };
 
@@ -58,16 +60,16 @@ std::string listOverflowMessage(const Overflow &worst, const NetworkSpec &spec);
 void growFor(const Overflow &worst, NetworkSpec &spec);
 // Headroom over the measured or needed activity a trace or buffer is sized with.
 constexpr double ACTIVITY_HEADROOM = 1.25;
-// A measured gradient trace (spec.traceActivity 0): its activity from the first minibatch's
-// counts, with headroom, at least one entry's worth (0 means "not measured yet").
 // The worst overflow over every shard and chunk, from the device's counters.
 Overflow readOverflow(poplar::Engine &engine, const NetworkSpec &spec, const Plan &plan,
                       const std::vector<Layer> &layers);
 
 // Which sizes the engine measures (a user's size overflows as the policy says, the engine's
-// grows): the gradient trace still to measure, the gradient trace's and the dL/dI lists'.
+// grows): the gradient trace and the id trace still to measure, the gradient trace's, the
+// dL/dI lists' and the id trace's.
 struct Measured {
-  bool measuringTrace = false, trace = false, lists = false;
+  bool measuringTrace = false, trace = false, lists = false, measuringSpikes = false,
+       spikes = false;
 };
 // What a forward's counts need (Network::checkOverflow): false, nothing; else the spec's sizes
 // grown or measured (the caller rebuilds and redoes the step; listRebuilds counts those for the
@@ -78,7 +80,12 @@ bool resizeFor(const Overflow &worst, const Measured &measured, OverflowPolicy p
 // The largest shard's T x chunk-batch x n entries.
 unsigned entriesPerShard(const NetworkSpec &spec, const Plan &plan);
 
+// A measured gradient trace (spec.traceActivity 0): its activity from the first minibatch's
+// counts, with headroom, at least one entry's worth (0 means "not measured yet").
 float measuredTraceActivity(const Overflow &counted, unsigned entriesPerShard);
+// A measured id trace (spec.spikeActivity 0): likewise, at least TRACE_MEASURING_ACTIVITY and,
+// where it fitted, never above the size it was counted with.
+float measuredSpikeActivity(const Overflow &counted, const NetworkSpec &spec);
 // A measured dL/dI list (spec.gradListActivity 0): likewise, from the forward's counts.
 float measuredListActivity(const Overflow &counted, unsigned entriesPerShard);
 

@@ -31,12 +31,19 @@ def reference_input_grad(net, params, x, y, loss):
     return loss(spikes, membranes, y), grads, d_x
 
 
+# The id trace at the whole shard's size (not measured on the first minibatch): the tight
+# geometries then need the step-major schedule or chunks of samples, the paths checked.
+WHOLE_ID_TRACE = dict(spike_activity=1.0)
 # (device options, sample chunks expected, schedule expected: 1 step-major)
 GEOMETRIES = {
     "cpu": ({}, 1, 0),
     "1x16": (dict(num_ipus=1, tiles_per_ipu=16), 1, 0),
     "2x8": (dict(num_ipus=2, tiles_per_ipu=8), 1, 0),
-    "2x8-32KiB": (dict(num_ipus=2, tiles_per_ipu=8, memory_bytes_per_tile=32 * 1024), 1, 1),
+    "2x8-32KiB": (
+        dict(num_ipus=2, tiles_per_ipu=8, memory_bytes_per_tile=32 * 1024, **WHOLE_ID_TRACE),
+        1,
+        1,
+    ),
 }
 
 
@@ -73,6 +80,24 @@ def test_input_grad_equals_the_reference(geometry, rule, direct):
     check_input_grad(backend, net, params, loss, partial(x, 3), y[:3])
 
 
+def test_a_measured_id_trace_frees_the_memory_for_the_layer_major_schedule():
+    # 32 KiB tiles: with the id trace of the whole shard the plan is step-major; measured on
+    # the first minibatch (the default), the rebuilt graph fits layer-major.
+    options = dict(GEOMETRIES["2x8-32KiB"][0])
+    del options["spike_activity"]
+    net = big_net(None)
+    loss = losses.ce_count_loss(population_code=True, num_classes=5)
+    x, raw = make_input(net, BATCH, STEPS, True, seed=11)
+    y = labels_for(loss, net, raw)
+    params = net.init_params(12)
+    backend = sgd_backend(
+        net, params, loss, steps=STEPS, batch=BATCH, device="ipu-model", **options
+    )
+    assert backend.profile()["step_major"] == 1
+    check_input_grad(backend, net, params, loss, x, y)
+    assert backend.profile()["step_major"] == 0 and backend.profile()["spike_activity"] < 1
+
+
 # (input, KiB per tile): too little memory for the whole batch at once.
 CHUNKED = [("direct", 24), ("direct", 32), ("per-step", 24), ("per-step", 40)]
 
@@ -89,7 +114,14 @@ def test_input_grad_of_a_batch_in_chunks_equals_the_reference(case, rule):
     params = net.init_params(12)
     geometry = dict(num_ipus=2, tiles_per_ipu=8, memory_bytes_per_tile=kib * 1024)
     backend = sgd_backend(
-        net, params, loss, steps=STEPS, batch=batch, device="ipu-model", **geometry
+        net,
+        params,
+        loss,
+        steps=STEPS,
+        batch=batch,
+        device="ipu-model",
+        **geometry,
+        **WHOLE_ID_TRACE,
     )
     check_input_grad(backend, net, params, loss, x, y)
     assert backend.profile()["sample_chunks"] > 1
