@@ -61,13 +61,16 @@ inline void addWindowRuns(const Window &w, unsigned c, unsigned p, unsigned coun
 }
 
 // Every position's non-zero dL/dI entries of one row: count[p] entries from start[p] in coef
-// (values) and chan (channels).
+// (values) and chan (their weight runs' offsets in a kernel row's runs: channel x paddedRun,
+// so that the multiply-add loops add an offset, with no multiply by the run per entry: the
+// kernel took ~0.9x the samples in bench/conv_input_grad_speed.cpp).
 struct PositionLists {
   const float *coef;
   const unsigned *chan, *start, *count;
 };
 
-// combineRows<true>(R, ..., keep) onto two runs at once (a, b: counts, coefficients, rows):
+// combineRows<true>(R, ..., keep) onto two runs at once (a, b: counts, coefficients, runs'
+// offsets in rows):
 // each run's sums in its own order (the same floats), the two runs' multiply-adds
 // interleaved while both have entries. With R one block of 4 vectors (AVX-512's 64 floats,
 // the CSNN's 60-float runs), one run's 4 sums wait on their last multiply-adds (4 cycles
@@ -83,8 +86,8 @@ inline void addRunsPair(unsigned R, unsigned keep, const float *__restrict rows,
   using popsnn::dense::loadLanes;
   constexpr unsigned V = 64 / LANES;
   if (R != V * LANES) { // not one block: one run after the other
-    combineRows<true>(R, na, ca, ia, rows, R, a, keep);
-    combineRows<true>(R, nb, cb, ib, rows, R, b, keep);
+    combineRows<true>(R, na, ca, ia, rows, 1, a, keep);
+    combineRows<true>(R, nb, cb, ib, rows, 1, b, keep);
     return;
   }
   Lanes sa[V], sb[V];
@@ -92,8 +95,8 @@ inline void addRunsPair(unsigned R, unsigned keep, const float *__restrict rows,
     sa[v] = loadLanes(a + v * LANES), sb[v] = loadLanes(b + v * LANES);
   const unsigned both = std::min(na, nb);
   for (unsigned q = 0; q < both; ++q) {
-    const float *__restrict ra = rows + std::size_t(ia[q]) * R;
-    const float *__restrict rb = rows + std::size_t(ib[q]) * R;
+    const float *__restrict ra = rows + ia[q];
+    const float *__restrict rb = rows + ib[q];
     for (unsigned v = 0; v < V; ++v) {
       sa[v] = fusedAdd(sa[v], ca[q], loadLanes(ra + v * LANES));
       sb[v] = fusedAdd(sb[v], cb[q], loadLanes(rb + v * LANES));
@@ -101,10 +104,10 @@ inline void addRunsPair(unsigned R, unsigned keep, const float *__restrict rows,
   }
   for (unsigned q = both; q < na; ++q)
     for (unsigned v = 0; v < V; ++v)
-      sa[v] = fusedAdd(sa[v], ca[q], loadLanes(rows + std::size_t(ia[q]) * R + v * LANES));
+      sa[v] = fusedAdd(sa[v], ca[q], loadLanes(rows + ia[q] + v * LANES));
   for (unsigned q = both; q < nb; ++q)
     for (unsigned v = 0; v < V; ++v)
-      sb[v] = fusedAdd(sb[v], cb[q], loadLanes(rows + std::size_t(ib[q]) * R + v * LANES));
+      sb[v] = fusedAdd(sb[v], cb[q], loadLanes(rows + ib[q] + v * LANES));
   const auto store = [&](float *out, const Lanes *sums) {
     for (unsigned v = 0; v < V; ++v) {
       const unsigned k = v * LANES;
@@ -134,7 +137,7 @@ inline void addListedRuns(const Window &w, unsigned c, const PositionLists &l,
                              *__restrict count = l.count;
   const auto one = [&](const float *__restrict runs, unsigned i, unsigned p) {
     if (float *run = count[p] ? windowRun(w, p, i, dxT) : nullptr)
-      combineRows<true>(R, count[p], coef + start[p], chan + start[p], runs, R, run, keep);
+      combineRows<true>(R, count[p], coef + start[p], chan + start[p], runs, 1, run, keep);
   };
   for (unsigned i = w.kernelHeight; i-- > 0;) {
     const float *__restrict runs = wr + std::size_t(i) * c * R;
@@ -153,27 +156,31 @@ inline void addListedRuns(const Window &w, unsigned c, const PositionLists &l,
   }
 }
 
-// The channels k < c with a[k] == at and g[k] non-zero (NaN counts): g[k] into coef, k into
-// chan, in order (no branch per entry); returns their count. On AVX-512 hosts 16 at a time,
-// compressed and stored masked (nothing past the count); on AVX2 hosts 8 at a time, packed
-// by one permute and stored whole (up to 8 entries past the count).
+// The channels k < c with a[k] == at and g[k] non-zero (NaN counts): g[k] into coef, k times
+// `scale` into chan, in order (no branch per entry); returns their count. On AVX-512 hosts 16 at a
+// time, compressed and stored masked (nothing past the count); on AVX2 hosts 8 at a time, packed by
+// one permute and stored whole (up to 8 entries past the count).
 inline unsigned channelsAt(unsigned c, const unsigned *__restrict a, unsigned at,
-                           const float *__restrict g, float *__restrict coef,
+                           const float *__restrict g, unsigned scale, float *__restrict coef,
                            unsigned *__restrict chan) {
   unsigned n = 0, k = 0;
 #ifdef POPSNN_SPARSE_ROWS_AVX512
-  const __m512i want = _mm512_set1_epi32(int(at));
+  const __m512i want = _mm512_set1_epi32(int(at)), step = _mm512_set1_epi32(int(16 * scale));
+  __m512i ids =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(int(scale)));
   for (; k + 16 <= c; k += 16) {
     const __m512 gv = _mm512_loadu_ps(g + k);
     const __mmask16 in =
         _mm512_mask_cmp_ps_mask(_mm512_cmpeq_epi32_mask(_mm512_loadu_si512(a + k), want), gv,
                                 _mm512_setzero_ps(), _CMP_NEQ_UQ);
     lif::storeCompressed(coef + n, in, gv);
-    n += lif::storeLaneIds(in, k, chan + n);
+    n += lif::storeCompressed(chan + n, in, ids);
+    ids = _mm512_add_epi32(ids, step);
   }
 #elif defined(POPSNN_SPIKES_AVX2)
-  const __m256i want = _mm256_set1_epi32(int(at)), eight = _mm256_set1_epi32(8);
-  __m256i lane = lif::firstLanes8(0);
+  const __m256i want = _mm256_set1_epi32(int(at)), eight = _mm256_set1_epi32(int(8 * scale));
+  __m256i lane = _mm256_mullo_epi32(lif::firstLanes8(0), _mm256_set1_epi32(int(scale)));
   for (; k + 8 <= c; k += 8) {
     const __m256 gv = _mm256_loadu_ps(g + k);
     const __m256i ak = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a + k));
@@ -189,7 +196,7 @@ inline unsigned channelsAt(unsigned c, const unsigned *__restrict a, unsigned at
   }
 #endif
   for (; k < c; ++k) {
-    coef[n] = g[k], chan[n] = k;
+    coef[n] = g[k], chan[n] = k * scale;
     n += a[k] == at && g[k] != 0.0f;
   }
   return n;
@@ -219,7 +226,7 @@ inline PositionLists pooledLists(const Window &conv, unsigned c, const float *__
     for (unsigned at = 0; at < 4; ++at) {
       const unsigned p = (2 * (q / Wo) + (at >> 1)) * W + 2 * (q % Wo) + (at & 1u);
       const unsigned n = channelsAt(c, aT + std::size_t(q) * c, at, gT + std::size_t(q) * c,
-                                    coef + used, chan + used);
+                                    paddedRun(conv), coef + used, chan + used);
       start[p] = used, count[p] = n, used += n;
     }
   return {coef, chan, start, count};

@@ -391,6 +391,20 @@ inline void combineRows(unsigned n, unsigned count, const float *__restrict coef
     store(k0, acc);
   }
   const unsigned end = ADD ? std::min(n, keep) : n;
+#if defined(POPSNN_FUSED_ADD) && defined(__AVX512F__)
+  // Fewer than a vector (the CSNN's first convolution has 12 channels, its readout 10) in
+  // one masked vector, each lane's sum in the loop's order below (the same floats): that
+  // loop's load, multiply-add and store per float were ~14% of the event-driven forward.
+  if (k0 < end) {
+    const __mmask16 m = __mmask16((1u << (end - k0)) - 1u);
+    __m512 acc = ADD ? _mm512_maskz_loadu_ps(m, out + k0) : _mm512_setzero_ps();
+    for (unsigned q = 0; q < count; ++q)
+      acc = _mm512_fmadd_ps(_mm512_set1_ps(coef[q]),
+                            _mm512_maskz_loadu_ps(m, rows + std::size_t(idx[q]) * ld + k0), acc);
+    _mm512_mask_storeu_ps(out + k0, m, acc);
+  }
+  return;
+#endif
   for (unsigned k = k0; k < end; ++k) // fewer than a vector: row by row, no gathers
     out[k] = ADD ? out[k] : 0.0f;
   for (unsigned q = 0; q < count; ++q)

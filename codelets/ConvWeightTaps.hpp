@@ -157,6 +157,27 @@ inline void addTapGroupScalar(const float *__restrict val, unsigned s0, unsigned
     rows[t][0] = acc[t];
 }
 
+#if defined(POPSNN_FUSED_ADD) && defined(__AVX512F__)
+// The same for the channels past the last whole vector at once, lanes m of one vector (the
+// CSNN's first convolution has 12 channels: one pass over the entries instead of 12, each
+// lane's terms in addTapGroupScalar's order, the same floats).
+template <unsigned G>
+inline void addTapGroupMasked(__mmask16 m, const float *__restrict val, unsigned s0, unsigned s1,
+                              const unsigned *__restrict off, unsigned n, const float *__restrict g,
+                              float *__restrict const *rows) {
+  __m512 acc[G];
+  for (unsigned t = 0; t < G; ++t)
+    acc[t] = _mm512_maskz_loadu_ps(m, rows[t]);
+  for (unsigned s = s0; s < s1; ++s) {
+    const __m512 a = _mm512_set1_ps(val[s]);
+    for (unsigned t = 0; t < G; ++t)
+      acc[t] = _mm512_fmadd_ps(a, _mm512_maskz_loadu_ps(m, g + off[t * n + s]), acc[t]);
+  }
+  for (unsigned t = 0; t < G; ++t)
+    _mm512_mask_storeu_ps(rows[t], m, acc[t]);
+}
+#endif
+
 // f(j0, std::integral_constant<unsigned, G>) with G = n (1 <= n <= N).
 template <unsigned N, class F> inline void tapGroup(unsigned n, unsigned j0, F &&f) {
   if constexpr (N > 1)
@@ -234,6 +255,16 @@ inline bool weightGradByTaps(const Window &w, unsigned c, const float *__restric
           w, c, l, i, gwT, k0, [&](unsigned s0, unsigned s1, auto offs, auto group, auto rows) {
             addTapGroup<decltype(group)::value, 1>(val, s0, s1, offs, l.n, g + k0, rows);
           });
+#if defined(POPSNN_FUSED_ADD) && defined(__AVX512F__)
+    if (k0 < c) {
+      const __mmask16 m = __mmask16((1u << (c - k0)) - 1u);
+      forTapGroups<GMAX>(
+          w, c, l, i, gwT, k0, [&](unsigned s0, unsigned s1, auto offs, auto group, auto rows) {
+            addTapGroupMasked<decltype(group)::value>(m, val, s0, s1, offs, l.n, g + k0, rows);
+          });
+      k0 = c;
+    }
+#endif
     for (; k0 < c; ++k0)
       forTapGroups<GMAX>(
           w, c, l, i, gwT, k0, [&](unsigned s0, unsigned s1, auto offs, auto group, auto rows) {

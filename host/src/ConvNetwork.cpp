@@ -134,6 +134,25 @@ CopyList gradCopies(const ConvStageBuild &next, ConvStageBuild &prev) {
   return copies;
 }
 
+// Whether stage `next`'s shards are stage `prev`'s rows on the same tiles, each with all
+// channels: then prev's shard i's spikes [rows, C x P] are next's shard i's input rows and
+// its dL/dS is next's shard i's dL/dx share, element for element, and neither needs a
+// copy. So on the cpu device, where every stage splits the same rows over all the tiles
+// (tileRanges; the CSNN's copies of ~22 and ~13 MB each way a step were ~4% of its step on
+// one thread: docs/performance/csnn.md); not where the stages have tiles of their own (an
+// IPU target), which the copies exchange.
+bool sameShards(const ConvStageBuild &prev, const ConvPlan &next, const ConvStageSpec &spec) {
+  if (prev.plan.channelGroups != 1 || next.channelGroups != 1 || spec.direct ||
+      prev.plan.shards.size() != next.shards.size())
+    return false;
+  for (std::size_t i = 0; i < next.shards.size(); ++i) {
+    const ConvShard &a = prev.plan.shards[i], &b = next.shards[i];
+    if (a.tile != b.tile || a.firstRow != b.firstRow || a.rows != b.rows)
+      return false;
+  }
+  return true;
+}
+
 } // namespace
 
 struct ConvNetwork::Impl {
@@ -167,9 +186,15 @@ void ConvNetwork::Impl::build() {
     for (ConvShard &sh : plans.back().shards)
       sh.tile += ranges[k].first;
   }
+  std::vector<bool> linked(spec.stages.size(), false); // stage k reads stage k - 1's in place
   for (unsigned k = 0; k < spec.stages.size(); ++k) {
     auto &b =
         stages.emplace_back(std::make_unique<ConvStageBuild>(spec.stages[k], plans[k], *graph));
+    linked[k] = k && sameShards(*stages[k - 1], plans[k], spec.stages[k]);
+    for (unsigned i = 0; linked[k] && i < plans[k].shards.size(); ++i) {
+      b->linkedX.push_back(stages[k - 1]->shards[i].spikes);
+      b->linkedGradInput.push_back(stages[k - 1]->shards[i].gradSpikes);
+    }
     const float in = k < spec.inputActivity.size() ? spec.inputActivity[k] : 0.1f;
     const float grad = k < spec.gradActivity.size() ? spec.gradActivity[k] : 0.1f;
     for (const ConvShard &sh : plans[k].shards) {
@@ -179,14 +204,14 @@ void ConvNetwork::Impl::build() {
     buildConvStage(*b, true);
   }
   for (unsigned k = 0; k < stages.size(); ++k) {
-    if (k)
+    if (k && !linked[k])
       forward.add(spikeCopies(*stages[k - 1], *stages[k]).program());
     forward.add(stages[k]->fanout.program());
     forward.add(stages[k]->forward);
   }
   for (unsigned k = unsigned(stages.size()); k-- > 0;) {
     backward.add(stages[k]->backward);
-    if (k)
+    if (k && !linked[k])
       backward.add(gradCopies(*stages[k], *stages[k - 1]).program());
   }
   createStreams();

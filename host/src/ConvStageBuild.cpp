@@ -67,7 +67,10 @@ void addForwardWorkers(ConvStageBuild &s, unsigned i, ComputeSet conv, const Ten
 // of them to every shard that needs them (row groups share weights, channel groups input).
 void createInputs(ConvStageBuild &s) {
   const ConvStageSpec &spec = s.spec;
-  s.xHost = s.graph.addVariable(FLOAT, {std::size_t(spec.convRows(spec.rows)) * s.inSize()}, "x");
+  const bool linked = !s.linkedX.empty();
+  s.xHost = linked ? concat(s.linkedX)
+                   : s.graph.addVariable(FLOAT,
+                                         {std::size_t(spec.convRows(spec.rows)) * s.inSize()}, "x");
   s.weightHost = s.graph.addVariable(FLOAT, {std::size_t(spec.outChannels) * s.taps()}, "weight");
   s.biasHost = s.graph.addVariable(FLOAT, {std::size_t(spec.outChannels)}, "bias");
   for (const ConvShard &sh : s.plan.shards) {
@@ -77,7 +80,7 @@ void createInputs(ConvStageBuild &s) {
     const Tensor w = s.weightHost.slice(std::size_t(sh.firstChannel) * s.taps(),
                                         std::size_t(sh.firstChannel + sh.channels) * s.taps());
     const Tensor b = s.biasHost.slice(sh.firstChannel, sh.firstChannel + sh.channels);
-    if (sh.channelGroup == 0)
+    if (sh.channelGroup == 0 && !linked) // linked rows are on this tile already
       s.graph.setTileMapping(xRows, sh.tile);
     if (sh.rowGroup == 0) {
       s.graph.setTileMapping(w, sh.tile);
@@ -265,7 +268,9 @@ void addGradVertices(ConvStageBuild &s) {
     t.activeGrads = s.var(UNSIGNED_INT, workers, sh.tile, "active_grads");
     t.inputDenseRows = s.var(UNSIGNED_INT, workers, sh.tile, "input_grad_dense_rows");
     if (spec.inputGrad)
-      t.gradInput = s.var(FLOAT, t.x.numElements(), sh.tile, "grad_input_share");
+      t.gradInput = s.linkedGradInput.empty()
+                        ? s.var(FLOAT, t.x.numElements(), sh.tile, "grad_input_share")
+                        : s.linkedGradInput[i];
     for (unsigned k = 0; k < workers; ++k) {
       const std::size_t lo = workerRow(rows, k, workers), hi = workerRow(rows, k + 1, workers);
       const Tensor part = parts.slice(k * wb, (k + 1) * wb);

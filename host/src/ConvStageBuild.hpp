@@ -40,6 +40,11 @@ struct ConvStageBuild {
   std::vector<ConvShardTensors> shards;
   poplar::Tensor xHost, weightHost, biasHost;
   std::vector<poplar::Tensor> gradWBSum, gradInputSum; // per channel group, per row group
+  // Set before buildConvStage when the previous stage's shards hold this stage's rows on the
+  // same tiles (ConvNetwork.cpp's sameShards): per shard, the previous stage's spikes as this
+  // stage's input rows and its dL/dS as this stage's dL/dx share, read and written in place
+  // instead of copied between the stages.
+  std::vector<poplar::Tensor> linkedX, linkedGradInput;
   CopyList fanout; // one exchange phase (a Copy per piece would be a phase each)
   poplar::program::Sequence forward, backward;
 

@@ -136,6 +136,24 @@ def test_tile_geometries(tiles):
 
 
 @pytest.mark.parametrize(
+    "tiles, linked", [("2", [False, True]), ("3", [True, True]), ("7", [False, False])]
+)
+def test_cpu_stages_in_place_or_copied(tiles, linked, monkeypatch):
+    # On the cpu device every stage splits the same rows over all the tiles: where both
+    # stages of a pair have one channel group, the next reads the previous one's spikes and
+    # writes its dL/dS in place (ConvNetwork.cpp's sameShards), else they are copied.
+    monkeypatch.setenv("POPSNN_CPU_TILES", tiles)
+    model = check_against_reference(csnn(channels=(4, 6)), seed=2)
+    plans = model.backend.plans()
+    rows = [[(sh[0], sh[3], sh[4]) for sh in p["shards"]] for p in plans]  # tile, rows
+    same = [
+        a["channel_groups"] == b["channel_groups"] == 1 and ra == rb
+        for a, b, ra, rb in zip(plans, plans[1:], rows, rows[1:])
+    ]
+    assert same == linked, plans
+
+
+@pytest.mark.parametrize(
     "rule", [sparse.window(0.3), sparse.one_sided(0.3)], ids=["window", "one_sided"]
 )
 def test_sparse_rules_equal_the_reference_masked_surrogate(rule):
