@@ -8,10 +8,8 @@ namespace detail {
 
 using TaskFn = void (*)(void *context, std::size_t index);
 
-// Runs fn(context, i) for i in [0, n), spread over the pool's threads (i to thread
-// i * threads / n first, so a tile stays on one thread; an idle thread takes tasks
-// another has not started), and returns when all are done. Rethrows the first
-// exception a task threw.
+// Runs fn(context, i) for i in [0, n), spread over the pool's threads, and
+// returns when all are done. Rethrows the first exception a task threw.
 void parallelFor(std::size_t n, TaskFn fn, void *context);
 
 // Threads taking part in parallelFor ($POPSNN_NUM_THREADS, else the hardware's).
