@@ -263,8 +263,12 @@ public:
   // step); the first counts of a measured trace size it, and the step is redone on that.
   bool checkOverflow() {
     const Overflow worst = readOverflow(*engine, spec, plan(), layers());
-    const Measured measured{measuringTrace(), measuredTrace, measuredList,
-                            measuredSpikes && spec.spikeActivity == 0.0f, measuredSpikes};
+    // The id trace is measured in the gradient trace's measuring rebuild: a model without
+    // one would rebuild for it alone, then at each rise of its activity while it trains.
+    const bool measuring = measuringTrace();
+    const Measured measured{measuring, measuredTrace, measuredList,
+                            measuring && measuredSpikes && spec.spikeActivity == 0.0f,
+                            measuredSpikes};
     if (!resizeFor(worst, measured, policy, entriesPerShard(spec, plan()), spec, gradListGrows))
       return false;
     rebuildKeepingState();

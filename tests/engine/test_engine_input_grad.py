@@ -14,6 +14,7 @@ from engine_helpers import (
     labels_for,
     make_input,
     sgd_backend,
+    sharded_case,
 )
 
 import popsnn
@@ -81,18 +82,12 @@ def test_input_grad_equals_the_reference(geometry, rule, direct):
 
 
 def test_a_measured_id_trace_frees_the_memory_for_the_layer_major_schedule():
-    # 32 KiB tiles: with the id trace of the whole shard the plan is step-major; measured on
-    # the first minibatch (the default), the rebuilt graph fits layer-major.
-    options = dict(GEOMETRIES["2x8-32KiB"][0])
-    del options["spike_activity"]
-    net = big_net(None)
-    loss = losses.ce_count_loss(population_code=True, num_classes=5)
-    x, raw = make_input(net, BATCH, STEPS, True, seed=11)
-    y = labels_for(loss, net, raw)
-    params = net.init_params(12)
-    backend = sgd_backend(
-        net, params, loss, steps=STEPS, batch=BATCH, device="ipu-model", **options
-    )
+    # 28 KiB tiles: with the id trace of the whole shard the plan is step-major; measured on
+    # the first minibatch with the rule's gradient trace (the default), the rebuilt graph
+    # fits layer-major.
+    options = dict(num_ipus=2, tiles_per_ipu=8, memory_bytes_per_tile=28 * 1024)
+    net = big_net(sparse.window(0.5))
+    backend, params, loss, x, y = sharded_case(net, True, batch=BATCH, steps=STEPS, **options)
     assert backend.profile()["step_major"] == 1
     check_input_grad(backend, net, params, loss, x, y)
     assert backend.profile()["step_major"] == 0 and backend.profile()["spike_activity"] < 1

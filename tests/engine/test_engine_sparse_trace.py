@@ -163,21 +163,24 @@ def measured_need(masks, prof):
     )
 
 
+def checked_step(backend, net, params, x, y):
+    """loss_and_grad of the engine against the reference's; returns (engine profile, record)."""
+    loss = losses.ce_count_loss()
+    value, grads = backend.loss_and_grad(x, y)
+    ref_value, ref_grads, rec = reference.loss_and_grad(net, params, x, y, loss, num_steps=STEPS)
+    assert value == pytest.approx(ref_value, rel=2e-5, abs=1e-7)
+    assert_grads_close(grads, ref_grads)
+    return backend.profile(), rec
+
+
 def test_the_default_trace_is_measured_on_the_first_minibatch_then_grows():
     # trace_activity left unset: the first minibatch counts the entries inside the rule on a
     # small trace, the engine rebuilds at that plus headroom (x 1.25) and redoes the step;
     # a busier minibatch later grows it (the engine's own size: "error" is for sizes the
     # user chose). Both results are the masked reference's.
     net, params, x, y, backend = overflow_backend(sparse.window(0.1), on_overflow="error")
-    loss = losses.ce_count_loss()
     for gain in (0.5, 2.0):
-        value, grads = backend.loss_and_grad(x * gain, y)
-        ref_value, ref_grads, rec = reference.loss_and_grad(
-            net, params, x * gain, y, loss, num_steps=STEPS
-        )
-        assert value == pytest.approx(ref_value, rel=2e-5, abs=1e-7)
-        assert_grads_close(grads, ref_grads)
-        prof = backend.profile()
+        prof, rec = checked_step(backend, net, params, x * gain, y)
         need = measured_need(rec.grad_masks[:2], prof)
         if gain == 0.5:
             assert prof["trace_activity"] == pytest.approx(1.25 * need, rel=1e-5)
@@ -201,41 +204,40 @@ def test_a_measured_trace_of_busy_layers_is_kept_dense():
     assert prof["layer0_compressed_trace"] == 0
 
 
-@pytest.mark.parametrize("rule", [None, sparse.window(0.1)], ids=["dense", "rule"])
-def test_the_default_id_trace_is_measured_on_the_first_minibatch_then_grows(rule):
+def test_the_default_id_trace_is_measured_with_the_gradient_trace_then_grows():
     # spike_activity left unset: the first minibatch runs with an id trace of max_activity
-    # (1.0: it cannot overflow), the engine rebuilds at the busiest shard's spike count plus
-    # headroom (x 1.25; with a rule, in the gradient trace's rebuild), at least 1% of the
-    # entries, and redoes the step; busier minibatches grow it whatever the policy.
-    net, params, x, y, backend = overflow_backend(rule, on_overflow="error")
-    loss = losses.ce_count_loss()
+    # (1.0: it cannot overflow), and the gradient trace's measuring rebuild sizes it at the
+    # busiest shard's spike count plus headroom (x 1.25), at least 1% of the entries; busier
+    # minibatches grow it whatever the policy.
+    net, params, x, y, backend = overflow_backend(sparse.window(0.1), on_overflow="error")
     for gain in (0.0, 1.0, 3.0):
-        value, grads = backend.loss_and_grad(x * gain, y)
-        ref_value, ref_grads, rec = reference.loss_and_grad(
-            net, params, x * gain, y, loss, num_steps=STEPS
-        )
-        assert value == pytest.approx(ref_value, rel=2e-5, abs=1e-7)
-        assert_grads_close(grads, ref_grads)
-        prof = backend.profile()
+        prof, rec = checked_step(backend, net, params, x * gain, y)
         need = measured_need(rec.spikes, prof)
         if gain == 0.0:  # a quiet minibatch (the biases' spikes alone): the floor
             assert 1.25 * need < 0.01 and prof["spike_activity"] == pytest.approx(0.01)
             quiet = prof["layer0_id_trace_bytes"]
         assert prof["max_activity"] == 1.0 and prof["spike_activity"] >= need
     assert prof["spike_activity"] < 1.0 and prof["layer0_id_trace_bytes"] > quiet
-    full = overflow_backend(rule, spike_activity=1.0)[4]
+    full = overflow_backend(sparse.window(0.1), spike_activity=1.0)[4]
     full.loss_and_grad(x, y)
     assert full.profile()["layer0_id_trace_bytes"] > prof["layer0_id_trace_bytes"]
 
 
 def test_the_first_complete_counts_size_the_id_trace():
-    net, params, x, y, backend = overflow_backend(None, on_overflow="error")
-    backend.loss_and_grad(x, y)
-    rec = reference.loss_and_grad(net, params, x, y, losses.ce_count_loss(), num_steps=STEPS)[2]
-    prof = backend.profile()
+    net, params, x, y, backend = overflow_backend(sparse.window(0.1), on_overflow="error")
+    prof, rec = checked_step(backend, net, params, x, y)
     need = measured_need(rec.spikes, prof)
     assert 1.25 * need > 0.01  # above the floor: the count itself
     assert prof["spike_activity"] == pytest.approx(1.25 * need, rel=1e-5)
+
+
+def test_without_a_measured_gradient_trace_the_id_trace_stays_whole():
+    # No rule, no gradient trace to measure: no rebuild for the id trace alone (it would
+    # rebuild again at each rise of activity while the network learns).
+    net, params, x, y, backend = overflow_backend(None, on_overflow="error")
+    for gain in (1.0, 3.0):
+        prof, _ = checked_step(backend, net, params, x * gain, y)
+        assert prof["spike_activity"] == prof["max_activity"] == 1.0
 
 
 def dense_backend(on_overflow, spike_activity):

@@ -102,9 +102,9 @@ struct NetworkSpec {
   // measured trace grows on overflow whatever the overflow policy (docs/numerics.md §7).
   float traceActivity = 0.0f;
   // The id trace (the spike ids of all steps and samples) per shard, likewise. 0 (the
-  // default): measured: the first minibatch runs with an id trace of maxActivity, the engine
-  // rebuilds at the busiest shard's count plus headroom (at least TRACE_MEASURING_ACTIVITY)
-  // and redoes the step; it grows on overflow whatever the policy.
+  // default): as maxActivity, and where the gradient trace is measured, measured with it:
+  // the busiest shard's count on the first minibatch plus headroom (at least
+  // TRACE_MEASURING_ACTIVITY), in the same rebuild; it grows on overflow whatever the policy.
   float spikeActivity = 0.0f;
   static constexpr float TRACE_MEASURING_ACTIVITY = 0.01f;
   float gradientTraceActivity() const {

@@ -42,10 +42,10 @@ Device options: `num_ipus`, `tiles_per_ipu`, `memory_bytes_per_tile`
 (ipu-model geometry), `max_activity` (spike-buffer capacity as a fraction of a
 shard's neurons, default 1.0: never overflows), `spike_activity` and
 `trace_activity` (the id trace and the gradient trace, kept over all steps, as
-fractions of a shard's T x B x n entries; by default both are measured: the first minibatch
-counts their entries, the engine rebuilds at that plus 25% (the id trace at least 1%) and
-redoes the step, and grows them on overflow whatever `on_overflow` says, docs/numerics.md
-section 7),
+fractions of a shard's T x B x n entries; by default the gradient trace is measured: the
+first minibatch counts its entries, the engine rebuilds at that plus 25% and redoes the step,
+and grows it on overflow whatever `on_overflow` says; the id trace is `max_activity`'s size,
+measured in that same rebuild where there is one (at least 1%), docs/numerics.md section 7),
 `input_activity` ([T, B, N] input: the host lists the batch's non-zero entries once per batch,
 in the pass that checks for NaN and inf, and only that list crosses onto the first layer's
 tiles, whose forward and weight gradient read it instead of scanning T x B x N floats; the
@@ -224,8 +224,8 @@ class EngineBackend:
             device_options.get("max_activity", RUN["max_activity"]),
             "the spike-buffer capacity as a fraction of a tile's neurons",
         )
-        # The traces kept over all steps: None (the default) measures them on the first
-        # minibatch.
+        # The traces kept over all steps: None (the default) measures the gradient trace on the
+        # first minibatch, and the id trace with it (else it is max_activity's size).
         self.trace_activity, self.spike_activity, self.grad_list_activity, max_live = (
             RUN[key]
             if device_options.get(key) is None
