@@ -51,7 +51,7 @@ RUN = {
     "batch_size": 128,
     "max_activity": 1.0,  # spike-buffer capacity: never overflows
     "trace_activity": 0.0,  # gradient trace over all steps: 0 = measured on the first batch
-    "spike_activity": 0.0,  # spike ids over all steps: 0 = max_activity, measured with the gradient trace
+    "spike_activity": 0.0,  # spike ids, all steps: 0 = max_activity or measured
     "grad_list_activity": 0.0,  # dL/dI lists between compressed traces: 0 = measured
     "sparse_backward_max_live": 0.0,  # a rule's layer more live runs dense: 0 = measured here
 }
