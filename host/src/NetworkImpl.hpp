@@ -52,7 +52,8 @@ public:
   bool measuredTrace;
   // gradListActivity left at 0: the engine sizes the dL/dI lists; rebuilds for them.
   bool measuredList;
-  // spikeActivity left at 0: the engine sizes the id trace from the first complete counts.
+  // spikeActivity left at 0: the engine's size (maxActivity's, or measured in the gradient
+  // trace's measuring rebuild); it grows on overflow whatever the policy.
   bool measuredSpikes;
   unsigned gradListGrows = 0;
 
