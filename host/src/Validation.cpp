@@ -222,7 +222,7 @@ void NetworkSpec::validate() const {
     invalid("NetworkSpec.traceActivity must lie in [0, 1] (0: measured), got " +
             str(traceActivity));
   if (!(spikeActivity >= 0.0f && spikeActivity <= 1.0f))
-    invalid("NetworkSpec.spikeActivity must lie in [0, 1] (0: measured), got " +
+    invalid("NetworkSpec.spikeActivity must lie in [0, 1] (0: the engine's size), got " +
             str(spikeActivity));
   if (!(sparseBackwardMaxLive >= 0.0f && sparseBackwardMaxLive <= 1.0f))
     invalid("NetworkSpec.sparseBackwardMaxLive must lie in [0, 1] (0: the measured crossover, "
